@@ -1,0 +1,2 @@
+//! Shared scenario suite for spillguard adapters and the test helper program.
+#![deny(missing_docs)]
