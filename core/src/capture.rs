@@ -1,0 +1,562 @@
+//! Capture of one output stream: count every byte, keep a bounded part.
+//!
+//! A [`StreamCapture`] is fed raw chunks as they are read. Feeding never fails
+//! and never stops accepting bytes, so the reader can keep draining the pipe
+//! whatever the volume (R1.1). Every byte is counted in a `u64` before any text
+//! is made (R1.2). At most the per-call budget is kept (R1.3):
+//!
+//! * [`Retain::Tail`] keeps the most recent bytes in a ring;
+//! * [`Retain::Head`] keeps the first bytes and drops the rest;
+//! * [`Retain::HeadAndTail`] keeps a prefix of `head_bytes` and a ring of the
+//!   rest of the budget; both parts are reported, never spliced silently.
+//!
+//! All three are one mechanism: a prefix of capacity `head_cap` followed by a
+//! ring of capacity `tail_cap` (tail mode is `head_cap == 0`, head mode is
+//! `tail_cap == 0`). The retained window is therefore always "the first `h`
+//! bytes and the last `t` bytes of the stream", which is what the marker says.
+//!
+//! Memory comes from the process-wide [`RetentionPool`] as the buffers grow
+//! (doubling, never past the budget); when the pool cannot grant more, the
+//! capture keeps what it has, goes on counting and reports
+//! [`retention_limited`](StreamCapture::retention_limited). In steady state
+//! (buffers at their size) feeding allocates nothing and copies at most the
+//! budget per chunk.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, DebugGrant, Retain};
+use crate::pool::{PoolLease, RetentionPool};
+use crate::render::Window;
+
+/// Which stream of a helper a capture is for. Its name appears in the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StreamName {
+    /// The helper's standard error: diagnostics.
+    Stderr,
+    /// The helper's standard output: the structured result channel.
+    Stdout,
+}
+
+impl StreamName {
+    /// The name as written in markers and records: `stderr` or `stdout`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamName::Stderr => "stderr",
+            StreamName::Stdout => "stdout",
+        }
+    }
+}
+
+impl fmt::Display for StreamName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How one capture retains bytes: mode, budget, prefix size, kill ceiling.
+///
+/// Build it from a validated [`Config`] with [`CaptureSettings::stderr`] or
+/// [`CaptureSettings::for_call`]; the fields are public for tools and tests
+/// that need a capture outside a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureSettings {
+    /// The stream captured; named in the marker.
+    pub stream: StreamName,
+    /// Retention mode.
+    pub retain: Retain,
+    /// Most bytes retained in total (prefix plus ring).
+    pub budget: usize,
+    /// Prefix size for [`Retain::HeadAndTail`]; ignored by the other modes.
+    /// Clamped to `budget`.
+    pub head_bytes: usize,
+    /// Opt-in kill-on-overflow (R1.8): once more than this many bytes were
+    /// seen, [`StreamCapture::feed`] reports [`Fed::CeilingCrossed`] once.
+    pub kill_after_bytes: Option<u64>,
+    /// Whether a debug grant raised this capture's budget (R2.7).
+    pub debug: bool,
+}
+
+impl CaptureSettings {
+    /// Settings for a call's stderr under `config`, without debug grant.
+    pub fn stderr(config: &Config) -> Self {
+        Self {
+            stream: StreamName::Stderr,
+            retain: config.retain,
+            budget: to_usize(config.stderr_retained_per_call_bytes),
+            head_bytes: to_usize(config.head_bytes()),
+            kill_after_bytes: config.stderr_kill_after_bytes,
+            debug: false,
+        }
+    }
+
+    /// Settings for a call's stderr made at `now`: if `grant` is active at
+    /// `now`, the budget is raised to the grant's (already capped by the
+    /// configured ceiling) and the capture is marked `debug`.
+    pub fn for_call(config: &Config, grant: Option<&DebugGrant>, now: std::time::Instant) -> Self {
+        let mut settings = Self::stderr(config);
+        if let Some(grant) = grant.filter(|g| g.is_active(now)) {
+            settings.budget = settings.budget.max(to_usize(
+                grant.per_call_bytes().min(config.debug_ceiling_bytes),
+            ));
+            settings.debug = true;
+        }
+        settings
+    }
+
+    /// Settings that keep the last `budget` bytes of `stream`.
+    pub fn tail(stream: StreamName, budget: usize) -> Self {
+        Self {
+            stream,
+            retain: Retain::Tail,
+            budget,
+            head_bytes: 0,
+            kill_after_bytes: None,
+            debug: false,
+        }
+    }
+
+    fn split(&self) -> (usize, usize) {
+        match self.retain {
+            Retain::Tail => (0, self.budget),
+            Retain::Head => (self.budget, 0),
+            Retain::HeadAndTail => {
+                let head = self.head_bytes.min(self.budget);
+                (head, self.budget - head)
+            }
+        }
+    }
+}
+
+pub(crate) fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// What one [`StreamCapture::feed`] observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a crossed kill ceiling must reach the lifecycle"]
+#[non_exhaustive]
+pub enum Fed {
+    /// The bytes were counted (and retained as far as the budget allows).
+    Accepted,
+    /// This chunk took the bytes seen past the opt-in kill ceiling. Reported
+    /// once, on the chunk that crossed it.
+    CeilingCrossed,
+}
+
+/// Counts and retains one stream of one call. See the [module docs](self).
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
+///
+/// let pool = RetentionPool::new(1 << 20);
+/// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 8), &pool);
+/// let _ = capture.feed(b"retry 1 failed\n");
+/// let _ = capture.feed(b"retry 2 failed\n");
+/// assert_eq!(capture.bytes_seen(), 30);
+/// assert_eq!(capture.bytes_retained(), 8);
+/// assert_eq!(
+///     capture.render(),
+///     "[stderr truncated: kept last 8 of 30 bytes]\n failed\n"
+/// );
+/// ```
+#[derive(Debug)]
+pub struct StreamCapture {
+    settings: CaptureSettings,
+    seen: u64,
+    head: Vec<u8>,
+    head_cap: usize,
+    head_reserved: usize,
+    head_closed: bool,
+    tail: Ring,
+    tail_cap: usize,
+    tail_reserved: usize,
+    lease: PoolLease,
+    limited: bool,
+    ceiling_reported: bool,
+}
+
+/// Smallest step by which a buffer's reservation grows.
+const MIN_RESERVATION_STEP: usize = 256;
+
+impl StreamCapture {
+    /// Starts an empty capture that draws its memory from `pool`.
+    pub fn new(settings: CaptureSettings, pool: &RetentionPool) -> Self {
+        let (head_cap, tail_cap) = settings.split();
+        Self {
+            settings,
+            seen: 0,
+            head: Vec::new(),
+            head_cap,
+            head_reserved: 0,
+            head_closed: head_cap == 0,
+            tail: Ring::default(),
+            tail_cap,
+            tail_reserved: 0,
+            lease: pool.lease(),
+            limited: false,
+            ceiling_reported: false,
+        }
+    }
+
+    /// Counts `chunk` and retains what the budget and the pool allow.
+    ///
+    /// Infallible; copies at most the budget, however large the chunk.
+    pub fn feed(&mut self, chunk: &[u8]) -> Fed {
+        self.seen += chunk.len() as u64;
+        let mut rest = chunk;
+        if !self.head_closed {
+            let room = self.head_cap - self.head.len();
+            let take = room.min(rest.len());
+            if self.head.len() + take > self.head_reserved {
+                let want = grow_target(self.head_reserved, self.head.len() + take, self.head_cap);
+                let granted = to_usize(self.lease.grow((want - self.head_reserved) as u64));
+                self.head_reserved += granted;
+                self.head
+                    .reserve_exact(self.head_reserved - self.head.len());
+            }
+            let kept = take.min(self.head_reserved - self.head.len());
+            self.head.extend_from_slice(&rest[..kept]);
+            if kept < take {
+                self.limited = true;
+            }
+            rest = &rest[kept..];
+            // Once one byte goes past the prefix, the prefix is final: it must
+            // stay the stream's first bytes.
+            if !rest.is_empty() {
+                self.head_closed = true;
+            }
+        }
+        if !rest.is_empty() && self.tail_cap > 0 {
+            let wanted = self.tail_cap.min(self.tail.len() + rest.len());
+            if wanted > self.tail_reserved {
+                let want = grow_target(self.tail_reserved, wanted, self.tail_cap);
+                let granted = to_usize(self.lease.grow((want - self.tail_reserved) as u64));
+                self.tail_reserved += granted;
+                if self.tail_reserved < wanted {
+                    self.limited = true;
+                }
+            }
+            self.tail.push(rest, self.tail_reserved);
+        }
+        match self.settings.kill_after_bytes {
+            Some(ceiling) if !self.ceiling_reported && self.seen > ceiling => {
+                self.ceiling_reported = true;
+                Fed::CeilingCrossed
+            }
+            _ => Fed::Accepted,
+        }
+    }
+
+    /// Every byte fed so far.
+    pub fn bytes_seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// Bytes retained right now (prefix plus ring).
+    pub fn bytes_retained(&self) -> u64 {
+        (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// Whether bytes were dropped: `bytes_seen > bytes_retained`.
+    pub fn truncated(&self) -> bool {
+        self.seen > self.bytes_retained()
+    }
+
+    /// Whether the process-wide pool made this capture keep less than its
+    /// own budget allowed.
+    pub fn retention_limited(&self) -> bool {
+        self.limited
+    }
+
+    /// Whether the opt-in kill ceiling was crossed.
+    pub fn ceiling_crossed(&self) -> bool {
+        self.ceiling_reported
+    }
+
+    /// Bytes this capture holds from the process-wide pool (at least
+    /// [`bytes_retained`](Self::bytes_retained)).
+    pub fn bytes_reserved(&self) -> u64 {
+        self.lease.bytes()
+    }
+
+    /// The settings this capture was made with.
+    pub fn settings(&self) -> &CaptureSettings {
+        &self.settings
+    }
+
+    /// A borrowed view of what is retained, for rendering without finishing.
+    pub fn window(&self) -> Window<'_> {
+        let (older, newer) = self.tail.as_slices();
+        Window {
+            stream: self.settings.stream,
+            retain: self.settings.retain,
+            seen: self.seen,
+            head: &self.head,
+            tail: [older, newer],
+        }
+    }
+
+    /// Renders the marker (if bytes were dropped) and the retained text.
+    /// See [`Window::render`].
+    pub fn render(&self) -> String {
+        self.window().render()
+    }
+
+    /// Ends the capture, handing its bytes and its pool lease to a
+    /// [`Retained`]; the pool is credited when that is dropped.
+    pub fn finish(self) -> Retained {
+        Retained {
+            stream: self.settings.stream,
+            retain: self.settings.retain,
+            debug: self.settings.debug,
+            seen: self.seen,
+            limited: self.limited,
+            head: self.head,
+            tail: self.tail.into_vec(),
+            _lease: self.lease,
+        }
+    }
+}
+
+/// The next reservation for a buffer that holds `reserved` and needs `need`:
+/// at least double, at least [`MIN_RESERVATION_STEP`], never past `cap`.
+fn grow_target(reserved: usize, need: usize, cap: usize) -> usize {
+    need.max(reserved.saturating_mul(2))
+        .max(MIN_RESERVATION_STEP)
+        .min(cap)
+}
+
+/// The retained bytes of a finished capture, holding their share of the
+/// process-wide pool until dropped (R2.2).
+#[derive(Debug)]
+pub struct Retained {
+    stream: StreamName,
+    retain: Retain,
+    debug: bool,
+    seen: u64,
+    limited: bool,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    _lease: PoolLease,
+}
+
+impl Retained {
+    /// A borrowed view for rendering and clamping.
+    pub fn window(&self) -> Window<'_> {
+        Window {
+            stream: self.stream,
+            retain: self.retain,
+            seen: self.seen,
+            head: &self.head,
+            tail: [&self.tail, &[]],
+        }
+    }
+
+    /// Every byte the stream carried.
+    pub fn bytes_seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// Bytes kept.
+    pub fn bytes_retained(&self) -> u64 {
+        (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// Whether bytes were dropped.
+    pub fn truncated(&self) -> bool {
+        self.seen > self.bytes_retained()
+    }
+
+    /// Whether the pool made the capture keep less than its budget allowed.
+    pub fn retention_limited(&self) -> bool {
+        self.limited
+    }
+
+    /// Whether a debug grant raised this capture's budget.
+    pub fn debug(&self) -> bool {
+        self.debug
+    }
+
+    /// The retention mode used.
+    pub fn retain(&self) -> Retain {
+        self.retain
+    }
+
+    /// The stream this was captured from.
+    pub fn stream(&self) -> StreamName {
+        self.stream
+    }
+
+    /// Renders marker and text. See [`Window::render`].
+    pub fn render(&self) -> String {
+        self.window().render()
+    }
+
+    /// Renders and clamps to `cap` bytes, marker included. See
+    /// [`Window::render_clamped`].
+    pub fn render_clamped(&self, cap: usize) -> String {
+        self.window().render_clamped(cap)
+    }
+
+    /// The fingerprint of the retained bytes, `None` if nothing was retained.
+    pub fn fingerprint(&self) -> Option<crate::Fingerprint> {
+        self.window().fingerprint()
+    }
+}
+
+/// A ring of bytes whose capacity can grow (never shrink).
+///
+/// Invariant: either `start == 0` and the bytes are `buf` in order, or the
+/// ring is full (`buf.len()` equals the limit it was last pushed with) and the
+/// oldest byte is at `start`.
+#[derive(Debug, Default)]
+struct Ring {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Ring {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Appends `bytes`, keeping only the last `limit` bytes of the whole.
+    fn push(&mut self, mut bytes: &[u8], limit: usize) {
+        if bytes.len() >= limit {
+            // The chunk alone fills the window: copy only its last bytes.
+            if self.buf.capacity() < limit {
+                self.buf.reserve_exact(limit - self.buf.len());
+            }
+            self.buf.clear();
+            self.buf.extend_from_slice(&bytes[bytes.len() - limit..]);
+            self.start = 0;
+            return;
+        }
+        if self.buf.len() < limit {
+            if self.start != 0 {
+                // The limit grew after the ring had wrapped: straighten it.
+                self.buf.rotate_left(self.start);
+                self.start = 0;
+            }
+            if self.buf.capacity() < limit {
+                self.buf.reserve_exact(limit - self.buf.len());
+            }
+            let take = (limit - self.buf.len()).min(bytes.len());
+            self.buf.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        // Full: overwrite the oldest bytes (at most two copies, as
+        // `bytes.len() < limit`).
+        while !bytes.is_empty() {
+            let run = (self.buf.len() - self.start).min(bytes.len());
+            self.buf[self.start..self.start + run].copy_from_slice(&bytes[..run]);
+            self.start = (self.start + run) % self.buf.len();
+            bytes = &bytes[run..];
+        }
+    }
+
+    /// The bytes in order: older part, newer part.
+    fn as_slices(&self) -> (&[u8], &[u8]) {
+        let (newer, older) = self.buf.split_at(self.start);
+        (older, newer)
+    }
+
+    fn into_vec(mut self) -> Vec<u8> {
+        self.buf.rotate_left(self.start);
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail(budget: usize) -> StreamCapture {
+        StreamCapture::new(
+            CaptureSettings::tail(StreamName::Stderr, budget),
+            &RetentionPool::unlimited(),
+        )
+    }
+
+    fn contents(c: &StreamCapture) -> Vec<u8> {
+        let w = c.window();
+        [w.head, w.tail[0], w.tail[1]].concat()
+    }
+
+    #[test]
+    fn ring_keeps_last_bytes_across_wraps() {
+        let mut c = tail(5);
+        for chunk in [&b"ab"[..], b"cd", b"ef", b"g", b"hij"] {
+            let _ = c.feed(chunk);
+        }
+        assert_eq!(contents(&c), b"fghij");
+        assert_eq!((c.bytes_seen(), c.bytes_retained()), (10, 5));
+    }
+
+    #[test]
+    fn a_chunk_larger_than_the_budget_keeps_its_last_bytes() {
+        let mut c = tail(4);
+        let _ = c.feed(b"xy");
+        let _ = c.feed(b"0123456789");
+        assert_eq!(contents(&c), b"6789");
+    }
+
+    #[test]
+    fn head_and_tail_never_splice() {
+        let pool = RetentionPool::unlimited();
+        let settings = CaptureSettings {
+            retain: Retain::HeadAndTail,
+            head_bytes: 3,
+            ..CaptureSettings::tail(StreamName::Stderr, 7)
+        };
+        let mut c = StreamCapture::new(settings, &pool);
+        let _ = c.feed(b"abcdefghijklmnop");
+        let w = c.window();
+        assert_eq!(w.head, b"abc");
+        assert_eq!([w.tail[0], w.tail[1]].concat(), b"mnop");
+        assert_eq!(c.bytes_retained(), 7);
+    }
+
+    #[test]
+    fn kill_ceiling_is_reported_once_on_the_crossing_chunk() {
+        let settings = CaptureSettings {
+            kill_after_bytes: Some(10),
+            ..CaptureSettings::tail(StreamName::Stderr, 4)
+        };
+        let mut c = StreamCapture::new(settings, &RetentionPool::unlimited());
+        assert_eq!(c.feed(b"0123456789"), Fed::Accepted);
+        assert_eq!(c.feed(b"a"), Fed::CeilingCrossed);
+        assert_eq!(c.feed(b"b"), Fed::Accepted);
+        assert!(c.ceiling_crossed());
+    }
+
+    #[test]
+    fn an_exhausted_pool_limits_retention_but_not_counting() {
+        let pool = RetentionPool::new(2000);
+        let mut hog = pool.lease();
+        assert_eq!(hog.grow(1990), 1990);
+        let mut c = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 1000), &pool);
+        let _ = c.feed(&[b'x'; 500]);
+        assert_eq!((c.bytes_seen(), c.bytes_retained()), (500, 10));
+        assert!(c.retention_limited());
+        assert_eq!(pool.in_use(), 2000);
+        drop(hog);
+        let _ = c.feed(&[b'y'; 500]);
+        assert_eq!(c.bytes_retained(), 510);
+        let _ = c.feed(&[b'z'; 600]);
+        assert_eq!((c.bytes_seen(), c.bytes_retained()), (1600, 1000));
+        let all = contents(&c);
+        assert_eq!(&all[..400], &[b'y'; 400][..]);
+        assert_eq!(&all[400..], &[b'z'; 600][..]);
+        let retained = c.finish();
+        assert_eq!(pool.in_use(), 1000);
+        drop(retained);
+        assert_eq!(pool.in_use(), 0);
+    }
+}
