@@ -248,17 +248,17 @@ impl Config {
                 },
             ));
         }
-        if let Some(head) = self.stderr_head_bytes {
-            if head > per_call {
-                return Err(ConfigError::new(
-                    KEYS[5],
-                    Rule::Exceeds {
-                        value: head,
-                        other: KEYS[0],
-                        limit: per_call,
-                    },
-                ));
-            }
+        if let Some(head) = self.stderr_head_bytes
+            && head > per_call
+        {
+            return Err(ConfigError::new(
+                KEYS[5],
+                Rule::Exceeds {
+                    value: head,
+                    other: KEYS[0],
+                    limit: per_call,
+                },
+            ));
         }
         if self.stderr_kill_after_bytes == Some(0) {
             return Err(ConfigError::new(KEYS[6], Rule::Zero));
