@@ -398,6 +398,13 @@ impl Retained {
         self.window().render()
     }
 
+    /// The retained bytes, raw: the prefix followed by the tail. When
+    /// [`truncated`](Self::truncated), bytes are missing around or between
+    /// them; use [`render`](Self::render) to see where.
+    pub fn to_vec(&self) -> Vec<u8> {
+        [&self.head[..], &self.tail[..]].concat()
+    }
+
     /// Renders and clamps to `cap` bytes, marker included. See
     /// [`Window::render_clamped`].
     pub fn render_clamped(&self, cap: usize) -> String {

@@ -36,12 +36,18 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod call;
 mod capture;
 mod config;
 mod pool;
 mod render;
 
+pub use call::{
+    Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
+    CallRecord, CallSettings, CallSpec, CancelReason, DisconnectPolicy, ExitStatus, Outcome,
+    ResultKind, Signal, SignalMark, State, StateMark, StreamEnd, TRANSITIONS, Timer, rfc3339,
+};
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use pool::{PoolLease, RetentionPool};
-pub use render::{Fingerprint, Window};
+pub use render::{Fingerprint, FingerprintParseError, Window};

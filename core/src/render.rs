@@ -27,7 +27,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::capture::StreamName;
 use crate::config::Retain;
@@ -153,9 +153,15 @@ impl Window<'_> {
         let truncated = self.truncated();
         let (stream, retain) = (self.stream, self.retain);
         // Room for the marker with the widest numbers it could hold, plus
-        // its newline (and one before it between two parts).
+        // its newline (and one before it between two parts). Each count is
+        // at most `seen`; with head+tail the omitted count can be as wide as
+        // the others, but `marker(.., seen, seen, seen)` writes it as "0".
         let reserve = marker(stream, retain, seen, seen, seen).len()
-            + if retain == Retain::HeadAndTail { 2 } else { 1 };
+            + if retain == Retain::HeadAndTail {
+                seen.to_string().len() - 1 + 2
+            } else {
+                1
+            };
         let Some(room) = cap.checked_sub(reserve) else {
             let mut m = marker(stream, retain, 0, 0, seen);
             m.truncate(cap);
@@ -232,6 +238,48 @@ impl fmt::Display for Fingerprint {
             write!(f, "{b:02x}")?;
         }
         Ok(())
+    }
+}
+
+impl std::str::FromStr for Fingerprint {
+    type Err = FingerprintParseError;
+
+    /// Parses 32 hex digits.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 32 {
+            return Err(FingerprintParseError);
+        }
+        let mut out = [0u8; 16];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            let hi = (pair[0] as char)
+                .to_digit(16)
+                .ok_or(FingerprintParseError)?;
+            let lo = (pair[1] as char)
+                .to_digit(16)
+                .ok_or(FingerprintParseError)?;
+            out[i] = (hi * 16 + lo) as u8;
+        }
+        Ok(Fingerprint(out))
+    }
+}
+
+/// A fingerprint's text was not 32 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FingerprintParseError;
+
+impl fmt::Display for FingerprintParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a fingerprint is 32 hex digits")
+    }
+}
+
+impl std::error::Error for FingerprintParseError {}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -1,0 +1,653 @@
+//! One call's lifecycle as a sans-IO state machine (R3, R4 policy, R5).
+//!
+//! A [`Call`] owns every decision about a helper run: when to show the
+//! approval card, when to spawn, when to signal the process group, when to
+//! stop waiting, and which terminal state the call ends in. The adapter that
+//! drives it only reports what happened (`handle_*`) and carries out what it
+//! is asked (`poll_action`). All transitions live in one table in
+//! `transitions.rs`; see [`State`] for the states and `ARCHITECTURE.md` for the
+//! diagram and the precedence rules.
+//!
+//! # Driving a call
+//!
+//! After every `handle_*` call, the driver drains [`Call::poll_action`] until
+//! it returns `None`, carrying out each action in order, then re-arms its
+//! timer from [`Call::poll_timeout`]. When the timer fires it calls
+//! [`Call::handle_timeout`] (calling it early is harmless). The loop ends at
+//! [`Action::Finished`], which is emitted exactly once and is the last action.
+
+mod record;
+mod timer;
+mod transitions;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
+use crate::config::{Config, DebugGrant, Retain};
+use crate::pool::RetentionPool;
+
+pub use record::{
+    ApprovalDecision, CallKind, CallRecord, CancelReason, DisconnectPolicy, ExitStatus, ResultKind,
+    Signal, SignalMark, State, StateMark, StreamEnd, rfc3339,
+};
+pub use timer::Timer;
+pub use transitions::TRANSITIONS;
+
+use timer::TimerTable;
+
+/// What the host knows about a call before it starts: who, what, where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSpec {
+    /// The call's id.
+    pub call_id: String,
+    /// The agent session it belongs to.
+    pub session_id: String,
+    /// Action or discovery.
+    pub kind: CallKind,
+    /// The action's name, e.g. `ssh.exec`.
+    pub action: String,
+    /// The target as shown to the user, e.g. `deploy@web-3`.
+    pub target: String,
+    /// A one-line summary of the parameters, shown on the approval card.
+    pub summary: String,
+}
+
+/// Budgets and timings for one call, derived from a [`Config`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSettings {
+    /// How stderr is retained.
+    pub stderr: CaptureSettings,
+    /// How stdout is retained (its own budget, outside the stderr pool).
+    pub stdout: CaptureSettings,
+    /// Cap of the agent excerpt, marker included.
+    pub excerpt_bytes: usize,
+    /// Longest the helper may run after dispatch; `None` for no limit.
+    pub deadline: Option<Duration>,
+    /// How long the approval card stays valid once shown.
+    pub approval_timeout: Duration,
+    /// SIGTERM to SIGKILL.
+    pub shutdown_grace: Duration,
+    /// How long streams may stay open after the direct child exited.
+    pub post_exit_drain: Duration,
+    /// How long to wait for exit and streams after SIGKILL.
+    pub kill_wait: Duration,
+    /// Whether a descendant that holds a stream open after the direct child
+    /// exited gets TERM, grace, KILL of the whole group (default) or is
+    /// merely abandoned.
+    pub signal_descendants: bool,
+    /// What a client disconnect does.
+    pub on_client_disconnect: DisconnectPolicy,
+}
+
+impl CallSettings {
+    /// Default window for streams to close after the direct child exits.
+    pub const DEFAULT_POST_EXIT_DRAIN: Duration = Duration::from_millis(250);
+    /// Default wait for exit and streams after SIGKILL.
+    pub const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(2);
+    /// Default life of an approval card.
+    pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+    /// Default stdout budget: the structured result channel.
+    pub const DEFAULT_STDOUT_BYTES: usize = 1 << 20;
+    /// Stderr budget of a discovery call: it has its own, smaller budget.
+    pub const DISCOVERY_STDERR_BYTES: u64 = 4096;
+
+    /// Settings for an action call under `config`.
+    pub fn action(config: &Config) -> Self {
+        Self {
+            stderr: CaptureSettings::stderr(config),
+            stdout: CaptureSettings {
+                retain: Retain::Head,
+                ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
+            },
+            excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
+            deadline: None,
+            approval_timeout: Self::DEFAULT_APPROVAL_TIMEOUT,
+            shutdown_grace: config.shutdown_grace_seconds,
+            post_exit_drain: Self::DEFAULT_POST_EXIT_DRAIN,
+            kill_wait: Self::DEFAULT_KILL_WAIT,
+            signal_descendants: true,
+            on_client_disconnect: DisconnectPolicy::Finish,
+        }
+    }
+
+    /// Settings for a discovery call: its own stderr budget
+    /// ([`DISCOVERY_STDERR_BYTES`](Self::DISCOVERY_STDERR_BYTES) at most).
+    pub fn discovery(config: &Config) -> Self {
+        let mut settings = Self::action(config);
+        let budget = config
+            .stderr_retained_per_call_bytes
+            .min(Self::DISCOVERY_STDERR_BYTES);
+        settings.stderr.budget = crate::capture::to_usize(budget);
+        settings.stderr.head_bytes = settings.stderr.head_bytes.min(settings.stderr.budget / 4);
+        settings.excerpt_bytes = settings.excerpt_bytes.min(settings.stderr.budget);
+        settings
+    }
+
+    /// Applies a debug grant active at `now` to the stderr budget (R2.7).
+    pub fn with_debug(mut self, config: &Config, grant: Option<&DebugGrant>, now: Instant) -> Self {
+        let raised = CaptureSettings::for_call(config, grant, now);
+        if raised.debug {
+            self.stderr.budget = self.stderr.budget.max(raised.budget);
+            self.stderr.debug = true;
+        }
+        self
+    }
+}
+
+/// The approval card: built once when approval is asked, never redrawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalCard {
+    /// The call asking.
+    pub call_id: String,
+    /// The action's name.
+    pub action: String,
+    /// The target as shown to the user.
+    pub target: String,
+    /// One-line parameter summary.
+    pub summary: String,
+    /// How long the card stays valid from when it is shown.
+    pub expires_in: Duration,
+}
+
+/// A lifecycle event for the audit log (R6): written as it happens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    /// The call.
+    pub call_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Microseconds since the call was received.
+    pub offset_us: u64,
+    /// What happened.
+    pub kind: AuditKind,
+}
+
+/// The kinds of audit events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AuditKind {
+    /// The attempt, written before anything is approved or spawned (R3.3).
+    Attempt {
+        /// Action or discovery.
+        kind: CallKind,
+        /// The action's name.
+        action: String,
+        /// The target as shown.
+        target: String,
+    },
+    /// A state transition.
+    Transition {
+        /// State left.
+        from: State,
+        /// State entered.
+        to: State,
+    },
+    /// The final record, after the terminal transition.
+    Final(Box<CallRecord>),
+}
+
+/// What the call asks its driver to do. Carry them out in order.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Action {
+    /// Append this event to the audit log.
+    Audit(AuditEvent),
+    /// Show this card to the user (once per call).
+    ShowApprovalCard(ApprovalCard),
+    /// Spawn the helper in its own process group, then report
+    /// [`Call::handle_spawned`] or [`Call::handle_spawn_failed`].
+    Spawn,
+    /// Close the helper's stdin, if it has one.
+    CloseStdin,
+    /// Send `signal` to the process group `pgid` (remembered at spawn). A
+    /// group that no longer exists is not an error.
+    SignalGroup {
+        /// The process group id.
+        pgid: u32,
+        /// The signal.
+        signal: Signal,
+    },
+    /// Stop waiting for the output streams; bytes already fed are kept.
+    AbandonStreams,
+    /// The call ended; this is the last action. If the helper's exit was
+    /// never observed, the driver still reaps it in the background.
+    Finished(Box<Outcome>),
+}
+
+/// A finished call: its record, and its retained output with the pool lease.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The call record (plain data).
+    pub record: CallRecord,
+    /// Retained stderr; holds its share of the process pool until dropped.
+    pub stderr: Retained,
+    /// Retained stdout (the structured result channel, R5.4).
+    pub stdout: Retained,
+    /// The agent excerpt cap the call was configured with.
+    pub excerpt_bytes: usize,
+}
+
+impl Outcome {
+    /// The stderr excerpt for a model: marker included, clamped to
+    /// `stderr_agent_excerpt_bytes` (R2.3).
+    pub fn agent_excerpt(&self) -> String {
+        self.stderr.render_clamped(self.excerpt_bytes)
+    }
+}
+
+/// A caller misused the call: the input does not fit the state. The state
+/// is unchanged. (What the helper, approver or clock did is never an error:
+/// it is an outcome in the record.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No transition exists for this input in this state.
+    InvalidTransition {
+        /// The state the call is in.
+        state: State,
+        /// The input that was refused.
+        input: &'static str,
+    },
+    /// A discovery call was said to need approval; discovery never acts.
+    DiscoveryNeedsApproval,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::InvalidTransition { state, input } => {
+                write!(f, "no transition for input `{input}` in state `{state}`")
+            }
+            CallError::DiscoveryNeedsApproval => {
+                write!(f, "a discovery call cannot need approval: it never acts")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Inputs to the transition table. Bytes are not inputs: they never cause
+/// a transition (the opt-in kill ceiling becomes an explicit `Cancel`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Input {
+    Validated { needs_approval: bool },
+    ValidationFailed(String),
+    ApprovalGranted,
+    ApprovalDenied,
+    Spawned { pid: u32, pgid: u32 },
+    SpawnFailed(String),
+    StdoutEof,
+    StderrEof,
+    Exited(ExitStatus),
+    ProcessLost,
+    Cancel(CancelReason),
+    ClientDisconnected,
+    Result(ResultKind),
+    Timeout(Timer),
+}
+
+impl Input {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Input::Validated { .. } => "validated",
+            Input::ValidationFailed(_) => "validation_failed",
+            Input::ApprovalGranted => "approval_granted",
+            Input::ApprovalDenied => "approval_denied",
+            Input::Spawned { .. } => "spawned",
+            Input::SpawnFailed(_) => "spawn_failed",
+            Input::StdoutEof => "stdout_eof",
+            Input::StderrEof => "stderr_eof",
+            Input::Exited(_) => "exited",
+            Input::ProcessLost => "process_lost",
+            Input::Cancel(_) => "cancel",
+            Input::ClientDisconnected => "client_disconnected",
+            Input::Result(_) => "result",
+            Input::Timeout(_) => "timeout",
+        }
+    }
+}
+
+/// Where the stop sequence of a dispatched helper stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// No signal sent.
+    Running,
+    /// SIGTERM sent; the grace timer runs.
+    Terminating,
+    /// SIGKILL sent; the kill-wait timer runs.
+    Killing,
+}
+
+/// One call of one helper. See the [module docs](self) for the run loop.
+///
+/// # Examples
+///
+/// The whole life of a call that needs approval, driven by hand in
+/// simulated time:
+///
+/// ```
+/// use std::time::{Duration, Instant, SystemTime};
+/// use spillguard_core::{
+///     Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool, State,
+/// };
+///
+/// let config = Config::default();
+/// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+/// let spec = CallSpec {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "ssh.exec".into(),
+///     target: "deploy@web-3".into(),
+///     summary: "systemctl restart web".into(),
+/// };
+/// let t0 = Instant::now();
+/// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
+///
+/// call.handle_validated(t0, true)?;
+/// let mut shown = Vec::new();
+/// while let Some(action) = call.poll_action() {
+///     shown.push(format!("{action:?}").split([' ', '(']).next().unwrap_or("").to_owned());
+/// }
+/// assert_eq!(shown, ["Audit", "Audit", "ShowApprovalCard", "Audit"]);
+/// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(120)));
+///
+/// let t1 = t0 + Duration::from_secs(3);
+/// call.handle_approval_granted(t1)?;
+/// while let Some(action) = call.poll_action() {
+///     if let Action::Spawn = action {
+///         // The driver spawns the helper here.
+///     }
+/// }
+/// call.handle_spawned(t1, 4242, 4242)?;
+/// call.handle_stderr(t1, b"warning: slow link\n");
+/// call.handle_exit(t1 + Duration::from_millis(40), ExitStatus::code(0))?;
+/// call.handle_stdout_eof(t1 + Duration::from_millis(41))?;
+/// call.handle_stderr_eof(t1 + Duration::from_millis(41))?;
+///
+/// let mut outcome = None;
+/// while let Some(action) = call.poll_action() {
+///     if let Action::Finished(o) = action {
+///         outcome = Some(o);
+///     }
+/// }
+/// let outcome = outcome.expect("finished");
+/// assert_eq!(outcome.record.state, State::Completed);
+/// assert_eq!(outcome.record.exit_status, Some(0));
+/// assert_eq!(outcome.record.stderr_bytes_seen, 19);
+/// assert_eq!(outcome.agent_excerpt(), "warning: slow link\n");
+/// # Ok::<(), spillguard_core::CallError>(())
+/// ```
+#[derive(Debug)]
+pub struct Call {
+    pub(crate) spec: CallSpec,
+    pub(crate) settings: CallSettings,
+    pub(crate) state: State,
+    pub(crate) received: Instant,
+    pub(crate) received_at: SystemTime,
+    pub(crate) last_now: Instant,
+    pub(crate) timers: TimerTable,
+    pub(crate) actions: VecDeque<Action>,
+    pub(crate) stderr: Option<StreamCapture>,
+    pub(crate) stdout: Option<StreamCapture>,
+    pub(crate) approval: ApprovalDecision,
+    pub(crate) spawn_in_flight: bool,
+    pub(crate) pending_cancel: Option<CancelReason>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) pgid: Option<u32>,
+    pub(crate) exit: Option<ExitStatus>,
+    pub(crate) process_lost: bool,
+    pub(crate) stdout_open: bool,
+    pub(crate) stderr_open: bool,
+    pub(crate) stop: Stop,
+    pub(crate) cancel_reason: Option<CancelReason>,
+    pub(crate) cancel_offset_us: Option<u64>,
+    pub(crate) exited_offset_us: Option<u64>,
+    pub(crate) stop_before_exit: bool,
+    pub(crate) kill_needed: bool,
+    pub(crate) descendants_signalled: bool,
+    pub(crate) streams_closed_as: Option<StreamEnd>,
+    pub(crate) abandoned: bool,
+    pub(crate) client_disconnected: bool,
+    pub(crate) result: Option<ResultKind>,
+    pub(crate) failure: Option<String>,
+    pub(crate) timeline: Vec<StateMark>,
+    pub(crate) signals: Vec<SignalMark>,
+}
+
+impl Call {
+    /// A call received at `now` (monotonic) and `received_at` (wall clock,
+    /// for the record). Its stderr draws from `pool`; stdout has its own
+    /// budget outside the pool.
+    pub fn new(
+        spec: CallSpec,
+        settings: CallSettings,
+        pool: &RetentionPool,
+        now: Instant,
+        received_at: SystemTime,
+    ) -> Self {
+        let stderr = StreamCapture::new(settings.stderr.clone(), pool);
+        let stdout = StreamCapture::new(settings.stdout.clone(), &RetentionPool::unlimited());
+        Self {
+            spec,
+            settings,
+            state: State::Received,
+            received: now,
+            received_at,
+            last_now: now,
+            timers: TimerTable::default(),
+            actions: VecDeque::new(),
+            stderr: Some(stderr),
+            stdout: Some(stdout),
+            approval: ApprovalDecision::Undecided,
+            spawn_in_flight: false,
+            pending_cancel: None,
+            pid: None,
+            pgid: None,
+            exit: None,
+            process_lost: false,
+            stdout_open: false,
+            stderr_open: false,
+            stop: Stop::Running,
+            cancel_reason: None,
+            cancel_offset_us: None,
+            exited_offset_us: None,
+            stop_before_exit: false,
+            kill_needed: false,
+            descendants_signalled: false,
+            streams_closed_as: None,
+            abandoned: false,
+            client_disconnected: false,
+            result: None,
+            failure: None,
+            timeline: vec![StateMark {
+                state: State::Received,
+                offset_us: 0,
+            }],
+            signals: Vec::new(),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// What the call was created with.
+    pub fn spec(&self) -> &CallSpec {
+        &self.spec
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &CallSettings {
+        &self.settings
+    }
+
+    /// The live stderr capture, until the call finishes.
+    pub fn stderr(&self) -> Option<&StreamCapture> {
+        self.stderr.as_ref()
+    }
+
+    /// Whether [`Action::Finished`] has been queued.
+    pub fn is_finished(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    /// Validation passed. `needs_approval` comes from the host's policy;
+    /// a discovery call may not need it.
+    pub fn handle_validated(
+        &mut self,
+        now: Instant,
+        needs_approval: bool,
+    ) -> Result<(), CallError> {
+        self.handle(now, Input::Validated { needs_approval })
+    }
+
+    /// Validation failed: the call ends `failed_before_dispatch`.
+    pub fn handle_validation_failed(
+        &mut self,
+        now: Instant,
+        reason: impl Into<String>,
+    ) -> Result<(), CallError> {
+        self.handle(now, Input::ValidationFailed(reason.into()))
+    }
+
+    /// The approver said yes.
+    pub fn handle_approval_granted(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::ApprovalGranted)
+    }
+
+    /// The approver said no.
+    pub fn handle_approval_denied(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::ApprovalDenied)
+    }
+
+    /// The helper was spawned with this pid, in process group `pgid`.
+    pub fn handle_spawned(&mut self, now: Instant, pid: u32, pgid: u32) -> Result<(), CallError> {
+        self.handle(now, Input::Spawned { pid, pgid })
+    }
+
+    /// The helper could not be spawned (e.g. the OS error text).
+    pub fn handle_spawn_failed(
+        &mut self,
+        now: Instant,
+        error: impl Into<String>,
+    ) -> Result<(), CallError> {
+        self.handle(now, Input::SpawnFailed(error.into()))
+    }
+
+    /// Bytes read from the helper's stderr. Never fails, never causes a
+    /// transition by itself; only the opt-in kill ceiling, once crossed,
+    /// becomes a cancel with reason [`CancelReason::StderrCeiling`].
+    pub fn handle_stderr(&mut self, now: Instant, bytes: &[u8]) {
+        if self.state.is_terminal() {
+            return;
+        }
+        let fed = match self.stderr.as_mut() {
+            Some(capture) => capture.feed(bytes),
+            None => return,
+        };
+        if fed == Fed::CeilingCrossed && self.state == State::Dispatched {
+            self.handle_infallible(now, Input::Cancel(CancelReason::StderrCeiling));
+        }
+    }
+
+    /// Bytes read from the helper's stdout. Never fails.
+    pub fn handle_stdout(&mut self, _now: Instant, bytes: &[u8]) {
+        if self.state.is_terminal() {
+            return;
+        }
+        if let Some(capture) = self.stdout.as_mut() {
+            let _ = capture.feed(bytes);
+        }
+    }
+
+    /// The stdout reader reached end-of-file.
+    pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::StdoutEof)
+    }
+
+    /// The stderr reader reached end-of-file.
+    pub fn handle_stderr_eof(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::StderrEof)
+    }
+
+    /// The helper was reaped with this status.
+    pub fn handle_exit(&mut self, now: Instant, status: ExitStatus) -> Result<(), CallError> {
+        self.handle(now, Input::Exited(status))
+    }
+
+    /// The helper can no longer be waited for (the process boundary was
+    /// lost, e.g. waiting failed).
+    pub fn handle_process_lost(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::ProcessLost)
+    }
+
+    /// The helper's structured result arrived (parsed by the host from its
+    /// intended channel, never from stderr).
+    pub fn handle_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
+        self.handle(now, Input::Result(result))
+    }
+
+    /// A stop is requested. Valid in every state; ignored once terminal.
+    pub fn handle_cancel(&mut self, now: Instant, reason: CancelReason) {
+        self.handle_infallible(now, Input::Cancel(reason));
+    }
+
+    /// The client went away; the configured [`DisconnectPolicy`] applies.
+    pub fn handle_client_disconnected(&mut self, now: Instant) {
+        self.handle_infallible(now, Input::ClientDisconnected);
+    }
+
+    /// The next action to carry out, until `None`.
+    #[must_use = "every action must be carried out"]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        let action = self.actions.pop_front()?;
+        if let Action::Spawn = action {
+            self.spawn_in_flight = true;
+        }
+        Some(action)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    #[must_use = "the driver must wake up at this instant"]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Fires every timer due at `now`. A no-op when called early.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.advance(now);
+        while let Some(timer) = self.timers.take_due(now) {
+            self.handle_infallible(now, Input::Timeout(timer));
+        }
+    }
+
+    fn advance(&mut self, now: Instant) -> Instant {
+        // A driver's clock never runs backwards here.
+        self.last_now = self.last_now.max(now);
+        self.last_now
+    }
+
+    fn handle(&mut self, now: Instant, input: Input) -> Result<(), CallError> {
+        let now = self.advance(now);
+        transitions::apply(self, now, input)
+    }
+
+    fn handle_infallible(&mut self, now: Instant, input: Input) {
+        let now = self.advance(now);
+        // Cancels, disconnects and timeouts are valid in every state.
+        let outcome = transitions::apply(self, now, input);
+        debug_assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    pub(crate) fn offset_us(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.received).as_micros()).unwrap_or(u64::MAX)
+    }
+}

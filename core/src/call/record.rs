@@ -1,0 +1,393 @@
+//! The call record (R5): plain data, built once from a terminal call.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Retain;
+use crate::render::Fingerprint;
+
+/// The lifecycle states of a call (R3.1). The first five are live; every
+/// other is terminal, and a call reaches exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum State {
+    /// The request arrived; nothing checked yet.
+    Received,
+    /// Target and parameters were checked; the attempt is on record.
+    Validated,
+    /// The approval card is shown; its deadline runs.
+    AwaitingApproval,
+    /// Approved (or no approval needed); the helper is about to be spawned.
+    Authorized,
+    /// The helper runs; from here the remote side may act.
+    Dispatched,
+    /// The helper exited 0 and reported no remote failure.
+    Completed,
+    /// The helper's structured result says the remote side failed.
+    FailedRemote,
+    /// The helper exited non-zero or by a signal, without a cancel.
+    FailedLocal,
+    /// Validation failed or the helper could not be spawned.
+    FailedBeforeDispatch,
+    /// The approver said no.
+    Denied,
+    /// The approval card expired.
+    ApprovalExpired,
+    /// Cancelled before anything was spawned.
+    CancelledBeforeDispatch,
+    /// Cancelled (or its deadline passed) after dispatch; the helper ended
+    /// within the shutdown grace. The remote side may have acted.
+    CancelledAfterDispatch,
+    /// Stopped after dispatch and SIGKILL was needed to end the helper.
+    Killed,
+    /// The process boundary was lost: the helper was never reaped.
+    Unknown,
+}
+
+impl State {
+    /// Every state, live ones first.
+    pub const ALL: [State; 15] = [
+        State::Received,
+        State::Validated,
+        State::AwaitingApproval,
+        State::Authorized,
+        State::Dispatched,
+        State::Completed,
+        State::FailedRemote,
+        State::FailedLocal,
+        State::FailedBeforeDispatch,
+        State::Denied,
+        State::ApprovalExpired,
+        State::CancelledBeforeDispatch,
+        State::CancelledAfterDispatch,
+        State::Killed,
+        State::Unknown,
+    ];
+
+    /// Whether the call has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(
+            self,
+            State::Received
+                | State::Validated
+                | State::AwaitingApproval
+                | State::Authorized
+                | State::Dispatched
+        )
+    }
+
+    /// The name used in records and logs, e.g. `cancelled_after_dispatch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Received => "received",
+            State::Validated => "validated",
+            State::AwaitingApproval => "awaiting_approval",
+            State::Authorized => "authorized",
+            State::Dispatched => "dispatched",
+            State::Completed => "completed",
+            State::FailedRemote => "failed_remote",
+            State::FailedLocal => "failed_local",
+            State::FailedBeforeDispatch => "failed_before_dispatch",
+            State::Denied => "denied",
+            State::ApprovalExpired => "approval_expired",
+            State::CancelledBeforeDispatch => "cancelled_before_dispatch",
+            State::CancelledAfterDispatch => "cancelled_after_dispatch",
+            State::Killed => "killed",
+            State::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a call acts or only looks (R3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallKind {
+    /// May change something; may need approval; its attempt is audited first.
+    Action,
+    /// Looks something up; never needs approval and can never become an
+    /// action.
+    Discovery,
+}
+
+/// What happened to the approval of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalDecision {
+    /// The call ended before approval was decided or asked for.
+    Undecided,
+    /// No approval was needed.
+    NotRequired,
+    /// The approver said yes.
+    Granted,
+    /// The approver said no.
+    Denied,
+    /// The card's deadline passed with no answer.
+    Expired,
+}
+
+/// Why a running call was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// The caller asked.
+    Requested,
+    /// The call's deadline passed.
+    Deadline,
+    /// The client went away and the policy is to cancel.
+    ClientDisconnected,
+    /// The helper wrote past the opt-in stderr kill ceiling (R1.8).
+    StderrCeiling,
+}
+
+/// What the host does with a call whose client disconnected (R4.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DisconnectPolicy {
+    /// Let the call run to its end and write its record (the default: the
+    /// helper may already be acting, and its outcome should be known).
+    #[default]
+    Finish,
+    /// Cancel the call as if the caller had asked.
+    Cancel,
+}
+
+/// How the helper's output streams ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// No helper was started, so there were no streams.
+    NotStarted,
+    /// Both streams reached end-of-file with no signal sent.
+    Eof,
+    /// Both streams reached end-of-file after a stop was requested and the
+    /// process group was signalled.
+    ReaderCompletedAfterCancel,
+    /// The direct child had exited but a descendant held a stream open past
+    /// the drain window; the group was signalled and the streams then closed.
+    ClosedAfterGroupSignalled,
+    /// The call stopped waiting with a stream still open; bytes read until
+    /// then are kept.
+    AbandonedOpen,
+}
+
+/// The exit of the helper as observed when it was reaped (R4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExitStatus {
+    /// The exit code, if it exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, if a signal did.
+    pub signal: Option<i32>,
+}
+
+impl ExitStatus {
+    /// A normal exit with `code`.
+    pub fn code(code: i32) -> Self {
+        Self {
+            code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// An exit by `signal`.
+    pub fn signal(signal: i32) -> Self {
+        Self {
+            code: None,
+            signal: Some(signal),
+        }
+    }
+
+    /// Whether it exited normally with code 0.
+    pub fn success(self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// What the helper's structured result said (R5.4). It arrives on the
+/// helper's intended channel, parsed by the host; stderr is never parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ResultKind {
+    /// The action succeeded.
+    Success,
+    /// The remote side reported a failure.
+    RemoteFailure,
+}
+
+/// A signal the call asked to send to the helper's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Signal {
+    /// SIGTERM: please stop.
+    #[serde(rename = "TERM")]
+    Term,
+    /// SIGKILL: stop now.
+    #[serde(rename = "KILL")]
+    Kill,
+}
+
+/// When the call entered a state, as an offset from `received`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateMark {
+    /// The state entered.
+    pub state: State,
+    /// Microseconds since the call was received.
+    pub offset_us: u64,
+}
+
+/// When the call signalled the helper's group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalMark {
+    /// The signal sent.
+    pub signal: Signal,
+    /// Microseconds since the call was received.
+    pub offset_us: u64,
+}
+
+/// The record of one call: lifecycle facts first, then diagnostics
+/// metadata (R5). Field names are the JSON names; never renamed.
+///
+/// The record carries counts, never retained text: the text (with its pool
+/// lease) travels separately in [`Outcome`](crate::Outcome).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The call's id, given by the host.
+    pub call_id: String,
+    /// The agent session the call belongs to.
+    pub session_id: String,
+    /// Action or discovery.
+    pub kind: CallKind,
+    /// The action's name, e.g. `ssh.exec`.
+    pub action: String,
+    /// The target exactly as shown to the user.
+    pub target: String,
+    /// What happened to the approval.
+    pub approval: ApprovalDecision,
+    /// The terminal state.
+    pub state: State,
+    /// Why a stop was requested, if one was.
+    pub cancel_reason: Option<CancelReason>,
+    /// The exit code observed, or null.
+    pub exit_status: Option<i32>,
+    /// The signal that ended the helper, or null.
+    pub exit_signal: Option<i32>,
+    /// How the output streams ended.
+    pub stream_end: StreamEnd,
+    /// Every stderr byte read.
+    pub stderr_bytes_seen: u64,
+    /// Stderr bytes kept.
+    pub stderr_bytes_retained: u64,
+    /// Whether stderr bytes were dropped.
+    pub stderr_truncated: bool,
+    /// Retention mode of stderr.
+    pub stderr_retain: Retain,
+    /// Fingerprint of the retained stderr bytes, null if none.
+    pub stderr_fingerprint: Option<Fingerprint>,
+    /// Whether the process-wide pool made stderr keep less than its budget.
+    pub stderr_retention_limited: bool,
+    /// Every stdout byte read.
+    pub stdout_bytes_seen: u64,
+    /// Stdout bytes kept.
+    pub stdout_bytes_retained: u64,
+    /// Whether a debug grant raised this call's budgets.
+    pub debug: bool,
+    /// Whether the helper's process group was signalled because a
+    /// descendant outlived the direct child holding a stream.
+    pub descendants_signalled: bool,
+    /// Whether the client disconnected during the call.
+    pub client_disconnected: bool,
+    /// The disconnect policy applied, when the client disconnected.
+    pub on_client_disconnect: Option<DisconnectPolicy>,
+    /// The helper's structured result, if the host reported one.
+    pub result: Option<ResultKind>,
+    /// Why the call failed before dispatch (validation or spawn error).
+    pub failure: Option<String>,
+    /// The helper's process id, if spawned.
+    pub pid: Option<u32>,
+    /// The helper's process group id, remembered at spawn.
+    pub pgid: Option<u32>,
+    /// Wall-clock time the call was received, RFC 3339 UTC.
+    pub received_at: String,
+    /// Every state entered, with its offset from `received`.
+    pub timeline: Vec<StateMark>,
+    /// Every signal sent to the group.
+    pub signals: Vec<SignalMark>,
+    /// Offset of the first stop request (cancel, deadline, ceiling).
+    pub cancel_offset_us: Option<u64>,
+    /// Offset at which the helper's exit was observed.
+    pub exited_offset_us: Option<u64>,
+}
+
+impl CallRecord {
+    /// The record as one line of JSON.
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys and no maps: serialisation cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// When the call entered `state`, if it did.
+    pub fn offset_of(&self, state: State) -> Option<Duration> {
+        self.timeline
+            .iter()
+            .find(|m| m.state == state)
+            .map(|m| Duration::from_micros(m.offset_us))
+    }
+}
+
+/// Formats a wall-clock instant as RFC 3339 UTC with milliseconds, e.g.
+/// `2026-11-30T04:06:33.123Z`. Instants before 1970 are written as the epoch.
+pub fn rfc3339(at: SystemTime) -> String {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Gregorian date of a day count since 1970-01-01.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_011_593_123);
+        assert_eq!(rfc3339(t), "2026-11-30T04:06:33.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+}

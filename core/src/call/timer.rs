@@ -1,0 +1,75 @@
+//! The call's timers: one fixed table of optional deadlines.
+
+use std::time::Instant;
+
+/// Every timer a call can arm. A timer is a deadline in the caller's
+/// monotonic time; it fires through [`Call::handle_timeout`](crate::Call::handle_timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// The approval card expires (fixed when the card is shown, R3.4).
+    ApprovalDeadline,
+    /// The call's maximum duration after dispatch (R2.4).
+    CallDeadline,
+    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3).
+    ShutdownGrace,
+    /// The direct child exited; its streams get this long to close (R4.4).
+    PostExitDrain,
+    /// SIGKILL was sent; exit and streams get this long before the call
+    /// stops waiting for them.
+    KillWait,
+}
+
+impl Timer {
+    /// All timers, in the order they are checked when several are due.
+    pub const ALL: [Timer; 5] = [
+        Timer::ApprovalDeadline,
+        Timer::CallDeadline,
+        Timer::ShutdownGrace,
+        Timer::PostExitDrain,
+        Timer::KillWait,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A fixed array of optional deadlines, one per [`Timer`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TimerTable {
+    deadlines: [Option<Instant>; 5],
+}
+
+impl TimerTable {
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
+        self.deadlines[timer.index()] = Some(at);
+    }
+
+    pub(crate) fn stop(&mut self, timer: Timer) {
+        self.deadlines[timer.index()] = None;
+    }
+
+    pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
+        self.deadlines[timer.index()]
+    }
+
+    pub(crate) fn stop_all(&mut self) {
+        self.deadlines = [None; 5];
+    }
+
+    /// The earliest armed deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.deadlines.iter().flatten().min().copied()
+    }
+
+    /// Disarms and returns the first timer due at `now`, in [`Timer::ALL`]
+    /// order among those with the earliest deadline.
+    pub(crate) fn take_due(&mut self, now: Instant) -> Option<Timer> {
+        let earliest = self.next().filter(|&at| at <= now)?;
+        let timer = Timer::ALL
+            .into_iter()
+            .find(|&t| self.get(t) == Some(earliest))?;
+        self.stop(timer);
+        Some(timer)
+    }
+}
