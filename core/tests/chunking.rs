@@ -1,0 +1,652 @@
+//! Capture and rendering are functions of the bytes fed, never of how they
+//! were chunked (R1.3–R1.6, R2.5). Every property compares the capture with a
+//! model computed here from the input alone.
+#![allow(clippy::unwrap_used)]
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::{Index, select};
+use spillguard_core::{
+    CaptureSettings, Config, Retain, RetentionPool, StreamCapture, StreamName, Window,
+};
+
+/// The retention modes, as a local enum so the test can match exhaustively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Tail,
+    Head,
+    HeadAndTail,
+}
+
+impl Mode {
+    fn retain(self) -> Retain {
+        match self {
+            Mode::Tail => Retain::Tail,
+            Mode::Head => Retain::Head,
+            Mode::HeadAndTail => Retain::HeadAndTail,
+        }
+    }
+
+    /// Prefix and ring capacities for `budget`.
+    fn split(self, budget: usize, head_bytes: usize) -> (usize, usize) {
+        match self {
+            Mode::Tail => (0, budget),
+            Mode::Head => (budget, 0),
+            Mode::HeadAndTail => {
+                let h = head_bytes.min(budget);
+                (h, budget - h)
+            }
+        }
+    }
+}
+
+fn settings(mode: Mode, budget: usize, head_bytes: usize) -> CaptureSettings {
+    CaptureSettings {
+        stream: StreamName::Stderr,
+        retain: mode.retain(),
+        budget,
+        head_bytes,
+        kill_after_bytes: None,
+        debug: false,
+    }
+}
+
+fn feed_all<'a>(
+    settings: &CaptureSettings,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> StreamCapture {
+    let mut capture = StreamCapture::new(settings.clone(), &RetentionPool::unlimited());
+    for chunk in chunks {
+        let _ = capture.feed(chunk);
+    }
+    capture
+}
+
+/// What an unlimited capture must retain: the first `h` and last `t` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Model {
+    seen: usize,
+    h: usize,
+    t: usize,
+}
+
+impl Model {
+    fn new(len: usize, mode: Mode, budget: usize, head_bytes: usize) -> Self {
+        let (head_cap, tail_cap) = mode.split(budget, head_bytes);
+        let h = len.min(head_cap);
+        let t = (len - h).min(tail_cap);
+        Model { seen: len, h, t }
+    }
+
+    fn truncated(&self) -> bool {
+        self.seen > self.h + self.t
+    }
+
+    fn marker(&self, mode: Mode) -> String {
+        let Model { seen, h, t } = *self;
+        match mode {
+            Mode::Tail => format!("[stderr truncated: kept last {t} of {seen} bytes]"),
+            Mode::Head => format!("[stderr truncated: kept first {h} of {seen} bytes]"),
+            Mode::HeadAndTail => format!(
+                "[stderr truncated: kept first {h} and last {t} of {seen} bytes, {} omitted between them]",
+                seen - h - t
+            ),
+        }
+    }
+}
+
+fn is_continuation(b: u8) -> bool {
+    (0x80..=0xBF).contains(&b)
+}
+
+/// Bytes a well-formed character starting with `lead` has, if it is a lead.
+fn char_width(lead: u8) -> Option<usize> {
+    match lead {
+        0xC2..=0xDF => Some(2),
+        0xE0..=0xEF => Some(3),
+        0xF0..=0xF4 => Some(4),
+        _ => None,
+    }
+}
+
+/// Start of the shown part of a tail window: leading continuation bytes
+/// (the rest of a character cut by the window's start) are not shown, at
+/// most three of them.
+fn shown_tail_start(tail: &[u8]) -> usize {
+    tail.iter()
+        .take(3)
+        .take_while(|&&b| is_continuation(b))
+        .count()
+}
+
+/// End of the shown part of a head window: a lead byte followed by fewer
+/// continuation bytes than it needs (a character cut by the window's end)
+/// is not shown.
+fn shown_head_end(head: &[u8]) -> usize {
+    for n in 1..=3.min(head.len()) {
+        let cut = &head[head.len() - n..];
+        let is_cut_char = char_width(cut[0]).is_some_and(|w| w > n)
+            && cut[1..].iter().all(|&b| is_continuation(b));
+        if is_cut_char {
+            return head.len() - n;
+        }
+    }
+    head.len()
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn join_around_marker(first: &str, marker: &str, last: &str) -> String {
+    let newline = if first.is_empty() || first.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{first}{newline}{marker}\n{last}")
+}
+
+/// The rendering expected from the model, with cut characters trimmed.
+fn expected_render(input: &[u8], mode: Mode, model: Model) -> String {
+    if !model.truncated() {
+        return lossy(input);
+    }
+    let head = &input[..model.h];
+    let tail = &input[input.len() - model.t..];
+    let head_text = lossy(&head[..shown_head_end(head)]);
+    let tail_text = lossy(&tail[shown_tail_start(tail)..]);
+    let marker = model.marker(mode);
+    match mode {
+        Mode::Tail => format!("{marker}\n{tail_text}"),
+        Mode::Head => format!("{marker}\n{head_text}"),
+        Mode::HeadAndTail => join_around_marker(&head_text, &marker, &tail_text),
+    }
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The same rendering for valid UTF-8, from `str` char boundaries only.
+fn expected_render_of_text(s: &str, mode: Mode, model: Model) -> String {
+    if !model.truncated() {
+        return s.to_owned();
+    }
+    let head_text = &s[..floor_boundary(s, model.h)];
+    let tail_text = &s[ceil_boundary(s, s.len() - model.t)..];
+    let marker = model.marker(mode);
+    match mode {
+        Mode::Tail => format!("{marker}\n{tail_text}"),
+        Mode::Head => format!("{marker}\n{head_text}"),
+        Mode::HeadAndTail => join_around_marker(head_text, &marker, tail_text),
+    }
+}
+
+fn window_parts(w: &Window<'_>) -> (Vec<u8>, Vec<u8>) {
+    (w.head.to_vec(), [w.tail[0], w.tail[1]].concat())
+}
+
+// ---------------------------------------------------------------- inputs
+
+const TEXT_CHARS: &[char] = &[
+    'a', 'q', 'Z', '0', ' ', ':', '\n', '\n', 'é', 'ж', '€', '中', '✓', '😀', '𝄞',
+];
+
+/// Valid UTF-8 with 1- to 4-byte characters and newlines.
+fn text(max_chars: usize) -> impl Strategy<Value = Vec<u8>> {
+    vec(select(TEXT_CHARS), 0..max_chars)
+        .prop_map(|chars| chars.into_iter().collect::<String>().into_bytes())
+}
+
+/// Arbitrary bytes, mostly not UTF-8.
+fn raw(max_len: usize) -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 0..max_len)
+}
+
+const MAX_INPUT: usize = 3000;
+
+fn input() -> impl Strategy<Value = Vec<u8>> {
+    let mixed = vec(prop_oneof![text(120), raw(200)], 0..10).prop_map(|parts| {
+        let mut all = parts.concat();
+        all.truncate(MAX_INPUT);
+        all
+    });
+    prop_oneof![
+        3 => text(MAX_INPUT / 4),
+        2 => raw(MAX_INPUT),
+        3 => mixed,
+        1 => raw(48),
+    ]
+}
+
+fn mode() -> impl Strategy<Value = Mode> {
+    prop_oneof![Just(Mode::Tail), Just(Mode::Head), Just(Mode::HeadAndTail)]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    input: Vec<u8>,
+    mode: Mode,
+    budget: usize,
+    head_bytes: usize,
+    cuts: Vec<Index>,
+}
+
+impl Case {
+    fn settings(&self) -> CaptureSettings {
+        settings(self.mode, self.budget, self.head_bytes)
+    }
+
+    fn model(&self) -> Model {
+        Model::new(self.input.len(), self.mode, self.budget, self.head_bytes)
+    }
+
+    /// The input split at the random cut points (empty chunks included).
+    fn chunks(&self) -> Vec<&[u8]> {
+        let mut points: Vec<usize> = self
+            .cuts
+            .iter()
+            .map(|i| i.index(self.input.len() + 1))
+            .collect();
+        points.sort_unstable();
+        let mut chunks = Vec::with_capacity(points.len() + 1);
+        let mut start = 0;
+        for p in points {
+            chunks.push(&self.input[start..p]);
+            start = p;
+        }
+        chunks.push(&self.input[start..]);
+        chunks
+    }
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        input(),
+        mode(),
+        1usize..=400,
+        0usize..=450,
+        vec(any::<Index>(), 0..24),
+    )
+        .prop_map(|(input, mode, budget, head_bytes, cuts)| Case {
+            input,
+            mode,
+            budget,
+            head_bytes,
+            cuts,
+        })
+}
+
+// ---------------------------------------------------------------- properties
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn rendering_is_identical_for_every_chunking(case in case()) {
+        let settings = case.settings();
+        let model = case.model();
+        let input = &case.input;
+        let whole = feed_all(&settings, [input.as_slice()]);
+        let random = feed_all(&settings, case.chunks());
+        let bytewise = feed_all(&settings, input.chunks(1));
+
+        let rendered = whole.render();
+        prop_assert_eq!(&random.render(), &rendered);
+        prop_assert_eq!(&bytewise.render(), &rendered);
+
+        let len = input.len();
+        let expected_head = &input[..model.h];
+        let expected_tail = &input[len - model.t..];
+        for capture in [&whole, &random, &bytewise] {
+            prop_assert_eq!(capture.bytes_seen(), len as u64);
+            prop_assert_eq!(capture.bytes_retained(), len.min(case.budget) as u64);
+            prop_assert_eq!(capture.truncated(), len > case.budget);
+            prop_assert!(!capture.retention_limited());
+            let (head, tail) = window_parts(&capture.window());
+            prop_assert_eq!(head.as_slice(), expected_head);
+            prop_assert_eq!(tail.as_slice(), expected_tail);
+            prop_assert_eq!(
+                capture.window().marker(),
+                model.truncated().then(|| model.marker(case.mode))
+            );
+        }
+
+        prop_assert_eq!(&rendered, &expected_render(input, case.mode, model));
+        if !model.truncated() {
+            // R1.4: retained exactly, byte for byte.
+            prop_assert_eq!(&rendered, &String::from_utf8_lossy(input));
+        }
+        match case.mode {
+            Mode::Tail | Mode::Head if model.truncated() => {
+                let marker = model.marker(case.mode);
+                prop_assert_eq!(rendered.lines().next(), Some(marker.as_str()));
+            }
+            _ => {}
+        }
+
+        if let Ok(text) = std::str::from_utf8(input) {
+            prop_assert_eq!(&rendered, &expected_render_of_text(text, case.mode, model));
+            prop_assert!(!rendered.contains(char::REPLACEMENT_CHARACTER), "U+FFFD in {rendered:?}");
+            if case.mode == Mode::Tail && model.truncated() {
+                let marker_line = format!("{}\n", model.marker(Mode::Tail));
+                let shown = rendered.strip_prefix(&marker_line).unwrap();
+                prop_assert!(text.ends_with(shown));
+                prop_assert!(model.t - shown.len() <= 3);
+            }
+        }
+
+        // Finishing keeps the same window and rendering.
+        let retained = whole.finish();
+        prop_assert_eq!(retained.bytes_seen(), len as u64);
+        prop_assert_eq!(retained.bytes_retained(), (model.h + model.t) as u64);
+        prop_assert_eq!(retained.render(), rendered);
+    }
+}
+
+/// The kept counts a clamped rendering states in its marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stated {
+    first: u64,
+    last: u64,
+    omitted: u64,
+    seen: u64,
+}
+
+fn number(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+fn parse_marker(line: &str, mode: Mode) -> Option<Stated> {
+    let body = line
+        .strip_prefix("[stderr truncated: kept ")?
+        .strip_suffix("]")?;
+    match mode {
+        Mode::Tail => {
+            let (last, rest) = body.strip_prefix("last ")?.split_once(" of ")?;
+            let (last, seen) = (number(last)?, number(rest.strip_suffix(" bytes")?)?);
+            Some(Stated {
+                first: 0,
+                last,
+                omitted: seen.checked_sub(last)?,
+                seen,
+            })
+        }
+        Mode::Head => {
+            let (first, rest) = body.strip_prefix("first ")?.split_once(" of ")?;
+            let (first, seen) = (number(first)?, number(rest.strip_suffix(" bytes")?)?);
+            Some(Stated {
+                first,
+                last: 0,
+                omitted: seen.checked_sub(first)?,
+                seen,
+            })
+        }
+        Mode::HeadAndTail => {
+            let (first, rest) = body.strip_prefix("first ")?.split_once(" and last ")?;
+            let (last, rest) = rest.split_once(" of ")?;
+            let (seen, rest) = rest.split_once(" bytes, ")?;
+            let omitted = rest.strip_suffix(" omitted between them")?;
+            Some(Stated {
+                first: number(first)?,
+                last: number(last)?,
+                omitted: number(omitted)?,
+                seen: number(seen)?,
+            })
+        }
+    }
+}
+
+/// The widest marker any clamp of a `seen`-byte stream could write, plus
+/// its newlines: with less room than this, only a cut marker fits.
+fn widest_marker_with_newlines(mode: Mode, seen: u64) -> usize {
+    let digits = seen.to_string().len();
+    match mode {
+        Mode::Tail => "[stderr truncated: kept last  of  bytes]".len() + 2 * digits + 1,
+        Mode::Head => "[stderr truncated: kept first  of  bytes]".len() + 2 * digits + 1,
+        Mode::HeadAndTail => {
+            "[stderr truncated: kept first  and last  of  bytes,  omitted between them]".len()
+                + 4 * digits
+                + 2
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ClampCase {
+    input: Vec<u8>,
+    mode: Mode,
+    budget: usize,
+    head_bytes: usize,
+    cap: usize,
+}
+
+fn clamp_case() -> impl Strategy<Value = ClampCase> {
+    (input(), mode(), 1usize..=400, 0usize..=450, 0usize..2000).prop_map(
+        |(input, mode, budget, head_bytes, cap)| ClampCase {
+            input,
+            mode,
+            budget,
+            head_bytes,
+            cap,
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn clamped_rendering_fits_the_cap_and_states_what_it_kept(case in clamp_case()) {
+        let settings = settings(case.mode, case.budget, case.head_bytes);
+        let capture = feed_all(&settings, [case.input.as_slice()]);
+        let model = Model::new(case.input.len(), case.mode, case.budget, case.head_bytes);
+        let seen = case.input.len() as u64;
+        let cap = case.cap;
+        let full = capture.render();
+        let out = capture.window().render_clamped(cap);
+
+        prop_assert!(out.len() <= cap, "{} bytes for a cap of {cap}", out.len());
+        prop_assert_eq!(&capture.finish().render_clamped(cap), &out);
+        if full.len() <= cap {
+            prop_assert_eq!(&out, &full);
+            return Ok(());
+        }
+
+        // Too little room for a marker and its newline: the marker stating
+        // nothing kept, cut to `cap`.
+        let zero = Model { seen: case.input.len(), h: 0, t: 0 }.marker(case.mode);
+        if cap < widest_marker_with_newlines(case.mode, seen) {
+            prop_assert_eq!(out.as_str(), &zero[..cap.min(zero.len())]);
+            return Ok(());
+        }
+
+        let marker_line = match case.mode {
+            Mode::Tail | Mode::Head => out.lines().next(),
+            Mode::HeadAndTail => out
+                .lines()
+                .find(|l| l.starts_with("[stderr truncated: kept first ")),
+        };
+        let stated = marker_line.and_then(|l| parse_marker(l, case.mode));
+        prop_assert!(stated.is_some(), "no marker in {out:?}");
+        let stated = stated.unwrap();
+        prop_assert_eq!(stated.seen, seen);
+        prop_assert_eq!(stated.first + stated.last + stated.omitted, seen);
+        prop_assert!(stated.first + stated.last <= (model.h + model.t) as u64);
+        let marker = marker_line.unwrap();
+
+        if let Ok(text) = std::str::from_utf8(&case.input) {
+            let (first, last) = (stated.first as usize, stated.last as usize);
+            let expected = match case.mode {
+                Mode::Tail => format!("{marker}\n{}", &text[text.len() - last..]),
+                Mode::Head => format!("{marker}\n{}", &text[..first]),
+                Mode::HeadAndTail => {
+                    join_around_marker(&text[..first], marker, &text[text.len() - last..])
+                }
+            };
+            prop_assert_eq!(&out, &expected);
+            // The clamp keeps at least about half the room it had.
+            let room = cap.saturating_sub(widest_marker_with_newlines(case.mode, seen));
+            match case.mode {
+                Mode::Tail => prop_assert!(last == model.t || 2 * last + 8 >= room),
+                Mode::Head => prop_assert!(first == model.h || 2 * first + 8 >= room),
+                Mode::HeadAndTail => {}
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- examples
+
+#[test]
+fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
+    let config = Config::default();
+    let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    let mut capture = StreamCapture::new(CaptureSettings::stderr(&config), &pool);
+    let input = "helper-diagnostic\n".repeat(10_240);
+    assert_eq!(input.len(), 184_320);
+    for chunk in input.as_bytes().chunks(4096) {
+        let _ = capture.feed(chunk);
+    }
+    assert_eq!(capture.bytes_seen(), 184_320);
+    assert_eq!(capture.bytes_retained(), 16_384);
+    assert!(capture.truncated());
+    let rendered = capture.render();
+    let (first, rest) = rendered.split_once('\n').unwrap();
+    assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
+    assert_eq!(rest, &input[184_320 - 16_384..]);
+    assert_eq!(pool.in_use(), 16_384);
+}
+
+#[test]
+fn agent_excerpt_of_the_seed_flood_keeps_whole_lines() {
+    let config = Config::default();
+    let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    let mut capture = StreamCapture::new(CaptureSettings::stderr(&config), &pool);
+    let input = "helper-diagnostic\n".repeat(10_240);
+    let _ = capture.feed(input.as_bytes());
+    let excerpt = capture.finish().render_clamped(4096);
+    // 4096 minus the widest marker (52 bytes) and its newline leaves 4043
+    // bytes: 224 whole lines of 18 bytes.
+    let (first, rest) = excerpt.split_once('\n').unwrap();
+    assert_eq!(first, "[stderr truncated: kept last 4032 of 184320 bytes]");
+    assert_eq!(rest, "helper-diagnostic\n".repeat(224));
+    assert_eq!(excerpt.len(), 50 + 1 + 4032);
+}
+
+#[test]
+fn head_and_tail_marker_states_both_counts_and_the_gap() {
+    let settings = settings(Mode::HeadAndTail, 16_384, 4096);
+    let input = "helper-diagnostic\n".repeat(10_240);
+    let capture = feed_all(&settings, input.as_bytes().chunks(1000));
+    let rendered = capture.render();
+    let marker = "[stderr truncated: kept first 4096 and last 12288 of 184320 bytes, \
+                  167936 omitted between them]";
+    // 4096 = 227 lines and 10 bytes: the cut line ends without a newline,
+    // so the marker gets its own line.
+    let head = &input[..4096];
+    let tail = &input[184_320 - 12_288..];
+    assert_eq!(rendered, format!("{head}\n{marker}\n{tail}"));
+}
+
+#[test]
+fn a_character_split_across_chunks_decodes_whole() {
+    let text = "retry é € 😀 done\n";
+    let bytes = text.as_bytes();
+    for settings in [
+        settings(Mode::Tail, 64, 0),
+        settings(Mode::Head, 64, 0),
+        settings(Mode::HeadAndTail, 64, 8),
+    ] {
+        // Every split point, including inside each multi-byte character.
+        for at in 0..=bytes.len() {
+            let capture = feed_all(&settings, [&bytes[..at], &bytes[at..]]);
+            assert_eq!(capture.render(), text, "split at {at}");
+        }
+        // The four bytes of 😀 in four chunks.
+        let emoji = text.find('😀').unwrap();
+        let chunks: Vec<&[u8]> = vec![
+            &bytes[..emoji + 1],
+            &bytes[emoji + 1..emoji + 2],
+            &bytes[emoji + 2..emoji + 3],
+            &bytes[emoji + 3..],
+        ];
+        assert_eq!(feed_all(&settings, chunks).render(), text);
+    }
+}
+
+#[test]
+fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
+    // "ab€cd" is 61 62 E2 82 AC 63 64. The last 4 bytes start inside "€",
+    // the first 4 end inside it: either way "€" is not shown at all.
+    let capture = feed_all(&settings(Mode::Tail, 4, 0), ["ab€cd".as_bytes()]);
+    assert_eq!(capture.bytes_retained(), 4);
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept last 4 of 7 bytes]\ncd"
+    );
+    let capture = feed_all(&settings(Mode::Head, 4, 0), ["ab€cd".as_bytes()]);
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept first 4 of 7 bytes]\nab"
+    );
+}
+
+#[test]
+fn a_one_mebibyte_line_keeps_exactly_the_budget() {
+    let line: Vec<u8> = (0..1usize << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    let pool = RetentionPool::unlimited();
+    let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 16_384), &pool);
+    let _ = capture.feed(&line);
+    assert_eq!(capture.bytes_seen(), 1 << 20);
+    assert_eq!(capture.bytes_retained(), 16_384);
+    assert!(capture.bytes_reserved() <= 16_384);
+    assert_eq!(capture.bytes_reserved(), 16_384);
+    assert_eq!(pool.in_use(), 16_384);
+    let (head, tail) = window_parts(&capture.window());
+    assert!(head.is_empty());
+    assert_eq!(tail.as_slice(), &line[line.len() - 16_384..]);
+    let rendered = capture.render();
+    let (first, rest) = rendered.split_once('\n').unwrap();
+    assert_eq!(
+        first,
+        "[stderr truncated: kept last 16384 of 1048576 bytes]"
+    );
+    assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
+}
+
+#[test]
+fn clamped_head_and_tail_fits_every_cap_when_all_four_counts_are_wide() {
+    // 300 bytes rendering as 420 (60 invalid bytes become three each). A
+    // clamp such as "kept first 33 and last 100 of 300 bytes, 167 omitted"
+    // writes more digits than "kept first 300 and last 300 of 300 bytes,
+    // 0 omitted": room for the marker must count the omitted figure too.
+    let mut input = vec![b'x'; 120];
+    input.extend([0xFF; 60]);
+    input.extend([b'y'; 120]);
+    for (budget, head_bytes) in [(400, 100), (250, 120), (300, 0)] {
+        let capture = feed_all(
+            &settings(Mode::HeadAndTail, budget, head_bytes),
+            [&input[..]],
+        );
+        for cap in 0..=600 {
+            let out = capture.window().render_clamped(cap);
+            assert!(
+                out.len() <= cap,
+                "budget {budget}, head {head_bytes}: {} bytes for a cap of {cap}: {out:?}",
+                out.len()
+            );
+        }
+    }
+}
