@@ -355,7 +355,7 @@ pub(crate) enum Stop {
 /// while let Some(action) = call.poll_action() {
 ///     shown.push(format!("{action:?}").split([' ', '(']).next().unwrap_or("").to_owned());
 /// }
-/// assert_eq!(shown, ["Audit", "Audit", "ShowApprovalCard", "Audit"]);
+/// assert_eq!(shown, ["Audit", "Audit", "Audit", "ShowApprovalCard"]);
 /// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(120)));
 ///
 /// let t1 = t0 + Duration::from_secs(3);

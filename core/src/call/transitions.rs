@@ -194,16 +194,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             if !call.settings.signal_descendants {
                 finish(call, now);
             } else if call.stop == Stop::Running {
-                call.descendants_signalled = true;
                 terminate(call, now);
             }
         }
         (Dispatched, Input::Timeout(Timer::ShutdownGrace)) => {
-            if call.exit.is_none() {
-                call.kill_needed = true;
-            } else {
-                call.descendants_signalled = true;
-            }
+            // KILL was needed for the helper itself, not only descendants.
+            call.kill_needed = call.exit.is_none();
             signal(call, now, Signal::Kill);
             call.stop = Stop::Killing;
             call.timers
@@ -252,6 +248,12 @@ fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
 }
 
 fn show_card(call: &mut Call, now: Instant) {
+    // Fixed once, here; nothing else ever moves it (R3.4).
+    call.timers.set(
+        Timer::ApprovalDeadline,
+        now + call.settings.approval_timeout,
+    );
+    enter(call, now, State::AwaitingApproval);
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),
         action: call.spec.action.clone(),
@@ -260,12 +262,6 @@ fn show_card(call: &mut Call, now: Instant) {
         expires_in: call.settings.approval_timeout,
     };
     call.actions.push_back(Action::ShowApprovalCard(card));
-    // Fixed once, here; nothing else ever moves it (R3.4).
-    call.timers.set(
-        Timer::ApprovalDeadline,
-        now + call.settings.approval_timeout,
-    );
-    enter(call, now, State::AwaitingApproval);
 }
 
 fn authorize(call: &mut Call, now: Instant) {
@@ -274,6 +270,10 @@ fn authorize(call: &mut Call, now: Instant) {
 }
 
 fn signal(call: &mut Call, now: Instant, signal: Signal) {
+    // After the direct child's exit, only descendants can receive it.
+    if call.exit.is_some() {
+        call.descendants_signalled = true;
+    }
     if let Some(pgid) = call.pgid {
         call.actions.push_back(Action::SignalGroup { pgid, signal });
         let offset_us = call.offset_us(now);

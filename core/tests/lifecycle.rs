@@ -1,0 +1,984 @@
+//! The flood scenarios S1–S9 (and the lifecycle's edge cases) at the core
+//! level, in virtual time: exact states, exit fields, stream ends, retained
+//! bytes, markers and instants.
+#![allow(clippy::unwrap_used)]
+
+mod sim;
+
+use std::time::Duration;
+
+use sim::{Decision, Grandchild, OnTerm, Script, World, ms, pattern, spec};
+use spillguard_core::{
+    ApprovalDecision, AuditKind, CallError, CallKind, CallSettings, CancelReason, Config,
+    DisconnectPolicy, ResultKind, Signal, SignalMark, State, StreamEnd,
+};
+
+fn settings(world: &World) -> CallSettings {
+    CallSettings::action(&world.config)
+}
+
+fn flood_forever(on_term: OnTerm) -> Script {
+    Script {
+        flood: Some((65_536, ms(1))),
+        exit: None,
+        on_term,
+        ..Script::default()
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.split('\n').next().unwrap()
+}
+
+#[test]
+fn s1_flood_with_a_short_deadline_keeps_the_tail_and_ends_cancelled() {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.deadline = Some(ms(100));
+    let lane = world.add(
+        spec("c_s1", CallKind::Action),
+        s,
+        flood_forever(OnTerm::Die(ms(2))),
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(10_000);
+
+    let l = &world.lanes[lane];
+    let r = l.record();
+    // Chunks at 0, 1, …, 102 ms: the deadline fires at 100 ms, TERM ends
+    // the helper 2 ms later.
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!(r.cancel_reason, Some(CancelReason::Deadline));
+    assert_eq!(r.stderr_bytes_seen, 103 * 65_536);
+    assert_eq!(r.stderr_bytes_retained, 16_384);
+    assert!(r.stderr_truncated);
+    assert_eq!((r.exit_status, r.exit_signal), (None, Some(15)));
+    assert_eq!(r.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    assert_eq!(
+        r.signals,
+        [SignalMark {
+            signal: Signal::Term,
+            offset_us: 100_000
+        }]
+    );
+    assert_eq!(r.cancel_offset_us, Some(100_000));
+    assert_eq!(r.exited_offset_us, Some(102_000));
+    assert_eq!(r.offset_of(State::CancelledAfterDispatch), Some(ms(102)));
+    assert!(!l.helper.group_alive());
+    let excerpt = l.outcome.as_ref().unwrap().stderr.render();
+    assert_eq!(
+        first_line(&excerpt),
+        "[stderr truncated: kept last 16384 of 6750208 bytes]"
+    );
+    assert_eq!(excerpt.len(), first_line(&excerpt).len() + 1 + 16_384);
+    // Final record written to the audit trail, once, after the transition.
+    let finals = l
+        .audit
+        .iter()
+        .filter(|e| matches!(e.kind, AuditKind::Final(_)))
+        .count();
+    assert_eq!(
+        (finals, l.finished_count, l.actions_after_finish),
+        (1, 1, 0)
+    );
+    assert_eq!(world.pool.in_use(), 16_384);
+    world.lanes.clear();
+    assert_eq!(world.pool.in_use(), 0);
+}
+
+#[test]
+fn approval_deadline_is_not_extended_by_stderr() {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.approval_timeout = Duration::from_secs(2);
+    let lane = world.add(
+        spec("c_s2", CallKind::Action),
+        s,
+        Script::default(),
+        true,
+        Decision::Never,
+    );
+    // 64 KiB of stderr every millisecond while the card is up: 125 MiB.
+    world.lanes[lane].noise_while_awaiting = Some((65_536, ms(1)));
+    world.drive_bounded(10_000);
+
+    let l = &world.lanes[lane];
+    let r = l.record();
+    assert_eq!(r.state, State::ApprovalExpired);
+    assert_eq!(r.approval, ApprovalDecision::Expired);
+    assert_eq!(r.offset_of(State::AwaitingApproval), Some(Duration::ZERO));
+    assert_eq!(
+        r.offset_of(State::ApprovalExpired),
+        Some(Duration::from_secs(2))
+    );
+    assert_eq!(r.stderr_bytes_seen, 2000 * 65_536);
+    assert_eq!(l.cards.len(), 1);
+    assert_eq!(l.cards[0].0, Duration::ZERO);
+    assert_eq!(l.cards[0].1.expires_in, Duration::from_secs(2));
+    assert_eq!(l.spawned_at, None);
+    assert_eq!((r.pid, r.stream_end), (None, StreamEnd::NotStarted));
+}
+
+#[test]
+fn s2_noisy_discovery_does_not_delay_the_approval_card() {
+    let mut world = World::new(Config::default());
+    let config = world.config.clone();
+    let discovery = world.add(
+        spec("c_disc", CallKind::Discovery),
+        CallSettings::discovery(&config),
+        Script {
+            flood: Some((65_536, ms(1))),
+            flood_total: Some(10 << 20),
+            exit: Some((ms(200), 0)),
+            ..Script::default()
+        },
+        false,
+        Decision::Never,
+    );
+    let action = world.add(
+        spec("c_act", CallKind::Action),
+        CallSettings::action(&config),
+        Script {
+            exit: Some((ms(10), 0)),
+            ..Script::default()
+        },
+        true,
+        Decision::Grant(ms(300)),
+    );
+    world.drive_bounded(10_000);
+
+    let d = world.lanes[discovery].record();
+    assert_eq!(d.state, State::Completed);
+    assert_eq!(d.approval, ApprovalDecision::NotRequired);
+    assert_eq!(
+        (d.stderr_bytes_seen, d.stderr_bytes_retained),
+        (10 << 20, 4096)
+    );
+    let no_attempt = world.lanes[discovery]
+        .audit
+        .iter()
+        .all(|e| !matches!(e.kind, AuditKind::Attempt { .. }));
+    assert!(no_attempt, "a discovery call writes no attempt");
+
+    let a = &world.lanes[action];
+    assert_eq!(a.cards.len(), 1);
+    assert_eq!(a.cards[0].0, Duration::ZERO);
+    assert_eq!(a.spawned_at, Some(ms(300)));
+    let r = a.record();
+    assert_eq!(
+        (r.state, r.approval, r.exit_status),
+        (State::Completed, ApprovalDecision::Granted, Some(0))
+    );
+    assert_eq!(r.offset_of(State::Completed), Some(ms(310)));
+}
+
+#[test]
+fn s3_stderr_during_approval_then_exit_right_after_approval() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_s3", CallKind::Action),
+        s,
+        Script {
+            exit: Some((ms(1), 0)),
+            ..Script::default()
+        },
+        true,
+        Decision::Grant(ms(500)),
+    );
+    world.lanes[lane].noise_while_awaiting = Some((4096, ms(10)));
+    world.drive_bounded(10_000);
+
+    let l = &world.lanes[lane];
+    let r = l.record();
+    assert_eq!(l.cards.len(), 1);
+    assert_eq!(l.spawned_at, Some(ms(500)));
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.exit_status, Some(0));
+    assert_eq!(r.exited_offset_us, Some(501_000));
+    // Noise at 10, 20, …, 490 ms: the grant at 500 ms comes first.
+    assert_eq!(r.stderr_bytes_seen, 49 * 4096);
+    assert_eq!(r.stderr_bytes_retained, 16_384);
+    assert_eq!(r.offset_of(State::Authorized), Some(ms(500)));
+}
+
+#[test]
+fn s4_success_with_full_stderr_then_cancel_during_cleanup_is_cancelled_after_dispatch() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        stdout: b"{\"ok\":true}\n".to_vec(),
+        result: Some((ms(5), ResultKind::Success)),
+        ..flood_forever(OnTerm::ExitWith(0, ms(3)))
+    };
+    let lane = world.add(
+        spec("c_s4", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(50));
+    world.drive_bounded(10_000);
+
+    let l = &world.lanes[lane];
+    let r = l.record();
+    // It exited 0 after the cancel: still cancelled, never "failed", and its
+    // structured result is kept apart from stderr.
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!((r.exit_status, r.exit_signal), (Some(0), None));
+    assert_eq!(r.result, Some(ResultKind::Success));
+    assert_eq!(r.stdout_bytes_seen, 12);
+    assert_eq!(
+        l.outcome.as_ref().unwrap().stdout.to_vec(),
+        b"{\"ok\":true}\n"
+    );
+    assert_eq!(r.stderr_bytes_seen, 54 * 65_536);
+    assert_eq!(r.stderr_bytes_retained, 16_384);
+    assert_eq!(
+        r.signals,
+        [SignalMark {
+            signal: Signal::Term,
+            offset_us: 50_000
+        }]
+    );
+    assert_eq!(r.exited_offset_us, Some(53_000));
+}
+
+#[test]
+fn a_cancel_after_the_exit_was_observed_keeps_the_observed_outcome() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        exit: Some((ms(20), 0)),
+        grandchild: Some(Grandchild {
+            holds_for: Duration::from_secs(10),
+            dies_on_term: true,
+            in_group: true,
+            writes: 0,
+        }),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_s4b", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(100));
+    world.drive_bounded(10_000);
+
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.exit_status, Some(0));
+    assert_eq!(r.cancel_reason, Some(CancelReason::Requested));
+    assert_eq!(r.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    assert!(r.descendants_signalled);
+    assert_eq!(
+        r.signals,
+        [SignalMark {
+            signal: Signal::Term,
+            offset_us: 100_000
+        }]
+    );
+    assert_eq!(r.offset_of(State::Completed), Some(ms(100)));
+}
+
+fn grandchild_world(grandchild: Grandchild, signal_descendants: bool) -> (World, usize) {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.signal_descendants = signal_descendants;
+    let script = Script {
+        exit: Some((ms(10), 0)),
+        grandchild: Some(grandchild),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_s5", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(100_000);
+    (world, lane)
+}
+
+const HOLDS_20_S: Grandchild = Grandchild {
+    holds_for: Duration::from_secs(20),
+    dies_on_term: true,
+    in_group: true,
+    writes: 100,
+};
+
+#[test]
+fn s5_a_grandchild_holding_stderr_is_signalled_after_the_drain_window() {
+    let (world, lane) = grandchild_world(HOLDS_20_S, true);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.exit_status, Some(0));
+    assert_eq!(r.exited_offset_us, Some(10_000));
+    // Drain window 250 ms after the exit, then TERM; the grandchild dies.
+    assert_eq!(
+        r.signals,
+        [SignalMark {
+            signal: Signal::Term,
+            offset_us: 260_000
+        }]
+    );
+    assert!(r.descendants_signalled);
+    assert_eq!(r.stream_end, StreamEnd::ClosedAfterGroupSignalled);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(260)));
+    // It wrote at 50, 100, …, 250 ms.
+    assert_eq!(r.stderr_bytes_seen, 5 * 100);
+    assert!(!world.lanes[lane].helper.group_alive());
+}
+
+#[test]
+fn s5_a_grandchild_that_ignores_term_is_killed_after_the_grace() {
+    let (world, lane) = grandchild_world(
+        Grandchild {
+            dies_on_term: false,
+            ..HOLDS_20_S
+        },
+        true,
+    );
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(
+        r.signals,
+        [
+            SignalMark {
+                signal: Signal::Term,
+                offset_us: 260_000
+            },
+            SignalMark {
+                signal: Signal::Kill,
+                offset_us: 5_260_000
+            },
+        ]
+    );
+    assert_eq!(r.stream_end, StreamEnd::ClosedAfterGroupSignalled);
+    assert_eq!(r.stderr_bytes_seen, 105 * 100);
+    assert!(!world.lanes[lane].helper.group_alive());
+}
+
+#[test]
+fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_kill_wait() {
+    let (world, lane) = grandchild_world(
+        Grandchild {
+            in_group: false,
+            ..HOLDS_20_S
+        },
+        true,
+    );
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(7_260)));
+    assert_eq!(r.stderr_bytes_seen, 145 * 100);
+    assert_eq!(world.count(lane, "AbandonStreams"), 1);
+}
+
+#[test]
+fn s5_without_signalling_descendants_the_streams_are_abandoned_at_the_window() {
+    let (world, lane) = grandchild_world(HOLDS_20_S, false);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
+    assert!(r.signals.is_empty());
+    assert!(!r.descendants_signalled);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(260)));
+    assert_eq!(r.stderr_bytes_seen, 500);
+}
+
+#[test]
+fn s6_invalid_bytes_and_a_line_larger_than_the_budget() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let mut stderr = b"bad:\xff\xfe\xc3(\xe2\x82 end\n".to_vec();
+    stderr.extend(std::iter::repeat_n(b'x', 1_000_000));
+    stderr.extend_from_slice("\nlast line \u{20ac}\n".as_bytes());
+    let total = stderr.len() as u64;
+    let script = Script {
+        stderr_at_spawn: stderr,
+        exit: Some((ms(5), 1)),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_s6", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(1_000);
+
+    let l = &world.lanes[lane];
+    let r = l.record();
+    assert_eq!(r.state, State::FailedLocal);
+    assert_eq!(r.exit_status, Some(1));
+    assert_eq!(
+        (r.stderr_bytes_seen, r.stderr_bytes_retained),
+        (total, 16_384)
+    );
+    let text = l.outcome.as_ref().unwrap().stderr.render();
+    let tail = "\nlast line \u{20ac}\n";
+    let expected = format!(
+        "[stderr truncated: kept last 16384 of {total} bytes]\n{}{tail}",
+        "x".repeat(16_384 - tail.len())
+    );
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn s6_a_window_starting_inside_a_character_is_trimmed() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        stderr_at_spawn: "\u{20ac}".repeat(10_000).into_bytes(),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_s6b", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(1_000);
+    let text = world.lanes[lane].outcome.as_ref().unwrap().stderr.render();
+    // 16384 = 3 × 5461 + 1: the window starts with the last byte of a "€".
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last 16384 of 30000 bytes]\n{}",
+            "\u{20ac}".repeat(5461)
+        )
+    );
+}
+
+#[test]
+fn s7_fifty_concurrent_calls_at_their_limit_hold_the_process_budget() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lanes: Vec<usize> = (0..50)
+        .map(|i| {
+            let script = Script {
+                flood: Some((65_536, ms(1))),
+                exit: Some((ms(100), 0)),
+                ..Script::default()
+            };
+            world.add(
+                spec(&format!("c_s7_{i}"), CallKind::Action),
+                s.clone(),
+                script,
+                false,
+                Decision::Never,
+            )
+        })
+        .collect();
+    world.drive_bounded(100_000);
+
+    assert_eq!(world.pool.peak(), 262_144);
+    assert!(world.peak_in_use <= 262_144);
+    let mut retained = 0;
+    for (i, &lane) in lanes.iter().enumerate() {
+        let l = &world.lanes[lane];
+        let r = l.record();
+        assert_eq!(l.finished_count, 1);
+        assert_eq!(r.state, State::Completed);
+        assert_eq!(r.stderr_bytes_seen, 101 * 65_536);
+        // The first sixteen calls fill the pool; the rest keep nothing and
+        // say so.
+        let expected = if i < 16 { 16_384 } else { 0 };
+        assert_eq!(r.stderr_bytes_retained, expected, "call {i}");
+        assert_eq!(r.stderr_retention_limited, i >= 16, "call {i}");
+        retained += r.stderr_bytes_retained;
+    }
+    assert_eq!(retained, 262_144);
+    world.lanes.clear();
+    assert_eq!(world.pool.in_use(), 0);
+}
+
+#[test]
+fn s8_client_disconnect_with_finish_policy_runs_to_the_end() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        exit: Some((ms(200), 0)),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_s8", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].disconnect_at = Some(ms(50));
+    world.drive_bounded(1_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Completed);
+    assert!(r.client_disconnected);
+    assert_eq!(r.on_client_disconnect, Some(DisconnectPolicy::Finish));
+    assert!(r.signals.is_empty());
+    assert_eq!(r.offset_of(State::Completed), Some(ms(200)));
+}
+
+#[test]
+fn s8_client_disconnect_with_cancel_policy_stops_the_helper() {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.on_client_disconnect = DisconnectPolicy::Cancel;
+    let lane = world.add(
+        spec("c_s8c", CallKind::Action),
+        s,
+        flood_forever(OnTerm::Die(ms(1))),
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].disconnect_at = Some(ms(50));
+    world.drive_bounded(10_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!(r.cancel_reason, Some(CancelReason::ClientDisconnected));
+    assert_eq!(r.on_client_disconnect, Some(DisconnectPolicy::Cancel));
+    assert_eq!(r.exit_signal, Some(15));
+    assert_eq!(r.exited_offset_us, Some(51_000));
+}
+
+#[test]
+fn s9_a_helper_that_ignores_term_is_killed_exactly_after_the_grace() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_s9", CallKind::Action),
+        s,
+        flood_forever(OnTerm::Ignore),
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(100));
+    world.drive_bounded(100_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Killed);
+    assert_eq!((r.exit_status, r.exit_signal), (None, Some(9)));
+    assert_eq!(
+        r.signals,
+        [
+            SignalMark {
+                signal: Signal::Term,
+                offset_us: 100_000
+            },
+            SignalMark {
+                signal: Signal::Kill,
+                offset_us: 5_100_000
+            },
+        ]
+    );
+    assert_eq!(r.exited_offset_us, Some(5_100_000));
+    assert_eq!(r.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    assert_eq!(r.stderr_bytes_retained, 16_384);
+}
+
+#[test]
+fn the_seed_record_example_serialises_with_exactly_its_names_and_values() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        flood: Some((18_432, ms(1))),
+        flood_total: Some(184_320),
+        exit: None,
+        unreapable: true,
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_7f2a", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(50));
+    world.drive_bounded(10_000);
+    let json: serde_json::Value =
+        serde_json::from_str(&world.lanes[lane].record().to_json()).unwrap();
+    let seed: serde_json::Value = serde_json::from_str(
+        r#"{"call_id":"c_7f2a","state":"cancelled_after_dispatch",
+            "stderr_bytes_seen":184320,"stderr_bytes_retained":16384,
+            "stderr_truncated":true,"exit_status":null,
+            "stream_end":"reader_completed_after_cancel"}"#,
+    )
+    .unwrap();
+    for (key, value) in seed.as_object().unwrap() {
+        assert_eq!(&json[key], value, "{key}");
+    }
+    let names: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for required in [
+        "call_id",
+        "session_id",
+        "kind",
+        "action",
+        "target",
+        "approval",
+        "state",
+        "cancel_reason",
+        "exit_status",
+        "exit_signal",
+        "stream_end",
+        "stderr_bytes_seen",
+        "stderr_bytes_retained",
+        "stderr_truncated",
+        "stderr_retain",
+        "stderr_fingerprint",
+        "stdout_bytes_seen",
+        "debug",
+        "descendants_signalled",
+        "received_at",
+        "timeline",
+    ] {
+        assert!(names.contains(&required), "missing {required}");
+    }
+    assert_eq!(json["exit_signal"], serde_json::Value::Null);
+    assert_eq!(json["stderr_retain"], "tail");
+    assert_eq!(json["received_at"], "1970-01-01T00:00:00.000Z");
+}
+
+#[test]
+fn cancel_before_dispatch_spawns_nothing() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_cb", CallKind::Action),
+        s,
+        Script::default(),
+        true,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(30));
+    world.drive_bounded(1_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::CancelledBeforeDispatch);
+    assert_eq!(r.approval, ApprovalDecision::Undecided);
+    assert_eq!((r.pid, r.stream_end), (None, StreamEnd::NotStarted));
+    assert_eq!(world.count(lane, "Spawn"), 0);
+    assert_eq!(r.offset_of(State::CancelledBeforeDispatch), Some(ms(30)));
+}
+
+#[test]
+fn a_denied_call_spawns_nothing() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_d", CallKind::Action),
+        s,
+        Script::default(),
+        true,
+        Decision::Deny(ms(40)),
+    );
+    world.drive_bounded(1_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(
+        (r.state, r.approval),
+        (State::Denied, ApprovalDecision::Denied)
+    );
+    assert_eq!(world.count(lane, "Spawn"), 0);
+    assert_eq!(r.offset_of(State::Denied), Some(ms(40)));
+}
+
+#[test]
+fn the_attempt_is_audited_before_the_card_and_the_spawn() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_a", CallKind::Action),
+        s,
+        Script::default(),
+        true,
+        Decision::Grant(ms(5)),
+    );
+    world.drive_bounded(1_000);
+    let names: Vec<&str> = world.trace.iter().map(|(_, _, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Audit(received->validated)",
+            "Audit(attempt)",
+            "Audit(validated->awaiting_approval)",
+            "ShowApprovalCard",
+            "Audit(awaiting_approval->authorized)",
+            "Spawn",
+            "Audit(authorized->dispatched)",
+            "Audit(dispatched->completed)",
+            "Audit(final completed)",
+            "Finished(completed)",
+        ]
+    );
+    assert_eq!(
+        world.lanes[lane].record().offset_of(State::Completed),
+        Some(ms(15))
+    );
+}
+
+#[test]
+fn spawn_failure_is_failed_before_dispatch_with_the_error() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        spawn_error: Some("No such file or directory (os error 2)".into()),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_sf", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(1_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        r.failure.as_deref(),
+        Some("No such file or directory (os error 2)")
+    );
+    assert_eq!(
+        (r.pid, r.exit_status, r.stream_end),
+        (None, None, StreamEnd::NotStarted)
+    );
+}
+
+#[test]
+fn exit_codes_and_results_decide_the_state_without_a_cancel() {
+    let cases = [
+        (0, None, State::Completed),
+        (3, None, State::FailedLocal),
+        (1, Some(ResultKind::RemoteFailure), State::FailedRemote),
+        (0, Some(ResultKind::RemoteFailure), State::FailedRemote),
+        (0, Some(ResultKind::Success), State::Completed),
+    ];
+    for (code, result, expected) in cases {
+        let mut world = World::new(Config::default());
+        let s = settings(&world);
+        let script = Script {
+            exit: Some((ms(20), code)),
+            result: result.map(|k| (ms(5), k)),
+            ..Script::default()
+        };
+        let lane = world.add(
+            spec("c_x", CallKind::Action),
+            s,
+            script,
+            false,
+            Decision::Never,
+        );
+        world.drive_bounded(1_000);
+        let r = world.lanes[lane].record();
+        assert_eq!(
+            (r.state, r.exit_status, r.result),
+            (expected, Some(code), result)
+        );
+    }
+}
+
+#[test]
+fn a_helper_never_reaped_without_cancel_is_unknown() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        unreapable: true,
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_u", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(1_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::Unknown);
+    assert_eq!((r.exit_status, r.exit_signal), (None, None));
+}
+
+#[test]
+fn the_opt_in_kill_ceiling_stops_an_abusive_helper() {
+    let config = Config {
+        stderr_kill_after_bytes: Some(1 << 20),
+        ..Config::default()
+    };
+    let mut world = World::new(config);
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_k", CallKind::Action),
+        s,
+        flood_forever(OnTerm::Die(ms(1))),
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(10_000);
+    let r = world.lanes[lane].record();
+    // The 17th chunk (at 16 ms) crosses 1 MiB.
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!(r.cancel_reason, Some(CancelReason::StderrCeiling));
+    assert_eq!(
+        r.signals,
+        [SignalMark {
+            signal: Signal::Term,
+            offset_us: 16_000
+        }]
+    );
+    assert_eq!(r.stderr_bytes_seen, 18 * 65_536);
+}
+
+#[test]
+fn without_a_ceiling_a_flood_never_stops_the_helper() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        flood: Some((65_536, ms(1))),
+        exit: Some((ms(500), 0)),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_nk", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(10_000);
+    let r = world.lanes[lane].record();
+    assert_eq!((r.state, r.cancel_reason), (State::Completed, None));
+    assert!(r.signals.is_empty());
+    assert_eq!(r.stderr_bytes_seen, 501 * 65_536);
+}
+
+#[test]
+fn misuse_is_a_typed_error_and_changes_nothing() {
+    let world = World::new(Config::default());
+    let pool = world.pool.clone();
+    let mut call = spillguard_core::Call::new(
+        spec("c_m", CallKind::Discovery),
+        settings(&world),
+        &pool,
+        world.epoch,
+        std::time::SystemTime::UNIX_EPOCH,
+    );
+    let err = call.handle_spawned(world.epoch, 1, 1).unwrap_err();
+    assert_eq!(
+        err,
+        CallError::InvalidTransition {
+            state: State::Received,
+            input: "spawned"
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "no transition for input `spawned` in state `received`"
+    );
+    assert_eq!(
+        call.handle_validated(world.epoch, true),
+        Err(CallError::DiscoveryNeedsApproval)
+    );
+    assert_eq!(call.state(), State::Received);
+    assert!(call.poll_action().is_none());
+    // Spawned before the spawn was handed out is refused too.
+    call.handle_validated(world.epoch, false).unwrap();
+    assert_eq!(call.state(), State::Authorized);
+    while let Some(a) = call.poll_action() {
+        if matches!(a, spillguard_core::Action::Spawn) {
+            break;
+        }
+    }
+    call.handle_spawned(world.epoch, 7, 7).unwrap();
+    assert_eq!(
+        call.handle_approval_granted(world.epoch),
+        Err(CallError::InvalidTransition {
+            state: State::Dispatched,
+            input: "approval_granted"
+        })
+    );
+}
+
+#[test]
+fn terminal_states_absorb_everything() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let lane = world.add(
+        spec("c_t", CallKind::Action),
+        s,
+        Script::default(),
+        false,
+        Decision::Never,
+    );
+    world.drive_bounded(1_000);
+    let now = world.now + ms(1);
+    let call = &mut world.lanes[lane].call;
+    assert_eq!(call.state(), State::Completed);
+    call.handle_cancel(now, CancelReason::Requested);
+    call.handle_stderr(now, &pattern(0, 100));
+    call.handle_exit(now, spillguard_core::ExitStatus::code(1))
+        .unwrap();
+    call.handle_approval_denied(now).unwrap();
+    assert_eq!(call.state(), State::Completed);
+    assert!(call.poll_action().is_none());
+    assert_eq!(call.poll_timeout(), None);
+}
+
+#[test]
+fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
+    let world = World::new(Config::default());
+    let pool = world.pool.clone();
+    let t0 = world.epoch;
+    let mut call = spillguard_core::Call::new(
+        spec("c_r", CallKind::Action),
+        settings(&world),
+        &pool,
+        t0,
+        std::time::SystemTime::UNIX_EPOCH,
+    );
+    call.handle_validated(t0, false).unwrap();
+    let spawn = std::iter::from_fn(|| call.poll_action())
+        .any(|a| matches!(a, spillguard_core::Action::Spawn));
+    assert!(spawn);
+    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    assert_eq!(call.state(), State::Authorized);
+    call.handle_spawned(t0 + ms(2), 9, 9).unwrap();
+    let actions: Vec<String> = std::iter::from_fn(|| call.poll_action())
+        .map(|a| format!("{a:?}"))
+        .collect();
+    assert!(
+        actions
+            .iter()
+            .any(|a| a == "SignalGroup { pgid: 9, signal: Term }"),
+        "{actions:?}"
+    );
+    assert_eq!(
+        call.poll_timeout(),
+        Some(t0 + ms(2) + Duration::from_secs(5))
+    );
+    // A cancel whose spawn was still queued removes it instead.
+    let mut queued = spillguard_core::Call::new(
+        spec("c_q", CallKind::Action),
+        settings(&world),
+        &pool,
+        t0,
+        std::time::SystemTime::UNIX_EPOCH,
+    );
+    queued.handle_validated(t0, false).unwrap();
+    queued.handle_cancel(t0, CancelReason::Requested);
+    assert_eq!(queued.state(), State::CancelledBeforeDispatch);
+    let spawned = std::iter::from_fn(|| queued.poll_action())
+        .any(|a| matches!(a, spillguard_core::Action::Spawn));
+    assert!(!spawned);
+}
