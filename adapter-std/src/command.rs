@@ -1,0 +1,277 @@
+//! What to run: a helper's program, arguments, environment and stdin.
+//!
+//! A [`HelperCommand`] is plain data. [`HelperCommand::validate`] checks it
+//! before anything is audited or approved (R3.3); the owner turns a failed
+//! check into a `failed_before_dispatch` record, never a panic.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// What the helper reads on its standard input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StdinMode {
+    /// `/dev/null`: the helper reads end-of-file at once (the default).
+    #[default]
+    Null,
+    /// These bytes, written by a writer thread, then end-of-file. The writer
+    /// stops early when the call asks to close stdin (on a stop request).
+    Bytes(Vec<u8>),
+}
+
+/// A description of the helper process to run, like
+/// [`std::process::Command`] but plain data that can be checked first.
+///
+/// No shell is involved unless [`shell`](Self::shell) is set (R4.4).
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_std::HelperCommand;
+///
+/// let ssh = HelperCommand::new("ssh")
+///     .args(["-o", "BatchMode=yes", "deploy@web-3", "systemctl restart web"])
+///     .env("LC_ALL", "C");
+/// assert_eq!(ssh.validate(), Ok(()));
+///
+/// let script = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
+/// assert_eq!(script.program, "yes helper-diagnostic 1>&2");
+/// assert!(script.shell);
+///
+/// assert_eq!(
+///     HelperCommand::new("").validate().unwrap_err().to_string(),
+///     "the program is empty"
+/// );
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HelperCommand {
+    /// The program: a path, or a name looked up in `PATH`. With
+    /// [`shell`](Self::shell), the script given to `/bin/sh -c`.
+    pub program: OsString,
+    /// Arguments (with `shell`: the script's `$1`, `$2`, …).
+    pub args: Vec<OsString>,
+    /// Variables added to (or, with `env_clear`, making up) the environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Start from an empty environment instead of the host's.
+    pub env_clear: bool,
+    /// Working directory; the host's when `None`.
+    pub cwd: Option<PathBuf>,
+    /// Standard input. Null unless the helper needs input.
+    pub stdin: StdinMode,
+    /// Run `program` as a script with `/bin/sh -c` (off by default).
+    pub shell: bool,
+}
+
+impl HelperCommand {
+    /// A command that runs `program` with no arguments.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self {
+            program: program.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A command that runs `script` with `/bin/sh -c`.
+    pub fn shell_script(script: impl Into<OsString>) -> Self {
+        Self {
+            shell: true,
+            ..Self::new(script)
+        }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts from an empty environment.
+    pub fn env_clear(mut self) -> Self {
+        self.env_clear = true;
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Feeds `bytes` to the helper's stdin, then closes it.
+    pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = StdinMode::Bytes(bytes.into());
+        self
+    }
+
+    /// Checks the description without running anything: a non-empty program,
+    /// no NUL byte anywhere, environment names without `=`, and a working
+    /// directory that is a directory.
+    pub fn validate(&self) -> Result<(), InvalidCommand> {
+        if self.program.is_empty() {
+            return Err(InvalidCommand::EmptyProgram);
+        }
+        if has_nul(&self.program) {
+            return Err(InvalidCommand::Nul("the program"));
+        }
+        if self.args.iter().any(|a| has_nul(a)) {
+            return Err(InvalidCommand::Nul("an argument"));
+        }
+        for (key, value) in &self.env {
+            if key.is_empty() || key.as_bytes().contains(&b'=') || has_nul(key) {
+                return Err(InvalidCommand::EnvName(key.to_string_lossy().into_owned()));
+            }
+            if has_nul(value) {
+                return Err(InvalidCommand::Nul("an environment value"));
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            if has_nul(cwd.as_os_str()) {
+                return Err(InvalidCommand::Nul("the working directory"));
+            }
+            if !cwd.is_dir() {
+                return Err(InvalidCommand::NotADirectory(cwd.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The target as shown to a user when the caller has nothing better: the
+    /// program (or script) followed by the arguments.
+    pub fn display_line(&self) -> String {
+        let mut line = self.program.to_string_lossy().into_owned();
+        for arg in &self.args {
+            line.push(' ');
+            line.push_str(&arg.to_string_lossy());
+        }
+        line
+    }
+
+    /// The std command: own process group, stdout and stderr piped, stdin
+    /// null unless bytes are to be written.
+    pub(crate) fn to_std(&self) -> Command {
+        let mut command = if self.shell {
+            let mut sh = Command::new("/bin/sh");
+            sh.arg("-c").arg(&self.program).arg("sh");
+            sh
+        } else {
+            Command::new(&self.program)
+        };
+        command.args(&self.args);
+        if self.env_clear {
+            command.env_clear();
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        command
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(match self.stdin {
+                StdinMode::Null => Stdio::null(),
+                StdinMode::Bytes(_) => Stdio::piped(),
+            });
+        command
+    }
+}
+
+fn has_nul(s: &OsStr) -> bool {
+    s.as_bytes().contains(&0)
+}
+
+/// Why a [`HelperCommand`] was refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidCommand {
+    /// The program is the empty string.
+    EmptyProgram,
+    /// A NUL byte in the part named.
+    Nul(&'static str),
+    /// An environment variable name that is empty or contains `=` or NUL.
+    EnvName(String),
+    /// The working directory does not exist or is not a directory.
+    NotADirectory(PathBuf),
+}
+
+impl fmt::Display for InvalidCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvalidCommand::EmptyProgram => write!(f, "the program is empty"),
+            InvalidCommand::Nul(part) => write!(f, "{part} contains a NUL byte"),
+            InvalidCommand::EnvName(name) => {
+                write!(f, "invalid environment variable name {name:?}")
+            }
+            InvalidCommand::NotADirectory(dir) => {
+                write!(
+                    f,
+                    "the working directory {} is not a directory",
+                    dir.display()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for InvalidCommand {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_is_checked() {
+        assert_eq!(HelperCommand::new("ls").validate(), Ok(()));
+        assert_eq!(
+            HelperCommand::new("ls").arg("a\0b").validate(),
+            Err(InvalidCommand::Nul("an argument"))
+        );
+        assert_eq!(
+            HelperCommand::new("l\0s").validate(),
+            Err(InvalidCommand::Nul("the program"))
+        );
+        assert_eq!(
+            HelperCommand::new("ls").env("A=B", "c").validate(),
+            Err(InvalidCommand::EnvName("A=B".into()))
+        );
+        assert_eq!(
+            HelperCommand::new("ls").env("A", "c\0").validate(),
+            Err(InvalidCommand::Nul("an environment value"))
+        );
+        assert_eq!(
+            HelperCommand::new("ls")
+                .current_dir("/nonexistent/dir")
+                .validate()
+                .map_err(|e| e.to_string()),
+            Err("the working directory /nonexistent/dir is not a directory".into())
+        );
+        assert_eq!(HelperCommand::new("ls").current_dir("/").validate(), Ok(()));
+    }
+
+    #[test]
+    fn display_line_joins_program_and_arguments() {
+        let c = HelperCommand::new("ssh").args(["-v", "web-3"]);
+        assert_eq!(c.display_line(), "ssh -v web-3");
+    }
+}

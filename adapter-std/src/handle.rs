@@ -1,0 +1,315 @@
+//! The caller's side of a call: [`CallHandle`] and [`Canceller`].
+//!
+//! A handle talks to the call's owner through the owner's event channel and
+//! reads what the owner publishes (state, approval card, outcome). It does
+//! not own the call: dropping it is a client disconnect (R4.6), and the
+//! owner still finishes the call, writes the record and reaps the helper.
+
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
+
+use crate::owner::{Command, Event};
+
+/// What the owner publishes for the handle.
+#[derive(Debug)]
+pub(crate) struct Published {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: State,
+    card: Option<ApprovalCard>,
+    outcome: Option<Outcome>,
+    finished: bool,
+    owner_ended: bool,
+}
+
+impl Published {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                state: State::Received,
+                card: None,
+                outcome: None,
+                finished: false,
+                owner_ended: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Inner)) {
+        f(&mut self.lock());
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn set_state(&self, state: State) {
+        self.lock().state = state;
+    }
+
+    pub(crate) fn show_card(&self, card: ApprovalCard) {
+        self.update(|inner| inner.card = Some(card));
+    }
+
+    pub(crate) fn finish(&self, outcome: Outcome) {
+        self.update(|inner| {
+            inner.state = outcome.record.state;
+            inner.finished = true;
+            inner.outcome = Some(outcome);
+        });
+    }
+
+    pub(crate) fn owner_ended(&self) {
+        self.update(|inner| inner.owner_ended = true);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.lock().finished
+    }
+
+    /// Waits until `ready` holds or the owner ended, at most until `deadline`.
+    fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        ready: impl Fn(&Inner) -> bool,
+    ) -> MutexGuard<'_, Inner> {
+        let mut inner = self.lock();
+        while !ready(&inner) && !inner.owner_ended {
+            inner = match deadline {
+                None => self
+                    .changed
+                    .wait(inner)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    self.changed
+                        .wait_timeout(inner, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+        inner
+    }
+}
+
+/// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
+///
+/// The call runs on its own owner thread whatever the handle does. Approve
+/// or deny it once its card is shown, cancel it at any time, and collect its
+/// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
+/// or [`try_outcome`](Self::try_outcome).
+///
+/// Dropping the handle before the call finished is a client disconnect: the
+/// host's [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and
+/// the record still reaches the audit sink and
+/// [`Host::finished_records`](crate::Host::finished_records).
+#[derive(Debug)]
+pub struct CallHandle {
+    call_id: String,
+    commands: SyncSender<Event>,
+    published: std::sync::Arc<Published>,
+    owner: Option<JoinHandle<()>>,
+}
+
+impl CallHandle {
+    pub(crate) fn new(
+        call_id: String,
+        commands: SyncSender<Event>,
+        published: std::sync::Arc<Published>,
+        owner: Option<JoinHandle<()>>,
+    ) -> Self {
+        Self {
+            call_id,
+            commands,
+            published,
+            owner,
+        }
+    }
+
+    /// The call's id.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The call's state as last published by its owner.
+    pub fn state(&self) -> State {
+        self.published.lock().state
+    }
+
+    /// Whether the call has ended (its outcome is ready or was taken).
+    pub fn is_finished(&self) -> bool {
+        self.published.is_finished()
+    }
+
+    /// The approval card, once shown. It is built once and never changes.
+    pub fn card(&self) -> Option<ApprovalCard> {
+        self.published.lock().card.clone()
+    }
+
+    /// Waits at most `timeout` for the approval card. `None` if the call
+    /// ended without asking for approval, or the time ran out.
+    pub fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.published
+            .wait_until(deadline, |inner| inner.card.is_some() || inner.finished)
+            .card
+            .clone()
+    }
+
+    /// Grants approval. An error if the call is not awaiting approval
+    /// (for instance it already expired or was cancelled).
+    pub fn approve(&self) -> Result<(), CallError> {
+        self.ask(Command::Approve, "approval_granted")
+    }
+
+    /// Denies approval: the call ends `denied` and nothing is spawned. An
+    /// error if the call is not awaiting approval.
+    pub fn deny(&self) -> Result<(), CallError> {
+        self.ask(Command::Deny, "approval_denied")
+    }
+
+    fn ask(
+        &self,
+        command: fn(SyncSender<Result<(), CallError>>) -> Command,
+        input: &'static str,
+    ) -> Result<(), CallError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let refused = || CallError::InvalidTransition {
+            state: self.state(),
+            input,
+        };
+        if self.commands.send(Event::Command(command(reply))).is_err() {
+            return Err(refused());
+        }
+        answer.recv().unwrap_or_else(|_| Err(refused()))
+    }
+
+    /// Asks the call to stop. Before dispatch it ends
+    /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
+    /// then SIGKILL after the grace. Returns at once; ignored once finished.
+    pub fn cancel(&self) {
+        let _ = self
+            .commands
+            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+    }
+
+    /// A cancel-only handle that can be sent to another thread (a signal
+    /// handler, a UI) while this one waits.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            commands: self.commands.clone(),
+        }
+    }
+
+    /// Waits for the call to finish and returns its outcome.
+    ///
+    /// A caller that cannot wait forever uses [`wait_timeout`](Self::wait_timeout);
+    /// giving up (dropping the handle it returns) does not stop the owner,
+    /// which finishes the call under the disconnect policy.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner thread panicked (a bug): its panic is
+    /// resumed here.
+    pub fn wait(mut self) -> Outcome {
+        match self.take_outcome(None) {
+            Some(outcome) => outcome,
+            None => self.owner_failed(),
+        }
+    }
+
+    /// Waits at most `timeout`. Gives the handle back if the call has not
+    /// finished by then: drop it to give up (a client disconnect; the owner
+    /// carries on), or wait again.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner thread panicked (a bug).
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, CallHandle> {
+        let deadline = Instant::now().checked_add(timeout);
+        match self.take_outcome(deadline) {
+            Some(outcome) => Ok(outcome),
+            None if self.published.lock().owner_ended => self.owner_failed(),
+            None => Err(self),
+        }
+    }
+
+    /// The outcome if the call has finished, else the handle back.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner thread panicked (a bug).
+    pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
+        self.wait_timeout(Duration::ZERO)
+    }
+
+    fn take_outcome(&mut self, deadline: Option<Instant>) -> Option<Outcome> {
+        self.published
+            .wait_until(deadline, |inner| inner.outcome.is_some())
+            .outcome
+            .take()
+    }
+
+    fn owner_failed(mut self) -> ! {
+        if let Some(Err(panic)) = self.owner.take().map(JoinHandle::join) {
+            std::panic::resume_unwind(panic);
+        }
+        panic!(
+            "the owner of call {} ended without an outcome",
+            self.call_id
+        );
+    }
+}
+
+impl Drop for CallHandle {
+    fn drop(&mut self) {
+        if !self.published.is_finished() {
+            let _ = self
+                .commands
+                .send(Event::Command(Command::ClientDisconnected));
+        }
+    }
+}
+
+/// Cancels one call from anywhere; cheap to clone.
+///
+/// # Examples
+///
+/// ```no_run
+/// use spillguard_std::{Host, HelperCommand};
+/// # fn spec() -> spillguard_std::core::CallSpec { unimplemented!() }
+///
+/// let host = Host::new(Default::default(), Default::default())?;
+/// let call = host.start(spec(), HelperCommand::new("sleep").arg("30"), false);
+/// let canceller = call.canceller();
+/// std::thread::spawn(move || canceller.cancel());
+/// let outcome = call.wait();
+/// # Ok::<(), spillguard_std::core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Canceller {
+    commands: SyncSender<Event>,
+}
+
+impl Canceller {
+    /// Asks the call to stop; see [`CallHandle::cancel`].
+    pub fn cancel(&self) {
+        let _ = self
+            .commands
+            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+    }
+}

@@ -1,0 +1,390 @@
+//! The process-wide [`Host`]: configuration, the retention pool, the audit
+//! sink, and the registry of live calls.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use spillguard_core::{
+    AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
+    ConfigError, DisconnectPolicy, RetentionPool,
+};
+
+use crate::audit::AuditSink;
+use crate::command::HelperCommand;
+use crate::handle::{CallHandle, Published};
+use crate::owner::{Command, EVENT_QUEUE, Event, Owner, Start};
+
+/// How a [`Host`] runs its calls. Every `Option` left `None` keeps the value
+/// from the [`Config`] or the core's default in [`CallSettings`].
+///
+/// Write it as `HostOptions { deadline: Some(..), ..HostOptions::default() }`
+/// so that fields added later take their defaults.
+#[derive(Clone)]
+pub struct HostOptions {
+    /// Size asked for each output pipe (`F_SETPIPE_SZ`, Linux only; failure
+    /// is ignored). Default 1 MiB: on a flood it makes reads fewer and
+    /// larger. `None` leaves the system's size.
+    pub pipe_size: Option<usize>,
+    /// Longest a helper may run after dispatch. Default: no deadline.
+    pub deadline: Option<Duration>,
+    /// SIGTERM to SIGKILL; default `shutdown_grace_seconds` of the config.
+    pub shutdown_grace: Option<Duration>,
+    /// How long streams may stay open after the direct child exited.
+    pub post_exit_drain: Option<Duration>,
+    /// How long to wait for exit and streams after SIGKILL.
+    pub kill_wait: Option<Duration>,
+    /// How long an approval card stays valid.
+    pub approval_timeout: Option<Duration>,
+    /// What dropping a [`CallHandle`] early does.
+    pub on_client_disconnect: Option<DisconnectPolicy>,
+    /// How many finished records [`Host::finished_records`] keeps (oldest
+    /// dropped first). Default 1024.
+    pub finished_records_kept: usize,
+    /// Where lifecycle events are written, if anywhere.
+    pub audit: Option<Arc<dyn AuditSink>>,
+}
+
+impl HostOptions {
+    /// The default pipe size: 1 MiB.
+    pub const DEFAULT_PIPE_SIZE: usize = 1 << 20;
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            pipe_size: Some(Self::DEFAULT_PIPE_SIZE),
+            deadline: None,
+            shutdown_grace: None,
+            post_exit_drain: None,
+            kill_wait: None,
+            approval_timeout: None,
+            on_client_disconnect: None,
+            finished_records_kept: 1024,
+            audit: None,
+        }
+    }
+}
+
+impl fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostOptions")
+            .field("pipe_size", &self.pipe_size)
+            .field("deadline", &self.deadline)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("post_exit_drain", &self.post_exit_drain)
+            .field("kill_wait", &self.kill_wait)
+            .field("approval_timeout", &self.approval_timeout)
+            .field("on_client_disconnect", &self.on_client_disconnect)
+            .field("finished_records_kept", &self.finished_records_kept)
+            .field("audit", &self.audit.as_ref().map(|_| "AuditSink"))
+            .finish()
+    }
+}
+
+/// What [`Host::shutdown`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Calls that were live and finished (record written) in time.
+    pub finished: usize,
+    /// Calls that were live and had not finished when the time ran out.
+    pub unfinished: usize,
+}
+
+/// Runs helper calls for one process: holds the validated [`Config`], the
+/// process-wide [`RetentionPool`], the audit sink and the live calls.
+///
+/// Cheap to clone: clones share everything.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_std::{HelperCommand, Host, HostOptions};
+/// use spillguard_std::core::{CallKind, CallSpec, Config, State};
+///
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let spec = CallSpec {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "local.echo".into(),
+///     target: "localhost".into(),
+///     summary: "echo".into(),
+/// };
+/// let command = HelperCommand::shell_script("echo result; echo warning 1>&2");
+/// let outcome = host.start(spec, command, false).wait();
+/// assert_eq!(outcome.record.state, State::Completed);
+/// assert_eq!(outcome.record.stdout_bytes_seen, 7);
+/// assert_eq!(outcome.agent_excerpt(), "warning\n");
+/// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
+/// # Ok::<(), spillguard_std::core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Host {
+    shared: Arc<HostShared>,
+}
+
+pub(crate) struct HostShared {
+    pub(crate) config: Config,
+    pub(crate) options: HostOptions,
+    pool: RetentionPool,
+    live: Mutex<Live>,
+    live_changed: Condvar,
+    finished: Mutex<VecDeque<CallRecord>>,
+    audit_failures: AtomicU64,
+}
+
+#[derive(Default)]
+struct Live {
+    closing: bool,
+    next_id: u64,
+    calls: HashMap<u64, SyncSender<Event>>,
+}
+
+impl fmt::Debug for HostShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("config", &self.config)
+            .field("options", &self.options)
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// A host for `config` (validated here) run with `options`.
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        Ok(Self {
+            shared: Arc::new(HostShared {
+                config,
+                options,
+                pool,
+                live: Mutex::new(Live::default()),
+                live_changed: Condvar::new(),
+                finished: Mutex::new(VecDeque::new()),
+                audit_failures: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &HostOptions {
+        &self.shared.options
+    }
+
+    /// The process-wide pool every call's stderr draws from (R2.2).
+    pub fn pool(&self) -> &RetentionPool {
+        &self.shared.pool
+    }
+
+    /// The settings a call of `kind` gets: [`CallSettings::action`] or
+    /// [`CallSettings::discovery`] under the config, with the host's options.
+    pub fn settings_for(&self, kind: CallKind) -> CallSettings {
+        let (config, options) = (&self.shared.config, &self.shared.options);
+        let mut settings = match kind {
+            CallKind::Discovery => CallSettings::discovery(config),
+            _ => CallSettings::action(config),
+        };
+        settings.deadline = options.deadline.or(settings.deadline);
+        settings.shutdown_grace = options.shutdown_grace.unwrap_or(settings.shutdown_grace);
+        settings.post_exit_drain = options.post_exit_drain.unwrap_or(settings.post_exit_drain);
+        settings.kill_wait = options.kill_wait.unwrap_or(settings.kill_wait);
+        settings.approval_timeout = options
+            .approval_timeout
+            .unwrap_or(settings.approval_timeout);
+        settings.on_client_disconnect = options
+            .on_client_disconnect
+            .unwrap_or(settings.on_client_disconnect);
+        settings
+    }
+
+    /// Starts a call of `command` with the settings of
+    /// [`settings_for`](Self::settings_for)`(spec.kind)`.
+    ///
+    /// Returns at once; the call runs on its own owner thread. The command
+    /// is checked first: an invalid one ends `failed_before_dispatch`, as
+    /// does a program that cannot be spawned. With `needs_approval`, the
+    /// card is shown and nothing runs until [`CallHandle::approve`].
+    pub fn start(
+        &self,
+        spec: CallSpec,
+        command: HelperCommand,
+        needs_approval: bool,
+    ) -> CallHandle {
+        let settings = self.settings_for(spec.kind);
+        self.start_with_settings(spec, command, needs_approval, settings)
+    }
+
+    /// Like [`start`](Self::start), with explicit settings.
+    pub fn start_with_settings(
+        &self,
+        spec: CallSpec,
+        command: HelperCommand,
+        needs_approval: bool,
+        settings: CallSettings,
+    ) -> CallHandle {
+        let call_id = spec.call_id.clone();
+        let (sender, events) = mpsc::sync_channel(EVENT_QUEUE);
+        let published = Arc::new(Published::new());
+        let (id, host_closing) = self.register(sender.clone());
+        let start = Start {
+            needs_approval,
+            host_closing,
+        };
+        let backup = (spec.clone(), settings.clone());
+        let mut owner = self.owner(id, spec, settings, events, &sender, &published);
+        owner.command = Some(command);
+        let thread = std::thread::Builder::new()
+            .name(format!("spillguard-call-{id}"))
+            .spawn(move || owner.run(start));
+        let thread = match thread {
+            Ok(thread) => Some(thread),
+            Err(error) => {
+                // The owner went down with the closure: end the call here.
+                let (spec, settings) = backup;
+                let (_, events) = mpsc::sync_channel(1);
+                self.owner(id, spec, settings, events, &sender, &published)
+                    .fail_without_thread(format!("cannot start the call's owner thread: {error}"));
+                None
+            }
+        };
+        CallHandle::new(call_id, sender, published, thread)
+    }
+
+    /// Cancels every live call and waits at most `timeout` until each has
+    /// finished and its record is written. Calls started afterwards are
+    /// cancelled before dispatch.
+    pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        let deadline = Instant::now().checked_add(timeout);
+        let targets: Vec<(u64, SyncSender<Event>)> = {
+            let mut live = self.shared.lock_live();
+            live.closing = true;
+            live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
+        };
+        for (_, sender) in &targets {
+            let _ = sender.send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        }
+        let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
+        let mut live = self.shared.lock_live();
+        let pending = |live: &Live| ids.iter().filter(|id| live.calls.contains_key(id)).count();
+        while pending(&live) > 0 {
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                break;
+            }
+            live = self
+                .shared
+                .live_changed
+                .wait_timeout(live, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let unfinished = pending(&live);
+        ShutdownReport {
+            finished: ids.len() - unfinished,
+            unfinished,
+        }
+    }
+
+    /// How many calls are running (their record not yet written).
+    pub fn live_calls(&self) -> usize {
+        self.shared.lock_live().calls.len()
+    }
+
+    /// The records of finished calls, oldest first (at most
+    /// [`HostOptions::finished_records_kept`]). A call whose handle was
+    /// dropped early is here too.
+    pub fn finished_records(&self) -> Vec<CallRecord> {
+        self.shared.lock_finished().iter().cloned().collect()
+    }
+
+    /// How many audit events the sink failed to write.
+    pub fn audit_failures(&self) -> u64 {
+        self.shared.audit_failures.load(Ordering::Relaxed)
+    }
+
+    /// The owner of a new call, without its command.
+    fn owner(
+        &self,
+        id: u64,
+        spec: CallSpec,
+        settings: CallSettings,
+        events: Receiver<Event>,
+        sender: &SyncSender<Event>,
+        published: &Arc<Published>,
+    ) -> Owner {
+        let call = Call::new(
+            spec,
+            settings,
+            &self.shared.pool,
+            Instant::now(),
+            SystemTime::now(),
+        );
+        Owner {
+            id,
+            call,
+            command: None,
+            events,
+            sender: sender.clone(),
+            process: None,
+            published: published.clone(),
+            host: self.shared.clone(),
+        }
+    }
+
+    fn register(&self, sender: SyncSender<Event>) -> (u64, bool) {
+        let mut live = self.shared.lock_live();
+        live.next_id += 1;
+        let id = live.next_id;
+        live.calls.insert(id, sender);
+        (id, live.closing)
+    }
+}
+
+impl HostShared {
+    fn lock_live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
+        self.finished.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes one event to the sink, counting failures.
+    pub(crate) fn audit(&self, event: &AuditEvent) {
+        if let Some(sink) = &self.options.audit
+            && sink.write(event).is_err()
+        {
+            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps a finished call's record.
+    pub(crate) fn record_finished(&self, record: CallRecord) {
+        let kept = self.options.finished_records_kept;
+        let mut finished = self.lock_finished();
+        finished.push_back(record);
+        while finished.len() > kept {
+            finished.pop_front();
+        }
+    }
+
+    /// The call's owner ended: it is no longer live.
+    pub(crate) fn deregister(&self, id: u64) {
+        self.lock_live().calls.remove(&id);
+        self.live_changed.notify_all();
+    }
+}

@@ -1,0 +1,182 @@
+//! The helper process: spawn it with its threads, signal its group.
+//!
+//! [`Process::spawn`] starts the helper in its own process group (the pgid
+//! is its pid, remembered here and never looked up again), enlarges its
+//! output pipes, and starts the threads around it: one reader per stream,
+//! a waiter that owns the [`Child`] and reports its exit, and a stdin writer
+//! when the helper is given bytes. The waiter keeps waiting after the call
+//! has finished, so a helper the call stopped waiting for is still reaped.
+
+use std::io::{self, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ChildStdin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, SyncSender};
+
+use rustix::process::{Pid, kill_process_group};
+use spillguard_core::{ExitStatus, Signal};
+
+use crate::command::{HelperCommand, StdinMode};
+use crate::owner::{Event, Pipe};
+use crate::reader;
+
+/// A spawned helper, as the owner holds it: its pid (and pgid), where to
+/// give read buffers back, and how to stop feeding its stdin.
+#[derive(Debug)]
+pub(crate) struct Process {
+    /// The helper's pid, which is also its process group id.
+    pub(crate) pid: u32,
+    give_back: Option<[Sender<Vec<u8>>; 2]>,
+    stdin_closed: Option<Arc<AtomicBool>>,
+}
+
+impl Process {
+    /// Spawns `command`; every event about it goes to `events`. On error
+    /// nothing is left running: a helper whose threads could not be started
+    /// is killed and reaped before the error is returned.
+    pub(crate) fn spawn(
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+        events: &SyncSender<Event>,
+    ) -> io::Result<Self> {
+        let mut child = command.to_std().spawn()?;
+        let pid = child.id();
+        match start_threads(&mut child, command.stdin, pipe_size, events) {
+            Ok((give_back, stdin_closed)) => match start_waiter(child, events.clone()) {
+                Ok(()) => Ok(Self {
+                    pid,
+                    give_back: Some(give_back),
+                    stdin_closed,
+                }),
+                Err(error) => {
+                    // The child went down with the thread that was to own it.
+                    signal_group(pid, Signal::Kill);
+                    reap(pid);
+                    Err(error)
+                }
+            },
+            Err(error) => {
+                signal_group(pid, Signal::Kill);
+                let _ = child.wait();
+                Err(error)
+            }
+        }
+    }
+
+    /// Returns a read buffer to the reader of `pipe`.
+    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
+        if let Some(give_back) = &self.give_back {
+            let _ = give_back[pipe as usize].send(buf);
+        }
+    }
+
+    /// Stops feeding stdin; the writer closes it after its current write.
+    pub(crate) fn close_stdin(&self) {
+        if let Some(closed) = &self.stdin_closed {
+            closed.store(true, Ordering::Release);
+        }
+    }
+
+    /// Stops listening to the readers; they drain to end-of-file unheard.
+    pub(crate) fn abandon_streams(&mut self) {
+        self.give_back = None;
+    }
+}
+
+type Threads = ([Sender<Vec<u8>>; 2], Option<Arc<AtomicBool>>);
+
+fn start_threads(
+    child: &mut Child,
+    stdin: StdinMode,
+    pipe_size: Option<usize>,
+    events: &SyncSender<Event>,
+) -> io::Result<Threads> {
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(io::Error::other("the helper's output pipes are missing"));
+    };
+    if let Some(size) = pipe_size {
+        enlarge_pipe(&stdout, size);
+        enlarge_pipe(&stderr, size);
+    }
+    let stdout = reader::start(Pipe::Stdout, stdout, events.clone())?;
+    let stderr = reader::start(Pipe::Stderr, stderr, events.clone())?;
+    let stdin_closed = match (stdin, child.stdin.take()) {
+        (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)?),
+        _ => None,
+    };
+    Ok(([stdout, stderr], stdin_closed))
+}
+
+/// Asks the kernel for a larger pipe: fewer, larger reads on a flood.
+/// Failure (an old kernel, a size above `pipe-max-size`) is ignored.
+#[cfg(target_os = "linux")]
+fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: usize) {
+    let _ = rustix::pipe::fcntl_setpipe_size(pipe, size);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn enlarge_pipe(_pipe: &impl std::os::fd::AsFd, _size: usize) {}
+
+/// The waiter owns the child, waits for it and reports its exit — or that
+/// it can no longer be waited for.
+fn start_waiter(mut child: Child, events: SyncSender<Event>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("spillguard-wait".into())
+        .spawn(move || {
+            let event = match child.wait() {
+                Ok(status) => Event::Exited(ExitStatus {
+                    code: status.code(),
+                    signal: status.signal(),
+                }),
+                Err(_) => Event::ProcessLost,
+            };
+            let _ = events.send(event);
+        })?;
+    Ok(())
+}
+
+/// Writes `bytes` to the helper's stdin in chunks, then closes it; stops
+/// early when asked. A helper that stops reading blocks only this thread,
+/// until it exits.
+fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> io::Result<Arc<AtomicBool>> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let stop = closed.clone();
+    std::thread::Builder::new()
+        .name("spillguard-stdin".into())
+        .spawn(move || {
+            for piece in bytes.chunks(reader::CHUNK_BYTES) {
+                if stop.load(Ordering::Acquire) || stdin.write_all(piece).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(closed)
+}
+
+/// Sends `signal` to process group `pgid`. A group that is already gone
+/// (`ESRCH`) is what a stop wants, so no error is reported.
+pub(crate) fn signal_group(pgid: u32, signal: Signal) {
+    // A pgid of 0 or 1 would address our own group or every process.
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .filter(|&raw| raw > 1)
+        .and_then(Pid::from_raw)
+    else {
+        return;
+    };
+    let signal = match signal {
+        Signal::Term => rustix::process::Signal::TERM,
+        Signal::Kill => rustix::process::Signal::KILL,
+        // A signal this adapter does not know: send nothing rather than guess.
+        _ => return,
+    };
+    let _ = kill_process_group(pid, signal);
+}
+
+/// Reaps `pid` when its `Child` is lost.
+fn reap(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
+}
