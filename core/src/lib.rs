@@ -33,6 +33,84 @@
 //! drop(retained);
 //! assert_eq!(pool.in_use(), 0);
 //! ```
+//!
+//! # Driving a call
+//!
+//! A [`Call`] is one helper run from `received` to exactly one terminal
+//! state. Its driver (an adapter's owner thread or task, or a test harness)
+//! runs one loop: wait for the first of (chunk, EOF, exit, command, timer),
+//! make one `handle_*` call with the instant it observed, drain
+//! [`Call::poll_action`] until `None` carrying out each action in order, and
+//! re-arm its timer from [`Call::poll_timeout`]. The loop ends at
+//! [`Action::Finished`], the last action, emitted exactly once.
+//!
+//! Here the "process" is simulated: it writes a flood and ignores nothing;
+//! the driver cancels it at 100 ms.
+//!
+//! ```
+//! use std::time::{Duration, Instant, SystemTime};
+//! use spillguard_core::{
+//!     Action, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
+//!     RetentionPool, Signal, State, StreamEnd,
+//! };
+//!
+//! let config = Config::default();
+//! let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+//! let spec = CallSpec {
+//!     call_id: "c_7f2a".into(),
+//!     session_id: "s_1".into(),
+//!     kind: CallKind::Action,
+//!     action: "http.get".into(),
+//!     target: "https://api.example".into(),
+//!     summary: "GET /status".into(),
+//! };
+//! let start = Instant::now();
+//! let mut now = start;
+//! let mut call = Call::new(spec, CallSettings::action(&config), &pool, now, SystemTime::now());
+//! call.handle_validated(now, false)?;
+//!
+//! let mut running = false;
+//! let mut outcome = None;
+//! while outcome.is_none() {
+//!     // 1. Carry out every action, in order.
+//!     while let Some(action) = call.poll_action() {
+//!         match action {
+//!             Action::Spawn => {
+//!                 running = true;
+//!                 call.handle_spawned(now, 4242, 4242)?;
+//!             }
+//!             Action::SignalGroup { signal: Signal::Term, .. } if running => {
+//!                 // The helper dies of the signal; its pipes close.
+//!                 running = false;
+//!                 call.handle_stdout_eof(now)?;
+//!                 call.handle_stderr_eof(now)?;
+//!                 call.handle_exit(now, ExitStatus::signal(15))?;
+//!             }
+//!             Action::Finished(o) => outcome = Some(o),
+//!             _ => {} // audit events, card, close stdin, ...
+//!         }
+//!     }
+//!     if outcome.is_some() {
+//!         break;
+//!     }
+//!     // 2. Wait for the first of: a chunk, the exit, a command, the timer.
+//!     now += Duration::from_millis(10);
+//!     if let Some(at) = call.poll_timeout().filter(|&at| at <= now) {
+//!         call.handle_timeout(at);
+//!     } else if now - start >= Duration::from_millis(100) {
+//!         call.handle_cancel(now, CancelReason::Requested);
+//!     } else if running {
+//!         call.handle_stderr(now, &[b'x'; 65_536]);
+//!     }
+//! }
+//!
+//! let record = &outcome.expect("finished").record;
+//! assert_eq!(record.state, State::CancelledAfterDispatch);
+//! assert_eq!(record.exit_signal, Some(15));
+//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+//! assert_eq!((record.stderr_bytes_seen, record.stderr_bytes_retained), (9 * 65_536, 16_384));
+//! # Ok::<(), spillguard_core::CallError>(())
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
