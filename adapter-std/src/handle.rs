@@ -289,15 +289,28 @@ impl Drop for CallHandle {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// use spillguard_std::{Host, HelperCommand};
-/// # fn spec() -> spillguard_std::core::CallSpec { unimplemented!() }
+/// ```
+/// use spillguard_std::{HelperCommand, Host, HostOptions};
+/// use spillguard_std::core::{CallKind, CallSpec, CancelReason, Config, State};
 ///
-/// let host = Host::new(Default::default(), Default::default())?;
-/// let call = host.start(spec(), HelperCommand::new("sleep").arg("30"), false);
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let spec = CallSpec {
+///     call_id: "c_sleep".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "local.sleep".into(),
+///     target: "localhost".into(),
+///     summary: "sleep 30".into(),
+/// };
+/// let call = host.start(spec, HelperCommand::new("sleep").arg("30"), false);
 /// let canceller = call.canceller();
 /// std::thread::spawn(move || canceller.cancel());
 /// let outcome = call.wait();
+/// assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
+/// assert!(matches!(
+///     outcome.record.state,
+///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
+/// ));
 /// # Ok::<(), spillguard_std::core::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -125,7 +125,6 @@ impl Owner {
             let _ = self.call.handle_validation_failed(now, misuse.to_string());
         }
         while !self.carry_out_actions() {
-            self.published.set_state(self.call.state());
             let event = self.next_event();
             let now = Instant::now();
             match event {
@@ -197,7 +196,10 @@ impl Owner {
 
     /// Carries out every queued action; `true` once the call finished.
     fn carry_out_actions(&mut self) -> bool {
+        // The state is published before each action (a caller who sees the
+        // card also sees `awaiting_approval`) and after the last one.
         while let Some(action) = self.call.poll_action() {
+            self.published.set_state(self.call.state());
             match action {
                 Action::Audit(event) => self.host.audit(&event),
                 Action::ShowApprovalCard(card) => self.published.show_card(card),
@@ -221,6 +223,7 @@ impl Owner {
                 _ => {}
             }
         }
+        self.published.set_state(self.call.state());
         false
     }
 

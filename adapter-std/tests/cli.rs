@@ -1,0 +1,341 @@
+//! The `spillguard` binary as a black box: one JSON line, exact numbers,
+//! exit codes and one-line errors.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use spillguard_std::core::Config;
+use spillguard_std::{HelperCommand, Host, HostOptions};
+use support::{poll_until, spec, temp_path};
+
+fn spillguard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The one line of JSON the run printed; the CLI's own stderr is empty.
+fn record_line(output: &Output) -> (String, Value) {
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert!(text.ends_with('\n'));
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let value = serde_json::from_str(text.trim_end()).unwrap();
+    (text, value)
+}
+
+/// Every field name of a call record, taken from a record made in-process.
+fn record_field_names() -> BTreeSet<String> {
+    let host = Host::new(Config::default(), HostOptions::default()).unwrap();
+    let outcome = host
+        .start(spec("c_names"), HelperCommand::new("true"), false)
+        .wait();
+    let value = serde_json::to_value(&outcome.record).unwrap();
+    value.as_object().unwrap().keys().cloned().collect()
+}
+
+fn usage_failure(args: &[&str]) -> String {
+    let output = spillguard(args);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    assert_eq!(output.stdout, b"", "{args:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr.trim_end().to_owned()
+}
+
+#[test]
+fn a_bounded_flood_prints_one_record_line_with_exact_counts() {
+    let output = spillguard(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        r#"head -c 1000000 /dev/zero | tr "\0" x 1>&2"#,
+    ]);
+    let (text, line) = record_line(&output);
+    assert!(text.starts_with(r#"{"call_id":"c_"#), "{text}");
+
+    let keys: BTreeSet<String> = line.as_object().unwrap().keys().cloned().collect();
+    let mut expected = record_field_names();
+    expected.insert("stderr_excerpt".into());
+    expected.insert("stdout".into());
+    assert_eq!(keys, expected);
+
+    assert_eq!(line["state"], "completed");
+    assert_eq!(line["exit_status"], 0);
+    assert_eq!(line["exit_signal"], Value::Null);
+    assert_eq!(line["stream_end"], "eof");
+    assert_eq!(line["stderr_bytes_seen"], 1_000_000);
+    assert_eq!(line["stderr_bytes_retained"], 16_384);
+    assert_eq!(line["stderr_truncated"], true);
+    assert_eq!(line["stderr_retain"], "tail");
+    assert_eq!(line["stdout_bytes_seen"], 0);
+    assert_eq!(line["stdout"], "");
+    assert_eq!(line["session_id"], "cli");
+    assert_eq!(line["action"], "run");
+    assert_eq!(line["target"], "sh");
+    assert_eq!(line["approval"], "not_required");
+
+    let excerpt = line["stderr_excerpt"].as_str().unwrap();
+    assert!(excerpt.len() <= 4096, "{}", excerpt.len());
+    let (marker, body) = excerpt.split_once('\n').unwrap();
+    assert_eq!(
+        marker,
+        format!(
+            "[stderr truncated: kept last {} of 1000000 bytes]",
+            body.len()
+        )
+    );
+    assert!(body.len() > 3900, "{}", body.len());
+    assert!(body.bytes().all(|b| b == b'x'));
+}
+
+#[test]
+fn the_helpers_streams_never_reach_the_cli_streams() {
+    let output = spillguard(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo to-stdout; echo to-stderr 1>&2; exit 4",
+    ]);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["state"], "failed_local");
+    assert_eq!(line["exit_status"], 4);
+    assert_eq!(line["stdout"], "to-stdout\n");
+    assert_eq!(line["stderr_excerpt"], "to-stderr\n");
+    assert_eq!(line["stdout_bytes_seen"], 10);
+    assert_eq!(line["stderr_bytes_seen"], 10);
+}
+
+#[test]
+fn the_main_job_stops_a_flood_at_its_deadline_and_audits_it() {
+    let audit = temp_path("cli-audit.jsonl");
+    let _ = std::fs::remove_file(&audit);
+    let output = spillguard(&[
+        "run",
+        "--deadline-ms",
+        "500",
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "yes helper-diagnostic 1>&2",
+    ]);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["state"], "cancelled_after_dispatch");
+    assert_eq!(line["cancel_reason"], "deadline");
+    assert_eq!(line["exit_status"], Value::Null);
+    assert_eq!(line["exit_signal"], 15);
+    assert_eq!(line["stream_end"], "reader_completed_after_cancel");
+    assert_eq!(line["stderr_bytes_retained"], 16_384);
+    let seen = line["stderr_bytes_seen"].as_u64().unwrap();
+    assert!(seen > 16_384);
+    let excerpt = line["stderr_excerpt"].as_str().unwrap();
+    let (marker, body) = excerpt.split_once('\n').unwrap();
+    assert_eq!(
+        marker,
+        format!(
+            "[stderr truncated: kept last {} of {seen} bytes]",
+            body.len()
+        )
+    );
+    assert!(body.lines().all(|l| l == "helper-diagnostic"));
+
+    let events = std::fs::read_to_string(&audit).unwrap();
+    let _ = std::fs::remove_file(&audit);
+    let events: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 6);
+    assert!(events[1]["kind"]["attempt"].is_object());
+    let last = &events[5]["kind"]["final"];
+    assert_eq!(last["state"], "cancelled_after_dispatch");
+    assert_eq!(last["stderr_bytes_seen"], seen);
+}
+
+#[test]
+fn a_program_that_cannot_be_spawned_still_gets_a_record() {
+    let output = spillguard(&["run", "--", "/nonexistent/prog", "arg"]);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["state"], "failed_before_dispatch");
+    assert_eq!(
+        line["failure"],
+        "spawn failed: /nonexistent/prog: NotFound: No such file or directory (os error 2)"
+    );
+    assert_eq!(line["pid"], Value::Null);
+    assert_eq!(line["stream_end"], "not_started");
+    assert_eq!(line["stderr_excerpt"], "");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_the_problem() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[],
+            "spillguard: missing command `run` (see `spillguard --help`)",
+        ),
+        (
+            &["start", "--", "true"],
+            "spillguard: unknown command `start` (expected `run`; see `spillguard --help`)",
+        ),
+        (
+            &["run", "--quiet", "--", "true"],
+            "spillguard: unknown flag `--quiet` (see `spillguard --help`)",
+        ),
+        (
+            &["run", "--per-call-bytes", "16k", "--", "true"],
+            "spillguard: `--per-call-bytes`: `16k` is not a non-negative integer",
+        ),
+        (
+            &["run", "--deadline-ms", "500"],
+            "spillguard: missing program (usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...])",
+        ),
+        (
+            &["run", "--excerpt-bytes", "64", "--", "true"],
+            "spillguard: invalid configuration: helper_output.stderr_agent_excerpt_bytes: \
+             64 is below the minimum of 128",
+        ),
+        (
+            &["run", "--per-call-bytes", "0", "--", "true"],
+            "spillguard: invalid configuration: helper_output.stderr_retained_per_call_bytes: \
+             must be greater than zero",
+        ),
+    ];
+    for (args, message) in cases {
+        assert_eq!(usage_failure(args), *message, "{args:?}");
+    }
+}
+
+#[test]
+fn config_file_errors_name_the_field() {
+    let path = temp_path("bad.toml");
+    std::fs::write(
+        &path,
+        "[helper_output]\nstderr_agent_excerpt_bytes = 20000\n",
+    )
+    .unwrap();
+    let shown = path.display().to_string();
+    assert_eq!(
+        usage_failure(&["run", "--config", &shown, "--", "true"]),
+        format!(
+            "spillguard: invalid config {shown}: helper_output.stderr_agent_excerpt_bytes: \
+             20000 is larger than stderr_retained_per_call_bytes (16384)"
+        )
+    );
+    std::fs::write(&path, "[helper_output]\nretain = \"middle\"\n").unwrap();
+    assert_eq!(
+        usage_failure(&["run", "--config", &shown, "--", "true"]),
+        format!(
+            "spillguard: invalid config {shown}: helper_output.retain: unknown mode \"middle\" \
+             (expected \"tail\", \"head\" or \"head_and_tail\")"
+        )
+    );
+    let _ = std::fs::remove_file(&path);
+    let missing = temp_path("missing.toml").display().to_string();
+    assert_eq!(
+        usage_failure(&["run", "--config", &missing, "--", "true"]),
+        format!("spillguard: cannot read config {missing}: No such file or directory (os error 2)")
+    );
+}
+
+#[test]
+fn flags_override_the_config_file() {
+    let path = temp_path("head.toml");
+    std::fs::write(
+        &path,
+        "[helper_output]\nretain = \"head\"\nstderr_retained_per_call_bytes = 1000\n\
+         stderr_agent_excerpt_bytes = 500\n",
+    )
+    .unwrap();
+    let output = spillguard(&[
+        "run",
+        "--config",
+        path.to_str().unwrap(),
+        "--per-call-bytes",
+        "2000",
+        "--",
+        "sh",
+        "-c",
+        "head -c 50000 /dev/zero | tr '\\0' y 1>&2",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["stderr_retain"], "head");
+    assert_eq!(line["stderr_bytes_seen"], 50_000);
+    assert_eq!(line["stderr_bytes_retained"], 2000);
+    let excerpt = line["stderr_excerpt"].as_str().unwrap();
+    assert!(excerpt.len() <= 500, "{}", excerpt.len());
+    let (marker, body) = excerpt.split_once('\n').unwrap();
+    assert_eq!(
+        marker,
+        format!(
+            "[stderr truncated: kept first {} of 50000 bytes]",
+            body.len()
+        )
+    );
+}
+
+#[test]
+fn help_prints_the_usage_and_exits_0() {
+    let output = spillguard(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("spillguard run [OPTIONS] -- PROGRAM [ARGS...]"));
+    for flag in [
+        "--retain",
+        "--per-call-bytes",
+        "--excerpt-bytes",
+        "--deadline-ms",
+        "--grace-ms",
+        "--drain-window-ms",
+        "--config",
+        "--audit",
+    ] {
+        assert!(text.contains(flag), "{flag}");
+    }
+}
+
+#[test]
+fn sigint_cancels_the_helper_and_still_prints_the_record() {
+    let audit = temp_path("cli-sigint.jsonl");
+    let _ = std::fs::remove_file(&audit);
+    let child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args([
+            "run",
+            "--grace-ms",
+            "2000",
+            "--audit",
+            audit.to_str().unwrap(),
+        ])
+        .args(["--", "sleep", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    poll_until(
+        Duration::from_secs(10),
+        "the helper to be dispatched",
+        || std::fs::read_to_string(&audit).is_ok_and(|t| t.contains(r#""to":"dispatched""#)),
+    );
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&audit);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["state"], "cancelled_after_dispatch");
+    assert_eq!(line["cancel_reason"], "requested");
+    assert_eq!(line["exit_signal"], 15);
+    assert_eq!(line["signals"].as_array().unwrap().len(), 1);
+}

@@ -1,0 +1,123 @@
+//! Shared helpers for the adapter's real-process tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+use spillguard_std::AuditSink;
+use spillguard_std::core::{AuditEvent, CallKind, CallSpec, State};
+use spillguard_std::{CallHandle, Host};
+
+/// A call spec for an action named `local.test` with this id.
+pub fn spec(call_id: &str) -> CallSpec {
+    CallSpec {
+        call_id: call_id.into(),
+        session_id: "s_test".into(),
+        kind: CallKind::Action,
+        action: "local.test".into(),
+        target: "localhost".into(),
+        summary: "test helper".into(),
+    }
+}
+
+/// A path in the temp dir unique to this test process and `name`.
+pub fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("spillguard-std-{}-{name}", std::process::id()))
+}
+
+/// Polls `done` every 5 ms until it holds; panics after `limit`.
+pub fn poll_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until the call reaches `state`.
+pub fn wait_for_state(handle: &CallHandle, state: State) {
+    poll_until(Duration::from_secs(10), state.as_str(), || {
+        handle.state() == state
+    });
+}
+
+/// Makes this test process the reaper of orphaned descendants of the
+/// helpers it starts. The machine's init does not reap orphans, so a
+/// helper's grandchild that outlived its parent would otherwise stay a
+/// zombie member of the helper's group forever.
+pub fn become_subreaper() {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .expect("PR_SET_CHILD_SUBREAPER");
+}
+
+/// Asserts that no process of group `pgid` is left: reaps the group's dead
+/// orphans (the helper itself was reaped by the adapter before its record),
+/// then expects `kill(-pgid, 0)` to fail with ESRCH within 2 s.
+pub fn assert_group_gone(pgid: u32) {
+    let pid = Pid::from_raw(pgid as i32).expect("a valid pgid");
+    poll_until(
+        Duration::from_secs(2),
+        "the helper's group to be gone",
+        || {
+            while let Ok(Some(_)) = rustix::process::waitid(
+                WaitId::Pgid(Some(pid)),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+            ) {}
+            rustix::process::test_kill_process_group(pid) == Err(rustix::io::Errno::SRCH)
+        },
+    );
+}
+
+/// An audit sink that keeps every event in memory.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub events: Mutex<Vec<AuditEvent>>,
+}
+
+impl AuditSink for Recorder {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// The events of `call_id`, as their JSON kind tags (`attempt`,
+    /// `transition:received->validated`, `final`).
+    pub fn kinds(&self, call_id: &str) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|e| e.call_id == call_id)
+            .map(|e| {
+                let kind = serde_json::to_value(&e.kind).unwrap();
+                let (tag, body) = kind.as_object().unwrap().iter().next().unwrap();
+                match tag.as_str() {
+                    "transition" => format!(
+                        "transition:{}->{}",
+                        body["from"].as_str().unwrap(),
+                        body["to"].as_str().unwrap()
+                    ),
+                    other => other.to_owned(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Every record the host kept for `call_id`.
+pub fn records_of(host: &Host, call_id: &str) -> usize {
+    host.finished_records()
+        .iter()
+        .filter(|r| r.call_id == call_id)
+        .count()
+}
