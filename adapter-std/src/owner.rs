@@ -142,13 +142,13 @@ impl Owner {
         self.carry_out_actions();
     }
 
-    /// The next event, or `None` when the core's timer is due.
+    /// The next event, or `None` when the core's timer is due. A due timer
+    /// comes before queued events, so a flood cannot postpone a deadline.
     fn next_event(&self) -> Option<Event> {
+        let now = Instant::now();
         match self.call.poll_timeout() {
-            Some(at) => self
-                .events
-                .recv_timeout(at.saturating_duration_since(Instant::now()))
-                .ok(),
+            Some(at) if at <= now => None,
+            Some(at) => self.events.recv_timeout(at - now).ok(),
             // `self.sender` keeps the channel open: this waits for an event.
             None => self.events.recv().ok(),
         }

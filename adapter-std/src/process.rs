@@ -180,3 +180,15 @@ fn reap(pid: u32) {
         let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipes_are_enlarged_to_the_size_asked() {
+        let (read, _write) = rustix::pipe::pipe().unwrap();
+        enlarge_pipe(&read, 256 * 1024);
+        assert_eq!(rustix::pipe::fcntl_getpipe_size(&read).unwrap(), 256 * 1024);
+    }
+}

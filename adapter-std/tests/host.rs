@@ -66,7 +66,10 @@ fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib() {
         cancelled - dispatched >= us(deadline),
         "{cancelled} - {dispatched}"
     );
-    assert!(cancelled - dispatched < us(deadline + 2000 * MS));
+    assert!(
+        cancelled - dispatched <= us(deadline + 200 * MS),
+        "{cancelled} - {dispatched}"
+    );
     assert_eq!(record.signals[0].offset_us, cancelled);
 
     let rendered = outcome.stderr.render();
@@ -75,10 +78,13 @@ fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib() {
         record.stderr_bytes_seen
     );
     assert_eq!(rendered.lines().next(), Some(marker.as_str()));
-    // Everything after the marker is whole diagnostic lines, bar the cut one.
+    // After the marker: whole diagnostic lines, bar the one the window cut
+    // and the last, which TERM may have cut in the middle of a write.
     let body: Vec<&str> = rendered.lines().skip(2).collect();
     assert!(body.len() > 800, "{}", body.len());
-    assert!(body.iter().all(|l| *l == "helper-diagnostic"));
+    let (last, whole) = body.split_last().unwrap();
+    assert!(whole.iter().all(|l| *l == "helper-diagnostic"));
+    assert!("helper-diagnostic".starts_with(last), "{last}");
 
     // The retained text holds its pool share until the outcome is dropped.
     assert_eq!(host.pool().in_use(), 16_384);
