@@ -273,7 +273,7 @@ impl Host {
             live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
         };
         for (_, sender) in &targets {
-            let _ = sender.send(Event::Command(Command::Cancel(CancelReason::Requested)));
+            let _ = sender.send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
         }
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
         let mut live = self.shared.lock_live();

@@ -112,7 +112,7 @@ impl Owner {
     pub(crate) fn run(mut self, start: Start) {
         let now = Instant::now();
         if start.host_closing {
-            self.call.handle_cancel(now, CancelReason::Requested);
+            self.call.handle_cancel(now, CancelReason::HostShutdown);
         }
         let checked = self.command.as_ref().map(HelperCommand::validate);
         let accepted = match checked {
@@ -239,8 +239,9 @@ impl Owner {
         let now = Instant::now();
         let reported = match spawned {
             Ok(process) => {
-                let pid = process.pid;
+                let (pid, capacity) = (process.pid, process.pipe_capacity);
                 self.process = Some(process);
+                self.call.handle_pipe_capacity(capacity);
                 self.call.handle_spawned(now, pid, pid)
             }
             Err(error) => self.call.handle_spawn_failed(

@@ -27,6 +27,9 @@ use crate::reader;
 pub(crate) struct Process {
     /// The helper's pid, which is also its process group id.
     pub(crate) pid: u32,
+    /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
+    /// asked or refused.
+    pub(crate) pipe_capacity: Option<u64>,
     give_back: Option<[Sender<Vec<u8>>; 2]>,
     stdin_closed: Option<Arc<AtomicBool>>,
 }
@@ -43,19 +46,22 @@ impl Process {
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
         match start_threads(&mut child, command.stdin, pipe_size, events) {
-            Ok((give_back, stdin_closed)) => match start_waiter(child, events.clone()) {
-                Ok(()) => Ok(Self {
-                    pid,
-                    give_back: Some(give_back),
-                    stdin_closed,
-                }),
-                Err(error) => {
-                    // The child went down with the thread that was to own it.
-                    signal_group(pid, Signal::Kill);
-                    reap(pid);
-                    Err(error)
+            Ok((give_back, stdin_closed, pipe_capacity)) => {
+                match start_waiter(child, events.clone()) {
+                    Ok(()) => Ok(Self {
+                        pid,
+                        pipe_capacity,
+                        give_back: Some(give_back),
+                        stdin_closed,
+                    }),
+                    Err(error) => {
+                        // The child went down with the thread that was to own it.
+                        signal_group(pid, Signal::Kill);
+                        reap(pid);
+                        Err(error)
+                    }
                 }
-            },
+            }
             Err(error) => {
                 signal_group(pid, Signal::Kill);
                 let _ = child.wait();
@@ -84,7 +90,7 @@ impl Process {
     }
 }
 
-type Threads = ([Sender<Vec<u8>>; 2], Option<Arc<AtomicBool>>);
+type Threads = ([Sender<Vec<u8>>; 2], Option<Arc<AtomicBool>>, Option<u64>);
 
 fn start_threads(
     child: &mut Child,
@@ -95,28 +101,33 @@ fn start_threads(
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the helper's output pipes are missing"));
     };
-    if let Some(size) = pipe_size {
-        enlarge_pipe(&stdout, size);
-        enlarge_pipe(&stderr, size);
-    }
+    let pipe_capacity = pipe_size.and_then(|size| {
+        let _ = enlarge_pipe(&stdout, size);
+        enlarge_pipe(&stderr, size)
+    });
     let stdout = reader::start(Pipe::Stdout, stdout, events.clone())?;
     let stderr = reader::start(Pipe::Stderr, stderr, events.clone())?;
     let stdin_closed = match (stdin, child.stdin.take()) {
         (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)?),
         _ => None,
     };
-    Ok(([stdout, stderr], stdin_closed))
+    Ok(([stdout, stderr], stdin_closed, pipe_capacity))
 }
 
 /// Asks the kernel for a larger pipe: fewer, larger reads on a flood.
-/// Failure (an old kernel, a size above `pipe-max-size`) is ignored.
+/// Returns the capacity granted; failure (an old kernel, a size above
+/// `pipe-max-size`) is `None`, recorded and otherwise ignored.
 #[cfg(target_os = "linux")]
-fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: usize) {
-    let _ = rustix::pipe::fcntl_setpipe_size(pipe, size);
+fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: usize) -> Option<u64> {
+    rustix::pipe::fcntl_setpipe_size(pipe, size)
+        .ok()
+        .map(|granted| granted as u64)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn enlarge_pipe(_pipe: &impl std::os::fd::AsFd, _size: usize) {}
+fn enlarge_pipe(_pipe: &impl std::os::fd::AsFd, _size: usize) -> Option<u64> {
+    None
+}
 
 /// The waiter owns the child, waits for it and reports its exit — or that
 /// it can no longer be waited for.

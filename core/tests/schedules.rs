@@ -50,7 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0i32..4).prop_map(Op::Exit),
         1 => prop_oneof![Just(9), Just(15)].prop_map(Op::ExitBySignal),
         1 => Just(Op::Lost),
-        1 => (0u8..4).prop_map(Op::Cancel),
+        1 => (0u8..5).prop_map(Op::Cancel),
         1 => Just(Op::Disconnect),
         1 => any::<bool>().prop_map(Op::Result),
         4 => (0u64..8_000).prop_map(Op::Advance),
@@ -121,6 +121,7 @@ impl Driver {
                     CancelReason::Deadline,
                     CancelReason::ClientDisconnected,
                     CancelReason::StderrCeiling,
+                    CancelReason::HostShutdown,
                 ][*r as usize];
                 self.call.handle_cancel(now, reason);
                 false

@@ -401,6 +401,7 @@ pub struct Call {
     pub(crate) pending_cancel: Option<CancelReason>,
     pub(crate) pid: Option<u32>,
     pub(crate) pgid: Option<u32>,
+    pub(crate) pipe_capacity: Option<u64>,
     pub(crate) exit: Option<ExitStatus>,
     pub(crate) process_lost: bool,
     pub(crate) stdout_open: bool,
@@ -450,6 +451,7 @@ impl Call {
             pending_cancel: None,
             pid: None,
             pgid: None,
+            pipe_capacity: None,
             exit: None,
             process_lost: false,
             stdout_open: false,
@@ -531,6 +533,15 @@ impl Call {
     /// The helper was spawned with this pid, in process group `pgid`.
     pub fn handle_spawned(&mut self, now: Instant, pid: u32, pgid: u32) -> Result<(), CallError> {
         self.handle(now, Input::Spawned { pid, pgid })
+    }
+
+    /// The capacity the helper's output pipes got after the adapter asked
+    /// to enlarge them (`None`: the request failed). Recorded as
+    /// `pipe_capacity_bytes`; never a transition, never an error.
+    pub fn handle_pipe_capacity(&mut self, capacity: Option<u64>) {
+        if !self.state.is_terminal() {
+            self.pipe_capacity = capacity;
+        }
     }
 
     /// The helper could not be spawned (e.g. the OS error text).

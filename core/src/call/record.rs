@@ -149,6 +149,8 @@ pub enum CancelReason {
     ClientDisconnected,
     /// The helper wrote past the opt-in stderr kill ceiling (R1.8).
     StderrCeiling,
+    /// The host is shutting down and cancels every live call.
+    HostShutdown,
 }
 
 /// What the host does with a call whose client disconnected (R4.6).
@@ -240,6 +242,16 @@ pub enum Signal {
     Kill,
 }
 
+impl Signal {
+    /// The signal's number (POSIX: TERM is 15, KILL is 9).
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Term => 15,
+            Signal::Kill => 9,
+        }
+    }
+}
+
 /// When the call entered a state, as an offset from `received`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateMark {
@@ -320,6 +332,9 @@ pub struct CallRecord {
     pub pid: Option<u32>,
     /// The helper's process group id, remembered at spawn.
     pub pgid: Option<u32>,
+    /// Capacity of the helper's output pipes after the adapter asked to
+    /// enlarge them; null if it did not ask or the request failed.
+    pub pipe_capacity_bytes: Option<u64>,
     /// Wall-clock time the call was received, RFC 3339 UTC.
     pub received_at: String,
     /// Every state entered, with its offset from `received`.

@@ -400,6 +400,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         failure: call.failure.clone(),
         pid: call.pid,
         pgid: call.pgid,
+        pipe_capacity_bytes: call.pipe_capacity,
         received_at: rfc3339(call.received_at),
         timeline: call.timeline.clone(),
         signals: call.signals.clone(),
