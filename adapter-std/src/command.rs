@@ -167,9 +167,11 @@ impl HelperCommand {
         line
     }
 
-    /// The std command: own process group, stdout and stderr piped, stdin
-    /// null unless bytes are to be written.
-    pub(crate) fn to_std(&self) -> Command {
+    /// The std command: own process group (`process_group(0)`, so the pgid
+    /// is the child's pid), stdout and stderr piped, stdin null unless bytes
+    /// are to be written, no shell unless [`shell`](Self::shell). The smol
+    /// and tokio adapters convert it into their runtime's command.
+    pub fn to_std(&self) -> Command {
         let mut command = if self.shell {
             let mut sh = Command::new("/bin/sh");
             sh.arg("-c").arg(&self.program).arg("sh");

@@ -51,6 +51,25 @@ pub struct HostOptions {
 impl HostOptions {
     /// The default pipe size: 1 MiB.
     pub const DEFAULT_PIPE_SIZE: usize = 1 << 20;
+
+    /// The settings a call of `kind` gets: [`CallSettings::action`] or
+    /// [`CallSettings::discovery`] under `config`, with these options'
+    /// overrides applied.
+    pub fn call_settings(&self, config: &Config, kind: CallKind) -> CallSettings {
+        let mut settings = match kind {
+            CallKind::Discovery => CallSettings::discovery(config),
+            _ => CallSettings::action(config),
+        };
+        settings.deadline = self.deadline.or(settings.deadline);
+        settings.shutdown_grace = self.shutdown_grace.unwrap_or(settings.shutdown_grace);
+        settings.post_exit_drain = self.post_exit_drain.unwrap_or(settings.post_exit_drain);
+        settings.kill_wait = self.kill_wait.unwrap_or(settings.kill_wait);
+        settings.approval_timeout = self.approval_timeout.unwrap_or(settings.approval_timeout);
+        settings.on_client_disconnect = self
+            .on_client_disconnect
+            .unwrap_or(settings.on_client_disconnect);
+        settings
+    }
 }
 
 impl Default for HostOptions {
@@ -191,22 +210,7 @@ impl Host {
     /// The settings a call of `kind` gets: [`CallSettings::action`] or
     /// [`CallSettings::discovery`] under the config, with the host's options.
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        let (config, options) = (&self.shared.config, &self.shared.options);
-        let mut settings = match kind {
-            CallKind::Discovery => CallSettings::discovery(config),
-            _ => CallSettings::action(config),
-        };
-        settings.deadline = options.deadline.or(settings.deadline);
-        settings.shutdown_grace = options.shutdown_grace.unwrap_or(settings.shutdown_grace);
-        settings.post_exit_drain = options.post_exit_drain.unwrap_or(settings.post_exit_drain);
-        settings.kill_wait = options.kill_wait.unwrap_or(settings.kill_wait);
-        settings.approval_timeout = options
-            .approval_timeout
-            .unwrap_or(settings.approval_timeout);
-        settings.on_client_disconnect = options
-            .on_client_disconnect
-            .unwrap_or(settings.on_client_disconnect);
-        settings
+        self.shared.options.call_settings(&self.shared.config, kind)
     }
 
     /// Starts a call of `command` with the settings of

@@ -80,6 +80,7 @@ mod audit;
 mod command;
 mod handle;
 mod host;
+pub mod os;
 mod owner;
 mod process;
 mod reader;

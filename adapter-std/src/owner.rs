@@ -20,7 +20,7 @@ use spillguard_core::{Action, Call, CallError, CancelReason, ExitStatus, Outcome
 use crate::command::HelperCommand;
 use crate::handle::Published;
 use crate::host::HostShared;
-use crate::process::{self, Process};
+use crate::process::Process;
 
 /// How many events may wait for the owner. Readers hold at most
 /// [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM) chunks each,
@@ -209,7 +209,7 @@ impl Owner {
                         process.close_stdin();
                     }
                 }
-                Action::SignalGroup { pgid, signal } => process::signal_group(pgid, signal),
+                Action::SignalGroup { pgid, signal } => crate::os::signal_group(pgid, signal),
                 Action::AbandonStreams => {
                     if let Some(process) = &mut self.process {
                         process.abandon_streams();

@@ -8,16 +8,16 @@
 //! has finished, so a helper the call stopped waiting for is still reaped.
 
 use std::io::{self, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
 
-use rustix::process::{Pid, kill_process_group};
-use spillguard_core::{ExitStatus, Signal};
+use rustix::process::Pid;
+use spillguard_core::Signal;
 
 use crate::command::{HelperCommand, StdinMode};
+use crate::os::{enlarge_pipe, exit_status, signal_group};
 use crate::owner::{Event, Pipe};
 use crate::reader;
 
@@ -114,21 +114,6 @@ fn start_threads(
     Ok(([stdout, stderr], stdin_closed, pipe_capacity))
 }
 
-/// Asks the kernel for a larger pipe: fewer, larger reads on a flood.
-/// Returns the capacity granted; failure (an old kernel, a size above
-/// `pipe-max-size`) is `None`, recorded and otherwise ignored.
-#[cfg(target_os = "linux")]
-fn enlarge_pipe(pipe: &impl std::os::fd::AsFd, size: usize) -> Option<u64> {
-    rustix::pipe::fcntl_setpipe_size(pipe, size)
-        .ok()
-        .map(|granted| granted as u64)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn enlarge_pipe(_pipe: &impl std::os::fd::AsFd, _size: usize) -> Option<u64> {
-    None
-}
-
 /// The waiter owns the child, waits for it and reports its exit — or that
 /// it can no longer be waited for.
 fn start_waiter(mut child: Child, events: SyncSender<Event>) -> io::Result<()> {
@@ -136,10 +121,7 @@ fn start_waiter(mut child: Child, events: SyncSender<Event>) -> io::Result<()> {
         .name("spillguard-wait".into())
         .spawn(move || {
             let event = match child.wait() {
-                Ok(status) => Event::Exited(ExitStatus {
-                    code: status.code(),
-                    signal: status.signal(),
-                }),
+                Ok(status) => Event::Exited(exit_status(status)),
                 Err(_) => Event::ProcessLost,
             };
             let _ = events.send(event);
@@ -165,41 +147,9 @@ fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> io::Result<Arc<A
     Ok(closed)
 }
 
-/// Sends `signal` to process group `pgid`. A group that is already gone
-/// (`ESRCH`) is what a stop wants, so no error is reported.
-pub(crate) fn signal_group(pgid: u32, signal: Signal) {
-    // A pgid of 0 or 1 would address our own group or every process.
-    let Some(pid) = i32::try_from(pgid)
-        .ok()
-        .filter(|&raw| raw > 1)
-        .and_then(Pid::from_raw)
-    else {
-        return;
-    };
-    let signal = match signal {
-        Signal::Term => rustix::process::Signal::TERM,
-        Signal::Kill => rustix::process::Signal::KILL,
-        // A signal this adapter does not know: send nothing rather than guess.
-        _ => return,
-    };
-    let _ = kill_process_group(pid, signal);
-}
-
 /// Reaps `pid` when its `Child` is lost.
 fn reap(pid: u32) {
     if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
         let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pipes_are_enlarged_to_the_size_asked() {
-        let (read, _write) = rustix::pipe::pipe().unwrap();
-        enlarge_pipe(&read, 256 * 1024);
-        assert_eq!(rustix::pipe::fcntl_getpipe_size(&read).unwrap(), 256 * 1024);
     }
 }
