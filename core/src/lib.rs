@@ -114,16 +114,19 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod audit;
 mod call;
 mod capture;
 mod config;
 mod pool;
 mod render;
 
+pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CallSettings, CallSpec, CancelReason, DisconnectPolicy, ExitStatus, Outcome,
-    ResultKind, Signal, SignalMark, State, StateMark, StreamEnd, TRANSITIONS, Timer, rfc3339,
+    CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, ExitStatus,
+    Outcome, ResultKind, Signal, SignalMark, State, StateMark, StreamEnd, TRANSITIONS, Timer,
+    rfc3339,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

@@ -1,0 +1,163 @@
+//! The audit log (R6): append-only, hash-chained, optionally encrypted,
+//! verified offline — the sans-IO part.
+//!
+//! The core builds frames ([`LogWriter`]) and checks byte streams
+//! ([`Verifier`], [`verify`]); it reads no file and draws no randomness.
+//! The caller appends the frames to a file, supplies the log id (16 random
+//! bytes) when creating a log, a fresh nonce (24 random bytes) for each
+//! sealed record, and the key. Lifecycle events are written as they
+//! happen: the attempt before dispatch, every transition, the final record
+//! ([`LogEntry::Call`]).
+//!
+//! # Frame layout (format version 1)
+//!
+//! A log is a sequence of frames with nothing before, between or after
+//! them. Frame `n` (from 0) is:
+//!
+//! | bytes | field | encoding |
+//! |---|---|---|
+//! | 4 | `body_len`: bytes after the header | u32 little-endian, 84 ..= 16 MiB |
+//! | 4 | `body_len_check` | `!body_len` (bitwise complement), u32 LE |
+//! | 1 | version | `1` |
+//! | 1–10 | sequence number | postcard varint u64; equals `n` |
+//! | 16 | log id | raw |
+//! | 32 | previous hash | raw; frame 0: [`ChainHash::genesis`] of the log id |
+//! | 1 | payload kind | postcard varint: `0` plain, `1` sealed |
+//! | | *plain:* entry | postcard byte string (varint length, bytes) of the postcard-encoded [`LogEntry`] |
+//! | | *sealed:* key id | 8 bytes raw ([`Key::id`]) |
+//! | | *sealed:* nonce | 24 bytes raw |
+//! | | *sealed:* ciphertext | postcard byte string: XChaCha20-Poly1305 ciphertext of the encoded entry ‖ 16-byte tag |
+//! | 32 | hash | BLAKE3 |
+//!
+//! Everything between the header and the hash is one postcard value
+//! (`version, seq, log_id, prev, payload`), and it must fill that space
+//! exactly.
+//!
+//! **Chain hash.** The hash is BLAKE3 in `derive_key` mode with context
+//! `"spillguard audit chain v1"`, over every byte of the frame before the
+//! hash (header included; the previous hash is among them). Each frame
+//! names its predecessor's hash, so a record cannot change, move or vanish
+//! without breaking a link.
+//!
+//! **Sealing.** With a key, the entry is encrypted with XChaCha20-Poly1305
+//! under a subkey (BLAKE3 `derive_key`, context
+//! `"spillguard audit record key v1"`), with associated data
+//! `log id ‖ sequence number (u64 LE) ‖ previous hash`: a record swapped,
+//! replayed or spliced from another log fails authentication even if its
+//! header is rewritten and re-hashed. The header fields are not secret;
+//! no entry byte is written in clear. The key id is a one-way derivation
+//! that tells a wrong key from a forged record.
+//!
+//! **Anchors.** An [`Anchor`] (log id, record count, head hash, and a
+//! keyed-BLAKE3 MAC when the log is sealed) is kept outside the log. It is
+//! the only way to detect a clean cut at a record boundary, or a whole
+//! chain rewritten and re-hashed.
+//!
+//! # Verification rules
+//!
+//! The verifier reads frames in order. For frame `n` at byte `offset`:
+//!
+//! 1. **Header.** If fewer than 8 bytes remain, or the header is intact
+//!    but the body is not all there, the frame is *incomplete* (step 7).
+//!    A length that does not match its complement, or is out of bounds,
+//!    is [`TamperKind::Modified`].
+//! 2. **Hash.** The frame must match its own hash, else `Modified`.
+//! 3. **Body.** It must decode and name version 1, else
+//!    [`Verdict::Malformed`].
+//! 4. **Log id.** It must be the anchor's (or frame 0's), else
+//!    [`TamperKind::WrongLog`].
+//! 5. **Sequence and link.** With sequence number `s`:
+//!    * `s == n` and the previous hash is the head: linked;
+//!    * `s == n`, another previous hash: [`TamperKind::Replaced`];
+//!    * `s < n`: [`TamperKind::Duplicated`] if it is a copy of record `s`,
+//!      else [`TamperKind::Inserted`];
+//!    * `s > n`: the rest of the log is scanned: if record `s` appears
+//!      again it is `Duplicated`; else if a skipped number `n..s` appears,
+//!      [`TamperKind::Reordered`]; else [`TamperKind::Deleted`].
+//! 6. **Payload.** Sealed iff a key is given (or, without a key, as frame
+//!    0 is), else [`TamperKind::MixedSealing`]. With a key, a foreign key
+//!    id is [`Verdict::WrongKey`] at frame 0 (unless the anchor's MAC
+//!    proved the key right) and [`TamperKind::BadMac`] later; a payload
+//!    that does not authenticate is `BadMac`; an entry that does not
+//!    decode is `Malformed`. If the anchor vouches for `n + 1` records,
+//!    this frame's hash must be the anchor's head, else
+//!    [`TamperKind::Rewritten`].
+//! 7. **End.** An incomplete final frame is a **torn tail** exactly when
+//!    its bytes agree with the start of the frame the writer would write
+//!    next: fewer than 8 bytes, or an intact header followed by version,
+//!    sequence number `n`, the log id and the head, as far as the bytes
+//!    go. Otherwise it is `Modified`.
+//!
+//! So **a complete frame is never a torn tail**: a crash leaves a prefix
+//! of the last frame (bytes missing at the end); a flipped bit leaves every
+//! length intact, so the frame is complete and fails its hash (or its
+//! header check) — tampering, even when it is the last frame. Records that
+//! verify and come after a bad one do not matter: the first fault decides.
+//!
+//! Then, with an anchor for `N` records: fewer than `N` intact records
+//! (cleanly cut or torn) is [`TamperKind::Truncated`]; exactly `N` and a
+//! clean end is [`Verdict::Ok`]. More than `N`, or no anchor, is
+//! [`Verdict::Unanchored`] (the end is not vouched for), or
+//! [`Verdict::TornTail`] if the last frame is torn.
+//!
+//! # Recovery
+//!
+//! [`LogWriter::resume`] verifies an existing log (without an anchor),
+//! keeps every intact record, reports a torn tail for the caller to
+//! truncate, and makes the next frame a [`LogEntry::Recovered`] entry.
+//! A whole record is never dropped: a log that fails verification is not
+//! continued.
+//!
+//! # Reading the log
+//!
+//! [`compare`] checks the calls of a verified log against the lifecycle a
+//! test expected (R6.3); [`sessions`] and [`activity`] are the Sessions
+//! and Activity views (R6.4), computed from the log alone.
+
+mod anchor;
+mod chain;
+mod expect;
+mod frame;
+mod seal;
+mod verify;
+mod views;
+mod writer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::call::AuditEvent;
+
+pub use anchor::{Anchor, AnchorMac, AnchorParseError};
+pub use chain::{ChainHash, HexParseError, LogId};
+pub use expect::{Difference, ExpectedCall, Transition, compare};
+pub use frame::MAX_BODY_BYTES;
+pub use seal::{Key, KeyId, Nonce};
+pub use verify::{
+    MalformedReason, Record, TamperKind, Verdict, Verifier, VerifyOptions, verify, verify_and_read,
+};
+pub use views::{ActivityRow, SessionRow, StateCount, activity, sessions};
+pub use writer::{AppendError, LogWriter, Resume, ResumeError, TornTail};
+
+/// One record's content. Variant order is part of the format (postcard
+/// writes the variant's index): new kinds are added at the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LogEntry {
+    /// A lifecycle event of a call: the attempt, a transition, or the
+    /// final record.
+    Call(AuditEvent),
+    /// A writer opened a log whose final frame was torn by a crash and
+    /// truncated it before appending.
+    Recovered {
+        /// Bytes of the torn frame that were dropped.
+        dropped_bytes: u64,
+        /// Where they started (the log's length after truncation).
+        at_offset: u64,
+    },
+    /// A writer opened the log (optional; who it was, for the reader).
+    Opened {
+        /// The writer's name and version, e.g. `spillguard-std 0.1.0`.
+        writer: String,
+    },
+}

@@ -1,0 +1,210 @@
+//! Shared by the audit tests: realistic lifecycle events from real `Call`s
+//! driven by hand in virtual time, a seeded generator, and log builders.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::time::{Duration, Instant, SystemTime};
+
+use spillguard_core::audit::{Anchor, Key, LogEntry, LogId, LogWriter, Nonce};
+use spillguard_core::{
+    Action, AuditEvent, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
+    RetentionPool,
+};
+
+/// The virtual clock's origin, read once per call.
+#[allow(clippy::disallowed_methods)]
+fn epoch() -> Instant {
+    Instant::now()
+}
+
+/// SplitMix64: a small seeded generator, so every run sees the same cases.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    pub fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        for chunk in out.chunks_mut(8) {
+            let word = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+        out
+    }
+}
+
+/// The ways a generated call can go.
+pub const PATHS: u64 = 8;
+
+/// The audit events of one call, driven through `path` (0..PATHS):
+/// completed, denied, cancelled after dispatch, failed locally, discovery,
+/// validation failed, approval expired, spawn failed.
+pub fn call_events(call: u64, session: u64, path: u64) -> Vec<AuditEvent> {
+    let config = Config::default();
+    let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    let kind = if path == 4 {
+        CallKind::Discovery
+    } else {
+        CallKind::Action
+    };
+    let spec = CallSpec {
+        call_id: format!("c_{call:05}"),
+        session_id: format!("s_{session:03}"),
+        kind,
+        action: if path == 4 { "dns.lookup" } else { "ssh.exec" }.into(),
+        target: format!("deploy@web-{}", call % 7),
+        summary: "systemctl restart web".into(),
+    };
+    let settings = if path == 4 {
+        CallSettings::discovery(&config)
+    } else {
+        CallSettings::action(&config)
+    };
+    let t0 = epoch();
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000 + call * 3);
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut c = Call::new(spec, settings, &pool, t0, wall);
+    let mut events = Vec::new();
+    let mut drain = |c: &mut Call| {
+        while let Some(action) = c.poll_action() {
+            if let Action::Audit(event) = action {
+                events.push(event);
+            }
+        }
+    };
+    match path {
+        5 => {
+            c.handle_validation_failed(ms(1), "target not in inventory")
+                .unwrap();
+            drain(&mut c);
+            return events;
+        }
+        4 => c.handle_validated(ms(1), false).unwrap(),
+        _ => c.handle_validated(ms(1), true).unwrap(),
+    }
+    drain(&mut c);
+    match path {
+        1 => {
+            c.handle_approval_denied(ms(900)).unwrap();
+            drain(&mut c);
+            return events;
+        }
+        6 => {
+            c.handle_timeout(ms(200_000));
+            drain(&mut c);
+            return events;
+        }
+        4 => {}
+        _ => c.handle_approval_granted(ms(1_500)).unwrap(),
+    }
+    drain(&mut c);
+    if path == 7 {
+        c.handle_spawn_failed(ms(1_501), "No such file or directory (os error 2)")
+            .unwrap();
+        drain(&mut c);
+        return events;
+    }
+    c.handle_spawned(ms(1_502), 40_000 + call as u32, 40_000 + call as u32)
+        .unwrap();
+    for n in 0..(call % 5) {
+        c.handle_stderr(ms(1_510 + n), &vec![b'x'; 10_000]);
+    }
+    match path {
+        2 => {
+            c.handle_cancel(ms(2_000), CancelReason::Requested);
+            drain(&mut c);
+            c.handle_exit(ms(2_010), ExitStatus::signal(15)).unwrap();
+        }
+        3 => c.handle_exit(ms(1_800), ExitStatus::code(2)).unwrap(),
+        _ => c.handle_exit(ms(1_800), ExitStatus::code(0)).unwrap(),
+    }
+    c.handle_stdout_eof(ms(2_020)).unwrap();
+    c.handle_stderr_eof(ms(2_020)).unwrap();
+    drain(&mut c);
+    events
+}
+
+/// At least `min_events` events from calls cycling through every path,
+/// a new session every 10 calls.
+pub fn events(min_events: usize) -> Vec<AuditEvent> {
+    let mut all = Vec::new();
+    let mut call = 0;
+    while all.len() < min_events {
+        all.extend(call_events(call, call / 10, (call * 5 + call / 8) % PATHS));
+        call += 1;
+    }
+    all
+}
+
+/// A log: its bytes, the offset where each frame starts (plus the end),
+/// and the anchor taken after the last append.
+#[derive(Debug, Clone)]
+pub struct Log {
+    pub bytes: Vec<u8>,
+    pub bounds: Vec<usize>,
+    pub anchor: Anchor,
+    pub log_id: LogId,
+}
+
+impl Log {
+    pub fn records(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    pub fn frame(&self, index: usize) -> &[u8] {
+        &self.bytes[self.bounds[index]..self.bounds[index + 1]]
+    }
+
+    /// The frames, one `Vec` each.
+    pub fn frames(&self) -> Vec<Vec<u8>> {
+        (0..self.records())
+            .map(|i| self.frame(i).to_vec())
+            .collect()
+    }
+}
+
+/// Writes `entries` to a new log (sealed if `key`), nonces from `rng`.
+pub fn write_log(entries: &[LogEntry], key: Option<&Key>, rng: &mut Rng) -> Log {
+    let log_id = LogId(rng.bytes());
+    let mut writer = LogWriter::create(log_id, key);
+    let mut bytes = Vec::new();
+    let mut bounds = vec![0];
+    for entry in entries {
+        let nonce: Option<Nonce> = key.map(|_| rng.bytes());
+        writer.append_to(entry, nonce, &mut bytes).unwrap();
+        bounds.push(bytes.len());
+    }
+    Log {
+        bytes,
+        bounds,
+        anchor: writer.anchor(),
+        log_id,
+    }
+}
+
+pub fn call_entries(events: &[AuditEvent]) -> Vec<LogEntry> {
+    events.iter().cloned().map(LogEntry::Call).collect()
+}
+
+pub fn concat(frames: &[Vec<u8>]) -> Vec<u8> {
+    frames.concat()
+}
+
+pub fn test_key() -> Key {
+    Key::from_bytes(*b"spillguard test key, 32 bytes ok")
+}
