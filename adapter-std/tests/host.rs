@@ -429,7 +429,10 @@ fn shutdown_cancels_every_live_call_and_waits_for_their_records() {
     for call in calls {
         let outcome = call.try_outcome().unwrap();
         assert_eq!(outcome.record.state, State::CancelledAfterDispatch);
-        assert_eq!(outcome.record.cancel_reason, Some(CancelReason::HostShutdown));
+        assert_eq!(
+            outcome.record.cancel_reason,
+            Some(CancelReason::HostShutdown)
+        );
         assert_eq!(outcome.record.exit_signal, Some(15));
         assert_eq!(outcome.record.pipe_capacity_bytes, Some(1 << 20));
         assert_group_gone(outcome.record.pgid.unwrap());

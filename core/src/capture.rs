@@ -260,12 +260,37 @@ impl StreamCapture {
 
     /// Bytes retained right now (prefix plus ring).
     pub fn bytes_retained(&self) -> u64 {
-        (self.head.len() + self.tail.len()) as u64
+        self.window().retained()
     }
 
     /// Whether bytes were dropped: `bytes_seen > bytes_retained`.
     pub fn truncated(&self) -> bool {
-        self.seen > self.bytes_retained()
+        self.window().truncated()
+    }
+
+    /// Lowers the budget (e.g. when a debug grant ends, R2.7): keeps the
+    /// first and last bytes the new split allows, drops the rest, and gives
+    /// the freed reservation back to the pool. The window stays "the first
+    /// `h` and the last `t` bytes of the stream". A budget at or above the
+    /// current one changes nothing.
+    pub fn shrink_budget(&mut self, budget: usize) {
+        if budget >= self.settings.budget {
+            return;
+        }
+        self.settings.budget = budget;
+        let (head_cap, tail_cap) = self.settings.split();
+        if self.head.len() > head_cap {
+            self.head.truncate(head_cap);
+            self.head_closed = true;
+        }
+        self.head.shrink_to(head_cap);
+        self.head_cap = head_cap;
+        self.head_reserved = self.head_reserved.min(head_cap);
+        self.tail.shrink(tail_cap);
+        self.tail_cap = tail_cap;
+        self.tail_reserved = self.tail_reserved.min(tail_cap);
+        self.lease
+            .shrink_to((self.head_reserved + self.tail_reserved) as u64);
     }
 
     /// Whether the process-wide pool made this capture keep less than its
@@ -365,12 +390,12 @@ impl Retained {
 
     /// Bytes kept.
     pub fn bytes_retained(&self) -> u64 {
-        (self.head.len() + self.tail.len()) as u64
+        self.window().retained()
     }
 
     /// Whether bytes were dropped.
     pub fn truncated(&self) -> bool {
-        self.seen > self.bytes_retained()
+        self.window().truncated()
     }
 
     /// Whether the pool made the capture keep less than its budget allowed.
@@ -468,6 +493,19 @@ impl Ring {
         }
     }
 
+    /// Keeps only the last `limit` bytes and frees the rest of the buffer.
+    fn shrink(&mut self, limit: usize) {
+        if self.buf.len() > limit {
+            self.buf.rotate_left(self.start);
+            self.start = 0;
+            self.buf.drain(..self.buf.len() - limit);
+        } else if self.start != 0 {
+            self.buf.rotate_left(self.start);
+            self.start = 0;
+        }
+        self.buf.shrink_to(limit);
+    }
+
     /// The bytes in order: older part, newer part.
     fn as_slices(&self) -> (&[u8], &[u8]) {
         let (newer, older) = self.buf.split_at(self.start);
@@ -528,6 +566,46 @@ mod tests {
         assert_eq!(w.head, b"abc");
         assert_eq!([w.tail[0], w.tail[1]].concat(), b"mnop");
         assert_eq!(c.bytes_retained(), 7);
+    }
+
+    #[test]
+    fn shrinking_the_budget_keeps_the_newest_bytes_and_frees_the_pool() {
+        let pool = RetentionPool::new(10_000);
+        let mut c = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 1000), &pool);
+        for chunk in [&[b'a'; 700][..], &[b'b'; 700][..]] {
+            let _ = c.feed(chunk);
+        }
+        assert_eq!((c.bytes_retained(), pool.in_use()), (1000, 1000));
+        c.shrink_budget(100);
+        assert_eq!(
+            (c.bytes_seen(), c.bytes_retained(), pool.in_use()),
+            (1400, 100, 100)
+        );
+        assert_eq!(contents(&c), [b'b'; 100]);
+        let _ = c.feed(b"xyz");
+        assert_eq!(&contents(&c)[97..], b"xyz");
+        assert_eq!(pool.in_use(), 100);
+    }
+
+    #[test]
+    fn shrinking_head_and_tail_keeps_the_first_and_last_bytes() {
+        let pool = RetentionPool::unlimited();
+        let settings = CaptureSettings {
+            retain: Retain::HeadAndTail,
+            head_bytes: 4,
+            ..CaptureSettings::tail(StreamName::Stderr, 12)
+        };
+        let mut c = StreamCapture::new(settings, &pool);
+        let _ = c.feed(b"0123456789abcdefghij");
+        c.settings.head_bytes = 2;
+        c.shrink_budget(6);
+        let w = c.window();
+        assert_eq!(w.head, b"01");
+        assert_eq!([w.tail[0], w.tail[1]].concat(), b"ghij");
+        assert_eq!(
+            c.render(),
+            "01\n[stderr truncated: kept first 2 and last 4 of 20 bytes, 14 omitted between them]\nghij"
+        );
     }
 
     #[test]

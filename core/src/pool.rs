@@ -153,6 +153,15 @@ impl PoolLease {
         granted
     }
 
+    /// Gives back every byte above `bytes` to the pool (no-op if the lease
+    /// holds no more than that).
+    pub fn shrink_to(&mut self, bytes: u64) {
+        if self.bytes > bytes {
+            self.pool.release(self.bytes - bytes);
+            self.bytes = bytes;
+        }
+    }
+
     /// Bytes this lease holds.
     pub fn bytes(&self) -> u64 {
         self.bytes

@@ -104,3 +104,56 @@ fn a_grant_never_raises_past_the_configured_ceiling() {
     let settings = CaptureSettings::for_call(&config, Some(&grant), t0);
     assert_eq!((settings.budget, settings.debug), (32_768, true));
 }
+
+#[test]
+fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_budget() {
+    let config = Config::default();
+    let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    let t0 = epoch();
+    let grant = DebugGrant::new(&config, t0, Duration::from_secs(5), 131_072).unwrap();
+    let settings = CallSettings::action(&config).with_debug(&config, Some(&grant), t0);
+    let spec = CallSpec {
+        call_id: "c_dbg".into(),
+        session_id: "s".into(),
+        kind: CallKind::Action,
+        action: "a".into(),
+        target: "t".into(),
+        summary: String::new(),
+    };
+    let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
+    call.handle_validated(t0, false).unwrap();
+    while call.poll_action().is_some() {}
+    call.handle_spawned(t0, 1, 1).unwrap();
+    call.handle_stderr(t0 + Duration::from_secs(1), &vec![b'x'; 200_000]);
+    assert_eq!(call.stderr().unwrap().bytes_retained(), 131_072);
+    assert_eq!(pool.in_use(), 131_072);
+    // The grant's end is the call's next wake-up, exactly.
+    assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+    call.handle_timeout(t0 + Duration::from_secs(5));
+    assert_eq!(call.stderr().unwrap().bytes_retained(), 16_384);
+    assert_eq!(pool.in_use(), 16_384);
+    assert_eq!(call.poll_timeout(), None);
+    let t1 = t0 + Duration::from_secs(6);
+    call.handle_stderr(t1, b"after\n");
+    call.handle_exit(t1, ExitStatus::code(0)).unwrap();
+    call.handle_stdout_eof(t1).unwrap();
+    call.handle_stderr_eof(t1).unwrap();
+    let outcome = std::iter::from_fn(|| call.poll_action())
+        .find_map(|a| match a {
+            Action::Finished(o) => Some(o),
+            _ => None,
+        })
+        .unwrap();
+    let r = &outcome.record;
+    assert_eq!(
+        (r.stderr_bytes_seen, r.stderr_bytes_retained, r.debug),
+        (200_006, 16_384, true)
+    );
+    assert_eq!(
+        outcome.stderr.render(),
+        format!(
+            "[stderr truncated: kept last 16384 of 200006 bytes]\n{}after\n",
+            "x".repeat(16_378)
+        )
+    );
+}

@@ -81,6 +81,18 @@ pub struct CallSettings {
     pub signal_descendants: bool,
     /// What a client disconnect does.
     pub on_client_disconnect: DisconnectPolicy,
+    /// Set by [`with_debug`](Self::with_debug): when the grant ends and the
+    /// stderr budget it falls back to.
+    pub debug_until: Option<DebugWindow>,
+}
+
+/// The end of a debug grant for one call, and the budget that follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DebugWindow {
+    /// When the grant ends.
+    pub until: Instant,
+    /// The stderr budget after it ends.
+    pub normal_budget: usize,
 }
 
 impl CallSettings {
@@ -111,6 +123,7 @@ impl CallSettings {
             kill_wait: Self::DEFAULT_KILL_WAIT,
             signal_descendants: true,
             on_client_disconnect: DisconnectPolicy::Finish,
+            debug_until: None,
         }
     }
 
@@ -128,9 +141,16 @@ impl CallSettings {
     }
 
     /// Applies a debug grant active at `now` to the stderr budget (R2.7).
+    /// The raised budget lasts until the grant ends; then the call's
+    /// retained stderr shrinks back to its normal budget. The record says
+    /// `debug: true` either way.
     pub fn with_debug(mut self, config: &Config, grant: Option<&DebugGrant>, now: Instant) -> Self {
         let raised = CaptureSettings::for_call(config, grant, now);
-        if raised.debug {
+        if let (true, Some(grant)) = (raised.debug, grant) {
+            self.debug_until = Some(DebugWindow {
+                until: grant.until(),
+                normal_budget: self.stderr.budget,
+            });
             self.stderr.budget = self.stderr.budget.max(raised.budget);
             self.stderr.debug = true;
         }
@@ -435,6 +455,10 @@ impl Call {
     ) -> Self {
         let stderr = StreamCapture::new(settings.stderr.clone(), pool);
         let stdout = StreamCapture::new(settings.stdout.clone(), &RetentionPool::unlimited());
+        let mut timers = TimerTable::default();
+        if let Some(window) = settings.debug_until {
+            timers.set(Timer::DebugGrantEnd, window.until);
+        }
         Self {
             spec,
             settings,
@@ -442,7 +466,7 @@ impl Call {
             received: now,
             received_at,
             last_now: now,
-            timers: TimerTable::default(),
+            timers,
             actions: VecDeque::new(),
             stderr: Some(stderr),
             stdout: Some(stdout),

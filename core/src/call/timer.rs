@@ -17,16 +17,20 @@ pub enum Timer {
     /// SIGKILL was sent; exit and streams get this long before the call
     /// stops waiting for them.
     KillWait,
+    /// The debug grant this call started under ends: its raised stderr
+    /// budget falls back to the normal one (R2.7).
+    DebugGrantEnd,
 }
 
 impl Timer {
     /// All timers, in the order they are checked when several are due.
-    pub const ALL: [Timer; 5] = [
+    pub const ALL: [Timer; 6] = [
         Timer::ApprovalDeadline,
         Timer::CallDeadline,
         Timer::ShutdownGrace,
         Timer::PostExitDrain,
         Timer::KillWait,
+        Timer::DebugGrantEnd,
     ];
 
     fn index(self) -> usize {
@@ -37,7 +41,7 @@ impl Timer {
 /// A fixed array of optional deadlines, one per [`Timer`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TimerTable {
-    deadlines: [Option<Instant>; 5],
+    deadlines: [Option<Instant>; 6],
 }
 
 impl TimerTable {
@@ -54,7 +58,7 @@ impl TimerTable {
     }
 
     pub(crate) fn stop_all(&mut self) {
-        self.deadlines = [None; 5];
+        self.deadlines = [None; 6];
     }
 
     /// The earliest armed deadline.

@@ -207,6 +207,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         }
         (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
 
+        (_, Input::Timeout(Timer::DebugGrantEnd)) => {
+            let window = call.settings.debug_until;
+            if let (Some(capture), Some(window)) = (call.stderr.as_mut(), window) {
+                capture.shrink_budget(window.normal_budget);
+            }
+        }
         (_, Input::ClientDisconnected) => {
             call.client_disconnected = true;
             if call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
