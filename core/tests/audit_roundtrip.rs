@@ -325,3 +325,30 @@ fn writer_misuse_is_a_typed_error_and_changes_nothing() {
         spillguard_core::audit::ChainHash::genesis(LogId([2; 16]))
     );
 }
+
+#[test]
+fn frames_follow_the_documented_layout() {
+    use audit_support::forge;
+    let key = test_key();
+    for key in [None, Some(&key)] {
+        let log = write_log(&call_entries(&events(30)), key, &mut Rng::new(8));
+        let mut prev = forge::genesis(log.log_id.0);
+        for (i, frame) in log.frames().iter().enumerate() {
+            let body = forge::decode(frame);
+            assert_eq!(body.version, 1);
+            assert_eq!(body.seq, i as u64);
+            assert_eq!(body.log_id, log.log_id.0);
+            assert_eq!(body.prev, prev);
+            assert_eq!(
+                matches!(body.payload, forge::Payload::Sealed { .. }),
+                key.is_some()
+            );
+            if let forge::Payload::Sealed { key_id, .. } = body.payload {
+                assert_eq!(key_id, key.unwrap().id().0);
+            }
+            assert_eq!(&forge::encode(&forge::decode(frame)), frame);
+            prev = forge::hash_of(frame);
+        }
+        assert_eq!(prev, log.anchor.head.0);
+    }
+}

@@ -208,3 +208,101 @@ pub fn concat(frames: &[Vec<u8>]) -> Vec<u8> {
 pub fn test_key() -> Key {
     Key::from_bytes(*b"spillguard test key, 32 bytes ok")
 }
+
+/// What an attacker without the key can do to frames: an independent
+/// implementation of the documented layout (header, postcard body, BLAKE3
+/// chain hash), used to rewrite header fields and re-hash.
+pub mod forge {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct Body {
+        pub version: u8,
+        pub seq: u64,
+        pub log_id: [u8; 16],
+        pub prev: [u8; 32],
+        pub payload: Payload,
+    }
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub enum Payload {
+        Plain(Vec<u8>),
+        Sealed {
+            key_id: [u8; 8],
+            nonce: [u8; 24],
+            ciphertext: Vec<u8>,
+        },
+    }
+
+    pub fn decode(frame: &[u8]) -> Body {
+        let len = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(frame.len(), 8 + len);
+        let (body, rest) = postcard::take_from_bytes::<Body>(&frame[8..frame.len() - 32]).unwrap();
+        assert!(rest.is_empty());
+        body
+    }
+
+    pub fn hash_of(frame: &[u8]) -> [u8; 32] {
+        frame[frame.len() - 32..].try_into().unwrap()
+    }
+
+    /// Encodes `body` as a frame with a correct header and chain hash.
+    pub fn encode(body: &Body) -> Vec<u8> {
+        let encoded = postcard::to_allocvec(body).unwrap();
+        let len = (encoded.len() + 32) as u32;
+        let mut frame = Vec::with_capacity(8 + len as usize);
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&(!len).to_le_bytes());
+        frame.extend_from_slice(&encoded);
+        let mut hasher = blake3::Hasher::new_derive_key("spillguard audit chain v1");
+        hasher.update(&frame);
+        frame.extend_from_slice(hasher.finalize().as_bytes());
+        frame
+    }
+
+    /// `frame` with its log id, sequence number and previous hash
+    /// rewritten, re-hashed. Works on the bytes: the body opens with the
+    /// version, the sequence number as a varint, the log id and the
+    /// previous hash; the payload after them is kept as it is.
+    pub fn relink(frame: &[u8], log_id: [u8; 16], seq: u64, prev: [u8; 32]) -> Vec<u8> {
+        let body = &frame[8..frame.len() - 32];
+        let varint = body[1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+        let payload = &body[1 + varint + 48..];
+        let mut new_body = vec![body[0]];
+        new_body.extend(postcard::to_allocvec(&seq).unwrap());
+        new_body.extend_from_slice(&log_id);
+        new_body.extend_from_slice(&prev);
+        new_body.extend_from_slice(payload);
+        let len = (new_body.len() + 32) as u32;
+        let mut forged = Vec::with_capacity(8 + len as usize);
+        forged.extend_from_slice(&len.to_le_bytes());
+        forged.extend_from_slice(&(!len).to_le_bytes());
+        forged.extend_from_slice(&new_body);
+        let mut hasher = blake3::Hasher::new_derive_key("spillguard audit chain v1");
+        hasher.update(&forged);
+        forged.extend_from_slice(hasher.finalize().as_bytes());
+        forged
+    }
+
+    /// `frames` rewritten into one valid chain of `log_id`, the first with
+    /// sequence number `seq` after the hash `prev`.
+    pub fn rechain(frames: &[Vec<u8>], log_id: [u8; 16], seq: u64, prev: [u8; 32]) -> Vec<Vec<u8>> {
+        let mut prev = prev;
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, frame)| {
+                let forged = relink(frame, log_id, seq + i as u64, prev);
+                prev = hash_of(&forged);
+                forged
+            })
+            .collect()
+    }
+
+    /// The genesis value of `log_id` (the previous hash of frame 0).
+    pub fn genesis(log_id: [u8; 16]) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new_derive_key("spillguard audit genesis v1");
+        hasher.update(&log_id);
+        *hasher.finalize().as_bytes()
+    }
+}
