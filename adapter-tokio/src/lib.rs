@@ -1,9 +1,103 @@
-//! spillguard adapter for tokio.
+//! spillguard adapter for tokio: runs helper processes so that their stderr
+//! can neither stall, bloat nor mislead the run.
 //!
-//! This crate will own helper processes (child handle, both readers and the
-//! cancellation) and drive the sans-IO [`spillguard_core`] state machine.
-//! It holds no policy of its own: every decision about budgets, states and
-//! deadlines is the core's.
+//! A [`Host`] starts calls; each call gets one owner task, detached from the
+//! caller, that holds the child, both readers and the cancellation (R4.1)
+//! and drives the sans-IO [`spillguard_core::Call`]. The owner holds no
+//! policy: budgets, states, deadlines and signals are the core's decisions;
+//! it only reports what happened and carries out what it is asked.
+//!
+//! This crate has the same concepts and method names as `spillguard-std`,
+//! async where the runtime is, and reuses its runtime-free parts:
+//! [`HelperCommand`], [`HostOptions`], the audit sinks, [`ShutdownReport`]
+//! and the OS calls of `spillguard_std::os`.
+//!
+//! # The run loop
+//!
+//! Each owner is this loop (see `owner.rs`), and nothing else:
+//!
+//! ```text
+//! loop {
+//!     while let Some(action) = call.poll_action() {
+//!         carry out action      // Audit → sink, ShowApprovalCard → handle,
+//!                               // Spawn → spawn + handle_spawned/_failed,
+//!                               // CloseStdin, SignalGroup → kill(-pgid),
+//!                               // AbandonStreams → stop listening,
+//!         if Finished { publish the outcome; stop }
+//!     }
+//!     if call.poll_timeout() changed { sleep.reset(it) }   // one Sleep, reused
+//!     event = if the deadline has passed { timer }          // before any queued event
+//!             else select! { biased; sleep → timer, channel.recv() → event }
+//!     now = Instant::now()
+//!     match event {             // exactly one handle_* call
+//!         chunk → handle_stderr / handle_stdout, buffer back to its reader
+//!         eof → handle_*_eof, exit → handle_exit, wait failed → handle_process_lost
+//!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
+//!                                                  handle_client_disconnected
+//!         timer → handle_timeout(now)
+//!     }
+//! }
+//! ```
+//!
+//! Around the owner, per helper: one reader task per stream (at most four
+//! 64 KiB buffers, recycled, never a read to the end), a waiter task that
+//! owns the [`tokio::process::Child`] and reports its exit (and reaps it
+//! even after the call stopped waiting), and a stdin writer only when the
+//! helper is given bytes. The owner's clock is tokio's, so a paused test
+//! clock (`tokio::time::pause`, feature `test-util`) drives calls that spawn nothing.
+//!
+//! # Examples
+//!
+//! A helper that floods stderr past its deadline: the call is cancelled,
+//! the group gets SIGTERM, and only the last 16 KiB are retained.
+//!
+//! ```
+//! use std::time::Duration;
+//! use spillguard_tokio::{HelperCommand, Host, HostOptions};
+//! use spillguard_tokio::core::{CallKind, CallSpec, CancelReason, Config, State, StreamEnd};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), spillguard_tokio::HostError> {
+//! let host = Host::new(
+//!     Config::default(),
+//!     HostOptions { deadline: Some(Duration::from_millis(200)), ..HostOptions::default() },
+//! )?;
+//! let spec = CallSpec {
+//!     call_id: "c_flood".into(),
+//!     session_id: "s_1".into(),
+//!     kind: CallKind::Action,
+//!     action: "local.flood".into(),
+//!     target: "localhost".into(),
+//!     summary: "yes helper-diagnostic".into(),
+//! };
+//! let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
+//! let outcome = host.start(spec, command, false).wait().await;
+//! let record = &outcome.record;
+//! assert_eq!(record.state, State::CancelledAfterDispatch);
+//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
+//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+//! assert_eq!(record.stderr_bytes_retained, 16_384);
+//! assert!(record.stderr_bytes_seen > 16_384);
+//! let marker = format!(
+//!     "[stderr truncated: kept last 16384 of {} bytes]",
+//!     record.stderr_bytes_seen
+//! );
+//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
+mod handle;
+mod host;
+mod owner;
+mod process;
+mod reader;
+
+pub use handle::{CallHandle, Canceller};
+pub use host::{Host, HostError};
 pub use spillguard_core as core;
+pub use spillguard_std::{
+    AuditSink, HelperCommand, HostOptions, InvalidCommand, JsonLinesAudit, ShutdownReport,
+    StdinMode,
+};

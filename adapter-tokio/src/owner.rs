@@ -1,0 +1,338 @@
+//! The owner of one call: the core's run loop, as one detached task.
+//!
+//! It holds the [`Call`], the helper (through its reader, waiter and stdin
+//! tasks) and the cancellation, and does nothing but this:
+//!
+//! 1. carry out every action from [`Call::poll_action`] until `None`;
+//! 2. wait for the first of (due timer, chunk, end-of-file, exit, command):
+//!    one `select!`, biased towards the one [`Sleep`], which is reset only
+//!    when [`Call::poll_timeout`] changes; a timer already due is taken
+//!    before the channel is even looked at;
+//! 3. read the clock, make exactly one `handle_*` call, and go to 1.
+//!
+//! The loop ends at [`Action::Finished`]. Every decision (budgets, states,
+//! deadlines, signals) is the core's; the owner only reports and obeys.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use spillguard_core::{
+    Action, ApprovalCard, Call, CallError, CancelReason, ExitStatus, Outcome, Signal, State,
+};
+use spillguard_std::HelperCommand;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Sleep;
+
+use crate::host::HostShared;
+use crate::process::Process;
+
+/// The owner's clock: tokio's, so that a paused test clock drives the call.
+pub(crate) fn clock() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// One of the helper's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pipe {
+    Stdout = 0,
+    Stderr = 1,
+}
+
+/// Everything the owner waits for, on one channel.
+///
+/// The channel is unbounded so that a handle can send from `Drop` and a
+/// caller's `cancel` never waits, but what flows in it is bounded: each
+/// reader has at most [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM)
+/// chunks in flight, and the waiter sends one event.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// `buf[..len]` was read from `pipe`; `buf` goes back to its reader.
+    Chunk {
+        pipe: Pipe,
+        buf: Vec<u8>,
+        len: usize,
+    },
+    /// `pipe` reached end-of-file (or failed).
+    Eof(Pipe),
+    /// The helper was reaped.
+    Exited(ExitStatus),
+    /// Waiting for the helper failed.
+    ProcessLost,
+    /// From the caller or the host.
+    Command(Command),
+}
+
+impl Event {
+    /// The read buffer an undelivered chunk carried (empty otherwise).
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        match self {
+            Event::Chunk { buf, .. } => buf,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The core's answer to an approval or a denial.
+pub(crate) type Reply = oneshot::Sender<Result<(), CallError>>;
+
+/// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// The approver said yes; the core's answer goes back.
+    Approve(Reply),
+    /// The approver said no; the core's answer goes back.
+    Deny(Reply),
+    /// Stop the call.
+    Cancel(CancelReason),
+    /// The handle was dropped without its outcome.
+    ClientDisconnected,
+}
+
+/// What the owner publishes for the handle and the host.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub(crate) state: State,
+    pub(crate) card: Option<ApprovalCard>,
+    /// The outcome was handed over and the record kept.
+    pub(crate) finished: bool,
+    /// The owner task is gone (finished, panicked or its runtime shut down).
+    pub(crate) owner_ended: bool,
+}
+
+impl Snapshot {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: State::Received,
+            card: None,
+            finished: false,
+            owner_ended: false,
+        }
+    }
+}
+
+/// How the owner starts: the checks made before the first input.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start {
+    /// From the host's policy.
+    pub(crate) needs_approval: bool,
+    /// The host is shutting down: the call is cancelled before anything.
+    pub(crate) host_closing: bool,
+}
+
+/// The owner of one call. See the [module docs](self).
+pub(crate) struct Owner {
+    pub(crate) id: u64,
+    pub(crate) call: Call,
+    pub(crate) command: Option<HelperCommand>,
+    pub(crate) events: mpsc::UnboundedReceiver<Event>,
+    /// Handed to the helper's tasks; keeps `events` open.
+    pub(crate) sender: mpsc::UnboundedSender<Event>,
+    pub(crate) process: Option<Process>,
+    pub(crate) published: watch::Sender<Snapshot>,
+    pub(crate) outcome: Option<oneshot::Sender<Outcome>>,
+    pub(crate) host: Arc<HostShared>,
+    /// The loop reached `Finished`.
+    pub(crate) finished: bool,
+}
+
+impl Owner {
+    /// Runs the call to its end.
+    pub(crate) async fn run(mut self, start: Start) {
+        let now = clock();
+        if start.host_closing {
+            self.call.handle_cancel(now, CancelReason::HostShutdown);
+        }
+        let checked = self.command.as_ref().map(HelperCommand::validate);
+        let accepted = match checked {
+            Some(Ok(())) => self.call.handle_validated(now, start.needs_approval),
+            Some(Err(invalid)) => self.call.handle_validation_failed(now, invalid.to_string()),
+            None => self.call.handle_validation_failed(now, "no command to run"),
+        };
+        if let Err(misuse) = accepted {
+            // Only a discovery call said to need approval gets here.
+            let _ = self.call.handle_validation_failed(now, misuse.to_string());
+        }
+        let timer = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(timer);
+        let mut armed = None;
+        while !self.carry_out_actions() {
+            let event = self.next_event(timer.as_mut(), &mut armed).await;
+            let now = clock();
+            match event {
+                Some(event) => self.handle(now, event),
+                None => self.call.handle_timeout(now),
+            }
+        }
+    }
+
+    /// The next event, or `None` when the core's timer is due. The one
+    /// `timer` is reset only when the core's deadline changed (`armed` is
+    /// the deadline it is set to). A due timer comes before queued events,
+    /// so a flood cannot postpone a deadline.
+    async fn next_event(
+        &mut self,
+        mut timer: Pin<&mut Sleep>,
+        armed: &mut Option<Instant>,
+    ) -> Option<Event> {
+        let due = self.call.poll_timeout();
+        if due != *armed {
+            if let Some(at) = due {
+                timer.as_mut().reset(at.into());
+            }
+            *armed = due;
+        }
+        if due.is_some_and(|at| at <= clock()) {
+            return None;
+        }
+        tokio::select! {
+            biased;
+            () = timer, if due.is_some() => None,
+            // `self.sender` keeps the channel open: this waits for an event.
+            event = self.events.recv() => event,
+        }
+    }
+
+    /// Exactly one `handle_*` call for one event.
+    fn handle(&mut self, now: Instant, event: Event) {
+        let reported = match event {
+            Event::Chunk { pipe, buf, len } => {
+                let bytes = &buf[..len];
+                match pipe {
+                    Pipe::Stderr => self.call.handle_stderr(now, bytes),
+                    Pipe::Stdout => self.call.handle_stdout(now, bytes),
+                }
+                if let Some(process) = &self.process {
+                    process.give_back(pipe, buf);
+                }
+                Ok(())
+            }
+            Event::Eof(Pipe::Stdout) => self.call.handle_stdout_eof(now),
+            Event::Eof(Pipe::Stderr) => self.call.handle_stderr_eof(now),
+            Event::Exited(status) => self.call.handle_exit(now, status),
+            Event::ProcessLost => self.call.handle_process_lost(now),
+            Event::Command(Command::Approve(reply)) => {
+                let _ = reply.send(self.call.handle_approval_granted(now));
+                Ok(())
+            }
+            Event::Command(Command::Deny(reply)) => {
+                let _ = reply.send(self.call.handle_approval_denied(now));
+                Ok(())
+            }
+            Event::Command(Command::Cancel(reason)) => {
+                self.call.handle_cancel(now, reason);
+                Ok(())
+            }
+            Event::Command(Command::ClientDisconnected) => {
+                self.call.handle_client_disconnected(now);
+                Ok(())
+            }
+        };
+        // The helper's tasks report each fact once, after the spawn was
+        // reported: the core accepts every one of them.
+        debug_assert!(reported.is_ok(), "{reported:?}");
+    }
+
+    /// Carries out every queued action; `true` once the call finished.
+    fn carry_out_actions(&mut self) -> bool {
+        // The state is published before each action (a caller who sees the
+        // card also sees `awaiting_approval`) and after the last one.
+        while let Some(action) = self.call.poll_action() {
+            self.publish_state();
+            match action {
+                Action::Audit(event) => self.host.audit(&event),
+                Action::ShowApprovalCard(card) => {
+                    self.published.send_modify(|s| s.card = Some(card));
+                }
+                Action::Spawn => self.spawn(),
+                Action::CloseStdin => {
+                    if let Some(process) = &mut self.process {
+                        process.close_stdin();
+                    }
+                }
+                Action::SignalGroup { pgid, signal } => {
+                    spillguard_std::os::signal_group(pgid, signal);
+                }
+                Action::AbandonStreams => {
+                    if let Some(process) = &mut self.process {
+                        process.abandon_streams();
+                    }
+                }
+                Action::Finished(outcome) => {
+                    self.finish(*outcome);
+                    return true;
+                }
+                // An action this adapter does not know has nothing to carry out.
+                _ => {}
+            }
+        }
+        self.publish_state();
+        false
+    }
+
+    fn publish_state(&self) {
+        let state = self.call.state();
+        self.published.send_if_modified(|s| {
+            let changed = s.state != state;
+            s.state = state;
+            changed
+        });
+    }
+
+    fn spawn(&mut self) {
+        let Some(command) = self.command.take() else {
+            let _ = self
+                .call
+                .handle_spawn_failed(clock(), "the helper was already spawned");
+            return;
+        };
+        let program = command.program.to_string_lossy().into_owned();
+        let spawned = Process::spawn(command, self.host.options.pipe_size, &self.sender);
+        let now = clock();
+        let reported = match spawned {
+            Ok(process) => {
+                let (pid, capacity) = (process.pid, process.pipe_capacity);
+                self.process = Some(process);
+                self.call.handle_pipe_capacity(capacity);
+                self.call.handle_spawned(now, pid, pid)
+            }
+            Err(error) => self.call.handle_spawn_failed(
+                now,
+                format!("spawn failed: {program}: {:?}: {error}", error.kind()),
+            ),
+        };
+        debug_assert!(reported.is_ok(), "{reported:?}");
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        self.finished = true;
+        let state = outcome.record.state;
+        self.host.record_finished(outcome.record.clone());
+        // The outcome is handed over before `finished` is published, so a
+        // handle that sees `finished` finds it. Nobody listening: dropped,
+        // and its pool share with it.
+        if let Some(handle) = self.outcome.take() {
+            let _ = handle.send(outcome);
+        }
+        self.published.send_modify(|s| {
+            s.state = state;
+            s.finished = true;
+        });
+    }
+}
+
+impl Drop for Owner {
+    /// Runs when the loop ends, and also if the task was dropped before
+    /// (its runtime shut down) or panicked: the host stops counting the
+    /// call as live, then waiters wake up. A helper whose call could not
+    /// finish is killed, so that it does not outlive its runtime.
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(process) = &self.process
+        {
+            spillguard_std::os::signal_group(process.pid, Signal::Kill);
+        }
+        self.host.deregister(self.id);
+        self.published.send_modify(|s| s.owner_ended = true);
+    }
+}

@@ -1,0 +1,137 @@
+//! The helper process: spawn it with its tasks.
+//!
+//! [`Process::spawn`] turns the [`HelperCommand`] into the std command the
+//! std adapter builds (own process group, so the pgid is the pid, which is
+//! remembered here and never looked up again; piped output; stdin null
+//! unless bytes are given), wraps it in [`tokio::process::Command`],
+//! enlarges the output pipes, and starts the tasks around it: one reader
+//! per stream, a waiter that owns the [`Child`] and reports its exit, and a
+//! stdin writer when the helper is given bytes. The waiter keeps waiting
+//! after the call has finished, so a helper the call stopped waiting for is
+//! still reaped.
+
+use std::io;
+
+use spillguard_core::Signal;
+use spillguard_std::os::{enlarge_pipe, exit_status, signal_group};
+use spillguard_std::{HelperCommand, StdinMode};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::owner::{Event, Pipe};
+use crate::reader;
+
+/// A spawned helper, as the owner holds it: its pid (and pgid), where to
+/// give read buffers back, and how to stop feeding its stdin.
+#[derive(Debug)]
+pub(crate) struct Process {
+    /// The helper's pid, which is also its process group id.
+    pub(crate) pid: u32,
+    /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
+    /// asked or refused.
+    pub(crate) pipe_capacity: Option<u64>,
+    give_back: Option<[mpsc::UnboundedSender<Vec<u8>>; 2]>,
+    stop_stdin: Option<oneshot::Sender<()>>,
+}
+
+impl Process {
+    /// Spawns `command` on the current runtime; every event about it goes
+    /// to `events`. On error nothing is left running.
+    pub(crate) fn spawn(
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+        events: &mpsc::UnboundedSender<Event>,
+    ) -> io::Result<Self> {
+        let mut child = tokio::process::Command::from(command.to_std()).spawn()?;
+        let (Some(pid), Some(stdout), Some(stderr)) =
+            (child.id(), child.stdout.take(), child.stderr.take())
+        else {
+            if let Some(pid) = child.id() {
+                signal_group(pid, Signal::Kill);
+            }
+            reap_in_background(child);
+            return Err(io::Error::other(
+                "the helper's pid or output pipes are missing",
+            ));
+        };
+        let pipe_capacity = pipe_size.and_then(|size| {
+            let _ = enlarge_pipe(&stdout, size);
+            enlarge_pipe(&stderr, size)
+        });
+        let give_back = [
+            reader::start(Pipe::Stdout, stdout, events.clone()),
+            reader::start(Pipe::Stderr, stderr, events.clone()),
+        ];
+        let stop_stdin = match (command.stdin, child.stdin.take()) {
+            (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
+            _ => None,
+        };
+        start_waiter(child, events.clone());
+        Ok(Self {
+            pid,
+            pipe_capacity,
+            give_back: Some(give_back),
+            stop_stdin,
+        })
+    }
+
+    /// Returns a read buffer to the reader of `pipe`.
+    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
+        if let Some(give_back) = &self.give_back {
+            let _ = give_back[pipe as usize].send(buf);
+        }
+    }
+
+    /// Stops feeding stdin; the writer drops (closes) it at once.
+    pub(crate) fn close_stdin(&mut self) {
+        if let Some(stop) = self.stop_stdin.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Stops listening to the readers; they drain to end-of-file unheard.
+    pub(crate) fn abandon_streams(&mut self) {
+        self.give_back = None;
+    }
+}
+
+/// The waiter owns the child, waits for it and reports its exit — or that
+/// it can no longer be waited for. It outlives the call if need be.
+fn start_waiter(mut child: Child, events: mpsc::UnboundedSender<Event>) {
+    tokio::spawn(async move {
+        let event = match child.wait().await {
+            Ok(status) => Event::Exited(exit_status(status)),
+            Err(_) => Event::ProcessLost,
+        };
+        let _ = events.send(event);
+    });
+}
+
+/// Waits for a child nobody will hear about, so that it leaves no zombie.
+fn reap_in_background(mut child: Child) {
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+}
+
+/// Writes `bytes` to the helper's stdin in chunks, then closes it; stops
+/// at once when asked (or when the call's owner is gone). A helper that
+/// stops reading holds back only this task.
+fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> oneshot::Sender<()> {
+    let (stop, mut stopped) = oneshot::channel();
+    tokio::spawn(async move {
+        for piece in bytes.chunks(reader::CHUNK_BYTES) {
+            tokio::select! {
+                biased;
+                _ = &mut stopped => break,
+                written = stdin.write_all(piece) => {
+                    if written.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    stop
+}
