@@ -142,14 +142,16 @@ impl Host {
     /// run on the current tokio runtime.
     ///
     /// Outside a runtime this is [`HostError::NoRuntime`]; use
-    /// [`with_runtime`](Self::with_runtime) there.
+    /// [`with_runtime`](Self::with_runtime) there. The runtime needs its IO
+    /// and time drivers (`enable_all()`, as `#[tokio::main]` does): the
+    /// helper's pipes, its exit and the call's timer use them.
     pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         let runtime = Handle::try_current().map_err(|_| HostError::NoRuntime)?;
         Self::with_runtime(config, options, runtime)
     }
 
-    /// A host whose calls run on `runtime`; it may be made, and calls
-    /// started, from outside any runtime.
+    /// A host whose calls run on `runtime` (IO and time enabled); it may be
+    /// made, and calls started, from outside any runtime.
     pub fn with_runtime(
         config: Config,
         options: HostOptions,
