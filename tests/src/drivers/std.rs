@@ -1,0 +1,85 @@
+//! The std driver: scenarios on [`spillguard_std::Host`], an owner thread
+//! per call.
+
+use std::time::Duration;
+
+use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
+use spillguard_std::{CallHandle, HelperCommand, Host, HostOptions};
+
+use crate::engine::{self, CallUnderTest, HostUnderTest};
+use crate::measure::Measured;
+use crate::scenario::{Environment, HostSettings, Scenario};
+
+/// The name of this runtime in reports.
+pub const NAME: &str = "std";
+
+/// Runs `scenario` on a fresh std [`Host`].
+pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
+    match Host::new(scenario.host.config.clone(), options(&scenario.host)) {
+        Ok(host) => engine::run(NAME, StdHost(host), scenario, env),
+        Err(error) => engine::refused(NAME, scenario, &error.to_string()),
+    }
+}
+
+/// The std host's options for `settings`; the rest keep their defaults.
+pub fn options(settings: &HostSettings) -> HostOptions {
+    HostOptions {
+        deadline: settings.deadline,
+        shutdown_grace: settings.shutdown_grace,
+        post_exit_drain: settings.post_exit_drain,
+        kill_wait: settings.kill_wait,
+        approval_timeout: settings.approval_timeout,
+        on_client_disconnect: settings.on_client_disconnect,
+        ..HostOptions::default()
+    }
+}
+
+/// A std [`Host`] under test.
+#[derive(Debug)]
+pub struct StdHost(pub Host);
+
+impl HostUnderTest for StdHost {
+    type Call = CallHandle;
+
+    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> CallHandle {
+        self.0.start(spec, command, needs_approval)
+    }
+
+    fn pool(&self) -> RetentionPool {
+        self.0.pool().clone()
+    }
+
+    fn finished_records(&self) -> Vec<CallRecord> {
+        self.0.finished_records()
+    }
+
+    fn live_calls(&self) -> usize {
+        self.0.live_calls()
+    }
+}
+
+impl CallUnderTest for CallHandle {
+    fn state(&self) -> State {
+        CallHandle::state(self)
+    }
+
+    fn wait_card(&self, timeout: Duration) -> bool {
+        CallHandle::wait_card(self, timeout).is_some()
+    }
+
+    fn approve(&self) -> Result<(), CallError> {
+        CallHandle::approve(self)
+    }
+
+    fn deny(&self) -> Result<(), CallError> {
+        CallHandle::deny(self)
+    }
+
+    fn cancel(&self) {
+        CallHandle::cancel(self);
+    }
+
+    fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self> {
+        CallHandle::wait_timeout(self, timeout)
+    }
+}
