@@ -352,3 +352,72 @@ fn frames_follow_the_documented_layout() {
         assert_eq!(prev, log.anchor.head.0);
     }
 }
+
+#[test]
+fn verdicts_have_a_json_form_and_a_line_of_text() {
+    let deleted = Verdict::Tampered {
+        record_index: 17,
+        offset: 2_345,
+        kind: TamperKind::Deleted { missing: 2 },
+    };
+    let json = serde_json::to_string(&deleted).unwrap();
+    assert_eq!(
+        json,
+        r#"{"verdict":"tampered","record_index":17,"offset":2345,"kind":{"type":"deleted","missing":2}}"#
+    );
+    assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), deleted);
+    assert_eq!(
+        deleted.to_string(),
+        "tampered: record 17 (byte 2345): deleted (2 records missing before it)"
+    );
+
+    let log = write_log(&call_entries(&events(10)), None, &mut Rng::new(9));
+    let verdict = verify(&log.bytes, VerifyOptions::default());
+    assert_eq!(
+        serde_json::to_string(&verdict).unwrap(),
+        format!(
+            r#"{{"verdict":"unanchored","records":16,"head":"{}","vouched":0}}"#,
+            log.anchor.head
+        )
+    );
+    assert_eq!(
+        verdict.to_string(),
+        "unanchored: 16 records intact, 16 of them not vouched for by an anchor"
+    );
+    let torn = verify(&log.bytes[..log.bytes.len() - 1], VerifyOptions::default());
+    assert_eq!(
+        torn.to_string(),
+        format!(
+            "torn tail: 15 records intact, then an incomplete final frame of {} bytes at byte {}",
+            log.frame(15).len() - 1,
+            log.bounds[15]
+        )
+    );
+}
+
+#[test]
+fn zero_bytes_after_the_last_frame_are_not_a_torn_tail() {
+    let log = write_log(&call_entries(&events(10)), None, &mut Rng::new(10));
+    let end = log.bytes.len() as u64;
+    for zeros in 1..=12 {
+        let mut bytes = log.bytes.clone();
+        bytes.resize(bytes.len() + zeros, 0);
+        let verdict = verify(&bytes, VerifyOptions::default());
+        let expected = if zeros < 4 {
+            Verdict::TornTail {
+                offset: end,
+                torn_bytes: zeros as u64,
+                records_before: 16,
+                head: Some(log.anchor.head),
+                vouched: 0,
+            }
+        } else {
+            Verdict::Tampered {
+                record_index: 16,
+                offset: end,
+                kind: TamperKind::Modified,
+            }
+        };
+        assert_eq!(verdict, expected, "{zeros} zero bytes");
+    }
+}

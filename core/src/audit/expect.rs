@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::LogEntry;
-use super::verify::Record;
+use super::verdict::Record;
 use crate::call::{AuditEvent, AuditKind, CallKind, CallRecord, State};
 
 /// One transition of a call, `from` → `to`.

@@ -93,6 +93,19 @@ pub(crate) fn read_header(bytes: &[u8]) -> Header {
     }
 }
 
+/// Whether the first bytes of a header (fewer than [`HEADER_BYTES`] are
+/// allowed) can still be those of a well-formed one: once the length is
+/// there it must be in bounds, and each byte of the check that is there
+/// must be the complement of the length's.
+pub(crate) fn header_prefix_is_valid(bytes: &[u8]) -> bool {
+    let Some(len) = le_u32(bytes, 0) else {
+        return true;
+    };
+    let check = (!len).to_le_bytes();
+    let present = bytes.get(4..HEADER_BYTES.min(bytes.len())).unwrap_or(&[]);
+    (MIN_BODY_BYTES..=MAX_BODY_BYTES).contains(&len) && check.starts_with(present)
+}
+
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
     let word: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
     Some(u32::from_le_bytes(word))
@@ -241,5 +254,15 @@ mod tests {
             assert_eq!(read_header(&damaged), Header::Damaged, "bit {bit}");
         }
         assert_eq!(read_header(&frame[..7]), Header::Incomplete);
+        for cut in 0..=8 {
+            assert!(header_prefix_is_valid(&frame[..cut]), "cut {cut}");
+        }
+        let mut bad_check = frame[..6].to_vec();
+        bad_check[5] ^= 1;
+        assert!(!header_prefix_is_valid(&bad_check));
+        assert!(
+            !header_prefix_is_valid(&[0, 0, 0, 0]),
+            "zeros are no length"
+        );
     }
 }

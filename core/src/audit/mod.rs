@@ -84,9 +84,12 @@
 //!    [`TamperKind::Rewritten`].
 //! 7. **End.** An incomplete final frame is a **torn tail** exactly when
 //!    its bytes agree with the start of the frame the writer would write
-//!    next: fewer than 8 bytes, or an intact header followed by version,
-//!    sequence number `n`, the log id and the head, as far as the bytes
-//!    go. Otherwise it is `Modified`.
+//!    next, as far as they go: the length (once its 4 bytes are there) in
+//!    bounds, as much of its complement as is there, then version,
+//!    sequence number `n`, the log id and the head. Otherwise it is
+//!    `Modified`. (Fewer than 4 bytes cannot disagree, so they are torn.
+//!    Zero bytes past the last frame, as some file systems leave after a
+//!    power loss, are no frame's start: `Modified` from 4 bytes on.)
 //!
 //! So **a complete frame is never a torn tail**: a crash leaves a prefix
 //! of the last frame (bytes missing at the end); a flipped bit leaves every
@@ -119,6 +122,7 @@ mod chain;
 mod expect;
 mod frame;
 mod seal;
+mod verdict;
 mod verify;
 mod views;
 mod writer;
@@ -132,9 +136,8 @@ pub use chain::{ChainHash, HexParseError, LogId};
 pub use expect::{Difference, ExpectedCall, Transition, compare};
 pub use frame::MAX_BODY_BYTES;
 pub use seal::{Key, KeyId, Nonce};
-pub use verify::{
-    MalformedReason, Record, TamperKind, Verdict, Verifier, VerifyOptions, verify, verify_and_read,
-};
+pub use verdict::{MalformedReason, Record, TamperKind, Verdict};
+pub use verify::{Verifier, VerifyOptions, verify, verify_and_read};
 pub use views::{ActivityRow, SessionRow, StateCount, activity, sessions};
 pub use writer::{AppendError, LogWriter, Resume, ResumeError, TornTail};
 

@@ -3,13 +3,12 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
 use super::LogEntry;
 use super::anchor::{Anchor, MacCheck};
 use super::chain::{ChainHash, LogId};
 use super::frame::{self, Frame, HEADER_BYTES, Header, Payload, VERSION};
 use super::seal::{Key, KeyId, KeySchedule};
+use super::verdict::{MalformedReason, Record, TamperKind, Verdict};
 
 /// What to check a log against.
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,179 +21,6 @@ pub struct VerifyOptions<'a> {
     /// with it. Without a key, sealed payloads are checked by the chain
     /// alone, like plain ones, and are not decrypted.
     pub key: Option<&'a Key>,
-}
-
-/// The outcome of verifying a log. Only [`Verdict::Ok`] means "this is the
-/// whole log, as written".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Verdict {
-    /// Every record verified, and the log ends exactly where the anchor
-    /// says: `records` records, the last with chain hash `head`.
-    Ok {
-        /// Records in the log.
-        records: u64,
-        /// Chain hash of the last record.
-        head: ChainHash,
-    },
-    /// Every record verified, but nothing vouches for the end of the log:
-    /// a cut at a record boundary after record `vouched - 1` would look the
-    /// same. `records - vouched` records are unvouched (all of them when
-    /// no anchor was given).
-    Unanchored {
-        /// Records in the log, all intact.
-        records: u64,
-        /// Chain hash of the last record; `None` for an empty log whose id
-        /// is unknown.
-        head: Option<ChainHash>,
-        /// How many of them the anchor vouched for (0 without an anchor).
-        vouched: u64,
-    },
-    /// The records before `offset` verified, and the log ends with an
-    /// incomplete frame whose bytes are a prefix of the frame the writer
-    /// would have written next: a crash cut the last append. Recovery
-    /// keeps the first `records_before` records and truncates the file to
-    /// `offset`.
-    TornTail {
-        /// Where the incomplete frame starts (the length of the intact part).
-        offset: u64,
-        /// Bytes of the incomplete frame.
-        torn_bytes: u64,
-        /// Intact records before it.
-        records_before: u64,
-        /// Chain hash of the last intact record; `None` if there is none
-        /// and no anchor names the log.
-        head: Option<ChainHash>,
-        /// How many of them the anchor vouched for (0 without an anchor).
-        vouched: u64,
-    },
-    /// The log was changed after it was written: record `record_index`,
-    /// which starts at byte `offset`, is the first that cannot be accepted.
-    Tampered {
-        /// Position of the record in the file, from 0.
-        record_index: u64,
-        /// Byte offset where it starts.
-        offset: u64,
-        /// What is wrong with it.
-        kind: TamperKind,
-    },
-    /// Record `record_index` is intact (its hash and links verify) but its
-    /// content cannot be understood: written by another format version, or
-    /// forged with a recomputed hash.
-    Malformed {
-        /// Position of the record in the file, from 0.
-        record_index: u64,
-        /// Byte offset where it starts.
-        offset: u64,
-        /// What could not be understood.
-        reason: MalformedReason,
-    },
-    /// The key given is not the log's: the log (or the anchor's MAC) names
-    /// another key id. Nothing was decrypted.
-    WrongKey {
-        /// The key id the log or anchor names.
-        log_key: KeyId,
-        /// The id of the key given.
-        given_key: KeyId,
-    },
-    /// The anchor's MAC names the key given but does not match its fields:
-    /// the anchor was altered.
-    BadAnchor,
-}
-
-impl Verdict {
-    /// Whether the log verified completely against an anchor.
-    pub fn is_ok(&self) -> bool {
-        matches!(self, Verdict::Ok { .. })
-    }
-
-    /// Whether the log was found changed, unreadable, or not openable with
-    /// the key: everything but `Ok`, `Unanchored` and `TornTail`.
-    pub fn is_rejected(&self) -> bool {
-        !matches!(
-            self,
-            Verdict::Ok { .. } | Verdict::Unanchored { .. } | Verdict::TornTail { .. }
-        )
-    }
-}
-
-/// How a record was found changed. Classified from sequence numbers and
-/// previous-hash links; see the [module docs](super#verification-rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum TamperKind {
-    /// Its bytes do not match its own hash (changed in place, a flipped
-    /// bit), or its header's length does not match its complement.
-    Modified,
-    /// It is intact and has the sequence number of its place, but does not
-    /// link to the record before it: that record or this one was replaced
-    /// by re-hashed content.
-    Replaced,
-    /// It has a later sequence number than its place, and a record it
-    /// skipped appears further on: records were moved.
-    Reordered,
-    /// It has a sequence number already used by a different record.
-    Inserted,
-    /// It is a copy of record `of` (or the record `of` appears again later).
-    Duplicated {
-        /// The sequence number of the record it copies.
-        of: u64,
-    },
-    /// `missing` records are gone before it (its sequence number jumps
-    /// ahead and the skipped ones never appear).
-    Deleted {
-        /// How many sequence numbers were skipped.
-        missing: u64,
-    },
-    /// It carries another log's id: spliced in from another log.
-    WrongLog,
-    /// It is sealed but does not authenticate with the log's key under its
-    /// log id, sequence number and previous hash (a forged, re-hashed or
-    /// spliced record), or names another key than the records before it.
-    BadMac,
-    /// It is in clear in a sealed log (the key was given, or the first
-    /// record is sealed), or sealed in a plain log.
-    MixedSealing,
-    /// The records up to it form a valid chain, but not the one the anchor
-    /// was taken of: they were rewritten and re-hashed.
-    Rewritten,
-    /// The log ends (cleanly or with a torn frame) before the `anchored`
-    /// records the anchor vouches for: records were cut off.
-    Truncated {
-        /// How many records the anchor vouches for.
-        anchored: u64,
-    },
-}
-
-/// Why an intact record could not be understood.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum MalformedReason {
-    /// The frame says it was written by another format version.
-    UnsupportedVersion {
-        /// The version it names.
-        version: u8,
-    },
-    /// The frame body is not a valid postcard body.
-    UndecodableBody,
-    /// The payload (after decryption) is not a [`LogEntry`].
-    UndecodableEntry,
-}
-
-/// One record the verifier accepted, with its decoded entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    /// Position in the log, from 0 (equal to its sequence number).
-    pub index: u64,
-    /// Byte offset where its frame starts.
-    pub offset: u64,
-    /// Its chain hash.
-    pub hash: ChainHash,
-    /// The entry; `None` when it is sealed and no key was given.
-    pub entry: Option<LogEntry>,
 }
 
 /// A fault whose kind depends on what follows: a sequence number ahead of
@@ -462,16 +288,20 @@ impl Verifier {
     }
 
     /// Whether `partial` (an incomplete frame at the end of the input) agrees
-    /// with what the writer puts first in the next frame: a well-formed
-    /// header, then version, sequence number, log id and previous hash as
-    /// far as they go.
+    /// with what the writer puts first in the next frame, as far as its
+    /// bytes go: a length in bounds and its complement, then version,
+    /// sequence number, log id and previous hash.
     fn is_prefix_of_next_frame(&self, partial: &[u8]) -> bool {
+        if !frame::header_prefix_is_valid(partial) {
+            return false;
+        }
         let Some(present) = partial.get(HEADER_BYTES..) else {
-            // Fewer bytes than a header: nothing to compare.
             return true;
         };
         let expected = match self.log_id {
             Some(log_id) => frame::fixed_prefix(self.next_index, log_id, &self.head),
+            // Frame 0 of a log whose id is not known yet: the id is in the
+            // frame, and the previous hash must be its genesis value.
             None => match present
                 .get(2..18)
                 .and_then(|id| <[u8; 16]>::try_from(id).ok())

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::LogEntry;
-use super::verify::Record;
+use super::verdict::Record;
 use crate::call::{ApprovalDecision, AuditKind, CallKind, State, StreamEnd};
 
 /// One call, as the log tells it (the Activity view).

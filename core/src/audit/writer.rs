@@ -8,7 +8,8 @@ use super::anchor::Anchor;
 use super::chain::{ChainHash, LogId};
 use super::frame::{self, BuildError, Bytes, Frame, Header, Payload};
 use super::seal::{Key, KeySchedule, Nonce};
-use super::verify::{Verdict, Verifier, VerifyOptions};
+use super::verdict::Verdict;
+use super::verify::{Verifier, VerifyOptions};
 
 /// The end of a log that a crash cut in the middle of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +60,7 @@ impl fmt::Display for ResumeError {
             ResumeError::NoRecord { .. } => f.write_str("the log holds no complete record"),
             ResumeError::KeyRequired => f.write_str("the log is sealed and no key was given"),
             ResumeError::NotSealed => f.write_str("a key was given but the log is in clear"),
-            ResumeError::Rejected(verdict) => write!(f, "the log failed verification: {verdict:?}"),
+            ResumeError::Rejected(verdict) => write!(f, "the log failed verification: {verdict}"),
         }
     }
 }
