@@ -1,17 +1,92 @@
 //! Workspace tasks, run as `cargo xtask <task>`.
 
-use std::process::ExitCode;
+use std::ffi::OsString;
+use std::process::{Command, ExitCode};
+
+const HELP: &str = "\
+usage: cargo xtask <task> [ARGS...]
+
+tasks:
+  runtimes [ARGS...]  build the scenario suite in release mode and run every
+                      scenario (S1-S9) on every runtime with a driver; prints
+                      a table (one row per scenario, one column per runtime)
+                      and compares the call records across runtimes. ARGS go
+                      to spillguard-scenarios: --runtime NAME, --scenario
+                      NAME, --json, --list, --help. Exit status 0 when every
+                      expectation held and the records agree, 1 otherwise.
+  help                this text
+";
 
 fn main() -> ExitCode {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        Some("help") | None => {
-            println!("usage: cargo xtask <task>\n\ntasks:\n  help    this text");
+    let mut args = std::env::args_os().skip(1);
+    let task = args.next();
+    match task.as_ref().and_then(|t| t.to_str()) {
+        Some("help" | "--help" | "-h") | None => {
+            print!("{HELP}");
             ExitCode::SUCCESS
         }
+        Some("runtimes") => runtimes(args.collect()),
         Some(other) => {
             eprintln!("xtask: unknown task `{other}` (try `cargo xtask help`)");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Builds the tests package's binaries (the scenario runner and the test
+/// helper it spawns, side by side) and runs `spillguard-scenarios ARGS`.
+fn runtimes(args: Vec<OsString>) -> ExitCode {
+    let build = cargo()
+        .args([
+            "build",
+            "--release",
+            "--package",
+            "spillguard-tests",
+            "--bins",
+        ])
+        .status();
+    match build {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            eprintln!("xtask: building the scenario suite failed ({status})");
+            return exit_code(status.code());
+        }
+        Err(error) => {
+            eprintln!("xtask: cannot run cargo: {error}");
+            return ExitCode::from(2);
+        }
+    }
+    let run = cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "spillguard-tests",
+            "--bin",
+            "spillguard-scenarios",
+            "--",
+        ])
+        .args(args)
+        .status();
+    match run {
+        Ok(status) => exit_code(status.code()),
+        Err(error) => {
+            eprintln!("xtask: cannot run cargo: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The cargo that runs this task (`$CARGO`), or `cargo` from `PATH`.
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// The child's exit code; 1 when it was killed by a signal.
+fn exit_code(code: Option<i32>) -> ExitCode {
+    match code.map(u8::try_from) {
+        Some(Ok(code)) => ExitCode::from(code),
+        _ => ExitCode::FAILURE,
     }
 }
