@@ -31,7 +31,12 @@
 //!
 //! Everything between the header and the hash is one postcard value
 //! (`version, seq, log_id, prev, payload`), and it must fill that space
-//! exactly.
+//! exactly. Postcard writes fields in order and enum variants by index, so
+//! the field and variant order of [`LogEntry`] and of the core types it
+//! holds ([`AuditEvent`], [`CallRecord`](crate::CallRecord),
+//! [`State`](crate::State), …) is part of the format: new variants and
+//! fields go at the end, behind a new format version if old readers must
+//! not misread them.
 //!
 //! **Chain hash.** The hash is BLAKE3 in `derive_key` mode with context
 //! `"spillguard audit chain v1"`, over every byte of the frame before the
