@@ -234,6 +234,48 @@ mod tests {
         assert_ne!(a, c, "an exact byte count is compared");
     }
 
+    fn run(runtime: &str, record: CallRecord) -> Measured {
+        let mut call = crate::measure::MeasuredCall::new("c_s9".into());
+        call.record = Some(record);
+        Measured {
+            runtime: runtime.into(),
+            scenario: "s".into(),
+            calls: vec![call],
+            pool: crate::measure::PoolUse::default(),
+            wall_ms: 0.0,
+            audit_chain: None,
+        }
+    }
+
+    #[test]
+    fn a_field_that_differs_between_runtimes_is_reported_once() {
+        let scenario =
+            crate::catalog::by_name("a_helper_that_ignores_sigterm_is_killed_after_the_grace")
+                .unwrap();
+        let mut killed_by_term = record(2, 100, 9);
+        killed_by_term.exit_signal = Some(15);
+        let runs = [run("std", record(1, 100, 5)), run("tokio", killed_by_term)];
+        let differences = compare(&scenario, &runs);
+        assert_eq!(
+            differences,
+            [Difference {
+                scenario: scenario.name.into(),
+                call_id: "c_s9".into(),
+                field: "exit_signal".into(),
+                reference: ("std".into(), Value::from(9)),
+                other: ("tokio".into(), Value::from(15)),
+            }]
+        );
+        let missing = [
+            run("std", record(1, 100, 5)),
+            Measured {
+                calls: Vec::new(),
+                ..run("tokio", record(1, 100, 5))
+            },
+        ];
+        assert_eq!(compare(&scenario, &missing)[0].field, "record");
+    }
+
     #[test]
     fn timed_byte_counts_are_normalised_only_when_expected_to_vary() {
         let timed = CallExpect {

@@ -110,6 +110,18 @@ impl Report {
             })
             .collect();
         let mut out = table(&header, &rows);
+        let capacity = self
+            .scenarios
+            .iter()
+            .flat_map(|s| &s.runs)
+            .map(|r| r.measured.pool.capacity)
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "exit CODE/sig SIGNAL ('-' is null); stderr and pool figures in bytes; \
+             pool capacity (stderr_retained_process_bytes) {capacity}"
+        );
         let failed: Vec<String> = self
             .scenarios
             .iter()
@@ -122,9 +134,9 @@ impl Report {
             })
             .collect();
         if failed.is_empty() {
-            out.push_str("\nexpectations: all held\n");
+            out.push_str("expectations: all held\n");
         } else {
-            let _ = writeln!(out, "\nexpectations: {} failed", failed.len());
+            let _ = writeln!(out, "expectations: {} failed", failed.len());
             out.push_str(&failed.join("\n"));
             out.push('\n');
         }
@@ -190,8 +202,8 @@ fn cell(run: &Run) -> Vec<String> {
         })
         .count();
     lines.push(format!(
-        "pool peak {} (sampled max {}) of {}",
-        m.pool.peak, m.pool.sampled_max, m.pool.capacity
+        "pool peak {}, sampled max {}",
+        m.pool.peak, m.pool.sampled_max
     ));
     lines.push(format!(
         "group alive afterwards: {}",
@@ -257,13 +269,13 @@ fn plan_facts(label: &str, calls: &[&MeasuredCall]) -> Vec<String> {
     ));
     if records.len() == 1 {
         lines.push(format!(
-            "  stderr {} seen / {} kept",
+            "  stderr seen {}, kept {}",
             first.stderr_bytes_seen, first.stderr_bytes_retained
         ));
     } else {
         let seen: u64 = records.iter().map(|r| r.stderr_bytes_seen).sum();
         let kept: u64 = records.iter().map(|r| r.stderr_bytes_retained).sum();
-        lines.push(format!("  stderr {seen} seen / {kept} kept, all calls"));
+        lines.push(format!("  stderr seen {seen}, kept {kept} (sums)"));
     }
     let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
     let mut timing = Vec::new();

@@ -8,6 +8,7 @@
 //! one variant of [`Runtime`], and one line in each of its methods.
 
 pub mod std;
+pub mod tokio;
 
 use ::std::fmt;
 
@@ -20,16 +21,20 @@ use crate::scenario::{Environment, Scenario};
 pub enum Runtime {
     /// `spillguard-std`: an owner thread per call.
     Std,
+    /// `spillguard-tokio`: an owner task per call on a multi-threaded
+    /// runtime.
+    Tokio,
 }
 
 impl Runtime {
     /// Every runtime with a driver, in report order.
-    pub const ALL: &'static [Runtime] = &[Runtime::Std];
+    pub const ALL: &'static [Runtime] = &[Runtime::Std, Runtime::Tokio];
 
     /// Its name on command lines and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Runtime::Std => "std",
+            Runtime::Std => self::std::NAME,
+            Runtime::Tokio => self::tokio::NAME,
         }
     }
 
@@ -42,6 +47,7 @@ impl Runtime {
     pub fn run(self, scenario: &Scenario, env: &Environment) -> Measured {
         match self {
             Runtime::Std => self::std::run(scenario, env),
+            Runtime::Tokio => self::tokio::run(scenario, env),
         }
     }
 }

@@ -1,0 +1,111 @@
+//! The tokio driver: scenarios on [`spillguard_tokio::Host`], an owner task
+//! per call on a multi-threaded runtime made for the run.
+//!
+//! The clients are plain threads, as for every runtime; each async method
+//! of the handle is driven with the runtime's `block_on`.
+
+use std::time::Duration;
+
+use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
+use spillguard_tokio::{CallHandle, HelperCommand, Host};
+use tokio::runtime::{Handle, Runtime};
+
+use crate::engine::{self, CallUnderTest, HostUnderTest};
+use crate::measure::Measured;
+use crate::scenario::{Environment, Scenario};
+
+/// The name of this runtime in reports.
+pub const NAME: &str = "tokio";
+
+/// Worker threads of the run's runtime: the machine's two cores.
+const WORKERS: usize = 2;
+
+/// Runs `scenario` on a fresh tokio [`Host`] and its own runtime.
+pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return engine::refused(NAME, scenario, &error.to_string()),
+    };
+    let options = super::std::options(&scenario.host);
+    match Host::with_runtime(
+        scenario.host.config.clone(),
+        options,
+        runtime.handle().clone(),
+    ) {
+        Ok(host) => engine::run(NAME, TokioHost { host, runtime }, scenario, env),
+        Err(error) => engine::refused(NAME, scenario, &error.to_string()),
+    }
+}
+
+/// A tokio [`Host`] under test, with the runtime its calls run on.
+#[derive(Debug)]
+pub struct TokioHost {
+    host: Host,
+    runtime: Runtime,
+}
+
+impl HostUnderTest for TokioHost {
+    type Call = TokioCall;
+
+    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> TokioCall {
+        TokioCall {
+            handle: self.host.start(spec, command, needs_approval),
+            runtime: self.runtime.handle().clone(),
+        }
+    }
+
+    fn pool(&self) -> RetentionPool {
+        self.host.pool().clone()
+    }
+
+    fn finished_records(&self) -> Vec<CallRecord> {
+        self.host.finished_records()
+    }
+
+    fn live_calls(&self) -> usize {
+        self.host.live_calls()
+    }
+}
+
+/// A tokio [`CallHandle`] and the runtime that drives its async methods.
+#[derive(Debug)]
+pub struct TokioCall {
+    handle: CallHandle,
+    runtime: Handle,
+}
+
+impl CallUnderTest for TokioCall {
+    fn state(&self) -> State {
+        self.handle.state()
+    }
+
+    fn wait_card(&self, timeout: Duration) -> bool {
+        self.runtime
+            .block_on(self.handle.wait_card(timeout))
+            .is_some()
+    }
+
+    fn approve(&self) -> Result<(), CallError> {
+        self.runtime.block_on(self.handle.approve())
+    }
+
+    fn deny(&self) -> Result<(), CallError> {
+        self.runtime.block_on(self.handle.deny())
+    }
+
+    fn cancel(&self) {
+        self.handle.cancel();
+    }
+
+    fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self> {
+        let TokioCall { handle, runtime } = self;
+        match runtime.block_on(handle.wait_timeout(timeout)) {
+            Ok(outcome) => Ok(outcome),
+            Err(handle) => Err(TokioCall { handle, runtime }),
+        }
+    }
+}
