@@ -170,52 +170,56 @@ mod tests {
     use super::*;
     use crate::expect::CallExpect;
     use spillguard_core::{
-        ApprovalDecision, CallKind, Retain, Signal, SignalMark, State, StateMark, StreamEnd,
+        Action, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
+        RetentionPool,
     };
+    use std::time::{Duration, Instant, SystemTime};
 
-    fn record(pid: u32, seen: u64, offset: u64) -> CallRecord {
-        CallRecord {
-            call_id: "c".into(),
+    /// A record made by the core itself: a helper with pid `pid` writes
+    /// `seen` stderr bytes of `x`, is cancelled `offset` ms in and dies of
+    /// SIGTERM 1 ms later; its pipes got `pipe` bytes of capacity.
+    fn record(pid: u32, seen: u64, offset: u64, pipe: Option<u64>) -> CallRecord {
+        let config = Config::default();
+        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        let spec = CallSpec {
+            call_id: "c_s9".into(),
             session_id: "s".into(),
             kind: CallKind::Action,
             action: "a".into(),
             target: "t".into(),
-            approval: ApprovalDecision::NotRequired,
-            state: State::Killed,
-            cancel_reason: None,
-            exit_status: None,
-            exit_signal: Some(9),
-            stream_end: StreamEnd::ReaderCompletedAfterCancel,
-            stderr_bytes_seen: seen,
-            stderr_bytes_retained: 16,
-            stderr_truncated: true,
-            stderr_retain: Retain::Tail,
-            stderr_fingerprint: None,
-            stderr_retention_limited: false,
-            stdout_bytes_seen: 0,
-            stdout_bytes_retained: 0,
-            debug: false,
-            descendants_signalled: false,
-            client_disconnected: false,
-            on_client_disconnect: None,
-            result: None,
-            failure: None,
-            pid: Some(pid),
-            pgid: Some(pid),
-            pipe_capacity_bytes: Some(1 << 20),
-            received_at: format!("2026-01-01T00:00:0{}.000Z", offset % 10),
-            timeline: vec![StateMark {
-                state: State::Killed,
-                offset_us: offset,
-            }],
-            signals: vec![SignalMark {
-                signal: Signal::Kill,
-                offset_us: offset,
-            }],
-            cancel_offset_us: Some(offset),
-            exited_offset_us: Some(offset + 1),
-        }
+            summary: "s".into(),
+        };
+        let start = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(offset);
+        let mut call = Call::new(spec, CallSettings::action(&config), &pool, start, wall);
+        call.handle_validated(start, false).unwrap();
+        let mut finished = None;
+        let mut step = |call: &mut Call| {
+            while let Some(action) = call.poll_action() {
+                match action {
+                    Action::Spawn => {
+                        call.handle_pipe_capacity(pipe);
+                        call.handle_spawned(start, pid, pid).unwrap();
+                    }
+                    Action::Finished(outcome) => finished = Some(outcome.record),
+                    _ => {}
+                }
+            }
+        };
+        step(&mut call);
+        call.handle_stderr(start, &vec![b'x'; usize::try_from(seen).unwrap()]);
+        let cancel = start + Duration::from_millis(offset);
+        call.handle_cancel(cancel, CancelReason::Requested);
+        step(&mut call);
+        let end = cancel + Duration::from_millis(1);
+        call.handle_stdout_eof(end).unwrap();
+        call.handle_stderr_eof(end).unwrap();
+        call.handle_exit(end, ExitStatus::signal(15)).unwrap();
+        step(&mut call);
+        finished.expect("the call finished")
     }
+
+    const PIPE: Option<u64> = Some(1 << 20);
 
     #[test]
     fn os_and_clock_fields_are_normalised_and_nothing_else() {
@@ -223,14 +227,25 @@ mod tests {
             stderr_seen: Bytes::Exact(100),
             ..CallExpect::default()
         };
-        let a = normalise(&record(10, 100, 5), &exact);
-        let b = normalise(&record(20, 100, 7), &exact);
+        let a = normalise(&record(10, 100, 5, PIPE), &exact);
+        let b = normalise(&record(20, 100, 7, PIPE), &exact);
         assert_eq!(a, b);
         assert_eq!(a["pid"], OS);
-        assert_eq!(a["timeline"], serde_json::json!([{"state": "killed"}]));
-        assert_eq!(a["signals"], serde_json::json!([{"signal": "KILL"}]));
+        assert_eq!(a["received_at"], WALL_CLOCK);
+        assert_eq!(a["exited_offset_us"], SET);
+        assert_eq!(
+            a["timeline"],
+            serde_json::json!([
+                {"state": "received"},
+                {"state": "validated"},
+                {"state": "authorized"},
+                {"state": "dispatched"},
+                {"state": "cancelled_after_dispatch"}
+            ])
+        );
+        assert_eq!(a["signals"], serde_json::json!([{"signal": "TERM"}]));
         assert_eq!(a["stderr_bytes_seen"], 100);
-        let c = normalise(&record(10, 101, 5), &exact);
+        let c = normalise(&record(10, 101, 5, PIPE), &exact);
         assert_ne!(a, c, "an exact byte count is compared");
     }
 
@@ -252,25 +267,25 @@ mod tests {
         let scenario =
             crate::catalog::by_name("a_helper_that_ignores_sigterm_is_killed_after_the_grace")
                 .unwrap();
-        let mut killed_by_term = record(2, 100, 9);
-        killed_by_term.exit_signal = Some(15);
-        let runs = [run("std", record(1, 100, 5)), run("tokio", killed_by_term)];
-        let differences = compare(&scenario, &runs);
+        let runs = [
+            run("std", record(1, 100, 5, PIPE)),
+            run("tokio", record(2, 100, 9, None)),
+        ];
         assert_eq!(
-            differences,
+            compare(&scenario, &runs),
             [Difference {
                 scenario: scenario.name.into(),
                 call_id: "c_s9".into(),
-                field: "exit_signal".into(),
-                reference: ("std".into(), Value::from(9)),
-                other: ("tokio".into(), Value::from(15)),
+                field: "pipe_capacity_bytes".into(),
+                reference: ("std".into(), Value::from(1 << 20)),
+                other: ("tokio".into(), Value::Null),
             }]
         );
         let missing = [
-            run("std", record(1, 100, 5)),
+            run("std", record(1, 100, 5, PIPE)),
             Measured {
                 calls: Vec::new(),
-                ..run("tokio", record(1, 100, 5))
+                ..run("tokio", record(1, 100, 5, PIPE))
             },
         ];
         assert_eq!(compare(&scenario, &missing)[0].field, "record");
@@ -279,15 +294,17 @@ mod tests {
     #[test]
     fn timed_byte_counts_are_normalised_only_when_expected_to_vary() {
         let timed = CallExpect {
-            stderr_seen: Bytes::Between(0, 1000),
-            stderr_retained: Bytes::Exact(16),
+            stderr_seen: Bytes::Between(0, 100_000),
+            stderr_retained: Bytes::Exact(16_384),
             ..CallExpect::default()
         };
-        let a = normalise(&record(1, 100, 5), &timed);
-        let b = normalise(&record(1, 900, 5), &timed);
+        let a = normalise(&record(1, 20_000, 5, PIPE), &timed);
+        let b = normalise(&record(1, 30_000, 5, PIPE), &timed);
         assert_eq!(a, b);
         assert_eq!(a["stderr_bytes_seen"], TIMING);
-        assert_eq!(a["stderr_bytes_retained"], 16);
-        assert_eq!(a["stderr_fingerprint"], Value::Null);
+        assert_eq!(a["stderr_bytes_retained"], 16_384);
+        // The same 16 KiB of `x`: the fingerprint is compared, and equal.
+        assert!(a["stderr_fingerprint"].is_string());
+        assert_ne!(a["stderr_fingerprint"], TIMING);
     }
 }
