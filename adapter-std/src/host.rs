@@ -368,11 +368,16 @@ impl HostShared {
     }
 
     /// Writes one event to the sink, counting failures.
-    pub(crate) fn audit(&self, event: &AuditEvent) {
-        if let Some(sink) = &self.options.audit
-            && sink.write(event).is_err()
-        {
-            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+    /// Writes `event` to the audit sink, if any; a failure is counted and
+    /// returned so the owner can tell the core (which fails closed before
+    /// dispatch).
+    pub(crate) fn audit(&self, event: &AuditEvent) -> Result<(), String> {
+        match &self.options.audit {
+            Some(sink) => sink.write(event).map_err(|error| {
+                self.audit_failures.fetch_add(1, Ordering::Relaxed);
+                error.to_string()
+            }),
+            None => Ok(()),
         }
     }
 

@@ -201,7 +201,11 @@ impl Owner {
         while let Some(action) = self.call.poll_action() {
             self.published.set_state(self.call.state());
             match action {
-                Action::Audit(event) => self.host.audit(&event),
+                Action::Audit(event) => {
+                    if let Err(error) = self.host.audit(&event) {
+                        self.call.handle_audit_failed(Instant::now(), error);
+                    }
+                }
                 Action::ShowApprovalCard(card) => self.published.show_card(card),
                 Action::Spawn => self.spawn(),
                 Action::CloseStdin => {

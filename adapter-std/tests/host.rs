@@ -580,3 +580,40 @@ fn the_json_lines_audit_holds_the_lifecycle_in_order() {
     assert_eq!(last, &serde_json::to_value(&outcome.record).unwrap());
     assert_eq!(host.audit_failures(), 0);
 }
+
+/// A sink whose disk is always full.
+struct FullDisk;
+
+impl spillguard_std::AuditSink for FullDisk {
+    fn write(&self, _event: &spillguard_std::core::AuditEvent) -> std::io::Result<()> {
+        Err(std::io::Error::other("no space left on device"))
+    }
+}
+
+#[test]
+fn an_attempt_that_cannot_be_audited_spawns_nothing() {
+    let trace = support::temp_path("audit-fail-trace");
+    let host = host(HostOptions {
+        audit: Some(Arc::new(FullDisk)),
+        ..HostOptions::default()
+    });
+    let script = format!("touch {}", trace.display());
+    let outcome = host
+        .start(
+            spec("c_audit_full"),
+            HelperCommand::shell_script(script),
+            false,
+        )
+        .wait();
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("audit log: no space left on device")
+    );
+    assert_eq!((record.pid, record.audit_failures), (None, 1));
+    assert!(!trace.exists(), "the helper must not have run");
+    // The transition into `validated`, the attempt, and the events after the
+    // record: every write failed and was counted by the host.
+    assert_eq!(host.audit_failures(), 5);
+}

@@ -240,7 +240,11 @@ impl Owner {
         while let Some(action) = self.call.poll_action() {
             self.publish_state();
             match action {
-                Action::Audit(event) => self.host.audit(&event),
+                Action::Audit(event) => {
+                    if let Err(error) = self.host.audit(&event) {
+                        self.call.handle_audit_failed(clock(), error);
+                    }
+                }
                 Action::ShowApprovalCard(card) => {
                     self.published.send_modify(|s| s.card = Some(card));
                 }

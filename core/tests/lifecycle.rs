@@ -982,3 +982,52 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
         .any(|a| matches!(a, spillguard_core::Action::Spawn));
     assert!(!spawned);
 }
+
+#[test]
+fn an_attempt_that_cannot_be_audited_is_never_dispatched() {
+    for needs_approval in [false, true] {
+        let mut world = World::new(Config::default());
+        let s = settings(&world);
+        let lane = world.add(
+            spec("c_af", CallKind::Action),
+            s,
+            Script::default(),
+            needs_approval,
+            Decision::Grant(ms(5)),
+        );
+        // The transition into `validated` is written; the attempt is not.
+        world.lanes[lane].audit_fails_after = Some(1);
+        world.drive_bounded(1_000);
+        let l = &world.lanes[lane];
+        let r = l.record();
+        assert_eq!(r.state, State::FailedBeforeDispatch);
+        assert_eq!(r.failure.as_deref(), Some("audit log: disk full"));
+        assert_eq!((r.pid, r.audit_failures), (None, 1));
+        assert_eq!(world.count(lane, "Spawn"), 0);
+        assert_eq!(world.count(lane, "ShowApprovalCard"), 0);
+        assert_eq!(l.cards.len(), 0);
+    }
+}
+
+#[test]
+fn with_fail_open_audit_failures_are_counted_and_the_call_runs() {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.audit_fail_closed = false;
+    let lane = world.add(
+        spec("c_ao", CallKind::Action),
+        s,
+        Script::default(),
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].audit_fails_after = Some(1);
+    world.drive_bounded(1_000);
+    let l = &world.lanes[lane];
+    let r = l.record();
+    assert_eq!((r.state, r.exit_status), (State::Completed, Some(0)));
+    // Attempt, two transitions; the final transition and the final record
+    // are emitted after the record was built.
+    assert_eq!(r.audit_failures, 3);
+    assert_eq!(l.audit_failures, 5);
+}

@@ -29,6 +29,7 @@ enum Op {
     Exit(i32),
     ExitBySignal(i32),
     Lost,
+    AuditFailed,
     Cancel(u8),
     Disconnect,
     Result(bool),
@@ -50,6 +51,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0i32..4).prop_map(Op::Exit),
         1 => prop_oneof![Just(9), Just(15)].prop_map(Op::ExitBySignal),
         1 => Just(Op::Lost),
+        1 => Just(Op::AuditFailed),
         1 => (0u8..5).prop_map(Op::Cancel),
         1 => Just(Op::Disconnect),
         1 => any::<bool>().prop_map(Op::Result),
@@ -115,6 +117,10 @@ impl Driver {
                 .handle_exit(now, ExitStatus::signal(*sig))
                 .is_err(),
             Op::Lost => self.call.handle_process_lost(now).is_err(),
+            Op::AuditFailed => {
+                self.call.handle_audit_failed(now, "disk full");
+                false
+            }
             Op::Cancel(r) => {
                 let reason = [
                     CancelReason::Requested,

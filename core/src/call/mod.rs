@@ -81,6 +81,9 @@ pub struct CallSettings {
     pub signal_descendants: bool,
     /// What a client disconnect does.
     pub on_client_disconnect: DisconnectPolicy,
+    /// Whether a failed audit write before dispatch stops the call
+    /// (`failed_before_dispatch`). Default `true`: fail closed.
+    pub audit_fail_closed: bool,
     /// Set by [`with_debug`](Self::with_debug): when the grant ends and the
     /// stderr budget it falls back to.
     pub debug_until: Option<DebugWindow>,
@@ -123,6 +126,7 @@ impl CallSettings {
             kill_wait: Self::DEFAULT_KILL_WAIT,
             signal_descendants: true,
             on_client_disconnect: DisconnectPolicy::Finish,
+            audit_fail_closed: true,
             debug_until: None,
         }
     }
@@ -306,6 +310,7 @@ pub(crate) enum Input {
     StderrEof,
     Exited(ExitStatus),
     ProcessLost,
+    AuditFailed(String),
     Cancel(CancelReason),
     ClientDisconnected,
     Result(ResultKind),
@@ -325,6 +330,7 @@ impl Input {
             Input::StderrEof => "stderr_eof",
             Input::Exited(_) => "exited",
             Input::ProcessLost => "process_lost",
+            Input::AuditFailed(_) => "audit_failed",
             Input::Cancel(_) => "cancel",
             Input::ClientDisconnected => "client_disconnected",
             Input::Result(_) => "result",
@@ -437,6 +443,7 @@ pub struct Call {
     pub(crate) abandoned: bool,
     pub(crate) client_disconnected: bool,
     pub(crate) result: Option<ResultKind>,
+    pub(crate) audit_failures: u64,
     pub(crate) failure: Option<String>,
     pub(crate) timeline: Vec<StateMark>,
     pub(crate) signals: Vec<SignalMark>,
@@ -491,6 +498,7 @@ impl Call {
             abandoned: false,
             client_disconnected: false,
             result: None,
+            audit_failures: 0,
             failure: None,
             timeline: vec![StateMark {
                 state: State::Received,
@@ -622,6 +630,15 @@ impl Call {
     /// lost, e.g. waiting failed).
     pub fn handle_process_lost(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::ProcessLost)
+    }
+
+    /// Writing an [`Action::Audit`] event failed (`error` says why). Before
+    /// dispatch, with [`CallSettings::audit_fail_closed`] (the default), the
+    /// call ends `failed_before_dispatch` and nothing is spawned: an action
+    /// whose attempt is not on record does not run (R6.1). Otherwise the
+    /// failure is counted in the record's `audit_failures`.
+    pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
+        self.handle_infallible(now, Input::AuditFailed(error.into()));
     }
 
     /// The helper's structured result arrived (parsed by the host from its

@@ -326,8 +326,11 @@ pub struct CallRecord {
     pub on_client_disconnect: Option<DisconnectPolicy>,
     /// The helper's structured result, if the host reported one.
     pub result: Option<ResultKind>,
-    /// Why the call failed before dispatch (validation or spawn error).
+    /// Why the call failed before dispatch (validation, audit or spawn
+    /// error).
     pub failure: Option<String>,
+    /// Audit events that could not be written.
+    pub audit_failures: u64,
     /// The helper's process id, if spawned.
     pub pid: Option<u32>,
     /// The helper's process group id, remembered at spawn.

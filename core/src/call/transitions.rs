@@ -53,6 +53,16 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
         State::FailedBeforeDispatch,
     ),
     (State::Authorized, "cancel", State::CancelledBeforeDispatch),
+    (
+        State::AwaitingApproval,
+        "audit_failed",
+        State::FailedBeforeDispatch,
+    ),
+    (
+        State::Authorized,
+        "audit_failed",
+        State::FailedBeforeDispatch,
+    ),
     (State::Dispatched, "exit 0", State::Completed),
     (State::Dispatched, "remote failure", State::FailedRemote),
     (
@@ -102,6 +112,14 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.failure = Some(reason);
             end(call, now, FailedBeforeDispatch);
         }
+        (AwaitingApproval | Authorized, Input::AuditFailed(error))
+            if call.settings.audit_fail_closed && !call.spawn_in_flight =>
+        {
+            call.audit_failures += 1;
+            call.failure = Some(format!("audit log: {error}"));
+            end(call, now, FailedBeforeDispatch);
+        }
+        (_, Input::AuditFailed(_)) => call.audit_failures += 1,
         (Received | Validated | AwaitingApproval, Input::Cancel(reason)) => {
             call.cancel_reason = Some(reason);
             call.cancel_offset_us = Some(call.offset_us(now));
@@ -363,7 +381,9 @@ fn finish(call: &mut Call, now: Instant) {
 /// Enters a terminal state and emits the record: the last actions.
 fn end(call: &mut Call, now: Instant, state: State) {
     call.timers.stop_all();
-    call.actions.retain(|a| !matches!(a, Action::Spawn));
+    // A call that ends before dispatch shows no card and spawns nothing.
+    call.actions
+        .retain(|a| !matches!(a, Action::Spawn | Action::ShowApprovalCard(_)));
     enter(call, now, state);
     let (Some(stderr), Some(stdout)) = (call.stderr.take(), call.stdout.take()) else {
         return;
@@ -404,6 +424,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
             .then_some(call.settings.on_client_disconnect),
         result: call.result,
         failure: call.failure.clone(),
+        audit_failures: call.audit_failures,
         pid: call.pid,
         pgid: call.pgid,
         pipe_capacity_bytes: call.pipe_capacity,

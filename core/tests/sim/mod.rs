@@ -366,6 +366,9 @@ pub struct Lane {
     pub disconnect_at: Option<Duration>,
     /// Stderr bytes fed to the call while it awaits approval, per step.
     pub noise_while_awaiting: Option<(u64, Duration)>,
+    /// Audit writes fail from this many written events on.
+    pub audit_fails_after: Option<usize>,
+    pub audit_failures: usize,
     next_noise: Option<Instant>,
     validated: bool,
     cancelled: bool,
@@ -445,6 +448,8 @@ impl World {
             cancel_at: None,
             disconnect_at: None,
             noise_while_awaiting: None,
+            audit_fails_after: None,
+            audit_failures: 0,
             next_noise: None,
             validated: false,
             cancelled: false,
@@ -638,7 +643,17 @@ impl World {
         };
         self.trace.push((offset, i, name));
         match action {
-            Action::Audit(event) => lane.audit.push(event),
+            Action::Audit(event) => {
+                if lane
+                    .audit_fails_after
+                    .is_some_and(|n| lane.audit.len() >= n)
+                {
+                    lane.audit_failures += 1;
+                    lane.call.handle_audit_failed(now, "disk full");
+                } else {
+                    lane.audit.push(event);
+                }
+            }
             Action::ShowApprovalCard(card) => {
                 lane.cards.push((offset, card));
                 lane.approver.card_shown(now);
