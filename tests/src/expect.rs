@@ -228,6 +228,8 @@ pub struct CallExpect {
     pub stderr_text: StderrText,
     /// Exactly the helper's stdout (its structured result).
     pub stdout: &'static str,
+    /// Why the call failed before dispatch, if it did (`failure`).
+    pub failure: Option<&'static str>,
     /// Wall time from `start` to the card being observed.
     pub time_to_card: Option<Bounds>,
     /// From the record's stop request to its observed exit.
@@ -263,6 +265,7 @@ impl Default for CallExpect {
             retention_limited: RetentionLimited::No,
             stderr_text: StderrText::Empty,
             stdout: "",
+            failure: None,
             time_to_card: None,
             cancel_to_exit: None,
             intervals: Vec::new(),
@@ -374,7 +377,7 @@ pub fn check(scenario: &Scenario, measured: &Measured) -> Vec<Failure> {
             }
         }
     }
-    check_pool(scenario, measured, &mut failures);
+    check_scenario(scenario, measured, &mut failures);
     failures
 }
 
@@ -396,6 +399,7 @@ fn check_call(c: &mut Checker<'_>, plan: &CallPlan, call: &MeasuredCall) {
     c.eq("exit_status", e.exit_status, r.exit_status);
     c.eq("exit_signal", e.exit_signal, r.exit_signal);
     c.eq("stream_end", e.stream_end, r.stream_end);
+    c.eq("failure", e.failure, r.failure.as_deref());
     let signals: Vec<Signal> = r.signals.iter().map(|s| s.signal).collect();
     c.eq("signals", &e.signals, &signals);
     c.eq(
@@ -570,7 +574,7 @@ fn summarise(text: &str) -> String {
     )
 }
 
-fn check_pool(scenario: &Scenario, measured: &Measured, failures: &mut Vec<Failure>) {
+fn check_scenario(scenario: &Scenario, measured: &Measured, failures: &mut Vec<Failure>) {
     let mut c = Checker {
         call_id: None,
         failures,
@@ -598,6 +602,15 @@ fn check_pool(scenario: &Scenario, measured: &Measured, failures: &mut Vec<Failu
         0,
         pool.in_use_after,
     );
+    // S10's hook: once a driver verifies the audit chain, it must hold.
+    if let Some(chain) = &measured.audit_chain {
+        c.eq("audit chain verified", true, chain.verified);
+        c.eq(
+            "audit chain matches the expected lifecycle",
+            true,
+            chain.matches_expected_lifecycle,
+        );
+    }
     if let Some(sum) = scenario.expect.retained_sum {
         let got: u64 = measured
             .calls

@@ -117,6 +117,21 @@ impl Report {
             .map(|r| r.measured.pool.capacity)
             .max()
             .unwrap_or(0);
+        let times: Vec<String> = self
+            .runtimes
+            .iter()
+            .map(|runtime| {
+                let ms: f64 = self
+                    .scenarios
+                    .iter()
+                    .flat_map(|s| &s.runs)
+                    .filter(|r| &r.runtime == runtime)
+                    .map(|r| r.measured.wall_ms)
+                    .sum();
+                format!("{runtime} {:.1} s", ms / 1000.0)
+            })
+            .collect();
+        let _ = writeln!(out, "run time (all scenarios): {}", times.join(", "));
         let _ = writeln!(
             out,
             "exit CODE/sig SIGNAL ('-' is null); stderr and pool figures in bytes; \
