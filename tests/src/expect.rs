@@ -236,6 +236,9 @@ pub struct CallExpect {
     pub cancel_to_exit: Option<Bounds>,
     /// Further timings between marks of the record.
     pub intervals: Vec<Interval>,
+    /// Descendants of the helper left for this process to reap as
+    /// subreaper once they died (a grandchild the helper did not wait for).
+    pub orphans_reaped: u32,
 }
 
 impl Default for CallExpect {
@@ -269,6 +272,7 @@ impl Default for CallExpect {
             time_to_card: None,
             cancel_to_exit: None,
             intervals: Vec::new(),
+            orphans_reaped: 0,
         }
     }
 }
@@ -483,6 +487,7 @@ fn check_call(c: &mut Checker<'_>, plan: &CallPlan, call: &MeasuredCall) {
         (Some(_), None) => c.fail("helper's group", "checked", "not checked"),
         (Some(_), Some(group)) => {
             c.eq("group alive afterwards", false, group.alive);
+            c.eq("orphans reaped", e.orphans_reaped, group.orphans_reaped);
             c.eq(
                 "helper left unreaped by the adapter",
                 false,

@@ -89,6 +89,8 @@ pub(super) fn s5_grandchild_holds_stderr() -> Scenario {
             Invocation::test_helper(&["--grandchild-hold-ms", "20000", "--exit", "0"]),
             CallExpect {
                 descendants_signalled: true,
+                // The grandchild, dead of the TERM, was an orphan.
+                orphans_reaped: 1,
                 stream_end: StreamEnd::ClosedAfterGroupSignalled,
                 signals: vec![Signal::Term],
                 // One grandchild line per 50 ms until the TERM.
