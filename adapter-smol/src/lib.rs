@@ -1,9 +1,100 @@
-//! spillguard adapter for smol.
+//! spillguard adapter for smol: runs helper processes so that their stderr
+//! can neither stall, bloat nor mislead the run.
 //!
-//! This crate will own helper processes (child handle, both readers and the
-//! cancellation) and drive the sans-IO [`spillguard_core`] state machine.
-//! It holds no policy of its own: every decision about budgets, states and
-//! deadlines is the core's.
+//! A [`Host`] starts calls; each call gets one owner task, detached on
+//! smol's global executor, that holds the child, both readers and the
+//! cancellation (R4.1) and drives the sans-IO [`spillguard_core::Call`].
+//! The owner holds no policy: budgets, states, deadlines and signals are
+//! the core's decisions; it only reports what happened and carries out what
+//! it is asked. Because it is detached, neither dropping a [`CallHandle`]
+//! nor dropping a future of this crate can skip a stop or a record.
+//!
+//! The command, the options, the audit sinks and the OS calls are the std
+//! adapter's ([`spillguard_std`]), re-exported here: only the waiting is
+//! async.
+//!
+//! # The run loop
+//!
+//! Each owner is this loop (see `owner.rs`), and nothing else:
+//!
+//! ```text
+//! loop {
+//!     while let Some(action) = call.poll_action() {
+//!         carry out action      // Audit → sink, ShowApprovalCard → handle,
+//!                               // Spawn → spawn + handle_spawned/_failed,
+//!                               // CloseStdin, SignalGroup → kill(-pgid),
+//!                               // AbandonStreams → stop listening,
+//!         if Finished { publish the outcome; stop }
+//!     }
+//!     event = if call.poll_timeout() <= now { timed out }
+//!             else { future::or(timer (set to poll_timeout), channel.recv()).await }
+//!     now = Instant::now()
+//!     match event {             // exactly one handle_* call
+//!         chunk → handle_stderr / handle_stdout, buffer back to its reader
+//!         eof → handle_*_eof, exit → handle_exit, wait failed → handle_process_lost
+//!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
+//!                                                  handle_client_disconnected
+//!         timed out → handle_timeout(now)
+//!     }
+//! }
+//! ```
+//!
+//! Around the owner, per helper, all detached tasks: one reader per stream
+//! (at most four 64 KiB buffers, reused), a waiter that owns the
+//! [`async_process::Child`] and reports its exit (and reaps it even after
+//! the call stopped waiting), and a stdin writer only when the helper is
+//! given bytes.
+//!
+//! # Examples
+//!
+//! A helper that floods stderr past its deadline: the call is cancelled,
+//! the group gets SIGTERM, and only the last 16 KiB are retained.
+//!
+//! ```
+//! use std::time::Duration;
+//! use spillguard_smol::{HelperCommand, Host, HostOptions};
+//! use spillguard_smol::core::{CallKind, CallSpec, CancelReason, Config, State, StreamEnd};
+//!
+//! let host = Host::new(
+//!     Config::default(),
+//!     HostOptions { deadline: Some(Duration::from_millis(200)), ..HostOptions::default() },
+//! )?;
+//! let spec = CallSpec {
+//!     call_id: "c_flood".into(),
+//!     session_id: "s_1".into(),
+//!     kind: CallKind::Action,
+//!     action: "local.flood".into(),
+//!     target: "localhost".into(),
+//!     summary: "yes helper-diagnostic".into(),
+//! };
+//! let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
+//! let outcome = smol::block_on(host.start(spec, command, false).wait());
+//! let record = &outcome.record;
+//! assert_eq!(record.state, State::CancelledAfterDispatch);
+//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
+//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+//! assert_eq!(record.stderr_bytes_retained, 16_384);
+//! assert!(record.stderr_bytes_seen > 16_384);
+//! let marker = format!(
+//!     "[stderr truncated: kept last 16384 of {} bytes]",
+//!     record.stderr_bytes_seen
+//! );
+//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
+//! # Ok::<(), spillguard_smol::core::ConfigError>(())
+//! ```
 #![deny(missing_docs)]
 
+mod handle;
+mod host;
+mod owner;
+mod process;
+mod reader;
+
+pub use handle::{CallHandle, Canceller};
+pub use host::Host;
 pub use spillguard_core as core;
+pub use spillguard_std::os;
+pub use spillguard_std::{
+    AuditSink, HelperCommand, HostOptions, InvalidCommand, JsonLinesAudit, ShutdownReport,
+    StdinMode,
+};

@@ -1,0 +1,363 @@
+//! The caller's side of a call: [`CallHandle`] and [`Canceller`].
+//!
+//! A handle talks to the call's owner through the owner's event channel and
+//! reads what the owner publishes (state, approval card, outcome). It does
+//! not own the call: dropping it is a client disconnect (R4.6), and the
+//! owner task still finishes the call, writes the record and reaps the
+//! helper.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use event_listener::Event as Notify;
+use futures_lite::future;
+use smol::Timer;
+use smol::channel::{self, Sender};
+use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
+
+use crate::owner::{Command, Event};
+
+/// What the owner publishes for the handle.
+#[derive(Debug)]
+pub(crate) struct Published {
+    inner: Mutex<Inner>,
+    changed: Notify,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: State,
+    card: Option<ApprovalCard>,
+    outcome: Option<Outcome>,
+    finished: bool,
+    owner_ended: bool,
+}
+
+impl Published {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                state: State::Received,
+                card: None,
+                outcome: None,
+                finished: false,
+                owner_ended: false,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Inner)) {
+        f(&mut self.lock());
+        self.changed.notify(usize::MAX);
+    }
+
+    pub(crate) fn set_state(&self, state: State) {
+        self.lock().state = state;
+    }
+
+    pub(crate) fn show_card(&self, card: ApprovalCard) {
+        self.update(|inner| inner.card = Some(card));
+    }
+
+    pub(crate) fn finish(&self, outcome: Outcome) {
+        self.update(|inner| {
+            inner.state = outcome.record.state;
+            inner.finished = true;
+            inner.outcome = Some(outcome);
+        });
+    }
+
+    pub(crate) fn owner_ended(&self) {
+        self.update(|inner| inner.owner_ended = true);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.lock().finished
+    }
+
+    /// Waits until `ready` holds or the owner ended, at most `timeout`
+    /// (`None`: no limit), then returns the lock.
+    async fn wait_until(
+        &self,
+        timeout: Option<Duration>,
+        ready: impl Fn(&Inner) -> bool,
+    ) -> MutexGuard<'_, Inner> {
+        let settled = || {
+            let inner = self.lock();
+            ready(&inner) || inner.owner_ended
+        };
+        let until_settled = async {
+            while !settled() {
+                let listener = self.changed.listen();
+                // Checked again once listening, so no change is missed.
+                if settled() {
+                    break;
+                }
+                listener.await;
+            }
+        };
+        match timeout {
+            None => until_settled.await,
+            Some(timeout) => {
+                future::or(until_settled, async {
+                    Timer::after(timeout).await;
+                })
+                .await
+            }
+        }
+        self.lock()
+    }
+}
+
+/// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
+///
+/// The call runs on its own owner task whatever the handle does. Approve or
+/// deny it once its card is shown, cancel it at any time, and collect its
+/// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
+/// or [`try_outcome`](Self::try_outcome).
+///
+/// Dropping the handle before the call finished is a client disconnect: the
+/// host's [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and
+/// the record still reaches the audit sink and
+/// [`Host::finished_records`](crate::Host::finished_records).
+#[derive(Debug)]
+pub struct CallHandle {
+    call_id: String,
+    commands: Sender<Event>,
+    published: Arc<Published>,
+}
+
+impl CallHandle {
+    pub(crate) fn new(call_id: String, commands: Sender<Event>, published: Arc<Published>) -> Self {
+        Self {
+            call_id,
+            commands,
+            published,
+        }
+    }
+
+    /// The call's id.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The call's state as last published by its owner.
+    pub fn state(&self) -> State {
+        self.published.lock().state
+    }
+
+    /// Whether the call has ended (its outcome is ready or was taken).
+    pub fn is_finished(&self) -> bool {
+        self.published.is_finished()
+    }
+
+    /// The approval card, once shown. It is built once and never changes.
+    pub fn card(&self) -> Option<ApprovalCard> {
+        self.published.lock().card.clone()
+    }
+
+    /// Waits at most `timeout` for the approval card. `None` if the call
+    /// ended without asking for approval, or the time ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches. Dropping it changes nothing; the card,
+    /// once shown, stays in [`card`](Self::card).
+    pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        self.published
+            .wait_until(Some(timeout), |inner| {
+                inner.card.is_some() || inner.finished
+            })
+            .await
+            .card
+            .clone()
+    }
+
+    /// Grants approval. An error if the call is not awaiting approval
+    /// (for instance it already expired or was cancelled).
+    ///
+    /// # Cancel safety
+    ///
+    /// The approval is sent on the first poll; dropping the future after
+    /// that loses only the answer, not the approval. A future never polled
+    /// approves nothing.
+    pub async fn approve(&self) -> Result<(), CallError> {
+        self.ask(Command::Approve, "approval_granted").await
+    }
+
+    /// Denies approval: the call ends `denied` and nothing is spawned. An
+    /// error if the call is not awaiting approval.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`approve`](Self::approve): the denial is sent on the first
+    /// poll, and dropping the future afterwards loses only the answer.
+    pub async fn deny(&self) -> Result<(), CallError> {
+        self.ask(Command::Deny, "approval_denied").await
+    }
+
+    async fn ask(
+        &self,
+        command: fn(Sender<Result<(), CallError>>) -> Command,
+        input: &'static str,
+    ) -> Result<(), CallError> {
+        let (reply, answer) = channel::bounded(1);
+        let refused = || CallError::InvalidTransition {
+            state: self.state(),
+            input,
+        };
+        if self
+            .commands
+            .try_send(Event::Command(command(reply)))
+            .is_err()
+        {
+            return Err(refused());
+        }
+        answer.recv().await.unwrap_or_else(|_| Err(refused()))
+    }
+
+    /// Asks the call to stop. Before dispatch it ends
+    /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
+    /// then SIGKILL after the grace. Returns at once; ignored once finished.
+    pub fn cancel(&self) {
+        let _ = self
+            .commands
+            .try_send(Event::Command(Command::Cancel(CancelReason::Requested)));
+    }
+
+    /// A cancel-only handle that can be moved to another task (a signal
+    /// handler, a UI) while this one waits.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            commands: self.commands.clone(),
+        }
+    }
+
+    /// Waits for the call to finish and returns its outcome.
+    ///
+    /// # Cancel safety
+    ///
+    /// The handle is moved into the future: dropping the future before it
+    /// is ready drops the handle, which is a client disconnect. The owner
+    /// carries on under the disconnect policy and still writes the record
+    /// (the helper's group is signalled if the policy or a deadline says
+    /// so). To give up waiting but keep the call, use
+    /// [`wait_timeout`](Self::wait_timeout), which gives the handle back.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner task panicked (a bug).
+    pub async fn wait(self) -> Outcome {
+        let outcome = self.take_outcome(None).await;
+        outcome.unwrap_or_else(|| self.owner_failed())
+    }
+
+    /// Waits at most `timeout`. Gives the handle back if the call has not
+    /// finished by then: drop it to give up (a client disconnect; the owner
+    /// carries on), or wait again.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`wait`](Self::wait): dropping the future drops the handle
+    /// (a client disconnect). Let it time out to get the handle back.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner task panicked (a bug).
+    pub async fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
+        match self.take_outcome(Some(timeout)).await {
+            Some(outcome) => Ok(outcome),
+            None if self.published.lock().owner_ended => self.owner_failed(),
+            None => Err(self),
+        }
+    }
+
+    /// The outcome if the call has finished, else the handle back.
+    ///
+    /// # Panics
+    ///
+    /// Only if the call's owner task panicked (a bug).
+    pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
+        let outcome = self.published.lock().outcome.take();
+        match outcome {
+            Some(outcome) => Ok(outcome),
+            None if self.published.lock().owner_ended => self.owner_failed(),
+            None => Err(self),
+        }
+    }
+
+    async fn take_outcome(&self, timeout: Option<Duration>) -> Option<Outcome> {
+        self.published
+            .wait_until(timeout, |inner| inner.outcome.is_some())
+            .await
+            .outcome
+            .take()
+    }
+
+    fn owner_failed(&self) -> ! {
+        panic!(
+            "the owner of call {} ended without an outcome",
+            self.call_id
+        );
+    }
+}
+
+impl Drop for CallHandle {
+    fn drop(&mut self) {
+        if !self.published.is_finished() {
+            let _ = self
+                .commands
+                .try_send(Event::Command(Command::ClientDisconnected));
+        }
+    }
+}
+
+/// Cancels one call from anywhere; cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_smol::{HelperCommand, Host, HostOptions};
+/// use spillguard_smol::core::{CallKind, CallSpec, CancelReason, Config, State};
+///
+/// smol::block_on(async {
+///     let host = Host::new(Config::default(), HostOptions::default())?;
+///     let spec = CallSpec {
+///         call_id: "c_sleep".into(),
+///         session_id: "s_1".into(),
+///         kind: CallKind::Action,
+///         action: "local.sleep".into(),
+///         target: "localhost".into(),
+///         summary: "sleep 30".into(),
+///     };
+///     let call = host.start(spec, HelperCommand::new("sleep").arg("30"), false);
+///     let canceller = call.canceller();
+///     smol::spawn(async move { canceller.cancel() }).detach();
+///     let outcome = call.wait().await;
+///     assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
+///     assert!(matches!(
+///         outcome.record.state,
+///         State::CancelledAfterDispatch | State::CancelledBeforeDispatch
+///     ));
+///     Ok::<(), spillguard_smol::core::ConfigError>(())
+/// })?;
+/// # Ok::<(), spillguard_smol::core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Canceller {
+    commands: Sender<Event>,
+}
+
+impl Canceller {
+    /// Asks the call to stop; see [`CallHandle::cancel`].
+    pub fn cancel(&self) {
+        let _ = self
+            .commands
+            .try_send(Event::Command(Command::Cancel(CancelReason::Requested)));
+    }
+}

@@ -1,0 +1,281 @@
+//! The owner of one call: the core's run loop, as a detached task.
+//!
+//! It holds the [`Call`], the helper (through its reader, waiter and stdin
+//! tasks) and the cancellation, and does nothing but this:
+//!
+//! 1. carry out every action from [`Call::poll_action`] until `None`;
+//! 2. wait for the first of (the core's timer, an event on one channel:
+//!    chunk, end-of-file, exit, command); a timer already due wins without
+//!    waiting;
+//! 3. read the clock, make exactly one `handle_*` call, and go to 1.
+//!
+//! The loop ends at [`Action::Finished`]. Every decision (budgets, states,
+//! deadlines, signals) is the core's; the owner only reports and obeys.
+//! Being detached from the caller, it cannot be cancelled by a caller
+//! dropping a future: once started it runs to the record.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_lite::future;
+use smol::Timer;
+use smol::channel::{Receiver, Sender};
+use spillguard_core::{Action, Call, CallError, CancelReason, ExitStatus, Outcome};
+use spillguard_std::HelperCommand;
+
+use crate::handle::Published;
+use crate::host::HostShared;
+use crate::process::Process;
+
+/// One of the helper's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pipe {
+    Stdout = 0,
+    Stderr = 1,
+}
+
+/// Everything the owner waits for, on one channel.
+///
+/// The channel is unbounded so that a handle can send from `Drop` and from
+/// sync methods; what the helper's tasks put on it is bounded all the same,
+/// each reader holding at most
+/// [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM) chunks.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// `buf[..len]` was read from `pipe`; `buf` goes back to its reader.
+    Chunk {
+        pipe: Pipe,
+        buf: Vec<u8>,
+        len: usize,
+    },
+    /// `pipe` reached end-of-file (or failed).
+    Eof(Pipe),
+    /// The helper was reaped.
+    Exited(ExitStatus),
+    /// Waiting for the helper failed.
+    ProcessLost,
+    /// From the caller or the host.
+    Command(Command),
+}
+
+/// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// The approver said yes; the core's answer goes back on the channel.
+    Approve(Sender<Result<(), CallError>>),
+    /// The approver said no; the core's answer goes back on the channel.
+    Deny(Sender<Result<(), CallError>>),
+    /// Stop the call.
+    Cancel(CancelReason),
+    /// The handle was dropped without its outcome.
+    ClientDisconnected,
+}
+
+/// How the owner starts: the checks made before the first input.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start {
+    /// From the host's policy.
+    pub(crate) needs_approval: bool,
+    /// The host is shutting down: the call is cancelled before anything.
+    pub(crate) host_closing: bool,
+}
+
+/// The owner of one call. See the [module docs](self).
+pub(crate) struct Owner {
+    pub(crate) id: u64,
+    pub(crate) call: Call,
+    pub(crate) command: Option<HelperCommand>,
+    pub(crate) events: Receiver<Event>,
+    /// Handed to the helper's tasks; keeps `events` open.
+    pub(crate) sender: Sender<Event>,
+    pub(crate) process: Option<Process>,
+    pub(crate) published: Arc<Published>,
+    pub(crate) host: Arc<HostShared>,
+    /// One timer, moved only when [`Call::poll_timeout`] changes.
+    pub(crate) timer: Timer,
+    /// The instant `timer` is set to.
+    pub(crate) armed: Option<Instant>,
+}
+
+impl Owner {
+    /// Runs the call to its end.
+    pub(crate) async fn run(mut self, start: Start) {
+        let now = Instant::now();
+        if start.host_closing {
+            self.call.handle_cancel(now, CancelReason::HostShutdown);
+        }
+        let checked = self.command.as_ref().map(HelperCommand::validate);
+        let accepted = match checked {
+            Some(Ok(())) => self.call.handle_validated(now, start.needs_approval),
+            Some(Err(invalid)) => self.call.handle_validation_failed(now, invalid.to_string()),
+            None => self.call.handle_validation_failed(now, "no command to run"),
+        };
+        if let Err(misuse) = accepted {
+            // Only a discovery call said to need approval gets here.
+            let _ = self.call.handle_validation_failed(now, misuse.to_string());
+        }
+        while !self.carry_out_actions() {
+            let event = self.next_event().await;
+            let now = Instant::now();
+            match event {
+                Some(event) => self.handle(now, event),
+                None => self.call.handle_timeout(now),
+            }
+        }
+    }
+
+    /// The next event, or `None` when the core's timer is due. A due timer
+    /// comes before queued events, so a flood cannot postpone a deadline.
+    async fn next_event(&mut self) -> Option<Event> {
+        let at = self.call.poll_timeout();
+        if at.is_some_and(|at| at <= Instant::now()) {
+            return None;
+        }
+        if at != self.armed {
+            self.armed = at;
+            match at {
+                Some(at) => self.timer.set_at(at),
+                None => self.timer = Timer::never(),
+            }
+        }
+        let (timer, events) = (&mut self.timer, &self.events);
+        let fired = async move {
+            timer.await;
+            None
+        };
+        // `self.sender` keeps the channel open: this waits for an event.
+        let received = async move { events.recv().await.ok() };
+        let event = future::or(fired, received).await;
+        if event.is_none() {
+            // A fired timer must be set again, even to the same instant.
+            self.armed = None;
+        }
+        event
+    }
+
+    /// Exactly one `handle_*` call for one event.
+    fn handle(&mut self, now: Instant, event: Event) {
+        let reported = match event {
+            Event::Chunk { pipe, buf, len } => {
+                let bytes = &buf[..len];
+                match pipe {
+                    Pipe::Stderr => self.call.handle_stderr(now, bytes),
+                    Pipe::Stdout => self.call.handle_stdout(now, bytes),
+                }
+                if let Some(process) = &self.process {
+                    process.give_back(pipe, buf);
+                }
+                Ok(())
+            }
+            Event::Eof(Pipe::Stdout) => self.call.handle_stdout_eof(now),
+            Event::Eof(Pipe::Stderr) => self.call.handle_stderr_eof(now),
+            Event::Exited(status) => self.call.handle_exit(now, status),
+            Event::ProcessLost => self.call.handle_process_lost(now),
+            Event::Command(Command::Approve(reply)) => {
+                let _ = reply.try_send(self.call.handle_approval_granted(now));
+                Ok(())
+            }
+            Event::Command(Command::Deny(reply)) => {
+                let _ = reply.try_send(self.call.handle_approval_denied(now));
+                Ok(())
+            }
+            Event::Command(Command::Cancel(reason)) => {
+                self.call.handle_cancel(now, reason);
+                Ok(())
+            }
+            Event::Command(Command::ClientDisconnected) => {
+                self.call.handle_client_disconnected(now);
+                Ok(())
+            }
+        };
+        // The helper's tasks report each fact once, after the spawn was
+        // reported: the core accepts every one of them.
+        debug_assert!(reported.is_ok(), "{reported:?}");
+    }
+
+    /// Carries out every queued action; `true` once the call finished.
+    /// Nothing here awaits: each action is a quick system call or a
+    /// hand-over to a task.
+    fn carry_out_actions(&mut self) -> bool {
+        // The state is published before each action (a caller who sees the
+        // card also sees `awaiting_approval`) and after the last one.
+        while let Some(action) = self.call.poll_action() {
+            self.published.set_state(self.call.state());
+            match action {
+                Action::Audit(event) => {
+                    if let Err(error) = self.host.audit(&event) {
+                        self.call.handle_audit_failed(Instant::now(), error);
+                    }
+                }
+                Action::ShowApprovalCard(card) => self.published.show_card(card),
+                Action::Spawn => self.spawn(),
+                Action::CloseStdin => {
+                    if let Some(process) = &mut self.process {
+                        process.close_stdin();
+                    }
+                }
+                Action::SignalGroup { pgid, signal } => {
+                    spillguard_std::os::signal_group(pgid, signal);
+                }
+                Action::AbandonStreams => {
+                    if let Some(process) = &mut self.process {
+                        process.abandon_streams();
+                    }
+                }
+                Action::Finished(outcome) => {
+                    self.finish(*outcome);
+                    return true;
+                }
+                // An action this adapter does not know has nothing to carry out.
+                _ => {}
+            }
+        }
+        self.published.set_state(self.call.state());
+        false
+    }
+
+    fn spawn(&mut self) {
+        let Some(command) = self.command.take() else {
+            let _ = self
+                .call
+                .handle_spawn_failed(Instant::now(), "the helper was already spawned");
+            return;
+        };
+        let program = command.program.to_string_lossy().into_owned();
+        let spawned = Process::spawn(command, self.host.options.pipe_size, &self.sender);
+        let now = Instant::now();
+        let reported = match spawned {
+            Ok(process) => {
+                let (pid, capacity) = (process.pid, process.pipe_capacity);
+                self.process = Some(process);
+                self.call.handle_pipe_capacity(capacity);
+                self.call.handle_spawned(now, pid, pid)
+            }
+            Err(error) => self.call.handle_spawn_failed(
+                now,
+                format!("spawn failed: {program}: {:?}: {error}", error.kind()),
+            ),
+        };
+        debug_assert!(reported.is_ok(), "{reported:?}");
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        self.host.record_finished(outcome.record.clone());
+        self.published.finish(outcome);
+    }
+}
+
+impl Drop for Owner {
+    /// Runs when the loop ends, and also if it panicked: waiters wake up and
+    /// the host stops counting the call as live. The channel is closed and
+    /// emptied: an approval still queued is dropped with its reply sender,
+    /// so its caller gets an error instead of waiting forever (unlike a std
+    /// receiver, a dropped async-channel receiver leaves queued events alive
+    /// while a handle still holds a sender).
+    fn drop(&mut self) {
+        self.events.close();
+        while self.events.try_recv().is_ok() {}
+        self.published.owner_ended();
+        self.host.deregister(self.id);
+    }
+}

@@ -1,0 +1,147 @@
+//! The helper process: spawn it with its tasks.
+//!
+//! [`Process::spawn`] starts the helper from the std adapter's
+//! [`HelperCommand`] in its own process group (the pgid is its pid,
+//! remembered here and never looked up again), enlarges its output pipes,
+//! and starts the detached tasks around it: one reader per stream, a waiter
+//! that owns the [`Child`] and reports its exit, and a stdin writer when the
+//! helper is given bytes. The waiter keeps waiting after the call has
+//! finished, so a helper the call stopped waiting for is still reaped.
+
+use std::io;
+use std::process::Stdio;
+
+use async_process::{Child, ChildStdin};
+use futures_lite::{AsyncWriteExt, future};
+use smol::channel::{self, Sender};
+use spillguard_core::Signal;
+use spillguard_std::os::{enlarge_pipe, exit_status, signal_group};
+use spillguard_std::{HelperCommand, StdinMode};
+
+use crate::owner::{Event, Pipe};
+use crate::reader;
+
+/// A spawned helper, as the owner holds it: its pid (and pgid), where to
+/// give read buffers back, and how to stop feeding its stdin.
+#[derive(Debug)]
+pub(crate) struct Process {
+    /// The helper's pid, which is also its process group id.
+    pub(crate) pid: u32,
+    /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
+    /// asked or refused.
+    pub(crate) pipe_capacity: Option<u64>,
+    give_back: Option<[Sender<Vec<u8>>; 2]>,
+    /// Dropping it tells the stdin writer to stop and close the pipe.
+    stdin_open: Option<Sender<()>>,
+}
+
+impl Process {
+    /// Spawns `command`; every event about it goes to `events`. On error
+    /// nothing is left running.
+    pub(crate) fn spawn(
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+        events: &Sender<Event>,
+    ) -> io::Result<Self> {
+        let mut child = async_command(&command).spawn()?;
+        let pid = child.id();
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            // Not reachable with the stdio set above; dropping the child
+            // hands it to async-process's reaper.
+            signal_group(pid, Signal::Kill);
+            return Err(io::Error::other("the helper's output pipes are missing"));
+        };
+        let pipe_capacity = pipe_size.and_then(|size| {
+            let _ = enlarge_pipe(&stdout, size);
+            enlarge_pipe(&stderr, size)
+        });
+        let give_back = [
+            reader::start(Pipe::Stdout, stdout, events.clone()),
+            reader::start(Pipe::Stderr, stderr, events.clone()),
+        ];
+        let stdin_open = match (command.stdin, child.stdin.take()) {
+            (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
+            _ => None,
+        };
+        start_waiter(child, events.clone());
+        Ok(Self {
+            pid,
+            pipe_capacity,
+            give_back: Some(give_back),
+            stdin_open,
+        })
+    }
+
+    /// Returns a read buffer to the reader of `pipe`.
+    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
+        if let Some(give_back) = &self.give_back {
+            let _ = give_back[pipe as usize].try_send(buf);
+        }
+    }
+
+    /// Stops feeding stdin; the writer closes it at once, even mid-write.
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin_open = None;
+    }
+
+    /// Stops listening to the readers; they drain to end-of-file unheard.
+    pub(crate) fn abandon_streams(&mut self) {
+        self.give_back = None;
+    }
+}
+
+/// The async-process command for `command`. The conversion from the std
+/// command keeps the program, arguments, environment, working directory
+/// and process group, but not the stdio: async-process marks them unset
+/// and would make them inherited, so they are set again here.
+fn async_command(command: &HelperCommand) -> async_process::Command {
+    let stdin = match command.stdin {
+        StdinMode::Bytes(_) => Stdio::piped(),
+        // `Null`, and any mode added later: nothing to read.
+        _ => Stdio::null(),
+    };
+    let mut converted = async_process::Command::from(command.to_std());
+    converted
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    converted
+}
+
+/// The waiter owns the child, waits for it and reports its exit — or that
+/// it can no longer be waited for. It runs until the child is reaped, even
+/// after the call has finished.
+fn start_waiter(mut child: Child, events: Sender<Event>) {
+    smol::spawn(async move {
+        let event = match child.status().await {
+            Ok(status) => Event::Exited(exit_status(status)),
+            Err(_) => Event::ProcessLost,
+        };
+        let _ = events.try_send(event);
+    })
+    .detach();
+}
+
+/// Writes `bytes` to the helper's stdin in chunks, then closes it. Stops,
+/// closing the pipe, as soon as the returned sender is dropped, even while
+/// a write waits for a helper that stopped reading.
+fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> Sender<()> {
+    let (open, closed) = channel::bounded::<()>(1);
+    smol::spawn(async move {
+        let write = async {
+            for piece in bytes.chunks(reader::CHUNK_BYTES) {
+                if stdin.write_all(piece).await.is_err() {
+                    break;
+                }
+            }
+        };
+        // `recv` ends only when `open` is dropped: nothing is ever sent.
+        future::or(write, async {
+            let _ = closed.recv().await;
+        })
+        .await;
+        drop(stdin);
+    })
+    .detach();
+    open
+}
