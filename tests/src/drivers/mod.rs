@@ -7,6 +7,7 @@
 //! [`engine::run`](crate::engine::run). Adding a runtime is one file here,
 //! one variant of [`Runtime`], and one line in each of its methods.
 
+pub mod smol;
 pub mod std;
 pub mod tokio;
 
@@ -21,6 +22,8 @@ use crate::scenario::{Environment, Scenario};
 pub enum Runtime {
     /// `spillguard-std`: an owner thread per call.
     Std,
+    /// `spillguard-smol`: an owner task per call on smol's global executor.
+    Smol,
     /// `spillguard-tokio`: an owner task per call on a multi-threaded
     /// runtime.
     Tokio,
@@ -28,12 +31,13 @@ pub enum Runtime {
 
 impl Runtime {
     /// Every runtime with a driver, in report order.
-    pub const ALL: &'static [Runtime] = &[Runtime::Std, Runtime::Tokio];
+    pub const ALL: &'static [Runtime] = &[Runtime::Std, Runtime::Smol, Runtime::Tokio];
 
     /// Its name on command lines and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Std => self::std::NAME,
+            Runtime::Smol => self::smol::NAME,
             Runtime::Tokio => self::tokio::NAME,
         }
     }
@@ -47,6 +51,7 @@ impl Runtime {
     pub fn run(self, scenario: &Scenario, env: &Environment) -> Measured {
         match self {
             Runtime::Std => self::std::run(scenario, env),
+            Runtime::Smol => self::smol::run(scenario, env),
             Runtime::Tokio => self::tokio::run(scenario, env),
         }
     }
