@@ -1,5 +1,7 @@
 //! Workspace tasks, run as `cargo xtask <task>`.
 
+mod bench;
+
 use std::ffi::OsString;
 use std::process::{Command, ExitCode};
 
@@ -14,6 +16,17 @@ tasks:
                       to spillguard-scenarios: --runtime NAME, --scenario
                       NAME, --json, --list, --help. Exit status 0 when every
                       expectation held and the records agree, 1 otherwise.
+  bench [ARGS...]     build the benchmark (bench-case, spillguard-test-helper)
+                      in release mode and run each case in its own process:
+                      a stderr flood (--gib N, default 1) through spillguard
+                      on std, smol and tokio vs each runtime's raw read loop
+                      (and std output()), a grandchild holding stderr after
+                      the helper's exit, and spawn overhead (`true` x1000).
+                      Prints tables and ratios against the goals. ARGS:
+                      --gib N, --quick (64 MiB smoke run), --rounds K,
+                      --only flood,grandchild,spawn, --help. Exit status 1
+                      when a case failed (wrong counts in a record, a process
+                      left behind), 0 otherwise, goals met or not.
   help                this text
 ";
 
@@ -26,6 +39,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("runtimes") => runtimes(args.collect()),
+        Some("bench") => bench::run(args.collect()),
         Some(other) => {
             eprintln!("xtask: unknown task `{other}` (try `cargo xtask help`)");
             ExitCode::from(2)

@@ -1,0 +1,409 @@
+//! `cargo xtask bench`: the flood, grandchild and spawn benchmarks of
+//! spillguard on std, smol and tokio, side by side in one run.
+//!
+//! Every case runs in a process of its own (`bench-case CASE`, built in
+//! release mode with the test helper) that prints one line of JSON ending
+//! with its own peak RSS (`VmHWM`), so that no other case, and not this
+//! runner's memory, counts toward it. Rounds are interleaved (each round
+//! runs every case once) so that a change in the machine's load falls on
+//! all cases alike; figures are medians over the rounds, peaks the highest.
+//!
+//! Goals are printed next to what was measured; a missed goal does not
+//! change the exit status (machines differ), a failed case does: wrong byte
+//! counts in a record, an unexpected state, a process left behind.
+
+mod line;
+mod report;
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use self::line::Fields;
+
+const USAGE: &str = "\
+usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
+
+  --gib N          flood size in GiB (default 1)
+  --quick          small smoke run: 64 MiB flood, 1 round, `true` x100,
+                   grandchild holding stderr 2 s
+  --rounds K       rounds of the flood, grandchild and spawn cases
+                   (default 3; the output() grandchild case runs once)
+  --only SECTIONS  comma-separated: flood, grandchild, spawn (default all)
+";
+
+/// The flood cases: (case, runtime, what it is).
+pub const FLOOD_CASES: [(&str, &str, &str); 7] = [
+    ("flood-std", "std", "spillguard-std"),
+    ("flood-std-raw", "std", "raw read loop"),
+    ("flood-std-output", "std", "Command::output()"),
+    ("flood-smol", "smol", "spillguard-smol"),
+    ("flood-smol-raw", "smol", "raw async-process loop"),
+    ("flood-tokio", "tokio", "spillguard-tokio"),
+    ("flood-tokio-raw", "tokio", "raw tokio::process loop"),
+];
+
+/// The spawn cases: (runtime, spillguard case, raw case).
+pub const SPAWN_CASES: [(&str, &str, &str); 3] = [
+    ("std", "spawn-std", "spawn-std-raw"),
+    ("smol", "spawn-smol", "spawn-smol-raw"),
+    ("tokio", "spawn-tokio", "spawn-tokio-raw"),
+];
+
+/// The drain window of the second spillguard grandchild run.
+pub const SHORT_DRAIN_MS: u64 = 200;
+
+/// What the command line asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Flood size in bytes.
+    pub bytes: u64,
+    /// Rounds of every repeated case.
+    pub rounds: u32,
+    /// `true` calls per spawn case.
+    pub spawn_count: u32,
+    /// How long the grandchild holds stderr.
+    pub hold_ms: u64,
+    /// Run the flood cases.
+    pub flood: bool,
+    /// Run the grandchild cases.
+    pub grandchild: bool,
+    /// Run the spawn cases.
+    pub spawn: bool,
+}
+
+impl Options {
+    fn parse(args: Vec<OsString>) -> Result<Self, String> {
+        let mut options = Options {
+            bytes: 1 << 30,
+            rounds: 3,
+            spawn_count: 1000,
+            hold_ms: 20_000,
+            flood: true,
+            grandchild: true,
+            spawn: true,
+        };
+        let mut gib = None;
+        let mut rounds = None;
+        let mut quick = false;
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            let flag = flag.to_string_lossy().into_owned();
+            let mut value = || {
+                args.next()
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .ok_or_else(|| format!("{flag} needs a value"))
+            };
+            let positive = |text: String| match text.parse::<u32>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("{flag}: expected a positive integer, got {text:?}")),
+            };
+            match flag.as_str() {
+                "--gib" => gib = Some(positive(value()?)?),
+                "--rounds" => rounds = Some(positive(value()?)?),
+                "--quick" => quick = true,
+                "--only" => {
+                    let sections = value()?;
+                    (options.flood, options.grandchild, options.spawn) = (false, false, false);
+                    for section in sections.split(',') {
+                        match section.trim() {
+                            "flood" => options.flood = true,
+                            "grandchild" => options.grandchild = true,
+                            "spawn" => options.spawn = true,
+                            other => return Err(format!("--only: unknown section {other:?}")),
+                        }
+                    }
+                }
+                "--help" | "-h" => return Err(String::new()),
+                _ => return Err(format!("unknown flag {flag}")),
+            }
+        }
+        if quick {
+            if gib.is_some() {
+                return Err("--quick and --gib do not go together".into());
+            }
+            options.bytes = 64 << 20;
+            options.rounds = 1;
+            options.spawn_count = 100;
+            options.hold_ms = 2_000;
+        }
+        if let Some(gib) = gib {
+            options.bytes = u64::from(gib) << 30;
+        }
+        if let Some(rounds) = rounds {
+            options.rounds = rounds;
+        }
+        Ok(options)
+    }
+}
+
+/// The two binaries the bench runs.
+struct Binaries {
+    case: PathBuf,
+    helper: PathBuf,
+}
+
+/// Every sample of every case, and what went wrong.
+#[derive(Debug, Default)]
+pub struct Results {
+    samples: Vec<(String, Fields)>,
+    /// One line per failed case run.
+    pub failures: Vec<String>,
+}
+
+impl Results {
+    /// The successful samples of `key`.
+    pub fn of(&self, key: &str) -> Vec<&Fields> {
+        self.samples
+            .iter()
+            .filter(|(k, fields)| k == key && fields.boolean("ok") == Some(true))
+            .map(|(_, fields)| fields)
+            .collect()
+    }
+
+    /// Every sample, in the order they were taken.
+    pub fn all(&self) -> impl Iterator<Item = &Fields> {
+        self.samples.iter().map(|(_, fields)| fields)
+    }
+
+    /// The samples of `key` that failed their checks.
+    pub fn failed(&self, key: &str) -> usize {
+        self.samples
+            .iter()
+            .filter(|(k, fields)| k == key && fields.boolean("ok") != Some(true))
+            .count()
+    }
+}
+
+/// Runs the task; see [`USAGE`].
+pub fn run(args: Vec<OsString>) -> ExitCode {
+    let options = match Options::parse(args) {
+        Ok(options) => options,
+        Err(message) if message.is_empty() => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprint!("xtask bench: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let binaries = match build() {
+        Ok(binaries) => binaries,
+        Err(message) => {
+            eprintln!("xtask bench: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let results = measure(&binaries, &options);
+    report::print(&results, &options, &shown(&binaries.helper));
+    if results.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("xtask bench: {} case run(s) failed", results.failures.len());
+        ExitCode::FAILURE
+    }
+}
+
+/// Builds `bench-case` and `spillguard-test-helper` in release mode and
+/// returns where cargo put them.
+fn build() -> Result<Binaries, String> {
+    let mut build = crate::cargo()
+        .args([
+            "build",
+            "--release",
+            "--message-format=json-render-diagnostics",
+            "--package",
+            "xtask",
+            "--bin",
+            "bench-case",
+            "--package",
+            "spillguard-tests",
+            "--bin",
+            "spillguard-test-helper",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    let mut case = None;
+    let mut helper = None;
+    if let Some(stdout) = build.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Some(path) = executable(&line) else {
+                continue;
+            };
+            match path.file_name().and_then(|name| name.to_str()) {
+                Some("bench-case") => case = Some(path),
+                Some("spillguard-test-helper") => helper = Some(path),
+                _ => {}
+            }
+        }
+    }
+    let status = build
+        .wait()
+        .map_err(|error| format!("cannot wait for cargo: {error}"))?;
+    if !status.success() {
+        return Err(format!("building the benchmark failed ({status})"));
+    }
+    match (case, helper) {
+        (Some(case), Some(helper)) => Ok(Binaries { case, helper }),
+        _ => Err("cargo did not report the bench-case and spillguard-test-helper binaries".into()),
+    }
+}
+
+/// The `"executable"` path of one of cargo's JSON messages, if any.
+fn executable(message: &str) -> Option<PathBuf> {
+    const KEY: &str = "\"executable\":\"";
+    let start = message.find(KEY)? + KEY.len();
+    let end = start + message[start..].find('"')?;
+    Some(PathBuf::from(&message[start..end]))
+}
+
+/// Runs every selected case, rounds interleaved, printing progress on
+/// stderr.
+fn measure(binaries: &Binaries, options: &Options) -> Results {
+    let mut results = Results::default();
+    let bytes = ["--bytes".to_owned(), options.bytes.to_string()];
+    let hold = ["--hold-ms".to_owned(), options.hold_ms.to_string()];
+    let count = ["--count".to_owned(), options.spawn_count.to_string()];
+    let gib = options.bytes.div_ceil(1 << 30);
+    let flood_timeout = Duration::from_secs(60 + 60 * gib);
+    let hold_timeout = Duration::from_millis(options.hold_ms) + Duration::from_secs(30);
+    let spawn_timeout = Duration::from_secs(60) + Duration::from_millis(20) * options.spawn_count;
+    for round in 1..=options.rounds {
+        let mut run = |key: &str, case: &str, extra: &[String], timeout: Duration| {
+            eprint!("bench round {round}/{}: {key} ... ", options.rounds);
+            let sample = run_case(binaries, case, extra, timeout);
+            results.record(key, sample);
+        };
+        if options.flood {
+            run("idle", "idle", &[], Duration::from_secs(30));
+            for (case, _, _) in FLOOD_CASES {
+                run(case, case, &bytes, flood_timeout);
+            }
+        }
+        if options.grandchild {
+            run("grandchild-std", "grandchild-std", &hold, hold_timeout);
+            let short = [
+                &hold[..],
+                &["--drain-ms".into(), SHORT_DRAIN_MS.to_string()],
+            ]
+            .concat();
+            run(
+                "grandchild-std-short",
+                "grandchild-std",
+                &short,
+                hold_timeout,
+            );
+            if round == 1 {
+                let case = "grandchild-std-output";
+                run(case, case, &hold, hold_timeout);
+            }
+        }
+        if options.spawn {
+            for (_, spillguard, raw) in SPAWN_CASES {
+                run(spillguard, spillguard, &count, spawn_timeout);
+                run(raw, raw, &count, spawn_timeout);
+            }
+        }
+    }
+    results
+}
+
+impl Results {
+    /// Keeps a sample, or the reason there is none; says which on stderr.
+    fn record(&mut self, key: &str, sample: Result<Fields, String>) {
+        match sample {
+            Ok(fields) => {
+                match fields.boolean("ok") {
+                    Some(true) => match fields.number("wall_us") {
+                        Some(wall) => eprintln!("{:.3} s", wall as f64 / 1e6),
+                        None => eprintln!(
+                            "peak RSS {:.1} MiB",
+                            fields.number("vmhwm_kib").unwrap_or(0) as f64 / 1024.0
+                        ),
+                    },
+                    _ => {
+                        let error = fields.text("error").unwrap_or("no reason given");
+                        eprintln!("FAILED");
+                        self.failures.push(format!("{key}: {error}"));
+                    }
+                }
+                self.samples.push((key.to_owned(), fields));
+            }
+            Err(error) => {
+                eprintln!("FAILED");
+                self.failures.push(format!("{key}: {error}"));
+            }
+        }
+    }
+}
+
+/// Runs `bench-case CASE --helper HELPER EXTRA...` and reads its line. A
+/// case that did not finish within `timeout` is killed.
+fn run_case(
+    binaries: &Binaries,
+    case: &str,
+    extra: &[String],
+    timeout: Duration,
+) -> Result<Fields, String> {
+    let mut child = Command::new(&binaries.case)
+        .arg(case)
+        .arg("--helper")
+        .arg(&binaries.helper)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot run {}: {error}", binaries.case.display()))?;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "no result within {} s; the case was killed (its helper may be left behind)",
+                    timeout.as_secs()
+                ));
+            }
+            Err(error) => return Err(format!("cannot wait for the case: {error}")),
+        }
+    };
+    let mut output = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout
+            .read_to_string(&mut output)
+            .map_err(|error| format!("cannot read the case's output: {error}"))?;
+    }
+    let Some(last) = output.lines().rev().find(|line| !line.trim().is_empty()) else {
+        return Err(format!("the case ended ({status}) without a result line"));
+    };
+    line::parse(last).map_err(|error| format!("bad result line ({error}): {last}"))
+}
+
+/// Median of `values` (the mean of the middle two for an even count).
+pub fn median(mut values: Vec<u64>) -> Option<u64> {
+    values.sort_unstable();
+    let n = values.len();
+    match n {
+        0 => None,
+        _ => Some((values[(n - 1) / 2] + values[n / 2]) / 2),
+    }
+}
+
+/// The path shown for a binary: relative to the workspace when inside it.
+pub fn shown(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| path.strip_prefix(dir).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
