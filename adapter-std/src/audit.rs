@@ -2,8 +2,9 @@
 //!
 //! Every [`AuditEvent`] the core emits — the attempt before anything is
 //! approved or spawned, each transition, the final record — is written by
-//! the call's owner, in order, as it happens. (A hash-chained log will
-//! replace the plain file later; it implements the same trait.)
+//! the call's owner, in order, as it happens. The hash-chained, verifiable
+//! log is [`ChainedFileAudit`](crate::ChainedFileAudit); the JSON-lines
+//! file is for people and tools that want plain text.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -14,9 +15,13 @@ use spillguard_core::AuditEvent;
 
 /// Receives lifecycle events from every call of a [`Host`](crate::Host).
 ///
-/// Called from the calls' owner threads, possibly at the same time; an
-/// implementation serialises writes itself. A write error does not change
-/// the call: it is counted by [`Host::audit_failures`](crate::Host::audit_failures).
+/// Called from the calls' owner threads (in the async adapters, from their
+/// blocking-thread pools), possibly at the same time; an implementation
+/// serialises writes itself. A write error is counted by
+/// [`Host::audit_failures`](crate::Host::audit_failures) and reported to
+/// the call, which fails closed if it has not dispatched yet
+/// (`failed_before_dispatch`: nothing runs unaudited) and records the
+/// failure in `audit_failures` otherwise.
 pub trait AuditSink: Send + Sync {
     /// Appends one event.
     fn write(&self, event: &AuditEvent) -> io::Result<()>;

@@ -77,6 +77,7 @@
 #![deny(missing_docs)]
 
 mod audit;
+mod audit_log;
 mod command;
 mod handle;
 mod host;
@@ -86,6 +87,10 @@ mod process;
 mod reader;
 
 pub use audit::{AuditSink, JsonLinesAudit};
+pub use audit_log::{
+    AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
+    OpenFailure, OpenedLog,
+};
 pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use handle::{CallHandle, Canceller};
 pub use host::{Host, HostOptions, ShutdownReport};

@@ -1,0 +1,680 @@
+//! The hash-chained audit log in a file (R6.1): [`ChainedFileAudit`].
+//!
+//! The frames, the chain, the sealing and the verification are the core's
+//! ([`spillguard_core::audit`]); this module does the IO around them: it
+//! opens or recovers the file, draws the log id and the nonces from the
+//! operating system, appends each frame with one `write_all`, and syncs the
+//! file as its [`FsyncPolicy`] says.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use spillguard_core::audit::{
+    Anchor, Key, KeyId, LogEntry, LogId, LogWriter, Nonce, ResumeError, TornTail, Verdict,
+    VerifyOptions, verify,
+};
+use spillguard_core::{AuditEvent, AuditKind};
+use zeroize::Zeroizing;
+
+use crate::audit::AuditSink;
+
+/// When the log file is synced to stable storage (`fdatasync`).
+///
+/// Whatever the policy, opening a log syncs it once (its creation or its
+/// recovery is durable before any event is appended), and when an
+/// [anchor file](ChainedFileOptions::anchor_file) is kept the log is synced
+/// before each anchor is written, so that an anchor never vouches for
+/// records a power loss could take back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FsyncPolicy {
+    /// After every event: nothing acknowledged is ever lost, at the price
+    /// of one sync per transition.
+    EveryEvent,
+    /// After every `n`-th event written since the log was opened (events
+    /// `n`, `2n`, …).
+    EveryNEvents(NonZeroU64),
+    /// After each final record only.
+    OnFinal,
+    /// After each attempt and each final record (the default). The attempt
+    /// is written before anything is approved or spawned, so syncing it
+    /// makes "this action was attempted" durable before the action can
+    /// happen (R3.3, R6.1); the final record closes the call. The
+    /// transitions in between ride along with the next sync: a power loss
+    /// can take back at most the transitions of a call since its last
+    /// attempt or final record, never an attempt whose helper ran.
+    #[default]
+    OnAttemptAndFinal,
+}
+
+impl FsyncPolicy {
+    /// Whether the `written`-th event since opening (from 1), of `kind`,
+    /// is followed by a sync.
+    fn syncs_after(self, written: u64, kind: &AuditKind) -> bool {
+        match self {
+            FsyncPolicy::EveryEvent => true,
+            FsyncPolicy::EveryNEvents(n) => written.is_multiple_of(n.get()),
+            FsyncPolicy::OnFinal => matches!(kind, AuditKind::Final(_)),
+            FsyncPolicy::OnAttemptAndFinal => {
+                matches!(kind, AuditKind::Attempt { .. } | AuditKind::Final(_))
+            }
+        }
+    }
+}
+
+/// How [`ChainedFileAudit::open`] opens and writes a log.
+///
+/// Write it as `ChainedFileOptions { key: Some(..), ..ChainedFileOptions::default() }`
+/// so that fields added later take their defaults.
+#[derive(Debug, Clone)]
+pub struct ChainedFileOptions {
+    /// The key that seals every record (XChaCha20-Poly1305) and MACs the
+    /// anchors; `None` writes records in clear (still hash-chained). It
+    /// comes from the caller, e.g. [`KeySource::load`]; it is never
+    /// written anywhere.
+    pub key: Option<Key>,
+    /// When the file is synced. Default: [`FsyncPolicy::OnAttemptAndFinal`].
+    pub fsync: FsyncPolicy,
+    /// A file that holds the log's current [`Anchor`] as text, rewritten
+    /// (to a temporary file, synced, then renamed over it) at open and
+    /// after each final record. Keep it where the log's writer alone
+    /// cannot rewrite both. When it exists at open, the log is first
+    /// verified against it: a log cut short or rewritten since is refused.
+    pub anchor_file: Option<PathBuf>,
+    /// The name written in a [`LogEntry::Opened`] entry each time the log
+    /// is opened (who wrote what follows). Default: `spillguard-std` and
+    /// its version; `None` writes no such entry.
+    pub writer_name: Option<String>,
+}
+
+impl Default for ChainedFileOptions {
+    fn default() -> Self {
+        Self {
+            key: None,
+            fsync: FsyncPolicy::default(),
+            anchor_file: None,
+            writer_name: Some(format!("spillguard-std {}", env!("CARGO_PKG_VERSION"))),
+        }
+    }
+}
+
+/// What [`ChainedFileAudit::open`] found in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenedLog {
+    /// The log is new: the file was missing or empty (or held only the
+    /// torn start of a first record), and a fresh log id was drawn.
+    pub created: bool,
+    /// Whole records found in the file, all kept.
+    pub records_found: u64,
+    /// The torn final frame a crash left, truncated away and recorded as a
+    /// [`LogEntry::Recovered`] entry.
+    pub recovered: Option<TornTail>,
+    /// The log's id.
+    pub log_id: LogId,
+}
+
+/// Why [`ChainedFileAudit::open`] refused a log.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenFailure {
+    /// Reading, truncating, writing or syncing the file failed.
+    Io(io::Error),
+    /// Another writer holds the file's lock: two writers would fork the
+    /// chain.
+    InUse,
+    /// The log is sealed and no key was given.
+    KeyRequired,
+    /// A key was given but the log is in clear.
+    NotSealed,
+    /// The key given is not the log's.
+    WrongKey {
+        /// The key id the log names.
+        log_key: KeyId,
+        /// The id of the key given.
+        given_key: KeyId,
+    },
+    /// The log failed verification (against the anchor file, when there is
+    /// one): it is not continued.
+    Rejected(Verdict),
+    /// The anchor file exists but does not hold an anchor.
+    BadAnchorFile(String),
+}
+
+/// A log that [`ChainedFileAudit::open`] could not open or would not
+/// continue, and why.
+#[derive(Debug)]
+pub struct AuditOpenError {
+    /// The log file.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub failure: OpenFailure,
+}
+
+impl fmt::Display for AuditOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "audit log {}: ", self.path.display())?;
+        match &self.failure {
+            OpenFailure::Io(error) => write!(f, "{error}"),
+            OpenFailure::InUse => f.write_str("in use by another writer"),
+            OpenFailure::KeyRequired => f.write_str("the log is sealed and no key was given"),
+            OpenFailure::NotSealed => f.write_str("a key was given but the log is in clear"),
+            OpenFailure::WrongKey { log_key, given_key } => write!(
+                f,
+                "wrong key: the log is sealed with key {log_key}, the key given is {given_key}"
+            ),
+            OpenFailure::Rejected(verdict) => {
+                write!(f, "refused, it failed verification: {verdict}")
+            }
+            OpenFailure::BadAnchorFile(problem) => write!(f, "bad anchor file: {problem}"),
+        }
+    }
+}
+
+impl std::error::Error for AuditOpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.failure {
+            OpenFailure::Io(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Where the caller keeps the key of a sealed log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeySource {
+    /// A file holding 64 hex digits (surrounding whitespace ignored).
+    File(PathBuf),
+    /// An environment variable holding 64 hex digits.
+    Env(String),
+}
+
+/// A key could not be loaded. The message never shows the key's text.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The key file could not be read.
+    Read {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        error: io::Error,
+    },
+    /// The environment variable is not set (or not Unicode).
+    EnvNotSet(String),
+    /// The text is not 64 hex digits.
+    NotHex {
+        /// The file or variable, for the message.
+        source: String,
+    },
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Read { path, error } => {
+                write!(f, "cannot read key file {}: {error}", path.display())
+            }
+            KeyError::EnvNotSet(name) => {
+                write!(f, "environment variable {name} is not set")
+            }
+            KeyError::NotHex { source } => {
+                write!(f, "{source}: a key is 64 hex digits (32 bytes)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl KeySource {
+    /// Reads the key. Its text is wiped from memory once parsed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillguard_std::KeySource;
+    ///
+    /// let path = std::env::temp_dir().join(format!("spillguard-doc-key-{}", std::process::id()));
+    /// std::fs::write(&path, format!("{}\n", "2a".repeat(32)))?;
+    /// let key = KeySource::File(path.clone()).load()?;
+    /// assert_eq!(key.id(), spillguard_std::core::audit::Key::from_bytes([0x2a; 32]).id());
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load(&self) -> Result<Key, KeyError> {
+        let (text, source) = match self {
+            KeySource::File(path) => {
+                let mut text = Zeroizing::new(String::new());
+                File::open(path)
+                    .and_then(|mut file| file.read_to_string(&mut text))
+                    .map_err(|error| KeyError::Read {
+                        path: path.clone(),
+                        error,
+                    })?;
+                (text, format!("key file {}", path.display()))
+            }
+            KeySource::Env(name) => {
+                let text = std::env::var(name).map_err(|_| KeyError::EnvNotSet(name.clone()))?;
+                (Zeroizing::new(text), format!("environment variable {name}"))
+            }
+        };
+        text.parse().map_err(|_| KeyError::NotHex { source })
+    }
+}
+
+/// An [`AuditSink`] that appends the core's hash-chained frames to a file:
+/// append-only, optionally sealed, recovered after a crash, verifiable
+/// offline (`spillguard audit verify`).
+///
+/// * **Opening** ([`open`](Self::open)) creates a new log (a fresh random
+///   [`LogId`] from the operating system) or continues an existing one. A
+///   final frame torn by a crash is truncated away (`set_len` to the last
+///   whole frame) and recorded as a [`LogEntry::Recovered`] entry; every
+///   whole record is kept. A log that fails verification is refused. An
+///   exclusive advisory lock (`flock`) keeps a second writer out.
+/// * **Writing**: each event is one frame, appended with one `write_all`
+///   under a mutex, so concurrent calls never interleave. A sealed log
+///   draws a fresh 24-byte nonce from the operating system for each
+///   record. If an append fails, the file is cut back to its last whole
+///   frame and the chain state reloaded from it, so the log stays
+///   continuable; if that fails too, or a sync fails (the data's
+///   durability is then unknown), every later write fails until the log
+///   is reopened — the calls then fail closed before dispatch.
+/// * **Syncing** follows [`FsyncPolicy`]; [`fsyncs`](Self::fsyncs) counts
+///   the syncs of the log file.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use spillguard_std::{ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions};
+/// use spillguard_std::core::audit::{Verdict, VerifyOptions, verify};
+/// use spillguard_std::core::{CallKind, CallSpec, Config, State};
+///
+/// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.log", std::process::id()));
+/// # let _ = std::fs::remove_file(&path);
+/// let log = Arc::new(ChainedFileAudit::open(&path, ChainedFileOptions::default())?);
+/// let host = Host::new(
+///     Config::default(),
+///     HostOptions { audit: Some(log.clone()), ..HostOptions::default() },
+/// )?;
+/// let spec = CallSpec {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "local.true".into(),
+///     target: "localhost".into(),
+///     summary: "true".into(),
+/// };
+/// let outcome = host.start(spec, HelperCommand::new("true"), false).wait();
+/// assert_eq!(outcome.record.state, State::Completed);
+///
+/// let anchor = log.anchor();
+/// let bytes = std::fs::read(&path)?;
+/// let verdict = verify(&bytes, VerifyOptions { anchor: Some(&anchor), key: None });
+/// // The `Opened` entry, then received→validated, the attempt, three
+/// // transitions and the final record.
+/// assert_eq!(verdict, Verdict::Ok { records: 7, head: anchor.head });
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ChainedFileAudit {
+    path: PathBuf,
+    fsync: FsyncPolicy,
+    anchor_file: Option<PathBuf>,
+    opened: OpenedLog,
+    fsyncs: AtomicU64,
+    state: Mutex<WriterState>,
+}
+
+#[derive(Debug)]
+struct WriterState {
+    file: File,
+    key: Option<Key>,
+    writer: LogWriter,
+    /// Length of the file: whole frames only.
+    len: u64,
+    /// Events written through [`AuditSink::write`] since opening.
+    written: u64,
+    /// Frames appended since the last sync.
+    unsynced: u64,
+    /// Why the log cannot be written any more, if it cannot.
+    broken: Option<String>,
+    frame: Vec<u8>,
+}
+
+impl ChainedFileAudit {
+    /// Opens the log at `path`, creating it if it is missing or empty, and
+    /// recovering it if a crash tore its final frame. See the
+    /// [type docs](Self) for what is checked; the whole file is read and
+    /// verified once.
+    pub fn open(
+        path: impl AsRef<Path>,
+        options: ChainedFileOptions,
+    ) -> Result<ChainedFileAudit, AuditOpenError> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |failure| AuditOpenError {
+            path: path.clone(),
+            failure,
+        };
+        let io_fail = |error| fail(OpenFailure::Io(error));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io_fail)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => return Err(fail(OpenFailure::InUse)),
+            Err(error) => return Err(io_fail(error.into())),
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io_fail)?;
+
+        if let Some(anchor_path) = &options.anchor_file {
+            check_against_anchor_file(&bytes, anchor_path, options.key.as_ref()).map_err(fail)?;
+        }
+
+        let key = options.key;
+        let (mut writer, valid_len, records_found, torn, created) =
+            match LogWriter::resume(&bytes, key.as_ref()) {
+                Ok((writer, resume)) => {
+                    let torn = resume.torn;
+                    (writer, resume.valid_len, resume.records, torn, false)
+                }
+                Err(ResumeError::NoRecord { torn }) => {
+                    let writer = LogWriter::create(random_log_id().map_err(io_fail)?, key.as_ref());
+                    (writer, 0, 0, torn, true)
+                }
+                Err(ResumeError::KeyRequired) => return Err(fail(OpenFailure::KeyRequired)),
+                Err(ResumeError::NotSealed) => return Err(fail(OpenFailure::NotSealed)),
+                Err(ResumeError::Rejected(Verdict::WrongKey { log_key, given_key })) => {
+                    return Err(fail(OpenFailure::WrongKey { log_key, given_key }));
+                }
+                Err(ResumeError::Rejected(verdict)) => {
+                    return Err(fail(OpenFailure::Rejected(verdict)));
+                }
+                Err(other) => {
+                    return Err(io_fail(io::Error::new(io::ErrorKind::InvalidData, other)));
+                }
+            };
+        let file_len = bytes.len() as u64;
+        drop(bytes);
+        if valid_len < file_len {
+            file.set_len(valid_len).map_err(io_fail)?;
+        }
+
+        let mut frame = Vec::new();
+        let sealed = key.is_some();
+        if let Some(torn) = torn {
+            let nonce = fresh_nonce(sealed).map_err(io_fail)?;
+            if created {
+                // A log whose first frame was torn: a new log, whose first
+                // entry says what was dropped.
+                let entry = LogEntry::Recovered {
+                    dropped_bytes: torn.dropped_bytes,
+                    at_offset: 0,
+                };
+                writer.append_to(&entry, nonce, &mut frame)
+            } else {
+                writer
+                    .append_recovery(nonce)
+                    .map(|recovery| frame.extend(recovery))
+            }
+            .map_err(|error| io_fail(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
+        }
+        if let Some(name) = options.writer_name {
+            let nonce = fresh_nonce(sealed).map_err(io_fail)?;
+            writer
+                .append_to(&LogEntry::Opened { writer: name }, nonce, &mut frame)
+                .map_err(|error| io_fail(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
+        }
+        file.write_all(&frame).map_err(io_fail)?;
+        file.sync_data().map_err(io_fail)?;
+        if created {
+            sync_parent_dir(&path).map_err(io_fail)?;
+        }
+        let opened = OpenedLog {
+            created,
+            records_found,
+            recovered: torn,
+            log_id: writer.log_id(),
+        };
+        let audit = ChainedFileAudit {
+            path: path.clone(),
+            fsync: options.fsync,
+            anchor_file: options.anchor_file,
+            opened,
+            fsyncs: AtomicU64::new(1),
+            state: Mutex::new(WriterState {
+                file,
+                key,
+                writer,
+                len: valid_len + frame.len() as u64,
+                written: 0,
+                unsynced: 0,
+                broken: None,
+                frame,
+            }),
+        };
+        if let Some(anchor_path) = &audit.anchor_file {
+            let anchor = audit.lock().writer.anchor();
+            write_anchor_file(anchor_path, &anchor).map_err(io_fail)?;
+        }
+        Ok(audit)
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What opening found.
+    pub fn opened(&self) -> OpenedLog {
+        self.opened
+    }
+
+    /// The log's current checkpoint: its id, its record count and the hash
+    /// of its last record (MACed when the log is sealed). Verify the file
+    /// against it to detect a later cut or rewrite.
+    pub fn anchor(&self) -> Anchor {
+        self.lock().writer.anchor()
+    }
+
+    /// Records in the log: those found at open plus those written since.
+    pub fn records(&self) -> u64 {
+        self.lock().writer.records()
+    }
+
+    /// How many times the log file was synced, the one sync of
+    /// [`open`](Self::open) included.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Syncs the frames appended since the last sync, if any.
+    pub fn sync(&self) -> io::Result<()> {
+        let mut state = self.lock();
+        state.usable()?;
+        self.sync_locked(&mut state)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WriterState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn sync_locked(&self, state: &mut WriterState) -> io::Result<()> {
+        if state.unsynced == 0 {
+            return Ok(());
+        }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        match state.file.sync_data() {
+            Ok(()) => {
+                state.unsynced = 0;
+                Ok(())
+            }
+            Err(error) => {
+                // The kernel may have dropped the dirty pages with the
+                // error: what is on disk is unknown. Stop here.
+                state.broken = Some(format!(
+                    "a sync failed ({error}); reopen the log to continue it"
+                ));
+                Err(error)
+            }
+        }
+    }
+
+    /// After a failed append: cuts the file back to its last whole frame
+    /// and reloads the chain state from it.
+    fn roll_back(state: &mut WriterState) -> Result<(), String> {
+        state
+            .file
+            .set_len(state.len)
+            .map_err(|e| format!("cannot cut back a failed append: {e}"))?;
+        let mut bytes = Vec::new();
+        let mut file = &state.file;
+        // Reads follow the offset; appends always go to the end.
+        file.seek(io::SeekFrom::Start(0))
+            .and_then(|_| file.take(state.len).read_to_end(&mut bytes))
+            .map_err(|e| format!("cannot reread the log: {e}"))?;
+        match LogWriter::resume(&bytes, state.key.as_ref()) {
+            Ok((writer, resume)) if resume.torn.is_none() && resume.valid_len == state.len => {
+                state.writer = writer;
+                Ok(())
+            }
+            Ok(_) => Err("the log changed under its writer".to_owned()),
+            Err(error) => Err(format!("cannot reload the log: {error}")),
+        }
+    }
+}
+
+impl WriterState {
+    fn usable(&self) -> io::Result<()> {
+        match &self.broken {
+            Some(why) => Err(io::Error::other(format!("audit log unusable: {why}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AuditSink for ChainedFileAudit {
+    fn write(&self, event: &AuditEvent) -> io::Result<()> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state.usable()?;
+        let nonce = fresh_nonce(state.key.is_some())?;
+        let entry = LogEntry::Call(event.clone());
+        state.frame.clear();
+        state
+            .writer
+            .append_to(&entry, nonce, &mut state.frame)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+        if let Err(error) = state.file.write_all(&state.frame) {
+            if let Err(why) = Self::roll_back(state) {
+                state.broken = Some(why);
+            }
+            return Err(error);
+        }
+        state.len += state.frame.len() as u64;
+        state.written += 1;
+        state.unsynced += 1;
+        let is_final = matches!(event.kind, AuditKind::Final(_));
+        let anchor_now = is_final && self.anchor_file.is_some();
+        if anchor_now || self.fsync.syncs_after(state.written, &event.kind) {
+            self.sync_locked(state)?;
+        }
+        if let (true, Some(anchor_path)) = (anchor_now, &self.anchor_file) {
+            write_anchor_file(anchor_path, &state.writer.anchor())?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChainedFileAudit {
+    /// Syncs what the policy left unsynced (best effort).
+    fn drop(&mut self) {
+        let state = self.lock();
+        if state.unsynced > 0 && state.broken.is_none() {
+            let _ = state.file.sync_data();
+        }
+    }
+}
+
+/// Verifies `bytes` against the anchor kept in `anchor_path`, if that
+/// file exists. A log that holds at least the anchored records, unchanged,
+/// passes (more records, or a torn tail after them, is what a crash after
+/// the anchor leaves).
+fn check_against_anchor_file(
+    bytes: &[u8],
+    anchor_path: &Path,
+    key: Option<&Key>,
+) -> Result<(), OpenFailure> {
+    let text = match std::fs::read_to_string(anchor_path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(OpenFailure::Io(error)),
+    };
+    let anchor: Anchor = text.parse().map_err(|error| {
+        OpenFailure::BadAnchorFile(format!("{}: {error}", anchor_path.display()))
+    })?;
+    match verify(
+        bytes,
+        VerifyOptions {
+            anchor: Some(&anchor),
+            key,
+        },
+    ) {
+        Verdict::Ok { .. } | Verdict::Unanchored { .. } | Verdict::TornTail { .. } => Ok(()),
+        Verdict::WrongKey { log_key, given_key } => {
+            Err(OpenFailure::WrongKey { log_key, given_key })
+        }
+        verdict => Err(OpenFailure::Rejected(verdict)),
+    }
+}
+
+/// Writes `anchor`'s text to `path` atomically: a temporary file beside
+/// it, synced, renamed over it.
+fn write_anchor_file(path: &Path, anchor: &Anchor) -> io::Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let temp = path.with_file_name(name);
+    let mut file = File::create(&temp)?;
+    file.write_all(format!("{anchor}\n").as_bytes())?;
+    file.sync_data()?;
+    std::fs::rename(&temp, path)
+}
+
+/// Makes a new file's directory entry durable.
+fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    File::open(parent)?.sync_all()
+}
+
+/// A new log's id: 16 bytes from the operating system's CSPRNG.
+fn random_log_id() -> io::Result<LogId> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(io::Error::other)?;
+    Ok(LogId(id))
+}
+
+/// A fresh nonce for a sealed record, from the operating system's CSPRNG;
+/// `None` for a log in clear.
+fn fresh_nonce(sealed: bool) -> io::Result<Option<Nonce>> {
+    if !sealed {
+        return Ok(None);
+    }
+    let mut nonce = [0u8; 24];
+    getrandom::fill(&mut nonce).map_err(io::Error::other)?;
+    Ok(Some(nonce))
+}

@@ -1,0 +1,539 @@
+//! The hash-chained file sink: crash recovery at every byte of the last
+//! record, refusal of tampered logs and wrong keys, exact fsync counts per
+//! policy, concurrent writers, the anchor file, and a host that fails
+//! closed when the log cannot be written.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use spillguard_std::core::audit::{
+    Anchor, Key, LogEntry, Record, TamperKind, Verdict, VerifyOptions, verify, verify_and_read,
+};
+use spillguard_std::core::{AuditEvent, AuditKind, Config, State};
+use spillguard_std::{
+    AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand, Host, HostOptions,
+    KeySource, OpenFailure,
+};
+use support::{Recorder, spec, temp_path};
+
+/// The six events of one real call (`true`, no approval): the transition
+/// to `validated`, the attempt, three transitions and the final record.
+fn real_call_events() -> &'static [AuditEvent] {
+    static EVENTS: OnceLock<Vec<AuditEvent>> = OnceLock::new();
+    EVENTS.get_or_init(|| {
+        let recorder = Arc::new(Recorder::default());
+        let host = Host::new(
+            Config::default(),
+            HostOptions {
+                audit: Some(recorder.clone()),
+                ..HostOptions::default()
+            },
+        )
+        .unwrap();
+        let outcome = host
+            .start(spec("c_model"), HelperCommand::new("true"), false)
+            .wait();
+        assert_eq!(outcome.record.state, State::Completed);
+        let events = recorder.events.lock().unwrap().clone();
+        assert_eq!(events.len(), 6);
+        events
+    })
+}
+
+/// The events of `calls` calls `c_0`, `c_1`, … one after the other.
+fn events(calls: usize) -> Vec<AuditEvent> {
+    (0..calls)
+        .flat_map(|n| {
+            real_call_events().iter().map(move |event| {
+                let mut event = event.clone();
+                event.call_id = format!("c_{n}");
+                if let AuditKind::Final(record) = &mut event.kind {
+                    record.call_id = event.call_id.clone();
+                }
+                event
+            })
+        })
+        .collect()
+}
+
+/// A fresh path (nothing there) for this test process.
+fn fresh(name: &str) -> PathBuf {
+    let path = temp_path(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn plain() -> ChainedFileOptions {
+    ChainedFileOptions::default()
+}
+
+fn sealed(key: &Key) -> ChainedFileOptions {
+    ChainedFileOptions {
+        key: Some(key.clone()),
+        ..ChainedFileOptions::default()
+    }
+}
+
+fn read(path: &Path, key: Option<&Key>) -> (Verdict, Vec<Record>) {
+    let bytes = std::fs::read(path).unwrap();
+    verify_and_read(&bytes, VerifyOptions { anchor: None, key })
+}
+
+fn check(path: &Path, anchor: &Anchor, key: Option<&Key>) -> Verdict {
+    let bytes = std::fs::read(path).unwrap();
+    verify(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(anchor),
+            key,
+        },
+    )
+}
+
+fn ok(anchor: &Anchor) -> Verdict {
+    Verdict::Ok {
+        records: anchor.records,
+        head: anchor.head,
+    }
+}
+
+/// Opens a log, writes `events`, and returns the file's bytes, the length
+/// before the last event and the anchor at that point.
+fn log_with(path: &Path, options: ChainedFileOptions, events: &[AuditEvent]) -> (Vec<u8>, u64) {
+    let log = ChainedFileAudit::open(path, options).unwrap();
+    let (last, before) = events.split_last().unwrap();
+    for event in before {
+        log.write(event).unwrap();
+    }
+    let committed = std::fs::metadata(path).unwrap().len();
+    log.write(last).unwrap();
+    drop(log);
+    (std::fs::read(path).unwrap(), committed)
+}
+
+/// A crash at every byte of the last record: reopening keeps exactly the
+/// records before it, truncates the torn bytes, records the recovery, and
+/// the log continues: 100 more appends verify against the new anchor.
+fn crash_sweep(name: &str, key: Option<&Key>, last_is_final: bool) {
+    let options = || match key {
+        Some(key) => sealed(key),
+        None => plain(),
+    };
+    let path = fresh(name);
+    let mut written = events(3);
+    if !last_is_final {
+        written.pop();
+    }
+    let (full, committed) = log_with(&path, options(), &written);
+    let committed_records = written.len() as u64; // the `opened` entry, less the last event
+    let more = events(17);
+    let more = &more[..100];
+    let mut cuts = 0;
+    for cut in committed + 1..full.len() as u64 {
+        std::fs::write(&path, &full[..cut as usize]).unwrap();
+        let log = ChainedFileAudit::open(&path, options()).unwrap();
+        let opened = log.opened();
+        assert!(!opened.created);
+        assert_eq!(opened.records_found, committed_records, "cut {cut}");
+        let torn = opened.recovered.unwrap();
+        assert_eq!(
+            (torn.offset, torn.dropped_bytes),
+            (committed, cut - committed)
+        );
+        for event in more {
+            log.write(event).unwrap();
+        }
+        let anchor = log.anchor();
+        drop(log);
+
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..committed as usize], &full[..committed as usize]);
+        // committed records, `recovered`, `opened`, 100 events.
+        assert_eq!(anchor.records, committed_records + 2 + 100);
+        assert_eq!(check(&path, &anchor, key), ok(&anchor), "cut {cut}");
+        let (_, records) = read(&path, key);
+        assert_eq!(
+            records[committed_records as usize].entry,
+            Some(LogEntry::Recovered {
+                dropped_bytes: cut - committed,
+                at_offset: committed,
+            })
+        );
+        assert!(matches!(
+            &records[committed_records as usize + 1].entry,
+            Some(LogEntry::Opened { .. })
+        ));
+        cuts += 1;
+    }
+    assert_eq!(cuts, full.len() as u64 - committed - 1);
+    println!("{name}: {cuts} cut points, each recovered and continued by 100 appends");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_crash_at_every_byte_of_a_final_record_recovers_the_committed_prefix() {
+    crash_sweep("sweep-final.log", None, true);
+}
+
+#[test]
+fn a_crash_at_every_byte_of_a_sealed_transition_recovers_the_committed_prefix() {
+    crash_sweep(
+        "sweep-sealed.log",
+        Some(&Key::from_bytes([0x5a; 32])),
+        false,
+    );
+}
+
+#[test]
+fn a_torn_first_record_starts_a_new_log_that_says_so() {
+    let path = fresh("torn-first.log");
+    let (full, _) = log_with(&path, plain(), &events(1)[..1]);
+    let first_frame = read(&path, None).1[1].offset; // the `opened` entry is record 0
+    std::fs::write(&path, &full[..first_frame as usize - 5]).unwrap();
+    let log = ChainedFileAudit::open(&path, plain()).unwrap();
+    assert!(log.opened().created);
+    assert_eq!(log.opened().records_found, 0);
+    let anchor = log.anchor();
+    drop(log);
+    assert_eq!(check(&path, &anchor, None), ok(&anchor));
+    let (_, records) = read(&path, None);
+    assert_eq!(
+        records[0].entry,
+        Some(LogEntry::Recovered {
+            dropped_bytes: first_frame - 5,
+            at_offset: 0,
+        })
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_tampered_log_is_refused_and_left_as_it_is() {
+    let path = fresh("tampered.log");
+    let (full, _) = log_with(&path, plain(), &events(2));
+    let (_, records) = read(&path, None);
+    assert_eq!(records.len(), 13);
+    for (index, record) in records.iter().enumerate() {
+        let mut bytes = full.clone();
+        bytes[record.offset as usize + 40] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = ChainedFileAudit::open(&path, plain()).unwrap_err();
+        let expected = Verdict::Tampered {
+            record_index: index as u64,
+            offset: record.offset,
+            kind: TamperKind::Modified,
+        };
+        assert!(
+            matches!(&error.failure, OpenFailure::Rejected(v) if *v == expected),
+            "{error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "audit log {}: refused, it failed verification: tampered: record {index} \
+                 (byte {}): modified (its bytes do not match its hash)",
+                path.display(),
+                record.offset
+            )
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "left as it was");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_log_cut_short_of_its_anchor_file_is_refused() {
+    let path = fresh("anchored.log");
+    let anchor_path = fresh("anchored.anchor");
+    let options = || ChainedFileOptions {
+        anchor_file: Some(anchor_path.clone()),
+        ..ChainedFileOptions::default()
+    };
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    for event in events(2) {
+        log.write(&event).unwrap();
+    }
+    let anchor = log.anchor();
+    drop(log);
+    // Written after each final record: it is the log's anchor.
+    let text = std::fs::read_to_string(&anchor_path).unwrap();
+    assert_eq!(text, format!("{anchor}\n"));
+    assert_eq!(check(&path, &text.parse().unwrap(), None), ok(&anchor));
+
+    // A clean cut before the last record: no torn frame, but the anchor
+    // vouches for one more record.
+    let (_, records) = read(&path, None);
+    let full = std::fs::read(&path).unwrap();
+    let last = records.last().unwrap().offset as usize;
+    std::fs::write(&path, &full[..last]).unwrap();
+    let error = ChainedFileAudit::open(&path, options()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "audit log {}: refused, it failed verification: tampered: record 12 (byte \
+             {last}): missing (the anchor vouches for 13 records)",
+            path.display()
+        )
+    );
+    // Without the anchor file, the cut is undetectable from the file.
+    let log = ChainedFileAudit::open(&path, plain()).unwrap();
+    assert_eq!(log.opened().records_found, 12);
+    drop(log);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&anchor_path);
+}
+
+#[test]
+fn sealed_logs_hold_no_clear_text_and_need_their_key() {
+    let key_path = fresh("sealed.key");
+    std::fs::write(&key_path, format!("{}\n", "7e".repeat(32))).unwrap();
+    let key = KeySource::File(key_path.clone()).load().unwrap();
+    let path = fresh("sealed.log");
+    let log = ChainedFileAudit::open(&path, sealed(&key)).unwrap();
+    for event in events(2) {
+        log.write(&event).unwrap();
+    }
+    let anchor = log.anchor();
+    drop(log);
+    assert!(anchor.mac.is_some());
+    assert_eq!(check(&path, &anchor, Some(&key)), ok(&anchor));
+    let bytes = std::fs::read(&path).unwrap();
+    for clear in [
+        &b"c_1"[..],
+        b"localhost",
+        b"local.test",
+        b"s_test",
+        b"spillguard-std",
+    ] {
+        assert!(
+            !bytes.windows(clear.len()).any(|w| w == clear),
+            "{:?} in clear",
+            String::from_utf8_lossy(clear)
+        );
+    }
+
+    let other = Key::from_bytes([0x7f; 32]);
+    let error = ChainedFileAudit::open(&path, sealed(&other)).unwrap_err();
+    assert!(matches!(
+        error.failure,
+        OpenFailure::WrongKey { log_key, given_key } if log_key == key.id() && given_key == other.id()
+    ));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "audit log {}: wrong key: the log is sealed with key {}, the key given is {}",
+            path.display(),
+            key.id(),
+            other.id()
+        )
+    );
+    let error = ChainedFileAudit::open(&path, plain()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "audit log {}: the log is sealed and no key was given",
+            path.display()
+        )
+    );
+    // A plain log refuses a key rather than mixing sealed records in.
+    let plain_path = fresh("plain.log");
+    drop(ChainedFileAudit::open(&plain_path, plain()).unwrap());
+    let error = ChainedFileAudit::open(&plain_path, sealed(&key)).unwrap_err();
+    assert!(matches!(error.failure, OpenFailure::NotSealed));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "refusals write nothing"
+    );
+
+    std::fs::write(&key_path, "not a key\n").unwrap();
+    let error = KeySource::File(key_path.clone()).load().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "key file {}: a key is 64 hex digits (32 bytes)",
+            key_path.display()
+        )
+    );
+    let error = KeySource::Env("SPILLGUARD_TEST_NO_SUCH_KEY".into())
+        .load()
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "environment variable SPILLGUARD_TEST_NO_SUCH_KEY is not set"
+    );
+    for p in [&path, &plain_path, &key_path] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn fsyncs_follow_the_policy_exactly() {
+    // Four calls: 24 events, of which 4 attempts and 4 final records.
+    let written = events(4);
+    let every = |n| FsyncPolicy::EveryNEvents(NonZeroU64::new(n).unwrap());
+    // (policy, anchor file, syncs after the 24 events, after `sync()`).
+    let cases = [
+        (FsyncPolicy::EveryEvent, false, 1 + 24, 25),
+        (every(5), false, 1 + 4, 6),
+        (every(1), false, 1 + 24, 25),
+        (every(25), false, 1, 2),
+        (FsyncPolicy::OnFinal, false, 1 + 4, 5),
+        (FsyncPolicy::OnAttemptAndFinal, false, 1 + 8, 9),
+        (FsyncPolicy::default(), false, 1 + 8, 9),
+        // An anchor file adds a sync before each anchor when the policy
+        // left the final record unsynced: events 5, 6, 10, 12, 15, 18, 20, 24.
+        (every(5), true, 1 + 8, 9),
+        (FsyncPolicy::OnFinal, true, 1 + 4, 5),
+    ];
+    for (policy, anchored, expected, after_sync) in cases {
+        let path = fresh("fsync.log");
+        let anchor_path = fresh("fsync.anchor");
+        let log = ChainedFileAudit::open(
+            &path,
+            ChainedFileOptions {
+                fsync: policy,
+                anchor_file: anchored.then(|| anchor_path.clone()),
+                ..ChainedFileOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(log.fsyncs(), 1, "opening syncs once");
+        for event in &written {
+            log.write(event).unwrap();
+        }
+        assert_eq!(log.fsyncs(), expected, "{policy:?}, anchor file {anchored}");
+        log.sync().unwrap();
+        assert_eq!(
+            log.fsyncs(),
+            after_sync,
+            "{policy:?}: sync() syncs the rest"
+        );
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&anchor_path);
+    }
+}
+
+#[test]
+fn concurrent_writers_never_interleave_frames() {
+    let path = fresh("concurrent.log");
+    let log = Arc::new(
+        ChainedFileAudit::open(
+            &path,
+            ChainedFileOptions {
+                fsync: FsyncPolicy::OnFinal,
+                ..ChainedFileOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for (n, mut event) in events(40).into_iter().enumerate() {
+                    event.call_id = format!("t{t}_{}", n / 6);
+                    event.offset_us = n as u64;
+                    log.write(&event).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let anchor = log.anchor();
+    assert_eq!(anchor.records, 1 + 8 * 240);
+    assert_eq!(check(&path, &anchor, None), ok(&anchor));
+    let (_, records) = read(&path, None);
+    for t in 0..8 {
+        let offsets: Vec<u64> = records
+            .iter()
+            .filter_map(|r| match &r.entry {
+                Some(LogEntry::Call(e)) if e.call_id.starts_with(&format!("t{t}_")) => {
+                    Some(e.offset_us)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            offsets,
+            (0..240).collect::<Vec<u64>>(),
+            "thread {t} in order"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_second_writer_is_kept_out() {
+    let path = fresh("locked.log");
+    let first = ChainedFileAudit::open(&path, plain()).unwrap();
+    let error = ChainedFileAudit::open(&path, plain()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("audit log {}: in use by another writer", path.display())
+    );
+    drop(first);
+    let again = ChainedFileAudit::open(&path, plain()).unwrap();
+    assert_eq!(again.opened().records_found, 1);
+    drop(again);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A disk that fills up after `left` events: writes after that fail with
+/// ENOSPC before reaching the log.
+struct DiskFullAfter {
+    log: ChainedFileAudit,
+    left: std::sync::atomic::AtomicU64,
+}
+
+impl AuditSink for DiskFullAfter {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        let left = self.left.load(std::sync::atomic::Ordering::Relaxed);
+        if left == 0 {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.left
+            .store(left - 1, std::sync::atomic::Ordering::Relaxed);
+        self.log.write(event)
+    }
+}
+
+#[test]
+fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid() {
+    let path = fresh("full.log");
+    let trace = fresh("full-trace");
+    let sink = Arc::new(DiskFullAfter {
+        log: ChainedFileAudit::open(&path, plain()).unwrap(),
+        left: 1.into(),
+    });
+    let host = Host::new(
+        Config::default(),
+        HostOptions {
+            audit: Some(sink.clone()),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    let command = HelperCommand::shell_script(format!("touch {}", trace.display()));
+    let outcome = host.start(spec("c_full"), command, false).wait();
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("audit log: No space left on device (os error 28)")
+    );
+    assert_eq!((record.pid, record.audit_failures), (None, 1));
+    assert!(!trace.exists(), "nothing was spawned");
+    // Only the transition to `validated` reached the log, which verifies.
+    let anchor = sink.log.anchor();
+    assert_eq!(anchor.records, 2);
+    assert_eq!(check(&path, &anchor, None), ok(&anchor));
+    assert_eq!(host.audit_failures(), 4);
+    let _ = std::fs::remove_file(&path);
+}
