@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use spillguard_std::core::Config;
+use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
 use spillguard_std::{HelperCommand, Host, HostOptions};
 use support::{poll_until, spec, temp_path};
 
@@ -118,7 +119,7 @@ fn the_helpers_streams_never_reach_the_cli_streams() {
 
 #[test]
 fn the_main_job_stops_a_flood_at_its_deadline_and_audits_it() {
-    let audit = temp_path("cli-audit.jsonl");
+    let audit = temp_path("cli-audit.log");
     let _ = std::fs::remove_file(&audit);
     let output = spillguard(&[
         "run",
@@ -155,17 +156,33 @@ fn the_main_job_stops_a_flood_at_its_deadline_and_audits_it() {
     assert!(whole.iter().all(|l| *l == "helper-diagnostic"));
     assert!("helper-diagnostic".starts_with(last), "{last}");
 
-    let events = std::fs::read_to_string(&audit).unwrap();
+    let (verdict, events) = read_log(&audit);
     let _ = std::fs::remove_file(&audit);
-    let events: Vec<Value> = events
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(events.len(), 6);
-    assert!(events[1]["kind"]["attempt"].is_object());
-    let last = &events[5]["kind"]["final"];
+    // The writer's `opened` entry, then the call's six events.
+    assert_eq!(
+        verdict,
+        "unanchored: 7 records intact, 7 of them not vouched for by an anchor"
+    );
+    assert_eq!(events.len(), 7);
+    assert_eq!(
+        events[0]["opened"]["writer"],
+        format!("spillguard-std {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(events[2]["call"]["kind"]["attempt"].is_object());
+    let last = &events[6]["call"]["kind"]["final"];
     assert_eq!(last["state"], "cancelled_after_dispatch");
     assert_eq!(last["stderr_bytes_seen"], seen);
+}
+
+/// The verdict on an audit log (no anchor, no key) and its entries as JSON.
+fn read_log(path: &std::path::Path) -> (String, Vec<Value>) {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let (verdict, records) = verify_and_read(&bytes, VerifyOptions::default());
+    let entries = records
+        .iter()
+        .map(|r| serde_json::to_value(r.entry.as_ref().unwrap()).unwrap())
+        .collect();
+    (verdict.to_string(), entries)
 }
 
 #[test]
@@ -187,11 +204,12 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
     let cases: &[(&[&str], &str)] = &[
         (
             &[],
-            "spillguard: missing command `run` (see `spillguard --help`)",
+            "spillguard: missing command `run` or `audit` (see `spillguard --help`)",
         ),
         (
             &["start", "--", "true"],
-            "spillguard: unknown command `start` (expected `run`; see `spillguard --help`)",
+            "spillguard: unknown command `start` (expected `run` or `audit`; see \
+             `spillguard --help`)",
         ),
         (
             &["run", "--quiet", "--", "true"],
@@ -305,6 +323,12 @@ fn help_prints_the_usage_and_exits_0() {
         "--drain-window-ms",
         "--config",
         "--audit",
+        "--audit-key-file",
+        "--anchor-out",
+        "audit verify FILE",
+        "audit sessions FILE",
+        "audit activity FILE",
+        "--expect FILE",
     ] {
         assert!(text.contains(flag), "{flag}");
     }
@@ -312,7 +336,7 @@ fn help_prints_the_usage_and_exits_0() {
 
 #[test]
 fn sigint_cancels_the_helper_and_still_prints_the_record() {
-    let audit = temp_path("cli-sigint.jsonl");
+    let audit = temp_path("cli-sigint.log");
     let _ = std::fs::remove_file(&audit);
     let child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
         .args([
@@ -331,7 +355,12 @@ fn sigint_cancels_the_helper_and_still_prints_the_record() {
     poll_until(
         Duration::from_secs(10),
         "the helper to be dispatched",
-        || std::fs::read_to_string(&audit).is_ok_and(|t| t.contains(r#""to":"dispatched""#)),
+        || {
+            read_log(&audit)
+                .1
+                .iter()
+                .any(|e| e["call"]["kind"]["transition"]["to"] == "dispatched")
+        },
     );
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();

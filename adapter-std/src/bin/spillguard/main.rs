@@ -1,7 +1,10 @@
 //! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
 //! the std adapter and prints its call record as one line of JSON.
+//! `spillguard audit verify|sessions|activity FILE`: reads an audit log
+//! offline (see `audit.rs`).
 
 mod args;
+mod audit;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -12,7 +15,10 @@ use serde::Serialize;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use spillguard_std::core::{CallKind, CallRecord, CallSpec, Config};
-use spillguard_std::{Canceller, HelperCommand, Host, HostOptions, JsonLinesAudit};
+use spillguard_std::{
+    AuditSink, Canceller, ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions,
+    KeySource,
+};
 
 use args::{Request, RunArgs, UsageError};
 
@@ -30,6 +36,7 @@ fn main() -> ExitCode {
             Ok(host) => run(&host, run_args),
             Err(error) => usage_error(&error),
         },
+        Request::Audit(audit_args) => audit::main(&audit_args),
     }
 }
 
@@ -64,17 +71,31 @@ fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
         .validate()
         .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
 
-    let audit =
-        match &run.audit {
-            Some(path) => Some(JsonLinesAudit::open(path).map_err(|e| {
-                UsageError(format!("cannot open audit file {}: {e}", path.display()))
-            })?),
-            None => None,
-        };
+    let audit = match &run.audit {
+        Some(path) => {
+            let key = match &run.audit_key_file {
+                Some(file) => Some(
+                    KeySource::File(file.clone())
+                        .load()
+                        .map_err(|e| UsageError(e.to_string()))?,
+                ),
+                None => None,
+            };
+            let options = ChainedFileOptions {
+                key,
+                anchor_file: run.anchor_out.clone(),
+                ..ChainedFileOptions::default()
+            };
+            let log = ChainedFileAudit::open(path, options)
+                .map_err(|e| UsageError(format!("cannot open the {e}")))?;
+            Some(Arc::new(log) as Arc<dyn AuditSink>)
+        }
+        None => None,
+    };
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
         post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
-        audit: audit.map(|a| Arc::new(a) as Arc<dyn spillguard_std::AuditSink>),
+        audit,
         ..HostOptions::default()
     };
     Host::new(config, options).map_err(|e| UsageError(format!("invalid configuration: {e}")))

@@ -1,0 +1,660 @@
+//! `spillguard audit …` on logs written by `spillguard run --audit`: exact
+//! verdict lines, exit statuses, differences and view rows.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use spillguard_std::core::audit::{Anchor, VerifyOptions, verify_and_read};
+use support::temp_path;
+
+fn spillguard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A directory of its own for one test.
+fn dir(name: &str) -> PathBuf {
+    let dir = temp_path(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `spillguard run --audit LOG --anchor-out ANCHOR [extra] -- sh -c SCRIPT`;
+/// returns the printed record line (with its newline) as text and JSON.
+fn run_audited(log: &Path, anchor: &Path, extra: &[&str], script: &str) -> (String, Value) {
+    let mut args = vec!["run", "--audit", s(log), "--anchor-out", s(anchor)];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let output = spillguard(&args);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let value = serde_json::from_str(text.trim_end()).unwrap();
+    (text, value)
+}
+
+/// Exit status and stdout; stderr must be empty.
+fn quiet(args: &[&str]) -> (i32, String) {
+    let output = spillguard(args);
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "", "{args:?}");
+    (
+        output.status.code().unwrap(),
+        String::from_utf8(output.stdout).unwrap(),
+    )
+}
+
+/// Exit status and the one line of JSON on stdout; stderr must be empty.
+fn quiet_json(args: &[&str]) -> (i32, Value) {
+    let (status, text) = quiet(args);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    (status, serde_json::from_str(text.trim_end()).unwrap())
+}
+
+/// Exit status and the one line on stderr; stdout must be empty.
+fn failing(args: &[&str]) -> (i32, String) {
+    let output = spillguard(args);
+    assert_eq!(output.stdout, b"", "{args:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    (output.status.code().unwrap(), stderr.trim_end().to_owned())
+}
+
+fn anchor_of(path: &Path) -> Anchor {
+    std::fs::read_to_string(path).unwrap().parse().unwrap()
+}
+
+fn ok_line(anchor: &Anchor) -> String {
+    format!(
+        "ok: {} records, as anchored (head {})\n",
+        anchor.records, anchor.head
+    )
+}
+
+#[test]
+fn verify_is_ok_with_the_anchor_and_unanchored_without() {
+    let dir = dir("cli-verify");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    run_audited(&log, &anchor_file, &[], "echo done");
+    let anchor = anchor_of(&anchor_file);
+    // `opened`, received→validated, attempt, three transitions, final.
+    assert_eq!(anchor.records, 7);
+
+    let with_file = ["audit", "verify", s(&log), "--anchor-file", s(&anchor_file)];
+    assert_eq!(quiet(&with_file), (0, ok_line(&anchor)));
+    let text = anchor.to_string();
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log), "--anchor", &text]),
+        (0, ok_line(&anchor))
+    );
+    let mut json = with_file.to_vec();
+    json.push("--json");
+    // The verdict's pinned JSON form, fields in order.
+    assert_eq!(
+        quiet(&json),
+        (
+            0,
+            format!(
+                "{{\"verdict\":\"ok\",\"records\":7,\"head\":\"{}\"}}\n",
+                anchor.head
+            )
+        )
+    );
+
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log)]),
+        (
+            3,
+            "unanchored: 7 records intact, 7 of them not vouched for by an anchor\n".into()
+        )
+    );
+    assert_eq!(
+        quiet_json(&["audit", "verify", s(&log), "--json"]),
+        (
+            3,
+            json!({"verdict": "unanchored", "records": 7,
+                   "head": anchor.head.to_string(), "vouched": 0})
+        )
+    );
+
+    // A second run appends to the same chain; the anchor file follows.
+    run_audited(&log, &anchor_file, &[], "true");
+    let second = anchor_of(&anchor_file);
+    assert_eq!((second.log_id, second.records), (anchor.log_id, 14));
+    assert_eq!(quiet(&with_file), (0, ok_line(&second)));
+    // The first anchor still vouches for its 7 records, not for the rest.
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log), "--anchor", &text]),
+        (
+            3,
+            "unanchored: 14 records intact, 7 of them not vouched for by an anchor\n".into()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_flipped_byte_is_reported_as_tampering_of_its_record() {
+    let dir = dir("cli-flip");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    run_audited(&log, &anchor_file, &[], "exit 0");
+    let full = std::fs::read(&log).unwrap();
+    let (_, records) = verify_and_read(&full, VerifyOptions::default());
+    let starts: Vec<u64> = records.iter().map(|r| r.offset).collect();
+    let flipped = dir.join("flipped.log");
+    let positions: Vec<usize> = (0..full.len()).collect();
+    for &at in &positions {
+        let mut bytes = full.clone();
+        bytes[at] ^= 0x01;
+        std::fs::write(&flipped, &bytes).unwrap();
+        let record = starts
+            .iter()
+            .rposition(|&start| start as usize <= at)
+            .unwrap();
+        let expected = format!(
+            "tampered: record {record} (byte {}): modified (its bytes do not match its hash)\n",
+            starts[record]
+        );
+        let args = [
+            "audit",
+            "verify",
+            s(&flipped),
+            "--anchor-file",
+            s(&anchor_file),
+        ];
+        assert_eq!(quiet(&args), (5, expected.clone()), "byte {at}");
+        // Without the anchor too: a whole frame with a bad hash is never a
+        // torn tail.
+        assert_eq!(quiet(&args[..3]), (5, expected), "byte {at}");
+    }
+    println!(
+        "{} flipped bytes of a {}-byte log: all tampered, at their own record",
+        positions.len(),
+        full.len()
+    );
+
+    // Torn by a crash: status 4 without the anchor, 5 (cut off) with it.
+    let torn = dir.join("torn.log");
+    std::fs::write(&torn, &full[..full.len() - 3]).unwrap();
+    let last = starts[6];
+    assert_eq!(
+        quiet(&["audit", "verify", s(&torn)]),
+        (
+            4,
+            format!(
+                "torn tail: 6 records intact, then an incomplete final frame of {} bytes at \
+                 byte {last}\n",
+                full.len() as u64 - 3 - last
+            )
+        )
+    );
+    assert_eq!(
+        quiet(&[
+            "audit",
+            "verify",
+            s(&torn),
+            "--anchor-file",
+            s(&anchor_file)
+        ]),
+        (
+            5,
+            format!(
+                "tampered: record 6 (byte {last}): missing (the anchor vouches for 7 records)\n"
+            )
+        )
+    );
+
+    // `run` refuses to append to a tampered log and leaves it as it is.
+    let mut bytes = full.clone();
+    bytes[starts[2] as usize + 20] ^= 0x80;
+    std::fs::write(&flipped, &bytes).unwrap();
+    let (status, line) = failing(&["run", "--audit", s(&flipped), "--", "true"]);
+    assert_eq!(status, 2);
+    assert_eq!(
+        line,
+        format!(
+            "spillguard: cannot open the audit log {}: refused, it failed verification: \
+             tampered: record 2 (byte {}): modified (its bytes do not match its hash)",
+            flipped.display(),
+            starts[2]
+        )
+    );
+    assert_eq!(std::fs::read(&flipped).unwrap(), bytes);
+    // And the views show nothing of it.
+    let (status, line) = failing(&["audit", "activity", s(&flipped)]);
+    assert_eq!(status, 5);
+    assert_eq!(
+        line,
+        format!(
+            "spillguard: {}: not shown, the log failed verification: tampered: record 2 (byte \
+             {}): modified (its bytes do not match its hash)",
+            flipped.display(),
+            starts[2]
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn expect_compares_the_log_with_the_runs_own_record() {
+    let dir = dir("cli-expect");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    let (line, record) = run_audited(&log, &anchor_file, &[], "echo result");
+    let call_id = record["call_id"].as_str().unwrap().to_owned();
+    let anchor = anchor_of(&anchor_file);
+    let expect = dir.join("expect.jsonl");
+    let args = |expect: &Path, json: bool| {
+        let mut args = vec![
+            "audit".to_owned(),
+            "verify".into(),
+            s(&log).into(),
+            "--anchor-file".into(),
+            s(&anchor_file).into(),
+            "--expect".into(),
+            s(expect).into(),
+        ];
+        if json {
+            args.push("--json".into());
+        }
+        args
+    };
+    let verify = |expect: &Path, json: bool| {
+        let args = args(expect, json);
+        quiet(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let verify_json = |expect: &Path| {
+        let args = args(expect, true);
+        quiet_json(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+
+    std::fs::write(&expect, &line).unwrap();
+    assert_eq!(
+        verify(&expect, false),
+        (
+            0,
+            format!(
+                "{}expected lifecycle: no difference (1 call)\n",
+                ok_line(&anchor)
+            )
+        )
+    );
+
+    // The final state changed: exactly one difference.
+    let mut changed = record.clone();
+    changed["state"] = json!("failed_local");
+    std::fs::write(&expect, format!("{changed}\n")).unwrap();
+    assert_eq!(
+        verify(&expect, false),
+        (
+            9,
+            format!(
+                "{}expected lifecycle: 1 difference(s)\n  {call_id}: final state: expected \
+                 failed_local, found completed\n",
+                ok_line(&anchor)
+            )
+        )
+    );
+    assert_eq!(
+        verify_json(&expect),
+        (
+            9,
+            json!({"verdict": "ok", "records": 7, "head": anchor.head.to_string(),
+                   "differences": [{"difference": "final_state", "call_id": call_id,
+                                    "expected": "failed_local", "found": "completed"}]})
+        )
+    );
+
+    // One transition fewer expected, and a call that never ran.
+    let mut shorter = record.clone();
+    shorter["timeline"].as_array_mut().unwrap().pop();
+    let mut ghost = record.clone();
+    ghost["call_id"] = json!("c_ghost");
+    std::fs::write(&expect, format!("{shorter}\n\n{ghost}\n")).unwrap();
+    assert_eq!(
+        verify(&expect, false),
+        (
+            9,
+            format!(
+                "{}expected lifecycle: 2 difference(s)\n  {call_id}: transition 3: expected \
+                 none, found dispatched -> completed\n  c_ghost: no event on record\n",
+                ok_line(&anchor)
+            )
+        )
+    );
+
+    // Expected lifecycles may be written out directly, as a JSON array.
+    let direct = json!([{
+        "call_id": call_id, "attempt": true, "final_state": "completed",
+        "transitions": [
+            {"from": "received", "to": "validated"},
+            {"from": "validated", "to": "authorized"},
+            {"from": "authorized", "to": "dispatched"},
+            {"from": "dispatched", "to": "completed"}
+        ]
+    }]);
+    std::fs::write(&expect, direct.to_string()).unwrap();
+    assert_eq!(verify(&expect, false).0, 0);
+
+    std::fs::write(&expect, "{\"call_id\": 3}\n").unwrap();
+    let (status, message) = failing(&["audit", "verify", s(&log), "--expect", s(&expect)]);
+    assert_eq!(status, 2);
+    assert!(
+        message.starts_with(&format!(
+            "spillguard: --expect file {}, entry 1: neither a call record nor an expected call: ",
+            expect.display()
+        )),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn activity_and_sessions_rows_come_from_the_log_alone() {
+    let dir = dir("cli-views");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    let (_, failed) = run_audited(&log, &anchor_file, &[], "echo warn 1>&2; exit 3");
+    let (_, done) = run_audited(
+        &log,
+        &anchor_file,
+        &["--per-call-bytes", "1000", "--excerpt-bytes", "500"],
+        "head -c 3000 /dev/zero 1>&2",
+    );
+    let last_offset = |record: &Value| {
+        record["timeline"].as_array().unwrap().last().unwrap()["offset_us"].clone()
+    };
+    let row = |record: &Value, target: &str, records: (u64, u64)| {
+        json!({
+            "call_id": record["call_id"], "session_id": "cli", "kind": "action",
+            "action": "run", "target": target, "state": record["state"], "finished": true,
+            "approval": "not_required", "exit_status": record["exit_status"],
+            "exit_signal": null, "stream_end": "eof",
+            "stderr_bytes_seen": record["stderr_bytes_seen"],
+            "stderr_bytes_retained": record["stderr_bytes_retained"],
+            "stderr_truncated": record["stderr_truncated"],
+            "received_at": record["received_at"], "last_offset_us": last_offset(record),
+            "first_record": records.0, "last_record": records.1,
+        })
+    };
+    let (status, text) = quiet(&["audit", "activity", s(&log), "--json"]);
+    assert_eq!(status, 0);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        [row(&failed, "sh", (1, 6)), row(&done, "sh", (8, 13))]
+    );
+    assert_eq!(rows[0]["state"], "failed_local");
+    assert_eq!(
+        (
+            rows[0]["exit_status"].clone(),
+            rows[0]["stderr_bytes_seen"].clone()
+        ),
+        (json!(3), json!(5))
+    );
+    assert_eq!(rows[1]["stderr_bytes_seen"], 3000);
+    assert_eq!(rows[1]["stderr_bytes_retained"], 1000);
+    assert_eq!(rows[1]["stderr_truncated"], true);
+
+    let (first, second) = (&failed["received_at"], &done["received_at"]);
+    let (status, text) = quiet(&["audit", "sessions", s(&log), "--json"]);
+    assert_eq!(status, 0);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        [json!({
+            "session_id": "cli", "calls": 2, "unfinished": 0,
+            "terminal": [{"state": "completed", "calls": 1}, {"state": "failed_local", "calls": 1}],
+            "first_received_at": first, "last_received_at": second,
+            "first_record": 1, "last_record": 13,
+        })]
+    );
+
+    let (status, text) = quiet(&["audit", "sessions", s(&log)]);
+    assert_eq!(status, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    let words: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        words,
+        [
+            "session",
+            "calls",
+            "unfinished",
+            "ended",
+            "first",
+            "last",
+            "records"
+        ]
+    );
+    let words: Vec<&str> = lines[1].split_whitespace().collect();
+    let (first, second) = (first.as_str().unwrap(), second.as_str().unwrap());
+    assert_eq!(
+        words,
+        [
+            "cli",
+            "2",
+            "0",
+            "completed",
+            "1,",
+            "failed_local",
+            "1",
+            first,
+            second,
+            "1-13"
+        ]
+    );
+    let (status, text) = quiet(&["audit", "activity", s(&log)]);
+    assert_eq!(status, 0);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let (a, b) = (
+        failed["call_id"].as_str().unwrap(),
+        done["call_id"].as_str().unwrap(),
+    );
+    assert_eq!(
+        lines,
+        [
+            vec![
+                "call", "session", "state", "action", "target", "exit", "stderr", "kept",
+                "received"
+            ],
+            vec![a, "cli", "failed_local", "run", "sh", "3", "5", "5", first],
+            vec![
+                b,
+                "cli",
+                "completed",
+                "run",
+                "sh",
+                "0",
+                "3000",
+                "1000",
+                second
+            ],
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sealed_log_is_read_only_with_its_key() {
+    let dir = dir("cli-sealed");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    let key = dir.join("audit.key");
+    std::fs::write(&key, format!("{}\n", "c3".repeat(32))).unwrap();
+    let (_, record) = run_audited(&log, &anchor_file, &["--audit-key-file", s(&key)], "echo x");
+    let bytes = std::fs::read(&log).unwrap();
+    let call_id = record["call_id"].as_str().unwrap();
+    for clear in [call_id, "not_required", "spillguard-std", "cli"] {
+        assert!(
+            !bytes.windows(clear.len()).any(|w| w == clear.as_bytes()),
+            "{clear} in clear"
+        );
+    }
+    let anchor = anchor_of(&anchor_file);
+    assert!(anchor.mac.is_some(), "a sealed log's anchor is MACed");
+    assert_eq!(
+        quiet(&[
+            "audit",
+            "verify",
+            s(&log),
+            "--anchor-file",
+            s(&anchor_file),
+            "--key-file",
+            s(&key)
+        ]),
+        (0, ok_line(&anchor))
+    );
+    let (status, text) = quiet(&[
+        "audit",
+        "activity",
+        s(&log),
+        "--key-file",
+        s(&key),
+        "--json",
+    ]);
+    assert_eq!(status, 0);
+    let row: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(
+        (row["call_id"].as_str(), row["state"].as_str()),
+        (Some(call_id), Some("completed"))
+    );
+
+    // Without the key: the views cannot be computed.
+    assert_eq!(
+        failing(&["audit", "activity", s(&log)]),
+        (
+            2,
+            format!(
+                "spillguard: {} is sealed: give its key with --key-file",
+                log.display()
+            )
+        )
+    );
+    // With another key: a clear error, for the reader and for the writer.
+    let other = dir.join("other.key");
+    std::fs::write(&other, "d4".repeat(32)).unwrap();
+    let log_key = spillguard_std::KeySource::File(key.clone())
+        .load()
+        .unwrap()
+        .id();
+    let other_key = spillguard_std::KeySource::File(other.clone())
+        .load()
+        .unwrap()
+        .id();
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log), "--key-file", s(&other)]),
+        (
+            7,
+            format!("wrong key: the log names key {log_key}, the key given is {other_key}\n")
+        )
+    );
+    assert_eq!(
+        quiet(&[
+            "audit",
+            "verify",
+            s(&log),
+            "--anchor-file",
+            s(&anchor_file),
+            "--key-file",
+            s(&other)
+        ]),
+        (
+            7,
+            format!("wrong key: the log names key {log_key}, the key given is {other_key}\n")
+        )
+    );
+    assert_eq!(
+        failing(&[
+            "run",
+            "--audit",
+            s(&log),
+            "--audit-key-file",
+            s(&other),
+            "--",
+            "true"
+        ]),
+        (
+            2,
+            format!(
+                "spillguard: cannot open the audit log {}: wrong key: the log is sealed with key \
+                 {log_key}, the key given is {other_key}",
+                log.display()
+            )
+        )
+    );
+    assert_eq!(
+        failing(&["run", "--audit", s(&log), "--", "true"]),
+        (
+            2,
+            format!(
+                "spillguard: cannot open the audit log {}: the log is sealed and no key was given",
+                log.display()
+            )
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_audit_input_is_one_line_and_status_2() {
+    let dir = dir("cli-audit-usage");
+    let missing = dir.join("missing.log");
+    let log = dir.join("audit.log");
+    std::fs::write(&log, b"").unwrap();
+    let bad_key = dir.join("bad.key");
+    std::fs::write(&bad_key, "secret-but-not-hex").unwrap();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["audit", "verify", s(&missing)],
+            format!(
+                "spillguard: cannot read {}: No such file or directory (os error 2)",
+                missing.display()
+            ),
+        ),
+        (
+            vec!["audit", "verify", s(&log), "--anchor", "sga2.x"],
+            "spillguard: `--anchor`: an anchor starts with `sga1.`".into(),
+        ),
+        (
+            vec!["audit", "verify", s(&log), "--anchor-file", s(&missing)],
+            format!(
+                "spillguard: cannot read anchor file {}: No such file or directory (os error 2)",
+                missing.display()
+            ),
+        ),
+        (
+            vec!["audit", "sessions", s(&log), "--key-file", s(&bad_key)],
+            format!(
+                "spillguard: key file {}: a key is 64 hex digits (32 bytes)",
+                bad_key.display()
+            ),
+        ),
+        (
+            vec!["audit", "list", s(&log)],
+            "spillguard: unknown audit command `list` (expected verify, sessions or activity)"
+                .into(),
+        ),
+    ];
+    for (args, message) in cases {
+        assert_eq!(failing(&args), (2, message), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
