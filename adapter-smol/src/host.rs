@@ -263,16 +263,19 @@ impl HostShared {
 
     /// Writes `event` to the audit sink, if any; a failure is counted and
     /// returned for the owner to tell the core (which fails closed before
-    /// dispatch). The sink is called in the owner task: a sink that blocks
-    /// holds up that executor thread.
-    pub(crate) fn audit(&self, event: &AuditEvent) -> Result<(), String> {
-        match &self.options.audit {
-            Some(sink) => sink.write(event).map_err(|error| {
+    /// dispatch). The sink's write (a file append, perhaps an fsync) runs
+    /// on smol's blocking thread pool (`smol::unblock`), never on an
+    /// executor thread.
+    pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
+        let Some(sink) = self.options.audit.clone() else {
+            return Ok(());
+        };
+        smol::unblock(move || sink.write(&event))
+            .await
+            .map_err(|error| {
                 self.audit_failures.fetch_add(1, Ordering::Relaxed);
                 error.to_string()
-            }),
-            None => Ok(()),
-        }
+            })
     }
 
     /// Keeps a finished call's record.

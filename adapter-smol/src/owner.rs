@@ -114,7 +114,7 @@ impl Owner {
             // Only a discovery call said to need approval gets here.
             let _ = self.call.handle_validation_failed(now, misuse.to_string());
         }
-        while !self.carry_out_actions() {
+        while !self.carry_out_actions().await {
             let event = self.next_event().await;
             let now = Instant::now();
             match event {
@@ -194,16 +194,17 @@ impl Owner {
     }
 
     /// Carries out every queued action; `true` once the call finished.
-    /// Nothing here awaits: each action is a quick system call or a
-    /// hand-over to a task.
-    fn carry_out_actions(&mut self) -> bool {
+    /// Only an audit write awaits (it runs on smol's blocking pool, and is
+    /// done before the next action, so events stay in order); every other
+    /// action is a quick system call or a hand-over to a task.
+    async fn carry_out_actions(&mut self) -> bool {
         // The state is published before each action (a caller who sees the
         // card also sees `awaiting_approval`) and after the last one.
         while let Some(action) = self.call.poll_action() {
             self.published.set_state(self.call.state());
             match action {
                 Action::Audit(event) => {
-                    if let Err(error) = self.host.audit(&event) {
+                    if let Err(error) = self.host.audit(event).await {
                         self.call.handle_audit_failed(Instant::now(), error);
                     }
                 }

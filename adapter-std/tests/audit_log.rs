@@ -18,7 +18,7 @@ use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand, Host, HostOptions,
     KeySource, OpenFailure,
 };
-use support::{Recorder, spec, temp_path};
+use support::{DiskFullAfter, Recorder, spec, temp_path};
 
 /// The six events of one real call (`true`, no approval): the transition
 /// to `validated`, the attempt, three transitions and the final record.
@@ -483,25 +483,6 @@ fn a_second_writer_is_kept_out() {
     assert_eq!(again.opened().records_found, 1);
     drop(again);
     let _ = std::fs::remove_file(&path);
-}
-
-/// A disk that fills up after `left` events: writes after that fail with
-/// ENOSPC before reaching the log.
-struct DiskFullAfter {
-    log: ChainedFileAudit,
-    left: std::sync::atomic::AtomicU64,
-}
-
-impl AuditSink for DiskFullAfter {
-    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
-        let left = self.left.load(std::sync::atomic::Ordering::Relaxed);
-        if left == 0 {
-            return Err(std::io::Error::from_raw_os_error(28));
-        }
-        self.left
-            .store(left - 1, std::sync::atomic::Ordering::Relaxed);
-        self.log.write(event)
-    }
 }
 
 #[test]

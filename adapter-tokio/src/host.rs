@@ -66,9 +66,9 @@ impl From<ConfigError> for HostError {
 /// whoever started the call, so dropping a caller's future never skips a
 /// call's shutdown or its record.
 ///
-/// Audit events are written to [`HostOptions::audit`] from the owner task,
-/// in order, as they happen: the sink is synchronous, so it should be quick
-/// (an append to a file is).
+/// Audit events are written to [`HostOptions::audit`] by the owner task,
+/// in order, as they happen: each write runs on the runtime's blocking pool
+/// and the owner awaits it before its next action.
 ///
 /// # Examples
 ///
@@ -322,18 +322,23 @@ impl HostShared {
         self.finished.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes one event to the sink, counting failures.
     /// Writes `event` to the audit sink, if any; a failure is counted and
     /// returned so the owner can tell the core (which fails closed before
-    /// dispatch).
-    pub(crate) fn audit(&self, event: &AuditEvent) -> Result<(), String> {
-        match &self.options.audit {
-            Some(sink) => sink.write(event).map_err(|error| {
-                self.audit_failures.fetch_add(1, Ordering::Relaxed);
-                error.to_string()
-            }),
-            None => Ok(()),
-        }
+    /// dispatch). The sink's write (a file append, perhaps an fsync) runs
+    /// on the runtime's blocking pool (`spawn_blocking`), never on a worker
+    /// thread; a sink that panicked counts as a failed write.
+    pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
+        let Some(sink) = self.options.audit.clone() else {
+            return Ok(());
+        };
+        let written = tokio::task::spawn_blocking(move || sink.write(&event)).await;
+        let error = match written {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error.to_string(),
+            Err(join) => format!("the audit sink failed: {join}"),
+        };
+        self.audit_failures.fetch_add(1, Ordering::Relaxed);
+        Err(error)
     }
 
     /// Keeps a finished call's record.

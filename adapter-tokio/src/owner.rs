@@ -156,7 +156,7 @@ impl Owner {
         let timer = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(timer);
         let mut armed = None;
-        while !self.carry_out_actions() {
+        while !self.carry_out_actions().await {
             let event = self.next_event(timer.as_mut(), &mut armed).await;
             let now = clock();
             match event {
@@ -234,14 +234,16 @@ impl Owner {
     }
 
     /// Carries out every queued action; `true` once the call finished.
-    fn carry_out_actions(&mut self) -> bool {
+    /// Only an audit write awaits (on tokio's blocking pool); it is done
+    /// before the next action, so events stay in order.
+    async fn carry_out_actions(&mut self) -> bool {
         // The state is published before each action (a caller who sees the
         // card also sees `awaiting_approval`) and after the last one.
         while let Some(action) = self.call.poll_action() {
             self.publish_state();
             match action {
                 Action::Audit(event) => {
-                    if let Err(error) = self.host.audit(&event) {
+                    if let Err(error) = self.host.audit(event).await {
                         self.call.handle_audit_failed(clock(), error);
                     }
                 }

@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_std::AuditSink;
 use spillguard_std::core::{AuditEvent, CallKind, CallSpec, State};
+use spillguard_std::{AuditSink, ChainedFileAudit};
 use spillguard_std::{CallHandle, Host};
 
 /// A call spec for an action named `local.test` with this id.
@@ -120,4 +120,44 @@ pub fn records_of(host: &Host, call_id: &str) -> usize {
         .iter()
         .filter(|r| r.call_id == call_id)
         .count()
+}
+
+/// A disk that fills up after `left` events: the writes after that fail
+/// with ENOSPC before they reach the log.
+#[derive(Debug)]
+pub struct DiskFullAfter {
+    pub log: ChainedFileAudit,
+    pub left: std::sync::atomic::AtomicU64,
+}
+
+impl AuditSink for DiskFullAfter {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let took = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        match took {
+            Ok(_) => self.log.write(event),
+            Err(_) => Err(std::io::Error::from_raw_os_error(28)),
+        }
+    }
+}
+
+/// Records the name of the thread each event was written on, then hands
+/// the event to `log`.
+#[derive(Debug)]
+pub struct ThreadNoting {
+    pub log: ChainedFileAudit,
+    pub threads: Mutex<Vec<(std::thread::ThreadId, Option<String>)>>,
+}
+
+impl AuditSink for ThreadNoting {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        let current = std::thread::current();
+        self.threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((current.id(), current.name().map(str::to_owned)));
+        self.log.write(event)
+    }
 }

@@ -1,0 +1,148 @@
+//! The smol adapter with the hash-chained audit log: the sink runs on the
+//! blocking pool, the log verifies against its anchor and matches the
+//! record's lifecycle, and a full disk at the attempt fails the call closed.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../adapter-std/tests/support/mod.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use spillguard_smol::core::audit::{
+    ExpectedCall, LogEntry, Verdict, VerifyOptions, compare, verify_and_read,
+};
+use spillguard_smol::core::{Config, State};
+use spillguard_smol::{HelperCommand, Host, HostOptions};
+use spillguard_std::{ChainedFileAudit, ChainedFileOptions};
+use support::{DiskFullAfter, ThreadNoting, spec, temp_path};
+
+fn fresh(name: &str) -> std::path::PathBuf {
+    let path = temp_path(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn the_chained_log_is_written_off_the_executor_and_verifies() {
+    let path = fresh("smol-chained.log");
+    let sink = Arc::new(ThreadNoting {
+        log: ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap(),
+        threads: Mutex::new(Vec::new()),
+    });
+    let host = Host::new(
+        Config::default(),
+        HostOptions {
+            audit: Some(sink.clone()),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    let calls = ["c_a", "c_b", "c_c"];
+    let outcomes = smol::block_on(async {
+        let handles: Vec<_> = calls
+            .iter()
+            .map(|id| host.start(spec(id), HelperCommand::shell_script("echo x 1>&2"), false))
+            .collect();
+        let mut outcomes = Vec::new();
+        for handle in handles {
+            outcomes.push(handle.wait().await);
+        }
+        outcomes
+    });
+    assert!(outcomes.iter().all(|o| o.record.state == State::Completed));
+
+    // Every write ran on smol's blocking pool, none on an executor thread.
+    let threads = sink.threads.lock().unwrap().clone();
+    assert_eq!(threads.len(), 3 * 6);
+    for (_, name) in &threads {
+        assert!(
+            name.as_deref().is_some_and(|n| n.starts_with("blocking")),
+            "{name:?}"
+        );
+    }
+
+    let anchor = sink.log.anchor();
+    let bytes = std::fs::read(&path).unwrap();
+    let (verdict, records) = verify_and_read(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(&anchor),
+            key: None,
+        },
+    );
+    assert_eq!(
+        verdict,
+        Verdict::Ok {
+            records: 1 + 3 * 6,
+            head: anchor.head
+        }
+    );
+    let expected: Vec<ExpectedCall> = outcomes
+        .iter()
+        .map(|o| ExpectedCall::from_record(&o.record))
+        .collect();
+    assert_eq!(compare(&records, &expected), []);
+    // Each call's final record is the record its caller got.
+    for outcome in &outcomes {
+        let logged = records.iter().find_map(|r| match &r.entry {
+            Some(LogEntry::Call(event)) if event.call_id == outcome.record.call_id => {
+                match &event.kind {
+                    spillguard_smol::core::AuditKind::Final(record) => Some((**record).clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        assert_eq!(logged.as_ref(), Some(&outcome.record));
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_full_disk_at_the_attempt_fails_the_call_closed() {
+    let path = fresh("smol-full.log");
+    let trace = fresh("smol-full-trace");
+    let sink = Arc::new(DiskFullAfter {
+        log: ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap(),
+        left: 1.into(),
+    });
+    let host = Host::new(
+        Config::default(),
+        HostOptions {
+            audit: Some(sink.clone()),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
+    let outcome = smol::block_on(host.start(spec("c_full"), command, false).wait());
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("audit log: No space left on device (os error 28)")
+    );
+    assert_eq!((record.pid, record.audit_failures), (None, 1));
+    assert!(!trace.exists(), "nothing was spawned");
+    // The `opened` entry and the transition to `validated` reached the
+    // log, which verifies; the attempt and the three events after it
+    // failed and were counted.
+    let anchor = sink.log.anchor();
+    let bytes = std::fs::read(&path).unwrap();
+    let (verdict, _) = verify_and_read(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(&anchor),
+            key: None,
+        },
+    );
+    assert_eq!(
+        verdict,
+        Verdict::Ok {
+            records: 2,
+            head: anchor.head
+        }
+    );
+    assert_eq!(host.audit_failures(), 4);
+    let _ = std::fs::remove_file(&path);
+}
