@@ -197,7 +197,13 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let load_before = load_average();
     let results = measure(&binaries, &options);
+    println!(
+        "machine: {} CPUs; load average (1, 5, 15 min) {load_before} before the cases, {} after",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load_average()
+    );
     report::print(&results, &options, &shown(&binaries.helper));
     if results.failures.is_empty() {
         ExitCode::SUCCESS
@@ -386,6 +392,21 @@ fn run_case(
         return Err(format!("the case ended ({status}) without a result line"));
     };
     line::parse(last).map_err(|error| format!("bad result line ({error}): {last}"))
+}
+
+/// The first three fields of `/proc/loadavg`, or `unknown`: figures taken
+/// on a busy machine are read with that in mind.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|text| !text.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Median of `values` (the mean of the middle two for an even count).
