@@ -11,7 +11,9 @@
 //!
 //! The command, the options, the audit sinks and the OS calls are the std
 //! adapter's ([`spillguard_std`]), re-exported here: only the waiting is
-//! async.
+//! async. A sink's writes (a [`ChainedFileAudit`] appends and syncs a file)
+//! run on smol's blocking pool, each awaited by the call's owner before its
+//! next action.
 //!
 //! # The run loop
 //!
@@ -95,6 +97,6 @@ pub use host::Host;
 pub use spillguard_core as core;
 pub use spillguard_std::os;
 pub use spillguard_std::{
-    AuditSink, HelperCommand, HostOptions, InvalidCommand, JsonLinesAudit, ShutdownReport,
-    StdinMode,
+    AuditOpenError, AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand,
+    HostOptions, InvalidCommand, JsonLinesAudit, KeySource, ShutdownReport, StdinMode,
 };

@@ -10,7 +10,9 @@
 //! This crate has the same concepts and method names as `spillguard-std`,
 //! async where the runtime is, and reuses its runtime-free parts:
 //! [`HelperCommand`], [`HostOptions`], the audit sinks, [`ShutdownReport`]
-//! and the OS calls of `spillguard_std::os`.
+//! and the OS calls of `spillguard_std::os`. A sink's writes (a
+//! [`ChainedFileAudit`] appends and syncs a file) run on the runtime's
+//! blocking pool, each awaited by the call's owner before its next action.
 //!
 //! # The run loop
 //!
@@ -98,6 +100,6 @@ pub use handle::{CallHandle, Canceller};
 pub use host::{Host, HostError};
 pub use spillguard_core as core;
 pub use spillguard_std::{
-    AuditSink, HelperCommand, HostOptions, InvalidCommand, JsonLinesAudit, ShutdownReport,
-    StdinMode,
+    AuditOpenError, AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand,
+    HostOptions, InvalidCommand, JsonLinesAudit, KeySource, ShutdownReport, StdinMode,
 };

@@ -5,7 +5,9 @@
 //! ([`Runtime`]) runs one on real processes — the `spillguard-test-helper`
 //! binary of this package — and returns what it [`Measured`]; [`check`]
 //! compares that with the scenario's expectations, exactly for counts and
-//! states, within generous bounds for durations.
+//! states, within generous bounds for durations. Every run also writes a
+//! hash-chained audit log, verified offline afterwards against its anchor
+//! and the records' lifecycles (S10, [`audit`]).
 //!
 //! ```no_run
 //! use spillguard_tests::{Environment, Runtime, catalog, check};
@@ -24,6 +26,7 @@
 //! runtimes ([`compare`]); `cargo xtask runtimes` builds and runs it.
 #![deny(missing_docs)]
 
+pub mod audit;
 pub mod catalog;
 pub mod compare;
 pub mod drivers;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitOptions};
 use serde::Serialize;
+use spillguard_core::audit::Difference;
 use spillguard_core::{CallRecord, RetentionPool};
 
 /// Everything a driver measured while running one scenario on one runtime.
@@ -23,8 +24,9 @@ pub struct Measured {
     pub pool: PoolUse,
     /// Wall time of the whole run, in milliseconds.
     pub wall_ms: f64,
-    /// Offline verification of the audit chain against the expected
-    /// lifecycle (S10). `None` until the adapters write the audit log.
+    /// Offline verification of the run's audit log against the sink's
+    /// anchor and the lifecycle of every record (S10); `None` when the run
+    /// wrote no log.
     pub audit_chain: Option<AuditChain>,
 }
 
@@ -102,13 +104,23 @@ pub struct PoolUse {
     pub in_use_after: u64,
 }
 
-/// The S10 hook: the result of verifying the audit chain offline.
+/// S10: the run's audit log, verified offline (see [`crate::audit`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditChain {
-    /// Whether the chain verified.
+    /// Whether the log verified `ok` against the sink's anchor.
     pub verified: bool,
-    /// Whether it matched the lifecycle the scenario expected.
+    /// Whether the calls on record match, call for call, the lifecycle of
+    /// the records the run produced (no [`Difference`]).
     pub matches_expected_lifecycle: bool,
+    /// The verdict's line (`ok: 19 records, as anchored (…)`), or why the
+    /// log could not be written.
+    pub verdict: String,
+    /// Records the verifier accepted.
+    pub records: u64,
+    /// How the log differs from the expected lifecycles.
+    pub differences: Vec<Difference>,
+    /// The log file, kept when a check failed.
+    pub kept_log: Option<std::path::PathBuf>,
 }
 
 /// What was left of a helper's process group once its record was written.

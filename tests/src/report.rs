@@ -98,6 +98,7 @@ impl Report {
     pub fn to_text(&self) -> String {
         let mut header = vec!["scenario".to_owned()];
         header.extend(self.runtimes.iter().cloned());
+        header.push("audit (S10)".to_owned());
         let rows: Vec<Vec<Vec<String>>> = self
             .scenarios
             .iter()
@@ -106,6 +107,7 @@ impl Report {
                 name.extend(wrap(&s.name, 34));
                 let mut row = vec![name];
                 row.extend(s.runs.iter().map(cell));
+                row.push(s.runs.iter().map(audit_cell).collect());
                 row
             })
             .collect();
@@ -136,6 +138,11 @@ impl Report {
             out,
             "exit CODE/sig SIGNAL ('-' is null); stderr and pool figures in bytes; \
              pool capacity (stderr_retained_process_bytes) {capacity}"
+        );
+        let _ = writeln!(
+            out,
+            "audit (S10): each run's hash-chained log verified against its anchor and \
+             compared with every record's lifecycle"
         );
         let failed: Vec<String> = self
             .scenarios
@@ -234,6 +241,22 @@ fn cell(run: &Run) -> Vec<String> {
         format!("FAILED: {} expectation(s)", run.failures.len())
     });
     lines
+}
+
+/// One line on a run's audit log: `std: ok, 19 records`, or what failed
+/// (the verdict's first words; the whole line is among the failures).
+fn audit_cell(run: &Run) -> String {
+    let Some(chain) = &run.measured.audit_chain else {
+        return format!("{}: not checked", run.runtime);
+    };
+    if !chain.verified {
+        let short = chain.verdict.split(" (").next().unwrap_or_default();
+        return format!("{}: {short}", run.runtime);
+    }
+    if !chain.matches_expected_lifecycle {
+        return format!("{}: {} difference(s)", run.runtime, chain.differences.len());
+    }
+    format!("{}: ok, {} records", run.runtime, chain.records)
 }
 
 /// `c_s7_03` → `c_s7` when the run has several copies of it.

@@ -15,7 +15,9 @@ usage: spillguard-scenarios [--runtime NAME]... [--scenario NAME]... [--json] [-
 Runs the scenario suite (S1-S9) on real processes through each runtime's
 adapter, checks every expectation, and compares the call records across
 runtimes after normalising pids, wall-clock times, timings and the byte
-counts a scenario declares timing-dependent.
+counts a scenario declares timing-dependent. Every run writes a
+hash-chained audit log, verified offline against its anchor and compared
+with each record's lifecycle (S10, the `audit` column).
 
   --runtime NAME   a runtime to run (repeatable, or comma-separated);
                    default: every runtime with a driver

@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_smol::{CallHandle, HelperCommand, Host};
+use spillguard_smol::{CallHandle, HelperCommand, Host, HostOptions};
 
+use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
@@ -16,13 +17,18 @@ use crate::scenario::{Environment, Scenario};
 /// The name of this runtime in reports.
 pub const NAME: &str = "smol";
 
-/// Runs `scenario` on a fresh smol [`Host`].
+/// Runs `scenario` on a fresh smol [`Host`], with its audit log (S10).
 pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
-    let options = super::std::options(&scenario.host);
-    match Host::new(scenario.host.config.clone(), options) {
+    let log = ScenarioLog::create(NAME, scenario);
+    let options = HostOptions {
+        audit: log.sink(),
+        ..super::std::options(&scenario.host)
+    };
+    let measured = match Host::new(scenario.host.config.clone(), options) {
         Ok(host) => engine::run(NAME, SmolHost(host), scenario, env),
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
-    }
+    };
+    log.finish(measured)
 }
 
 /// A smol [`Host`] under test.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
 use spillguard_std::{CallHandle, HelperCommand, Host, HostOptions};
 
+use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
 use crate::measure::Measured;
 use crate::scenario::{Environment, HostSettings, Scenario};
@@ -13,15 +14,22 @@ use crate::scenario::{Environment, HostSettings, Scenario};
 /// The name of this runtime in reports.
 pub const NAME: &str = "std";
 
-/// Runs `scenario` on a fresh std [`Host`].
+/// Runs `scenario` on a fresh std [`Host`], with its audit log (S10).
 pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
-    match Host::new(scenario.host.config.clone(), options(&scenario.host)) {
+    let log = ScenarioLog::create(NAME, scenario);
+    let options = HostOptions {
+        audit: log.sink(),
+        ..options(&scenario.host)
+    };
+    let measured = match Host::new(scenario.host.config.clone(), options) {
         Ok(host) => engine::run(NAME, StdHost(host), scenario, env),
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
-    }
+    };
+    log.finish(measured)
 }
 
-/// The std host's options for `settings`; the rest keep their defaults.
+/// The std host's options for `settings`; the rest keep their defaults
+/// (no audit sink: the drivers add the run's [`ScenarioLog`]).
 pub fn options(settings: &HostSettings) -> HostOptions {
     HostOptions {
         deadline: settings.deadline,

@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_tokio::{CallHandle, HelperCommand, Host};
+use spillguard_tokio::{CallHandle, HelperCommand, Host, HostOptions};
 use tokio::runtime::{Handle, Runtime};
 
+use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
@@ -20,25 +21,31 @@ pub const NAME: &str = "tokio";
 /// Worker threads of the run's runtime: the machine's two cores.
 const WORKERS: usize = 2;
 
-/// Runs `scenario` on a fresh tokio [`Host`] and its own runtime.
+/// Runs `scenario` on a fresh tokio [`Host`] and its own runtime, with
+/// its audit log (S10).
 pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
+    let log = ScenarioLog::create(NAME, scenario);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
-        Err(error) => return engine::refused(NAME, scenario, &error.to_string()),
+        Err(error) => return log.finish(engine::refused(NAME, scenario, &error.to_string())),
     };
-    let options = super::std::options(&scenario.host);
-    match Host::with_runtime(
+    let options = HostOptions {
+        audit: log.sink(),
+        ..super::std::options(&scenario.host)
+    };
+    let measured = match Host::with_runtime(
         scenario.host.config.clone(),
         options,
         runtime.handle().clone(),
     ) {
         Ok(host) => engine::run(NAME, TokioHost { host, runtime }, scenario, env),
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
-    }
+    };
+    log.finish(measured)
 }
 
 /// A tokio [`Host`] under test, with the runtime its calls run on.
