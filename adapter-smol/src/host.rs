@@ -1,10 +1,9 @@
 //! The process-wide [`Host`]: configuration, the retention pool, the audit
 //! sink, and the registry of live calls.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use event_listener::Event as Notify;
@@ -15,6 +14,7 @@ use spillguard_core::{
     AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
     ConfigError, RetentionPool,
 };
+use spillguard_std::host_state::HostState;
 use spillguard_std::{HelperCommand, HostOptions, ShutdownReport};
 
 use crate::handle::{CallHandle, Published};
@@ -59,69 +59,47 @@ pub struct Host {
 }
 
 pub(crate) struct HostShared {
-    pub(crate) config: Config,
-    pub(crate) options: HostOptions,
-    pool: RetentionPool,
-    live: Mutex<Live>,
-    live_changed: Notify,
-    finished: Mutex<VecDeque<CallRecord>>,
-    audit_failures: AtomicU64,
-}
-
-#[derive(Default)]
-struct Live {
-    closing: bool,
-    next_id: u64,
-    calls: HashMap<u64, Sender<Event>>,
+    pub(crate) state: HostState<Sender<Event>>,
+    /// Notified after a call left the registry.
+    call_ended: Notify,
 }
 
 impl fmt::Debug for HostShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Host")
-            .field("config", &self.config)
-            .field("options", &self.options)
-            .field("pool", &self.pool)
-            .finish_non_exhaustive()
+        self.state.fmt(f)
     }
 }
 
 impl Host {
     /// A host for `config` (validated here) run with `options`.
     pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
-        config.validate()?;
-        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
         Ok(Self {
             shared: Arc::new(HostShared {
-                config,
-                options,
-                pool,
-                live: Mutex::new(Live::default()),
-                live_changed: Notify::new(),
-                finished: Mutex::new(VecDeque::new()),
-                audit_failures: AtomicU64::new(0),
+                state: HostState::new(config, options)?,
+                call_ended: Notify::new(),
             }),
         })
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.shared.state.config
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.options
+        &self.shared.state.options
     }
 
     /// The process-wide pool every call's stderr draws from (R2.2).
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.pool
+        &self.shared.state.pool
     }
 
     /// The settings a call of `kind` gets: [`CallSettings::action`] or
     /// [`CallSettings::discovery`] under the config, with the host's options.
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.options.call_settings(&self.shared.config, kind)
+        self.shared.state.call_settings(kind)
     }
 
     /// Starts a call of `command` with the settings of
@@ -153,7 +131,7 @@ impl Host {
         let call_id = spec.call_id.clone();
         let (sender, events) = channel::unbounded();
         let published = Arc::new(Published::new());
-        let (id, host_closing) = self.register(sender.clone());
+        let (id, host_closing) = self.shared.state.register(sender.clone());
         let start = Start {
             needs_approval,
             host_closing,
@@ -161,7 +139,7 @@ impl Host {
         let call = Call::new(
             spec,
             settings,
-            &self.shared.pool,
+            &self.shared.state.pool,
             Instant::now(),
             SystemTime::now(),
         );
@@ -192,22 +170,15 @@ impl Host {
     /// carries on with the stop (SIGTERM, then SIGKILL after the grace) and
     /// the record. A future never polled cancels nothing.
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        let targets: Vec<(u64, Sender<Event>)> = {
-            let mut live = self.shared.lock_live();
-            live.closing = true;
-            live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
-        };
+        let targets = self.shared.state.close();
         for (_, sender) in &targets {
             let _ = sender.try_send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
         }
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
-        let pending = || {
-            let live = self.shared.lock_live();
-            ids.iter().filter(|id| live.calls.contains_key(id)).count()
-        };
+        let pending = || self.shared.state.still_live(&ids);
         let all_finished = async {
             while pending() > 0 {
-                let listener = self.shared.live_changed.listen();
+                let listener = self.shared.call_ended.listen();
                 // Checked again once listening, so no change is missed.
                 if pending() == 0 {
                     break;
@@ -228,69 +199,40 @@ impl Host {
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.lock_live().calls.len()
+        self.shared.state.live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.lock_finished().iter().cloned().collect()
+        self.shared.state.finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.audit_failures.load(Ordering::Relaxed)
-    }
-
-    fn register(&self, sender: Sender<Event>) -> (u64, bool) {
-        let mut live = self.shared.lock_live();
-        live.next_id += 1;
-        let id = live.next_id;
-        live.calls.insert(id, sender);
-        (id, live.closing)
+        self.shared.state.audit_failures()
     }
 }
 
 impl HostShared {
-    fn lock_live(&self) -> MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
-        self.finished.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Writes `event` to the audit sink, if any; a failure is counted and
     /// returned for the owner to tell the core (which fails closed before
     /// dispatch). The sink's write (a file append, perhaps an fsync) runs
     /// on smol's blocking thread pool (`smol::unblock`), never on an
     /// executor thread.
     pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
-        let Some(sink) = self.options.audit.clone() else {
+        let Some(sink) = self.state.options.audit.clone() else {
             return Ok(());
         };
         smol::unblock(move || sink.write(&event))
             .await
-            .map_err(|error| {
-                self.audit_failures.fetch_add(1, Ordering::Relaxed);
-                error.to_string()
-            })
-    }
-
-    /// Keeps a finished call's record.
-    pub(crate) fn record_finished(&self, record: CallRecord) {
-        let kept = self.options.finished_records_kept;
-        let mut finished = self.lock_finished();
-        finished.push_back(record);
-        while finished.len() > kept {
-            finished.pop_front();
-        }
+            .map_err(|error| self.state.audit_failed(error))
     }
 
     /// The call's owner ended: it is no longer live.
     pub(crate) fn deregister(&self, id: u64) {
-        self.lock_live().calls.remove(&id);
-        self.live_changed.notify(usize::MAX);
+        self.state.deregister(id);
+        self.call_ended.notify(usize::MAX);
     }
 }

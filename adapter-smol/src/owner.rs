@@ -243,7 +243,7 @@ impl Owner {
             return;
         };
         let program = command.program.to_string_lossy().into_owned();
-        let spawned = Process::spawn(command, self.host.options.pipe_size, &self.sender);
+        let spawned = Process::spawn(command, self.host.state.options.pipe_size, &self.sender);
         let now = Instant::now();
         let reported = match spawned {
             Ok(process) => {
@@ -261,7 +261,7 @@ impl Owner {
     }
 
     fn finish(&mut self, outcome: Outcome) {
-        self.host.record_finished(outcome.record.clone());
+        self.host.state.record_finished(outcome.record.clone());
         self.published.finish(outcome);
     }
 }

@@ -1,21 +1,21 @@
 //! The process-wide [`Host`]: configuration, the retention pool, the audit
 //! sink, and the registry of live calls.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
-    ConfigError, DisconnectPolicy, RetentionPool,
+    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, ConfigError,
+    DisconnectPolicy, RetentionPool,
 };
 
 use crate::audit::AuditSink;
 use crate::command::HelperCommand;
 use crate::handle::{CallHandle, Published};
+use crate::host_state::HostState;
 use crate::owner::{Command, EVENT_QUEUE, Event, Owner, Start};
 
 /// How a [`Host`] runs its calls. Every `Option` left `None` keeps the value
@@ -148,69 +148,50 @@ pub struct Host {
 }
 
 pub(crate) struct HostShared {
-    pub(crate) config: Config,
-    pub(crate) options: HostOptions,
-    pool: RetentionPool,
-    live: Mutex<Live>,
-    live_changed: Condvar,
-    finished: Mutex<VecDeque<CallRecord>>,
-    audit_failures: AtomicU64,
-}
-
-#[derive(Default)]
-struct Live {
-    closing: bool,
-    next_id: u64,
-    calls: HashMap<u64, SyncSender<Event>>,
+    pub(crate) state: HostState<SyncSender<Event>>,
+    /// Taken between a call leaving the registry and `call_ended`, so that
+    /// [`Host::shutdown`] cannot miss the notification.
+    ended: Mutex<()>,
+    call_ended: Condvar,
 }
 
 impl fmt::Debug for HostShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Host")
-            .field("config", &self.config)
-            .field("options", &self.options)
-            .field("pool", &self.pool)
-            .finish_non_exhaustive()
+        self.state.fmt(f)
     }
 }
 
 impl Host {
     /// A host for `config` (validated here) run with `options`.
     pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
-        config.validate()?;
-        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
         Ok(Self {
             shared: Arc::new(HostShared {
-                config,
-                options,
-                pool,
-                live: Mutex::new(Live::default()),
-                live_changed: Condvar::new(),
-                finished: Mutex::new(VecDeque::new()),
-                audit_failures: AtomicU64::new(0),
+                state: HostState::new(config, options)?,
+                ended: Mutex::new(()),
+                call_ended: Condvar::new(),
             }),
         })
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.shared.state.config
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.options
+        &self.shared.state.options
     }
 
     /// The process-wide pool every call's stderr draws from (R2.2).
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.pool
+        &self.shared.state.pool
     }
 
     /// The settings a call of `kind` gets: [`CallSettings::action`] or
     /// [`CallSettings::discovery`] under the config, with the host's options.
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.options.call_settings(&self.shared.config, kind)
+        self.shared.state.call_settings(kind)
     }
 
     /// Starts a call of `command` with the settings of
@@ -241,7 +222,7 @@ impl Host {
         let call_id = spec.call_id.clone();
         let (sender, events) = mpsc::sync_channel(EVENT_QUEUE);
         let published = Arc::new(Published::new());
-        let (id, host_closing) = self.register(sender.clone());
+        let (id, host_closing) = self.shared.state.register(sender.clone());
         let start = Start {
             needs_approval,
             host_closing,
@@ -271,32 +252,27 @@ impl Host {
     /// cancelled before dispatch.
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let deadline = Instant::now().checked_add(timeout);
-        let targets: Vec<(u64, SyncSender<Event>)> = {
-            let mut live = self.shared.lock_live();
-            live.closing = true;
-            live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
-        };
+        let targets = self.shared.state.close();
         for (_, sender) in &targets {
             let _ = sender.send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
         }
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
-        let mut live = self.shared.lock_live();
-        let pending = |live: &Live| ids.iter().filter(|id| live.calls.contains_key(id)).count();
-        while pending(&live) > 0 {
+        let mut ended = self.shared.lock_ended();
+        while self.shared.state.still_live(&ids) > 0 {
             let left = deadline.map_or(Duration::MAX, |d| {
                 d.saturating_duration_since(Instant::now())
             });
             if left.is_zero() {
                 break;
             }
-            live = self
+            ended = self
                 .shared
-                .live_changed
-                .wait_timeout(live, left)
+                .call_ended
+                .wait_timeout(ended, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
-        let unfinished = pending(&live);
+        let unfinished = self.shared.state.still_live(&ids);
         ShutdownReport {
             finished: ids.len() - unfinished,
             unfinished,
@@ -305,19 +281,19 @@ impl Host {
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.lock_live().calls.len()
+        self.shared.state.live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.lock_finished().iter().cloned().collect()
+        self.shared.state.finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.audit_failures.load(Ordering::Relaxed)
+        self.shared.state.audit_failures()
     }
 
     /// The owner of a new call, without its command.
@@ -333,7 +309,7 @@ impl Host {
         let call = Call::new(
             spec,
             settings,
-            &self.shared.pool,
+            &self.shared.state.pool,
             Instant::now(),
             SystemTime::now(),
         );
@@ -348,52 +324,17 @@ impl Host {
             host: self.shared.clone(),
         }
     }
-
-    fn register(&self, sender: SyncSender<Event>) -> (u64, bool) {
-        let mut live = self.shared.lock_live();
-        live.next_id += 1;
-        let id = live.next_id;
-        live.calls.insert(id, sender);
-        (id, live.closing)
-    }
 }
 
 impl HostShared {
-    fn lock_live(&self) -> MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
-        self.finished.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Writes one event to the sink, counting failures.
-    /// Writes `event` to the audit sink, if any; a failure is counted and
-    /// returned so the owner can tell the core (which fails closed before
-    /// dispatch).
-    pub(crate) fn audit(&self, event: &AuditEvent) -> Result<(), String> {
-        match &self.options.audit {
-            Some(sink) => sink.write(event).map_err(|error| {
-                self.audit_failures.fetch_add(1, Ordering::Relaxed);
-                error.to_string()
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Keeps a finished call's record.
-    pub(crate) fn record_finished(&self, record: CallRecord) {
-        let kept = self.options.finished_records_kept;
-        let mut finished = self.lock_finished();
-        finished.push_back(record);
-        while finished.len() > kept {
-            finished.pop_front();
-        }
+    fn lock_ended(&self) -> MutexGuard<'_, ()> {
+        self.ended.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The call's owner ended: it is no longer live.
     pub(crate) fn deregister(&self, id: u64) {
-        self.lock_live().calls.remove(&id);
-        self.live_changed.notify_all();
+        self.state.deregister(id);
+        drop(self.lock_ended());
+        self.call_ended.notify_all();
     }
 }

@@ -81,6 +81,7 @@ mod audit_log;
 mod command;
 mod handle;
 mod host;
+pub mod host_state;
 pub mod os;
 mod owner;
 mod process;

@@ -202,7 +202,7 @@ impl Owner {
             self.published.set_state(self.call.state());
             match action {
                 Action::Audit(event) => {
-                    if let Err(error) = self.host.audit(&event) {
+                    if let Err(error) = self.host.state.audit(&event) {
                         self.call.handle_audit_failed(Instant::now(), error);
                     }
                 }
@@ -239,7 +239,7 @@ impl Owner {
             return;
         };
         let program = command.program.to_string_lossy().into_owned();
-        let spawned = Process::spawn(command, self.host.options.pipe_size, &self.sender);
+        let spawned = Process::spawn(command, self.host.state.options.pipe_size, &self.sender);
         let now = Instant::now();
         let reported = match spawned {
             Ok(process) => {
@@ -257,7 +257,7 @@ impl Owner {
     }
 
     fn finish(&mut self, outcome: Outcome) {
-        self.host.record_finished(outcome.record.clone());
+        self.host.state.record_finished(outcome.record.clone());
         self.published.finish(outcome);
     }
 }

@@ -1,16 +1,15 @@
 //! The process-wide [`Host`]: configuration, the retention pool, the audit
 //! sink, the runtime the calls run on, and the registry of live calls.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use spillguard_core::{
     AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
     ConfigError, RetentionPool,
 };
+use spillguard_std::host_state::HostState;
 use spillguard_std::{HelperCommand, HostOptions, ShutdownReport};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -103,37 +102,21 @@ pub struct Host {
 }
 
 pub(crate) struct HostShared {
-    pub(crate) config: Config,
-    pub(crate) options: HostOptions,
-    pool: RetentionPool,
+    pub(crate) state: HostState<LiveCall>,
     runtime: Handle,
-    live: Mutex<Live>,
-    finished: Mutex<VecDeque<CallRecord>>,
-    audit_failures: AtomicU64,
-}
-
-#[derive(Default)]
-struct Live {
-    closing: bool,
-    next_id: u64,
-    calls: HashMap<u64, LiveCall>,
 }
 
 /// How the host reaches a live call: its owner's channel, and what the
 /// owner publishes.
 #[derive(Clone)]
-struct LiveCall {
+pub(crate) struct LiveCall {
     events: mpsc::UnboundedSender<Event>,
     published: watch::Receiver<Snapshot>,
 }
 
 impl fmt::Debug for HostShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Host")
-            .field("config", &self.config)
-            .field("options", &self.options)
-            .field("pool", &self.pool)
-            .finish_non_exhaustive()
+        self.state.fmt(f)
     }
 }
 
@@ -157,29 +140,22 @@ impl Host {
         options: HostOptions,
         runtime: Handle,
     ) -> Result<Self, HostError> {
-        config.validate()?;
-        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
         Ok(Self {
             shared: Arc::new(HostShared {
-                config,
-                options,
-                pool,
+                state: HostState::new(config, options)?,
                 runtime,
-                live: Mutex::new(Live::default()),
-                finished: Mutex::new(VecDeque::new()),
-                audit_failures: AtomicU64::new(0),
             }),
         })
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.shared.state.config
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.options
+        &self.shared.state.options
     }
 
     /// The runtime the calls run on.
@@ -189,13 +165,13 @@ impl Host {
 
     /// The process-wide pool every call's stderr draws from (R2.2).
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.pool
+        &self.shared.state.pool
     }
 
     /// The settings a call of `kind` gets: [`CallSettings::action`] or
     /// [`CallSettings::discovery`] under the config, with the host's options.
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.options.call_settings(&self.shared.config, kind)
+        self.shared.state.call_settings(kind)
     }
 
     /// Starts a call of `command` with the settings of
@@ -227,11 +203,11 @@ impl Host {
         let (sender, events) = mpsc::unbounded_channel();
         let (published, watched) = watch::channel(Snapshot::new());
         let (outcome, outcome_ready) = oneshot::channel();
-        let (id, host_closing) = self.register(LiveCall {
+        let (id, host_closing) = self.shared.state.register(LiveCall {
             events: sender.clone(),
             published: watched.clone(),
         });
-        let pool = &self.shared.pool;
+        let pool = &self.shared.state.pool;
         let owner = Owner {
             id,
             call: Call::new(spec, settings, pool, owner::clock(), SystemTime::now()),
@@ -262,13 +238,9 @@ impl Host {
     /// later only stops the waiting. Each call's owner carries on with its
     /// shutdown and writes its record whatever happens to this future.
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        let targets: Vec<LiveCall> = {
-            let mut live = self.shared.lock_live();
-            live.closing = true;
-            live.calls.values().cloned().collect()
-        };
+        let targets = self.shared.state.close();
         let mut watched = Vec::with_capacity(targets.len());
-        for target in targets {
+        for (_, target) in targets {
             let cancel = Command::Cancel(CancelReason::HostShutdown);
             let _ = target.events.send(Event::Command(cancel));
             watched.push(target.published);
@@ -289,70 +261,38 @@ impl Host {
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.lock_live().calls.len()
+        self.shared.state.live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.lock_finished().iter().cloned().collect()
+        self.shared.state.finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.audit_failures.load(Ordering::Relaxed)
-    }
-
-    fn register(&self, call: LiveCall) -> (u64, bool) {
-        let mut live = self.shared.lock_live();
-        live.next_id += 1;
-        let id = live.next_id;
-        live.calls.insert(id, call);
-        (id, live.closing)
+        self.shared.state.audit_failures()
     }
 }
 
 impl HostShared {
-    fn lock_live(&self) -> MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
-        self.finished.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Writes `event` to the audit sink, if any; a failure is counted and
     /// returned so the owner can tell the core (which fails closed before
     /// dispatch). The sink's write (a file append, perhaps an fsync) runs
     /// on the runtime's blocking pool (`spawn_blocking`), never on a worker
     /// thread; a sink that panicked counts as a failed write.
     pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
-        let Some(sink) = self.options.audit.clone() else {
+        let Some(sink) = self.state.options.audit.clone() else {
             return Ok(());
         };
-        let written = tokio::task::spawn_blocking(move || sink.write(&event)).await;
-        let error = match written {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(error)) => error.to_string(),
-            Err(join) => format!("the audit sink failed: {join}"),
-        };
-        self.audit_failures.fetch_add(1, Ordering::Relaxed);
-        Err(error)
-    }
-
-    /// Keeps a finished call's record.
-    pub(crate) fn record_finished(&self, record: CallRecord) {
-        let kept = self.options.finished_records_kept;
-        let mut finished = self.lock_finished();
-        finished.push_back(record);
-        while finished.len() > kept {
-            finished.pop_front();
+        match tokio::task::spawn_blocking(move || sink.write(&event)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(self.state.audit_failed(error)),
+            Err(join) => Err(self
+                .state
+                .audit_failed(format!("the audit sink failed: {join}"))),
         }
-    }
-
-    /// The call's owner ended: it is no longer live.
-    pub(crate) fn deregister(&self, id: u64) {
-        self.lock_live().calls.remove(&id);
     }
 }

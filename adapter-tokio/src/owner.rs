@@ -293,7 +293,7 @@ impl Owner {
             return;
         };
         let program = command.program.to_string_lossy().into_owned();
-        let spawned = Process::spawn(command, self.host.options.pipe_size, &self.sender);
+        let spawned = Process::spawn(command, self.host.state.options.pipe_size, &self.sender);
         let now = clock();
         let reported = match spawned {
             Ok(process) => {
@@ -313,7 +313,7 @@ impl Owner {
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
         let state = outcome.record.state;
-        self.host.record_finished(outcome.record.clone());
+        self.host.state.record_finished(outcome.record.clone());
         // The outcome is handed over before `finished` is published, so a
         // handle that sees `finished` finds it. Nobody listening: dropped,
         // and its pool share with it.
@@ -338,7 +338,7 @@ impl Drop for Owner {
         {
             spillguard_std::os::signal_group(process.pid, Signal::Kill);
         }
-        self.host.deregister(self.id);
+        self.host.state.deregister(self.id);
         self.published.send_modify(|s| s.owner_ended = true);
     }
 }

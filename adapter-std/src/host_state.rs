@@ -1,0 +1,156 @@
+//! What every adapter's host holds, whatever its runtime: the configuration,
+//! the options, the retention pool, the registry of live calls, the kept
+//! records of finished calls, and the count of failed audit writes.
+//!
+//! An adapter wraps a [`HostState`] with what depends on its runtime: how
+//! it is told that a call ended (a `Condvar`, an event listener, a watch
+//! channel), and how an audit write is kept off its executor threads.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use spillguard_core::{
+    AuditEvent, CallKind, CallRecord, CallSettings, Config, ConfigError, RetentionPool,
+};
+
+use crate::HostOptions;
+
+/// The runtime-free state of a host; `S` is how the host reaches a live
+/// call (typically the sender of the call's owner channel).
+pub struct HostState<S> {
+    /// The validated configuration.
+    pub config: Config,
+    /// The options in force.
+    pub options: HostOptions,
+    /// The process-wide pool every call's stderr draws from (R2.2).
+    pub pool: RetentionPool,
+    live: Mutex<Live<S>>,
+    finished: Mutex<VecDeque<CallRecord>>,
+    audit_failures: AtomicU64,
+}
+
+struct Live<S> {
+    closing: bool,
+    next_id: u64,
+    calls: HashMap<u64, S>,
+}
+
+impl<S> fmt::Debug for HostState<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("config", &self.config)
+            .field("options", &self.options)
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Clone> HostState<S> {
+    /// The state of a host for `config` (validated here) run with
+    /// `options`, with a pool of `stderr_retained_process_bytes`.
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        Ok(Self {
+            config,
+            options,
+            pool,
+            live: Mutex::new(Live {
+                closing: false,
+                next_id: 0,
+                calls: HashMap::new(),
+            }),
+            finished: Mutex::new(VecDeque::new()),
+            audit_failures: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings a call of `kind` gets under the config, with the
+    /// options' overrides ([`HostOptions::call_settings`]).
+    pub fn call_settings(&self, kind: CallKind) -> CallSettings {
+        self.options.call_settings(&self.config, kind)
+    }
+
+    /// Registers a new live call reached through `call`; returns its id and
+    /// whether the host is closing (the call is then to be cancelled before
+    /// anything).
+    pub fn register(&self, call: S) -> (u64, bool) {
+        let mut live = self.lock_live();
+        live.next_id += 1;
+        let id = live.next_id;
+        live.calls.insert(id, call);
+        (id, live.closing)
+    }
+
+    /// The call `id` ended (its owner is gone): it is no longer live.
+    pub fn deregister(&self, id: u64) {
+        self.lock_live().calls.remove(&id);
+    }
+
+    /// Marks the host as closing and returns the calls live at this moment.
+    /// Calls registered afterwards are told the host is closing.
+    pub fn close(&self) -> Vec<(u64, S)> {
+        let mut live = self.lock_live();
+        live.closing = true;
+        live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
+    }
+
+    /// How many calls are live.
+    pub fn live_calls(&self) -> usize {
+        self.lock_live().calls.len()
+    }
+
+    /// How many of `ids` are still live.
+    pub fn still_live(&self, ids: &HashSet<u64>) -> usize {
+        let live = self.lock_live();
+        ids.iter().filter(|id| live.calls.contains_key(id)).count()
+    }
+
+    /// Keeps a finished call's record, dropping the oldest beyond
+    /// [`HostOptions::finished_records_kept`].
+    pub fn record_finished(&self, record: CallRecord) {
+        let kept = self.options.finished_records_kept;
+        let mut finished = self.lock_finished();
+        finished.push_back(record);
+        while finished.len() > kept {
+            finished.pop_front();
+        }
+    }
+
+    /// The kept records of finished calls, oldest first.
+    pub fn finished_records(&self) -> Vec<CallRecord> {
+        self.lock_finished().iter().cloned().collect()
+    }
+
+    /// Writes `event` to the audit sink, if any, in this thread; a failure
+    /// is counted ([`audit_failed`](Self::audit_failed)) and returned for
+    /// the owner to tell the core (which fails closed before dispatch).
+    pub fn audit(&self, event: &AuditEvent) -> Result<(), String> {
+        match &self.options.audit {
+            Some(sink) => sink.write(event).map_err(|error| self.audit_failed(error)),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one failed audit write; returns its text, for
+    /// [`Call::handle_audit_failed`](spillguard_core::Call::handle_audit_failed).
+    pub fn audit_failed(&self, error: impl fmt::Display) -> String {
+        self.audit_failures.fetch_add(1, Ordering::Relaxed);
+        error.to_string()
+    }
+
+    /// How many audit events the sink failed to write.
+    pub fn audit_failures(&self) -> u64 {
+        self.audit_failures.load(Ordering::Relaxed)
+    }
+
+    fn lock_live(&self) -> MutexGuard<'_, Live<S>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
+        self.finished.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
