@@ -86,6 +86,7 @@ pub mod os;
 mod owner;
 mod process;
 mod reader;
+pub mod run_loop;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{

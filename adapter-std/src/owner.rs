@@ -15,84 +15,29 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Instant;
 
-use spillguard_core::{Action, Call, CallError, CancelReason, ExitStatus, Outcome};
+use spillguard_core::{Action, Call, CallError, Outcome};
 
 use crate::command::HelperCommand;
 use crate::handle::Published;
 use crate::host::HostShared;
 use crate::process::Process;
+use crate::run_loop::{self, Leftover};
+
+pub(crate) use crate::run_loop::{Pipe, Start};
 
 /// How many events may wait for the owner. Readers hold at most
 /// [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM) chunks each,
 /// so they never fill it; a caller sending commands may wait briefly.
 pub(crate) const EVENT_QUEUE: usize = 32;
 
-/// One of the helper's output streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pipe {
-    Stdout = 0,
-    Stderr = 1,
-}
-
-impl Pipe {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Pipe::Stdout => "stdout",
-            Pipe::Stderr => "stderr",
-        }
-    }
-}
+/// The core's answer to an approval or a denial goes back on this channel.
+pub(crate) type Reply = SyncSender<Result<(), CallError>>;
 
 /// Everything the owner waits for, on one channel.
-#[derive(Debug)]
-pub(crate) enum Event {
-    /// `buf[..len]` was read from `pipe`; `buf` goes back to its reader.
-    Chunk {
-        pipe: Pipe,
-        buf: Vec<u8>,
-        len: usize,
-    },
-    /// `pipe` reached end-of-file (or failed).
-    Eof(Pipe),
-    /// The helper was reaped.
-    Exited(ExitStatus),
-    /// Waiting for the helper failed.
-    ProcessLost,
-    /// From the caller or the host.
-    Command(Command),
-}
-
-impl Event {
-    /// The read buffer an undelivered chunk carried (empty otherwise).
-    pub(crate) fn into_buffer(self) -> Vec<u8> {
-        match self {
-            Event::Chunk { buf, .. } => buf,
-            _ => Vec::new(),
-        }
-    }
-}
+pub(crate) type Event = run_loop::Event<Reply>;
 
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// The approver said yes; the core's answer goes back on the channel.
-    Approve(SyncSender<Result<(), CallError>>),
-    /// The approver said no; the core's answer goes back on the channel.
-    Deny(SyncSender<Result<(), CallError>>),
-    /// Stop the call.
-    Cancel(CancelReason),
-    /// The handle was dropped without its outcome.
-    ClientDisconnected,
-}
-
-/// How the owner starts: the checks made before the first input.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Start {
-    /// From the host's policy.
-    pub(crate) needs_approval: bool,
-    /// The host is shutting down: the call is cancelled before anything.
-    pub(crate) host_closing: bool,
-}
+pub(crate) type Command = run_loop::Command<Reply>;
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
@@ -110,20 +55,7 @@ pub(crate) struct Owner {
 impl Owner {
     /// Runs the call to its end.
     pub(crate) fn run(mut self, start: Start) {
-        let now = Instant::now();
-        if start.host_closing {
-            self.call.handle_cancel(now, CancelReason::HostShutdown);
-        }
-        let checked = self.command.as_ref().map(HelperCommand::validate);
-        let accepted = match checked {
-            Some(Ok(())) => self.call.handle_validated(now, start.needs_approval),
-            Some(Err(invalid)) => self.call.handle_validation_failed(now, invalid.to_string()),
-            None => self.call.handle_validation_failed(now, "no command to run"),
-        };
-        if let Err(misuse) = accepted {
-            // Only a discovery call said to need approval gets here.
-            let _ = self.call.handle_validation_failed(now, misuse.to_string());
-        }
+        run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
         while !self.carry_out_actions() {
             let event = self.next_event();
             let now = Instant::now();
@@ -156,42 +88,17 @@ impl Owner {
 
     /// Exactly one `handle_*` call for one event.
     fn handle(&mut self, now: Instant, event: Event) {
-        let reported = match event {
-            Event::Chunk { pipe, buf, len } => {
-                let bytes = &buf[..len];
-                match pipe {
-                    Pipe::Stderr => self.call.handle_stderr(now, bytes),
-                    Pipe::Stdout => self.call.handle_stdout(now, bytes),
-                }
+        match run_loop::handle_event(&mut self.call, now, event) {
+            Leftover::Nothing => {}
+            Leftover::Buffer(pipe, buf) => {
                 if let Some(process) = &self.process {
                     process.give_back(pipe, buf);
                 }
-                Ok(())
             }
-            Event::Eof(Pipe::Stdout) => self.call.handle_stdout_eof(now),
-            Event::Eof(Pipe::Stderr) => self.call.handle_stderr_eof(now),
-            Event::Exited(status) => self.call.handle_exit(now, status),
-            Event::ProcessLost => self.call.handle_process_lost(now),
-            Event::Command(Command::Approve(reply)) => {
-                let _ = reply.send(self.call.handle_approval_granted(now));
-                Ok(())
+            Leftover::Answer(reply, answer) => {
+                let _ = reply.send(answer);
             }
-            Event::Command(Command::Deny(reply)) => {
-                let _ = reply.send(self.call.handle_approval_denied(now));
-                Ok(())
-            }
-            Event::Command(Command::Cancel(reason)) => {
-                self.call.handle_cancel(now, reason);
-                Ok(())
-            }
-            Event::Command(Command::ClientDisconnected) => {
-                self.call.handle_client_disconnected(now);
-                Ok(())
-            }
-        };
-        // The helper's threads report each fact once, after the spawn was
-        // reported: the core accepts every one of them.
-        debug_assert!(reported.is_ok(), "{reported:?}");
+        }
     }
 
     /// Carries out every queued action; `true` once the call finished.
@@ -232,28 +139,19 @@ impl Owner {
     }
 
     fn spawn(&mut self) {
-        let Some(command) = self.command.take() else {
-            let _ = self
-                .call
-                .handle_spawn_failed(Instant::now(), "the helper was already spawned");
-            return;
-        };
-        let program = command.program.to_string_lossy().into_owned();
-        let spawned = Process::spawn(command, self.host.state.options.pipe_size, &self.sender);
-        let now = Instant::now();
-        let reported = match spawned {
-            Ok(process) => {
-                let (pid, capacity) = (process.pid, process.pipe_capacity);
-                self.process = Some(process);
-                self.call.handle_pipe_capacity(capacity);
-                self.call.handle_spawned(now, pid, pid)
-            }
-            Err(error) => self.call.handle_spawn_failed(
-                now,
-                format!("spawn failed: {program}: {:?}: {error}", error.kind()),
-            ),
-        };
-        debug_assert!(reported.is_ok(), "{reported:?}");
+        let (pipe_size, events) = (self.host.state.options.pipe_size, &self.sender);
+        let process = &mut self.process;
+        run_loop::spawn(
+            &mut self.call,
+            self.command.take(),
+            Instant::now,
+            |command| {
+                let spawned = Process::spawn(command, pipe_size, events)?;
+                let reported = (spawned.pid, spawned.pipe_capacity);
+                *process = Some(spawned);
+                Ok(reported)
+            },
+        );
     }
 
     fn finish(&mut self, outcome: Outcome) {

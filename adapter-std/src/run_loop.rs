@@ -1,0 +1,184 @@
+//! The runtime-free steps of an owner's run loop, for adapter authors: the
+//! events an owner waits for, and how a call begins, how each event becomes
+//! exactly one `handle_*` call, and how a spawn is reported.
+//!
+//! An adapter keeps the loop itself (waiting, the timer, carrying out each
+//! [`Action`](spillguard_core::Action)); these functions are what every
+//! runtime does the same way between two waits.
+
+use std::io;
+use std::time::Instant;
+
+use spillguard_core::{Call, CallError, CancelReason, ExitStatus};
+
+use crate::HelperCommand;
+
+/// One of the helper's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipe {
+    /// The helper's stdout.
+    Stdout = 0,
+    /// The helper's stderr.
+    Stderr = 1,
+}
+
+impl Pipe {
+    /// `"stdout"` or `"stderr"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pipe::Stdout => "stdout",
+            Pipe::Stderr => "stderr",
+        }
+    }
+}
+
+/// Everything an owner waits for, on one channel; `R` carries the core's
+/// answer to an approval or a denial back to the caller.
+#[derive(Debug)]
+pub enum Event<R> {
+    /// `buf[..len]` was read from `pipe`; `buf` goes back to its reader.
+    Chunk {
+        /// The stream read from.
+        pipe: Pipe,
+        /// The reader's buffer.
+        buf: Vec<u8>,
+        /// How many bytes of `buf` were read.
+        len: usize,
+    },
+    /// `pipe` reached end-of-file (or failed).
+    Eof(Pipe),
+    /// The helper was reaped.
+    Exited(ExitStatus),
+    /// Waiting for the helper failed.
+    ProcessLost,
+    /// From the caller or the host.
+    Command(Command<R>),
+}
+
+impl<R> Event<R> {
+    /// The read buffer an undelivered chunk carried (empty otherwise).
+    pub fn into_buffer(self) -> Vec<u8> {
+        match self {
+            Event::Chunk { buf, .. } => buf,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What a call's handle or its host asks; `R` carries the core's answer
+/// back.
+#[derive(Debug)]
+pub enum Command<R> {
+    /// The approver said yes; the core's answer goes back through `R`.
+    Approve(R),
+    /// The approver said no; the core's answer goes back through `R`.
+    Deny(R),
+    /// Stop the call.
+    Cancel(CancelReason),
+    /// The handle was dropped without its outcome.
+    ClientDisconnected,
+}
+
+/// What an event leaves to the adapter once the core has it.
+#[derive(Debug)]
+#[must_use]
+pub enum Leftover<R> {
+    /// Nothing.
+    Nothing,
+    /// A chunk's buffer, to give back to the reader of `pipe`.
+    Buffer(Pipe, Vec<u8>),
+    /// The core's answer to an approval or a denial, to send through `R`.
+    Answer(R, Result<(), CallError>),
+}
+
+/// How an owner starts: the checks made before the first input.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    /// From the host's policy.
+    pub needs_approval: bool,
+    /// The host is shutting down: the call is cancelled before anything.
+    pub host_closing: bool,
+}
+
+/// The call's first inputs, at `now`: a cancel if the host is closing, then
+/// the validation of `command` (`None`: there is nothing to run).
+pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&HelperCommand>) {
+    if start.host_closing {
+        call.handle_cancel(now, CancelReason::HostShutdown);
+    }
+    let accepted = match command.map(HelperCommand::validate) {
+        Some(Ok(())) => call.handle_validated(now, start.needs_approval),
+        Some(Err(invalid)) => call.handle_validation_failed(now, invalid.to_string()),
+        None => call.handle_validation_failed(now, "no command to run"),
+    };
+    if let Err(misuse) = accepted {
+        // Only a discovery call said to need approval gets here.
+        let _ = call.handle_validation_failed(now, misuse.to_string());
+    }
+}
+
+/// Exactly one `handle_*` call for `event`, observed at `now`.
+pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
+    let reported = match event {
+        Event::Chunk { pipe, buf, len } => {
+            let bytes = &buf[..len];
+            match pipe {
+                Pipe::Stderr => call.handle_stderr(now, bytes),
+                Pipe::Stdout => call.handle_stdout(now, bytes),
+            }
+            return Leftover::Buffer(pipe, buf);
+        }
+        Event::Eof(Pipe::Stdout) => call.handle_stdout_eof(now),
+        Event::Eof(Pipe::Stderr) => call.handle_stderr_eof(now),
+        Event::Exited(status) => call.handle_exit(now, status),
+        Event::ProcessLost => call.handle_process_lost(now),
+        Event::Command(Command::Approve(reply)) => {
+            return Leftover::Answer(reply, call.handle_approval_granted(now));
+        }
+        Event::Command(Command::Deny(reply)) => {
+            return Leftover::Answer(reply, call.handle_approval_denied(now));
+        }
+        Event::Command(Command::Cancel(reason)) => {
+            call.handle_cancel(now, reason);
+            Ok(())
+        }
+        Event::Command(Command::ClientDisconnected) => {
+            call.handle_client_disconnected(now);
+            Ok(())
+        }
+    };
+    // The helper's readers and waiter report each fact once, after the
+    // spawn was reported: the core accepts every one of them.
+    debug_assert!(reported.is_ok(), "{reported:?}");
+    Leftover::Nothing
+}
+
+/// Carries out [`Action::Spawn`](spillguard_core::Action::Spawn): runs
+/// `spawn` on the command (taken from the owner; `None` once spawned) and
+/// reports to the core, at `clock()` after the spawn, the helper's pid
+/// (also its group id) and pipe capacity, or why it failed.
+pub fn spawn(
+    call: &mut Call,
+    command: Option<HelperCommand>,
+    clock: impl Fn() -> Instant,
+    spawn: impl FnOnce(HelperCommand) -> io::Result<(u32, Option<u64>)>,
+) {
+    let Some(command) = command else {
+        let _ = call.handle_spawn_failed(clock(), "the helper was already spawned");
+        return;
+    };
+    let program = command.program.to_string_lossy().into_owned();
+    let spawned = spawn(command);
+    let now = clock();
+    let reported = match spawned {
+        Ok((pid, capacity)) => {
+            call.handle_pipe_capacity(capacity);
+            call.handle_spawned(now, pid, pid)
+        }
+        Err(error) => call.handle_spawn_failed(
+            now,
+            format!("spawn failed: {program}: {:?}: {error}", error.kind()),
+        ),
+    };
+    debug_assert!(reported.is_ok(), "{reported:?}");
+}
