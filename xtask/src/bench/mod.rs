@@ -30,7 +30,7 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
   --quick          small smoke run: 64 MiB flood, 1 round, `true` x100,
                    grandchild holding stderr 2 s
   --rounds K       rounds of the flood, grandchild and spawn cases
-                   (default 3; the output() grandchild case runs once)
+                   (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn (default all)
 ";
 
@@ -78,7 +78,7 @@ impl Options {
     fn parse(args: Vec<OsString>) -> Result<Self, String> {
         let mut options = Options {
             bytes: 1 << 30,
-            rounds: 3,
+            rounds: 5,
             spawn_count: 1000,
             hold_ms: 20_000,
             flood: true,
@@ -148,7 +148,8 @@ struct Binaries {
 /// Every sample of every case, and what went wrong.
 #[derive(Debug, Default)]
 pub struct Results {
-    samples: Vec<(String, Fields)>,
+    /// (case key, round, fields)
+    samples: Vec<(String, u32, Fields)>,
     /// One line per failed case run.
     pub failures: Vec<String>,
 }
@@ -158,21 +159,44 @@ impl Results {
     pub fn of(&self, key: &str) -> Vec<&Fields> {
         self.samples
             .iter()
-            .filter(|(k, fields)| k == key && fields.boolean("ok") == Some(true))
-            .map(|(_, fields)| fields)
+            .filter(|(k, _, fields)| k == key && fields.boolean("ok") == Some(true))
+            .map(|(_, _, fields)| fields)
+            .collect()
+    }
+
+    /// `figure` of `a` over `figure` of `b`, per round in which both ran
+    /// successfully: the two ran back to back, so a change in the
+    /// machine's load between rounds does not skew the ratio.
+    pub fn paired_ratios(&self, a: &str, b: &str, figure: &str) -> Vec<f64> {
+        let value = |key: &str, round: u32| {
+            self.samples
+                .iter()
+                .find(|(k, r, fields)| {
+                    k == key && *r == round && fields.boolean("ok") == Some(true)
+                })
+                .and_then(|(_, _, fields)| fields.number(figure))
+        };
+        let mut rounds: Vec<u32> = self.samples.iter().map(|(_, round, _)| *round).collect();
+        rounds.dedup();
+        rounds
+            .into_iter()
+            .filter_map(|round| match (value(a, round)?, value(b, round)?) {
+                (_, 0) => None,
+                (a, b) => Some(a as f64 / b as f64),
+            })
             .collect()
     }
 
     /// Every sample, in the order they were taken.
     pub fn all(&self) -> impl Iterator<Item = &Fields> {
-        self.samples.iter().map(|(_, fields)| fields)
+        self.samples.iter().map(|(_, _, fields)| fields)
     }
 
     /// The samples of `key` that failed their checks.
     pub fn failed(&self, key: &str) -> usize {
         self.samples
             .iter()
-            .filter(|(k, fields)| k == key && fields.boolean("ok") != Some(true))
+            .filter(|(k, _, fields)| k == key && fields.boolean("ok") != Some(true))
             .count()
     }
 }
@@ -282,7 +306,7 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
         let mut run = |key: &str, case: &str, extra: &[String], timeout: Duration| {
             eprint!("bench round {round}/{}: {key} ... ", options.rounds);
             let sample = run_case(binaries, case, extra, timeout);
-            results.record(key, sample);
+            results.record(key, round, sample);
         };
         if options.flood {
             run("idle", "idle", &[], Duration::from_secs(30));
@@ -320,7 +344,7 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
 
 impl Results {
     /// Keeps a sample, or the reason there is none; says which on stderr.
-    fn record(&mut self, key: &str, sample: Result<Fields, String>) {
+    fn record(&mut self, key: &str, round: u32, sample: Result<Fields, String>) {
         match sample {
             Ok(fields) => {
                 match fields.boolean("ok") {
@@ -337,7 +361,7 @@ impl Results {
                         self.failures.push(format!("{key}: {error}"));
                     }
                 }
-                self.samples.push((key.to_owned(), fields));
+                self.samples.push((key.to_owned(), round, fields));
             }
             Err(error) => {
                 eprintln!("FAILED");
