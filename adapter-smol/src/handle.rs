@@ -6,7 +6,7 @@
 //! owner task still finishes the call, writes the record and reaps the
 //! helper.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use event_listener::Event as Notify;
@@ -14,104 +14,54 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
+use spillguard_std::published::{self, Snapshot, Wake};
 
 use crate::owner::{Command, Event};
 
 /// What the owner publishes for the handle.
-#[derive(Debug)]
-pub(crate) struct Published {
-    inner: Mutex<Inner>,
-    changed: Notify,
+pub(crate) type Published = published::Published<Changed>;
+
+/// Wakes the waiters of a [`Published`].
+#[derive(Debug, Default)]
+pub(crate) struct Changed(Notify);
+
+impl Wake for Changed {
+    fn wake_all(&self) {
+        self.0.notify(usize::MAX);
+    }
 }
 
-#[derive(Debug)]
-struct Inner {
-    state: State,
-    card: Option<ApprovalCard>,
-    outcome: Option<Outcome>,
-    finished: bool,
-    owner_ended: bool,
-}
-
-impl Published {
-    pub(crate) fn new() -> Self {
-        Self {
-            inner: Mutex::new(Inner {
-                state: State::Received,
-                card: None,
-                outcome: None,
-                finished: false,
-                owner_ended: false,
-            }),
-            changed: Notify::new(),
+/// Waits until `ready` holds or the owner ended, at most `timeout`
+/// (`None`: no limit), then returns the lock.
+async fn wait_until(
+    published: &Published,
+    timeout: Option<Duration>,
+    ready: impl Fn(&Snapshot) -> bool,
+) -> MutexGuard<'_, Snapshot> {
+    let settled = || {
+        let inner = published.lock();
+        ready(&inner) || inner.owner_ended
+    };
+    let until_settled = async {
+        while !settled() {
+            let listener = published.changed().0.listen();
+            // Checked again once listening, so no change is missed.
+            if settled() {
+                break;
+            }
+            listener.await;
+        }
+    };
+    match timeout {
+        None => until_settled.await,
+        Some(timeout) => {
+            future::or(until_settled, async {
+                Timer::after(timeout).await;
+            })
+            .await
         }
     }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn update(&self, f: impl FnOnce(&mut Inner)) {
-        f(&mut self.lock());
-        self.changed.notify(usize::MAX);
-    }
-
-    pub(crate) fn set_state(&self, state: State) {
-        self.lock().state = state;
-    }
-
-    pub(crate) fn show_card(&self, card: ApprovalCard) {
-        self.update(|inner| inner.card = Some(card));
-    }
-
-    pub(crate) fn finish(&self, outcome: Outcome) {
-        self.update(|inner| {
-            inner.state = outcome.record.state;
-            inner.finished = true;
-            inner.outcome = Some(outcome);
-        });
-    }
-
-    pub(crate) fn owner_ended(&self) {
-        self.update(|inner| inner.owner_ended = true);
-    }
-
-    fn is_finished(&self) -> bool {
-        self.lock().finished
-    }
-
-    /// Waits until `ready` holds or the owner ended, at most `timeout`
-    /// (`None`: no limit), then returns the lock.
-    async fn wait_until(
-        &self,
-        timeout: Option<Duration>,
-        ready: impl Fn(&Inner) -> bool,
-    ) -> MutexGuard<'_, Inner> {
-        let settled = || {
-            let inner = self.lock();
-            ready(&inner) || inner.owner_ended
-        };
-        let until_settled = async {
-            while !settled() {
-                let listener = self.changed.listen();
-                // Checked again once listening, so no change is missed.
-                if settled() {
-                    break;
-                }
-                listener.await;
-            }
-        };
-        match timeout {
-            None => until_settled.await,
-            Some(timeout) => {
-                future::or(until_settled, async {
-                    Timer::after(timeout).await;
-                })
-                .await
-            }
-        }
-        self.lock()
-    }
+    published.lock()
 }
 
 /// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
@@ -169,13 +119,12 @@ impl CallHandle {
     /// Cancel safe: it only watches. Dropping it changes nothing; the card,
     /// once shown, stays in [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
-        self.published
-            .wait_until(Some(timeout), |inner| {
-                inner.card.is_some() || inner.finished
-            })
-            .await
-            .card
-            .clone()
+        wait_until(&self.published, Some(timeout), |inner| {
+            inner.card.is_some() || inner.finished
+        })
+        .await
+        .card
+        .clone()
     }
 
     /// Grants approval. An error if the call is not awaiting approval
@@ -292,8 +241,7 @@ impl CallHandle {
     }
 
     async fn take_outcome(&self, timeout: Option<Duration>) -> Option<Outcome> {
-        self.published
-            .wait_until(timeout, |inner| inner.outcome.is_some())
+        wait_until(&self.published, timeout, |inner| inner.outcome.is_some())
             .await
             .outcome
             .take()

@@ -17,7 +17,7 @@ use spillguard_core::{
 use spillguard_std::host_state::HostState;
 use spillguard_std::{HelperCommand, HostOptions, ShutdownReport};
 
-use crate::handle::{CallHandle, Published};
+use crate::handle::{CallHandle, Changed, Published};
 use crate::owner::{Command, Event, Owner, Start};
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
@@ -130,7 +130,7 @@ impl Host {
     ) -> CallHandle {
         let call_id = spec.call_id.clone();
         let (sender, events) = channel::unbounded();
-        let published = Arc::new(Published::new());
+        let published = Arc::new(Published::new(Changed::default()));
         let (id, host_closing) = self.shared.state.register(sender.clone());
         let start = Start {
             needs_approval,

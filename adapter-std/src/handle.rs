@@ -6,88 +6,30 @@
 //! owner still finishes the call, writes the record and reaps the helper.
 
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
 
 use crate::owner::{Command, Event};
+use crate::published::{self, Snapshot};
 
 /// What the owner publishes for the handle.
-#[derive(Debug)]
-pub(crate) struct Published {
-    inner: Mutex<Inner>,
-    changed: Condvar,
-}
-
-#[derive(Debug)]
-struct Inner {
-    state: State,
-    card: Option<ApprovalCard>,
-    outcome: Option<Outcome>,
-    finished: bool,
-    owner_ended: bool,
-}
+pub(crate) type Published = published::Published<Condvar>;
 
 impl Published {
-    pub(crate) fn new() -> Self {
-        Self {
-            inner: Mutex::new(Inner {
-                state: State::Received,
-                card: None,
-                outcome: None,
-                finished: false,
-                owner_ended: false,
-            }),
-            changed: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn update(&self, f: impl FnOnce(&mut Inner)) {
-        f(&mut self.lock());
-        self.changed.notify_all();
-    }
-
-    pub(crate) fn set_state(&self, state: State) {
-        self.lock().state = state;
-    }
-
-    pub(crate) fn show_card(&self, card: ApprovalCard) {
-        self.update(|inner| inner.card = Some(card));
-    }
-
-    pub(crate) fn finish(&self, outcome: Outcome) {
-        self.update(|inner| {
-            inner.state = outcome.record.state;
-            inner.finished = true;
-            inner.outcome = Some(outcome);
-        });
-    }
-
-    pub(crate) fn owner_ended(&self) {
-        self.update(|inner| inner.owner_ended = true);
-    }
-
-    fn is_finished(&self) -> bool {
-        self.lock().finished
-    }
-
     /// Waits until `ready` holds or the owner ended, at most until `deadline`.
     fn wait_until(
         &self,
         deadline: Option<Instant>,
-        ready: impl Fn(&Inner) -> bool,
-    ) -> MutexGuard<'_, Inner> {
+        ready: impl Fn(&Snapshot) -> bool,
+    ) -> MutexGuard<'_, Snapshot> {
         let mut inner = self.lock();
         while !ready(&inner) && !inner.owner_ended {
             inner = match deadline {
                 None => self
-                    .changed
+                    .changed()
                     .wait(inner)
                     .unwrap_or_else(PoisonError::into_inner),
                 Some(deadline) => {
@@ -95,7 +37,7 @@ impl Published {
                     if left.is_zero() {
                         break;
                     }
-                    self.changed
+                    self.changed()
                         .wait_timeout(inner, left)
                         .unwrap_or_else(PoisonError::into_inner)
                         .0

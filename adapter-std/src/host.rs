@@ -221,7 +221,7 @@ impl Host {
     ) -> CallHandle {
         let call_id = spec.call_id.clone();
         let (sender, events) = mpsc::sync_channel(EVENT_QUEUE);
-        let published = Arc::new(Published::new());
+        let published = Arc::new(Published::new(Condvar::new()));
         let (id, host_closing) = self.shared.state.register(sender.clone());
         let start = Start {
             needs_approval,

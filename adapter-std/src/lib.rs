@@ -85,6 +85,7 @@ pub mod host_state;
 pub mod os;
 mod owner;
 mod process;
+pub mod published;
 mod reader;
 pub mod run_loop;
 

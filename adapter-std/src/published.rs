@@ -1,0 +1,107 @@
+//! What a call's owner publishes for its handle (state, approval card,
+//! outcome), behind one mutex, with a runtime's way of waking the waiters.
+//!
+//! The owner writes through [`Published`]'s setters, each of which wakes
+//! the waiters ([`Wake::wake_all`]) after a change they may wait for; a
+//! handle reads with [`Published::lock`] and waits in its runtime's way
+//! (a `Condvar` on that lock, an event listener, …), checking the
+//! [`Snapshot`] again after it is woken.
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use spillguard_core::{ApprovalCard, Outcome, State};
+
+/// Wakes every waiter of a [`Published`].
+pub trait Wake {
+    /// Wakes every waiter.
+    fn wake_all(&self);
+}
+
+impl Wake for Condvar {
+    fn wake_all(&self) {
+        self.notify_all();
+    }
+}
+
+/// What the owner has published so far.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The call's state when last published.
+    pub state: State,
+    /// The approval card, once shown.
+    pub card: Option<ApprovalCard>,
+    /// The outcome, until a handle takes it.
+    pub outcome: Option<Outcome>,
+    /// The call finished (its outcome was published).
+    pub finished: bool,
+    /// The owner is gone (finished, or panicked).
+    pub owner_ended: bool,
+}
+
+/// The published state of one call, shared by its owner and its handle;
+/// `W` wakes the handle's waiters.
+#[derive(Debug)]
+pub struct Published<W> {
+    snapshot: Mutex<Snapshot>,
+    changed: W,
+}
+
+impl<W: Wake> Published<W> {
+    /// Nothing published yet (`received`), waking waiters with `changed`.
+    pub fn new(changed: W) -> Self {
+        Self {
+            snapshot: Mutex::new(Snapshot {
+                state: State::Received,
+                card: None,
+                outcome: None,
+                finished: false,
+                owner_ended: false,
+            }),
+            changed,
+        }
+    }
+
+    /// The snapshot, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Snapshot> {
+        self.snapshot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How waiters are woken.
+    pub fn changed(&self) -> &W {
+        &self.changed
+    }
+
+    /// The call's current state (nobody waits for a state alone).
+    pub fn set_state(&self, state: State) {
+        self.lock().state = state;
+    }
+
+    /// The approval card was shown.
+    pub fn show_card(&self, card: ApprovalCard) {
+        self.update(|snapshot| snapshot.card = Some(card));
+    }
+
+    /// The call finished with `outcome`.
+    pub fn finish(&self, outcome: Outcome) {
+        self.update(|snapshot| {
+            snapshot.state = outcome.record.state;
+            snapshot.finished = true;
+            snapshot.outcome = Some(outcome);
+        });
+    }
+
+    /// The owner is gone; no more changes will come.
+    pub fn owner_ended(&self) {
+        self.update(|snapshot| snapshot.owner_ended = true);
+    }
+
+    /// Whether the call finished.
+    pub fn is_finished(&self) -> bool {
+        self.lock().finished
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Snapshot)) {
+        change(&mut self.lock());
+        self.changed.wake_all();
+    }
+}
