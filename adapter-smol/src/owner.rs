@@ -38,7 +38,7 @@ pub(crate) type Reply = Sender<Result<(), CallError>>;
 /// The channel is unbounded so that a handle can send from `Drop` and from
 /// sync methods; what the helper's tasks put on it is bounded all the same,
 /// each reader holding at most
-/// [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM) chunks.
+/// [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM) chunks.
 pub(crate) type Event = run_loop::Event<Reply>;
 
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.

@@ -15,7 +15,7 @@ use async_process::{Child, ChildStdin};
 use futures_lite::{AsyncWriteExt, future};
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
-use spillguard_std::os::{enlarge_pipe, exit_status, signal_group};
+use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_std::{HelperCommand, StdinMode};
 
 use crate::owner::{Event, Pipe};
@@ -51,10 +51,7 @@ impl Process {
             signal_group(pid, Signal::Kill);
             return Err(io::Error::other("the helper's output pipes are missing"));
         };
-        let pipe_capacity = pipe_size.and_then(|size| {
-            let _ = enlarge_pipe(&stdout, size);
-            enlarge_pipe(&stderr, size)
-        });
+        let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
         let give_back = [
             reader::start(Pipe::Stdout, stdout, events.clone()),
             reader::start(Pipe::Stderr, stderr, events.clone()),

@@ -86,6 +86,7 @@ pub mod os;
 mod owner;
 mod process;
 pub mod published;
+pub mod read_buffers;
 mod reader;
 pub mod run_loop;
 

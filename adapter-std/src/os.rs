@@ -53,6 +53,14 @@ pub fn enlarge_pipe(_pipe: impl AsFd, _size: usize) -> Option<u64> {
     None
 }
 
+/// Asks for both output pipes to hold `size` bytes (`None`: leave them);
+/// returns the stderr pipe's capacity as granted ([`enlarge_pipe`]).
+pub fn enlarge_pipes(stdout: impl AsFd, stderr: impl AsFd, size: Option<usize>) -> Option<u64> {
+    let size = size?;
+    let _ = enlarge_pipe(stdout, size);
+    enlarge_pipe(stderr, size)
+}
+
 /// The core's [`ExitStatus`] for an observed std exit status: the code, or
 /// the signal that ended the process.
 pub fn exit_status(status: std::process::ExitStatus) -> ExitStatus {

@@ -26,7 +26,7 @@ use crate::run_loop::{self, Leftover};
 pub(crate) use crate::run_loop::{Pipe, Start};
 
 /// How many events may wait for the owner. Readers hold at most
-/// [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM) chunks each,
+/// [`BUFFERS_PER_STREAM`](crate::read_buffers::BUFFERS_PER_STREAM) chunks each,
 /// so they never fill it; a caller sending commands may wait briefly.
 pub(crate) const EVENT_QUEUE: usize = 32;
 

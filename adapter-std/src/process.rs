@@ -17,7 +17,7 @@ use rustix::process::Pid;
 use spillguard_core::Signal;
 
 use crate::command::{HelperCommand, StdinMode};
-use crate::os::{enlarge_pipe, exit_status, signal_group};
+use crate::os::{enlarge_pipes, exit_status, signal_group};
 use crate::owner::{Event, Pipe};
 use crate::reader;
 
@@ -101,10 +101,7 @@ fn start_threads(
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the helper's output pipes are missing"));
     };
-    let pipe_capacity = pipe_size.and_then(|size| {
-        let _ = enlarge_pipe(&stdout, size);
-        enlarge_pipe(&stderr, size)
-    });
+    let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
     let stdout = reader::start(Pipe::Stdout, stdout, events.clone())?;
     let stderr = reader::start(Pipe::Stderr, stderr, events.clone())?;
     let stdin_closed = match (stdin, child.stdin.take()) {

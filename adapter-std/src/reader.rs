@@ -2,10 +2,11 @@
 //!
 //! A reader reads into a 64 KiB buffer and sends it, with the length read,
 //! to the owner; the owner feeds the bytes to the core and sends the buffer
-//! back for reuse. Each reader makes at most [`BUFFERS_PER_STREAM`] buffers,
-//! so in steady state nothing is allocated per chunk and a slow owner holds
-//! the reader back by at most that many chunks (the pipe keeps draining as
-//! soon as a buffer returns). End-of-file, and any read error other than
+//! back for reuse. Each reader makes at most
+//! [`BUFFERS_PER_STREAM`](crate::read_buffers::BUFFERS_PER_STREAM)
+//! buffers, so in steady state nothing is allocated per chunk and a slow
+//! owner holds the reader back by at most that many chunks (the pipe keeps
+//! draining as soon as a buffer returns). End-of-file, and any read error other than
 //! `EINTR`, is sent as [`Event::Eof`].
 //!
 //! Once the owner stops listening (the call finished, or its streams were
@@ -17,10 +18,8 @@ use std::sync::mpsc::{self, Receiver, SendError, Sender, SyncSender, TryRecvErro
 
 use crate::owner::{Event, Pipe};
 
-/// Size of one read.
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
-/// Most buffers one reader makes.
-pub(crate) const BUFFERS_PER_STREAM: usize = 4;
+pub(crate) use crate::read_buffers::CHUNK_BYTES;
+use crate::read_buffers::{ReadBuffers, bytes_read, drain_buffer};
 
 /// Starts the reader of `pipe`; returns where to send its buffers back.
 pub(crate) fn start(
@@ -36,10 +35,10 @@ pub(crate) fn start(
 }
 
 fn run(pipe: Pipe, mut source: impl Read, events: &SyncSender<Event>, free: &Receiver<Vec<u8>>) {
-    let mut made = 0;
+    let mut buffers = ReadBuffers::default();
     loop {
-        let Some(mut buf) = next_buffer(free, &mut made) else {
-            return discard(source, vec![0; CHUNK_BYTES]);
+        let Some(mut buf) = next_buffer(free, &mut buffers) else {
+            return discard(source, Vec::new());
         };
         let len = read_some(&mut source, &mut buf);
         if len == 0 {
@@ -54,14 +53,11 @@ fn run(pipe: Pipe, mut source: impl Read, events: &SyncSender<Event>, free: &Rec
 
 /// A returned buffer, a new one while fewer than the limit exist, or `None`
 /// once the owner has stopped listening.
-fn next_buffer(free: &Receiver<Vec<u8>>, made: &mut usize) -> Option<Vec<u8>> {
+fn next_buffer(free: &Receiver<Vec<u8>>, buffers: &mut ReadBuffers) -> Option<Vec<u8>> {
     match free.try_recv() {
         Ok(buf) => Some(buf),
         Err(TryRecvError::Disconnected) => None,
-        Err(TryRecvError::Empty) if *made < BUFFERS_PER_STREAM => {
-            *made += 1;
-            Some(vec![0; CHUNK_BYTES])
-        }
+        Err(TryRecvError::Empty) if let Some(buf) = buffers.make() => Some(buf),
         Err(TryRecvError::Empty) => free.recv().ok(),
     }
 }
@@ -69,26 +65,23 @@ fn next_buffer(free: &Receiver<Vec<u8>>, made: &mut usize) -> Option<Vec<u8>> {
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
 fn read_some(source: &mut impl Read, buf: &mut [u8]) -> usize {
     loop {
-        match source.read(buf) {
-            Ok(len) => return len,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return 0,
+        if let Some(len) = bytes_read(source.read(buf)) {
+            return len;
         }
     }
 }
 
 /// Reads and drops everything until end-of-file: nobody listens any more,
 /// but the writer must not block.
-fn discard(mut source: impl Read, mut buf: Vec<u8>) {
-    if buf.is_empty() {
-        buf.resize(CHUNK_BYTES, 0);
-    }
+fn discard(mut source: impl Read, buf: Vec<u8>) {
+    let mut buf = drain_buffer(buf);
     while read_some(&mut source, &mut buf) > 0 {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::read_buffers::BUFFERS_PER_STREAM;
 
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

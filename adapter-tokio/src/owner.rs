@@ -40,7 +40,7 @@ pub(crate) type Reply = oneshot::Sender<Result<(), CallError>>;
 ///
 /// The channel is unbounded so that a handle can send from `Drop` and a
 /// caller's `cancel` never waits, but what flows in it is bounded: each
-/// reader has at most [`BUFFERS_PER_STREAM`](crate::reader::BUFFERS_PER_STREAM)
+/// reader has at most [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM)
 /// chunks in flight, and the waiter sends one event.
 pub(crate) type Event = run_loop::Event<Reply>;
 

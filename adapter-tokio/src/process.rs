@@ -13,7 +13,7 @@
 use std::io;
 
 use spillguard_core::Signal;
-use spillguard_std::os::{enlarge_pipe, exit_status, signal_group};
+use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_std::{HelperCommand, StdinMode};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
@@ -55,10 +55,7 @@ impl Process {
                 "the helper's pid or output pipes are missing",
             ));
         };
-        let pipe_capacity = pipe_size.and_then(|size| {
-            let _ = enlarge_pipe(&stdout, size);
-            enlarge_pipe(&stderr, size)
-        });
+        let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
         let give_back = [
             reader::start(Pipe::Stdout, stdout, events.clone()),
             reader::start(Pipe::Stderr, stderr, events.clone()),

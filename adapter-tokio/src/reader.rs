@@ -2,10 +2,11 @@
 //!
 //! A reader reads into a 64 KiB buffer and sends it, with the length read,
 //! to the owner; the owner feeds the bytes to the core and sends the buffer
-//! back for reuse. Each reader makes at most [`BUFFERS_PER_STREAM`] buffers,
-//! so in steady state nothing is allocated per chunk and a slow owner holds
-//! the reader back by at most that many chunks (the pipe keeps draining as
-//! soon as a buffer returns). End-of-file, and any read error other than
+//! back for reuse. Each reader makes at most
+//! [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM)
+//! buffers, so in steady state nothing is allocated per chunk and a slow
+//! owner holds the reader back by at most that many chunks (the pipe keeps
+//! draining as soon as a buffer returns). End-of-file, and any read error other than
 //! `EINTR`, is sent as [`Event::Eof`]. Nothing here reads to the end into
 //! memory: a flood costs at most four buffers.
 //!
@@ -13,18 +14,14 @@
 //! abandoned), a reader keeps reading and discarding until end-of-file, so a
 //! descendant still holding the pipe never blocks on a full pipe.
 
-use std::io;
-
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::error::{SendError, TryRecvError};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::owner::{Event, Pipe};
 
-/// Size of one read.
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
-/// Most buffers one reader makes.
-pub(crate) const BUFFERS_PER_STREAM: usize = 4;
+pub(crate) use spillguard_std::read_buffers::CHUNK_BYTES;
+use spillguard_std::read_buffers::{ReadBuffers, bytes_read, drain_buffer};
 
 /// Starts the reader of `pipe` on the current runtime; returns where to
 /// send its buffers back.
@@ -44,10 +41,10 @@ async fn run(
     events: UnboundedSender<Event>,
     mut free: UnboundedReceiver<Vec<u8>>,
 ) {
-    let mut made = 0;
+    let mut buffers = ReadBuffers::default();
     loop {
-        let Some(mut buf) = next_buffer(&mut free, &mut made).await else {
-            return discard(source, vec![0; CHUNK_BYTES]).await;
+        let Some(mut buf) = next_buffer(&mut free, &mut buffers).await else {
+            return discard(source, Vec::new()).await;
         };
         let len = read_some(&mut source, &mut buf).await;
         if len == 0 {
@@ -62,14 +59,14 @@ async fn run(
 
 /// A returned buffer, a new one while fewer than the limit exist, or `None`
 /// once the owner has stopped listening.
-async fn next_buffer(free: &mut UnboundedReceiver<Vec<u8>>, made: &mut usize) -> Option<Vec<u8>> {
+async fn next_buffer(
+    free: &mut UnboundedReceiver<Vec<u8>>,
+    buffers: &mut ReadBuffers,
+) -> Option<Vec<u8>> {
     match free.try_recv() {
         Ok(buf) => Some(buf),
         Err(TryRecvError::Disconnected) => None,
-        Err(TryRecvError::Empty) if *made < BUFFERS_PER_STREAM => {
-            *made += 1;
-            Some(vec![0; CHUNK_BYTES])
-        }
+        Err(TryRecvError::Empty) if let Some(buf) = buffers.make() => Some(buf),
         Err(TryRecvError::Empty) => free.recv().await,
     }
 }
@@ -77,20 +74,16 @@ async fn next_buffer(free: &mut UnboundedReceiver<Vec<u8>>, made: &mut usize) ->
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
 async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
     loop {
-        match source.read(buf).await {
-            Ok(len) => return len,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return 0,
+        if let Some(len) = bytes_read(source.read(buf).await) {
+            return len;
         }
     }
 }
 
 /// Reads and drops everything until end-of-file: nobody listens any more,
 /// but the writer must not block.
-async fn discard(mut source: impl AsyncRead + Unpin, mut buf: Vec<u8>) {
-    if buf.is_empty() {
-        buf.resize(CHUNK_BYTES, 0);
-    }
+async fn discard(mut source: impl AsyncRead + Unpin, buf: Vec<u8>) {
+    let mut buf = drain_buffer(buf);
     while read_some(&mut source, &mut buf).await > 0 {}
 }
 
@@ -99,8 +92,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use spillguard_std::read_buffers::BUFFERS_PER_STREAM;
 
     use std::collections::HashSet;
+    use std::io;
     use std::pin::Pin;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
