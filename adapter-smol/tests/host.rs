@@ -524,7 +524,10 @@ fn a_shutdown_future_dropped_after_its_first_poll_still_stops_every_call() {
     let outcome = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
         let mut shutdown = Box::pin(host.shutdown(Duration::from_secs(10)));
-        assert!(future::poll_once(&mut shutdown).await.is_none());
+        // The first poll sends the cancels. On a busy machine the owner may
+        // finish the call before that poll returns, so either answer is
+        // fine: what matters is what happens once the future is dropped.
+        let _ = future::poll_once(&mut shutdown).await;
         drop(shutdown);
         call.wait().await
     });
