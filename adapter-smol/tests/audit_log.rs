@@ -14,7 +14,7 @@ use spillguard_smol::core::audit::{
 use spillguard_smol::core::{Config, State};
 use spillguard_smol::{HelperCommand, Host, HostOptions};
 use spillguard_std::{ChainedFileAudit, ChainedFileOptions};
-use support::{DiskFullAfter, ThreadNoting, spec, temp_path};
+use support::{ThreadNoting, spec, temp_path};
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);
@@ -95,54 +95,5 @@ fn the_chained_log_is_written_off_the_executor_and_verifies() {
         });
         assert_eq!(logged.as_ref(), Some(&outcome.record));
     }
-    let _ = std::fs::remove_file(&path);
-}
-
-#[test]
-fn a_full_disk_at_the_attempt_fails_the_call_closed() {
-    let path = fresh("smol-full.log");
-    let trace = fresh("smol-full-trace");
-    let sink = Arc::new(DiskFullAfter {
-        log: ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap(),
-        left: 1.into(),
-    });
-    let host = Host::new(
-        Config::default(),
-        HostOptions {
-            audit: Some(sink.clone()),
-            ..HostOptions::default()
-        },
-    )
-    .unwrap();
-    let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
-    let outcome = smol::block_on(host.start(spec("c_full"), command, false).wait());
-    let record = &outcome.record;
-    assert_eq!(record.state, State::FailedBeforeDispatch);
-    assert_eq!(
-        record.failure.as_deref(),
-        Some("audit log: No space left on device (os error 28)")
-    );
-    assert_eq!((record.pid, record.audit_failures), (None, 1));
-    assert!(!trace.exists(), "nothing was spawned");
-    // The `opened` entry and the transition to `validated` reached the
-    // log, which verifies; the attempt and the three events after it
-    // failed and were counted.
-    let anchor = sink.log.anchor();
-    let bytes = std::fs::read(&path).unwrap();
-    let (verdict, _) = verify_and_read(
-        &bytes,
-        VerifyOptions {
-            anchor: Some(&anchor),
-            key: None,
-        },
-    );
-    assert_eq!(
-        verdict,
-        Verdict::Ok {
-            records: 2,
-            head: anchor.head
-        }
-    );
-    assert_eq!(host.audit_failures(), 4);
     let _ = std::fs::remove_file(&path);
 }

@@ -14,7 +14,7 @@ use spillguard_tokio::core::audit::{
 };
 use spillguard_tokio::core::{Config, State};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
-use support::{DiskFullAfter, ThreadNoting, spec, temp_path};
+use support::{ThreadNoting, spec, temp_path};
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);
@@ -95,61 +95,5 @@ fn the_chained_log_is_written_off_the_executor_and_verifies() {
         });
         assert_eq!(logged.as_ref(), Some(&outcome.record));
     }
-    let _ = std::fs::remove_file(&path);
-}
-
-#[test]
-fn a_full_disk_at_the_attempt_fails_the_call_closed() {
-    let path = fresh("tokio-full.log");
-    let trace = fresh("tokio-full-trace");
-    let sink = Arc::new(DiskFullAfter {
-        log: ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap(),
-        left: 1.into(),
-    });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
-    let (outcome, failures) = runtime.block_on(async {
-        let host = Host::new(
-            Config::default(),
-            HostOptions {
-                audit: Some(sink.clone()),
-                ..HostOptions::default()
-            },
-        )
-        .unwrap();
-        let outcome = host.start(spec("c_full"), command, false).wait().await;
-        (outcome, host.audit_failures())
-    });
-    let record = &outcome.record;
-    assert_eq!(record.state, State::FailedBeforeDispatch);
-    assert_eq!(
-        record.failure.as_deref(),
-        Some("audit log: No space left on device (os error 28)")
-    );
-    assert_eq!((record.pid, record.audit_failures), (None, 1));
-    assert!(!trace.exists(), "nothing was spawned");
-    // The `opened` entry and the transition to `validated` reached the
-    // log, which verifies; the attempt and the three events after it
-    // failed and were counted.
-    let anchor = sink.log.anchor();
-    let bytes = std::fs::read(&path).unwrap();
-    let (verdict, _) = verify_and_read(
-        &bytes,
-        VerifyOptions {
-            anchor: Some(&anchor),
-            key: None,
-        },
-    );
-    assert_eq!(
-        verdict,
-        Verdict::Ok {
-            records: 2,
-            head: anchor.head
-        }
-    );
-    assert_eq!(failures, 4);
     let _ = std::fs::remove_file(&path);
 }

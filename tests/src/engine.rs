@@ -11,8 +11,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_std::HelperCommand;
+use spillguard_core::{
+    ApprovalCard, CallError, CallRecord, CallSpec, Outcome, RetentionPool, State,
+};
+use spillguard_std::{HelperCommand, ShutdownReport};
 
 use crate::measure::{
     Measured, MeasuredCall, PoolSampler, PoolUse, become_subreaper, settle_group,
@@ -35,6 +37,13 @@ pub trait HostUnderTest: Send + Sync + 'static {
 
     /// How many calls have not written their record yet.
     fn live_calls(&self) -> usize;
+
+    /// Cancels every live call and waits at most `timeout` for their
+    /// records; later calls are cancelled before dispatch.
+    fn shutdown(&self, timeout: Duration) -> ShutdownReport;
+
+    /// How many audit writes failed.
+    fn audit_failures(&self) -> u64;
 }
 
 /// One adapter's call handle, as the scenario driver uses it. Dropping it
@@ -43,8 +52,11 @@ pub trait CallUnderTest: Send + Sized + 'static {
     /// The state last published by the call's owner.
     fn state(&self) -> State;
 
-    /// Waits at most `timeout` for the approval card; whether it was shown.
-    fn wait_card(&self, timeout: Duration) -> bool;
+    /// Waits at most `timeout` for the approval card.
+    fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard>;
+
+    /// The approval card, if one was shown.
+    fn card(&self) -> Option<ApprovalCard>;
 
     /// Grants approval.
     fn approve(&self) -> Result<(), CallError>;
@@ -57,6 +69,10 @@ pub trait CallUnderTest: Send + Sized + 'static {
 
     /// Waits at most `timeout` for the outcome; the handle back if none.
     fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self>;
+
+    /// The outcome if the call has ended, without waiting; the handle back
+    /// otherwise.
+    fn try_outcome(self) -> Result<Outcome, Self>;
 }
 
 /// Longest a client waits for anything (a card, a milestone, an outcome).
@@ -303,7 +319,7 @@ impl Client {
             plan.approver.needs_approval(),
         );
         if plan.approver.needs_approval() {
-            if handle.wait_card(CLIENT_LIMIT) {
+            if handle.wait_card(CLIENT_LIMIT).is_some() {
                 m.time_to_card_us = Some(micros(started.elapsed()));
             } else {
                 m.problems.push("no approval card was shown".into());

@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod behaviour;
 pub mod catalog;
 pub mod compare;
 pub mod drivers;
@@ -45,10 +46,7 @@ pub use scenario::{CallPlan, Environment, HostSettings, Invocation, Scenario};
 /// with every failed expectation. Scenarios measure timings, so calls of
 /// this function run one at a time in a test process.
 pub fn assert_scenario(runtime: Runtime, name: &str, helper: &str) {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _turn = behaviour::one_at_a_time();
     let Some(scenario) = catalog::by_name(name) else {
         panic!("no scenario named {name}");
     };

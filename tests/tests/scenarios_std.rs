@@ -1,4 +1,6 @@
-//! The scenario suite (S1–S9) on the std adapter, with real processes: one
-//! test per scenario, each failing with every expectation that did not hold.
+//! The scenario suite (S1–S9) and the behaviour checks on the std adapter,
+//! with real processes: one test per scenario, each failing with every
+//! expectation that did not hold, and one test per behaviour check.
 
 spillguard_tests::scenario_suite!(spillguard_tests::Runtime::Std);
+spillguard_tests::behaviour_suite!(spillguard_tests::drivers::std);

@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
-use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_smol::{CallHandle, HelperCommand, Host, HostOptions};
+use spillguard_core::{
+    ApprovalCard, CallError, CallRecord, CallSpec, Config, Outcome, RetentionPool, State,
+};
+use spillguard_smol::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
@@ -29,6 +31,16 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
     };
     log.finish(measured)
+}
+
+/// A smol host with the default config and `options`, for the behaviour
+/// checks ([`crate::behaviour`]).
+///
+/// # Panics
+///
+/// If the default config is refused.
+pub fn host(options: HostOptions) -> SmolHost {
+    SmolHost(Host::new(Config::default(), options).expect("the default config is valid"))
 }
 
 /// A smol [`Host`] under test.
@@ -53,6 +65,14 @@ impl HostUnderTest for SmolHost {
     fn live_calls(&self) -> usize {
         self.0.live_calls()
     }
+
+    fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        smol::block_on(self.0.shutdown(timeout))
+    }
+
+    fn audit_failures(&self) -> u64 {
+        self.0.audit_failures()
+    }
 }
 
 /// A smol [`CallHandle`] under test.
@@ -64,8 +84,12 @@ impl CallUnderTest for SmolCall {
         self.0.state()
     }
 
-    fn wait_card(&self, timeout: Duration) -> bool {
-        smol::block_on(self.0.wait_card(timeout)).is_some()
+    fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        smol::block_on(self.0.wait_card(timeout))
+    }
+
+    fn card(&self) -> Option<ApprovalCard> {
+        self.0.card()
     }
 
     fn approve(&self) -> Result<(), CallError> {
@@ -82,5 +106,9 @@ impl CallUnderTest for SmolCall {
 
     fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self> {
         smol::block_on(self.0.wait_timeout(timeout)).map_err(SmolCall)
+    }
+
+    fn try_outcome(self) -> Result<Outcome, Self> {
+        self.0.try_outcome().map_err(SmolCall)
     }
 }

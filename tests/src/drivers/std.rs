@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_std::{CallHandle, HelperCommand, Host, HostOptions};
+use spillguard_core::{
+    ApprovalCard, CallError, CallRecord, CallSpec, Config, Outcome, RetentionPool, State,
+};
+use spillguard_std::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
@@ -26,6 +28,16 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
     };
     log.finish(measured)
+}
+
+/// A std host with the default config and `options`, for the behaviour
+/// checks ([`crate::behaviour`]).
+///
+/// # Panics
+///
+/// If the default config is refused.
+pub fn host(options: HostOptions) -> StdHost {
+    StdHost(Host::new(Config::default(), options).expect("the default config is valid"))
 }
 
 /// The std host's options for `settings`; the rest keep their defaults
@@ -64,6 +76,14 @@ impl HostUnderTest for StdHost {
     fn live_calls(&self) -> usize {
         self.0.live_calls()
     }
+
+    fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        self.0.shutdown(timeout)
+    }
+
+    fn audit_failures(&self) -> u64 {
+        self.0.audit_failures()
+    }
 }
 
 impl CallUnderTest for CallHandle {
@@ -71,8 +91,12 @@ impl CallUnderTest for CallHandle {
         CallHandle::state(self)
     }
 
-    fn wait_card(&self, timeout: Duration) -> bool {
-        CallHandle::wait_card(self, timeout).is_some()
+    fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        CallHandle::wait_card(self, timeout)
+    }
+
+    fn card(&self) -> Option<ApprovalCard> {
+        CallHandle::card(self)
     }
 
     fn approve(&self) -> Result<(), CallError> {
@@ -89,5 +113,9 @@ impl CallUnderTest for CallHandle {
 
     fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self> {
         CallHandle::wait_timeout(self, timeout)
+    }
+
+    fn try_outcome(self) -> Result<Outcome, Self> {
+        CallHandle::try_outcome(self)
     }
 }

@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
-use spillguard_core::{CallError, CallRecord, CallSpec, Outcome, RetentionPool, State};
-use spillguard_tokio::{CallHandle, HelperCommand, Host, HostOptions};
+use spillguard_core::{
+    ApprovalCard, CallError, CallRecord, CallSpec, Config, Outcome, RetentionPool, State,
+};
+use spillguard_tokio::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
 use tokio::runtime::{Handle, Runtime};
 
 use crate::audit::ScenarioLog;
@@ -48,6 +50,23 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
     log.finish(measured)
 }
 
+/// A tokio host with the default config and `options` on its own
+/// multi-threaded runtime, for the behaviour checks ([`crate::behaviour`]).
+///
+/// # Panics
+///
+/// If the runtime cannot be built or the default config is refused.
+pub fn host(options: HostOptions) -> TokioHost {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let host = Host::with_runtime(Config::default(), options, runtime.handle().clone())
+        .expect("the default config is valid");
+    TokioHost { host, runtime }
+}
+
 /// A tokio [`Host`] under test, with the runtime its calls run on.
 #[derive(Debug)]
 pub struct TokioHost {
@@ -76,6 +95,14 @@ impl HostUnderTest for TokioHost {
     fn live_calls(&self) -> usize {
         self.host.live_calls()
     }
+
+    fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        self.runtime.block_on(self.host.shutdown(timeout))
+    }
+
+    fn audit_failures(&self) -> u64 {
+        self.host.audit_failures()
+    }
 }
 
 /// A tokio [`CallHandle`] and the runtime that drives its async methods.
@@ -90,10 +117,12 @@ impl CallUnderTest for TokioCall {
         self.handle.state()
     }
 
-    fn wait_card(&self, timeout: Duration) -> bool {
-        self.runtime
-            .block_on(self.handle.wait_card(timeout))
-            .is_some()
+    fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        self.runtime.block_on(self.handle.wait_card(timeout))
+    }
+
+    fn card(&self) -> Option<ApprovalCard> {
+        self.handle.card()
     }
 
     fn approve(&self) -> Result<(), CallError> {
@@ -114,5 +143,12 @@ impl CallUnderTest for TokioCall {
             Ok(outcome) => Ok(outcome),
             Err(handle) => Err(TokioCall { handle, runtime }),
         }
+    }
+
+    fn try_outcome(self) -> Result<Outcome, Self> {
+        let TokioCall { handle, runtime } = self;
+        handle
+            .try_outcome()
+            .map_err(|handle| TokioCall { handle, runtime })
     }
 }
