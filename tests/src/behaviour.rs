@@ -12,12 +12,13 @@
 //! check for a runtime.
 //!
 //! Checks that bound a duration tightly (a deadline, a grace, the drain
-//! window, the approval timeout) take their turn with the scenarios
-//! ([`one_at_a_time`]), so no flood of another test delays them.
+//! window, the approval timeout) never run while a scenario does
+//! ([`timed_check_turn`], [`scenario_turn`]), so no scenario's floods delay
+//! them; they may run alongside each other.
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
@@ -35,11 +36,19 @@ use crate::measure::become_subreaper;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// Turns for runs that measure durations: the scenarios and the checks
-/// that bound a duration. Hold the guard for the whole run.
-pub fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+/// Runs that measure durations take turns: a scenario runs alone, the
+/// checks that bound a duration run together between scenarios.
+static TIMED_RUNS: RwLock<()> = RwLock::new(());
+
+/// A scenario's turn: no other scenario and no timed check runs until the
+/// guard is dropped.
+pub fn scenario_turn() -> RwLockWriteGuard<'static, ()> {
+    TIMED_RUNS.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A timed check's turn: no scenario runs until the guard is dropped.
+pub fn timed_check_turn() -> RwLockReadGuard<'static, ()> {
+    TIMED_RUNS.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `yes` floods stderr past a 300 ms deadline: cancelled with one TERM
@@ -48,7 +57,7 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
 pub fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
-    let _turn = one_at_a_time();
+    let _turn = timed_check_turn();
     become_subreaper();
     let deadline = 300 * MS;
     let host = host(HostOptions {
@@ -150,7 +159,7 @@ pub fn a_normal_run_reports_its_exit_code_and_exact_counts<H: HostUnderTest>(
 pub fn a_helper_that_ignores_term_is_killed_once_after_the_grace<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
-    let _turn = one_at_a_time();
+    let _turn = timed_check_turn();
     become_subreaper();
     let grace = 300 * MS;
     let host = host(HostOptions {
@@ -188,7 +197,7 @@ pub fn a_helper_that_ignores_term_is_killed_once_after_the_grace<H: HostUnderTes
 pub fn a_grandchild_holding_the_streams_is_signalled_after_the_drain_window<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
-    let _turn = one_at_a_time();
+    let _turn = timed_check_turn();
     become_subreaper();
     let host = host(HostOptions::default());
     let started = Instant::now();
@@ -302,7 +311,7 @@ pub fn an_approved_call_runs_its_helper<H: HostUnderTest>(host: fn(HostOptions) 
 
 /// A card nobody answers expires 100 ms after it was shown.
 pub fn an_unanswered_card_expires<H: HostUnderTest>(host: fn(HostOptions) -> H) {
-    let _turn = one_at_a_time();
+    let _turn = timed_check_turn();
     let host = host(HostOptions {
         approval_timeout: Some(100 * MS),
         ..HostOptions::default()

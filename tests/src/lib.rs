@@ -46,7 +46,7 @@ pub use scenario::{CallPlan, Environment, HostSettings, Invocation, Scenario};
 /// with every failed expectation. Scenarios measure timings, so calls of
 /// this function run one at a time in a test process.
 pub fn assert_scenario(runtime: Runtime, name: &str, helper: &str) {
-    let _turn = behaviour::one_at_a_time();
+    let _turn = behaviour::scenario_turn();
     let Some(scenario) = catalog::by_name(name) else {
         panic!("no scenario named {name}");
     };
