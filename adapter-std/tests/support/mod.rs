@@ -6,9 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_std::core::{AuditEvent, CallKind, CallSpec, State};
+use spillguard_std::core::{AuditEvent, CallKind, CallSpec};
 use spillguard_std::{AuditSink, ChainedFileAudit};
-use spillguard_std::{CallHandle, Host};
 
 /// A call spec for an action named `local.test` with this id.
 pub fn spec(call_id: &str) -> CallSpec {
@@ -37,13 +36,6 @@ pub fn poll_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// Waits until the call reaches `state`.
-pub fn wait_for_state(handle: &CallHandle, state: State) {
-    poll_until(Duration::from_secs(10), state.as_str(), || {
-        handle.state() == state
-    });
 }
 
 /// Makes this test process the reaper of orphaned descendants of the
@@ -111,35 +103,6 @@ impl Recorder {
                 }
             })
             .collect()
-    }
-}
-
-/// Every record the host kept for `call_id`.
-pub fn records_of(host: &Host, call_id: &str) -> usize {
-    host.finished_records()
-        .iter()
-        .filter(|r| r.call_id == call_id)
-        .count()
-}
-
-/// A disk that fills up after `left` events: the writes after that fail
-/// with ENOSPC before they reach the log.
-#[derive(Debug)]
-pub struct DiskFullAfter {
-    pub log: ChainedFileAudit,
-    pub left: std::sync::atomic::AtomicU64,
-}
-
-impl AuditSink for DiskFullAfter {
-    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
-        use std::sync::atomic::Ordering;
-        let took = self
-            .left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        match took {
-            Ok(_) => self.log.write(event),
-            Err(_) => Err(std::io::Error::from_raw_os_error(28)),
-        }
     }
 }
 

@@ -1,0 +1,158 @@
+//! Approval answered, denied or left to expire, and the discovery call
+//! that never needs it.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillguard_core::{ApprovalDecision, CallError, CallKind, CallSpec, State, StreamEnd};
+use spillguard_std::{HelperCommand, HostOptions};
+
+use super::{MS, Recorder, spec, states, temp_path, timed_check_turn, us, wait};
+use crate::engine::{CallUnderTest, HostUnderTest};
+
+/// A denied call shows its card once, refuses a second answer, spawns
+/// nothing, and audits its lifecycle in order.
+pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let recorder = Arc::new(Recorder::default());
+    let host = host(HostOptions {
+        audit: Some(recorder.clone()),
+        ..HostOptions::default()
+    });
+    let trace = temp_path("denied-ran");
+    let _ = std::fs::remove_file(&trace);
+    let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
+    let call = host.start(spec("c_denied"), command, true);
+
+    let card = call.wait_card(Duration::from_secs(10)).unwrap();
+    assert_eq!(card.call_id, "c_denied");
+    assert_eq!(card.action, "local.test");
+    assert_eq!(card.target, "localhost");
+    assert_eq!(card.summary, "test helper");
+    assert_eq!(card.expires_in, Duration::from_secs(120));
+    assert_eq!(call.state(), State::AwaitingApproval);
+    assert_eq!(call.card(), Some(card));
+
+    assert_eq!(call.deny(), Ok(()));
+    assert_eq!(
+        call.deny(),
+        Err(CallError::InvalidTransition {
+            state: State::Denied,
+            input: "approval_denied"
+        })
+    );
+    let outcome = wait(call);
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Denied);
+    assert_eq!(record.approval, ApprovalDecision::Denied);
+    assert_eq!((record.pid, record.pgid), (None, None));
+    assert_eq!(record.stream_end, StreamEnd::NotStarted);
+    assert_eq!(
+        states(record),
+        [
+            State::Received,
+            State::Validated,
+            State::AwaitingApproval,
+            State::Denied
+        ]
+    );
+    assert!(!trace.exists());
+    assert_eq!(
+        recorder.kinds("c_denied"),
+        [
+            "transition:received->validated",
+            "attempt",
+            "transition:validated->awaiting_approval",
+            "transition:awaiting_approval->denied",
+            "final"
+        ]
+    );
+}
+
+/// An approved call runs its helper to completion.
+pub fn an_approved_call_runs_its_helper<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let host = host(HostOptions::default());
+    let command = HelperCommand::shell_script("echo approved");
+    let call = host.start(spec("c_approved"), command, true);
+    assert!(call.wait_card(Duration::from_secs(10)).is_some());
+    assert_eq!(call.approve(), Ok(()));
+    let outcome = wait(call);
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.approval, ApprovalDecision::Granted);
+    assert_eq!(record.exit_status, Some(0));
+    assert_eq!(outcome.stdout.to_vec(), b"approved\n");
+    assert_eq!(
+        states(record),
+        [
+            State::Received,
+            State::Validated,
+            State::AwaitingApproval,
+            State::Authorized,
+            State::Dispatched,
+            State::Completed
+        ]
+    );
+}
+
+/// A card nobody answers expires 100 ms after it was shown.
+pub fn an_unanswered_card_expires<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let _turn = timed_check_turn();
+    let host = host(HostOptions {
+        approval_timeout: Some(100 * MS),
+        ..HostOptions::default()
+    });
+    let call = host.start(spec("c_expired"), HelperCommand::new("true"), true);
+    let outcome = wait(call);
+    assert_eq!(outcome.record.state, State::ApprovalExpired);
+    assert_eq!(outcome.record.approval, ApprovalDecision::Expired);
+    assert_eq!(outcome.record.pid, None);
+    let shown = us(outcome.record.offset_of(State::AwaitingApproval).unwrap());
+    let expired = us(outcome.record.offset_of(State::ApprovalExpired).unwrap());
+    assert!(expired - shown >= us(100 * MS), "{}", expired - shown);
+    assert!(expired - shown <= us(300 * MS), "{}", expired - shown);
+}
+
+/// A discovery keeps 4 KiB of stderr, audits no attempt, and can never
+/// need approval.
+pub fn a_discovery_call_has_its_own_budget_and_no_attempt<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let recorder = Arc::new(Recorder::default());
+    let host = host(HostOptions {
+        audit: Some(recorder.clone()),
+        ..HostOptions::default()
+    });
+    let discovery = CallSpec {
+        kind: CallKind::Discovery,
+        ..spec("c_discovery")
+    };
+    let command = HelperCommand::shell_script("head -c 100000 /dev/zero 1>&2; echo web-3");
+    let outcome = wait(host.start(discovery.clone(), command, false));
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(outcome.record.stderr_bytes_seen, 100_000);
+    assert_eq!(outcome.record.stderr_bytes_retained, 4096);
+    assert_eq!(outcome.stdout.to_vec(), b"web-3\n");
+    assert!(
+        !recorder
+            .kinds("c_discovery")
+            .contains(&"attempt".to_owned())
+    );
+
+    // A discovery never acts, so it can never need approval.
+    let asked = wait(host.start(
+        CallSpec {
+            call_id: "c_discovery_approval".into(),
+            ..discovery
+        },
+        HelperCommand::new("true"),
+        true,
+    ));
+    assert_eq!(asked.record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        asked.record.failure.as_deref(),
+        Some("a discovery call cannot need approval: it never acts")
+    );
+}

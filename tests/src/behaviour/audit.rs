@@ -1,0 +1,174 @@
+//! The audit sinks: the JSON-lines order, and a write that fails at the
+//! attempt, with a sink that always fails and with the chained log.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use spillguard_core::audit::{Verdict, VerifyOptions, verify_and_read};
+use spillguard_core::{AuditEvent, State};
+use spillguard_std::{
+    AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, JsonLinesAudit,
+};
+
+use super::{spec, temp_path, wait};
+use crate::engine::HostUnderTest;
+
+/// The JSON-lines sink holds one line per event, in lifecycle order, the
+/// last being the record the caller got.
+pub fn the_json_lines_audit_holds_the_lifecycle_in_order<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let path = temp_path("audit.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let host = host(HostOptions {
+        audit: Some(Arc::new(JsonLinesAudit::open(&path).unwrap())),
+        ..HostOptions::default()
+    });
+    let outcome = wait(host.start(spec("c_audited"), HelperCommand::new("true"), false));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tags: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let kind = l["kind"].as_object().unwrap();
+            let (tag, body) = kind.iter().next().unwrap();
+            match tag.as_str() {
+                "transition" => body["to"].as_str().unwrap().to_owned(),
+                other => other.to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "validated",
+            "attempt",
+            "authorized",
+            "dispatched",
+            "completed",
+            "final"
+        ]
+    );
+    assert!(lines.iter().all(|l| l["call_id"] == "c_audited"));
+    let last = &lines[5]["kind"]["final"];
+    assert_eq!(last, &serde_json::to_value(&outcome.record).unwrap());
+    assert_eq!(host.audit_failures(), 0);
+}
+
+/// A sink whose disk is always full.
+#[derive(Debug)]
+struct FullDisk;
+
+impl AuditSink for FullDisk {
+    fn write(&self, _event: &AuditEvent) -> std::io::Result<()> {
+        Err(std::io::Error::other("no space left on device"))
+    }
+}
+
+/// An attempt that cannot be audited fails the call closed: nothing is
+/// spawned, and every failed write is counted.
+pub fn an_attempt_that_cannot_be_audited_spawns_nothing<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let trace = temp_path("audit-fail-trace");
+    let _ = std::fs::remove_file(&trace);
+    let host = host(HostOptions {
+        audit: Some(Arc::new(FullDisk)),
+        ..HostOptions::default()
+    });
+    let script = format!("touch {}", trace.display());
+    let outcome = wait(host.start(
+        spec("c_audit_full"),
+        HelperCommand::shell_script(script),
+        false,
+    ));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("audit log: no space left on device")
+    );
+    assert_eq!((record.pid, record.audit_failures), (None, 1));
+    assert!(!trace.exists(), "the helper must not have run");
+    // The transition into `validated`, the attempt, and the events after the
+    // record: every write failed and was counted by the host.
+    assert_eq!(host.audit_failures(), 5);
+}
+
+/// A disk that fills up after `left` events: the writes after that fail
+/// with ENOSPC before they reach the log.
+#[derive(Debug)]
+struct DiskFullAfter {
+    log: ChainedFileAudit,
+    left: std::sync::atomic::AtomicU64,
+}
+
+impl AuditSink for DiskFullAfter {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let took = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        match took {
+            Ok(_) => self.log.write(event),
+            Err(_) => Err(std::io::Error::from_raw_os_error(28)),
+        }
+    }
+}
+
+/// The chained log's disk fills up at the attempt: the call fails closed,
+/// nothing is spawned, and what reached the log still verifies.
+pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
+    H: HostUnderTest,
+>(
+    host: fn(HostOptions) -> H,
+) {
+    let path = temp_path("full.log");
+    let trace = temp_path("full-trace");
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&trace);
+    let sink = Arc::new(DiskFullAfter {
+        log: ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap(),
+        left: 1.into(),
+    });
+    let host = host(HostOptions {
+        audit: Some(sink.clone()),
+        ..HostOptions::default()
+    });
+    let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
+    let outcome = wait(host.start(spec("c_full"), command, false));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("audit log: No space left on device (os error 28)")
+    );
+    assert_eq!((record.pid, record.audit_failures), (None, 1));
+    assert!(!trace.exists(), "nothing was spawned");
+    // The `opened` entry and the transition to `validated` reached the
+    // log, which verifies; the attempt and the three events after it
+    // failed and were counted.
+    let anchor = sink.log.anchor();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(anchor.records, 2);
+    let (verdict, _) = verify_and_read(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(&anchor),
+            key: None,
+        },
+    );
+    assert_eq!(
+        verdict,
+        Verdict::Ok {
+            records: 2,
+            head: anchor.head
+        }
+    );
+    assert_eq!(host.audit_failures(), 4);
+    let _ = std::fs::remove_file(&path);
+}

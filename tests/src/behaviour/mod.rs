@@ -1,0 +1,215 @@
+//! Behaviour checks with exact assertions, written once and run on every
+//! runtime: a normal run, approval answered or left to expire, a dropped
+//! handle, a spawn that fails, an invalid command, shutdown with live
+//! calls, stdin, large floods, discovery budgets and the audit sinks.
+//!
+//! Where a scenario ([`crate::catalog`]) compares a run with expectations
+//! and reports every difference, a check here panics at its first wrong
+//! fact. Each check takes the driver's constructor for a host with the
+//! default config (e.g. [`drivers::std::host`](crate::drivers::std::host))
+//! and talks to it through [`HostUnderTest`] and [`CallUnderTest`].
+//! [`behaviour_suite!`](crate::behaviour_suite) makes one `#[test]` per
+//! check for a runtime.
+//!
+//! Checks that bound a duration tightly (a deadline, a grace, the drain
+//! window, the approval timeout) never run while a scenario does
+//! ([`timed_check_turn`], [`scenario_turn`]), so no scenario's floods delay
+//! them; they may run alongside each other.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use spillguard_core::{AuditEvent, CallKind, CallRecord, CallSpec, Signal, State};
+use spillguard_std::AuditSink;
+
+mod approval;
+mod audit;
+mod run;
+mod stop;
+
+pub use approval::*;
+pub use audit::*;
+pub use run::*;
+pub use stop::*;
+
+use crate::engine::{CallUnderTest, HostUnderTest};
+use crate::measure::settle_group;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Runs that measure durations take turns: a scenario runs alone, the
+/// checks that bound a duration run together between scenarios.
+static TIMED_RUNS: RwLock<()> = RwLock::new(());
+
+/// A scenario's turn: no other scenario and no timed check runs until the
+/// guard is dropped.
+pub fn scenario_turn() -> RwLockWriteGuard<'static, ()> {
+    TIMED_RUNS.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A timed check's turn: no scenario runs until the guard is dropped.
+pub fn timed_check_turn() -> RwLockReadGuard<'static, ()> {
+    TIMED_RUNS.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One `#[test]` per behaviour check, on the runtime whose driver module
+/// is given: `spillguard_tests::behaviour_suite!(spillguard_tests::drivers::std);`.
+#[macro_export]
+macro_rules! behaviour_suite {
+    ($driver:path) => {
+        $crate::behaviour_suite!(
+            $driver;
+            a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib,
+            a_normal_run_reports_its_exit_code_and_exact_counts,
+            a_helper_that_ignores_term_is_killed_once_after_the_grace,
+            a_grandchild_holding_the_streams_is_signalled_after_the_drain_window,
+            a_denied_call_shows_its_card_once_and_spawns_nothing,
+            an_approved_call_runs_its_helper,
+            an_unanswered_card_expires,
+            dropping_the_handle_mid_run_still_finishes_and_records_the_call,
+            dropping_the_handle_under_the_cancel_policy_stops_the_helper,
+            a_program_that_cannot_be_spawned_fails_before_dispatch,
+            an_invalid_command_fails_before_its_attempt_is_recorded,
+            shutdown_cancels_every_live_call_and_waits_for_their_records,
+            wait_timeout_gives_the_handle_back_until_the_call_ends,
+            stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise,
+            every_byte_of_a_large_flood_is_counted,
+            a_discovery_call_has_its_own_budget_and_no_attempt,
+            the_json_lines_audit_holds_the_lifecycle_in_order,
+            an_attempt_that_cannot_be_audited_spawns_nothing,
+            a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid,
+        );
+    };
+    ($driver:path; $($name:ident),+ $(,)?) => {
+        mod behaviour {
+            use $driver as driver;
+            $(
+                #[test]
+                fn $name() {
+                    $crate::behaviour::$name(driver::host);
+                }
+            )+
+        }
+    };
+}
+/// Waits for the outcome; panics after 30 s.
+fn wait<C: CallUnderTest>(call: C) -> spillguard_core::Outcome {
+    match call.wait_timeout(Duration::from_secs(30)) {
+        Ok(outcome) => outcome,
+        Err(_) => panic!("no outcome within 30 s"),
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn states(record: &CallRecord) -> Vec<State> {
+    record.timeline.iter().map(|m| m.state).collect()
+}
+
+fn signals(record: &CallRecord) -> Vec<Signal> {
+    record.signals.iter().map(|s| s.signal).collect()
+}
+
+/// A call spec for an action named `local.test` with this id.
+fn spec(call_id: &str) -> CallSpec {
+    CallSpec {
+        call_id: call_id.into(),
+        session_id: "s_test".into(),
+        kind: CallKind::Action,
+        action: "local.test".into(),
+        target: "localhost".into(),
+        summary: "test helper".into(),
+    }
+}
+
+/// A path in the temp dir unique to this process, its thread and `name`
+/// (the checks of the three runtimes may share a process).
+fn temp_path(name: &str) -> PathBuf {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("main").replace("::", "-");
+    std::env::temp_dir().join(format!(
+        "spillguard-behaviour-{}-{test}-{name}",
+        std::process::id()
+    ))
+}
+
+/// Polls `done` every 5 ms until it holds; panics after `limit`.
+fn poll_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_for_state(call: &impl CallUnderTest, state: State) {
+    poll_until(Duration::from_secs(10), state.as_str(), || {
+        call.state() == state
+    });
+}
+
+fn records_of(host: &impl HostUnderTest, call_id: &str) -> usize {
+    host.finished_records()
+        .iter()
+        .filter(|r| r.call_id == call_id)
+        .count()
+}
+
+/// Asserts that no process of group `pgid` is left once its orphans are
+/// reaped (see [`settle_group`]).
+fn assert_group_gone(pgid: u32) {
+    let after = settle_group(pgid, None);
+    assert!(
+        !after.alive,
+        "group {pgid} still there: {:?}",
+        after.members_left
+    );
+}
+
+/// An audit sink that keeps every event in memory.
+#[derive(Debug, Default)]
+struct Recorder {
+    events: Mutex<Vec<AuditEvent>>,
+}
+
+impl AuditSink for Recorder {
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// The events of `call_id`, as their JSON kind tags (`attempt`,
+    /// `transition:received->validated`, `final`).
+    fn kinds(&self, call_id: &str) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|e| e.call_id == call_id)
+            .map(|e| {
+                let kind = serde_json::to_value(&e.kind).unwrap();
+                let (tag, body) = kind.as_object().unwrap().iter().next().unwrap();
+                match tag.as_str() {
+                    "transition" => format!(
+                        "transition:{}->{}",
+                        body["from"].as_str().unwrap(),
+                        body["to"].as_str().unwrap()
+                    ),
+                    other => other.to_owned(),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,230 @@
+//! A run's outcome: its exit, its counts, its stdin, and the failures
+//! before dispatch.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
+use spillguard_std::{HelperCommand, HostOptions};
+
+use super::{MS, Recorder, assert_group_gone, signals, spec, states, timed_check_turn, us, wait};
+use crate::engine::{CallUnderTest, HostUnderTest};
+use crate::measure::become_subreaper;
+
+/// `yes` floods stderr past a 300 ms deadline: cancelled with one TERM
+/// when the deadline fires, the last 16 KiB kept behind the exact marker,
+/// the pool share held until the outcome is dropped, the group gone.
+pub fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = timed_check_turn();
+    become_subreaper();
+    let deadline = 300 * MS;
+    let host = host(HostOptions {
+        deadline: Some(deadline),
+        ..HostOptions::default()
+    });
+    let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
+    let outcome = wait(host.start(spec("c_flood"), command, false));
+    let record = &outcome.record;
+
+    assert_eq!(record.state, State::CancelledAfterDispatch);
+    assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
+    assert_eq!(record.exit_status, None);
+    assert_eq!(record.exit_signal, Some(15));
+    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    assert_eq!(record.stderr_bytes_retained, 16_384);
+    assert!(record.stderr_truncated);
+    assert!(
+        record.stderr_bytes_seen > 1_000_000,
+        "{}",
+        record.stderr_bytes_seen
+    );
+    assert_eq!(record.stdout_bytes_seen, 0);
+    assert!(!record.descendants_signalled);
+    assert_eq!(signals(record), [Signal::Term]);
+    // The deadline runs from dispatch, and the TERM is sent when it fires.
+    let dispatched = us(record.offset_of(State::Dispatched).unwrap());
+    let cancelled = record.cancel_offset_us.unwrap();
+    assert!(
+        cancelled - dispatched >= us(deadline),
+        "{cancelled} - {dispatched}"
+    );
+    assert!(
+        cancelled - dispatched <= us(deadline + 200 * MS),
+        "{cancelled} - {dispatched}"
+    );
+    assert_eq!(record.signals[0].offset_us, cancelled);
+
+    let rendered = outcome.stderr.render();
+    let marker = format!(
+        "[stderr truncated: kept last 16384 of {} bytes]",
+        record.stderr_bytes_seen
+    );
+    assert_eq!(rendered.lines().next(), Some(marker.as_str()));
+    // After the marker: whole diagnostic lines, bar the one the window cut
+    // and the last, which TERM may have cut in the middle of a write.
+    let body: Vec<&str> = rendered.lines().skip(2).collect();
+    assert!(body.len() > 800, "{}", body.len());
+    let (last, whole) = body.split_last().unwrap();
+    assert!(whole.iter().all(|l| *l == "helper-diagnostic"));
+    assert!("helper-diagnostic".starts_with(last), "{last}");
+
+    // The retained text holds its pool share until the outcome is dropped.
+    assert_eq!(host.pool().in_use(), 16_384);
+    assert_group_gone(record.pgid.unwrap());
+    drop(outcome);
+    assert_eq!(host.pool().in_use(), 0);
+}
+
+/// A helper that writes a line to each stream and exits 3: `failed_local`
+/// with the exact counts, the timeline, its own process group and the
+/// enlarged pipes.
+pub fn a_normal_run_reports_its_exit_code_and_exact_counts<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let command = HelperCommand::shell_script("echo out; echo err 1>&2; exit 3");
+    let outcome = wait(host.start(spec("c_normal"), command, false));
+    let record = &outcome.record;
+
+    assert_eq!(record.state, State::FailedLocal);
+    assert_eq!(record.exit_status, Some(3));
+    assert_eq!(record.exit_signal, None);
+    assert_eq!(record.stdout_bytes_seen, 4);
+    assert_eq!(record.stderr_bytes_seen, 4);
+    assert_eq!(record.stderr_bytes_retained, 4);
+    assert!(!record.stderr_truncated);
+    assert_eq!(record.stream_end, StreamEnd::Eof);
+    assert_eq!(record.approval, ApprovalDecision::NotRequired);
+    assert_eq!(record.cancel_reason, None);
+    assert!(record.signals.is_empty());
+    assert_eq!(record.pid, record.pgid);
+    assert_eq!(record.pipe_capacity_bytes, Some(1 << 20));
+    assert_eq!(
+        states(record),
+        [
+            State::Received,
+            State::Validated,
+            State::Authorized,
+            State::Dispatched,
+            State::FailedLocal
+        ]
+    );
+    assert_eq!(outcome.stdout.to_vec(), b"out\n");
+    assert_eq!(outcome.agent_excerpt(), "err\n");
+}
+
+/// A program that does not exist fails before dispatch, naming the error.
+pub fn a_program_that_cannot_be_spawned_fails_before_dispatch<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let outcome = wait(host.start(
+        spec("c_missing"),
+        HelperCommand::new("/nonexistent/prog"),
+        false,
+    ));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("spawn failed: /nonexistent/prog: NotFound: No such file or directory (os error 2)")
+    );
+    assert_eq!((record.pid, record.exit_status), (None, None));
+    assert_eq!(record.stream_end, StreamEnd::NotStarted);
+    assert_eq!(
+        states(record),
+        [
+            State::Received,
+            State::Validated,
+            State::Authorized,
+            State::FailedBeforeDispatch
+        ]
+    );
+}
+
+/// A command with a NUL byte fails before its attempt is audited.
+pub fn an_invalid_command_fails_before_its_attempt_is_recorded<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let recorder = Arc::new(Recorder::default());
+    let host = host(HostOptions {
+        audit: Some(recorder.clone()),
+        ..HostOptions::default()
+    });
+    let command = HelperCommand::new("echo").arg("a\0b");
+    let outcome = wait(host.start(spec("c_invalid"), command, true));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("an argument contains a NUL byte")
+    );
+    assert_eq!(
+        states(record),
+        [State::Received, State::FailedBeforeDispatch]
+    );
+    assert_eq!(
+        recorder.kinds("c_invalid"),
+        ["transition:received->failed_before_dispatch", "final"]
+    );
+}
+
+/// `wait_timeout` and `try_outcome` give the handle back while the call
+/// runs; waiting is not a disconnect.
+pub fn wait_timeout_gives_the_handle_back_until_the_call_ends<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let call = host.start(
+        spec("c_slow"),
+        HelperCommand::new("sleep").arg("0.3"),
+        false,
+    );
+    let Err(call) = call.wait_timeout(10 * MS) else {
+        panic!("an outcome after 10 ms of a 300 ms sleep");
+    };
+    assert!(!call.state().is_terminal());
+    let Err(call) = call.try_outcome() else {
+        panic!("an outcome before the sleep ended");
+    };
+    let Ok(outcome) = call.wait_timeout(Duration::from_secs(10)) else {
+        panic!("no outcome within 10 s");
+    };
+    assert_eq!(outcome.record.state, State::Completed);
+    assert!(!outcome.record.client_disconnected);
+}
+
+/// 1 MiB of stdin reaches `wc -c`; without bytes stdin is null.
+pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let input = vec![b'i'; 1 << 20];
+    let counted = wait(host.start(
+        spec("c_stdin"),
+        HelperCommand::new("wc").arg("-c").stdin_bytes(input),
+        false,
+    ));
+    assert_eq!(counted.record.state, State::Completed);
+    assert_eq!(
+        String::from_utf8_lossy(&counted.stdout.to_vec()).trim(),
+        "1048576"
+    );
+
+    let null = wait(host.start(spec("c_null"), HelperCommand::new("wc").arg("-c"), false));
+    assert_eq!(String::from_utf8_lossy(&null.stdout.to_vec()).trim(), "0");
+}
+
+/// Every byte of 20 MB on stderr is counted; 16 KiB are kept.
+pub fn every_byte_of_a_large_flood_is_counted<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let host = host(HostOptions::default());
+    let command = HelperCommand::shell_script("head -c 20000000 /dev/zero 1>&2");
+    let outcome = wait(host.start(spec("c_20mb"), command, false));
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(outcome.record.stderr_bytes_seen, 20_000_000);
+    assert_eq!(outcome.record.stderr_bytes_retained, 16_384);
+    assert_eq!(outcome.record.stream_end, StreamEnd::Eof);
+}
