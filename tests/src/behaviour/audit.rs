@@ -1,11 +1,14 @@
-//! The audit sinks: the JSON-lines order, and a write that fails at the
-//! attempt, with a sink that always fails and with the chained log.
+//! The audit sinks: the JSON-lines order, the chained log of three calls,
+//! and a write that fails at the attempt, with a sink that always fails and
+//! with the chained log.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use spillguard_core::audit::{Verdict, VerifyOptions, verify_and_read};
-use spillguard_core::{AuditEvent, State};
+use spillguard_core::audit::{
+    ExpectedCall, LogEntry, Verdict, VerifyOptions, compare, verify_and_read,
+};
+use spillguard_core::{AuditEvent, AuditKind, State};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, JsonLinesAudit,
 };
@@ -57,6 +60,64 @@ pub fn the_json_lines_audit_holds_the_lifecycle_in_order<H: HostUnderTest>(
     let last = &lines[5]["kind"]["final"];
     assert_eq!(last, &serde_json::to_value(&outcome.record).unwrap());
     assert_eq!(host.audit_failures(), 0);
+}
+
+/// Three calls write the chained log: it verifies against the sink's
+/// anchor with exactly one record per event plus the opening one, shows
+/// each call's lifecycle, and holds, as each call's final record, the
+/// record its caller got.
+pub fn the_chained_log_of_three_calls_verifies_and_holds_their_records<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let path = temp_path("chained.log");
+    let _ = std::fs::remove_file(&path);
+    let sink = Arc::new(ChainedFileAudit::open(&path, ChainedFileOptions::default()).unwrap());
+    let host = host(HostOptions {
+        audit: Some(sink.clone()),
+        ..HostOptions::default()
+    });
+    let handles: Vec<_> = ["c_a", "c_b", "c_c"]
+        .iter()
+        .map(|id| host.start(spec(id), HelperCommand::shell_script("echo x 1>&2"), false))
+        .collect();
+    let outcomes: Vec<_> = handles.into_iter().map(wait).collect();
+    assert!(outcomes.iter().all(|o| o.record.state == State::Completed));
+
+    let anchor = sink.anchor();
+    let bytes = std::fs::read(&path).unwrap();
+    let (verdict, records) = verify_and_read(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(&anchor),
+            key: None,
+        },
+    );
+    assert_eq!(
+        verdict,
+        Verdict::Ok {
+            records: 1 + 3 * 6,
+            head: anchor.head
+        }
+    );
+    let expected: Vec<ExpectedCall> = outcomes
+        .iter()
+        .map(|o| ExpectedCall::from_record(&o.record))
+        .collect();
+    assert_eq!(compare(&records, &expected), []);
+    // Each call's final record is the record its caller got.
+    for outcome in &outcomes {
+        let logged = records.iter().find_map(|r| match &r.entry {
+            Some(LogEntry::Call(event)) if event.call_id == outcome.record.call_id => {
+                match &event.kind {
+                    AuditKind::Final(record) => Some((**record).clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        assert_eq!(logged.as_ref(), Some(&outcome.record));
+    }
+    let _ = std::fs::remove_file(&path);
 }
 
 /// A sink whose disk is always full.

@@ -78,6 +78,7 @@ macro_rules! behaviour_suite {
             every_byte_of_a_large_flood_is_counted,
             a_discovery_call_has_its_own_budget_and_no_attempt,
             the_json_lines_audit_holds_the_lifecycle_in_order,
+            the_chained_log_of_three_calls_verifies_and_holds_their_records,
             an_attempt_that_cannot_be_audited_spawns_nothing,
             a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid,
         );
