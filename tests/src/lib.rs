@@ -21,6 +21,11 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! The real-process checks every adapter would otherwise repeat (a
+//! normal run, approval, a dropped handle, shutdown, stdin, the audit
+//! sinks, …) live once in [`behaviour`], with exact assertions, and
+//! [`behaviour_suite!`] runs them on each runtime through its driver.
+//!
 //! The `spillguard-scenarios` binary runs the catalogue on every runtime,
 //! prints a table of the measured facts and compares the records across
 //! runtimes ([`compare`]); `cargo xtask runtimes` builds and runs it.
