@@ -35,9 +35,9 @@ fn signals(record: &CallRecord) -> Vec<Signal> {
 
 /// `yes` floods stderr with a 300 ms deadline on a current-thread runtime,
 /// where the owner, both readers and the timer share one thread: the flood
-/// queued behind the deadline does not postpone it. (The whole record, the
-/// retained text and the pool share are checked on every runtime by the
-/// shared behaviour check of the same name in `spillguard-tests`.)
+/// queued behind the deadline does not postpone it, and the record, the
+/// retained text and the pool share are what they are on the multi-threaded
+/// runtime of `spillguard-tests`' shared check.
 #[tokio::test]
 async fn a_flood_on_a_current_thread_runtime_is_cut_at_its_deadline() {
     become_subreaper();
@@ -52,8 +52,17 @@ async fn a_flood_on_a_current_thread_runtime_is_cut_at_its_deadline() {
 
     assert_eq!(record.state, State::CancelledAfterDispatch);
     assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
-    assert_eq!(record.exit_signal, Some(15));
+    assert_eq!((record.exit_status, record.exit_signal), (None, Some(15)));
+    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
     assert_eq!(record.stderr_bytes_retained, 16_384);
+    assert!(record.stderr_truncated);
+    assert!(
+        record.stderr_bytes_seen > 1_000_000,
+        "{}",
+        record.stderr_bytes_seen
+    );
+    assert_eq!(record.stdout_bytes_seen, 0);
+    assert!(!record.descendants_signalled);
     assert_eq!(signals(record), [Signal::Term]);
     let dispatched = us(record.offset_of(State::Dispatched).unwrap());
     let cancelled = record.cancel_offset_us.unwrap();
@@ -66,7 +75,23 @@ async fn a_flood_on_a_current_thread_runtime_is_cut_at_its_deadline() {
         "{cancelled} - {dispatched}"
     );
     assert_eq!(record.signals[0].offset_us, cancelled);
+    let marker = format!(
+        "[stderr truncated: kept last 16384 of {} bytes]",
+        record.stderr_bytes_seen
+    );
+    let rendered = outcome.stderr.render();
+    assert_eq!(rendered.lines().next(), Some(marker.as_str()));
+    // After the marker: whole diagnostic lines, bar the one the window cut
+    // and the last, which TERM may have cut in the middle of a write.
+    let body: Vec<&str> = rendered.lines().skip(2).collect();
+    assert!(body.len() > 800, "{}", body.len());
+    let (last, whole) = body.split_last().unwrap();
+    assert!(whole.iter().all(|l| *l == "helper-diagnostic"));
+    assert!("helper-diagnostic".starts_with(last), "{last}");
+    assert_eq!(host.pool().in_use(), 16_384);
     assert_group_gone(record.pgid.unwrap());
+    drop(outcome);
+    assert_eq!(host.pool().in_use(), 0);
 }
 
 #[tokio::test]
