@@ -1,8 +1,7 @@
 //! What is particular to the tokio adapter, against real processes: the
-//! command after tokio's conversion, a flood on a current-thread runtime,
-//! a dropped `wait` future, the runtime captured at `Host::new` or given to
-//! `Host::with_runtime`, a runtime shut down under a call, and `Send`
-//! handles. The behaviour every adapter shares is checked once, on every
+//! command after tokio's conversion, a dropped `wait` future, the runtime
+//! captured at `Host::new` or given to `Host::with_runtime`, a runtime shut
+//! down under a call, and `Send` handles. The behaviour every adapter shares is checked once, on every
 //! runtime, by `spillguard-tests` (`behaviour_suite!`).
 #![allow(clippy::unwrap_used)]
 
@@ -12,9 +11,7 @@ mod tokio_support;
 
 use std::time::Duration;
 
-use spillguard_tokio::core::{
-    CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State, StreamEnd,
-};
+use spillguard_tokio::core::{CancelReason, Config, DisconnectPolicy, State, StreamEnd};
 use spillguard_tokio::{HelperCommand, Host, HostError, HostOptions};
 use support::{assert_group_gone, become_subreaper, spec, temp_path};
 use tokio_support::{poll_until, records_of, wait_for_state};
@@ -23,75 +20,6 @@ const MS: Duration = Duration::from_millis(1);
 
 fn host(options: HostOptions) -> Host {
     Host::new(Config::default(), options).unwrap()
-}
-
-fn us(d: Duration) -> u64 {
-    d.as_micros() as u64
-}
-
-fn signals(record: &CallRecord) -> Vec<Signal> {
-    record.signals.iter().map(|s| s.signal).collect()
-}
-
-/// `yes` floods stderr with a 300 ms deadline on a current-thread runtime,
-/// where the owner, both readers and the timer share one thread: the flood
-/// queued behind the deadline does not postpone it, and the record, the
-/// retained text and the pool share are what they are on the multi-threaded
-/// runtime of `spillguard-tests`' shared check.
-#[tokio::test]
-async fn a_flood_on_a_current_thread_runtime_is_cut_at_its_deadline() {
-    become_subreaper();
-    let deadline = 300 * MS;
-    let host = host(HostOptions {
-        deadline: Some(deadline),
-        ..HostOptions::default()
-    });
-    let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
-    let outcome = host.start(spec("c_flood"), command, false).wait().await;
-    let record = &outcome.record;
-
-    assert_eq!(record.state, State::CancelledAfterDispatch);
-    assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
-    assert_eq!((record.exit_status, record.exit_signal), (None, Some(15)));
-    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
-    assert_eq!(record.stderr_bytes_retained, 16_384);
-    assert!(record.stderr_truncated);
-    assert!(
-        record.stderr_bytes_seen > 1_000_000,
-        "{}",
-        record.stderr_bytes_seen
-    );
-    assert_eq!(record.stdout_bytes_seen, 0);
-    assert!(!record.descendants_signalled);
-    assert_eq!(signals(record), [Signal::Term]);
-    let dispatched = us(record.offset_of(State::Dispatched).unwrap());
-    let cancelled = record.cancel_offset_us.unwrap();
-    assert!(
-        cancelled - dispatched >= us(deadline),
-        "{cancelled} - {dispatched}"
-    );
-    assert!(
-        cancelled - dispatched <= us(deadline + 200 * MS),
-        "{cancelled} - {dispatched}"
-    );
-    assert_eq!(record.signals[0].offset_us, cancelled);
-    let marker = format!(
-        "[stderr truncated: kept last 16384 of {} bytes]",
-        record.stderr_bytes_seen
-    );
-    let rendered = outcome.stderr.render();
-    assert_eq!(rendered.lines().next(), Some(marker.as_str()));
-    // After the marker: whole diagnostic lines, bar the one the window cut
-    // and the last, which TERM may have cut in the middle of a write.
-    let body: Vec<&str> = rendered.lines().skip(2).collect();
-    assert!(body.len() > 800, "{}", body.len());
-    let (last, whole) = body.split_last().unwrap();
-    assert!(whole.iter().all(|l| *l == "helper-diagnostic"));
-    assert!("helper-diagnostic".starts_with(last), "{last}");
-    assert_eq!(host.pool().in_use(), 16_384);
-    assert_group_gone(record.pgid.unwrap());
-    drop(outcome);
-    assert_eq!(host.pool().in_use(), 0);
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use spillguard_core::{
 };
 use spillguard_tokio::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
 use tokio::runtime::{Handle, Runtime};
+use tokio::sync::oneshot;
 
 use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
@@ -44,7 +45,15 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
         options,
         runtime.handle().clone(),
     ) {
-        Ok(host) => engine::run(NAME, TokioHost { host, runtime }, scenario, env),
+        Ok(host) => engine::run(
+            NAME,
+            TokioHost {
+                host,
+                runtime: Driven::Workers(runtime),
+            },
+            scenario,
+            env,
+        ),
         Err(error) => engine::refused(NAME, scenario, &error.to_string()),
     };
     log.finish(measured)
@@ -64,14 +73,85 @@ pub fn host(options: HostOptions) -> TokioHost {
         .expect("a tokio runtime");
     let host = Host::with_runtime(Config::default(), options, runtime.handle().clone())
         .expect("the default config is valid");
-    TokioHost { host, runtime }
+    TokioHost {
+        host,
+        runtime: Driven::Workers(runtime),
+    }
+}
+
+/// A tokio host with the default config and `options` on a current-thread
+/// runtime, driven by one thread of its own: every owner, reader and timer
+/// shares that thread, so a flood queued there must not postpone a
+/// deadline.
+///
+/// # Panics
+///
+/// If the runtime or its thread cannot be made, or the default config is
+/// refused.
+pub fn current_thread_host(options: HostOptions) -> TokioHost {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("tokio-current-thread".into())
+        .spawn(move || {
+            let _ = runtime.block_on(stopped);
+        })
+        .expect("the runtime's thread");
+    let host = Host::with_runtime(Config::default(), options, handle.clone())
+        .expect("the default config is valid");
+    TokioHost {
+        host,
+        runtime: Driven::OneThread {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        },
+    }
 }
 
 /// A tokio [`Host`] under test, with the runtime its calls run on.
 #[derive(Debug)]
 pub struct TokioHost {
     host: Host,
-    runtime: Runtime,
+    runtime: Driven,
+}
+
+/// The runtime of a [`TokioHost`] and what drives it.
+#[derive(Debug)]
+enum Driven {
+    /// A multi-threaded runtime: its workers drive it.
+    Workers(Runtime),
+    /// A current-thread runtime inside `block_on` on its own thread until
+    /// `stop` is sent (or dropped).
+    OneThread {
+        handle: Handle,
+        stop: Option<oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
+}
+
+impl Driven {
+    fn handle(&self) -> &Handle {
+        match self {
+            Driven::Workers(runtime) => runtime.handle(),
+            Driven::OneThread { handle, .. } => handle,
+        }
+    }
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        if let Driven::OneThread { stop, thread, .. } = self {
+            drop(stop.take());
+            if let Some(thread) = thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
 }
 
 impl HostUnderTest for TokioHost {
@@ -97,7 +177,7 @@ impl HostUnderTest for TokioHost {
     }
 
     fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        self.runtime.block_on(self.host.shutdown(timeout))
+        self.runtime.handle().block_on(self.host.shutdown(timeout))
     }
 
     fn audit_failures(&self) -> u64 {
