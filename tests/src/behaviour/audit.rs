@@ -3,10 +3,11 @@
 //! with the chained log.
 #![allow(clippy::unwrap_used)]
 
+use std::path::Path;
 use std::sync::Arc;
 
 use spillguard_core::audit::{
-    ExpectedCall, LogEntry, Verdict, VerifyOptions, compare, verify_and_read,
+    Anchor, ExpectedCall, LogEntry, Record, Verdict, VerifyOptions, compare, verify_and_read,
 };
 use spillguard_core::{AuditEvent, AuditKind, State};
 use spillguard_std::{
@@ -84,14 +85,7 @@ pub fn the_chained_log_of_three_calls_verifies_and_holds_their_records<H: HostUn
     assert!(outcomes.iter().all(|o| o.record.state == State::Completed));
 
     let anchor = sink.anchor();
-    let bytes = std::fs::read(&path).unwrap();
-    let (verdict, records) = verify_and_read(
-        &bytes,
-        VerifyOptions {
-            anchor: Some(&anchor),
-            key: None,
-        },
-    );
+    let (verdict, records) = read_log(&path, &anchor);
     assert_eq!(
         verdict,
         Verdict::Ok {
@@ -214,15 +208,8 @@ pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
     // log, which verifies; the attempt and the three events after it
     // failed and were counted.
     let anchor = sink.log.anchor();
-    let bytes = std::fs::read(&path).unwrap();
     assert_eq!(anchor.records, 2);
-    let (verdict, _) = verify_and_read(
-        &bytes,
-        VerifyOptions {
-            anchor: Some(&anchor),
-            key: None,
-        },
-    );
+    let (verdict, _) = read_log(&path, &anchor);
     assert_eq!(
         verdict,
         Verdict::Ok {
@@ -232,4 +219,16 @@ pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
     );
     assert_eq!(host.audit_failures(), 4);
     let _ = std::fs::remove_file(&path);
+}
+
+/// The chained log at `path`, verified against `anchor` without a key.
+fn read_log(path: &Path, anchor: &Anchor) -> (Verdict, Vec<Record>) {
+    let bytes = std::fs::read(path).unwrap();
+    verify_and_read(
+        &bytes,
+        VerifyOptions {
+            anchor: Some(anchor),
+            key: None,
+        },
+    )
 }
