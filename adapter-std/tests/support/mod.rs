@@ -81,31 +81,6 @@ impl AuditSink for Recorder {
     }
 }
 
-impl Recorder {
-    /// The events of `call_id`, as their JSON kind tags (`attempt`,
-    /// `transition:received->validated`, `final`).
-    pub fn kinds(&self, call_id: &str) -> Vec<String> {
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|e| e.call_id == call_id)
-            .map(|e| {
-                let kind = serde_json::to_value(&e.kind).unwrap();
-                let (tag, body) = kind.as_object().unwrap().iter().next().unwrap();
-                match tag.as_str() {
-                    "transition" => format!(
-                        "transition:{}->{}",
-                        body["from"].as_str().unwrap(),
-                        body["to"].as_str().unwrap()
-                    ),
-                    other => other.to_owned(),
-                }
-            })
-            .collect()
-    }
-}
-
 /// Records the name of the thread each event was written on, then hands
 /// the event to `log`.
 #[derive(Debug)]
