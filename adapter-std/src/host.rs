@@ -17,6 +17,7 @@ use crate::command::HelperCommand;
 use crate::handle::{CallHandle, Published};
 use crate::host_state::HostState;
 use crate::owner::{Command, EVENT_QUEUE, Event, Owner, Start};
+use crate::shared_call::SharedCall;
 
 /// How a [`Host`] runs its calls. Every `Option` left `None` keeps the value
 /// from the [`Config`] or the core's default in [`CallSettings`].
@@ -315,7 +316,7 @@ impl Host {
         );
         Owner {
             id,
-            call,
+            call: Arc::new(SharedCall::new(call)),
             command: None,
             events,
             sender: sender.clone(),

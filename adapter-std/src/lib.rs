@@ -89,6 +89,7 @@ pub mod published;
 pub mod read_buffers;
 mod reader;
 pub mod run_loop;
+mod shared_call;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{

@@ -2,7 +2,8 @@
 //!
 //! [`Process::spawn`] starts the helper in its own process group (the pgid
 //! is its pid, remembered here and never looked up again), enlarges its
-//! output pipes, and starts the threads around it: one reader per stream,
+//! output pipes, and starts the threads around it: one reader per stream
+//! (feeding the call itself),
 //! a waiter that owns the [`Child`] and reports its exit, and a stdin writer
 //! when the helper is given bytes. The waiter keeps waiting after the call
 //! has finished, so a helper the call stopped waiting for is still reaped.
@@ -11,7 +12,7 @@ use std::io::{self, Write};
 use std::process::{Child, ChildStdin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Sender, SyncSender};
+use std::sync::mpsc::SyncSender;
 
 use rustix::process::Pid;
 use spillguard_core::Signal;
@@ -20,9 +21,10 @@ use crate::command::{HelperCommand, StdinMode};
 use crate::os::{enlarge_pipes, exit_status, signal_group};
 use crate::owner::{Event, Pipe};
 use crate::reader;
+use crate::shared_call::SharedCall;
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), where to
-/// give read buffers back, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it: its pid (and pgid), its pipe
+/// capacity, and how to stop feeding its stdin.
 #[derive(Debug)]
 pub(crate) struct Process {
     /// The helper's pid, which is also its process group id.
@@ -30,28 +32,28 @@ pub(crate) struct Process {
     /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
     /// asked or refused.
     pub(crate) pipe_capacity: Option<u64>,
-    give_back: Option<[Sender<Vec<u8>>; 2]>,
     stdin_closed: Option<Arc<AtomicBool>>,
 }
 
 impl Process {
-    /// Spawns `command`; every event about it goes to `events`. On error
+    /// Spawns `command`; its readers feed `call`, every other event about it
+    /// goes to `events`. On error
     /// nothing is left running: a helper whose threads could not be started
     /// is killed and reaped before the error is returned.
     pub(crate) fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
+        call: &Arc<SharedCall>,
         events: &SyncSender<Event>,
     ) -> io::Result<Self> {
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
-        match start_threads(&mut child, command.stdin, pipe_size, events) {
-            Ok((give_back, stdin_closed, pipe_capacity)) => {
+        match start_threads(&mut child, command.stdin, pipe_size, call, events) {
+            Ok((stdin_closed, pipe_capacity)) => {
                 match start_waiter(child, events.clone()) {
                     Ok(()) => Ok(Self {
                         pid,
                         pipe_capacity,
-                        give_back: Some(give_back),
                         stdin_closed,
                     }),
                     Err(error) => {
@@ -70,45 +72,34 @@ impl Process {
         }
     }
 
-    /// Returns a read buffer to the reader of `pipe`.
-    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
-        if let Some(give_back) = &self.give_back {
-            let _ = give_back[pipe as usize].send(buf);
-        }
-    }
-
     /// Stops feeding stdin; the writer closes it after its current write.
     pub(crate) fn close_stdin(&self) {
         if let Some(closed) = &self.stdin_closed {
             closed.store(true, Ordering::Release);
         }
     }
-
-    /// Stops listening to the readers; they drain to end-of-file unheard.
-    pub(crate) fn abandon_streams(&mut self) {
-        self.give_back = None;
-    }
 }
 
-type Threads = ([Sender<Vec<u8>>; 2], Option<Arc<AtomicBool>>, Option<u64>);
+type Threads = (Option<Arc<AtomicBool>>, Option<u64>);
 
 fn start_threads(
     child: &mut Child,
     stdin: StdinMode,
     pipe_size: Option<usize>,
+    call: &Arc<SharedCall>,
     events: &SyncSender<Event>,
 ) -> io::Result<Threads> {
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the helper's output pipes are missing"));
     };
     let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-    let stdout = reader::start(Pipe::Stdout, stdout, events.clone())?;
-    let stderr = reader::start(Pipe::Stderr, stderr, events.clone())?;
+    reader::start(Pipe::Stdout, stdout, call.clone(), events.clone())?;
+    reader::start(Pipe::Stderr, stderr, call.clone(), events.clone())?;
     let stdin_closed = match (stdin, child.stdin.take()) {
         (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)?),
         _ => None,
     };
-    Ok(([stdout, stderr], stdin_closed, pipe_capacity))
+    Ok((stdin_closed, pipe_capacity))
 }
 
 /// The waiter owns the child, waits for it and reports its exit — or that

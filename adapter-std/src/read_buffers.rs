@@ -1,6 +1,8 @@
-//! The read budget every adapter's readers keep: at most
-//! [`BUFFERS_PER_STREAM`] buffers of [`CHUNK_BYTES`] per stream, recycled
-//! between the reader and the owner, and what a read's result means.
+//! Reads of [`CHUNK_BYTES`], and what a read's result means, for every
+//! adapter; and the read budget of readers that send their chunks to the
+//! owner (smol, tokio): at most [`BUFFERS_PER_STREAM`] buffers per stream,
+//! recycled between the reader and the owner. (The std readers feed the
+//! call themselves and keep one buffer each.)
 
 use std::io;
 

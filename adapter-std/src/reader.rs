@@ -1,65 +1,56 @@
 //! One reader thread per output stream.
 //!
-//! A reader reads into a 64 KiB buffer and sends it, with the length read,
-//! to the owner; the owner feeds the bytes to the core and sends the buffer
-//! back for reuse. Each reader makes at most
-//! [`BUFFERS_PER_STREAM`](crate::read_buffers::BUFFERS_PER_STREAM)
-//! buffers, so in steady state nothing is allocated per chunk and a slow
-//! owner holds the reader back by at most that many chunks (the pipe keeps
-//! draining as soon as a buffer returns). End-of-file, and any read error other than
-//! `EINTR`, is sent as [`Event::Eof`].
+//! A reader reads into one 64 KiB buffer and feeds what it read to the core
+//! itself, through the [`SharedCall`]: nothing is sent per chunk and nothing
+//! is allocated after the buffer. It wakes the owner only when a chunk left
+//! the core with actions to carry out ([`Event::Fed`]), and sends
+//! [`Event::Eof`] after its last chunk, at end-of-file or on any read error
+//! other than `EINTR`.
 //!
-//! Once the owner stops listening (the call finished, or its streams were
+//! Once the call stops listening (the call finished, or its streams were
 //! abandoned), a reader keeps reading and discarding until end-of-file, so a
 //! descendant still holding the pipe never blocks on a full pipe.
 
 use std::io::{self, Read};
-use std::sync::mpsc::{self, Receiver, SendError, Sender, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
 
 use crate::owner::{Event, Pipe};
-
 pub(crate) use crate::read_buffers::CHUNK_BYTES;
-use crate::read_buffers::{ReadBuffers, bytes_read, drain_buffer};
+use crate::read_buffers::bytes_read;
+use crate::shared_call::{Fed, SharedCall};
 
-/// Starts the reader of `pipe`; returns where to send its buffers back.
+/// Starts the reader of `pipe`.
 pub(crate) fn start(
     pipe: Pipe,
     source: impl Read + Send + 'static,
+    call: Arc<SharedCall>,
     events: SyncSender<Event>,
-) -> io::Result<Sender<Vec<u8>>> {
-    let (give_back, free) = mpsc::channel();
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name(format!("spillguard-{}", pipe.as_str()))
-        .spawn(move || run(pipe, source, &events, &free))?;
-    Ok(give_back)
+        .spawn(move || run(pipe, source, &call, &events))?;
+    Ok(())
 }
 
-fn run(pipe: Pipe, mut source: impl Read, events: &SyncSender<Event>, free: &Receiver<Vec<u8>>) {
-    let mut buffers = ReadBuffers::default();
+fn run(pipe: Pipe, mut source: impl Read, call: &SharedCall, events: &SyncSender<Event>) {
+    let mut buf = vec![0; CHUNK_BYTES];
     loop {
-        let Some(mut buf) = next_buffer(free, &mut buffers) else {
-            return discard(source, Vec::new());
-        };
         let len = read_some(&mut source, &mut buf);
         if len == 0 {
             break;
         }
-        if let Err(SendError(event)) = events.send(Event::Chunk { pipe, buf, len }) {
-            return discard(source, event.into_buffer());
+        match call.feed(pipe, &buf[..len]) {
+            Fed::Kept => {}
+            Fed::WakeOwner => {
+                if events.send(Event::Fed(pipe)).is_err() {
+                    return discard(source, buf);
+                }
+            }
+            Fed::NotListening => return discard(source, buf),
         }
     }
     let _ = events.send(Event::Eof(pipe));
-}
-
-/// A returned buffer, a new one while fewer than the limit exist, or `None`
-/// once the owner has stopped listening.
-fn next_buffer(free: &Receiver<Vec<u8>>, buffers: &mut ReadBuffers) -> Option<Vec<u8>> {
-    match free.try_recv() {
-        Ok(buf) => Some(buf),
-        Err(TryRecvError::Disconnected) => None,
-        Err(TryRecvError::Empty) if let Some(buf) = buffers.make() => Some(buf),
-        Err(TryRecvError::Empty) => free.recv().ok(),
-    }
 }
 
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
@@ -73,19 +64,18 @@ fn read_some(source: &mut impl Read, buf: &mut [u8]) -> usize {
 
 /// Reads and drops everything until end-of-file: nobody listens any more,
 /// but the writer must not block.
-fn discard(mut source: impl Read, buf: Vec<u8>) {
-    let mut buf = drain_buffer(buf);
+fn discard(mut source: impl Read, mut buf: Vec<u8>) {
     while read_some(&mut source, &mut buf) > 0 {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read_buffers::BUFFERS_PER_STREAM;
+    use crate::shared_call::tests::dispatched;
 
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::{Duration, Instant};
+    use std::sync::mpsc;
+    use std::time::Duration;
 
     /// Yields `left` reads of a full buffer, then end-of-file.
     struct Source {
@@ -110,40 +100,53 @@ mod tests {
         }
     }
 
-    #[test]
-    fn buffers_are_reused_and_eof_follows_the_last_chunk() {
-        let (tx, rx) = mpsc::sync_channel(32);
-        let (source, _) = Source::new(100);
-        let give_back = start(Pipe::Stderr, source, tx).unwrap();
-        let mut seen = 0;
-        let mut distinct = std::collections::HashSet::new();
-        loop {
-            match rx.recv().unwrap() {
-                Event::Chunk { pipe, buf, len } => {
-                    assert_eq!(pipe, Pipe::Stderr);
-                    seen += len;
-                    distinct.insert(buf.as_ptr() as usize);
-                    let _ = give_back.send(buf);
-                }
-                Event::Eof(Pipe::Stderr) => break,
-                other => panic!("unexpected {other:?}"),
-            }
+    /// Every event the reader sends, until it ends.
+    fn events_of(rx: &mpsc::Receiver<Event>) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Ok(event) = rx.recv_timeout(Duration::from_secs(10)) {
+            seen.push(format!("{event:?}"));
         }
-        assert_eq!(seen, 100 * CHUNK_BYTES);
-        assert!(distinct.len() <= BUFFERS_PER_STREAM, "{}", distinct.len());
+        seen
+    }
+
+    fn stderr_seen(call: &SharedCall) -> u64 {
+        call.lock()
+            .call
+            .stderr()
+            .map_or(0, |capture| capture.bytes_seen())
+    }
+
+    #[test]
+    fn every_chunk_is_fed_and_eof_follows_the_last() {
+        let (tx, rx) = mpsc::sync_channel(32);
+        let call = Arc::new(dispatched(None, None));
+        let (source, left) = Source::new(100);
+        start(Pipe::Stderr, source, call.clone(), tx).unwrap();
+        assert_eq!(events_of(&rx), ["Eof(Stderr)"]);
+        assert_eq!(left.load(Ordering::SeqCst), 0);
+        assert_eq!(stderr_seen(&call), 100 * CHUNK_BYTES as u64);
+    }
+
+    #[test]
+    fn the_owner_is_woken_once_when_the_ceiling_is_crossed() {
+        let (tx, rx) = mpsc::sync_channel(32);
+        let call = Arc::new(dispatched(Some(3 * CHUNK_BYTES as u64), None));
+        let (source, _) = Source::new(10);
+        start(Pipe::Stderr, source, call.clone(), tx).unwrap();
+        assert_eq!(events_of(&rx), ["Fed(Stderr)", "Eof(Stderr)"]);
+        assert_eq!(stderr_seen(&call), 10 * CHUNK_BYTES as u64);
     }
 
     #[test]
     fn a_reader_nobody_listens_to_drains_to_the_end() {
         let (tx, rx) = mpsc::sync_channel(32);
+        let call = Arc::new(dispatched(None, None));
+        call.stop_listening();
         let (source, left) = Source::new(1000);
-        let give_back = start(Pipe::Stdout, source, tx).unwrap();
-        drop(rx);
-        drop(give_back);
-        let until = Instant::now() + Duration::from_secs(10);
-        while left.load(Ordering::SeqCst) > 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        start(Pipe::Stderr, source, call.clone(), tx).unwrap();
+        // The reader drains unheard and sends nothing, not even its end.
+        assert_eq!(events_of(&rx), Vec::<String>::new());
         assert_eq!(left.load(Ordering::SeqCst), 0);
+        assert_eq!(stderr_seen(&call), 0);
     }
 }

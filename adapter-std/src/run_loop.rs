@@ -45,6 +45,10 @@ pub enum Event<R> {
         /// How many bytes of `buf` were read.
         len: usize,
     },
+    /// A reader that feeds the call itself (the std adapter's readers; see
+    /// [`Call::has_pending_actions`](spillguard_core::Call::has_pending_actions)) fed a chunk of `pipe` after which the
+    /// core has actions: the owner only has to carry them out.
+    Fed(Pipe),
     /// `pipe` reached end-of-file (or failed).
     Eof(Pipe),
     /// The helper was reaped.
@@ -117,7 +121,8 @@ pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&Helpe
     }
 }
 
-/// Exactly one `handle_*` call for `event`, observed at `now`.
+/// Exactly one `handle_*` call for `event`, observed at `now` (none for
+/// [`Event::Fed`]: the reader made it).
 pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
     let reported = match event {
         Event::Chunk { pipe, buf, len } => {
@@ -128,6 +133,7 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
             }
             return Leftover::Buffer(pipe, buf);
         }
+        Event::Fed(_) => Ok(()),
         Event::Eof(Pipe::Stdout) => call.handle_stdout_eof(now),
         Event::Eof(Pipe::Stderr) => call.handle_stderr_eof(now),
         Event::Exited(status) => call.handle_exit(now, status),

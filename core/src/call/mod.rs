@@ -667,6 +667,42 @@ impl Call {
         Some(action)
     }
 
+    /// Whether [`poll_action`](Self::poll_action) has something to give.
+    ///
+    /// For a driver that feeds chunks from another thread than the one
+    /// carrying out actions: after a `handle_*` call, `true` where it was
+    /// `false` before means the actor must be woken.
+    ///
+    /// ```
+    /// # use std::time::{Instant, SystemTime};
+    /// # use spillguard_core::{Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
+    /// let config = Config::default();
+    /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    /// let spec = CallSpec {
+    ///     call_id: "c_1".into(),
+    ///     session_id: "s_1".into(),
+    ///     kind: CallKind::Action,
+    ///     action: "lint".into(),
+    ///     target: "src/".into(),
+    ///     summary: "cargo clippy".into(),
+    /// };
+    /// let t0 = Instant::now();
+    /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
+    /// assert!(!call.has_pending_actions());
+    /// call.handle_validated(t0, false)?;
+    /// assert!(call.has_pending_actions());
+    /// while call.poll_action().is_some() {}
+    /// call.handle_spawned(t0, 4242, 4242)?;
+    /// while call.poll_action().is_some() {}
+    /// // Bytes below the kill ceiling ask for nothing: no need to wake anyone.
+    /// call.handle_stderr(t0, b"warning: slow link\n");
+    /// assert!(!call.has_pending_actions());
+    /// # Ok::<(), spillguard_core::CallError>(())
+    /// ```
+    pub fn has_pending_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     #[must_use = "the driver must wake up at this instant"]
     pub fn poll_timeout(&self) -> Option<Instant> {
