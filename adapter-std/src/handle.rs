@@ -5,9 +5,9 @@
 //! not own the call: dropping it is a client disconnect (R4.6), and the
 //! owner still finishes the call, writes the record and reaps the helper.
 
+use std::any::Any;
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Condvar, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
@@ -17,6 +17,9 @@ use crate::published::{self, Snapshot};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
+
+/// Where an owner that panicked leaves its panic, for the handle to resume.
+pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 
 impl Published {
     /// Waits until `ready` holds or the owner ended, at most until `deadline`.
@@ -63,22 +66,22 @@ impl Published {
 pub struct CallHandle {
     call_id: String,
     commands: SyncSender<Event>,
-    published: std::sync::Arc<Published>,
-    owner: Option<JoinHandle<()>>,
+    published: Arc<Published>,
+    owner_panic: OwnerPanic,
 }
 
 impl CallHandle {
     pub(crate) fn new(
         call_id: String,
         commands: SyncSender<Event>,
-        published: std::sync::Arc<Published>,
-        owner: Option<JoinHandle<()>>,
+        published: Arc<Published>,
+        owner_panic: OwnerPanic,
     ) -> Self {
         Self {
             call_id,
             commands,
             published,
-            owner,
+            owner_panic,
         }
     }
 
@@ -206,8 +209,13 @@ impl CallHandle {
             .take()
     }
 
-    fn owner_failed(mut self) -> ! {
-        if let Some(Err(panic)) = self.owner.take().map(JoinHandle::join) {
+    fn owner_failed(self) -> ! {
+        let panic = self
+            .owner_panic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(panic) = panic {
             std::panic::resume_unwind(panic);
         }
         panic!(

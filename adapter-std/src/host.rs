@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -14,7 +15,7 @@ use spillguard_core::{
 
 use crate::audit::AuditSink;
 use crate::command::HelperCommand;
-use crate::handle::{CallHandle, Published};
+use crate::handle::{CallHandle, OwnerPanic, Published};
 use crate::host_state::HostState;
 use crate::owner::{Command, EVENT_QUEUE, Event, Owner, Start};
 use crate::shared_call::SharedCall;
@@ -231,21 +232,25 @@ impl Host {
         let backup = (spec.clone(), settings.clone());
         let mut owner = self.owner(id, spec, settings, events, &sender, &published);
         owner.command = Some(command);
-        let thread = std::thread::Builder::new()
-            .name(format!("spillguard-call-{id}"))
-            .spawn(move || owner.run(start));
-        let thread = match thread {
-            Ok(thread) => Some(thread),
-            Err(error) => {
-                // The owner went down with the closure: end the call here.
-                let (spec, settings) = backup;
-                let (_, events) = mpsc::sync_channel(1);
-                self.owner(id, spec, settings, events, &sender, &published)
-                    .fail_without_thread(format!("cannot start the call's owner thread: {error}"));
-                None
+        let owner_panic = OwnerPanic::default();
+        let panic_slot = owner_panic.clone();
+        let started = crate::workers::run(move || {
+            let mut owner = owner;
+            // The panic is kept before the owner is dropped: a handle woken
+            // by the owner's end finds it.
+            let ran = panic::catch_unwind(AssertUnwindSafe(|| owner.run(start)));
+            if let Err(panic) = ran {
+                *panic_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(panic);
             }
-        };
-        CallHandle::new(call_id, sender, published, thread)
+        });
+        if let Err(error) = started {
+            // The owner went down with the job: end the call here.
+            let (spec, settings) = backup;
+            let (_, events) = mpsc::sync_channel(1);
+            self.owner(id, spec, settings, events, &sender, &published)
+                .fail_without_thread(format!("cannot start the call's owner thread: {error}"));
+        }
+        CallHandle::new(call_id, sender, published, owner_panic)
     }
 
     /// Cancels every live call and waits at most `timeout` until each has

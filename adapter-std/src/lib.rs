@@ -90,6 +90,7 @@ pub mod read_buffers;
 mod reader;
 pub mod run_loop;
 mod shared_call;
+mod workers;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{

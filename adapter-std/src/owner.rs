@@ -1,4 +1,4 @@
-//! The owner of one call: the core's run loop, on its own thread.
+//! The owner of one call: the core's run loop, on its own (pooled) thread.
 //!
 //! It holds the [`Call`](spillguard_core::Call) (shared with its readers, see
 //! [`shared_call`](crate::shared_call)), the helper (through its reader,
@@ -61,7 +61,7 @@ pub(crate) struct Owner {
 
 impl Owner {
     /// Runs the call to its end.
-    pub(crate) fn run(mut self, start: Start) {
+    pub(crate) fn run(&mut self, start: Start) {
         run_loop::begin(
             &mut self.call.lock().call,
             Instant::now(),

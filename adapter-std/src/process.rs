@@ -2,9 +2,9 @@
 //!
 //! [`Process::spawn`] starts the helper in its own process group (the pgid
 //! is its pid, remembered here and never looked up again), enlarges its
-//! output pipes, and starts the threads around it: one reader per stream
-//! (feeding the call itself),
-//! a waiter that owns the [`Child`] and reports its exit, and a stdin writer
+//! output pipes, and starts the jobs around it, each on a
+//! [worker](crate::workers) thread: one reader per stream, a waiter that
+//! owns the [`Child`] (both report to the call itself), and a stdin writer
 //! when the helper is given bytes. The waiter keeps waiting after the call
 //! has finished, so a helper the call stopped waiting for is still reaped.
 
@@ -50,7 +50,7 @@ impl Process {
         let pid = child.id();
         match start_threads(&mut child, command.stdin, pipe_size, call, events) {
             Ok((stdin_closed, pipe_capacity)) => {
-                match start_waiter(child, events.clone()) {
+                match start_waiter(child, call.clone(), events.clone()) {
                     Ok(()) => Ok(Self {
                         pid,
                         pipe_capacity,
@@ -103,18 +103,22 @@ fn start_threads(
 }
 
 /// The waiter owns the child, waits for it and reports its exit — or that
-/// it can no longer be waited for.
-fn start_waiter(mut child: Child, events: SyncSender<Event>) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name("spillguard-wait".into())
-        .spawn(move || {
-            let event = match child.wait() {
-                Ok(status) => Event::Exited(exit_status(status)),
-                Err(_) => Event::ProcessLost,
-            };
-            let _ = events.send(event);
-        })?;
-    Ok(())
+/// it can no longer be waited for — to the call itself, waking the owner if
+/// the core then has actions. It reaps the child even once the call has
+/// stopped listening.
+fn start_waiter(
+    mut child: Child,
+    call: Arc<SharedCall>,
+    events: SyncSender<Event>,
+) -> io::Result<()> {
+    crate::workers::run(move || {
+        let waited = child.wait();
+        let reported = call.report(|call, now| match waited {
+            Ok(status) => call.handle_exit(now, exit_status(status)),
+            Err(_) => call.handle_process_lost(now),
+        });
+        reported.wake(&events);
+    })
 }
 
 /// Writes `bytes` to the helper's stdin in chunks, then closes it; stops
@@ -123,15 +127,13 @@ fn start_waiter(mut child: Child, events: SyncSender<Event>) -> io::Result<()> {
 fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> io::Result<Arc<AtomicBool>> {
     let closed = Arc::new(AtomicBool::new(false));
     let stop = closed.clone();
-    std::thread::Builder::new()
-        .name("spillguard-stdin".into())
-        .spawn(move || {
-            for piece in bytes.chunks(reader::CHUNK_BYTES) {
-                if stop.load(Ordering::Acquire) || stdin.write_all(piece).is_err() {
-                    break;
-                }
+    crate::workers::run(move || {
+        for piece in bytes.chunks(reader::CHUNK_BYTES) {
+            if stop.load(Ordering::Acquire) || stdin.write_all(piece).is_err() {
+                break;
             }
-        })?;
+        }
+    })?;
     Ok(closed)
 }
 

@@ -1,16 +1,18 @@
-//! One reader thread per output stream.
+//! One reader per output stream, on a [worker](crate::workers) thread.
 //!
-//! A reader reads into one 64 KiB buffer and feeds what it read to the core
-//! itself, through the [`SharedCall`]: nothing is sent per chunk and nothing
-//! is allocated after the buffer. It wakes the owner only when a chunk left
-//! the core with actions to carry out ([`Event::Fed`]), and sends
-//! [`Event::Eof`] after its last chunk, at end-of-file or on any read error
-//! other than `EINTR`.
+//! A reader reads into one 64 KiB buffer, its worker thread's, and feeds
+//! what it read to the core itself, through the [`SharedCall`]: nothing is
+//! sent and nothing is allocated per chunk, nor per call once the worker
+//! has run a reader. At end-of-file, or on any read error
+//! other than `EINTR`, it reports the end of its stream the same way. It
+//! wakes the owner ([`Event::CallChanged`]) only when a report left the
+//! core with actions to carry out or an earlier timeout.
 //!
 //! Once the call stops listening (the call finished, or its streams were
 //! abandoned), a reader keeps reading and discarding until end-of-file, so a
 //! descendant still holding the pipe never blocks on a full pipe.
 
+use std::cell::RefCell;
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -18,7 +20,7 @@ use std::sync::mpsc::SyncSender;
 use crate::owner::{Event, Pipe};
 pub(crate) use crate::read_buffers::CHUNK_BYTES;
 use crate::read_buffers::bytes_read;
-use crate::shared_call::{Fed, SharedCall};
+use crate::shared_call::SharedCall;
 
 /// Starts the reader of `pipe`.
 pub(crate) fn start(
@@ -27,30 +29,43 @@ pub(crate) fn start(
     call: Arc<SharedCall>,
     events: SyncSender<Event>,
 ) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name(format!("spillguard-{}", pipe.as_str()))
-        .spawn(move || run(pipe, source, &call, &events))?;
-    Ok(())
+    crate::workers::run(move || run(pipe, source, &call, &events))
 }
 
-fn run(pipe: Pipe, mut source: impl Read, call: &SharedCall, events: &SyncSender<Event>) {
-    let mut buf = vec![0; CHUNK_BYTES];
+thread_local! {
+    /// The read buffer of the reader running on this worker thread, kept for
+    /// the next reader it runs: a call allocates and faults in no buffer.
+    static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn run(pipe: Pipe, source: impl Read, call: &SharedCall, events: &SyncSender<Event>) {
+    BUFFER.with_borrow_mut(|buf| {
+        buf.resize(CHUNK_BYTES, 0);
+        read_all(pipe, source, buf, call, events);
+    });
+}
+
+fn read_all(
+    pipe: Pipe,
+    mut source: impl Read,
+    buf: &mut [u8],
+    call: &SharedCall,
+    events: &SyncSender<Event>,
+) {
     loop {
-        let len = read_some(&mut source, &mut buf);
+        let len = read_some(&mut source, buf);
         if len == 0 {
             break;
         }
-        match call.feed(pipe, &buf[..len]) {
-            Fed::Kept => {}
-            Fed::WakeOwner => {
-                if events.send(Event::Fed(pipe)).is_err() {
-                    return discard(source, buf);
-                }
-            }
-            Fed::NotListening => return discard(source, buf),
+        if !call.feed(pipe, &buf[..len]).wake(events) {
+            return discard(source, buf);
         }
     }
-    let _ = events.send(Event::Eof(pipe));
+    let ended = call.report(|call, now| match pipe {
+        Pipe::Stdout => call.handle_stdout_eof(now),
+        Pipe::Stderr => call.handle_stderr_eof(now),
+    });
+    ended.wake(events);
 }
 
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
@@ -64,18 +79,20 @@ fn read_some(source: &mut impl Read, buf: &mut [u8]) -> usize {
 
 /// Reads and drops everything until end-of-file: nobody listens any more,
 /// but the writer must not block.
-fn discard(mut source: impl Read, mut buf: Vec<u8>) {
-    while read_some(&mut source, &mut buf) > 0 {}
+fn discard(mut source: impl Read, buf: &mut [u8]) {
+    while read_some(&mut source, buf) > 0 {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared_call::tests::dispatched;
+    use crate::shared_call::tests::{carry_out, dispatched};
 
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+
+    use spillguard_core::{ExitStatus, Signal, State, StreamEnd};
 
     /// Yields `left` reads of a full buffer, then end-of-file.
     struct Source {
@@ -117,14 +134,24 @@ mod tests {
     }
 
     #[test]
-    fn every_chunk_is_fed_and_eof_follows_the_last() {
+    fn every_chunk_is_fed_and_the_end_reported() {
         let (tx, rx) = mpsc::sync_channel(32);
         let call = Arc::new(dispatched(None, None));
         let (source, left) = Source::new(100);
         start(Pipe::Stderr, source, call.clone(), tx).unwrap();
-        assert_eq!(events_of(&rx), ["Eof(Stderr)"]);
+        // Nothing for the owner to do: the helper has not exited.
+        assert_eq!(events_of(&rx), Vec::<String>::new());
         assert_eq!(left.load(Ordering::SeqCst), 0);
-        assert_eq!(stderr_seen(&call), 100 * CHUNK_BYTES as u64);
+        {
+            let call = &mut call.lock().call;
+            call.handle_stdout_eof(Instant::now()).unwrap();
+            call.handle_exit(Instant::now(), ExitStatus::code(0))
+                .unwrap();
+        }
+        let record = carry_out(&call).1.unwrap().record;
+        assert_eq!(record.state, State::Completed);
+        assert_eq!(record.stream_end, StreamEnd::Eof);
+        assert_eq!(record.stderr_bytes_seen, 100 * CHUNK_BYTES as u64);
     }
 
     #[test]
@@ -133,7 +160,10 @@ mod tests {
         let call = Arc::new(dispatched(Some(3 * CHUNK_BYTES as u64), None));
         let (source, _) = Source::new(10);
         start(Pipe::Stderr, source, call.clone(), tx).unwrap();
-        assert_eq!(events_of(&rx), ["Fed(Stderr)", "Eof(Stderr)"]);
+        assert_eq!(events_of(&rx), ["CallChanged"]);
+        let (signals, outcome) = carry_out(&call);
+        assert_eq!(signals, [Signal::Term]);
+        assert!(outcome.is_none());
         assert_eq!(stderr_seen(&call), 10 * CHUNK_BYTES as u64);
     }
 
@@ -144,7 +174,7 @@ mod tests {
         call.stop_listening();
         let (source, left) = Source::new(1000);
         start(Pipe::Stderr, source, call.clone(), tx).unwrap();
-        // The reader drains unheard and sends nothing, not even its end.
+        // The reader drains unheard and reports nothing, not even its end.
         assert_eq!(events_of(&rx), Vec::<String>::new());
         assert_eq!(left.load(Ordering::SeqCst), 0);
         assert_eq!(stderr_seen(&call), 0);

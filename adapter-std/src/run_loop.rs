@@ -45,10 +45,12 @@ pub enum Event<R> {
         /// How many bytes of `buf` were read.
         len: usize,
     },
-    /// A reader that feeds the call itself (the std adapter's readers; see
-    /// [`Call::has_pending_actions`](spillguard_core::Call::has_pending_actions)) fed a chunk of `pipe` after which the
-    /// core has actions: the owner only has to carry them out.
-    Fed(Pipe),
+    /// A reader or waiter that reports to the call itself (the std
+    /// adapter's; see
+    /// [`Call::has_pending_actions`](spillguard_core::Call::has_pending_actions))
+    /// left the core with actions or an earlier timeout: the owner only has
+    /// to carry them out and wait again.
+    CallChanged,
     /// `pipe` reached end-of-file (or failed).
     Eof(Pipe),
     /// The helper was reaped.
@@ -122,7 +124,7 @@ pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&Helpe
 }
 
 /// Exactly one `handle_*` call for `event`, observed at `now` (none for
-/// [`Event::Fed`]: the reader made it).
+/// [`Event::CallChanged`]: the reader or waiter made it).
 pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
     let reported = match event {
         Event::Chunk { pipe, buf, len } => {
@@ -133,7 +135,7 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
             }
             return Leftover::Buffer(pipe, buf);
         }
-        Event::Fed(_) => Ok(()),
+        Event::CallChanged => Ok(()),
         Event::Eof(Pipe::Stdout) => call.handle_stdout_eof(now),
         Event::Eof(Pipe::Stderr) => call.handle_stderr_eof(now),
         Event::Exited(status) => call.handle_exit(now, status),
