@@ -1,0 +1,60 @@
+//! An owner that panics (a bug, here in an audit sink) hands its panic to
+//! the handle that waits, and the pooled thread it ran on keeps serving
+//! calls.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use spillguard_std::core::{AuditEvent, Config, State};
+use spillguard_std::{AuditSink, HelperCommand, Host, HostOptions};
+use support::spec;
+
+/// Panics on its first write, then counts the writes.
+#[derive(Default)]
+struct BuggySink {
+    writes: AtomicU64,
+}
+
+impl AuditSink for BuggySink {
+    fn write(&self, _event: &AuditEvent) -> io::Result<()> {
+        if self.writes.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("audit sink bug");
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
+    let sink = Arc::new(BuggySink::default());
+    let host = Host::new(
+        Config::default(),
+        HostOptions {
+            audit: Some(sink.clone()),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    let handle = host.start(spec("c_panics"), HelperCommand::new("true"), false);
+    let panic = catch_unwind(AssertUnwindSafe(|| handle.wait())).unwrap_err();
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"audit sink bug"));
+    // The attempt's write panicked: nothing was spawned, nothing more written.
+    assert_eq!(sink.writes.load(Ordering::SeqCst), 1);
+    assert_eq!(host.finished_records().len(), 0);
+
+    // Ten calls in a row: the pool's threads, the one that panicked
+    // included, serve them all.
+    for i in 0..10 {
+        let outcome = host
+            .start(spec(&format!("c_{i}")), HelperCommand::new("true"), false)
+            .wait();
+        assert_eq!(outcome.record.state, State::Completed);
+        assert_eq!(outcome.record.exit_status, Some(0));
+    }
+    assert_eq!(host.finished_records().len(), 10);
+}
