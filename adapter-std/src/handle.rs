@@ -7,6 +7,8 @@
 
 use std::any::Any;
 use std::sync::mpsc::{self, SyncSender};
+
+use crate::mailbox::Mailbox;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -65,7 +67,7 @@ impl Published {
 #[derive(Debug)]
 pub struct CallHandle {
     call_id: String,
-    commands: SyncSender<Event>,
+    commands: Mailbox,
     published: Arc<Published>,
     owner_panic: OwnerPanic,
 }
@@ -73,7 +75,7 @@ pub struct CallHandle {
 impl CallHandle {
     pub(crate) fn new(
         call_id: String,
-        commands: SyncSender<Event>,
+        commands: Mailbox,
         published: Arc<Published>,
         owner_panic: OwnerPanic,
     ) -> Self {
@@ -265,7 +267,7 @@ impl Drop for CallHandle {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Canceller {
-    commands: SyncSender<Event>,
+    commands: Mailbox,
 }
 
 impl Canceller {

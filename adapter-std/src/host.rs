@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,8 +16,8 @@ use crate::audit::AuditSink;
 use crate::command::HelperCommand;
 use crate::handle::{CallHandle, OwnerPanic, Published};
 use crate::host_state::HostState;
-use crate::owner::{Command, EVENT_QUEUE, Event, Owner, Start};
-use crate::shared_call::SharedCall;
+use crate::mailbox::{self, Inbox, Mailbox};
+use crate::owner::{Command, Event, Owner, Ready, Start};
 
 /// How a [`Host`] runs its calls. Every `Option` left `None` keeps the value
 /// from the [`Config`] or the core's default in [`CallSettings`].
@@ -150,7 +149,7 @@ pub struct Host {
 }
 
 pub(crate) struct HostShared {
-    pub(crate) state: HostState<SyncSender<Event>>,
+    pub(crate) state: HostState<Mailbox>,
     /// Taken between a call leaving the registry and `call_ended`, so that
     /// [`Host::shutdown`] cannot miss the notification.
     ended: Mutex<()>,
@@ -222,15 +221,26 @@ impl Host {
         settings: CallSettings,
     ) -> CallHandle {
         let call_id = spec.call_id.clone();
-        let (sender, events) = mpsc::sync_channel(EVENT_QUEUE);
         let published = Arc::new(Published::new(Condvar::new()));
-        let (id, host_closing) = self.shared.state.register(sender.clone());
+        let (mailbox, inbox) = match mailbox::open() {
+            Ok((mailbox, inbox)) => (mailbox, Ok(inbox)),
+            Err(error) => (Mailbox::closed(), Err(error)),
+        };
+        let (id, host_closing) = self.shared.state.register(mailbox.clone());
         let start = Start {
             needs_approval,
             host_closing,
         };
+        let inbox = match inbox {
+            Ok(inbox) => inbox,
+            Err(error) => {
+                self.owner(id, spec, settings, None, &mailbox, &published)
+                    .fail_without_thread(format!("cannot make the call's mailbox: {error}"));
+                return CallHandle::new(call_id, mailbox, published, OwnerPanic::default());
+            }
+        };
         let backup = (spec.clone(), settings.clone());
-        let mut owner = self.owner(id, spec, settings, events, &sender, &published);
+        let mut owner = self.owner(id, spec, settings, Some(inbox), &mailbox, &published);
         owner.command = Some(command);
         let owner_panic = OwnerPanic::default();
         let panic_slot = owner_panic.clone();
@@ -246,11 +256,10 @@ impl Host {
         if let Err(error) = started {
             // The owner went down with the job: end the call here.
             let (spec, settings) = backup;
-            let (_, events) = mpsc::sync_channel(1);
-            self.owner(id, spec, settings, events, &sender, &published)
+            self.owner(id, spec, settings, None, &mailbox, &published)
                 .fail_without_thread(format!("cannot start the call's owner thread: {error}"));
         }
-        CallHandle::new(call_id, sender, published, owner_panic)
+        CallHandle::new(call_id, mailbox, published, owner_panic)
     }
 
     /// Cancels every live call and waits at most `timeout` until each has
@@ -259,8 +268,8 @@ impl Host {
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let deadline = Instant::now().checked_add(timeout);
         let targets = self.shared.state.close();
-        for (_, sender) in &targets {
-            let _ = sender.send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
+        for (_, mailbox) in &targets {
+            let _ = mailbox.send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
         }
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
         let mut ended = self.shared.lock_ended();
@@ -308,8 +317,8 @@ impl Host {
         id: u64,
         spec: CallSpec,
         settings: CallSettings,
-        events: Receiver<Event>,
-        sender: &SyncSender<Event>,
+        inbox: Option<Inbox>,
+        mailbox: &Mailbox,
         published: &Arc<Published>,
     ) -> Owner {
         let call = Call::new(
@@ -321,11 +330,14 @@ impl Host {
         );
         Owner {
             id,
-            call: Arc::new(SharedCall::new(call)),
+            call,
             command: None,
-            events,
-            sender: sender.clone(),
+            inbox,
+            mailbox: mailbox.clone(),
             process: None,
+            listening: true,
+            ready: Ready::default(),
+            released: false,
             published: published.clone(),
             host: self.shared.clone(),
         }

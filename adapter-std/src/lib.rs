@@ -2,10 +2,10 @@
 //! stderr can neither stall, bloat nor mislead the run.
 //!
 //! A [`Host`] starts calls; each call gets one owner thread that holds the
-//! child, both readers and the cancellation (R4.1) and drives the sans-IO
-//! [`spillguard_core::Call`]. The owner holds no policy: budgets, states,
-//! deadlines and signals are the core's decisions; it only reports what
-//! happened and carries out what it is asked.
+//! child, its output pipes and the cancellation (R4.1) and drives the
+//! sans-IO [`spillguard_core::Call`]. The owner holds no policy: budgets,
+//! states, deadlines and signals are the core's decisions; it only reports
+//! what happened and carries out what it is asked.
 //!
 //! # The run loop
 //!
@@ -20,22 +20,23 @@
 //!                               // AbandonStreams → stop listening,
 //!         if Finished { publish the outcome; stop }
 //!     }
-//!     event = channel.recv_timeout(call.poll_timeout() - now)
-//!     now = Instant::now()
-//!     match event {             // exactly one handle_* call
-//!         chunk → handle_stderr / handle_stdout, buffer back to its reader
-//!         eof → handle_*_eof, exit → handle_exit, wait failed → handle_process_lost
-//!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
-//!                                                  handle_client_disconnected
-//!         timed out → handle_timeout(now)
-//!     }
+//!     poll(doorbell, stdout, stderr, pidfd; until call.poll_timeout())
+//!     for each ready input, until the core has actions:
+//!         now = Instant::now()   // exactly one handle_* call per input
+//!         timer due → handle_timeout(now)
+//!         approve / deny / cancel / handle dropped → handle_approval_* /
+//!             handle_cancel / handle_client_disconnected
+//!         pidfd → reap → handle_exit (or handle_process_lost)
+//!         chunk → handle_stdout / handle_stderr;  end of file → handle_*_eof
 //! }
 //! ```
 //!
-//! Around the owner, per helper: one reader thread per stream (a 64 KiB
-//! buffer, reused), a waiter thread that owns the `Child` and reports its
-//! exit (and reaps it even after the call stopped waiting), and a stdin
-//! writer only when the helper is given bytes.
+//! One thread per call, taken from a pool of kept threads: no hop between
+//! threads per chunk. After the call finished, the owner reads and drops
+//! what the helper's group still writes until end-of-file and reaps the
+//! child, so nothing blocks on a full pipe and no zombie is left. A stdin
+//! writer job runs only when the helper is given bytes; where the kernel
+//! has no pidfd, a waiter job reports the exit.
 //!
 //! # Examples
 //!
@@ -82,6 +83,7 @@ mod command;
 mod handle;
 mod host;
 pub mod host_state;
+mod mailbox;
 pub mod os;
 mod owner;
 mod process;
@@ -89,7 +91,6 @@ pub mod published;
 pub mod read_buffers;
 mod reader;
 pub mod run_loop;
-mod shared_call;
 mod workers;
 
 pub use audit::{AuditSink, JsonLinesAudit};

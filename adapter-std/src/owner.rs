@@ -1,46 +1,56 @@
 //! The owner of one call: the core's run loop, on its own (pooled) thread.
 //!
-//! It holds the [`Call`](spillguard_core::Call) (shared with its readers, see
-//! [`shared_call`](crate::shared_call)), the helper (through its reader,
-//! waiter and stdin threads) and the cancellation, and does nothing but
+//! It holds the [`Call`], the helper's output pipes and its exit (a pidfd,
+//! where the kernel has them), and the cancellation, and does nothing but
 //! this:
 //!
-//! 1. carry out every action from
-//!    [`Call::poll_action`](spillguard_core::Call::poll_action) until `None`;
-//! 2. wait for the first of (end-of-file, exit, command, a reader's
-//!    wake-up, deadline) on one channel, until
-//!    [`Call::poll_timeout`](spillguard_core::Call::poll_timeout);
-//! 3. read the clock, make exactly one `handle_*` call, and go to 1.
+//! 1. carry out every action from [`Call::poll_action`] until `None`;
+//! 2. `poll(2)` the doorbell of its [`Inbox`], both pipes and the pidfd,
+//!    until one is ready or [`Call::poll_timeout`] (without waiting if an
+//!    input is already known to be ready);
+//! 3. take the inputs that are ready, one `handle_*` call each, at the time
+//!    read just before: a due timer first (a flood never postpones a
+//!    deadline), then in turn an event, the exit, a chunk of stdout, a
+//!    chunk of stderr; stop as soon as the core has actions, or after
+//!    [`ROUNDS_PER_LOOK`] rounds (a busy pipe never hides the exit), and go
+//!    to 1.
 //!
-//! Chunks do not pass through the owner: each reader feeds the call itself
-//! and wakes the owner only when the core then has actions. The loop ends at
-//! [`Action::Finished`]. Every decision (budgets, states, deadlines,
+//! One thread does it all: no hop between threads per chunk, and a short
+//! call wakes its owner once, for the exit and both ends of file. The loop
+//! ends at [`Action::Finished`]; the owner then releases the call (its
+//! handle and host see it ended) and, if the call stopped listening to a
+//! helper that still holds a pipe, reads and drops the rest until
+//! end-of-file and reaps the child, so no descendant blocks on a full pipe
+//! and no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 use std::time::Instant;
 
-use spillguard_core::{Action, CallError, Outcome, State};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use spillguard_core::{Action, Call, CallError, Outcome};
 
 use crate::command::HelperCommand;
 use crate::handle::Published;
 use crate::host::HostShared;
+use crate::mailbox::{Inbox, Mailbox};
+use crate::os::exit_status;
 use crate::process::Process;
+use crate::reader::{Read, read_chunk, with_buffer};
 use crate::run_loop::{self, Leftover};
-use crate::shared_call::SharedCall;
 
 pub(crate) use crate::run_loop::{Pipe, Start};
 
-/// How many events may wait for the owner. Readers send a wake-up only when
-/// the core has new actions and one end-of-file each, so they rarely fill
-/// it; a caller sending commands may wait briefly.
-pub(crate) const EVENT_QUEUE: usize = 32;
+/// Inputs taken between two looks at every source: however busy one pipe
+/// is, the exit, the doorbell and the other pipe are seen within this many
+/// rounds (at most one chunk of each pipe per round).
+const ROUNDS_PER_LOOK: usize = 16;
 
 /// The core's answer to an approval or a denial goes back on this channel.
 pub(crate) type Reply = SyncSender<Result<(), CallError>>;
 
-/// Everything the owner waits for, on one channel.
+/// What reaches the owner through its [`Mailbox`].
 pub(crate) type Event = run_loop::Event<Reply>;
 
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
@@ -49,65 +59,155 @@ pub(crate) type Command = run_loop::Command<Reply>;
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
     pub(crate) id: u64,
-    pub(crate) call: Arc<SharedCall>,
+    pub(crate) call: Call,
     pub(crate) command: Option<HelperCommand>,
-    pub(crate) events: Receiver<Event>,
-    /// Handed to the helper's threads; keeps `events` connected.
-    pub(crate) sender: SyncSender<Event>,
+    /// Taken when the call finishes: later sends fail at once.
+    pub(crate) inbox: Option<Inbox>,
+    /// For the waiter job, where the kernel has no pidfd.
+    pub(crate) mailbox: Mailbox,
     pub(crate) process: Option<Process>,
+    /// `false` once the streams were abandoned: what is read is dropped.
+    pub(crate) listening: bool,
+    pub(crate) ready: Ready,
+    pub(crate) released: bool,
     pub(crate) published: Arc<Published>,
     pub(crate) host: Arc<HostShared>,
 }
 
+/// The sources `poll` found ready and not yet emptied.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Ready {
+    inbox: bool,
+    exit: bool,
+    pipes: [bool; 2],
+}
+
+impl Ready {
+    fn any(self) -> bool {
+        self.inbox || self.exit || self.pipes[0] || self.pipes[1]
+    }
+}
+
 impl Owner {
-    /// Runs the call to its end.
+    /// Runs the call to its end, then drains what the call stopped
+    /// listening to.
     pub(crate) fn run(&mut self, start: Start) {
-        run_loop::begin(
-            &mut self.call.lock().call,
-            Instant::now(),
-            start,
-            self.command.as_ref(),
-        );
-        while !self.carry_out_actions() {
-            let event = self.next_event();
-            let now = Instant::now();
-            match event {
-                Some(event) => self.handle(now, event),
-                None => self.call.lock().call.handle_timeout(now),
+        run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
+        with_buffer(|buf| {
+            while !self.carry_out_actions() {
+                self.step(buf);
             }
-        }
+            self.drain_unheard(buf);
+        });
     }
 
     /// Ends a call whose owner thread could not be started, in the caller's
     /// thread: nothing is spawned, so this never blocks.
     pub(crate) fn fail_without_thread(mut self, reason: String) {
-        let _ = self
-            .call
-            .lock()
-            .call
-            .handle_validation_failed(Instant::now(), reason);
+        let _ = self.call.handle_validation_failed(Instant::now(), reason);
         self.command = None;
         self.carry_out_actions();
     }
 
-    /// The next event, or `None` when the core's timer is due. A due timer
-    /// comes before queued events, so a flood cannot postpone a deadline.
-    fn next_event(&self) -> Option<Event> {
-        let now = Instant::now();
-        let timeout = self.call.lock().call.poll_timeout();
-        match timeout {
-            Some(at) if at <= now => None,
-            Some(at) => self.events.recv_timeout(at - now).ok(),
-            // `self.sender` keeps the channel open: this waits for an event.
-            None => self.events.recv().ok(),
+    /// Looks at every source (waiting if none is known to be ready), then
+    /// takes inputs, one `handle_*` call each, until the core has actions,
+    /// a timer is due, nothing is ready, or [`ROUNDS_PER_LOOK`] rounds.
+    fn step(&mut self, buf: &mut [u8]) {
+        self.look(!self.ready.any());
+        for _ in 0..ROUNDS_PER_LOOK {
+            let now = Instant::now();
+            if self.call.poll_timeout().is_some_and(|at| at <= now) {
+                self.call.handle_timeout(now);
+                return;
+            }
+            if !self.ready.any() {
+                return;
+            }
+            self.take_one_of_each(now, buf);
+            if self.call.has_pending_actions() {
+                return;
+            }
         }
     }
 
-    /// Exactly one `handle_*` call for one event.
+    /// Takes one input from each source in turn: an event (the mailbox is
+    /// always looked at: it costs nothing when empty), the exit, a chunk of
+    /// each pipe. A source found empty is no longer ready.
+    fn take_one_of_each(&mut self, now: Instant, buf: &mut [u8]) {
+        match self.inbox.as_ref().and_then(Inbox::try_next) {
+            Some(event) => {
+                self.ready.inbox = true;
+                self.handle(now, event);
+            }
+            None => self.ready.inbox = false,
+        }
+        if self.ready.exit && !self.call.has_pending_actions() {
+            self.ready.exit = false;
+            self.reap(now);
+        }
+        for pipe in [Pipe::Stdout, Pipe::Stderr] {
+            if self.ready.pipes[pipe as usize] && !self.call.has_pending_actions() {
+                self.read(now, pipe, buf);
+            }
+        }
+    }
+
+    /// `poll`s the doorbell, both pipes and the pidfd, and notes which are
+    /// ready. With `block`, waits until one is, or until the core's
+    /// timeout; without, only looks.
+    fn look(&mut self, block: bool) {
+        let timeout = if block {
+            self.call.poll_timeout().map(|at| {
+                let left = at.saturating_duration_since(Instant::now());
+                Timespec::try_from(left).unwrap_or(Timespec {
+                    tv_sec: i64::MAX,
+                    tv_nsec: 0,
+                })
+            })
+        } else {
+            Some(Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            })
+        };
+        let process = self.process.as_ref();
+        // Slots: the doorbell, stdout, stderr, the pidfd; a closed one is
+        // left out and its slot stays `None`.
+        let sources = [
+            self.inbox.as_ref().map(Inbox::bell),
+            process.and_then(|p| p.pipe(Pipe::Stdout)),
+            process.and_then(|p| p.pipe(Pipe::Stderr)),
+            process.and_then(|p| p.exit.as_ref().map(|watch| watch.fd())),
+        ];
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+        let mut slots = [None; 4];
+        for (slot, fd) in sources.iter().enumerate() {
+            if let Some(fd) = fd {
+                slots[slot] = Some(fds.len());
+                fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
+            }
+        }
+        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+            // EINTR (or out of memory): what was ready still is.
+            return;
+        }
+        let fired = |slot: usize| slots[slot].is_some_and(|at| !fds[at].revents().is_empty());
+        let ready = [fired(0), fired(1), fired(2), fired(3)];
+        drop(fds);
+        if ready[0] {
+            if let Some(inbox) = &self.inbox {
+                inbox.silence();
+            }
+            self.ready.inbox = true;
+        }
+        self.ready.pipes = [ready[1], ready[2]];
+        self.ready.exit = ready[3];
+    }
+
+    /// One `handle_*` call for one event from the mailbox.
     fn handle(&mut self, now: Instant, event: Event) {
-        let leftover = run_loop::handle_event(&mut self.call.lock().call, now, event);
-        match leftover {
-            // Std readers keep their buffer: no chunk comes this way.
+        match run_loop::handle_event(&mut self.call, now, event) {
+            // Std chunks are read here, not sent: no buffer comes back.
             Leftover::Nothing | Leftover::Buffer(..) => {}
             Leftover::Answer(reply, answer) => {
                 let _ = reply.send(answer);
@@ -115,19 +215,72 @@ impl Owner {
         }
     }
 
+    /// The pidfd is readable: reap the child and report its exit.
+    fn reap(&mut self, now: Instant) {
+        let Some(watch) = self.process.as_mut().and_then(|p| p.exit.as_mut()) else {
+            return;
+        };
+        let reported = match watch.reap() {
+            None => return,
+            Some(Ok(status)) => self.call.handle_exit(now, exit_status(status)),
+            Some(Err(_)) => self.call.handle_process_lost(now),
+        };
+        if let Some(process) = &mut self.process {
+            process.exit = None;
+        }
+        debug_assert!(reported.is_ok(), "{reported:?}");
+    }
+
+    /// One read of `pipe`: a chunk for the core, its end, or nothing yet.
+    fn read(&mut self, now: Instant, pipe: Pipe, buf: &mut [u8]) {
+        let Some(fd) = self.process.as_ref().and_then(|p| p.pipe(pipe)) else {
+            self.ready.pipes[pipe as usize] = false;
+            return;
+        };
+        match read_chunk(fd, buf) {
+            Read::Bytes(len) if self.listening => match pipe {
+                Pipe::Stdout => self.call.handle_stdout(now, &buf[..len]),
+                Pipe::Stderr => self.call.handle_stderr(now, &buf[..len]),
+            },
+            Read::Bytes(_) => {}
+            Read::Empty => self.ready.pipes[pipe as usize] = false,
+            Read::End => {
+                self.ready.pipes[pipe as usize] = false;
+                if let Some(process) = &mut self.process {
+                    process.pipes[pipe as usize] = None;
+                }
+                if self.listening {
+                    let reported = match pipe {
+                        Pipe::Stdout => self.call.handle_stdout_eof(now),
+                        Pipe::Stderr => self.call.handle_stderr_eof(now),
+                    };
+                    debug_assert!(reported.is_ok(), "{reported:?}");
+                }
+            }
+        }
+    }
+
+    /// After the call finished: reads and drops what the helper's group
+    /// still writes until end-of-file, and reaps the child, then lets go.
+    fn drain_unheard(&mut self, buf: &mut [u8]) {
+        self.listening = false;
+        while self.process.as_ref().is_some_and(Process::is_open) {
+            self.look(!self.ready.any());
+            let now = Instant::now();
+            self.take_one_of_each(now, buf);
+        }
+    }
+
     /// Carries out every queued action; `true` once the call finished.
     fn carry_out_actions(&mut self) -> bool {
         // The state is published before each action (a caller who sees the
         // card also sees `awaiting_approval`) and after the last one.
-        // The lock is not held while an action is carried out: readers keep
-        // feeding the call meanwhile.
-        while let Some((action, state)) = self.next_action() {
-            self.published.set_state(state);
+        while let Some(action) = self.call.poll_action() {
+            self.published.set_state(self.call.state());
             match action {
                 Action::Audit(event) => {
                     if let Err(error) = self.host.state.audit(&event) {
-                        let mut call = self.call.lock();
-                        call.call.handle_audit_failed(Instant::now(), error);
+                        self.call.handle_audit_failed(Instant::now(), error);
                     }
                 }
                 Action::ShowApprovalCard(card) => self.published.show_card(card),
@@ -138,9 +291,8 @@ impl Owner {
                     }
                 }
                 Action::SignalGroup { pgid, signal } => crate::os::signal_group(pgid, signal),
-                Action::AbandonStreams => self.call.stop_listening(),
+                Action::AbandonStreams => self.listening = false,
                 Action::Finished(outcome) => {
-                    self.call.stop_listening();
                     self.finish(*outcome);
                     return true;
                 }
@@ -148,29 +300,19 @@ impl Owner {
                 _ => {}
             }
         }
-        self.published.set_state(self.call.lock().call.state());
+        self.published.set_state(self.call.state());
         false
     }
 
-    /// The next action and the state the call is in, taken under one lock.
-    fn next_action(&self) -> Option<(Action, State)> {
-        let mut shared = self.call.lock();
-        let action = shared.call.poll_action()?;
-        Some((action, shared.call.state()))
-    }
-
-    /// Spawns under the lock: the new readers feed the call only once the
-    /// core knows the helper was spawned.
     fn spawn(&mut self) {
-        let (pipe_size, events) = (self.host.state.options.pipe_size, &self.sender);
+        let (pipe_size, mailbox) = (self.host.state.options.pipe_size, &self.mailbox);
         let process = &mut self.process;
-        let shared = &self.call;
         run_loop::spawn(
-            &mut shared.lock().call,
+            &mut self.call,
             self.command.take(),
             Instant::now,
             |command| {
-                let spawned = Process::spawn(command, pipe_size, shared, events)?;
+                let spawned = Process::spawn(command, pipe_size, mailbox)?;
                 let reported = (spawned.pid, spawned.pipe_capacity);
                 *process = Some(spawned);
                 Ok(reported)
@@ -178,17 +320,31 @@ impl Owner {
         );
     }
 
+    /// Publishes the outcome and lets go of the call: the handle gets its
+    /// outcome, the host stops counting the call as live, and sends to the
+    /// owner fail from now on.
     fn finish(&mut self, outcome: Outcome) {
+        self.inbox = None;
+        self.ready.inbox = false;
         self.host.state.record_finished(outcome.record.clone());
         self.published.finish(outcome);
+        self.release();
+    }
+
+    /// The call ended for its handle and its host (once).
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.published.owner_ended();
+            self.host.deregister(self.id);
+        }
     }
 }
 
 impl Drop for Owner {
-    /// Runs when the loop ends, and also if it panicked: waiters wake up and
-    /// the host stops counting the call as live.
+    /// Runs when the owner ends, and also if it panicked: waiters wake up
+    /// and the host stops counting the call as live.
     fn drop(&mut self) {
-        self.published.owner_ended();
-        self.host.deregister(self.id);
+        self.release();
     }
 }

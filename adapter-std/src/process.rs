@@ -1,30 +1,30 @@
-//! The helper process: spawn it with its threads, signal its group.
+//! The helper process: spawn it, and hand its pipes and its exit to the
+//! owner.
 //!
 //! [`Process::spawn`] starts the helper in its own process group (the pgid
 //! is its pid, remembered here and never looked up again), enlarges its
-//! output pipes, and starts the jobs around it, each on a
-//! [worker](crate::workers) thread: one reader per stream, a waiter that
-//! owns the [`Child`] (both report to the call itself), and a stdin writer
-//! when the helper is given bytes. The waiter keeps waiting after the call
-//! has finished, so a helper the call stopped waiting for is still reaped.
+//! output pipes and makes our ends non-blocking, so the owner can `poll`
+//! them. On Linux the owner also polls a pidfd for the exit and reaps the
+//! [`Child`] itself; elsewhere (or if the kernel has no pidfd) a waiter job
+//! on a [worker](crate::workers) thread holds the child and sends its exit
+//! through the [`Mailbox`]. A helper given stdin bytes gets a writer job.
 
 use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, ChildStdin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 
 use rustix::process::Pid;
 use spillguard_core::Signal;
 
 use crate::command::{HelperCommand, StdinMode};
+use crate::mailbox::Mailbox;
 use crate::os::{enlarge_pipes, exit_status, signal_group};
 use crate::owner::{Event, Pipe};
-use crate::reader;
-use crate::shared_call::SharedCall;
+use crate::read_buffers::CHUNK_BYTES;
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), its pipe
-/// capacity, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it.
 #[derive(Debug)]
 pub(crate) struct Process {
     /// The helper's pid, which is also its process group id.
@@ -32,44 +32,75 @@ pub(crate) struct Process {
     /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
     /// asked or refused.
     pub(crate) pipe_capacity: Option<u64>,
+    /// Our ends of the helper's stdout and stderr, non-blocking, until each
+    /// reaches end-of-file.
+    pub(crate) pipes: [Option<OwnedFd>; 2],
+    /// The child and its pidfd, until it is reaped; `None` from the start
+    /// when a waiter job holds the child.
+    pub(crate) exit: Option<ExitWatch>,
     stdin_closed: Option<Arc<AtomicBool>>,
 }
 
+/// The child, reaped by the owner once its pidfd is readable.
+#[derive(Debug)]
+pub(crate) struct ExitWatch {
+    pidfd: OwnedFd,
+    child: Child,
+}
+
+impl ExitWatch {
+    /// The pidfd, for the owner's `poll`.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// The exit, once the pidfd said the child has exited: `Some(Ok)` with
+    /// the status (the child is reaped), `Some(Err)` if it can no longer be
+    /// waited for, `None` if it is still running (a spurious wake-up).
+    pub(crate) fn reap(&mut self) -> Option<io::Result<std::process::ExitStatus>> {
+        self.child.try_wait().transpose()
+    }
+}
+
 impl Process {
-    /// Spawns `command`; its readers feed `call`, every other event about it
-    /// goes to `events`. On error
-    /// nothing is left running: a helper whose threads could not be started
-    /// is killed and reaped before the error is returned.
+    /// Spawns `command`. On error nothing is left running: a helper whose
+    /// jobs could not be started is killed and reaped before the error is
+    /// returned.
     pub(crate) fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
-        call: &Arc<SharedCall>,
-        events: &SyncSender<Event>,
+        mailbox: &Mailbox,
     ) -> io::Result<Self> {
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
-        match start_threads(&mut child, command.stdin, pipe_size, call, events) {
-            Ok((stdin_closed, pipe_capacity)) => {
-                match start_waiter(child, call.clone(), events.clone()) {
-                    Ok(()) => Ok(Self {
-                        pid,
-                        pipe_capacity,
-                        stdin_closed,
-                    }),
-                    Err(error) => {
-                        // The child went down with the thread that was to own it.
-                        signal_group(pid, Signal::Kill);
-                        reap(pid);
-                        Err(error)
-                    }
-                }
-            }
+        let prepared = prepare(&mut child, command.stdin, pipe_size);
+        let (pipes, pipe_capacity, stdin_closed) = match prepared {
+            Ok(prepared) => prepared,
             Err(error) => {
                 signal_group(pid, Signal::Kill);
                 let _ = child.wait();
-                Err(error)
+                return Err(error);
             }
-        }
+        };
+        let exit = match pidfd(pid) {
+            Some(pidfd) => Some(ExitWatch { pidfd, child }),
+            None => {
+                if let Err(error) = start_waiter(child, mailbox.clone()) {
+                    // The child went down with the job that was to own it.
+                    signal_group(pid, Signal::Kill);
+                    reap(pid);
+                    return Err(error);
+                }
+                None
+            }
+        };
+        Ok(Self {
+            pid,
+            pipe_capacity,
+            pipes,
+            exit,
+            stdin_closed,
+        })
     }
 
     /// Stops feeding stdin; the writer closes it after its current write.
@@ -78,57 +109,91 @@ impl Process {
             closed.store(true, Ordering::Release);
         }
     }
+
+    /// Our end of `pipe`, while it is open.
+    pub(crate) fn pipe(&self, pipe: Pipe) -> Option<BorrowedFd<'_>> {
+        self.pipes[pipe as usize].as_ref().map(AsFd::as_fd)
+    }
+
+    /// Whether the owner still has something to wait for: an open pipe or
+    /// an unreaped child.
+    pub(crate) fn is_open(&self) -> bool {
+        self.pipes.iter().any(Option::is_some) || self.exit.is_some()
+    }
 }
 
-type Threads = (Option<Arc<AtomicBool>>, Option<u64>);
+impl Drop for Process {
+    /// Only an owner that panicked drops a helper it has not reaped: a job
+    /// reaps it then, so no zombie is left.
+    fn drop(&mut self) {
+        if let Some(ExitWatch { mut child, .. }) = self.exit.take() {
+            let _ = crate::workers::run(move || {
+                let _ = child.wait();
+            });
+        }
+    }
+}
 
-fn start_threads(
-    child: &mut Child,
-    stdin: StdinMode,
-    pipe_size: Option<usize>,
-    call: &Arc<SharedCall>,
-    events: &SyncSender<Event>,
-) -> io::Result<Threads> {
+type Prepared = ([Option<OwnedFd>; 2], Option<u64>, Option<Arc<AtomicBool>>);
+
+/// Our ends of the output pipes, enlarged and non-blocking, and the stdin
+/// writer if the helper is given bytes.
+fn prepare(child: &mut Child, stdin: StdinMode, pipe_size: Option<usize>) -> io::Result<Prepared> {
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the helper's output pipes are missing"));
     };
     let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-    reader::start(Pipe::Stdout, stdout, call.clone(), events.clone())?;
-    reader::start(Pipe::Stderr, stderr, call.clone(), events.clone())?;
+    let pipes = [non_blocking(stdout)?, non_blocking(stderr)?];
     let stdin_closed = match (stdin, child.stdin.take()) {
         (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)?),
         _ => None,
     };
-    Ok((stdin_closed, pipe_capacity))
+    Ok((pipes.map(Some), pipe_capacity, stdin_closed))
 }
 
-/// The waiter owns the child, waits for it and reports its exit — or that
-/// it can no longer be waited for — to the call itself, waking the owner if
-/// the core then has actions. It reaps the child even once the call has
-/// stopped listening.
-fn start_waiter(
-    mut child: Child,
-    call: Arc<SharedCall>,
-    events: SyncSender<Event>,
-) -> io::Result<()> {
+/// Our end of an output pipe, made non-blocking (the helper's end is a
+/// separate open file and stays blocking).
+fn non_blocking(pipe: impl Into<OwnedFd>) -> io::Result<OwnedFd> {
+    let fd: OwnedFd = pipe.into();
+    rustix::io::ioctl_fionbio(&fd, true)?;
+    Ok(fd)
+}
+
+/// A pidfd for the (unreaped, so never reused) `pid`, where the kernel has
+/// them.
+#[cfg(target_os = "linux")]
+fn pidfd(pid: u32) -> Option<OwnedFd> {
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// No pidfd here: a waiter job holds the child.
+#[cfg(not(target_os = "linux"))]
+fn pidfd(_pid: u32) -> Option<OwnedFd> {
+    None
+}
+
+/// The waiter owns the child, waits for it and sends its exit — or that it
+/// can no longer be waited for — to the owner. It reaps the child even
+/// once nobody listens.
+pub(crate) fn start_waiter(mut child: Child, mailbox: Mailbox) -> io::Result<()> {
     crate::workers::run(move || {
-        let waited = child.wait();
-        let reported = call.report(|call, now| match waited {
-            Ok(status) => call.handle_exit(now, exit_status(status)),
-            Err(_) => call.handle_process_lost(now),
-        });
-        reported.wake(&events);
+        let event = match child.wait() {
+            Ok(status) => Event::Exited(exit_status(status)),
+            Err(_) => Event::ProcessLost,
+        };
+        let _ = mailbox.send(event);
     })
 }
 
 /// Writes `bytes` to the helper's stdin in chunks, then closes it; stops
-/// early when asked. A helper that stops reading blocks only this thread,
+/// early when asked. A helper that stops reading blocks only this job,
 /// until it exits.
 fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> io::Result<Arc<AtomicBool>> {
     let closed = Arc::new(AtomicBool::new(false));
     let stop = closed.clone();
     crate::workers::run(move || {
-        for piece in bytes.chunks(reader::CHUNK_BYTES) {
+        for piece in bytes.chunks(CHUNK_BYTES) {
             if stop.load(Ordering::Acquire) || stdin.write_all(piece).is_err() {
                 break;
             }
@@ -141,5 +206,62 @@ fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> io::Result<Arc<A
 fn reap(pid: u32) {
     if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
         let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::time::{Duration, Instant};
+
+    use crate::mailbox;
+
+    fn gone_within(pid: u32, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            // A zombie still has its /proc entry; a reaped process has none.
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn the_waiter_sends_the_exit_through_the_mailbox() {
+        let (mailbox, inbox) = mailbox::open().unwrap();
+        let child = HelperCommand::shell_script("exit 7")
+            .to_std()
+            .spawn()
+            .unwrap();
+        start_waiter(child, mailbox).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let event = loop {
+            if let Some(event) = inbox.try_next() {
+                break event;
+            }
+            assert!(Instant::now() < until, "no exit within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        match event {
+            Event::Exited(status) => assert_eq!(status.code, Some(7)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_helper_dropped_unreaped_is_reaped_by_a_job() {
+        let (mailbox, _inbox) = mailbox::open().unwrap();
+        let process = Process::spawn(HelperCommand::new("true"), None, &mailbox).unwrap();
+        assert!(process.exit.is_some(), "Linux has pidfds");
+        let pid = process.pid;
+        drop(process);
+        assert!(
+            gone_within(pid, Duration::from_secs(10)),
+            "{pid} not reaped"
+        );
     }
 }

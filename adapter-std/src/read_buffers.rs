@@ -1,8 +1,8 @@
 //! Reads of [`CHUNK_BYTES`], and what a read's result means, for every
 //! adapter; and the read budget of readers that send their chunks to the
 //! owner (smol, tokio): at most [`BUFFERS_PER_STREAM`] buffers per stream,
-//! recycled between the reader and the owner. (The std readers feed the
-//! call themselves and keep one buffer each.)
+//! recycled between the reader and the owner. (The std owner reads its
+//! pipes itself, into one buffer per worker thread.)
 
 use std::io;
 

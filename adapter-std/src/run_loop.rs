@@ -45,12 +45,6 @@ pub enum Event<R> {
         /// How many bytes of `buf` were read.
         len: usize,
     },
-    /// A reader or waiter that reports to the call itself (the std
-    /// adapter's; see
-    /// [`Call::has_pending_actions`](spillguard_core::Call::has_pending_actions))
-    /// left the core with actions or an earlier timeout: the owner only has
-    /// to carry them out and wait again.
-    CallChanged,
     /// `pipe` reached end-of-file (or failed).
     Eof(Pipe),
     /// The helper was reaped.
@@ -123,8 +117,7 @@ pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&Helpe
     }
 }
 
-/// Exactly one `handle_*` call for `event`, observed at `now` (none for
-/// [`Event::CallChanged`]: the reader or waiter made it).
+/// Exactly one `handle_*` call for `event`, observed at `now`.
 pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
     let reported = match event {
         Event::Chunk { pipe, buf, len } => {
@@ -135,7 +128,6 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
             }
             return Leftover::Buffer(pipe, buf);
         }
-        Event::CallChanged => Ok(()),
         Event::Eof(Pipe::Stdout) => call.handle_stdout_eof(now),
         Event::Eof(Pipe::Stderr) => call.handle_stderr_eof(now),
         Event::Exited(status) => call.handle_exit(now, status),

@@ -1,13 +1,14 @@
 //! Threads kept between calls, for the calls' owners and their helpers'
-//! readers, waiters and stdin writers.
+//! stdin writers and (without pidfds) waiters.
 //!
 //! Starting a thread costs tens of microseconds (its stack and signal stack
-//! are mapped, guarded and later unmapped), and every call needs four or
-//! five: more than a short helper's own spawn and wait. So these threads
+//! are mapped, guarded and later unmapped): a noticeable part of a short
+//! helper's own spawn and wait. So these threads
 //! come from one process-wide pool: a job goes to an idle worker if there
 //! is one, else to a new thread, and a worker idle for [`IDLE_EXIT`] ends.
-//! There is no cap: a reader must never wait for a free thread while its
-//! pipe fills, so the pool holds as many threads as jobs run at once.
+//! There is no cap: an owner must never wait for a free thread while its
+//! helper's pipes fill, so the pool holds as many threads as jobs run at
+//! once.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -66,23 +66,50 @@ pub fn a_grandchild_holding_the_streams_is_signalled_after_the_drain_window<H: H
     let command = HelperCommand::shell_script("sleep 30 & exit 0");
     let outcome = wait(host.start(spec("c_grandchild"), command, false));
     let elapsed = started.elapsed();
-    let record = &outcome.record;
+    assert_completed_with_the_group_signalled_after(&outcome.record, 250 * MS);
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+}
 
+/// The helper exited 0, its streams stayed open, and the group got one TERM
+/// between `drain` and `drain` + 200 ms after the exit, which ended it.
+fn assert_completed_with_the_group_signalled_after(record: &CallRecord, drain: Duration) {
     assert_eq!(record.state, State::Completed);
     assert_eq!(record.exit_status, Some(0));
     assert_eq!(record.cancel_reason, None);
     assert!(record.descendants_signalled);
     assert_eq!(record.stream_end, StreamEnd::ClosedAfterGroupSignalled);
     assert_eq!(signals(record), [Signal::Term]);
-    let drain = us(250 * MS);
     let after_exit = record.signals[0].offset_us - record.exited_offset_us.unwrap();
-    assert!(after_exit >= drain, "TERM {after_exit} us after exit");
+    assert!(after_exit >= us(drain), "TERM {after_exit} us after exit");
     assert!(
-        after_exit <= drain + us(200 * MS),
+        after_exit <= us(drain + 200 * MS),
         "TERM {after_exit} us after exit"
     );
-    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     assert_group_gone(record.pgid.unwrap());
+}
+
+/// `yes >&2 &` floods stderr, and goes on after the shell exits 0: however
+/// busy the streams, the exit is seen and the group gets TERM once the
+/// 100 ms drain window has passed.
+pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
+    H: HostUnderTest,
+>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = timed_check_turn();
+    become_subreaper();
+    let drain = 100 * MS;
+    let host = host(HostOptions {
+        post_exit_drain: Some(drain),
+        ..HostOptions::default()
+    });
+    let command = HelperCommand::shell_script("yes flooding-grandchild >&2 & sleep 0.3; exit 0");
+    let outcome = wait(host.start(spec("c_flooding_grandchild"), command, false));
+    let record = &outcome.record;
+    assert_completed_with_the_group_signalled_after(record, drain);
+    // The flood was read all along: far more seen than the tail kept.
+    assert!(record.stderr_truncated);
+    assert!(record.stderr_bytes_seen > 4 * record.stderr_bytes_retained);
 }
 
 /// Dropping the handle under the default (finish) policy: the call runs

@@ -1,0 +1,154 @@
+//! How a call's handle and its host reach the owner, which waits in
+//! `poll(2)` on the helper's pipes: a channel for the events, and a
+//! doorbell (a non-blocking pipe) the owner polls with the pipes.
+//!
+//! A sender queues the event, then rings: one byte on the doorbell. The
+//! owner, woken by the doorbell, empties it first and then takes every
+//! queued event, so an event sent at any moment is either taken now or
+//! rings again: no wake-up is lost. A full doorbell already rings. Both
+//! ends of the doorbell live as long as any sender or the owner does, so a
+//! ring never meets a closed pipe (no `EPIPE`, no `SIGPIPE`).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, SendError, Sender};
+
+use rustix::pipe::{PipeFlags, pipe_with};
+
+use crate::owner::Event;
+
+/// The sending side, cheap to clone: for handles, cancellers and the host.
+#[derive(Debug, Clone)]
+pub(crate) struct Mailbox {
+    events: Sender<Event>,
+    /// `None` for a mailbox nobody reads.
+    bell: Option<Arc<Bell>>,
+}
+
+/// The owner's side.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    events: Receiver<Event>,
+    bell: Arc<Bell>,
+}
+
+/// Both ends of the doorbell pipe, non-blocking.
+#[derive(Debug)]
+struct Bell {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+/// A new mailbox and its inbox. Fails only if no pipe can be made (the
+/// process is out of file descriptors).
+pub(crate) fn open() -> io::Result<(Mailbox, Inbox)> {
+    let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+    let (events, received) = mpsc::channel();
+    let bell = Arc::new(Bell { read, write });
+    let mailbox = Mailbox {
+        events,
+        bell: Some(bell.clone()),
+    };
+    let inbox = Inbox {
+        events: received,
+        bell,
+    };
+    Ok((mailbox, inbox))
+}
+
+impl Mailbox {
+    /// A mailbox whose owner never started: every send fails.
+    pub(crate) fn closed() -> Self {
+        let (events, _) = mpsc::channel();
+        Self { events, bell: None }
+    }
+
+    /// Queues `event` for the owner and wakes it. Fails once the owner no
+    /// longer takes events (the call finished).
+    pub(crate) fn send(&self, event: Event) -> Result<(), SendError<Event>> {
+        self.events.send(event)?;
+        if let Some(bell) = &self.bell {
+            // A full doorbell (EAGAIN) is already ringing.
+            let _ = rustix::io::write(&bell.write, &[1]);
+        }
+        Ok(())
+    }
+}
+
+impl Inbox {
+    /// The doorbell, for the owner's `poll`.
+    pub(crate) fn bell(&self) -> BorrowedFd<'_> {
+        self.bell.read.as_fd()
+    }
+
+    /// Empties the doorbell. Done before taking the queued events: an
+    /// event queued after this rings again.
+    pub(crate) fn silence(&self) {
+        let mut bytes = [0; 64];
+        while matches!(rustix::io::read(&self.bell.read, &mut bytes), Ok(n) if n > 0) {}
+    }
+
+    /// The next queued event, if any.
+    pub(crate) fn try_next(&self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rustix::event::{PollFd, PollFlags, poll};
+    use spillguard_core::CancelReason;
+
+    use crate::owner::Command;
+
+    fn rings(inbox: &Inbox) -> bool {
+        let mut fds = [PollFd::from_borrowed_fd(inbox.bell(), PollFlags::IN)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        poll(&mut fds, Some(&zero)).unwrap() == 1
+    }
+
+    fn cancel() -> Event {
+        Event::Command(Command::Cancel(CancelReason::Requested))
+    }
+
+    #[test]
+    fn a_sent_event_rings_until_the_owner_silences_it() {
+        let (mailbox, inbox) = open().unwrap();
+        assert!(!rings(&inbox));
+        mailbox.send(cancel()).unwrap();
+        mailbox.clone().send(Event::ProcessLost).unwrap();
+        assert!(rings(&inbox));
+        inbox.silence();
+        assert!(!rings(&inbox));
+        let taken: Vec<String> = std::iter::from_fn(|| inbox.try_next())
+            .map(|event| format!("{event:?}"))
+            .collect();
+        assert_eq!(taken, ["Command(Cancel(Requested))", "ProcessLost"]);
+    }
+
+    #[test]
+    fn a_full_doorbell_still_rings_and_loses_no_event() {
+        let (mailbox, inbox) = open().unwrap();
+        // Far more rings than a pipe holds bytes.
+        for _ in 0..200_000 {
+            mailbox.send(Event::ProcessLost).unwrap();
+        }
+        assert!(rings(&inbox));
+        inbox.silence();
+        assert_eq!(std::iter::from_fn(|| inbox.try_next()).count(), 200_000);
+    }
+
+    #[test]
+    fn sends_fail_once_the_inbox_is_gone_or_never_was() {
+        let (mailbox, inbox) = open().unwrap();
+        drop(inbox);
+        assert!(mailbox.send(cancel()).is_err());
+        assert!(Mailbox::closed().send(cancel()).is_err());
+    }
+}
