@@ -14,7 +14,7 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
-use spillguard_std::published::{self, Snapshot, Wake};
+use spillguard_std::published::{self, Snapshot, Taken, Wake};
 
 use crate::owner::{Command, Event};
 
@@ -202,8 +202,10 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub async fn wait(self) -> Outcome {
-        let outcome = self.take_outcome(None).await;
-        outcome.unwrap_or_else(|| self.owner_failed())
+        match self.take_outcome(None).await {
+            Taken::Outcome(outcome) => *outcome,
+            Taken::OwnerGone | Taken::NotYet => self.owner_failed(),
+        }
     }
 
     /// Waits at most `timeout`. Gives the handle back if the call has not
@@ -220,9 +222,9 @@ impl CallHandle {
     /// Only if the call's owner task panicked (a bug).
     pub async fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
         match self.take_outcome(Some(timeout)).await {
-            Some(outcome) => Ok(outcome),
-            None if self.published.lock().owner_ended => self.owner_failed(),
-            None => Err(self),
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => self.owner_failed(),
+            Taken::NotYet => Err(self),
         }
     }
 
@@ -232,19 +234,18 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
-        let outcome = self.published.lock().outcome.take();
-        match outcome {
-            Some(outcome) => Ok(outcome),
-            None if self.published.lock().owner_ended => self.owner_failed(),
-            None => Err(self),
+        let taken = self.published.lock().take_outcome();
+        match taken {
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => self.owner_failed(),
+            Taken::NotYet => Err(self),
         }
     }
 
-    async fn take_outcome(&self, timeout: Option<Duration>) -> Option<Outcome> {
+    async fn take_outcome(&self, timeout: Option<Duration>) -> Taken {
         wait_until(&self.published, timeout, |inner| inner.outcome.is_some())
             .await
-            .outcome
-            .take()
+            .take_outcome()
     }
 
     fn owner_failed(&self) -> ! {

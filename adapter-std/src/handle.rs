@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
 
 use crate::owner::{Command, Event};
-use crate::published::{self, Snapshot};
+use crate::published::{self, Snapshot, Taken};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
@@ -172,10 +172,10 @@ impl CallHandle {
     ///
     /// Only if the call's owner thread panicked (a bug): its panic is
     /// resumed here.
-    pub fn wait(mut self) -> Outcome {
+    pub fn wait(self) -> Outcome {
         match self.take_outcome(None) {
-            Some(outcome) => outcome,
-            None => self.owner_failed(),
+            Taken::Outcome(outcome) => *outcome,
+            Taken::OwnerGone | Taken::NotYet => self.owner_failed(),
         }
     }
 
@@ -186,12 +186,12 @@ impl CallHandle {
     /// # Panics
     ///
     /// Only if the call's owner thread panicked (a bug).
-    pub fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, CallHandle> {
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
         let deadline = Instant::now().checked_add(timeout);
         match self.take_outcome(deadline) {
-            Some(outcome) => Ok(outcome),
-            None if self.published.lock().owner_ended => self.owner_failed(),
-            None => Err(self),
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => self.owner_failed(),
+            Taken::NotYet => Err(self),
         }
     }
 
@@ -204,11 +204,10 @@ impl CallHandle {
         self.wait_timeout(Duration::ZERO)
     }
 
-    fn take_outcome(&mut self, deadline: Option<Instant>) -> Option<Outcome> {
+    fn take_outcome(&self, deadline: Option<Instant>) -> Taken {
         self.published
             .wait_until(deadline, |inner| inner.outcome.is_some())
-            .outcome
-            .take()
+            .take_outcome()
     }
 
     fn owner_failed(self) -> ! {

@@ -38,6 +38,31 @@ pub struct Snapshot {
     pub owner_ended: bool,
 }
 
+/// What a handle finds when it looks for the outcome, decided under one
+/// lock (an owner may publish the outcome and end between two looks).
+#[derive(Debug)]
+pub enum Taken {
+    /// The outcome, now the handle's.
+    Outcome(Box<Outcome>),
+    /// The owner ended without an outcome (it panicked), or the outcome was
+    /// already taken.
+    OwnerGone,
+    /// The call has not finished yet.
+    NotYet,
+}
+
+impl Snapshot {
+    /// Takes the outcome if it is there; otherwise says whether one can
+    /// still come.
+    pub fn take_outcome(&mut self) -> Taken {
+        match self.outcome.take() {
+            Some(outcome) => Taken::Outcome(Box::new(outcome)),
+            None if self.owner_ended => Taken::OwnerGone,
+            None => Taken::NotYet,
+        }
+    }
+}
+
 /// The published state of one call, shared by its owner and its handle;
 /// `W` wakes the handle's waiters.
 #[derive(Debug)]

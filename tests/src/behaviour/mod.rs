@@ -75,6 +75,7 @@ macro_rules! behaviour_suite {
             an_invalid_command_fails_before_its_attempt_is_recorded,
             shutdown_cancels_every_live_call_and_waits_for_their_records,
             wait_timeout_gives_the_handle_back_until_the_call_ends,
+            polling_try_outcome_always_gets_the_outcome,
             stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise,
             every_byte_of_a_large_flood_is_counted,
             a_discovery_call_has_its_own_budget_and_no_attempt,

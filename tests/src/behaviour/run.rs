@@ -197,6 +197,33 @@ pub fn wait_timeout_gives_the_handle_back_until_the_call_ends<H: HostUnderTest>(
     assert!(!outcome.record.client_disconnected);
 }
 
+/// A caller that polls `try_outcome` while the owner publishes the outcome
+/// and ends gets the outcome every time, never a "no outcome" panic: 1000
+/// calls of `true`, each polled until it finishes.
+pub fn polling_try_outcome_always_gets_the_outcome<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let host = host(HostOptions::default());
+    for i in 0..1000 {
+        let mut call = host.start(
+            spec(&format!("c_poll_{i}")),
+            HelperCommand::new("true"),
+            false,
+        );
+        let started = std::time::Instant::now();
+        let outcome = loop {
+            match call.try_outcome() {
+                Ok(outcome) => break outcome,
+                Err(again) => call = again,
+            }
+            // A busy poll, as a caller on its own core would.
+            assert!(started.elapsed() < Duration::from_secs(10), "call {i}");
+        };
+        assert_eq!(outcome.record.state, State::Completed, "call {i}");
+        assert_eq!(outcome.record.exit_status, Some(0), "call {i}");
+    }
+    // Each record is kept before its outcome is published.
+    assert_eq!(host.finished_records().len(), 1000);
+}
+
 /// 1 MiB of stdin reaches `wc -c`; without bytes stdin is null.
 pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
