@@ -239,13 +239,17 @@ impl Host {
                 return CallHandle::new(call_id, mailbox, published, OwnerPanic::default());
             }
         };
-        let backup = (spec.clone(), settings.clone());
         let mut owner = self.owner(id, spec, settings, Some(inbox), &mailbox, &published);
         owner.command = Some(command);
+        // The job takes the owner from here; if no thread can run the job,
+        // the owner is still here to end the call.
+        let slot = Arc::new(Mutex::new(Some(owner)));
         let owner_panic = OwnerPanic::default();
-        let panic_slot = owner_panic.clone();
+        let (job_slot, panic_slot) = (slot.clone(), owner_panic.clone());
         let started = crate::workers::run(move || {
-            let mut owner = owner;
+            let Some(mut owner) = take(&job_slot) else {
+                return;
+            };
             // The panic is kept before the owner is dropped: a handle woken
             // by the owner's end finds it.
             let ran = panic::catch_unwind(AssertUnwindSafe(|| owner.run(start)));
@@ -253,11 +257,10 @@ impl Host {
                 *panic_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(panic);
             }
         });
-        if let Err(error) = started {
-            // The owner went down with the job: end the call here.
-            let (spec, settings) = backup;
-            self.owner(id, spec, settings, None, &mailbox, &published)
-                .fail_without_thread(format!("cannot start the call's owner thread: {error}"));
+        if let Err(error) = started
+            && let Some(owner) = take(&slot)
+        {
+            owner.fail_without_thread(format!("cannot start the call's owner thread: {error}"));
         }
         CallHandle::new(call_id, mailbox, published, owner_panic)
     }
@@ -342,6 +345,11 @@ impl Host {
             host: self.shared.clone(),
         }
     }
+}
+
+/// What a shared slot holds, taken out of it.
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 impl HostShared {

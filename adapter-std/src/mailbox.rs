@@ -5,16 +5,15 @@
 //! A sender queues the event, then rings: one byte on the doorbell. The
 //! owner, woken by the doorbell, empties it first and then takes every
 //! queued event, so an event sent at any moment is either taken now or
-//! rings again: no wake-up is lost. A full doorbell already rings. Both
-//! ends of the doorbell live as long as any sender or the owner does, so a
-//! ring never meets a closed pipe (no `EPIPE`, no `SIGPIPE`).
+//! rings again: no wake-up is lost. A full doorbell already rings. The
+//! doorbell's two ends belong to the inbox: senders reach it weakly, so a
+//! handle kept after its call holds no file descriptor, and a ring, made
+//! while the inbox is alive, never meets a closed pipe (no `SIGPIPE`).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, SendError, Sender};
-
-use rustix::pipe::{PipeFlags, pipe_with};
+use std::sync::{Arc, Weak};
 
 use crate::owner::Event;
 
@@ -22,8 +21,8 @@ use crate::owner::Event;
 #[derive(Debug, Clone)]
 pub(crate) struct Mailbox {
     events: Sender<Event>,
-    /// `None` for a mailbox nobody reads.
-    bell: Option<Arc<Bell>>,
+    /// Dead once the inbox is gone (or for a mailbox nobody reads).
+    bell: Weak<Bell>,
 }
 
 /// The owner's side.
@@ -43,12 +42,15 @@ struct Bell {
 /// A new mailbox and its inbox. Fails only if no pipe can be made (the
 /// process is out of file descriptors).
 pub(crate) fn open() -> io::Result<(Mailbox, Inbox)> {
-    let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+    let (read, write) = std::io::pipe()?;
+    let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+    rustix::io::ioctl_fionbio(&read, true)?;
+    rustix::io::ioctl_fionbio(&write, true)?;
     let (events, received) = mpsc::channel();
     let bell = Arc::new(Bell { read, write });
     let mailbox = Mailbox {
         events,
-        bell: Some(bell.clone()),
+        bell: Arc::downgrade(&bell),
     };
     let inbox = Inbox {
         events: received,
@@ -61,14 +63,17 @@ impl Mailbox {
     /// A mailbox whose owner never started: every send fails.
     pub(crate) fn closed() -> Self {
         let (events, _) = mpsc::channel();
-        Self { events, bell: None }
+        Self {
+            events,
+            bell: Weak::new(),
+        }
     }
 
     /// Queues `event` for the owner and wakes it. Fails once the owner no
     /// longer takes events (the call finished).
     pub(crate) fn send(&self, event: Event) -> Result<(), SendError<Event>> {
         self.events.send(event)?;
-        if let Some(bell) = &self.bell {
+        if let Some(bell) = self.bell.upgrade() {
             // A full doorbell (EAGAIN) is already ringing.
             let _ = rustix::io::write(&bell.write, &[1]);
         }
@@ -98,6 +103,8 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::os::fd::AsRawFd;
 
     use rustix::event::{PollFd, PollFlags, poll};
     use spillguard_core::CancelReason;
@@ -150,5 +157,19 @@ mod tests {
         drop(inbox);
         assert!(mailbox.send(cancel()).is_err());
         assert!(Mailbox::closed().send(cancel()).is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn senders_kept_after_the_inbox_hold_no_file_descriptor() {
+        let (mailbox, inbox) = open().unwrap();
+        let bell = inbox.bell.read.as_raw_fd();
+        let open_fd = |fd: i32| std::path::Path::new(&format!("/proc/self/fd/{fd}")).exists();
+        assert!(open_fd(bell));
+        let kept: Vec<Mailbox> = (0..10).map(|_| mailbox.clone()).collect();
+        drop(inbox);
+        // The fd number may be reused by another test's file: only check
+        // that no sender can still ring it.
+        assert!(kept.iter().all(|mailbox| mailbox.bell.upgrade().is_none()));
     }
 }

@@ -26,9 +26,10 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 use spillguard_core::{Action, Call, CallError, Outcome};
 
 use crate::command::HelperCommand;
@@ -46,6 +47,14 @@ pub(crate) use crate::run_loop::{Pipe, Start};
 /// is, the exit, the doorbell and the other pipe are seen within this many
 /// rounds (at most one chunk of each pipe per round).
 const ROUNDS_PER_LOOK: usize = 16;
+
+/// The longest single wait in `poll`; a later timeout is waited for in
+/// several.
+const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+
+/// The pause after a `poll` that failed for another reason than a signal,
+/// before trying again.
+const POLL_FAILED_PAUSE: Duration = Duration::from_millis(10);
 
 /// The core's answer to an approval or a denial goes back on this channel.
 pub(crate) type Reply = SyncSender<Result<(), CallError>>;
@@ -157,19 +166,16 @@ impl Owner {
     /// timeout; without, only looks.
     fn look(&mut self, block: bool) {
         let timeout = if block {
-            self.call.poll_timeout().map(|at| {
-                let left = at.saturating_duration_since(Instant::now());
-                Timespec::try_from(left).unwrap_or(Timespec {
-                    tv_sec: i64::MAX,
-                    tv_nsec: 0,
-                })
-            })
+            // A far timeout is cut to LONGEST_WAIT (some systems refuse
+            // more); waking early only means looking again.
+            let left = self.call.poll_timeout().map_or(LONGEST_WAIT, |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            left.min(LONGEST_WAIT)
         } else {
-            Some(Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            })
+            Duration::ZERO
         };
+        let timeout = Timespec::try_from(timeout).ok();
         let process = self.process.as_ref();
         // Slots: the doorbell, stdout, stderr, the pidfd; a closed one is
         // left out and its slot stays `None`.
@@ -187,9 +193,16 @@ impl Owner {
                 fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
             }
         }
-        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
-            // EINTR (or out of memory): what was ready still is.
-            return;
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(_) => {}
+            // A signal: what was ready still is; look again.
+            Err(Errno::INTR) => return,
+            // Out of memory for the poll set, or refused: never spin on it.
+            Err(_) => {
+                drop(fds);
+                std::thread::sleep(POLL_FAILED_PAUSE);
+                return;
+            }
         }
         let fired = |slot: usize| slots[slot].is_some_and(|at| !fds[at].revents().is_empty());
         let ready = [fired(0), fired(1), fired(2), fired(3)];

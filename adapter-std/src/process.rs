@@ -123,13 +123,20 @@ impl Process {
 }
 
 impl Drop for Process {
-    /// Only an owner that panicked drops a helper it has not reaped: a job
-    /// reaps it then, so no zombie is left.
+    /// Only an owner that panicked drops a helper it has not reaped. Nobody
+    /// supervises it any more, so its group is killed (the unreaped leader
+    /// keeps the pgid from being reused) and a job reaps it: no descendant
+    /// and no zombie is left.
     fn drop(&mut self) {
         if let Some(ExitWatch { mut child, .. }) = self.exit.take() {
-            let _ = crate::workers::run(move || {
+            signal_group(self.pid, Signal::Kill);
+            let reaper = crate::workers::run(move || {
                 let _ = child.wait();
             });
+            if reaper.is_err() {
+                // The child went down with the job: reap it here.
+                reap(self.pid);
+            }
         }
     }
 }
@@ -253,15 +260,19 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_helper_dropped_unreaped_is_reaped_by_a_job() {
+    fn a_helper_dropped_unreaped_is_killed_and_reaped() {
         let (mailbox, _inbox) = mailbox::open().unwrap();
-        let process = Process::spawn(HelperCommand::new("true"), None, &mailbox).unwrap();
+        let command = HelperCommand::new("sleep").arg("30");
+        let process = Process::spawn(command, None, &mailbox).unwrap();
         assert!(process.exit.is_some(), "Linux has pidfds");
         let pid = process.pid;
+        let dropped = Instant::now();
         drop(process);
         assert!(
             gone_within(pid, Duration::from_secs(10)),
             "{pid} not reaped"
         );
+        // Killed, not waited for to the end of its 30 s.
+        assert!(dropped.elapsed() < Duration::from_secs(10));
     }
 }

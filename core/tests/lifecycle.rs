@@ -1031,3 +1031,58 @@ fn with_fail_open_audit_failures_are_counted_and_the_call_runs() {
     assert_eq!(r.audit_failures, 3);
     assert_eq!(l.audit_failures, 5);
 }
+
+/// Delays too long for the clock (`Duration::MAX` from a host's options)
+/// arm no timer instead of overflowing: the call waits for its inputs and
+/// ends by them.
+#[test]
+fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
+    use spillguard_core::{Action, Call, ExitStatus};
+    use std::time::SystemTime;
+
+    let world = World::new(Config::default());
+    let mut settings = settings(&world);
+    settings.deadline = Some(Duration::MAX);
+    settings.approval_timeout = Duration::MAX;
+    settings.shutdown_grace = Duration::MAX;
+    settings.post_exit_drain = Duration::MAX;
+    settings.kill_wait = Duration::MAX;
+    let t0 = world.epoch;
+    let spec = spec("c_max", CallKind::Action);
+    let mut call = Call::new(spec, settings, &world.pool, t0, SystemTime::UNIX_EPOCH);
+    let drain = |call: &mut Call| std::iter::from_fn(|| call.poll_action()).collect::<Vec<_>>();
+
+    call.handle_validated(t0, true).unwrap();
+    drain(&mut call);
+    assert_eq!(call.state(), State::AwaitingApproval);
+    assert_eq!(call.poll_timeout(), None);
+    call.handle_approval_granted(t0).unwrap();
+    drain(&mut call);
+    call.handle_spawned(t0, 4242, 4242).unwrap();
+    assert_eq!(call.poll_timeout(), None);
+    call.handle_cancel(t0, CancelReason::Requested);
+    let signals: Vec<Signal> = drain(&mut call)
+        .into_iter()
+        .filter_map(|action| match action {
+            Action::SignalGroup { signal, .. } => Some(signal),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(signals, [Signal::Term]);
+    assert_eq!(call.poll_timeout(), None);
+    call.handle_exit(t0 + ms(5), ExitStatus::signal(15))
+        .unwrap();
+    assert_eq!(call.poll_timeout(), None);
+    call.handle_stdout_eof(t0 + ms(6)).unwrap();
+    call.handle_stderr_eof(t0 + ms(6)).unwrap();
+    let outcome = drain(&mut call)
+        .into_iter()
+        .find_map(|action| match action {
+            Action::Finished(outcome) => Some(outcome),
+            _ => None,
+        });
+    let record = outcome.unwrap().record;
+    assert_eq!(record.state, State::CancelledAfterDispatch);
+    assert_eq!(record.exit_signal, Some(15));
+    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+}

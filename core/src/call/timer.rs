@@ -1,6 +1,6 @@
 //! The call's timers: one fixed table of optional deadlines.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Every timer a call can arm. A timer is a deadline in the caller's
 /// monotonic time; it fires through [`Call::handle_timeout`](crate::Call::handle_timeout).
@@ -47,6 +47,15 @@ pub(crate) struct TimerTable {
 impl TimerTable {
     pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
         self.deadlines[timer.index()] = Some(at);
+    }
+
+    /// Arms `timer` for `after` past `now`; a delay too long for the clock
+    /// to express never comes, so the timer stays disarmed.
+    pub(crate) fn set_after(&mut self, timer: Timer, now: Instant, after: Duration) {
+        match now.checked_add(after) {
+            Some(at) => self.set(timer, at),
+            None => self.stop(timer),
+        }
     }
 
     pub(crate) fn stop(&mut self, timer: Timer) {

@@ -160,7 +160,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.stderr_open = true;
             enter(call, now, Dispatched);
             if let Some(deadline) = call.settings.deadline {
-                call.timers.set(Timer::CallDeadline, now + deadline);
+                call.timers.set_after(Timer::CallDeadline, now, deadline);
             }
             if let Some(reason) = call.pending_cancel.take() {
                 request_stop(call, now, reason);
@@ -191,7 +191,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             if call.stdout_open || call.stderr_open {
                 if call.stop == Stop::Running {
                     call.timers
-                        .set(Timer::PostExitDrain, now + call.settings.post_exit_drain);
+                        .set_after(Timer::PostExitDrain, now, call.settings.post_exit_drain);
                 }
             } else {
                 finish(call, now);
@@ -221,7 +221,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             signal(call, now, Signal::Kill);
             call.stop = Stop::Killing;
             call.timers
-                .set(Timer::KillWait, now + call.settings.kill_wait);
+                .set_after(Timer::KillWait, now, call.settings.kill_wait);
         }
         (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
 
@@ -273,10 +273,8 @@ fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
 
 fn show_card(call: &mut Call, now: Instant) {
     // Fixed once, here; nothing else ever moves it (R3.4).
-    call.timers.set(
-        Timer::ApprovalDeadline,
-        now + call.settings.approval_timeout,
-    );
+    call.timers
+        .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
     enter(call, now, State::AwaitingApproval);
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),
@@ -312,7 +310,7 @@ fn terminate(call: &mut Call, now: Instant) {
     call.stop = Stop::Terminating;
     call.timers.stop(Timer::PostExitDrain);
     call.timers
-        .set(Timer::ShutdownGrace, now + call.settings.shutdown_grace);
+        .set_after(Timer::ShutdownGrace, now, call.settings.shutdown_grace);
 }
 
 /// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch.
