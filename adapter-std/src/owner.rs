@@ -251,11 +251,19 @@ impl Owner {
             return;
         };
         match read_chunk(fd, buf) {
-            Read::Bytes(len) if self.listening => match pipe {
-                Pipe::Stdout => self.call.handle_stdout(now, &buf[..len]),
-                Pipe::Stderr => self.call.handle_stderr(now, &buf[..len]),
-            },
-            Read::Bytes(_) => {}
+            Read::Bytes(len) => {
+                // A short read emptied the pipe: the next read would find
+                // nothing, so the next look at it is a poll.
+                if len < buf.len() {
+                    self.ready.pipes[pipe as usize] = false;
+                }
+                if self.listening {
+                    match pipe {
+                        Pipe::Stdout => self.call.handle_stdout(now, &buf[..len]),
+                        Pipe::Stderr => self.call.handle_stderr(now, &buf[..len]),
+                    }
+                }
+            }
             Read::Empty => self.ready.pipes[pipe as usize] = false,
             Read::End => {
                 self.ready.pipes[pipe as usize] = false;
