@@ -1,26 +1,5 @@
 //! Capture of one output stream: count every byte, keep a bounded part.
-//!
-//! A [`StreamCapture`] is fed raw chunks as they are read. Feeding never fails
-//! and never stops accepting bytes, so the reader can keep draining the pipe
-//! whatever the volume (R1.1). Every byte is counted in a `u64` before any text
-//! is made (R1.2). At most the per-call budget is kept (R1.3):
-//!
-//! * [`Retain::Tail`] keeps the most recent bytes in a ring;
-//! * [`Retain::Head`] keeps the first bytes and drops the rest;
-//! * [`Retain::HeadAndTail`] keeps a prefix of `head_bytes` and a ring of the
-//!   rest of the budget; both parts are reported, never spliced silently.
-//!
-//! All three are one mechanism: a prefix of capacity `head_cap` followed by a
-//! ring of capacity `tail_cap` (tail mode is `head_cap == 0`, head mode is
-//! `tail_cap == 0`). The retained window is therefore always "the first `h`
-//! bytes and the last `t` bytes of the stream", which is what the marker says.
-//!
-//! Memory comes from the process-wide [`RetentionPool`] as the buffers grow
-//! (doubling, never past the budget); when the pool cannot grant more, the
-//! capture keeps what it has, goes on counting and reports
-//! [`retention_limited`](StreamCapture::retention_limited). In steady state
-//! (buffers at their size) feeding allocates nothing and copies at most the
-//! budget per chunk.
+//! See [`StreamCapture`].
 
 use std::fmt;
 
@@ -147,7 +126,29 @@ pub enum Fed {
     CeilingCrossed,
 }
 
-/// Counts and retains one stream of one call. See the [module docs](self).
+/// Counts and retains one stream of one call.
+///
+/// A [`StreamCapture`] is fed raw chunks as they are read. Feeding never fails
+/// and never stops accepting bytes, so the reader can keep draining the pipe
+/// whatever the volume (R1.1). Every byte is counted in a `u64` before any text
+/// is made (R1.2). At most the per-call budget is kept (R1.3):
+///
+/// * [`Retain::Tail`] keeps the most recent bytes in a ring;
+/// * [`Retain::Head`] keeps the first bytes and drops the rest;
+/// * [`Retain::HeadAndTail`] keeps a prefix of `head_bytes` and a ring of the
+///   rest of the budget; both parts are reported, never spliced silently.
+///
+/// All three are one mechanism: a prefix of capacity `head_cap` followed by a
+/// ring of capacity `tail_cap` (tail mode is `head_cap == 0`, head mode is
+/// `tail_cap == 0`). The retained window is therefore always "the first `h`
+/// bytes and the last `t` bytes of the stream", which is what the marker says.
+///
+/// Memory comes from the process-wide [`RetentionPool`] as the buffers grow
+/// (doubling, never past the budget); when the pool cannot grant more, the
+/// capture keeps what it has, goes on counting and reports
+/// [`retention_limited`](StreamCapture::retention_limited). In steady state
+/// (buffers at their size) feeding allocates nothing and copies at most the
+/// budget per chunk.
 ///
 /// # Examples
 ///

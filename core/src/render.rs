@@ -1,29 +1,5 @@
-//! Text is made here, at the edge: marker, UTF-8 decoding, clamping.
-//!
-//! A [`Window`] is a borrowed view of retained bytes: the first `head.len()`
-//! and the last `tail.len()` bytes of a stream that carried `seen` bytes.
-//! Rendering decodes lossily (invalid sequences become U+FFFD) and only the
-//! retained part; since the window depends only on the bytes fed, never on
-//! how they were chunked, the text is the same for every chunking (R1.5).
-//!
-//! Where bytes were dropped, the edge of the window may fall inside a
-//! character. That edge is trimmed to the character boundary (at most three
-//! bytes), so the text never shows a broken character that the helper did
-//! not write. Bytes of a stream that ended without overflow are rendered
-//! exactly.
-//!
-//! # Markers
-//!
-//! The marker is written by the library, never by the helper (R1.6):
-//!
-//! | mode            | marker                                                                   | place              |
-//! |-----------------|--------------------------------------------------------------------------|--------------------|
-//! | `tail`          | `[stderr truncated: kept last 16384 of 184320 bytes]`                    | first line         |
-//! | `head`          | `[stderr truncated: kept first 16384 of 184320 bytes]`                   | first line         |
-//! | `head_and_tail` | `[stderr truncated: kept first 4096 and last 12288 of 184320 bytes, 167936 omitted between them]` | between the parts |
-//!
-//! The counts are raw bytes of the stream (the trimmed partial character at a
-//! cut edge is counted as kept: it was retained, just not shown broken).
+//! Text is made here, at the edge: marker, UTF-8 decoding, clamping. See
+//! [`Window`].
 
 use std::fmt;
 
@@ -32,9 +8,34 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::capture::StreamName;
 use crate::config::Retain;
 
-/// A borrowed view of retained bytes. Made by
+/// A borrowed view of retained bytes, and the text made of them. Made by
 /// [`StreamCapture::window`](crate::StreamCapture::window) or
 /// [`Retained::window`](crate::Retained::window).
+///
+/// A window holds the first `head.len()` and the last `tail.len()` bytes of
+/// a stream that carried `seen` bytes.
+/// Rendering decodes lossily (invalid sequences become U+FFFD) and only the
+/// retained part; since the window depends only on the bytes fed, never on
+/// how they were chunked, the text is the same for every chunking (R1.5).
+///
+/// Where bytes were dropped, the edge of the window may fall inside a
+/// character. That edge is trimmed to the character boundary (at most three
+/// bytes), so the text never shows a broken character that the helper did
+/// not write. Bytes of a stream that ended without overflow are rendered
+/// exactly.
+///
+/// # Markers
+///
+/// The marker is written by the library, never by the helper (R1.6):
+///
+/// | mode            | marker                                                                   | place              |
+/// |-----------------|--------------------------------------------------------------------------|--------------------|
+/// | `tail`          | `[stderr truncated: kept last 16384 of 184320 bytes]`                    | first line         |
+/// | `head`          | `[stderr truncated: kept first 16384 of 184320 bytes]`                   | first line         |
+/// | `head_and_tail` | `[stderr truncated: kept first 4096 and last 12288 of 184320 bytes, 167936 omitted between them]` | between the parts |
+///
+/// The counts are raw bytes of the stream (the trimmed partial character at a
+/// cut edge is counted as kept: it was retained, just not shown broken).
 #[derive(Debug, Clone, Copy)]
 pub struct Window<'a> {
     /// The stream the bytes came from.
@@ -80,7 +81,7 @@ impl Window<'_> {
     }
 
     /// The marker (when bytes were dropped) and the retained text, decoded
-    /// lossily. See the [module docs](self) for the marker's form and place.
+    /// lossily. See [`Window`] for the marker's form and place.
     ///
     /// # Examples
     ///

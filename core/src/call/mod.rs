@@ -1,20 +1,5 @@
-//! One call's lifecycle as a sans-IO state machine (R3, R4 policy, R5).
-//!
-//! A [`Call`] owns every decision about a helper run: when to show the
-//! approval card, when to spawn, when to signal the process group, when to
-//! stop waiting, and which terminal state the call ends in. The adapter that
-//! drives it only reports what happened (`handle_*`) and carries out what it
-//! is asked (`poll_action`). All transitions live in one table in
-//! `transitions.rs`; see [`State`] for the states and `ARCHITECTURE.md` for the
-//! diagram and the precedence rules.
-//!
-//! # Driving a call
-//!
-//! After every `handle_*` call, the driver drains [`Call::poll_action`] until
-//! it returns `None`, carrying out each action in order, then re-arms its
-//! timer from [`Call::poll_timeout`]. When the timer fires it calls
-//! [`Call::handle_timeout`] (calling it early is harmless). The loop ends at
-//! [`Action::Finished`], which is emitted exactly once and is the last action.
+//! One call's lifecycle as a sans-IO state machine (R3, R4 policy, R5):
+//! see [`Call`].
 
 mod record;
 mod timer;
@@ -350,7 +335,24 @@ pub(crate) enum Stop {
     Killing,
 }
 
-/// One call of one helper. See the [module docs](self) for the run loop.
+/// One call of one helper: its lifecycle as a sans-IO state machine (R3,
+/// R4 policy, R5).
+///
+/// A call owns every decision about a helper run: when to show the
+/// approval card, when to spawn, when to signal the process group, when to
+/// stop waiting, and which terminal state the call ends in. The adapter that
+/// drives it only reports what happened (`handle_*`) and carries out what it
+/// is asked (`poll_action`). All transitions live in one table in
+/// `transitions.rs`; see [`State`] for the states and `ARCHITECTURE.md` for the
+/// diagram and the precedence rules.
+///
+/// # Driving a call
+///
+/// After every `handle_*` call, the driver drains [`Call::poll_action`] until
+/// it returns `None`, carrying out each action in order, then re-arms its
+/// timer from [`Call::poll_timeout`]. When the timer fires it calls
+/// [`Call::handle_timeout`] (calling it early is harmless). The loop ends at
+/// [`Action::Finished`], which is emitted exactly once and is the last action.
 ///
 /// # Examples
 ///

@@ -15,7 +15,7 @@ use super::{
 };
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
-/// `dispatched` are the precedence rules of [`ended_state`].
+/// `dispatched` are the precedence rules (see `ARCHITECTURE.md`).
 pub const TRANSITIONS: &[(State, &str, State)] = &[
     (State::Received, "validated", State::Validated),
     (
