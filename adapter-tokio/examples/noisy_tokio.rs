@@ -6,7 +6,7 @@
 //! kept, and the result is untouched by the noise.
 //!
 //! ```text
-//! cargo run -p spillguard-tokio --example noisy
+//! cargo run -p spillguard-tokio --example noisy_tokio
 //! ```
 
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! approves, then prints the call record as JSON and the agent excerpt.
 //!
 //! ```text
-//! cargo run -p spillguard-smol --example noisy
+//! cargo run -p spillguard-smol --example noisy_smol
 //! ```
 //!
 //! The helper writes 20,000 retry lines to stderr (about 400 KB) and then
