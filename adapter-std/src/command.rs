@@ -119,6 +119,12 @@ impl HelperCommand {
     }
 
     /// Feeds `bytes` to the helper's stdin, then closes it.
+    ///
+    /// A helper that exits without reading them all makes the write fail
+    /// with `EPIPE`, which the writer takes as the end. The kernel also
+    /// raises `SIGPIPE` on such a write: Rust programs ignore it from the
+    /// start, but a host that embeds this library in a program that does
+    /// not must ignore `SIGPIPE` itself, or be ended by it.
     pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
         self.stdin = StdinMode::Bytes(bytes.into());
         self
