@@ -235,7 +235,7 @@ impl Host {
             Ok(inbox) => inbox,
             Err(error) => {
                 self.owner(id, spec, settings, None, &mailbox, &published)
-                    .fail_without_thread(format!("cannot make the call's mailbox: {error}"));
+                    .fail_without_thread(start, format!("cannot make the call's mailbox: {error}"));
                 return CallHandle::new(call_id, mailbox, published, OwnerPanic::default());
             }
         };
@@ -260,7 +260,10 @@ impl Host {
         if let Err(error) = started
             && let Some(owner) = take(&slot)
         {
-            owner.fail_without_thread(format!("cannot start the call's owner thread: {error}"));
+            owner.fail_without_thread(
+                start,
+                format!("cannot start the call's owner thread: {error}"),
+            );
         }
         CallHandle::new(call_id, mailbox, published, owner_panic)
     }

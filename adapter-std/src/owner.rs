@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use spillguard_core::{Action, Call, CallError, Outcome};
+use spillguard_core::{Action, Call, CallError, CancelReason, Outcome};
 
 use crate::command::HelperCommand;
 use crate::handle::Published;
@@ -111,9 +111,16 @@ impl Owner {
     }
 
     /// Ends a call whose owner thread could not be started, in the caller's
-    /// thread: nothing is spawned, so this never blocks.
-    pub(crate) fn fail_without_thread(mut self, reason: String) {
-        let _ = self.call.handle_validation_failed(Instant::now(), reason);
+    /// thread: `cancelled_before_dispatch` if the host is closing, else
+    /// `failed_before_dispatch` for `reason`. Nothing is spawned; the
+    /// call's audit events are written here.
+    pub(crate) fn fail_without_thread(mut self, start: Start, reason: String) {
+        let now = Instant::now();
+        if start.host_closing {
+            self.call.handle_cancel(now, CancelReason::HostShutdown);
+        }
+        // Absorbed by the terminal state if the cancel ended the call.
+        let _ = self.call.handle_validation_failed(now, reason);
         self.command = None;
         self.carry_out_actions();
     }

@@ -126,7 +126,9 @@ impl Drop for Process {
     /// Only an owner that panicked drops a helper it has not reaped. Nobody
     /// supervises it any more, so its group is killed (the unreaped leader
     /// keeps the pgid from being reused) and a job reaps it: no descendant
-    /// and no zombie is left.
+    /// and no zombie is left. Where a waiter job holds the child (no
+    /// pidfd), that job reaps it, and nothing is signalled: the helper may
+    /// already be reaped and its pgid another group's.
     fn drop(&mut self) {
         if let Some(ExitWatch { mut child, .. }) = self.exit.take() {
             signal_group(self.pid, Signal::Kill);

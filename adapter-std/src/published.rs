@@ -130,3 +130,65 @@ impl<W: Wake> Published<W> {
         self.changed.wake_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::time::{Instant, SystemTime};
+
+    use spillguard_core::{
+        Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool,
+    };
+
+    /// The outcome of a call of a helper that exited 0 at once.
+    fn outcome() -> Outcome {
+        let config = Config::default();
+        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        let spec = CallSpec {
+            call_id: "c".into(),
+            session_id: "s".into(),
+            kind: CallKind::Action,
+            action: "a".into(),
+            target: "t".into(),
+            summary: String::new(),
+        };
+        let now = Instant::now();
+        let settings = CallSettings::action(&config);
+        let mut call = Call::new(spec, settings, &pool, now, SystemTime::UNIX_EPOCH);
+        call.handle_validated(now, false).unwrap();
+        while call.poll_action().is_some() {}
+        call.handle_spawned(now, 1, 1).unwrap();
+        call.handle_exit(now, ExitStatus::code(0)).unwrap();
+        call.handle_stdout_eof(now).unwrap();
+        call.handle_stderr_eof(now).unwrap();
+        std::iter::from_fn(|| call.poll_action())
+            .find_map(|action| match action {
+                Action::Finished(outcome) => Some(*outcome),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn an_outcome_published_before_the_owner_ended_is_always_taken() {
+        let published = Published::new(Condvar::new());
+        assert!(matches!(published.lock().take_outcome(), Taken::NotYet));
+        // The owner publishes, then ends, before the handle looks: the
+        // handle still gets the outcome, once.
+        published.finish(outcome());
+        published.owner_ended();
+        let Taken::Outcome(taken) = published.lock().take_outcome() else {
+            panic!("the outcome was published");
+        };
+        assert_eq!(taken.record.state, State::Completed);
+        assert!(matches!(published.lock().take_outcome(), Taken::OwnerGone));
+    }
+
+    #[test]
+    fn an_owner_that_ended_without_an_outcome_is_gone() {
+        let published = Published::new(Condvar::new());
+        published.owner_ended();
+        assert!(matches!(published.lock().take_outcome(), Taken::OwnerGone));
+    }
+}

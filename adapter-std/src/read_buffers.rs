@@ -1,8 +1,9 @@
-//! Reads of [`CHUNK_BYTES`], and what a read's result means, for every
-//! adapter; and the read budget of readers that send their chunks to the
-//! owner (smol, tokio): at most [`BUFFERS_PER_STREAM`] buffers per stream,
-//! recycled between the reader and the owner. (The std owner reads its
-//! pipes itself, into one buffer per worker thread.)
+//! The size of a read, [`CHUNK_BYTES`], for every adapter; and, for the
+//! readers that send their chunks to the owner (smol, tokio), the read
+//! budget (at most [`BUFFERS_PER_STREAM`] buffers per stream, recycled
+//! between the reader and the owner) and what a blocking read's result
+//! means. (The std owner reads its non-blocking pipes itself, into one
+//! buffer per worker thread.)
 
 use std::io;
 

@@ -1,6 +1,6 @@
 //! Reading the helper's output pipes. The owner polls our (non-blocking)
-//! ends and reads what is there: one read per step, so no pipe waits for
-//! another and a deadline is checked between two reads.
+//! ends and reads what is there: at most one read of each pipe per round,
+//! so no pipe waits for another and a deadline is checked between rounds.
 
 use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
@@ -16,7 +16,8 @@ pub(crate) enum Read {
     Bytes(usize),
     /// Nothing for now: poll before reading again.
     Empty,
-    /// End-of-file, or an error other than `EINTR`: the stream is over.
+    /// End-of-file, or an error other than `EINTR` and `EAGAIN`: the stream
+    /// is over.
     End,
 }
 
@@ -51,13 +52,13 @@ pub(crate) fn with_buffer<T>(read: impl FnOnce(&mut [u8]) -> T) -> T {
 mod tests {
     use super::*;
 
-    use std::os::fd::AsFd;
-
-    use rustix::pipe::{PipeFlags, pipe_with};
+    use std::os::fd::{AsFd, OwnedFd};
 
     #[test]
     fn a_read_finds_bytes_then_nothing_then_the_end() {
-        let (read, write) = pipe_with(PipeFlags::NONBLOCK).unwrap();
+        let (read, write) = std::io::pipe().unwrap();
+        let read = OwnedFd::from(read);
+        rustix::io::ioctl_fionbio(&read, true).unwrap();
         let mut buf = [0; 8];
         assert_eq!(read_chunk(read.as_fd(), &mut buf), Read::Empty);
         rustix::io::write(&write, b"0123456789").unwrap();

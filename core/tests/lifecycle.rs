@@ -1032,57 +1032,101 @@ fn with_fail_open_audit_failures_are_counted_and_the_call_runs() {
     assert_eq!(l.audit_failures, 5);
 }
 
-/// Delays too long for the clock (`Duration::MAX` from a host's options)
-/// arm no timer instead of overflowing: the call waits for its inputs and
-/// ends by them.
-#[test]
-fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
-    use spillguard_core::{Action, Call, ExitStatus};
+/// A dispatched call (pid 4242) whose every delay is `long`, except those
+/// `tweak` changes, with its actions so far carried out.
+fn dispatched_with(
+    world: &World,
+    long: Duration,
+    tweak: impl FnOnce(&mut CallSettings),
+) -> spillguard_core::Call {
     use std::time::SystemTime;
 
-    let world = World::new(Config::default());
-    let mut settings = settings(&world);
-    settings.deadline = Some(Duration::MAX);
-    settings.approval_timeout = Duration::MAX;
-    settings.shutdown_grace = Duration::MAX;
-    settings.post_exit_drain = Duration::MAX;
-    settings.kill_wait = Duration::MAX;
+    let mut settings = settings(world);
+    settings.deadline = Some(long);
+    settings.approval_timeout = long;
+    settings.shutdown_grace = long;
+    settings.post_exit_drain = long;
+    settings.kill_wait = long;
+    tweak(&mut settings);
     let t0 = world.epoch;
-    let spec = spec("c_max", CallKind::Action);
-    let mut call = Call::new(spec, settings, &world.pool, t0, SystemTime::UNIX_EPOCH);
-    let drain = |call: &mut Call| std::iter::from_fn(|| call.poll_action()).collect::<Vec<_>>();
-
+    let spec = spec("c_long", CallKind::Action);
+    let mut call =
+        spillguard_core::Call::new(spec, settings, &world.pool, t0, SystemTime::UNIX_EPOCH);
     call.handle_validated(t0, true).unwrap();
-    drain(&mut call);
+    carry_out(&mut call);
     assert_eq!(call.state(), State::AwaitingApproval);
-    assert_eq!(call.poll_timeout(), None);
+    assert_eq!(call.poll_timeout(), None, "approval deadline");
     call.handle_approval_granted(t0).unwrap();
-    drain(&mut call);
+    carry_out(&mut call);
     call.handle_spawned(t0, 4242, 4242).unwrap();
-    assert_eq!(call.poll_timeout(), None);
-    call.handle_cancel(t0, CancelReason::Requested);
-    let signals: Vec<Signal> = drain(&mut call)
-        .into_iter()
-        .filter_map(|action| match action {
-            Action::SignalGroup { signal, .. } => Some(signal),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(signals, [Signal::Term]);
-    assert_eq!(call.poll_timeout(), None);
-    call.handle_exit(t0 + ms(5), ExitStatus::signal(15))
-        .unwrap();
-    assert_eq!(call.poll_timeout(), None);
+    carry_out(&mut call);
+    call
+}
+
+/// The signals the call asked for, and its record if it finished.
+fn carry_out(
+    call: &mut spillguard_core::Call,
+) -> (Vec<Signal>, Option<spillguard_core::CallRecord>) {
+    use spillguard_core::Action;
+
+    let (mut signals, mut record) = (Vec::new(), None);
+    while let Some(action) = call.poll_action() {
+        match action {
+            Action::SignalGroup { signal, .. } => signals.push(signal),
+            Action::Finished(outcome) => record = Some(outcome.record),
+            _ => {}
+        }
+    }
+    (signals, record)
+}
+
+/// Delays too long for the clock (`Duration::MAX` from a host's options)
+/// arm no timer instead of overflowing: the call waits for its inputs and
+/// ends by them. Each delay is armed once here: the approval deadline, the
+/// call deadline, the post-exit drain, the grace, and the kill wait.
+#[test]
+fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
+    use spillguard_core::ExitStatus;
+
+    let world = World::new(Config::default());
+    let t0 = world.epoch;
+
+    // Approval deadline, call deadline, then the drain window: the helper
+    // exits with its streams open.
+    let mut call = dispatched_with(&world, Duration::MAX, |_| {});
+    assert_eq!(call.poll_timeout(), None, "call deadline");
+    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
+    assert_eq!(call.poll_timeout(), None, "post-exit drain");
     call.handle_stdout_eof(t0 + ms(6)).unwrap();
     call.handle_stderr_eof(t0 + ms(6)).unwrap();
-    let outcome = drain(&mut call)
-        .into_iter()
-        .find_map(|action| match action {
-            Action::Finished(outcome) => Some(outcome),
-            _ => None,
-        });
-    let record = outcome.unwrap().record;
-    assert_eq!(record.state, State::CancelledAfterDispatch);
-    assert_eq!(record.exit_signal, Some(15));
-    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    let (signals, record) = carry_out(&mut call);
+    let record = record.unwrap();
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.stream_end, StreamEnd::Eof);
+    assert_eq!(signals, []);
+
+    // The grace: a cancel sends TERM, and no KILL ever follows.
+    let mut call = dispatched_with(&world, Duration::MAX, |_| {});
+    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    assert_eq!(carry_out(&mut call).0, [Signal::Term]);
+    assert_eq!(call.poll_timeout(), None, "shutdown grace");
+
+    // The kill wait: a 1 s grace ends in KILL, then nothing is due.
+    let mut call = dispatched_with(&world, Duration::MAX, |settings| {
+        settings.shutdown_grace = Duration::from_secs(1);
+    });
+    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    assert_eq!(carry_out(&mut call).0, [Signal::Term]);
+    let grace_end = call.poll_timeout().unwrap();
+    assert_eq!(grace_end, t0 + ms(1001));
+    call.handle_timeout(grace_end);
+    assert_eq!(carry_out(&mut call).0, [Signal::Kill]);
+    assert_eq!(call.poll_timeout(), None, "kill wait");
+    call.handle_exit(grace_end + ms(1), ExitStatus::signal(9))
+        .unwrap();
+    call.handle_stdout_eof(grace_end + ms(1)).unwrap();
+    call.handle_stderr_eof(grace_end + ms(1)).unwrap();
+    let record = carry_out(&mut call).1.unwrap();
+    assert_eq!(record.state, State::Killed);
+    assert_eq!(record.exit_signal, Some(9));
 }

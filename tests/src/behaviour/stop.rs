@@ -104,9 +104,28 @@ pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("yes flooding-grandchild >&2 & sleep 0.3; exit 0");
+    let started = Instant::now();
     let outcome = wait(host.start(spec("c_flooding_grandchild"), command, false));
+    let elapsed = started.elapsed();
     let record = &outcome.record;
     assert_completed_with_the_group_signalled_after(record, drain);
+    // The exit was seen when it happened, not when the flood let up.
+    let dispatched = record
+        .timeline
+        .iter()
+        .find(|mark| mark.state == State::Dispatched)
+        .unwrap()
+        .offset_us;
+    let exit_seen = record.exited_offset_us.unwrap() - dispatched;
+    assert!(
+        exit_seen >= us(300 * MS),
+        "exit seen {exit_seen} us after dispatch"
+    );
+    assert!(
+        exit_seen <= us(1000 * MS),
+        "exit seen {exit_seen} us after dispatch"
+    );
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     // The flood was read all along: far more seen than the tail kept.
     assert!(record.stderr_truncated);
     assert!(record.stderr_bytes_seen > 4 * record.stderr_bytes_retained);
