@@ -219,6 +219,10 @@ impl Host {
             outcome: Some(outcome),
             host: self.shared.clone(),
             finished: false,
+            listening: true,
+            bufs: Owner::buffers(),
+            stderr_first: false,
+            released: false,
         };
         let start = Start {
             needs_approval,

@@ -2,8 +2,8 @@
 //! can neither stall, bloat nor mislead the run.
 //!
 //! A [`Host`] starts calls; each call gets one owner task, detached from the
-//! caller, that holds the child, both readers and the cancellation (R4.1)
-//! and drives the sans-IO [`spillguard_core::Call`]. The owner holds no
+//! caller, that holds the child, both output streams and the cancellation
+//! (R4.1) and drives the sans-IO [`spillguard_core::Call`]. The owner holds no
 //! policy: budgets, states, deadlines and signals are the core's decisions;
 //! it only reports what happened and carries out what it is asked.
 //!
@@ -28,12 +28,13 @@
 //!         if Finished { publish the outcome; stop }
 //!     }
 //!     if call.poll_timeout() changed { sleep.reset(it) }   // one Sleep, reused
-//!     event = if the deadline has passed { timer }          // before any queued event
-//!             else select! { biased; sleep → timer, channel.recv() → event }
+//!     input = if the deadline has passed { timer }          // before anything else
+//!             else select! { biased; sleep → timer, channel.recv() → event,
+//!                            read(stdout) / read(stderr), in turns → chunk or end }
 //!     now = Instant::now()
-//!     match event {             // exactly one handle_* call
-//!         chunk → handle_stderr / handle_stdout, buffer back to its reader
-//!         eof → handle_*_eof, exit → handle_exit, wait failed → handle_process_lost
+//!     match input {             // exactly one handle_* call
+//!         chunk → handle_stderr / handle_stdout,  end → handle_*_eof
+//!         exit → handle_exit, wait failed → handle_process_lost
 //!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
 //!                                                  handle_client_disconnected
 //!         timer → handle_timeout(now)
@@ -41,11 +42,12 @@
 //! }
 //! ```
 //!
-//! Around the owner, per helper: one reader task per stream (at most four
-//! 64 KiB buffers, recycled, never a read to the end), a waiter task that
-//! owns the [`tokio::process::Child`] and reports its exit (and reaps it
-//! even after the call stopped waiting), and a stdin writer only when the
-//! helper is given bytes. The owner's clock is tokio's, so a paused test
+//! The owner reads both streams itself, one 64 KiB buffer each (no task
+//! hop per chunk, never a read to the end), and after the call finished
+//! reads and drops what is left until end-of-file. Around it, per helper: a
+//! waiter task that owns the [`tokio::process::Child`] and reports its exit
+//! (and reaps it even after the call stopped waiting), and a stdin writer
+//! only when the helper is given bytes. The owner's clock is tokio's, so a paused test
 //! clock (`tokio::time::pause`, feature `test-util`) drives calls that spawn nothing.
 //!
 //! # Examples

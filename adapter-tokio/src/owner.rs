@@ -1,17 +1,23 @@
 //! The owner of one call: the core's run loop, as one detached task.
 //!
-//! It holds the [`Call`], the helper (through its reader, waiter and stdin
-//! tasks) and the cancellation, and does nothing but this:
+//! It holds the [`Call`], the helper's output streams (it reads them
+//! itself), its exit (through a waiter task), its stdin writer task and the
+//! cancellation, and does nothing but this:
 //!
 //! 1. carry out every action from [`Call::poll_action`] until `None`;
-//! 2. wait for the first of (due timer, chunk, end-of-file, exit, command):
-//!    one `select!`, biased towards the one [`Sleep`], which is reset only
-//!    when [`Call::poll_timeout`] changes; a timer already due is taken
-//!    before the channel is even looked at;
+//! 2. wait for the first of (due timer, command or exit, a chunk or the end
+//!    of either stream): one `select!`, biased towards the one [`Sleep`],
+//!    which is reset only when [`Call::poll_timeout`] changes, then the
+//!    channel, then the two streams in turns (each wait starts with the
+//!    other one); a timer already due is taken before anything is looked
+//!    at;
 //! 3. read the clock, make exactly one `handle_*` call, and go to 1.
 //!
-//! The loop ends at [`Action::Finished`]. Every decision (budgets, states,
-//! deadlines, signals) is the core's; the owner only reports and obeys.
+//! Reading in the owner's own `select!` costs no task hop per chunk. The
+//! loop ends at [`Action::Finished`]; the owner then lets go of the call
+//! and reads and drops what the helper's group still writes until
+//! end-of-file. Every decision (budgets, states, deadlines, signals) is the
+//! core's; the owner only reports and obeys.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,7 +30,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Sleep;
 
 use crate::host::HostShared;
-use crate::process::Process;
+use crate::process::{Process, Stream};
+use crate::reader::{CHUNK_BYTES, read_open};
 
 pub(crate) use spillguard_std::run_loop::{Pipe, Start};
 
@@ -39,9 +46,8 @@ pub(crate) type Reply = oneshot::Sender<Result<(), CallError>>;
 /// Everything the owner waits for, on one channel.
 ///
 /// The channel is unbounded so that a handle can send from `Drop` and a
-/// caller's `cancel` never waits, but what flows in it is bounded: each
-/// reader has at most [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM)
-/// chunks in flight, and the waiter sends one event.
+/// caller's `cancel` never waits; what flows in it is the caller's and the
+/// host's commands and the waiter's one event.
 pub(crate) type Event = run_loop::Event<Reply>;
 
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
@@ -54,7 +60,8 @@ pub(crate) struct Snapshot {
     pub(crate) card: Option<ApprovalCard>,
     /// The outcome was handed over and the record kept.
     pub(crate) finished: bool,
-    /// The owner task is gone (finished, panicked or its runtime shut down).
+    /// The owner let go of the call (it finished, or the task panicked or
+    /// its runtime shut down): nothing changes any more.
     pub(crate) owner_ended: bool,
 }
 
@@ -83,6 +90,31 @@ pub(crate) struct Owner {
     pub(crate) host: Arc<HostShared>,
     /// The loop reached `Finished`.
     pub(crate) finished: bool,
+    /// `false` once the streams were abandoned: what is read is dropped.
+    pub(crate) listening: bool,
+    /// One read buffer per stream: stdout, stderr.
+    pub(crate) bufs: [Vec<u8>; 2],
+    /// Which stream the next wait looks at first.
+    pub(crate) stderr_first: bool,
+    /// The call was let go of (deregistered, `owner_ended` published).
+    pub(crate) released: bool,
+}
+
+/// What the owner's wait returned.
+enum Input {
+    /// The core's timer is due.
+    Timer,
+    /// From the caller, the host or the waiter.
+    Event(Event),
+    /// A read of a stream: this many bytes, 0 at its end.
+    Read(Pipe, usize),
+}
+
+impl Owner {
+    /// Read buffers for a new owner.
+    pub(crate) fn buffers() -> [Vec<u8>; 2] {
+        [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]]
+    }
 }
 
 impl Owner {
@@ -93,24 +125,26 @@ impl Owner {
         tokio::pin!(timer);
         let mut armed = None;
         while !self.carry_out_actions().await {
-            let event = self.next_event(timer.as_mut(), &mut armed).await;
+            let input = self.next_input(timer.as_mut(), &mut armed).await;
             let now = clock();
-            match event {
-                Some(event) => self.handle(now, event),
-                None => self.call.handle_timeout(now),
+            match input {
+                Input::Timer => self.call.handle_timeout(now),
+                Input::Event(event) => self.handle(now, event),
+                Input::Read(pipe, len) => self.take_read(now, pipe, len),
             }
         }
+        self.drain_unheard().await;
     }
 
-    /// The next event, or `None` when the core's timer is due. The one
-    /// `timer` is reset only when the core's deadline changed (`armed` is
-    /// the deadline it is set to). A due timer comes before queued events,
-    /// so a flood cannot postpone a deadline.
-    async fn next_event(
+    /// The next input. The one `timer` is reset only when the core's
+    /// deadline changed (`armed` is the deadline it is set to). A due timer
+    /// comes before events and reads, so a flood cannot postpone a
+    /// deadline; the streams take turns, so neither starves the other.
+    async fn next_input(
         &mut self,
         mut timer: Pin<&mut Sleep>,
         armed: &mut Option<Instant>,
-    ) -> Option<Event> {
+    ) -> Input {
         let due = self.call.poll_timeout();
         if due != *armed {
             if let Some(at) = due {
@@ -119,25 +153,80 @@ impl Owner {
             *armed = due;
         }
         if due.is_some_and(|at| at <= clock()) {
-            return None;
+            return Input::Timer;
         }
+        self.stderr_first = !self.stderr_first;
+        let mut none: [Option<Stream>; 2] = [None, None];
+        let [stdout, stderr] = match &mut self.process {
+            Some(process) => &mut process.pipes,
+            None => &mut none,
+        };
+        let [stdout_buf, stderr_buf] = &mut self.bufs;
+        let out = (stdout, stdout_buf, Pipe::Stdout);
+        let err = (stderr, stderr_buf, Pipe::Stderr);
+        let (first, second) = if self.stderr_first {
+            (err, out)
+        } else {
+            (out, err)
+        };
         tokio::select! {
             biased;
-            () = timer, if due.is_some() => None,
-            // `self.sender` keeps the channel open: this waits for an event.
-            event = self.events.recv() => event,
+            () = timer, if due.is_some() => Input::Timer,
+            // `self.sender` keeps the channel open: `None` never comes.
+            event = self.events.recv() => event.map_or(Input::Timer, Input::Event),
+            len = read_open(first.0, first.1) => Input::Read(first.2, len),
+            len = read_open(second.0, second.1) => Input::Read(second.2, len),
+        }
+    }
+
+    /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
+    /// end. Nothing once the streams were abandoned.
+    fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
+        let Self { call, bufs, .. } = self;
+        if len > 0 {
+            if self.listening {
+                let bytes = &bufs[pipe as usize][..len];
+                match pipe {
+                    Pipe::Stdout => call.handle_stdout(now, bytes),
+                    Pipe::Stderr => call.handle_stderr(now, bytes),
+                }
+            }
+            return;
+        }
+        if let Some(process) = &mut self.process {
+            process.pipes[pipe as usize] = None;
+        }
+        if self.listening {
+            let reported = match pipe {
+                Pipe::Stdout => call.handle_stdout_eof(now),
+                Pipe::Stderr => call.handle_stderr_eof(now),
+            };
+            debug_assert!(reported.is_ok(), "{reported:?}");
+        }
+    }
+
+    /// After the call finished: reads and drops what the helper's group
+    /// still writes, until end-of-file on both streams.
+    async fn drain_unheard(&mut self) {
+        self.listening = false;
+        let Some(process) = &mut self.process else {
+            return;
+        };
+        let [stdout, stderr] = &mut process.pipes;
+        let [stdout_buf, stderr_buf] = &mut self.bufs;
+        while stdout.is_some() || stderr.is_some() {
+            tokio::select! {
+                len = read_open(stdout, stdout_buf) => if len == 0 { *stdout = None },
+                len = read_open(stderr, stderr_buf) => if len == 0 { *stderr = None },
+            }
         }
     }
 
     /// Exactly one `handle_*` call for one event.
     fn handle(&mut self, now: Instant, event: Event) {
         match run_loop::handle_event(&mut self.call, now, event) {
-            Leftover::Nothing => {}
-            Leftover::Buffer(pipe, buf) => {
-                if let Some(process) = &self.process {
-                    process.give_back(pipe, buf);
-                }
-            }
+            // Chunks are read here, not sent: no buffer comes back.
+            Leftover::Nothing | Leftover::Buffer(..) => {}
             Leftover::Answer(reply, answer) => {
                 let _ = reply.send(answer);
             }
@@ -170,11 +259,7 @@ impl Owner {
                 Action::SignalGroup { pgid, signal } => {
                     spillguard_std::os::signal_group(pgid, signal);
                 }
-                Action::AbandonStreams => {
-                    if let Some(process) = &mut self.process {
-                        process.abandon_streams();
-                    }
-                }
+                Action::AbandonStreams => self.listening = false,
                 Action::Finished(outcome) => {
                     self.finish(*outcome);
                     return true;
@@ -221,6 +306,17 @@ impl Owner {
             s.state = state;
             s.finished = true;
         });
+        self.release();
+    }
+
+    /// Lets go of the call (once): the host stops counting it as live,
+    /// then waiters see that nothing changes any more.
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.host.state.deregister(self.id);
+            self.published.send_modify(|s| s.owner_ended = true);
+        }
     }
 }
 
@@ -235,7 +331,6 @@ impl Drop for Owner {
         {
             spillguard_std::os::signal_group(process.pid, Signal::Kill);
         }
-        self.host.state.deregister(self.id);
-        self.published.send_modify(|s| s.owner_ended = true);
+        self.release();
     }
 }

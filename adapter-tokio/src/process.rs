@@ -1,29 +1,31 @@
-//! The helper process: spawn it with its tasks.
+//! The helper process: spawn it, keep its output streams for the owner.
 //!
 //! [`Process::spawn`] turns the [`HelperCommand`] into the std command the
 //! std adapter builds (own process group, so the pgid is the pid, which is
 //! remembered here and never looked up again; piped output; stdin null
 //! unless bytes are given), wraps it in [`tokio::process::Command`],
-//! enlarges the output pipes, and starts the tasks around it: one reader
-//! per stream, a waiter that owns the [`Child`] and reports its exit, and a
-//! stdin writer when the helper is given bytes. The waiter keeps waiting
-//! after the call has finished, so a helper the call stopped waiting for is
-//! still reaped.
+//! enlarges the output pipes and hands them to the owner, which reads them
+//! itself. Around it run a waiter task that owns the [`Child`] and reports
+//! its exit, and a stdin writer when the helper is given bytes. The waiter
+//! keeps waiting after the call has finished, so a helper the call stopped
+//! waiting for is still reaped.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
 use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_std::{HelperCommand, StdinMode};
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::owner::{Event, Pipe};
+use crate::owner::Event;
 use crate::reader;
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), where to
-/// give read buffers back, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it: its pid (and pgid), its output
+/// streams, and how to stop feeding its stdin.
 #[derive(Debug)]
 pub(crate) struct Process {
     /// The helper's pid, which is also its process group id.
@@ -31,13 +33,36 @@ pub(crate) struct Process {
     /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
     /// asked or refused.
     pub(crate) pipe_capacity: Option<u64>,
-    give_back: Option<[mpsc::UnboundedSender<Vec<u8>>; 2]>,
+    /// Stdout and stderr, each until it reaches end-of-file.
+    pub(crate) pipes: [Option<Stream>; 2],
     stop_stdin: Option<oneshot::Sender<()>>,
 }
 
+/// One of the helper's output streams, so both can sit in one array.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// The helper's stdout.
+    Stdout(ChildStdout),
+    /// The helper's stderr.
+    Stderr(ChildStderr),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Stdout(stdout) => Pin::new(stdout).poll_read(cx, buf),
+            Stream::Stderr(stderr) => Pin::new(stderr).poll_read(cx, buf),
+        }
+    }
+}
+
 impl Process {
-    /// Spawns `command` on the current runtime; every event about it goes
-    /// to `events`. On error nothing is left running.
+    /// Spawns `command` on the current runtime; its exit goes to `events`.
+    /// On error nothing is left running.
     pub(crate) fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
@@ -56,10 +81,7 @@ impl Process {
             ));
         };
         let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let give_back = [
-            reader::start(Pipe::Stdout, stdout, events.clone()),
-            reader::start(Pipe::Stderr, stderr, events.clone()),
-        ];
+        let pipes = [Some(Stream::Stdout(stdout)), Some(Stream::Stderr(stderr))];
         let stop_stdin = match (command.stdin, child.stdin.take()) {
             (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
             _ => None,
@@ -68,16 +90,9 @@ impl Process {
         Ok(Self {
             pid,
             pipe_capacity,
-            give_back: Some(give_back),
+            pipes,
             stop_stdin,
         })
-    }
-
-    /// Returns a read buffer to the reader of `pipe`.
-    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
-        if let Some(give_back) = &self.give_back {
-            let _ = give_back[pipe as usize].send(buf);
-        }
     }
 
     /// Stops feeding stdin; the writer drops (closes) it at once.
@@ -85,11 +100,6 @@ impl Process {
         if let Some(stop) = self.stop_stdin.take() {
             let _ = stop.send(());
         }
-    }
-
-    /// Stops listening to the readers; they drain to end-of-file unheard.
-    pub(crate) fn abandon_streams(&mut self) {
-        self.give_back = None;
     }
 }
 
