@@ -1,9 +1,9 @@
-//! The size of a read, [`CHUNK_BYTES`], for every adapter; and, for the
-//! readers that send their chunks to the owner (smol, tokio), the read
-//! budget (at most [`BUFFERS_PER_STREAM`] buffers per stream, recycled
-//! between the reader and the owner) and what a blocking read's result
-//! means. (The std owner reads its non-blocking pipes itself, into one
-//! buffer per worker thread.)
+//! The size of a read, [`CHUNK_BYTES`], for every adapter; what an async
+//! or blocking read's result means (smol, tokio); and, for readers that
+//! send their chunks to the owner (smol), the read budget: at most
+//! [`BUFFERS_PER_STREAM`] buffers per stream, recycled between the reader
+//! and the owner. (The std and tokio owners read their pipes themselves,
+//! one buffer per stream.)
 
 use std::io;
 

@@ -220,7 +220,7 @@ impl Host {
             host: self.shared.clone(),
             finished: false,
             listening: true,
-            bufs: Owner::buffers(),
+            bufs: [Vec::new(), Vec::new()],
             stderr_first: false,
             released: false,
         };

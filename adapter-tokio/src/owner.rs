@@ -92,7 +92,7 @@ pub(crate) struct Owner {
     pub(crate) finished: bool,
     /// `false` once the streams were abandoned: what is read is dropped.
     pub(crate) listening: bool,
-    /// One read buffer per stream: stdout, stderr.
+    /// One read buffer per stream (stdout, stderr), made at the spawn.
     pub(crate) bufs: [Vec<u8>; 2],
     /// Which stream the next wait looks at first.
     pub(crate) stderr_first: bool,
@@ -111,8 +111,8 @@ enum Input {
 }
 
 impl Owner {
-    /// Read buffers for a new owner.
-    pub(crate) fn buffers() -> [Vec<u8>; 2] {
+    /// Read buffers for a spawned helper's streams.
+    fn buffers() -> [Vec<u8>; 2] {
         [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]]
     }
 }
@@ -290,6 +290,9 @@ impl Owner {
             *process = Some(spawned);
             Ok(reported)
         });
+        if self.process.is_some() {
+            self.bufs = Owner::buffers();
+        }
     }
 
     fn finish(&mut self, outcome: Outcome) {
@@ -306,6 +309,11 @@ impl Owner {
             s.state = state;
             s.finished = true;
         });
+        // Nobody reads the channel any more: later sends fail at once, and
+        // a reply still queued is dropped, so no approve or deny waits for
+        // the drain.
+        self.events.close();
+        while self.events.try_recv().is_ok() {}
         self.release();
     }
 

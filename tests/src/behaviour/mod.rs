@@ -66,6 +66,7 @@ macro_rules! behaviour_suite {
             a_helper_that_ignores_term_is_killed_once_after_the_grace,
             a_grandchild_holding_the_streams_is_signalled_after_the_drain_window,
             a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window,
+            answers_come_at_once_after_the_end_while_an_escaped_process_holds_the_streams,
             a_denied_call_shows_its_card_once_and_spawns_nothing,
             an_approved_call_runs_its_helper,
             an_unanswered_card_expires,

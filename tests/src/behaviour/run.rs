@@ -8,7 +8,10 @@ use std::time::Duration;
 use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
 use spillguard_std::{HelperCommand, HostOptions};
 
-use super::{MS, Recorder, assert_group_gone, signals, spec, states, timed_check_turn, us, wait};
+use super::{
+    MS, Recorder, assert_group_gone, scenario_turn, signals, spec, states, timed_check_turn, us,
+    wait,
+};
 use crate::engine::{CallUnderTest, HostUnderTest};
 use crate::measure::become_subreaper;
 
@@ -201,6 +204,9 @@ pub fn wait_timeout_gives_the_handle_back_until_the_call_ends<H: HostUnderTest>(
 /// and ends gets the outcome every time, never a "no outcome" panic: 1000
 /// calls of `true`, each polled until it finishes.
 pub fn polling_try_outcome_always_gets_the_outcome<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    // The busy poll takes a core for about a second: no timed check or
+    // scenario runs meanwhile.
+    let _alone = scenario_turn();
     let host = host(HostOptions::default());
     for i in 0..1000 {
         let mut call = host.start(

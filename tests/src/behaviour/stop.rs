@@ -131,6 +131,44 @@ pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
     assert!(record.stderr_bytes_seen > 4 * record.stderr_bytes_retained);
 }
 
+/// `setsid sleep 2 &` leaves the helper's group and holds its streams. The
+/// call ends once TERM, the grace and KILL are spent (streams abandoned);
+/// its owner then drains them unheard, yet approving or denying answers at
+/// once and the outcome is there.
+pub fn answers_come_at_once_after_the_end_while_an_escaped_process_holds_the_streams<
+    H: HostUnderTest,
+>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = timed_check_turn();
+    become_subreaper();
+    let host = host(HostOptions {
+        post_exit_drain: Some(100 * MS),
+        shutdown_grace: Some(100 * MS),
+        kill_wait: Some(100 * MS),
+        ..HostOptions::default()
+    });
+    let command = HelperCommand::shell_script("setsid sleep 2 & exit 0");
+    let call = host.start(spec("c_escaped"), command, false);
+    poll_until(Duration::from_secs(10), "the call to end", || {
+        call.state().is_terminal()
+    });
+    let asked = Instant::now();
+    assert!(call.deny().is_err());
+    assert!(call.approve().is_err());
+    let Ok(outcome) = call.wait_timeout(Duration::ZERO) else {
+        panic!("no outcome once the state is terminal");
+    };
+    let answered = asked.elapsed();
+    assert!(answered < Duration::from_millis(500), "{answered:?}");
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.exit_status, Some(0));
+    assert_eq!(record.stream_end, StreamEnd::AbandonedOpen);
+    assert!(record.descendants_signalled);
+    assert_eq!(signals(record), [Signal::Term, Signal::Kill]);
+}
+
 /// Dropping the handle under the default (finish) policy: the call runs
 /// to its end, the host keeps its record, and the audit sink gets the
 /// same final record exactly once.

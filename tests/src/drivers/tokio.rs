@@ -80,9 +80,9 @@ pub fn host(options: HostOptions) -> TokioHost {
 }
 
 /// A tokio host with the default config and `options` on a current-thread
-/// runtime, driven by one thread of its own: every owner, reader and timer
-/// shares that thread, so a flood queued there must not postpone a
-/// deadline.
+/// runtime, driven by one thread of its own: every owner (and the reads it
+/// makes), waiter and timer shares that thread, so a flood read there must
+/// not postpone a deadline.
 ///
 /// # Panics
 ///
