@@ -154,6 +154,10 @@ impl Host {
             host: self.shared.clone(),
             timer: Timer::never(),
             armed: None,
+            listening: true,
+            bufs: [Vec::new(), Vec::new()],
+            stderr_first: false,
+            released: false,
         };
         smol::spawn(owner.run(start)).detach();
         CallHandle::new(call_id, sender, published)

@@ -2,8 +2,8 @@
 //! can neither stall, bloat nor mislead the run.
 //!
 //! A [`Host`] starts calls; each call gets one owner task, detached on
-//! smol's global executor, that holds the child, both readers and the
-//! cancellation (R4.1) and drives the sans-IO [`spillguard_core::Call`].
+//! smol's global executor, that holds the child, both output streams and
+//! the cancellation (R4.1) and drives the sans-IO [`spillguard_core::Call`].
 //! The owner holds no policy: budgets, states, deadlines and signals are
 //! the core's decisions; it only reports what happened and carries out what
 //! it is asked. Because it is detached, neither dropping a [`CallHandle`]
@@ -28,12 +28,13 @@
 //!                               // AbandonStreams → stop listening,
 //!         if Finished { publish the outcome; stop }
 //!     }
-//!     event = if call.poll_timeout() <= now { timed out }
-//!             else { future::or(timer (set to poll_timeout), channel.recv()).await }
+//!     input = if call.poll_timeout() <= now { timed out }
+//!             else { future::or(timer (set to poll_timeout),
+//!                               or(channel.recv(), read of stdout or stderr, in turns)).await }
 //!     now = Instant::now()
-//!     match event {             // exactly one handle_* call
-//!         chunk → handle_stderr / handle_stdout, buffer back to its reader
-//!         eof → handle_*_eof, exit → handle_exit, wait failed → handle_process_lost
+//!     match input {             // exactly one handle_* call
+//!         chunk → handle_stderr / handle_stdout,  end → handle_*_eof
+//!         exit → handle_exit, wait failed → handle_process_lost
 //!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
 //!                                                  handle_client_disconnected
 //!         timed out → handle_timeout(now)
@@ -41,11 +42,12 @@
 //! }
 //! ```
 //!
-//! Around the owner, per helper, all detached tasks: one reader per stream
-//! (at most four 64 KiB buffers, reused), a waiter that owns the
-//! [`async_process::Child`] and reports its exit (and reaps it even after
-//! the call stopped waiting), and a stdin writer only when the helper is
-//! given bytes.
+//! The owner reads both streams itself, one 64 KiB buffer each (no task
+//! hop per chunk), and after the call finished reads and drops what is
+//! left until end-of-file. Around it, per helper, detached tasks: a waiter
+//! that owns the [`async_process::Child`] and reports its exit (and reaps
+//! it even after the call stopped waiting), and a stdin writer only when
+//! the helper is given bytes.
 //!
 //! # Examples
 //!

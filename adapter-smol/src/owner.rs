@@ -1,16 +1,21 @@
 //! The owner of one call: the core's run loop, as a detached task.
 //!
-//! It holds the [`Call`], the helper (through its reader, waiter and stdin
-//! tasks) and the cancellation, and does nothing but this:
+//! It holds the [`Call`], the helper's output streams (it reads them
+//! itself), its exit (through a waiter task), its stdin writer task and the
+//! cancellation, and does nothing but this:
 //!
 //! 1. carry out every action from [`Call::poll_action`] until `None`;
-//! 2. wait for the first of (the core's timer, an event on one channel:
-//!    chunk, end-of-file, exit, command); a timer already due wins without
-//!    waiting;
+//! 2. wait for the first of, in this order of preference: the core's timer,
+//!    an event on one channel (exit, command), a chunk or the end of either
+//!    stream (the two taking turns at being looked at first); a timer
+//!    already due wins without waiting;
 //! 3. read the clock, make exactly one `handle_*` call, and go to 1.
 //!
-//! The loop ends at [`Action::Finished`]. Every decision (budgets, states,
-//! deadlines, signals) is the core's; the owner only reports and obeys.
+//! Reading in the owner's own wait costs no task hop per chunk. The loop
+//! ends at [`Action::Finished`]; the owner then lets go of the call and
+//! reads and drops what the helper's group still writes until end-of-file.
+//! Every decision (budgets, states, deadlines, signals) is the core's; the
+//! owner only reports and obeys.
 //! Being detached from the caller, it cannot be cancelled by a caller
 //! dropping a future: once started it runs to the record.
 
@@ -27,6 +32,7 @@ use spillguard_std::run_loop::{self, Leftover};
 use crate::handle::Published;
 use crate::host::HostShared;
 use crate::process::Process;
+use crate::reader::{CHUNK_BYTES, read_either};
 
 pub(crate) use spillguard_std::run_loop::{Pipe, Start};
 
@@ -36,9 +42,8 @@ pub(crate) type Reply = Sender<Result<(), CallError>>;
 /// Everything the owner waits for, on one channel.
 ///
 /// The channel is unbounded so that a handle can send from `Drop` and from
-/// sync methods; what the helper's tasks put on it is bounded all the same,
-/// each reader holding at most
-/// [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM) chunks.
+/// sync methods; what flows in it is the caller's and the host's commands
+/// and the waiter's one event.
 pub(crate) type Event = run_loop::Event<Reply>;
 
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
@@ -59,6 +64,24 @@ pub(crate) struct Owner {
     pub(crate) timer: Timer,
     /// The instant `timer` is set to.
     pub(crate) armed: Option<Instant>,
+    /// `false` once the streams were abandoned: what is read is dropped.
+    pub(crate) listening: bool,
+    /// One read buffer per stream (stdout, stderr), made at the spawn.
+    pub(crate) bufs: [Vec<u8>; 2],
+    /// Which stream the next wait looks at first.
+    pub(crate) stderr_first: bool,
+    /// The call was let go of (deregistered, the owner's end published).
+    pub(crate) released: bool,
+}
+
+/// What the owner's wait returned.
+enum Input {
+    /// The core's timer is due.
+    Timer,
+    /// From the caller, the host or the waiter.
+    Event(Event),
+    /// A read of a stream: this many bytes, 0 at its end.
+    Read(Pipe, usize),
 }
 
 impl Owner {
@@ -66,21 +89,24 @@ impl Owner {
     pub(crate) async fn run(mut self, start: Start) {
         run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
         while !self.carry_out_actions().await {
-            let event = self.next_event().await;
+            let input = self.next_input().await;
             let now = Instant::now();
-            match event {
-                Some(event) => self.handle(now, event),
-                None => self.call.handle_timeout(now),
+            match input {
+                Input::Timer => self.call.handle_timeout(now),
+                Input::Event(event) => self.handle(now, event),
+                Input::Read(pipe, len) => self.take_read(now, pipe, len),
             }
         }
+        self.drain_unheard().await;
     }
 
-    /// The next event, or `None` when the core's timer is due. A due timer
-    /// comes before queued events, so a flood cannot postpone a deadline.
-    async fn next_event(&mut self) -> Option<Event> {
+    /// The next input. A due timer comes before events and reads, so a
+    /// flood cannot postpone a deadline; the streams take turns, so neither
+    /// starves the other.
+    async fn next_input(&mut self) -> Input {
         let at = self.call.poll_timeout();
         if at.is_some_and(|at| at <= Instant::now()) {
-            return None;
+            return Input::Timer;
         }
         if at != self.armed {
             self.armed = at;
@@ -89,30 +115,69 @@ impl Owner {
                 None => self.timer = Timer::never(),
             }
         }
+        self.stderr_first = !self.stderr_first;
+        let mut none = [None, None];
+        let pipes = match &mut self.process {
+            Some(process) => &mut process.pipes,
+            None => &mut none,
+        };
         let (timer, events) = (&mut self.timer, &self.events);
         let fired = async move {
             timer.await;
-            None
+            Input::Timer
         };
-        // `self.sender` keeps the channel open: this waits for an event.
-        let received = async move { events.recv().await.ok() };
-        let event = future::or(fired, received).await;
-        if event.is_none() {
+        // `self.sender` keeps the channel open: an error never comes.
+        let received = async move { events.recv().await.map_or(Input::Timer, Input::Event) };
+        let (bufs, stderr_first) = (&mut self.bufs, self.stderr_first);
+        let read = async move {
+            let (pipe, len) = read_either(pipes, bufs, stderr_first).await;
+            Input::Read(pipe, len)
+        };
+        let input = future::or(fired, future::or(received, read)).await;
+        if matches!(input, Input::Timer) {
             // A fired timer must be set again, even to the same instant.
             self.armed = None;
         }
-        event
+        input
+    }
+
+    /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
+    /// end. Nothing once the streams were abandoned.
+    fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
+        if let Some(process) = &mut self.process {
+            let pipes = &mut process.pipes;
+            run_loop::take_read(
+                &mut self.call,
+                now,
+                self.listening,
+                pipes,
+                &self.bufs,
+                (pipe, len),
+            );
+        }
+    }
+
+    /// After the call finished: reads and drops what the helper's group
+    /// still writes, until end-of-file on both streams.
+    async fn drain_unheard(&mut self) {
+        self.listening = false;
+        let Some(process) = &mut self.process else {
+            return;
+        };
+        while process.pipes.iter().any(Option::is_some) {
+            self.stderr_first = !self.stderr_first;
+            let (pipe, len) =
+                read_either(&mut process.pipes, &mut self.bufs, self.stderr_first).await;
+            if len == 0 {
+                process.pipes[pipe as usize] = None;
+            }
+        }
     }
 
     /// Exactly one `handle_*` call for one event.
     fn handle(&mut self, now: Instant, event: Event) {
         match run_loop::handle_event(&mut self.call, now, event) {
             Leftover::Nothing => {}
-            Leftover::Buffer(pipe, buf) => {
-                if let Some(process) = &self.process {
-                    process.give_back(pipe, buf);
-                }
-            }
             Leftover::Answer(reply, answer) => {
                 let _ = reply.try_send(answer);
             }
@@ -144,11 +209,7 @@ impl Owner {
                 Action::SignalGroup { pgid, signal } => {
                     spillguard_std::os::signal_group(pgid, signal);
                 }
-                Action::AbandonStreams => {
-                    if let Some(process) = &mut self.process {
-                        process.abandon_streams();
-                    }
-                }
+                Action::AbandonStreams => self.listening = false,
                 Action::Finished(outcome) => {
                     self.finish(*outcome);
                     return true;
@@ -175,25 +236,38 @@ impl Owner {
                 Ok(reported)
             },
         );
+        if self.process.is_some() {
+            self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
+        }
     }
 
     fn finish(&mut self, outcome: Outcome) {
         self.host.state.record_finished(outcome.record.clone());
         self.published.finish(outcome);
+        self.release();
+    }
+
+    /// Lets go of the call (once), before draining what is left: waiters
+    /// wake up and the host stops counting the call as live. The channel is
+    /// closed and emptied: an approval still queued is dropped with its
+    /// reply sender, so its caller gets an error instead of waiting (unlike
+    /// a std receiver, a dropped async-channel receiver leaves queued events
+    /// alive while a handle still holds a sender).
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.events.close();
+            while self.events.try_recv().is_ok() {}
+            self.published.owner_ended();
+            self.host.deregister(self.id);
+        }
     }
 }
 
 impl Drop for Owner {
-    /// Runs when the loop ends, and also if it panicked: waiters wake up and
-    /// the host stops counting the call as live. The channel is closed and
-    /// emptied: an approval still queued is dropped with its reply sender,
-    /// so its caller gets an error instead of waiting forever (unlike a std
-    /// receiver, a dropped async-channel receiver leaves queued events alive
-    /// while a handle still holds a sender).
+    /// Runs when the owner ends, and also if it panicked: the call is let
+    /// go of if it was not yet.
     fn drop(&mut self) {
-        self.events.close();
-        while self.events.try_recv().is_ok() {}
-        self.published.owner_ended();
-        self.host.deregister(self.id);
+        self.release();
     }
 }

@@ -1,12 +1,13 @@
-//! The helper process: spawn it with its tasks.
+//! The helper process: spawn it, keep its output streams for the owner.
 //!
 //! [`Process::spawn`] starts the helper from the std adapter's
 //! [`HelperCommand`] in its own process group (the pgid is its pid,
-//! remembered here and never looked up again), enlarges its output pipes,
-//! and starts the detached tasks around it: one reader per stream, a waiter
-//! that owns the [`Child`] and reports its exit, and a stdin writer when the
-//! helper is given bytes. The waiter keeps waiting after the call has
-//! finished, so a helper the call stopped waiting for is still reaped.
+//! remembered here and never looked up again), enlarges its output pipes
+//! and hands them to the owner, which reads them itself. Around it run
+//! detached tasks: a waiter that owns the [`Child`] and reports its exit,
+//! and a stdin writer when the helper is given bytes. The waiter keeps
+//! waiting after the call has finished, so a helper the call stopped
+//! waiting for is still reaped.
 
 use std::io;
 use std::process::Stdio;
@@ -18,11 +19,11 @@ use spillguard_core::Signal;
 use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_std::{HelperCommand, StdinMode};
 
-use crate::owner::{Event, Pipe};
-use crate::reader;
+use crate::owner::Event;
+use crate::reader::{self, Stream};
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), where to
-/// give read buffers back, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it: its pid (and pgid), its output
+/// streams, and how to stop feeding its stdin.
 #[derive(Debug)]
 pub(crate) struct Process {
     /// The helper's pid, which is also its process group id.
@@ -30,14 +31,15 @@ pub(crate) struct Process {
     /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
     /// asked or refused.
     pub(crate) pipe_capacity: Option<u64>,
-    give_back: Option<[Sender<Vec<u8>>; 2]>,
+    /// Stdout and stderr, each until it reaches end-of-file.
+    pub(crate) pipes: [Option<Stream>; 2],
     /// Dropping it tells the stdin writer to stop and close the pipe.
     stdin_open: Option<Sender<()>>,
 }
 
 impl Process {
-    /// Spawns `command`; every event about it goes to `events`. On error
-    /// nothing is left running.
+    /// Spawns `command`; its exit goes to `events`. On error nothing is
+    /// left running.
     pub(crate) fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
@@ -52,10 +54,7 @@ impl Process {
             return Err(io::Error::other("the helper's output pipes are missing"));
         };
         let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let give_back = [
-            reader::start(Pipe::Stdout, stdout, events.clone()),
-            reader::start(Pipe::Stderr, stderr, events.clone()),
-        ];
+        let pipes = [Some(Stream::Stdout(stdout)), Some(Stream::Stderr(stderr))];
         let stdin_open = match (command.stdin, child.stdin.take()) {
             (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
             _ => None,
@@ -64,26 +63,14 @@ impl Process {
         Ok(Self {
             pid,
             pipe_capacity,
-            give_back: Some(give_back),
+            pipes,
             stdin_open,
         })
-    }
-
-    /// Returns a read buffer to the reader of `pipe`.
-    pub(crate) fn give_back(&self, pipe: Pipe, buf: Vec<u8>) {
-        if let Some(give_back) = &self.give_back {
-            let _ = give_back[pipe as usize].try_send(buf);
-        }
     }
 
     /// Stops feeding stdin; the writer closes it at once, even mid-write.
     pub(crate) fn close_stdin(&mut self) {
         self.stdin_open = None;
-    }
-
-    /// Stops listening to the readers; they drain to end-of-file unheard.
-    pub(crate) fn abandon_streams(&mut self) {
-        self.give_back = None;
     }
 }
 

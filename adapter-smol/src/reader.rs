@@ -1,77 +1,51 @@
-//! One reader task per output stream.
+//! Reading the helper's output streams, in the owner's own wait: no task
+//! per stream and no hop per chunk.
 //!
-//! A reader reads into a 64 KiB buffer and sends it, with the length read,
-//! to the owner; the owner feeds the bytes to the core and sends the buffer
-//! back for reuse. Each reader makes at most
-//! [`BUFFERS_PER_STREAM`](spillguard_std::read_buffers::BUFFERS_PER_STREAM)
-//! buffers, so in steady state nothing is allocated per chunk and a slow
-//! owner holds the reader back by at most that many chunks (the pipe keeps
-//! draining as soon as a buffer returns). End-of-file, and any read error other than
-//! `EINTR`, is sent as [`Event::Eof`].
-//!
-//! Once the owner stops listening (the call finished, or its streams were
-//! abandoned), a reader keeps reading and discarding until end-of-file, so a
-//! descendant still holding the pipe never blocks on a full pipe.
+//! The owner keeps one 64 KiB buffer per stream and reads whichever stream
+//! is ready first, the two taking turns at being looked at first (the
+//! other read is dropped unfinished: an async-process pipe read holds no
+//! bytes while it waits, so nothing is lost). A read of 0 is end-of-file,
+//! and so is any read error other than `EINTR`. After the call finished,
+//! the owner keeps reading and dropping until end-of-file, so a descendant
+//! still holding a pipe never blocks on it.
 
+use std::future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use async_process::{ChildStderr, ChildStdout};
 use futures_lite::{AsyncRead, AsyncReadExt};
-use smol::channel::{self, Receiver, Sender, TryRecvError};
 
-use crate::owner::{Event, Pipe};
+use crate::owner::Pipe;
 
 pub(crate) use spillguard_std::read_buffers::CHUNK_BYTES;
-use spillguard_std::read_buffers::{ReadBuffers, bytes_read, drain_buffer};
+use spillguard_std::read_buffers::bytes_read;
 
-/// Starts the reader of `pipe` as a detached task; returns where to send
-/// its buffers back.
-pub(crate) fn start(
-    pipe: Pipe,
-    source: impl AsyncRead + Unpin + Send + 'static,
-    events: Sender<Event>,
-) -> Sender<Vec<u8>> {
-    let (give_back, free) = channel::unbounded();
-    smol::spawn(run(pipe, source, events, free)).detach();
-    give_back
+/// One of the helper's output streams, so both can sit in one array.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// The helper's stdout.
+    Stdout(ChildStdout),
+    /// The helper's stderr.
+    Stderr(ChildStderr),
 }
 
-async fn run(
-    pipe: Pipe,
-    mut source: impl AsyncRead + Unpin,
-    events: Sender<Event>,
-    free: Receiver<Vec<u8>>,
-) {
-    let mut buffers = ReadBuffers::default();
-    loop {
-        let Some(mut buf) = next_buffer(&free, &mut buffers).await else {
-            return discard(source, Vec::new()).await;
-        };
-        let len = read_some(&mut source, &mut buf).await;
-        if len == 0 {
-            break;
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Stdout(stdout) => Pin::new(stdout).poll_read(cx, buf),
+            Stream::Stderr(stderr) => Pin::new(stderr).poll_read(cx, buf),
         }
-        if let Err(refused) = events.try_send(Event::Chunk { pipe, buf, len }) {
-            let buf = match refused.into_inner() {
-                Event::Chunk { buf, .. } => buf,
-                _ => Vec::new(),
-            };
-            return discard(source, buf).await;
-        }
-    }
-    let _ = events.try_send(Event::Eof(pipe));
-}
-
-/// A returned buffer, a new one while fewer than the limit exist, or `None`
-/// once the owner has stopped listening.
-async fn next_buffer(free: &Receiver<Vec<u8>>, buffers: &mut ReadBuffers) -> Option<Vec<u8>> {
-    match free.try_recv() {
-        Ok(buf) => Some(buf),
-        Err(TryRecvError::Closed) => None,
-        Err(TryRecvError::Empty) if let Some(buf) = buffers.make() => Some(buf),
-        Err(TryRecvError::Empty) => free.recv().await.ok(),
     }
 }
 
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
-async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
+pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
     loop {
         if let Some(len) = bytes_read(source.read(buf).await) {
             return len;
@@ -79,96 +53,89 @@ async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usi
     }
 }
 
-/// Reads and drops everything until end-of-file: nobody listens any more,
-/// but the writer must not block.
-async fn discard(mut source: impl AsyncRead + Unpin, buf: Vec<u8>) {
-    let mut buf = drain_buffer(buf);
-    while read_some(&mut source, &mut buf).await > 0 {}
+/// [`read_some`] of `stream` if it is still open; never ready otherwise.
+pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> usize {
+    match stream {
+        Some(stream) => read_some(stream, buf).await,
+        None => future::pending().await,
+    }
+}
+
+/// A read of whichever of `pipes` (stdout, stderr) is ready first, into its
+/// buffer in `bufs`, stderr looked at first if `stderr_first`; never ready
+/// once both are closed.
+pub(crate) async fn read_either(
+    pipes: &mut [Option<Stream>; 2],
+    bufs: &mut [Vec<u8>; 2],
+    stderr_first: bool,
+) -> (Pipe, usize) {
+    let [stdout, stderr] = pipes;
+    let [stdout_buf, stderr_buf] = bufs;
+    let out = async { (Pipe::Stdout, read_open(stdout, stdout_buf).await) };
+    let err = async { (Pipe::Stderr, read_open(stderr, stderr_buf).await) };
+    if stderr_first {
+        futures_lite::future::or(err, out).await
+    } else {
+        futures_lite::future::or(out, err).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spillguard_std::read_buffers::BUFFERS_PER_STREAM;
 
-    use std::collections::HashSet;
-    use std::io;
-    use std::pin::Pin;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Poll};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    /// Yields `left` reads of a full buffer, then end-of-file.
+    /// Reads: `Interrupted` once, then `chunks` full buffers, then the end.
     struct Source {
-        left: Arc<AtomicUsize>,
-    }
-
-    impl Source {
-        fn new(chunks: usize) -> (Self, Arc<AtomicUsize>) {
-            let left = Arc::new(AtomicUsize::new(chunks));
-            (Self { left: left.clone() }, left)
-        }
+        interrupted: bool,
+        chunks: usize,
     }
 
     impl AsyncRead for Source {
         fn poll_read(
-            self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
             buf: &mut [u8],
         ) -> Poll<io::Result<usize>> {
-            if self.left.load(Ordering::SeqCst) == 0 {
+            if !self.interrupted {
+                self.interrupted = true;
+                return Poll::Ready(Err(io::ErrorKind::Interrupted.into()));
+            }
+            if self.chunks == 0 {
                 return Poll::Ready(Ok(0));
             }
-            self.left.fetch_sub(1, Ordering::SeqCst);
+            self.chunks -= 1;
             buf.fill(b'x');
             Poll::Ready(Ok(buf.len()))
         }
     }
 
     #[test]
-    fn buffers_are_reused_and_eof_follows_the_last_chunk() {
+    fn a_read_retries_eintr_and_ends_at_zero() {
         smol::block_on(async {
-            let (tx, rx) = channel::unbounded();
-            let (source, _) = Source::new(100);
-            let give_back = start(Pipe::Stderr, source, tx);
-            let mut seen = 0;
-            let mut distinct = HashSet::new();
-            let mut queued = 0;
-            loop {
-                queued = queued.max(rx.len());
-                match rx.recv().await.unwrap() {
-                    Event::Chunk { pipe, buf, len } => {
-                        assert_eq!(pipe, Pipe::Stderr);
-                        seen += len;
-                        distinct.insert(buf.as_ptr() as usize);
-                        // Refused once the reader has ended.
-                        let _ = give_back.try_send(buf);
-                    }
-                    Event::Eof(Pipe::Stderr) => break,
-                    other => panic!("unexpected {other:?}"),
-                }
-            }
-            assert_eq!(seen, 100 * CHUNK_BYTES);
-            assert!(distinct.len() <= BUFFERS_PER_STREAM, "{}", distinct.len());
-            // The reader never runs ahead by more than its buffers (+ EOF).
-            assert!(queued <= BUFFERS_PER_STREAM + 1, "{queued}");
+            let mut source = Source {
+                interrupted: false,
+                chunks: 2,
+            };
+            let mut buf = vec![0; CHUNK_BYTES];
+            assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
+            assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
+            assert_eq!(read_some(&mut source, &mut buf).await, 0);
         });
     }
 
     #[test]
-    fn a_reader_nobody_listens_to_drains_to_the_end() {
+    fn closed_streams_are_never_ready() {
         smol::block_on(async {
-            let (tx, rx) = channel::unbounded();
-            let (source, left) = Source::new(1000);
-            let give_back = start(Pipe::Stdout, source, tx);
-            drop(rx);
-            drop(give_back);
-            let until = Instant::now() + Duration::from_secs(10);
-            while left.load(Ordering::SeqCst) > 0 && Instant::now() < until {
-                smol::Timer::after(Duration::from_millis(5)).await;
-            }
-            assert_eq!(left.load(Ordering::SeqCst), 0);
+            let (mut pipes, mut bufs) = ([None, None], [vec![0; 16], vec![0; 16]]);
+            let read = read_either(&mut pipes, &mut bufs, false);
+            let timeout = async {
+                smol::Timer::after(Duration::from_millis(20)).await;
+                None
+            };
+            let first = futures_lite::future::or(async { Some(read.await) }, timeout);
+            assert_eq!(first.await, None);
         });
     }
 }

@@ -227,8 +227,7 @@ impl Owner {
     /// One `handle_*` call for one event from the mailbox.
     fn handle(&mut self, now: Instant, event: Event) {
         match run_loop::handle_event(&mut self.call, now, event) {
-            // Std chunks are read here, not sent: no buffer comes back.
-            Leftover::Nothing | Leftover::Buffer(..) => {}
+            Leftover::Nothing => {}
             Leftover::Answer(reply, answer) => {
                 let _ = reply.send(answer);
             }
@@ -265,10 +264,8 @@ impl Owner {
                     self.ready.pipes[pipe as usize] = false;
                 }
                 if self.listening {
-                    match pipe {
-                        Pipe::Stdout => self.call.handle_stdout(now, &buf[..len]),
-                        Pipe::Stderr => self.call.handle_stderr(now, &buf[..len]),
-                    }
+                    let read = run_loop::Read::Bytes(&buf[..len]);
+                    run_loop::handle_read(&mut self.call, now, pipe, read);
                 }
             }
             Read::Empty => self.ready.pipes[pipe as usize] = false,
@@ -278,11 +275,7 @@ impl Owner {
                     process.pipes[pipe as usize] = None;
                 }
                 if self.listening {
-                    let reported = match pipe {
-                        Pipe::Stdout => self.call.handle_stdout_eof(now),
-                        Pipe::Stderr => self.call.handle_stderr_eof(now),
-                    };
-                    debug_assert!(reported.is_ok(), "{reported:?}");
+                    run_loop::handle_read(&mut self.call, now, pipe, run_loop::Read::End);
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The runtime-free steps of an owner's run loop, for adapter authors: the
-//! events an owner waits for, and how a call begins, how each event becomes
-//! exactly one `handle_*` call, and how a spawn is reported.
+//! events an owner receives, and how a call begins, how each event and each
+//! read of a stream becomes exactly one `handle_*` call, and how a spawn is
+//! reported.
 //!
 //! An adapter keeps the loop itself (waiting, the timer, carrying out each
 //! [`Action`](spillguard_core::Action)); these functions are what every
@@ -32,21 +33,11 @@ impl Pipe {
     }
 }
 
-/// Everything an owner waits for, on one channel; `R` carries the core's
-/// answer to an approval or a denial back to the caller.
+/// What an owner receives on its channel, besides what it reads from the
+/// helper's streams itself; `R` carries the core's answer to an approval
+/// or a denial back to the caller.
 #[derive(Debug)]
 pub enum Event<R> {
-    /// `buf[..len]` was read from `pipe`; `buf` goes back to its reader.
-    Chunk {
-        /// The stream read from.
-        pipe: Pipe,
-        /// The reader's buffer.
-        buf: Vec<u8>,
-        /// How many bytes of `buf` were read.
-        len: usize,
-    },
-    /// `pipe` reached end-of-file (or failed).
-    Eof(Pipe),
     /// The helper was reaped.
     Exited(ExitStatus),
     /// Waiting for the helper failed.
@@ -55,14 +46,14 @@ pub enum Event<R> {
     Command(Command<R>),
 }
 
-impl<R> Event<R> {
-    /// The read buffer an undelivered chunk carried (empty otherwise).
-    pub fn into_buffer(self) -> Vec<u8> {
-        match self {
-            Event::Chunk { buf, .. } => buf,
-            _ => Vec::new(),
-        }
-    }
+/// What one read of a helper's stream gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// The end of the stream (end-of-file, or a read error other than
+    /// `EINTR`).
+    End,
 }
 
 /// What a call's handle or its host asks; `R` carries the core's answer
@@ -85,8 +76,6 @@ pub enum Command<R> {
 pub enum Leftover<R> {
     /// Nothing.
     Nothing,
-    /// A chunk's buffer, to give back to the reader of `pipe`.
-    Buffer(Pipe, Vec<u8>),
     /// The core's answer to an approval or a denial, to send through `R`.
     Answer(R, Result<(), CallError>),
 }
@@ -120,16 +109,6 @@ pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&Helpe
 /// Exactly one `handle_*` call for `event`, observed at `now`.
 pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
     let reported = match event {
-        Event::Chunk { pipe, buf, len } => {
-            let bytes = &buf[..len];
-            match pipe {
-                Pipe::Stderr => call.handle_stderr(now, bytes),
-                Pipe::Stdout => call.handle_stdout(now, bytes),
-            }
-            return Leftover::Buffer(pipe, buf);
-        }
-        Event::Eof(Pipe::Stdout) => call.handle_stdout_eof(now),
-        Event::Eof(Pipe::Stderr) => call.handle_stderr_eof(now),
         Event::Exited(status) => call.handle_exit(now, status),
         Event::ProcessLost => call.handle_process_lost(now),
         Event::Command(Command::Approve(reply)) => {
@@ -151,6 +130,49 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
     // spawn was reported: the core accepts every one of them.
     debug_assert!(reported.is_ok(), "{reported:?}");
     Leftover::Nothing
+}
+
+/// Exactly one `handle_*` call for a read of `pipe`, observed at `now`:
+/// its bytes, or its end.
+pub fn handle_read(call: &mut Call, now: Instant, pipe: Pipe, read: Read<'_>) {
+    let reported = match (pipe, read) {
+        (Pipe::Stdout, Read::Bytes(bytes)) => {
+            call.handle_stdout(now, bytes);
+            Ok(())
+        }
+        (Pipe::Stderr, Read::Bytes(bytes)) => {
+            call.handle_stderr(now, bytes);
+            Ok(())
+        }
+        (Pipe::Stdout, Read::End) => call.handle_stdout_eof(now),
+        (Pipe::Stderr, Read::End) => call.handle_stderr_eof(now),
+    };
+    // Each stream ends once, after the spawn was reported.
+    debug_assert!(reported.is_ok(), "{reported:?}");
+}
+
+/// For an owner that reads each stream into a buffer of its own (`bufs`:
+/// stdout's, stderr's): a read of `len` bytes of `pipe`, 0 at its end, which
+/// also closes `pipes[pipe]`. Makes the one [`handle_read`] call, unless the
+/// call stopped `listening` (its streams were abandoned).
+pub fn take_read<S>(
+    call: &mut Call,
+    now: Instant,
+    listening: bool,
+    pipes: &mut [Option<S>; 2],
+    bufs: &[Vec<u8>; 2],
+    (pipe, len): (Pipe, usize),
+) {
+    let read = if len == 0 {
+        pipes[pipe as usize] = None;
+        Read::End
+    } else {
+        // `len` came from a read into this very buffer.
+        Read::Bytes(bufs[pipe as usize].get(..len).unwrap_or_default())
+    };
+    if listening {
+        handle_read(call, now, pipe, read);
+    }
 }
 
 /// Carries out [`Action::Spawn`](spillguard_core::Action::Spawn): runs

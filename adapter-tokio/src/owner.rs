@@ -182,26 +182,16 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end. Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let Self { call, bufs, .. } = self;
-        if len > 0 {
-            if self.listening {
-                let bytes = &bufs[pipe as usize][..len];
-                match pipe {
-                    Pipe::Stdout => call.handle_stdout(now, bytes),
-                    Pipe::Stderr => call.handle_stderr(now, bytes),
-                }
-            }
-            return;
-        }
         if let Some(process) = &mut self.process {
-            process.pipes[pipe as usize] = None;
-        }
-        if self.listening {
-            let reported = match pipe {
-                Pipe::Stdout => call.handle_stdout_eof(now),
-                Pipe::Stderr => call.handle_stderr_eof(now),
-            };
-            debug_assert!(reported.is_ok(), "{reported:?}");
+            let pipes = &mut process.pipes;
+            run_loop::take_read(
+                &mut self.call,
+                now,
+                self.listening,
+                pipes,
+                &self.bufs,
+                (pipe, len),
+            );
         }
     }
 
@@ -225,8 +215,7 @@ impl Owner {
     /// Exactly one `handle_*` call for one event.
     fn handle(&mut self, now: Instant, event: Event) {
         match run_loop::handle_event(&mut self.call, now, event) {
-            // Chunks are read here, not sent: no buffer comes back.
-            Leftover::Nothing | Leftover::Buffer(..) => {}
+            Leftover::Nothing => {}
             Leftover::Answer(reply, answer) => {
                 let _ = reply.send(answer);
             }
