@@ -25,7 +25,7 @@ use std::time::Instant;
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{Receiver, Sender};
-use spillguard_core::{Action, Call, CallError, Outcome};
+use spillguard_core::{Action, Call, CallError, Outcome, Signal};
 use spillguard_std::HelperCommand;
 use spillguard_std::run_loop::{self, Leftover};
 
@@ -74,6 +74,11 @@ pub(crate) struct Owner {
     pub(crate) released: bool,
 }
 
+/// Reads in a row after which the owner lets the executor run other tasks
+/// (the waiter, the stdin writer, other calls): an async-process read is
+/// ready at once while a flood lasts, and smol has no task budget.
+const READS_BEFORE_YIELD: usize = 16;
+
 /// What the owner's wait returned.
 enum Input {
     /// The core's timer is due.
@@ -88,14 +93,24 @@ impl Owner {
     /// Runs the call to its end.
     pub(crate) async fn run(mut self, start: Start) {
         run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
+        let mut reads_in_a_row = 0;
         while !self.carry_out_actions().await {
             let input = self.next_input().await;
             let now = Instant::now();
             match input {
                 Input::Timer => self.call.handle_timeout(now),
                 Input::Event(event) => self.handle(now, event),
-                Input::Read(pipe, len) => self.take_read(now, pipe, len),
+                Input::Read(pipe, len) => {
+                    self.take_read(now, pipe, len);
+                    reads_in_a_row += 1;
+                    if reads_in_a_row == READS_BEFORE_YIELD {
+                        reads_in_a_row = 0;
+                        future::yield_now().await;
+                    }
+                    continue;
+                }
             }
+            reads_in_a_row = 0;
         }
         self.drain_unheard().await;
     }
@@ -126,8 +141,14 @@ impl Owner {
             timer.await;
             Input::Timer
         };
-        // `self.sender` keeps the channel open: an error never comes.
-        let received = async move { events.recv().await.map_or(Input::Timer, Input::Event) };
+        // `self.sender` keeps the channel open: an error never comes (and
+        // would leave this branch waiting, not spinning).
+        let received = async move {
+            match events.recv().await {
+                Ok(event) => Input::Event(event),
+                Err(_) => future::pending().await,
+            }
+        };
         let (bufs, stderr_first) = (&mut self.bufs, self.stderr_first);
         let read = async move {
             let (pipe, len) = read_either(pipes, bufs, stderr_first).await;
@@ -164,12 +185,18 @@ impl Owner {
         let Some(process) = &mut self.process else {
             return;
         };
+        process.close_stdin();
+        let mut reads = 0_usize;
         while process.pipes.iter().any(Option::is_some) {
             self.stderr_first = !self.stderr_first;
             let (pipe, len) =
                 read_either(&mut process.pipes, &mut self.bufs, self.stderr_first).await;
             if len == 0 {
                 process.pipes[pipe as usize] = None;
+            }
+            reads += 1;
+            if reads.is_multiple_of(READS_BEFORE_YIELD) {
+                future::yield_now().await;
             }
         }
     }
@@ -266,8 +293,14 @@ impl Owner {
 
 impl Drop for Owner {
     /// Runs when the owner ends, and also if it panicked: the call is let
-    /// go of if it was not yet.
+    /// go of if it was not yet, and a helper whose call could not finish is
+    /// killed, so that nothing runs unsupervised.
     fn drop(&mut self) {
+        if !self.released
+            && let Some(process) = &self.process
+        {
+            spillguard_std::os::signal_group(process.pid, Signal::Kill);
+        }
         self.release();
     }
 }

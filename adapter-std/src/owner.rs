@@ -285,6 +285,9 @@ impl Owner {
     /// still writes until end-of-file, and reaps the child, then lets go.
     fn drain_unheard(&mut self, buf: &mut [u8]) {
         self.listening = false;
+        if let Some(process) = &self.process {
+            process.close_stdin();
+        }
         while self.process.as_ref().is_some_and(Process::is_open) {
             self.look(!self.ready.any());
             let now = Instant::now();

@@ -126,8 +126,9 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
             Ok(())
         }
     };
-    // The helper's readers and waiter report each fact once, after the
-    // spawn was reported: the core accepts every one of them.
+    // The helper's waiter reports its exit once, after the spawn was
+    // reported; commands are valid in every state or answered with an
+    // error through `R`.
     debug_assert!(reported.is_ok(), "{reported:?}");
     Leftover::Nothing
 }
@@ -167,8 +168,10 @@ pub fn take_read<S>(
         pipes[pipe as usize] = None;
         Read::End
     } else {
+        let buf = &bufs[pipe as usize];
         // `len` came from a read into this very buffer.
-        Read::Bytes(bufs[pipe as usize].get(..len).unwrap_or_default())
+        debug_assert!(len <= buf.len(), "read {len} into {}", buf.len());
+        Read::Bytes(buf.get(..len).unwrap_or_default())
     };
     if listening {
         handle_read(call, now, pipe, read);

@@ -172,8 +172,9 @@ impl Owner {
         tokio::select! {
             biased;
             () = timer, if due.is_some() => Input::Timer,
-            // `self.sender` keeps the channel open: `None` never comes.
-            event = self.events.recv() => event.map_or(Input::Timer, Input::Event),
+            // `self.sender` keeps the channel open: `None` never comes (and
+            // would only disable this branch).
+            Some(event) = self.events.recv() => Input::Event(event),
             len = read_open(first.0, first.1) => Input::Read(first.2, len),
             len = read_open(second.0, second.1) => Input::Read(second.2, len),
         }
@@ -202,6 +203,7 @@ impl Owner {
         let Some(process) = &mut self.process else {
             return;
         };
+        process.close_stdin();
         let [stdout, stderr] = &mut process.pipes;
         let [stdout_buf, stderr_buf] = &mut self.bufs;
         while stdout.is_some() || stderr.is_some() {
