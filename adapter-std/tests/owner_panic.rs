@@ -1,6 +1,5 @@
 //! An owner that panics (a bug, here in an audit sink) hands its panic to
-//! the handle that waits, and the pooled thread it ran on keeps serving
-//! calls.
+//! the handle that waits, and the host goes on serving calls.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -47,8 +46,8 @@ fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
     assert_eq!(sink.writes.load(Ordering::SeqCst), 1);
     assert_eq!(host.finished_records().len(), 0);
 
-    // Ten calls in a row: the pool's threads, the one that panicked
-    // included, serve them all.
+    // Ten calls in a row: the owner's panic was caught on its worker, and
+    // the pool serves every later call.
     for i in 0..10 {
         let outcome = host
             .start(spec(&format!("c_{i}")), HelperCommand::new("true"), false)
