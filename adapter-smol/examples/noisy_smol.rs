@@ -10,6 +10,7 @@
 //! keeps the last 16 KiB, and the excerpt handed to a model is clamped to
 //! 4 KiB, truncation marker first.
 
+use spillguard_smol::Approval;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -39,7 +40,11 @@ async fn run() -> ExitCode {
         target: "localhost".into(),
         summary: "20,000 retries on stderr, then a result".into(),
     };
-    let call = host.start(spec, HelperCommand::shell_script(SCRIPT), true);
+    let call = host.start(
+        spec,
+        HelperCommand::shell_script(SCRIPT),
+        Approval::Required,
+    );
 
     let Some(card) = call.wait_card(Duration::from_secs(10)).await else {
         eprintln!("no approval card (state {})", call.state());

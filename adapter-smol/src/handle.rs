@@ -14,7 +14,7 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
-use spillguard_std::published::{self, Snapshot, Taken, Wake};
+use spillguard_kit::published::{self, Snapshot, Taken, Wake};
 
 use crate::owner::{Command, Event};
 
@@ -271,20 +271,12 @@ impl Drop for CallHandle {
 /// # Examples
 ///
 /// ```
-/// use spillguard_smol::{HelperCommand, Host, HostOptions};
-/// use spillguard_smol::core::{CallKind, CallSpec, CancelReason, Config, State};
+/// use spillguard_smol::{Host, HostOptions};
+/// use spillguard_smol::core::{CancelReason, Config, State};
 ///
 /// smol::block_on(async {
 ///     let host = Host::new(Config::default(), HostOptions::default())?;
-///     let spec = CallSpec {
-///         call_id: "c_sleep".into(),
-///         session_id: "s_1".into(),
-///         kind: CallKind::Action,
-///         action: "local.sleep".into(),
-///         target: "localhost".into(),
-///         summary: "sleep 30".into(),
-///     };
-///     let call = host.start(spec, HelperCommand::new("sleep").arg("30"), false);
+///     let call = host.command("sleep").arg("30").start();
 ///     let canceller = call.canceller();
 ///     smol::spawn(async move { canceller.cancel() }).detach();
 ///     let outcome = call.wait().await;
@@ -293,9 +285,9 @@ impl Drop for CallHandle {
 ///         outcome.record.state,
 ///         State::CancelledAfterDispatch | State::CancelledBeforeDispatch
 ///     ));
-///     Ok::<(), spillguard_smol::core::ConfigError>(())
+///     Ok::<(), spillguard_smol::HostError>(())
 /// })?;
-/// # Ok::<(), spillguard_smol::core::ConfigError>(())
+/// # Ok::<(), spillguard_smol::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Canceller {

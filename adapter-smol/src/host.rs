@@ -2,7 +2,10 @@
 //! sink, and the registry of live calls.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -11,11 +14,15 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
 use spillguard_core::{
-    AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
-    ConfigError, RetentionPool,
+    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    DebugGrantError, Outcome, RetentionPool,
 };
-use spillguard_std::host_state::HostState;
-use spillguard_std::{HelperCommand, HostOptions, ShutdownReport};
+use spillguard_kit::host_state::HostState;
+use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
+use spillguard_kit::{
+    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
+    ShutdownReport,
+};
 
 use crate::handle::{CallHandle, Changed, Published};
 use crate::owner::{Command, Event, Owner, Start};
@@ -24,42 +31,36 @@ use crate::owner::{Command, Event, Owner, Start};
 /// process-wide [`RetentionPool`], the audit sink and the live calls. Each
 /// call is driven by a task detached on smol's global executor.
 ///
-/// Cheap to clone: clones share everything.
+/// Cheap to clone: clones share everything. Dropping the last clone
+/// cancels every live call (TERM to its group, the grace, KILL); each
+/// call's owner task still writes its record. Use
+/// [`shutdown`](Self::shutdown) to wait for that.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use spillguard_smol::{HelperCommand, Host, HostOptions};
-/// use spillguard_smol::core::{CallKind, CallSpec, Config, State};
+/// use spillguard_smol::{Host, HostOptions};
+/// use spillguard_smol::core::{Config, State};
 ///
 /// smol::block_on(async {
 ///     let host = Host::new(Config::default(), HostOptions::default())?;
-///     let spec = CallSpec {
-///         call_id: "c_1".into(),
-///         session_id: "s_1".into(),
-///         kind: CallKind::Action,
-///         action: "local.echo".into(),
-///         target: "localhost".into(),
-///         summary: "echo".into(),
-///     };
-///     let command = HelperCommand::shell_script("echo result; echo warning 1>&2");
-///     let outcome = host.start(spec, command, false).wait().await;
+///     let outcome = host.shell("echo result; echo warning 1>&2").run().await;
 ///     assert_eq!(outcome.record.state, State::Completed);
 ///     assert_eq!(outcome.record.stdout_bytes_seen, 7);
 ///     assert_eq!(outcome.agent_excerpt(), "warning\n");
 ///     assert_eq!(host.shutdown(Duration::from_secs(1)).await.unfinished, 0);
-///     Ok::<(), spillguard_smol::core::ConfigError>(())
+///     Ok::<(), spillguard_smol::HostError>(())
 /// })?;
-/// # Ok::<(), spillguard_smol::core::ConfigError>(())
+/// # Ok::<(), spillguard_smol::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Host {
-    shared: Arc<HostShared>,
+    core: Arc<HostCore<HostShared>>,
 }
 
 pub(crate) struct HostShared {
-    pub(crate) state: HostState<Sender<Event>>,
+    state: HostState<Sender<Event>>,
     /// Notified after a call left the registry.
     call_ended: Notify,
 }
@@ -70,95 +71,143 @@ impl fmt::Debug for HostShared {
     }
 }
 
+impl HostLink for HostShared {
+    type Live = Sender<Event>;
+
+    fn state(&self) -> &HostState<Sender<Event>> {
+        &self.state
+    }
+
+    fn call_ended(&self, id: u64) {
+        self.state.deregister(id);
+        self.call_ended.notify(usize::MAX);
+    }
+
+    fn cancel(live: &Sender<Event>, reason: CancelReason) {
+        let _ = live.try_send(Event::Command(Command::Cancel(reason)));
+    }
+}
+
+/// The future [`CallBuilder::run`] returns on smol: the call's outcome.
+pub type Run = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
 impl Host {
     /// A host for `config` (validated here) run with `options`.
-    pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         Ok(Self {
-            shared: Arc::new(HostShared {
+            core: Arc::new(HostCore::new(HostShared {
                 state: HostState::new(config, options)?,
                 call_ended: Notify::new(),
-            }),
+            })),
         })
+    }
+
+    fn state(&self) -> &HostState<Sender<Event>> {
+        self.core.state()
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.state.config
+        self.state().config()
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.state.options
+        self.state().options()
     }
 
-    /// The process-wide pool every call's stderr draws from (R2.2).
+    /// The process-wide pool every call's stderr draws from.
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.state.pool
+        self.state().pool()
     }
 
-    /// The settings a call of `kind` gets: [`CallSettings::action`] or
-    /// [`CallSettings::discovery`] under the config, with the host's options.
+    /// The session calls belong to unless they name their own.
+    pub fn session_id(&self) -> &str {
+        self.state().session_id()
+    }
+
+    /// The settings a call of `kind` started now gets (the config, the
+    /// host's options, its debug grant if one is in force).
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.state.call_settings(kind)
+        self.state().call_settings(kind, Instant::now())
     }
 
-    /// Starts a call of `command` with the settings of
-    /// [`settings_for`](Self::settings_for)`(spec.kind)`.
+    /// A call of `program`, to describe further and then
+    /// [`run`](CallBuilder::run) (a future of its outcome) or
+    /// [`start`](CallBuilder::start). No shell is involved.
+    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::new(program))
+    }
+
+    /// A call of `script` run by `/bin/sh -c`.
+    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::shell_script(script))
+    }
+
+    /// A call of `command`, a description made beforehand.
+    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, command)
+    }
+
+    /// Starts a call of `command` described by `spec`; the builder
+    /// ([`command`](Self::command)) fills `spec` in for you.
     ///
     /// Returns at once; the call runs on its own owner task, detached on
-    /// smol's global executor. The command is checked first: an invalid one
-    /// ends `failed_before_dispatch`, as does a program that cannot be
-    /// spawned. With `needs_approval`, the card is shown and nothing runs
+    /// smol's global executor. An invalid command ends
+    /// `failed_before_dispatch`, as does a program that cannot be spawned.
+    /// With [`Approval::Required`], the card is shown and nothing runs
     /// until [`CallHandle::approve`].
-    pub fn start(
-        &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-    ) -> CallHandle {
-        let settings = self.settings_for(spec.kind);
-        self.start_with_settings(spec, command, needs_approval, settings)
+    pub fn start(&self, spec: CallSpec, command: HelperCommand, approval: Approval) -> CallHandle {
+        self.call(command).spec(spec).approval(approval).start()
     }
 
-    /// Like [`start`](Self::start), with explicit settings.
-    pub fn start_with_settings(
+    /// Grants debug for `duration`; see the std adapter's
+    /// `Host::grant_debug`.
+    pub fn grant_debug(
         &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-        settings: CallSettings,
-    ) -> CallHandle {
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.state()
+            .grant_debug(Instant::now(), duration, per_call_bytes)
+    }
+
+    /// Ends the debug grant for calls started from now on.
+    pub fn revoke_debug(&self) {
+        self.state().revoke_debug();
+    }
+
+    fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
+        let Resolved {
+            spec,
+            command,
+            approval,
+            settings,
+        } = resolved;
         let call_id = spec.call_id.clone();
         let (sender, events) = channel::unbounded();
         let published = Arc::new(Published::new(Changed::default()));
-        let (id, host_closing) = self.shared.state.register(sender.clone());
+        let (id, host_closing) = self.state().register(sender.clone());
         let start = Start {
-            needs_approval,
+            needs_approval: approval.is_required(),
             host_closing,
         };
         let call = Call::new(
             spec,
             settings,
-            &self.shared.state.pool,
+            self.pool(),
             Instant::now(),
             SystemTime::now(),
         );
-        let owner = Owner {
+        let core = OwnerCore::new(
             id,
             call,
-            command: Some(command),
-            events,
-            sender: sender.clone(),
-            process: None,
-            published: published.clone(),
-            host: self.shared.clone(),
-            timer: Timer::never(),
-            armed: None,
-            listening: true,
-            bufs: [Vec::new(), Vec::new()],
-            stderr_first: false,
-            released: false,
-        };
+            command,
+            published.clone(),
+            self.core.shared().clone(),
+            Instant::now,
+        );
+        let owner = Owner::new(core, events, sender.clone());
         smol::spawn(owner.run(start)).detach();
         CallHandle::new(call_id, sender, published)
     }
@@ -174,15 +223,13 @@ impl Host {
     /// carries on with the stop (SIGTERM, then SIGKILL after the grace) and
     /// the record. A future never polled cancels nothing.
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        let targets = self.shared.state.close();
-        for (_, sender) in &targets {
-            let _ = sender.try_send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
-        }
+        let targets = self.core.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
-        let pending = || self.shared.state.still_live(&ids);
+        let pending = || self.state().still_live(&ids);
+        let shared = self.core.shared();
         let all_finished = async {
             while pending() > 0 {
-                let listener = self.shared.call_ended.listen();
+                let listener = shared.call_ended.listen();
                 // Checked again once listening, so no change is missed.
                 if pending() == 0 {
                     break;
@@ -203,40 +250,31 @@ impl Host {
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.state.live_calls()
+        self.state().live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.state.finished_records()
+        self.state().finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.state.audit_failures()
+        self.state().audit_failures()
     }
 }
 
-impl HostShared {
-    /// Writes `event` to the audit sink, if any; a failure is counted and
-    /// returned for the owner to tell the core (which fails closed before
-    /// dispatch). The sink's write (a file append, perhaps an fsync) runs
-    /// on smol's blocking thread pool (`smol::unblock`), never on an
-    /// executor thread.
-    pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
-        let Some(sink) = self.state.options.audit.clone() else {
-            return Ok(());
-        };
-        smol::unblock(move || sink.write(&event))
-            .await
-            .map_err(|error| self.state.audit_failed(error))
+impl Launch for Host {
+    type Handle = CallHandle;
+    type Run = Run;
+
+    fn launch(&self, request: CallRequest) -> CallHandle {
+        self.launch_resolved(self.state().resolve(request, Instant::now()))
     }
 
-    /// The call's owner ended: it is no longer live.
-    pub(crate) fn deregister(&self, id: u64) {
-        self.state.deregister(id);
-        self.call_ended.notify(usize::MAX);
+    fn wait(handle: CallHandle) -> Run {
+        Box::pin(handle.wait())
     }
 }

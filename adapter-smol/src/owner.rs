@@ -19,22 +19,23 @@
 //! Being detached from the caller, it cannot be cancelled by a caller
 //! dropping a future: once started it runs to the record.
 
-use std::sync::Arc;
+use std::io;
 use std::time::Instant;
 
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{Receiver, Sender};
-use spillguard_core::{Action, Call, CallError, Outcome, Signal};
-use spillguard_std::HelperCommand;
-use spillguard_std::run_loop::{self, Leftover};
+use spillguard_core::CallError;
+use spillguard_kit::HelperCommand;
+use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
+use spillguard_kit::run_loop::{self, Read};
 
-use crate::handle::Published;
+use crate::handle::Changed;
 use crate::host::HostShared;
 use crate::process::Process;
 use crate::reader::{CHUNK_BYTES, read_either};
 
-pub(crate) use spillguard_std::run_loop::{Pipe, Start};
+pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
 
 /// The core's answer to an approval or a denial goes back on this channel.
 pub(crate) type Reply = Sender<Result<(), CallError>>;
@@ -51,27 +52,53 @@ pub(crate) type Command = run_loop::Command<Reply>;
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
-    pub(crate) id: u64,
-    pub(crate) call: Call,
-    pub(crate) command: Option<HelperCommand>,
-    pub(crate) events: Receiver<Event>,
-    /// Handed to the helper's tasks; keeps `events` open.
-    pub(crate) sender: Sender<Event>,
-    pub(crate) process: Option<Process>,
-    pub(crate) published: Arc<Published>,
-    pub(crate) host: Arc<HostShared>,
-    /// One timer, moved only when [`Call::poll_timeout`] changes.
-    pub(crate) timer: Timer,
+    core: OwnerCore<HostShared, Changed>,
+    events: Receiver<Event>,
+    io: Io,
+    /// One timer, moved only when [`Call::poll_timeout`](spillguard_core::Call::poll_timeout) changes.
+    timer: Timer,
     /// The instant `timer` is set to.
-    pub(crate) armed: Option<Instant>,
-    /// `false` once the streams were abandoned: what is read is dropped.
-    pub(crate) listening: bool,
+    armed: Option<Instant>,
     /// One read buffer per stream (stdout, stderr), made at the spawn.
-    pub(crate) bufs: [Vec<u8>; 2],
+    bufs: [Vec<u8>; 2],
     /// Which stream the next wait looks at first.
-    pub(crate) stderr_first: bool,
-    /// The call was let go of (deregistered, the owner's end published).
-    pub(crate) released: bool,
+    stderr_first: bool,
+}
+
+/// What the owner holds of the helper.
+struct Io {
+    /// Handed to the helper's tasks; keeps `events` open.
+    sender: Sender<Event>,
+    process: Option<Process>,
+}
+
+impl Effects for Io {
+    fn spawn(
+        &mut self,
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+    ) -> io::Result<(u32, Option<u64>)> {
+        let spawned = Process::spawn(command, pipe_size, &self.sender)?;
+        let reported = (spawned.pid, spawned.pipe_capacity);
+        self.process = Some(spawned);
+        Ok(reported)
+    }
+
+    fn close_stdin(&mut self) {
+        if let Some(process) = &mut self.process {
+            process.close_stdin();
+        }
+    }
+
+    /// On smol's blocking thread pool (`smol::unblock`), never on an
+    /// executor thread.
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        &mut self,
+        job: F,
+    ) -> Unblocked<T> {
+        let task = smol::unblock(job);
+        Box::pin(async move { Some(task.await) })
+    }
 }
 
 /// Reads in a row after which the owner lets the executor run other tasks
@@ -90,16 +117,38 @@ enum Input {
 }
 
 impl Owner {
+    /// The owner of the call in `core`, reached through `events`.
+    pub(crate) fn new(
+        core: OwnerCore<HostShared, Changed>,
+        events: Receiver<Event>,
+        sender: Sender<Event>,
+    ) -> Self {
+        Self {
+            core,
+            events,
+            io: Io {
+                sender,
+                process: None,
+            },
+            timer: Timer::never(),
+            armed: None,
+            bufs: [Vec::new(), Vec::new()],
+            stderr_first: false,
+        }
+    }
+
     /// Runs the call to its end.
     pub(crate) async fn run(mut self, start: Start) {
-        run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
+        self.core.begin(start);
         let mut reads_in_a_row = 0;
         while !self.carry_out_actions().await {
             let input = self.next_input().await;
             let now = Instant::now();
             match input {
-                Input::Timer => self.call.handle_timeout(now),
-                Input::Event(event) => self.handle(now, event),
+                Input::Timer => self.core.call_mut().handle_timeout(now),
+                Input::Event(event) => self.core.handle_event(now, event, |reply, answer| {
+                    let _ = reply.try_send(answer);
+                }),
                 Input::Read(pipe, len) => {
                     self.take_read(now, pipe, len);
                     reads_in_a_row += 1;
@@ -119,7 +168,7 @@ impl Owner {
     /// flood cannot postpone a deadline; the streams take turns, so neither
     /// starves the other.
     async fn next_input(&mut self) -> Input {
-        let at = self.call.poll_timeout();
+        let at = self.core.call().poll_timeout();
         if at.is_some_and(|at| at <= Instant::now()) {
             return Input::Timer;
         }
@@ -132,7 +181,7 @@ impl Owner {
         }
         self.stderr_first = !self.stderr_first;
         let mut none = [None, None];
-        let pipes = match &mut self.process {
+        let pipes = match &mut self.io.process {
             Some(process) => &mut process.pipes,
             None => &mut none,
         };
@@ -163,26 +212,23 @@ impl Owner {
     }
 
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
-    /// end. Nothing once the streams were abandoned.
+    /// end (0). Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        if let Some(process) = &mut self.process {
-            let pipes = &mut process.pipes;
-            run_loop::take_read(
-                &mut self.call,
-                now,
-                self.listening,
-                pipes,
-                &self.bufs,
-                (pipe, len),
-            );
-        }
+        let read = if len == 0 {
+            if let Some(process) = &mut self.io.process {
+                process.pipes[pipe as usize] = None;
+            }
+            Read::End
+        } else {
+            Read::Bytes(self.bufs[pipe as usize].get(..len).unwrap_or_default())
+        };
+        self.core.handle_read(now, pipe, read);
     }
 
     /// After the call finished: reads and drops what the helper's group
     /// still writes, until end-of-file on both streams.
     async fn drain_unheard(&mut self) {
-        self.listening = false;
-        let Some(process) = &mut self.process else {
+        let Some(process) = &mut self.io.process else {
             return;
         };
         process.close_stdin();
@@ -201,106 +247,35 @@ impl Owner {
         }
     }
 
-    /// Exactly one `handle_*` call for one event.
-    fn handle(&mut self, now: Instant, event: Event) {
-        match run_loop::handle_event(&mut self.call, now, event) {
-            Leftover::Nothing => {}
-            Leftover::Answer(reply, answer) => {
-                let _ = reply.try_send(answer);
-            }
-        }
-    }
-
-    /// Carries out every queued action; `true` once the call finished.
-    /// Only an audit write awaits (it runs on smol's blocking pool, and is
-    /// done before the next action, so events stay in order); every other
-    /// action is a quick system call or a hand-over to a task.
-    async fn carry_out_actions(&mut self) -> bool {
-        // The state is published before each action (a caller who sees the
-        // card also sees `awaiting_approval`) and after the last one.
-        while let Some(action) = self.call.poll_action() {
-            self.published.set_state(self.call.state());
-            match action {
-                Action::Audit(event) => {
-                    if let Err(error) = self.host.audit(event).await {
-                        self.call.handle_audit_failed(Instant::now(), error);
-                    }
-                }
-                Action::ShowApprovalCard(card) => self.published.show_card(card),
-                Action::Spawn => self.spawn(),
-                Action::CloseStdin => {
-                    if let Some(process) = &mut self.process {
-                        process.close_stdin();
-                    }
-                }
-                Action::SignalGroup { pgid, signal } => {
-                    spillguard_std::os::signal_group(pgid, signal);
-                }
-                Action::AbandonStreams => self.listening = false,
-                Action::Finished(outcome) => {
-                    self.finish(*outcome);
-                    return true;
-                }
-                // An action this adapter does not know has nothing to carry out.
-                _ => {}
-            }
-        }
-        self.published.set_state(self.call.state());
-        false
-    }
-
-    fn spawn(&mut self) {
-        let (pipe_size, events) = (self.host.state.options.pipe_size, &self.sender);
-        let process = &mut self.process;
-        run_loop::spawn(
-            &mut self.call,
-            self.command.take(),
-            Instant::now,
-            |command| {
-                let spawned = Process::spawn(command, pipe_size, events)?;
-                let reported = (spawned.pid, spawned.pipe_capacity);
-                *process = Some(spawned);
-                Ok(reported)
-            },
-        );
-        if self.process.is_some() {
-            self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
-        }
-    }
-
-    fn finish(&mut self, outcome: Outcome) {
-        self.host.state.record_finished(outcome.record.clone());
-        self.published.finish(outcome);
-        self.release();
-    }
-
-    /// Lets go of the call (once), before draining what is left: waiters
-    /// wake up and the host stops counting the call as live. The channel is
-    /// closed and emptied: an approval still queued is dropped with its
-    /// reply sender, so its caller gets an error instead of waiting (unlike
-    /// a std receiver, a dropped async-channel receiver leaves queued events
+    /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);
+    /// `true` once the call finished. Then the channel is closed and
+    /// emptied: an approval still queued is dropped with its reply sender,
+    /// so its caller gets an error instead of waiting (unlike a std
+    /// receiver, a dropped async-channel receiver leaves queued events
     /// alive while a handle still holds a sender).
-    fn release(&mut self) {
-        if !self.released {
-            self.released = true;
+    async fn carry_out_actions(&mut self) -> bool {
+        let finished = self.core.carry_out_actions(&mut self.io).await;
+        if finished {
             self.events.close();
             while self.events.try_recv().is_ok() {}
-            self.published.owner_ended();
-            self.host.deregister(self.id);
         }
+        if finished || self.io.process.is_none() {
+            return finished;
+        }
+        if self.bufs[0].is_empty() {
+            self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
+        }
+        false
     }
 }
 
 impl Drop for Owner {
-    /// Runs when the owner ends, and also if it panicked: the call is let
-    /// go of if it was not yet, and a helper whose call could not finish is
-    /// killed, so that nothing runs unsupervised.
+    /// Also when the task panicked: the channel is closed and emptied, so
+    /// an approval still waiting for its answer gets an error at once. (The
+    /// helper's group and the call's waiters are seen to by
+    /// [`OwnerCore`]'s own drop.)
     fn drop(&mut self) {
-        if !self.released
-            && let Some(process) = &self.process
-        {
-            spillguard_std::os::signal_group(process.pid, Signal::Kill);
-        }
-        self.release();
+        self.events.close();
+        while self.events.try_recv().is_ok() {}
     }
 }

@@ -16,8 +16,8 @@ use async_process::{Child, ChildStdin};
 use futures_lite::{AsyncWriteExt, future};
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
-use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
-use spillguard_std::{HelperCommand, StdinMode};
+use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_kit::{HelperCommand, StdinMode};
 
 use crate::owner::Event;
 use crate::reader::{self, Stream};

@@ -19,8 +19,8 @@ use futures_lite::{AsyncRead, AsyncReadExt};
 
 use crate::owner::Pipe;
 
-pub(crate) use spillguard_std::read_buffers::CHUNK_BYTES;
-use spillguard_std::read_buffers::bytes_read;
+pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
+use spillguard_kit::read_buffers::bytes_read;
 
 /// One of the helper's output streams, so both can sit in one array.
 #[derive(Debug)]

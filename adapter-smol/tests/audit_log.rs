@@ -7,11 +7,12 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
+use spillguard_smol::Approval;
 use std::sync::{Arc, Mutex};
 
 use spillguard_smol::core::{Config, State};
+use spillguard_smol::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_smol::{HelperCommand, Host, HostOptions};
-use spillguard_std::{ChainedFileAudit, ChainedFileOptions};
 use support::{ThreadNoting, spec, temp_path};
 
 fn fresh(name: &str) -> std::path::PathBuf {
@@ -39,7 +40,13 @@ fn the_chained_log_is_written_off_the_executor() {
     let outcomes = smol::block_on(async {
         let handles: Vec<_> = calls
             .iter()
-            .map(|id| host.start(spec(id), HelperCommand::shell_script("echo x 1>&2"), false))
+            .map(|id| {
+                host.start(
+                    spec(id),
+                    HelperCommand::shell_script("echo x 1>&2"),
+                    Approval::NotRequired,
+                )
+            })
             .collect();
         let mut outcomes = Vec::new();
         for handle in handles {

@@ -9,6 +9,7 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
+use spillguard_smol::Approval;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -55,8 +56,12 @@ fn the_helper_leads_its_own_group_with_null_stdin_and_piped_output() {
     let host = host(HostOptions::default());
     let script = "cut -d' ' -f5 /proc/$$/stat; for fd in 0 1 2; do readlink /proc/$$/fd/$fd; done";
     let outcome = smol::block_on(
-        host.start(spec("c_group"), HelperCommand::shell_script(script), false)
-            .wait(),
+        host.start(
+            spec("c_group"),
+            HelperCommand::shell_script(script),
+            Approval::NotRequired,
+        )
+        .wait(),
     );
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);
@@ -85,7 +90,7 @@ fn dropping_the_wait_future_under_the_cancel_policy_stops_the_helper() {
     let call = host.start(
         spec("c_drop_cancel"),
         HelperCommand::new("sleep").arg("30"),
-        false,
+        Approval::NotRequired,
     );
     let record = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
@@ -119,7 +124,7 @@ fn a_shutdown_future_dropped_after_its_first_poll_still_stops_every_call() {
     let call = host.start(
         spec("c_shutdown_dropped"),
         HelperCommand::new("sleep").arg("30"),
-        false,
+        Approval::NotRequired,
     );
     let outcome = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
@@ -155,7 +160,10 @@ fn a_stop_closes_stdin_even_while_a_write_waits_on_a_full_pipe() {
     // wait for more and need KILL.
     let command = HelperCommand::shell_script("trap '' TERM; sleep 0.5; wc -c")
         .stdin_bytes(vec![b'i'; 8 << 20]);
-    let outcome = smol::block_on(host.start(spec("c_stdin_stop"), command, false).wait());
+    let outcome = smol::block_on(
+        host.start(spec("c_stdin_stop"), command, Approval::NotRequired)
+            .wait(),
+    );
     let record = &outcome.record;
     assert_eq!(record.state, State::CancelledAfterDispatch);
     assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
@@ -178,7 +186,7 @@ fn an_approval_racing_the_end_of_a_call_is_refused_not_left_waiting() {
             let call = host.start(
                 spec(&format!("c_race_{i}")),
                 HelperCommand::new("true"),
-                false,
+                Approval::NotRequired,
             );
             loop {
                 let finished = call.is_finished();
@@ -208,7 +216,11 @@ fn the_public_futures_can_be_spawned_on_a_multi_threaded_executor() {
         f
     }
     let host = host(HostOptions::default());
-    let call = host.start(spec("c_send"), HelperCommand::new("true"), false);
+    let call = host.start(
+        spec("c_send"),
+        HelperCommand::new("true"),
+        Approval::NotRequired,
+    );
     let outcome = smol::block_on(async {
         let _ = send(call.wait_card(MS)).await;
         let _ = send(call.approve()).await;

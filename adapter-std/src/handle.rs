@@ -9,49 +9,19 @@ use std::any::Any;
 use std::sync::mpsc::{self, SyncSender};
 
 use crate::mailbox::Mailbox;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
 
 use crate::owner::{Command, Event};
-use crate::published::{self, Snapshot, Taken};
+use spillguard_kit::published::{self, Taken};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
 
 /// Where an owner that panicked leaves its panic, for the handle to resume.
 pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
-
-impl Published {
-    /// Waits until `ready` holds or the owner ended, at most until `deadline`.
-    fn wait_until(
-        &self,
-        deadline: Option<Instant>,
-        ready: impl Fn(&Snapshot) -> bool,
-    ) -> MutexGuard<'_, Snapshot> {
-        let mut inner = self.lock();
-        while !ready(&inner) && !inner.owner_ended {
-            inner = match deadline {
-                None => self
-                    .changed()
-                    .wait(inner)
-                    .unwrap_or_else(PoisonError::into_inner),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    self.changed()
-                        .wait_timeout(inner, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-            };
-        }
-        inner
-    }
-}
 
 /// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
 ///
@@ -241,19 +211,11 @@ impl Drop for CallHandle {
 /// # Examples
 ///
 /// ```
-/// use spillguard_std::{HelperCommand, Host, HostOptions};
-/// use spillguard_std::core::{CallKind, CallSpec, CancelReason, Config, State};
+/// use spillguard_std::{Host, HostOptions};
+/// use spillguard_std::core::{CancelReason, Config, State};
 ///
 /// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let spec = CallSpec {
-///     call_id: "c_sleep".into(),
-///     session_id: "s_1".into(),
-///     kind: CallKind::Action,
-///     action: "local.sleep".into(),
-///     target: "localhost".into(),
-///     summary: "sleep 30".into(),
-/// };
-/// let call = host.start(spec, HelperCommand::new("sleep").arg("30"), false);
+/// let call = host.command("sleep").arg("30").start();
 /// let canceller = call.canceller();
 /// std::thread::spawn(move || canceller.cancel());
 /// let outcome = call.wait();
@@ -262,7 +224,7 @@ impl Drop for CallHandle {
 ///     outcome.record.state,
 ///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
 /// ));
-/// # Ok::<(), spillguard_std::core::ConfigError>(())
+/// # Ok::<(), spillguard_std::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Canceller {

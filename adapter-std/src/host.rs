@@ -2,154 +2,58 @@
 //! sink, and the registry of live calls.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, ConfigError,
-    DisconnectPolicy, RetentionPool,
+    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    DebugGrantError, Outcome, RetentionPool,
+};
+use spillguard_kit::host_state::HostState;
+use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
+use spillguard_kit::run_loop::Start;
+use spillguard_kit::{
+    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
+    ShutdownReport,
 };
 
-use crate::audit::AuditSink;
-use crate::command::HelperCommand;
 use crate::handle::{CallHandle, OwnerPanic, Published};
-use crate::host_state::HostState;
-use crate::mailbox::{self, Inbox, Mailbox};
-use crate::owner::{Command, Event, Owner, Ready, Start};
-
-/// How a [`Host`] runs its calls. Every `Option` left `None` keeps the value
-/// from the [`Config`] or the core's default in [`CallSettings`].
-///
-/// Write it as `HostOptions { deadline: Some(..), ..HostOptions::default() }`
-/// so that fields added later take their defaults.
-#[derive(Clone)]
-pub struct HostOptions {
-    /// Size asked for each output pipe (`F_SETPIPE_SZ`, Linux only; failure
-    /// is ignored). Default 1 MiB: on a flood it makes reads fewer and
-    /// larger. `None` leaves the system's size.
-    pub pipe_size: Option<usize>,
-    /// Longest a helper may run after dispatch. Default: no deadline.
-    pub deadline: Option<Duration>,
-    /// SIGTERM to SIGKILL; default `shutdown_grace_seconds` of the config.
-    pub shutdown_grace: Option<Duration>,
-    /// How long streams may stay open after the direct child exited.
-    pub post_exit_drain: Option<Duration>,
-    /// How long to wait for exit and streams after SIGKILL.
-    pub kill_wait: Option<Duration>,
-    /// How long an approval card stays valid.
-    pub approval_timeout: Option<Duration>,
-    /// What dropping a [`CallHandle`] early does.
-    pub on_client_disconnect: Option<DisconnectPolicy>,
-    /// How many finished records [`Host::finished_records`] keeps (oldest
-    /// dropped first). Default 1024.
-    pub finished_records_kept: usize,
-    /// Where lifecycle events are written, if anywhere.
-    pub audit: Option<Arc<dyn AuditSink>>,
-}
-
-impl HostOptions {
-    /// The default pipe size: 1 MiB.
-    pub const DEFAULT_PIPE_SIZE: usize = 1 << 20;
-
-    /// The settings a call of `kind` gets: [`CallSettings::action`] or
-    /// [`CallSettings::discovery`] under `config`, with these options'
-    /// overrides applied.
-    pub fn call_settings(&self, config: &Config, kind: CallKind) -> CallSettings {
-        let mut settings = match kind {
-            CallKind::Discovery => CallSettings::discovery(config),
-            _ => CallSettings::action(config),
-        };
-        settings.deadline = self.deadline.or(settings.deadline);
-        settings.shutdown_grace = self.shutdown_grace.unwrap_or(settings.shutdown_grace);
-        settings.post_exit_drain = self.post_exit_drain.unwrap_or(settings.post_exit_drain);
-        settings.kill_wait = self.kill_wait.unwrap_or(settings.kill_wait);
-        settings.approval_timeout = self.approval_timeout.unwrap_or(settings.approval_timeout);
-        settings.on_client_disconnect = self
-            .on_client_disconnect
-            .unwrap_or(settings.on_client_disconnect);
-        settings
-    }
-}
-
-impl Default for HostOptions {
-    fn default() -> Self {
-        Self {
-            pipe_size: Some(Self::DEFAULT_PIPE_SIZE),
-            deadline: None,
-            shutdown_grace: None,
-            post_exit_drain: None,
-            kill_wait: None,
-            approval_timeout: None,
-            on_client_disconnect: None,
-            finished_records_kept: 1024,
-            audit: None,
-        }
-    }
-}
-
-impl fmt::Debug for HostOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HostOptions")
-            .field("pipe_size", &self.pipe_size)
-            .field("deadline", &self.deadline)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("post_exit_drain", &self.post_exit_drain)
-            .field("kill_wait", &self.kill_wait)
-            .field("approval_timeout", &self.approval_timeout)
-            .field("on_client_disconnect", &self.on_client_disconnect)
-            .field("finished_records_kept", &self.finished_records_kept)
-            .field("audit", &self.audit.as_ref().map(|_| "AuditSink"))
-            .finish()
-    }
-}
-
-/// What [`Host::shutdown`] achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShutdownReport {
-    /// Calls that were live and finished (record written) in time.
-    pub finished: usize,
-    /// Calls that were live and had not finished when the time ran out.
-    pub unfinished: usize,
-}
+use crate::mailbox::{self, Mailbox};
+use crate::owner::{Command, Event, Owner};
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
 /// process-wide [`RetentionPool`], the audit sink and the live calls.
 ///
-/// Cheap to clone: clones share everything.
+/// Cheap to clone: clones share everything. Dropping the last clone
+/// cancels every live call (TERM to its group, the grace, KILL); each
+/// call's owner still writes its record. Use [`shutdown`](Self::shutdown)
+/// to wait for that.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use spillguard_std::{HelperCommand, Host, HostOptions};
-/// use spillguard_std::core::{CallKind, CallSpec, Config, State};
+/// use spillguard_std::{Host, HostOptions};
+/// use spillguard_std::core::{Config, State};
 ///
 /// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let spec = CallSpec {
-///     call_id: "c_1".into(),
-///     session_id: "s_1".into(),
-///     kind: CallKind::Action,
-///     action: "local.echo".into(),
-///     target: "localhost".into(),
-///     summary: "echo".into(),
-/// };
-/// let command = HelperCommand::shell_script("echo result; echo warning 1>&2");
-/// let outcome = host.start(spec, command, false).wait();
+/// let outcome = host.shell("echo result; echo warning 1>&2").run();
 /// assert_eq!(outcome.record.state, State::Completed);
 /// assert_eq!(outcome.record.stdout_bytes_seen, 7);
 /// assert_eq!(outcome.agent_excerpt(), "warning\n");
 /// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
-/// # Ok::<(), spillguard_std::core::ConfigError>(())
+/// # Ok::<(), spillguard_std::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Host {
-    shared: Arc<HostShared>,
+    core: Arc<HostCore<HostShared>>,
 }
 
 pub(crate) struct HostShared {
-    pub(crate) state: HostState<Mailbox>,
+    state: HostState<Mailbox>,
     /// Taken between a call leaving the registry and `call_ended`, so that
     /// [`Host::shutdown`] cannot miss the notification.
     ended: Mutex<()>,
@@ -162,85 +66,158 @@ impl fmt::Debug for HostShared {
     }
 }
 
+impl HostLink for HostShared {
+    type Live = Mailbox;
+
+    fn state(&self) -> &HostState<Mailbox> {
+        &self.state
+    }
+
+    fn call_ended(&self, id: u64) {
+        self.state.deregister(id);
+        drop(self.lock_ended());
+        self.call_ended.notify_all();
+    }
+
+    fn cancel(live: &Mailbox, reason: CancelReason) {
+        let _ = live.send(Event::Command(Command::Cancel(reason)));
+    }
+}
+
 impl Host {
     /// A host for `config` (validated here) run with `options`.
-    pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         Ok(Self {
-            shared: Arc::new(HostShared {
+            core: Arc::new(HostCore::new(HostShared {
                 state: HostState::new(config, options)?,
                 ended: Mutex::new(()),
                 call_ended: Condvar::new(),
-            }),
+            })),
         })
+    }
+
+    fn state(&self) -> &HostState<Mailbox> {
+        self.core.state()
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.state.config
+        self.state().config()
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.state.options
+        self.state().options()
     }
 
-    /// The process-wide pool every call's stderr draws from (R2.2).
+    /// The process-wide pool every call's stderr draws from.
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.state.pool
+        self.state().pool()
     }
 
-    /// The settings a call of `kind` gets: [`CallSettings::action`] or
-    /// [`CallSettings::discovery`] under the config, with the host's options.
+    /// The session calls belong to unless they name their own
+    /// ([`HostOptions::session_id`], or one drawn when the host was made).
+    pub fn session_id(&self) -> &str {
+        self.state().session_id()
+    }
+
+    /// The settings a call of `kind` started now gets: [`CallSettings::action`]
+    /// or [`CallSettings::discovery`] under the config, with the host's
+    /// options and its debug grant, if one is in force.
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.state.call_settings(kind)
+        self.state().call_settings(kind, Instant::now())
     }
 
-    /// Starts a call of `command` with the settings of
-    /// [`settings_for`](Self::settings_for)`(spec.kind)`.
+    /// A call of `program`, to describe further and then
+    /// [`run`](CallBuilder::run) (blocking until its outcome) or
+    /// [`start`](CallBuilder::start). No shell is involved.
+    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::new(program))
+    }
+
+    /// A call of `script` run by `/bin/sh -c`.
+    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::shell_script(script))
+    }
+
+    /// A call of `command`, a description made beforehand.
+    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, command)
+    }
+
+    /// Starts a call of `command` described by `spec`, with the settings of
+    /// [`settings_for`](Self::settings_for)`(spec.kind)`; the builder
+    /// ([`command`](Self::command)) fills `spec` in for you.
     ///
     /// Returns at once; the call runs on its own owner thread. The command
     /// is checked first: an invalid one ends `failed_before_dispatch`, as
-    /// does a program that cannot be spawned. With `needs_approval`, the
-    /// card is shown and nothing runs until [`CallHandle::approve`].
-    pub fn start(
-        &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-    ) -> CallHandle {
-        let settings = self.settings_for(spec.kind);
-        self.start_with_settings(spec, command, needs_approval, settings)
+    /// does a program that cannot be spawned. With [`Approval::Required`],
+    /// the card is shown and nothing runs until [`CallHandle::approve`].
+    pub fn start(&self, spec: CallSpec, command: HelperCommand, approval: Approval) -> CallHandle {
+        self.call(command).spec(spec).approval(approval).start()
     }
 
-    /// Like [`start`](Self::start), with explicit settings.
-    pub fn start_with_settings(
+    /// Grants debug for `duration` (at most an hour): calls started under
+    /// it retain up to `per_call_bytes` of stderr (at most the config's
+    /// `debug_ceiling_bytes`) and their records say `debug: true`; when it
+    /// ends, what they retain shrinks back to the normal budget. There is
+    /// no switch that turns capture off.
+    pub fn grant_debug(
         &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-        settings: CallSettings,
-    ) -> CallHandle {
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.state()
+            .grant_debug(Instant::now(), duration, per_call_bytes)
+    }
+
+    /// Ends the debug grant for calls started from now on.
+    pub fn revoke_debug(&self) {
+        self.state().revoke_debug();
+    }
+
+    fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
+        let Resolved {
+            spec,
+            command,
+            approval,
+            settings,
+        } = resolved;
         let call_id = spec.call_id.clone();
         let published = Arc::new(Published::new(Condvar::new()));
         let (mailbox, inbox) = match mailbox::open() {
             Ok((mailbox, inbox)) => (mailbox, Ok(inbox)),
             Err(error) => (Mailbox::closed(), Err(error)),
         };
-        let (id, host_closing) = self.shared.state.register(mailbox.clone());
+        let (id, host_closing) = self.state().register(mailbox.clone());
         let start = Start {
-            needs_approval,
+            needs_approval: approval.is_required(),
             host_closing,
         };
+        let call = Call::new(
+            spec,
+            settings,
+            self.pool(),
+            Instant::now(),
+            SystemTime::now(),
+        );
+        let core = OwnerCore::new(
+            id,
+            call,
+            command,
+            published.clone(),
+            self.core.shared().clone(),
+            Instant::now,
+        );
         let inbox = match inbox {
             Ok(inbox) => inbox,
             Err(error) => {
-                self.owner(id, spec, settings, None, &mailbox, &published)
+                Owner::new(core, None, mailbox.clone())
                     .fail_without_thread(start, format!("cannot make the call's mailbox: {error}"));
                 return CallHandle::new(call_id, mailbox, published, OwnerPanic::default());
             }
         };
-        let mut owner = self.owner(id, spec, settings, Some(inbox), &mailbox, &published);
-        owner.command = Some(command);
+        let owner = Owner::new(core, Some(inbox), mailbox.clone());
         // The job takes the owner from here; if no thread can run the job,
         // the owner is still here to end the call.
         let slot = Arc::new(Mutex::new(Some(owner)));
@@ -273,27 +250,24 @@ impl Host {
     /// cancelled before dispatch.
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let deadline = Instant::now().checked_add(timeout);
-        let targets = self.shared.state.close();
-        for (_, mailbox) in &targets {
-            let _ = mailbox.send(Event::Command(Command::Cancel(CancelReason::HostShutdown)));
-        }
+        let targets = self.core.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
-        let mut ended = self.shared.lock_ended();
-        while self.shared.state.still_live(&ids) > 0 {
+        let shared = self.core.shared();
+        let mut ended = shared.lock_ended();
+        while self.state().still_live(&ids) > 0 {
             let left = deadline.map_or(Duration::MAX, |d| {
                 d.saturating_duration_since(Instant::now())
             });
             if left.is_zero() {
                 break;
             }
-            ended = self
-                .shared
+            ended = shared
                 .call_ended
                 .wait_timeout(ended, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
-        let unfinished = self.shared.state.still_live(&ids);
+        let unfinished = self.state().still_live(&ids);
         ShutdownReport {
             finished: ids.len() - unfinished,
             unfinished,
@@ -302,51 +276,32 @@ impl Host {
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.state.live_calls()
+        self.state().live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.state.finished_records()
+        self.state().finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.state.audit_failures()
+        self.state().audit_failures()
+    }
+}
+
+impl Launch for Host {
+    type Handle = CallHandle;
+    type Run = Outcome;
+
+    fn launch(&self, request: CallRequest) -> CallHandle {
+        self.launch_resolved(self.state().resolve(request, Instant::now()))
     }
 
-    /// The owner of a new call, without its command.
-    fn owner(
-        &self,
-        id: u64,
-        spec: CallSpec,
-        settings: CallSettings,
-        inbox: Option<Inbox>,
-        mailbox: &Mailbox,
-        published: &Arc<Published>,
-    ) -> Owner {
-        let call = Call::new(
-            spec,
-            settings,
-            &self.shared.state.pool,
-            Instant::now(),
-            SystemTime::now(),
-        );
-        Owner {
-            id,
-            call,
-            command: None,
-            inbox,
-            mailbox: mailbox.clone(),
-            process: None,
-            listening: true,
-            ready: Ready::default(),
-            released: false,
-            published: published.clone(),
-            host: self.shared.clone(),
-        }
+    fn wait(handle: CallHandle) -> Outcome {
+        handle.wait()
     }
 }
 
@@ -358,12 +313,5 @@ fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
 impl HostShared {
     fn lock_ended(&self) -> MutexGuard<'_, ()> {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The call's owner ended: it is no longer live.
-    pub(crate) fn deregister(&self, id: u64) {
-        self.state.deregister(id);
-        drop(self.lock_ended());
-        self.call_ended.notify_all();
     }
 }

@@ -7,6 +7,72 @@
 //! states, deadlines and signals are the core's decisions; it only reports
 //! what happened and carries out what it is asked.
 //!
+//! # Examples
+//!
+//! The simplest call: run a program, get its exit and its bounded stderr.
+//!
+//! ```
+//! # use spillguard_std::{Host, HostOptions, core::Config};
+//! # let host = Host::new(Config::default(), HostOptions::default())?;
+//! let outcome = host.command("ls").arg("/no/such/dir").run();
+//! assert_eq!(outcome.exit().code(), Some(2));
+//! assert!(outcome.agent_excerpt().contains("/no/such/dir"));
+//! # Ok::<(), spillguard_std::HostError>(())
+//! ```
+//!
+//! The host (one per process: it holds the config, the shared retention
+//! pool and the audit sink) is made once:
+//! `Host::new(Config::default(), HostOptions::default())?`.
+//!
+//! A helper that floods stderr past its deadline: the call is cancelled,
+//! the group gets SIGTERM, and only the last 16 KiB are retained.
+//!
+//! ```
+//! use std::time::Duration;
+//! use spillguard_std::{Host, HostOptions};
+//! use spillguard_std::core::{CancelReason, Config, State, StreamEnd};
+//!
+//! let host = Host::new(Config::default(), HostOptions::default())?;
+//! let outcome = host
+//!     .shell("yes helper-diagnostic 1>&2")
+//!     .deadline(Duration::from_millis(200))
+//!     .run();
+//! let record = &outcome.record;
+//! assert_eq!(record.state, State::CancelledAfterDispatch);
+//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
+//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+//! assert_eq!(record.stderr_bytes_retained, 16_384);
+//! assert!(record.stderr_bytes_seen > 16_384);
+//! let marker = format!(
+//!     "[stderr truncated: kept last 16384 of {} bytes]",
+//!     record.stderr_bytes_seen
+//! );
+//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
+//! # Ok::<(), spillguard_std::HostError>(())
+//! ```
+//!
+//! A call that needs approval: the card is built once, nothing runs until
+//! it is approved.
+//!
+//! ```
+//! use std::time::Duration;
+//! use spillguard_std::{Approval, Host, HostOptions};
+//! use spillguard_std::core::{Config, State};
+//!
+//! let host = Host::new(Config::default(), HostOptions::default())?;
+//! let call = host
+//!     .command("echo")
+//!     .arg("restarted")
+//!     .target("web-3")
+//!     .approval(Approval::Required)
+//!     .start();
+//! let card = call.wait_card(Duration::from_secs(5)).expect("a card");
+//! assert_eq!((card.target.as_str(), card.summary.as_str()), ("web-3", "echo restarted"));
+//! call.approve()?;
+//! assert_eq!(call.wait().record.state, State::Completed);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # The run loop
 //!
 //! Each owner is this loop (see `owner.rs`), and nothing else:
@@ -37,68 +103,27 @@
 //! child, so nothing blocks on a full pipe and no zombie is left. A stdin
 //! writer job runs only when the helper is given bytes; where the kernel
 //! has no pidfd, a waiter job reports the exit.
-//!
-//! # Examples
-//!
-//! A helper that floods stderr past its deadline: the call is cancelled,
-//! the group gets SIGTERM, and only the last 16 KiB are retained.
-//!
-//! ```
-//! use std::time::Duration;
-//! use spillguard_std::{HelperCommand, Host, HostOptions};
-//! use spillguard_std::core::{CallKind, CallSpec, CancelReason, Config, State, StreamEnd};
-//!
-//! let host = Host::new(
-//!     Config::default(),
-//!     HostOptions { deadline: Some(Duration::from_millis(200)), ..HostOptions::default() },
-//! )?;
-//! let spec = CallSpec {
-//!     call_id: "c_flood".into(),
-//!     session_id: "s_1".into(),
-//!     kind: CallKind::Action,
-//!     action: "local.flood".into(),
-//!     target: "localhost".into(),
-//!     summary: "yes helper-diagnostic".into(),
-//! };
-//! let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
-//! let outcome = host.start(spec, command, false).wait();
-//! let record = &outcome.record;
-//! assert_eq!(record.state, State::CancelledAfterDispatch);
-//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
-//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
-//! assert_eq!(record.stderr_bytes_retained, 16_384);
-//! assert!(record.stderr_bytes_seen > 16_384);
-//! let marker = format!(
-//!     "[stderr truncated: kept last 16384 of {} bytes]",
-//!     record.stderr_bytes_seen
-//! );
-//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
-//! # Ok::<(), spillguard_std::core::ConfigError>(())
-//! ```
 #![deny(missing_docs)]
 
-mod audit;
-mod audit_log;
-mod command;
+#[cfg(not(unix))]
+compile_error!(
+    "spillguard-std runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
+);
+
 mod handle;
 mod host;
-pub mod host_state;
 mod mailbox;
-pub mod os;
 mod owner;
 mod process;
-pub mod published;
-pub mod read_buffers;
 mod reader;
-pub mod run_loop;
 mod workers;
 
-pub use audit::{AuditSink, JsonLinesAudit};
-pub use audit_log::{
-    AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
-    OpenFailure, OpenedLog,
-};
-pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use handle::{CallHandle, Canceller};
-pub use host::{Host, HostOptions, ShutdownReport};
+pub use host::Host;
 pub use spillguard_core as core;
+pub use spillguard_kit::os;
+pub use spillguard_kit::{
+    Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
+    FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
+    KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
+};

@@ -24,24 +24,27 @@
 //! and no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
 
-use std::sync::Arc;
+use std::future::ready;
+use std::io;
+use std::sync::Condvar;
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
+use futures_lite::future;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use spillguard_core::{Action, Call, CallError, CancelReason, Outcome};
+use spillguard_core::{CallError, CancelReason};
+use spillguard_kit::HelperCommand;
+use spillguard_kit::os::exit_status;
+use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
+use spillguard_kit::run_loop;
 
-use crate::command::HelperCommand;
-use crate::handle::Published;
 use crate::host::HostShared;
 use crate::mailbox::{Inbox, Mailbox};
-use crate::os::exit_status;
 use crate::process::Process;
 use crate::reader::{Read, read_chunk, with_buffer};
-use crate::run_loop::{self, Leftover};
 
-pub(crate) use crate::run_loop::{Pipe, Start};
+pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
 
 /// Inputs taken between two looks at every source: however busy one pipe
 /// is, the exit, the doorbell and the other pipe are seen within this many
@@ -67,20 +70,45 @@ pub(crate) type Command = run_loop::Command<Reply>;
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
-    pub(crate) id: u64,
-    pub(crate) call: Call,
-    pub(crate) command: Option<HelperCommand>,
+    core: OwnerCore<HostShared, Condvar>,
+    io: Io,
+    ready: Ready,
+}
+
+/// What the owner holds of the helper: its inbox, the mailbox (for the
+/// waiter job, where the kernel has no pidfd) and the process.
+struct Io {
     /// Taken when the call finishes: later sends fail at once.
-    pub(crate) inbox: Option<Inbox>,
-    /// For the waiter job, where the kernel has no pidfd.
-    pub(crate) mailbox: Mailbox,
-    pub(crate) process: Option<Process>,
-    /// `false` once the streams were abandoned: what is read is dropped.
-    pub(crate) listening: bool,
-    pub(crate) ready: Ready,
-    pub(crate) released: bool,
-    pub(crate) published: Arc<Published>,
-    pub(crate) host: Arc<HostShared>,
+    inbox: Option<Inbox>,
+    mailbox: Mailbox,
+    process: Option<Process>,
+}
+
+impl Effects for Io {
+    fn spawn(
+        &mut self,
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+    ) -> io::Result<(u32, Option<u64>)> {
+        let spawned = Process::spawn(command, pipe_size, &self.mailbox)?;
+        let reported = (spawned.pid, spawned.pipe_capacity);
+        self.process = Some(spawned);
+        Ok(reported)
+    }
+
+    fn close_stdin(&mut self) {
+        if let Some(process) = &self.process {
+            process.close_stdin();
+        }
+    }
+
+    /// A std owner is a thread of its own: blocking work runs right here.
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        &mut self,
+        job: F,
+    ) -> Unblocked<T> {
+        Box::pin(ready(Some(job())))
+    }
 }
 
 /// The sources `poll` found ready and not yet emptied.
@@ -98,10 +126,27 @@ impl Ready {
 }
 
 impl Owner {
+    /// The owner of the call in `core`, reached through `inbox`.
+    pub(crate) fn new(
+        core: OwnerCore<HostShared, Condvar>,
+        inbox: Option<Inbox>,
+        mailbox: Mailbox,
+    ) -> Self {
+        Self {
+            core,
+            io: Io {
+                inbox,
+                mailbox,
+                process: None,
+            },
+            ready: Ready::default(),
+        }
+    }
+
     /// Runs the call to its end, then drains what the call stopped
     /// listening to.
     pub(crate) fn run(&mut self, start: Start) {
-        run_loop::begin(&mut self.call, Instant::now(), start, self.command.as_ref());
+        self.core.begin(start);
         with_buffer(|buf| {
             while !self.carry_out_actions() {
                 self.step(buf);
@@ -116,12 +161,12 @@ impl Owner {
     /// call's audit events are written here.
     pub(crate) fn fail_without_thread(mut self, start: Start, reason: String) {
         let now = Instant::now();
+        let call = self.core.call_mut();
         if start.host_closing {
-            self.call.handle_cancel(now, CancelReason::HostShutdown);
+            call.handle_cancel(now, CancelReason::HostShutdown);
         }
         // Absorbed by the terminal state if the cancel ended the call.
-        let _ = self.call.handle_validation_failed(now, reason);
-        self.command = None;
+        let _ = call.handle_validation_failed(now, reason);
         self.carry_out_actions();
     }
 
@@ -132,15 +177,16 @@ impl Owner {
         self.look(!self.ready.any());
         for _ in 0..ROUNDS_PER_LOOK {
             let now = Instant::now();
-            if self.call.poll_timeout().is_some_and(|at| at <= now) {
-                self.call.handle_timeout(now);
+            let call = self.core.call_mut();
+            if call.poll_timeout().is_some_and(|at| at <= now) {
+                call.handle_timeout(now);
                 return;
             }
             if !self.ready.any() {
                 return;
             }
             self.take_one_of_each(now, buf);
-            if self.call.has_pending_actions() {
+            if self.core.call().has_pending_actions() {
                 return;
             }
         }
@@ -150,19 +196,21 @@ impl Owner {
     /// always looked at: it costs nothing when empty), the exit, a chunk of
     /// each pipe. A source found empty is no longer ready.
     fn take_one_of_each(&mut self, now: Instant, buf: &mut [u8]) {
-        match self.inbox.as_ref().and_then(Inbox::try_next) {
+        match self.io.inbox.as_ref().and_then(Inbox::try_next) {
             Some(event) => {
                 self.ready.inbox = true;
-                self.handle(now, event);
+                self.core.handle_event(now, event, |reply, answer| {
+                    let _ = reply.send(answer);
+                });
             }
             None => self.ready.inbox = false,
         }
-        if self.ready.exit && !self.call.has_pending_actions() {
+        if self.ready.exit && !self.core.call().has_pending_actions() {
             self.ready.exit = false;
             self.reap(now);
         }
         for pipe in [Pipe::Stdout, Pipe::Stderr] {
-            if self.ready.pipes[pipe as usize] && !self.call.has_pending_actions() {
+            if self.ready.pipes[pipe as usize] && !self.core.call().has_pending_actions() {
                 self.read(now, pipe, buf);
             }
         }
@@ -175,7 +223,7 @@ impl Owner {
         let timeout = if block {
             // A far timeout is cut to LONGEST_WAIT (some systems refuse
             // more); waking early only means looking again.
-            let left = self.call.poll_timeout().map_or(LONGEST_WAIT, |at| {
+            let left = self.core.call().poll_timeout().map_or(LONGEST_WAIT, |at| {
                 at.saturating_duration_since(Instant::now())
             });
             left.min(LONGEST_WAIT)
@@ -183,11 +231,11 @@ impl Owner {
             Duration::ZERO
         };
         let timeout = Timespec::try_from(timeout).ok();
-        let process = self.process.as_ref();
+        let process = self.io.process.as_ref();
         // Slots: the doorbell, stdout, stderr, the pidfd; a closed one is
         // left out and its slot stays `None`.
         let sources = [
-            self.inbox.as_ref().map(Inbox::bell),
+            self.io.inbox.as_ref().map(Inbox::bell),
             process.and_then(|p| p.pipe(Pipe::Stdout)),
             process.and_then(|p| p.pipe(Pipe::Stderr)),
             process.and_then(|p| p.exit.as_ref().map(|watch| watch.fd())),
@@ -215,7 +263,7 @@ impl Owner {
         let ready = [fired(0), fired(1), fired(2), fired(3)];
         drop(fds);
         if ready[0] {
-            if let Some(inbox) = &self.inbox {
+            if let Some(inbox) = &self.io.inbox {
                 inbox.silence();
             }
             self.ready.inbox = true;
@@ -224,27 +272,18 @@ impl Owner {
         self.ready.exit = ready[3];
     }
 
-    /// One `handle_*` call for one event from the mailbox.
-    fn handle(&mut self, now: Instant, event: Event) {
-        match run_loop::handle_event(&mut self.call, now, event) {
-            Leftover::Nothing => {}
-            Leftover::Answer(reply, answer) => {
-                let _ = reply.send(answer);
-            }
-        }
-    }
-
     /// The pidfd is readable: reap the child and report its exit.
     fn reap(&mut self, now: Instant) {
-        let Some(watch) = self.process.as_mut().and_then(|p| p.exit.as_mut()) else {
+        let Some(watch) = self.io.process.as_mut().and_then(|p| p.exit.as_mut()) else {
             return;
         };
+        let call = self.core.call_mut();
         let reported = match watch.reap() {
             None => return,
-            Some(Ok(status)) => self.call.handle_exit(now, exit_status(status)),
-            Some(Err(_)) => self.call.handle_process_lost(now),
+            Some(Ok(status)) => call.handle_exit(now, exit_status(status)),
+            Some(Err(_)) => call.handle_process_lost(now),
         };
-        if let Some(process) = &mut self.process {
+        if let Some(process) = &mut self.io.process {
             process.exit = None;
         }
         debug_assert!(reported.is_ok(), "{reported:?}");
@@ -252,7 +291,7 @@ impl Owner {
 
     /// One read of `pipe`: a chunk for the core, its end, or nothing yet.
     fn read(&mut self, now: Instant, pipe: Pipe, buf: &mut [u8]) {
-        let Some(fd) = self.process.as_ref().and_then(|p| p.pipe(pipe)) else {
+        let Some(fd) = self.io.process.as_ref().and_then(|p| p.pipe(pipe)) else {
             self.ready.pipes[pipe as usize] = false;
             return;
         };
@@ -263,20 +302,17 @@ impl Owner {
                 if len < buf.len() {
                     self.ready.pipes[pipe as usize] = false;
                 }
-                if self.listening {
-                    let read = run_loop::Read::Bytes(&buf[..len]);
-                    run_loop::handle_read(&mut self.call, now, pipe, read);
-                }
+                let bytes = buf.get(..len).unwrap_or_default();
+                self.core
+                    .handle_read(now, pipe, run_loop::Read::Bytes(bytes));
             }
             Read::Empty => self.ready.pipes[pipe as usize] = false,
             Read::End => {
                 self.ready.pipes[pipe as usize] = false;
-                if let Some(process) = &mut self.process {
+                if let Some(process) = &mut self.io.process {
                     process.pipes[pipe as usize] = None;
                 }
-                if self.listening {
-                    run_loop::handle_read(&mut self.call, now, pipe, run_loop::Read::End);
-                }
+                self.core.handle_read(now, pipe, run_loop::Read::End);
             }
         }
     }
@@ -284,91 +320,23 @@ impl Owner {
     /// After the call finished: reads and drops what the helper's group
     /// still writes until end-of-file, and reaps the child, then lets go.
     fn drain_unheard(&mut self, buf: &mut [u8]) {
-        self.listening = false;
-        if let Some(process) = &self.process {
-            process.close_stdin();
-        }
-        while self.process.as_ref().is_some_and(Process::is_open) {
+        self.io.close_stdin();
+        while self.io.process.as_ref().is_some_and(Process::is_open) {
             self.look(!self.ready.any());
             let now = Instant::now();
             self.take_one_of_each(now, buf);
         }
     }
 
-    /// Carries out every queued action; `true` once the call finished.
+    /// Carries out every queued action ([`OwnerCore::carry_out_actions`]:
+    /// nothing here ever waits, so polling it once completes it); `true`
+    /// once the call finished. Then the inbox goes: sends fail at once.
     fn carry_out_actions(&mut self) -> bool {
-        // The state is published before each action (a caller who sees the
-        // card also sees `awaiting_approval`) and after the last one.
-        while let Some(action) = self.call.poll_action() {
-            self.published.set_state(self.call.state());
-            match action {
-                Action::Audit(event) => {
-                    if let Err(error) = self.host.state.audit(&event) {
-                        self.call.handle_audit_failed(Instant::now(), error);
-                    }
-                }
-                Action::ShowApprovalCard(card) => self.published.show_card(card),
-                Action::Spawn => self.spawn(),
-                Action::CloseStdin => {
-                    if let Some(process) = &self.process {
-                        process.close_stdin();
-                    }
-                }
-                Action::SignalGroup { pgid, signal } => crate::os::signal_group(pgid, signal),
-                Action::AbandonStreams => self.listening = false,
-                Action::Finished(outcome) => {
-                    self.finish(*outcome);
-                    return true;
-                }
-                // An action this adapter does not know has nothing to carry out.
-                _ => {}
-            }
+        let finished = future::block_on(self.core.carry_out_actions(&mut self.io));
+        if finished {
+            self.io.inbox = None;
+            self.ready.inbox = false;
         }
-        self.published.set_state(self.call.state());
-        false
-    }
-
-    fn spawn(&mut self) {
-        let (pipe_size, mailbox) = (self.host.state.options.pipe_size, &self.mailbox);
-        let process = &mut self.process;
-        run_loop::spawn(
-            &mut self.call,
-            self.command.take(),
-            Instant::now,
-            |command| {
-                let spawned = Process::spawn(command, pipe_size, mailbox)?;
-                let reported = (spawned.pid, spawned.pipe_capacity);
-                *process = Some(spawned);
-                Ok(reported)
-            },
-        );
-    }
-
-    /// Publishes the outcome and lets go of the call: the handle gets its
-    /// outcome, the host stops counting the call as live, and sends to the
-    /// owner fail from now on.
-    fn finish(&mut self, outcome: Outcome) {
-        self.inbox = None;
-        self.ready.inbox = false;
-        self.host.state.record_finished(outcome.record.clone());
-        self.published.finish(outcome);
-        self.release();
-    }
-
-    /// The call ended for its handle and its host (once).
-    fn release(&mut self) {
-        if !self.released {
-            self.released = true;
-            self.published.owner_ended();
-            self.host.deregister(self.id);
-        }
-    }
-}
-
-impl Drop for Owner {
-    /// Runs when the owner ends, and also if it panicked: waiters wake up
-    /// and the host stops counting the call as live.
-    fn drop(&mut self) {
-        self.release();
+        finished
     }
 }

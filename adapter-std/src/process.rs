@@ -18,11 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::process::Pid;
 use spillguard_core::Signal;
 
-use crate::command::{HelperCommand, StdinMode};
 use crate::mailbox::Mailbox;
-use crate::os::{enlarge_pipes, exit_status, signal_group};
 use crate::owner::{Event, Pipe};
-use crate::read_buffers::CHUNK_BYTES;
+use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_kit::read_buffers::CHUNK_BYTES;
+use spillguard_kit::{HelperCommand, StdinMode};
 
 /// A spawned helper, as the owner holds it.
 #[derive(Debug)]

@@ -6,6 +6,7 @@
 
 mod support;
 
+use spillguard_std::Approval;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -35,7 +36,11 @@ fn real_call_events() -> &'static [AuditEvent] {
         )
         .unwrap();
         let outcome = host
-            .start(spec("c_model"), HelperCommand::new("true"), false)
+            .start(
+                spec("c_model"),
+                HelperCommand::new("true"),
+                Approval::NotRequired,
+            )
             .wait();
         assert_eq!(outcome.record.state, State::Completed);
         let events = recorder.events.lock().unwrap().clone();

@@ -7,6 +7,7 @@
 
 mod support;
 
+use spillguard_std::Approval;
 use std::sync::Arc;
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
@@ -36,7 +37,11 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
     )
     .unwrap();
     let first = host
-        .start(spec("c_room"), HelperCommand::new("true"), false)
+        .start(
+            spec("c_room"),
+            HelperCommand::new("true"),
+            Approval::NotRequired,
+        )
         .wait();
     assert_eq!(first.record.state, State::Completed);
     let before = std::fs::metadata(&path).unwrap().len();
@@ -51,7 +56,9 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
     };
     setrlimit(Resource::Fsize, limit).unwrap();
     let command = HelperCommand::shell_script(format!("touch {}", trace.display()));
-    let refused = host.start(spec("c_full"), command, false).wait();
+    let refused = host
+        .start(spec("c_full"), command, Approval::NotRequired)
+        .wait();
     setrlimit(Resource::Fsize, unlimited).unwrap();
 
     let record = &refused.record;
@@ -70,7 +77,11 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
 
     // Room again: the log continues where it was, whole.
     let last = host
-        .start(spec("c_again"), HelperCommand::new("true"), false)
+        .start(
+            spec("c_again"),
+            HelperCommand::new("true"),
+            Approval::NotRequired,
+        )
         .wait();
     assert_eq!(last.record.state, State::Completed);
     let anchor = log.anchor();

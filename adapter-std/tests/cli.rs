@@ -4,6 +4,7 @@
 
 mod support;
 
+use spillguard_std::Approval;
 use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -37,7 +38,11 @@ fn record_line(output: &Output) -> (String, Value) {
 fn record_field_names() -> BTreeSet<String> {
     let host = Host::new(Config::default(), HostOptions::default()).unwrap();
     let outcome = host
-        .start(spec("c_names"), HelperCommand::new("true"), false)
+        .start(
+            spec("c_names"),
+            HelperCommand::new("true"),
+            Approval::NotRequired,
+        )
         .wait();
     let value = serde_json::to_value(&outcome.record).unwrap();
     value.as_object().unwrap().keys().cloned().collect()

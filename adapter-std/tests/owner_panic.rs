@@ -4,6 +4,7 @@
 
 mod support;
 
+use spillguard_std::Approval;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -39,7 +40,11 @@ fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
         },
     )
     .unwrap();
-    let handle = host.start(spec("c_panics"), HelperCommand::new("true"), false);
+    let handle = host.start(
+        spec("c_panics"),
+        HelperCommand::new("true"),
+        Approval::NotRequired,
+    );
     let panic = catch_unwind(AssertUnwindSafe(|| handle.wait())).unwrap_err();
     assert_eq!(panic.downcast_ref::<&str>(), Some(&"audit sink bug"));
     // The attempt's write panicked: nothing was spawned, nothing more written.
@@ -50,7 +55,11 @@ fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
     // the pool serves every later call.
     for i in 0..10 {
         let outcome = host
-            .start(spec(&format!("c_{i}")), HelperCommand::new("true"), false)
+            .start(
+                spec(&format!("c_{i}")),
+                HelperCommand::new("true"),
+                Approval::NotRequired,
+            )
             .wait();
         assert_eq!(outcome.record.state, State::Completed);
         assert_eq!(outcome.record.exit_status, Some(0));

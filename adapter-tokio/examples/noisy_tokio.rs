@@ -9,6 +9,7 @@
 //! cargo run -p spillguard-tokio --example noisy_tokio
 //! ```
 
+use spillguard_tokio::Approval;
 use std::time::Duration;
 
 use spillguard_tokio::core::{CallKind, CallSpec, Config};
@@ -28,7 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         target: "localhost".into(),
         summary: "retry 20000 times, then report".into(),
     };
-    let call = host.start(spec, HelperCommand::shell_script(SCRIPT), true);
+    let call = host.start(
+        spec,
+        HelperCommand::shell_script(SCRIPT),
+        Approval::Required,
+    );
 
     let card = call
         .wait_card(Duration::from_secs(10))

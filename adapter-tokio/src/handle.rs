@@ -6,14 +6,48 @@
 //! (R4.6), and the owner still finishes the call, writes the record and
 //! reaps the helper.
 
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
-use tokio::sync::oneshot::error::TryRecvError;
-use tokio::sync::{mpsc, oneshot, watch};
+use spillguard_kit::published::{self, Snapshot, Taken, Wake};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::owner::{Command, Event, Reply, Snapshot};
+use crate::owner::{Command, Event, Reply};
+
+/// What the owner publishes for the handle.
+pub(crate) type Published = published::Published<Changed>;
+
+/// Wakes the waiters of a [`Published`].
+#[derive(Debug, Default)]
+pub(crate) struct Changed(Notify);
+
+impl Wake for Changed {
+    fn wake_all(&self) {
+        self.0.notify_waiters();
+    }
+}
+
+/// Waits until `ready` holds or the owner ended, then returns the lock.
+async fn wait_until(
+    published: &Published,
+    ready: impl Fn(&Snapshot) -> bool,
+) -> MutexGuard<'_, Snapshot> {
+    loop {
+        let notified = published.changed().0.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so no change is missed.
+        notified.as_mut().enable();
+        {
+            let inner = published.lock();
+            if ready(&inner) || inner.owner_ended {
+                return inner;
+            }
+        }
+        notified.await;
+    }
+}
 
 /// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
 ///
@@ -31,27 +65,22 @@ use crate::owner::{Command, Event, Reply, Snapshot};
 pub struct CallHandle {
     call_id: String,
     events: mpsc::UnboundedSender<Event>,
-    published: watch::Receiver<Snapshot>,
-    outcome: oneshot::Receiver<Outcome>,
+    published: Arc<Published>,
     owner: Option<JoinHandle<()>>,
-    taken: bool,
 }
 
 impl CallHandle {
     pub(crate) fn new(
         call_id: String,
         events: mpsc::UnboundedSender<Event>,
-        published: watch::Receiver<Snapshot>,
-        outcome: oneshot::Receiver<Outcome>,
+        published: Arc<Published>,
         owner: JoinHandle<()>,
     ) -> Self {
         Self {
             call_id,
             events,
             published,
-            outcome,
             owner: Some(owner),
-            taken: false,
         }
     }
 
@@ -62,17 +91,17 @@ impl CallHandle {
 
     /// The call's state as last published by its owner.
     pub fn state(&self) -> State {
-        self.published.borrow().state
+        self.published.lock().state
     }
 
     /// Whether the call has ended (its outcome is ready or was taken).
     pub fn is_finished(&self) -> bool {
-        self.taken || self.published.borrow().finished
+        self.published.is_finished()
     }
 
     /// The approval card, once shown. It is built once and never changes.
     pub fn card(&self) -> Option<ApprovalCard> {
-        self.published.borrow().card.clone()
+        self.published.lock().card.clone()
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
@@ -83,10 +112,13 @@ impl CallHandle {
     /// Cancel safe: it only watches. Dropping it changes nothing; the card,
     /// once shown, stays available from [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
-        let mut published = self.published.clone();
-        let shown = published.wait_for(|s| s.card.is_some() || s.finished || s.owner_ended);
-        let _ = tokio::time::timeout(timeout, shown).await;
-        self.card()
+        let shown = async {
+            wait_until(&self.published, |s| s.card.is_some() || s.finished)
+                .await
+                .card
+                .clone()
+        };
+        tokio::time::timeout(timeout, shown).await.ok().flatten()
     }
 
     /// Grants approval. An error if the call is not awaiting approval
@@ -162,9 +194,12 @@ impl CallHandle {
     /// Only if the call's owner task panicked (a bug; its panic is resumed
     /// here), or its runtime was shut down before the call finished.
     pub async fn wait(mut self) -> Outcome {
-        match (&mut self.outcome).await {
-            Ok(outcome) => self.took(outcome),
-            Err(_) => self.owner_failed().await,
+        let taken = wait_until(&self.published, |s| s.outcome.is_some())
+            .await
+            .take_outcome();
+        match taken {
+            Taken::Outcome(outcome) => *outcome,
+            Taken::OwnerGone | Taken::NotYet => self.owner_failed().await,
         }
     }
 
@@ -174,17 +209,25 @@ impl CallHandle {
     ///
     /// # Cancel safety
     ///
-    /// As for [`wait`](Self::wait): the future owns the handle, so dropping
-    /// it is a client disconnect.
+    /// Dropping this future drops the handle it owns: a client disconnect.
     ///
     /// # Panics
     ///
-    /// As for [`wait`](Self::wait).
+    /// Only if the call's owner task panicked (its panic is resumed here) or
+    /// its runtime shut down before the call finished.
     pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, CallHandle> {
-        match tokio::time::timeout(timeout, &mut self.outcome).await {
-            Ok(Ok(outcome)) => Ok(self.took(outcome)),
-            Ok(Err(_)) => Ok(self.owner_failed().await),
-            Err(_) => Err(self),
+        let settled = async {
+            wait_until(&self.published, |s| s.outcome.is_some())
+                .await
+                .take_outcome()
+        };
+        let taken = tokio::time::timeout(timeout, settled)
+            .await
+            .unwrap_or(Taken::NotYet);
+        match taken {
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => Ok(self.owner_failed().await),
+            Taken::NotYet => Err(self),
         }
     }
 
@@ -192,26 +235,20 @@ impl CallHandle {
     ///
     /// # Panics
     ///
-    /// Only if the call's owner task ended without an outcome (it panicked,
-    /// or its runtime was shut down).
-    pub fn try_outcome(mut self) -> Result<Outcome, CallHandle> {
-        match self.outcome.try_recv() {
-            Ok(outcome) => Ok(self.took(outcome)),
-            Err(TryRecvError::Empty) => Err(self),
-            Err(TryRecvError::Closed) => panic!(
+    /// If the call's owner ended without an outcome (it panicked or its
+    /// runtime shut down).
+    pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
+        let taken = self.published.lock().take_outcome();
+        match taken {
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::NotYet => Err(self),
+            Taken::OwnerGone => panic!(
                 "the owner of call {} ended without an outcome (it panicked or its runtime shut down)",
                 self.call_id
             ),
         }
     }
 
-    fn took(&mut self, outcome: Outcome) -> Outcome {
-        self.taken = true;
-        outcome
-    }
-
-    /// The owner ended without handing over an outcome: resume its panic,
-    /// or say why there is none.
     async fn owner_failed(&mut self) -> Outcome {
         if let Some(task) = self.owner.take()
             && let Err(error) = task.await
@@ -241,21 +278,13 @@ impl Drop for CallHandle {
 /// # Examples
 ///
 /// ```
-/// use spillguard_tokio::{HelperCommand, Host, HostOptions};
-/// use spillguard_tokio::core::{CallKind, CallSpec, CancelReason, Config, State};
+/// use spillguard_tokio::{Host, HostOptions};
+/// use spillguard_tokio::core::{CancelReason, Config, State};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), spillguard_tokio::HostError> {
 /// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let spec = CallSpec {
-///     call_id: "c_sleep".into(),
-///     session_id: "s_1".into(),
-///     kind: CallKind::Action,
-///     action: "local.sleep".into(),
-///     target: "localhost".into(),
-///     summary: "sleep 30".into(),
-/// };
-/// let call = host.start(spec, HelperCommand::new("sleep").arg("30"), false);
+/// let call = host.command("sleep").arg("30").start();
 /// let canceller = call.canceller();
 /// tokio::spawn(async move { canceller.cancel() });
 /// let outcome = call.wait().await;

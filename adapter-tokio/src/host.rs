@@ -1,60 +1,33 @@
 //! The process-wide [`Host`]: configuration, the retention pool, the audit
 //! sink, the runtime the calls run on, and the registry of live calls.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use spillguard_core::{
-    AuditEvent, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
-    ConfigError, RetentionPool,
+    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    DebugGrantError, Outcome, RetentionPool,
 };
-use spillguard_std::host_state::HostState;
-use spillguard_std::{HelperCommand, HostOptions, ShutdownReport};
+use spillguard_kit::host_state::HostState;
+use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
+use spillguard_kit::{
+    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
+    ShutdownReport,
+};
 use tokio::runtime::Handle;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc};
 
-use crate::handle::CallHandle;
-use crate::owner::{self, Command, Event, Owner, Snapshot, Start};
+use crate::handle::{CallHandle, Changed, Published};
+use crate::owner::{self, Command, Event, Owner, Start};
 
-/// Why a [`Host`] could not be made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HostError {
-    /// The configuration is invalid; the error names the field.
-    InvalidConfig(ConfigError),
-    /// [`Host::new`] was called outside a tokio runtime, so there is no
-    /// runtime to run the calls on.
-    NoRuntime,
-}
-
-impl fmt::Display for HostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostError::InvalidConfig(error) => write!(f, "invalid configuration: {error}"),
-            HostError::NoRuntime => write!(
-                f,
-                "Host::new was called outside a tokio runtime: call it from within one, \
-                 or pass a runtime handle to Host::with_runtime"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for HostError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            HostError::InvalidConfig(error) => Some(error),
-            HostError::NoRuntime => None,
-        }
-    }
-}
-
-impl From<ConfigError> for HostError {
-    fn from(error: ConfigError) -> Self {
-        HostError::InvalidConfig(error)
-    }
-}
+/// What to do when [`Host::new`] finds no runtime.
+const NO_RUNTIME: &str = "Host::new was called outside a tokio runtime: call it from within one, \
+                          or pass a runtime handle to Host::with_runtime";
 
 /// Runs helper calls for one process on one tokio runtime: holds the
 /// validated [`Config`], the process-wide [`RetentionPool`], the audit sink
@@ -73,22 +46,13 @@ impl From<ConfigError> for HostError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use spillguard_tokio::{HelperCommand, Host, HostOptions};
-/// use spillguard_tokio::core::{CallKind, CallSpec, Config, State};
+/// use spillguard_tokio::{Host, HostOptions};
+/// use spillguard_tokio::core::{Config, State};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), spillguard_tokio::HostError> {
 /// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let spec = CallSpec {
-///     call_id: "c_1".into(),
-///     session_id: "s_1".into(),
-///     kind: CallKind::Action,
-///     action: "local.echo".into(),
-///     target: "localhost".into(),
-///     summary: "echo".into(),
-/// };
-/// let command = HelperCommand::shell_script("echo result; echo warning 1>&2");
-/// let outcome = host.start(spec, command, false).wait().await;
+/// let outcome = host.shell("echo result; echo warning 1>&2").run().await;
 /// assert_eq!(outcome.record.state, State::Completed);
 /// assert_eq!(outcome.record.stdout_bytes_seen, 7);
 /// assert_eq!(outcome.agent_excerpt(), "warning\n");
@@ -98,20 +62,14 @@ impl From<ConfigError> for HostError {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Host {
-    shared: Arc<HostShared>,
+    core: Arc<HostCore<HostShared>>,
 }
 
 pub(crate) struct HostShared {
-    pub(crate) state: HostState<LiveCall>,
+    state: HostState<mpsc::UnboundedSender<Event>>,
+    /// Notified after a call left the registry.
+    call_ended: Notify,
     runtime: Handle,
-}
-
-/// How the host reaches a live call: its owner's channel, and what the
-/// owner publishes.
-#[derive(Clone)]
-pub(crate) struct LiveCall {
-    events: mpsc::UnboundedSender<Event>,
-    published: watch::Receiver<Snapshot>,
 }
 
 impl fmt::Debug for HostShared {
@@ -119,6 +77,26 @@ impl fmt::Debug for HostShared {
         self.state.fmt(f)
     }
 }
+
+impl HostLink for HostShared {
+    type Live = mpsc::UnboundedSender<Event>;
+
+    fn state(&self) -> &HostState<Self::Live> {
+        &self.state
+    }
+
+    fn call_ended(&self, id: u64) {
+        self.state.deregister(id);
+        self.call_ended.notify_waiters();
+    }
+
+    fn cancel(live: &Self::Live, reason: CancelReason) {
+        let _ = live.send(Event::Command(Command::Cancel(reason)));
+    }
+}
+
+/// The future [`CallBuilder::run`] returns on tokio: the call's outcome.
+pub type Run = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
 impl Host {
     /// A host for `config` (validated here) run with `options`, whose calls
@@ -129,7 +107,8 @@ impl Host {
     /// and time drivers (`enable_all()`, as `#[tokio::main]` does): the
     /// helper's pipes, its exit and the call's timer use them.
     pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
-        let runtime = Handle::try_current().map_err(|_| HostError::NoRuntime)?;
+        let runtime =
+            Handle::try_current().map_err(|_| HostError::NoRuntime { hint: NO_RUNTIME })?;
         Self::with_runtime(config, options, runtime)
     }
 
@@ -141,95 +120,127 @@ impl Host {
         runtime: Handle,
     ) -> Result<Self, HostError> {
         Ok(Self {
-            shared: Arc::new(HostShared {
+            core: Arc::new(HostCore::new(HostShared {
                 state: HostState::new(config, options)?,
+                call_ended: Notify::new(),
                 runtime,
-            }),
+            })),
         })
+    }
+
+    fn state(&self) -> &HostState<mpsc::UnboundedSender<Event>> {
+        self.core.state()
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.shared.state.config
+        self.state().config()
     }
 
     /// The options in force.
     pub fn options(&self) -> &HostOptions {
-        &self.shared.state.options
+        self.state().options()
     }
 
     /// The runtime the calls run on.
     pub fn runtime(&self) -> &Handle {
-        &self.shared.runtime
+        &self.core.shared().runtime
     }
 
-    /// The process-wide pool every call's stderr draws from (R2.2).
+    /// The process-wide pool every call's stderr draws from.
     pub fn pool(&self) -> &RetentionPool {
-        &self.shared.state.pool
+        self.state().pool()
     }
 
-    /// The settings a call of `kind` gets: [`CallSettings::action`] or
-    /// [`CallSettings::discovery`] under the config, with the host's options.
+    /// The session calls belong to unless they name their own.
+    pub fn session_id(&self) -> &str {
+        self.state().session_id()
+    }
+
+    /// The settings a call of `kind` started now gets (the config, the
+    /// host's options, its debug grant if one is in force), on the owner's
+    /// clock (tokio's).
     pub fn settings_for(&self, kind: CallKind) -> CallSettings {
-        self.shared.state.call_settings(kind)
+        self.state().call_settings(kind, owner::clock())
     }
 
-    /// Starts a call of `command` with the settings of
-    /// [`settings_for`](Self::settings_for)`(spec.kind)`.
+    /// A call of `program`, to describe further and then
+    /// [`run`](CallBuilder::run) (a future of its outcome) or
+    /// [`start`](CallBuilder::start). No shell is involved.
+    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::new(program))
+    }
+
+    /// A call of `script` run by `/bin/sh -c`.
+    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, HelperCommand::shell_script(script))
+    }
+
+    /// A call of `command`, a description made beforehand.
+    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Host> {
+        CallBuilder::new(self, command)
+    }
+
+    /// Starts a call of `command` described by `spec`; the builder
+    /// ([`command`](Self::command)) fills `spec` in for you.
     ///
-    /// Returns at once; the call runs on its own owner task. The command is
-    /// checked first: an invalid one ends `failed_before_dispatch`, as does
-    /// a program that cannot be spawned. With `needs_approval`, the card is
-    /// shown and nothing runs until [`CallHandle::approve`].
-    pub fn start(
-        &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-    ) -> CallHandle {
-        let settings = self.settings_for(spec.kind);
-        self.start_with_settings(spec, command, needs_approval, settings)
+    /// Returns at once; the call runs on its own owner task. An invalid
+    /// command ends `failed_before_dispatch`, as does a program that cannot
+    /// be spawned. With [`Approval::Required`], the card is shown and
+    /// nothing runs until [`CallHandle::approve`].
+    pub fn start(&self, spec: CallSpec, command: HelperCommand, approval: Approval) -> CallHandle {
+        self.call(command).spec(spec).approval(approval).start()
     }
 
-    /// Like [`start`](Self::start), with explicit settings.
-    pub fn start_with_settings(
+    /// Grants debug for `duration`, on tokio's clock; see the std adapter's
+    /// `Host::grant_debug`.
+    pub fn grant_debug(
         &self,
-        spec: CallSpec,
-        command: HelperCommand,
-        needs_approval: bool,
-        settings: CallSettings,
-    ) -> CallHandle {
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.state()
+            .grant_debug(owner::clock(), duration, per_call_bytes)
+    }
+
+    /// Ends the debug grant for calls started from now on.
+    pub fn revoke_debug(&self) {
+        self.state().revoke_debug();
+    }
+
+    fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
+        let Resolved {
+            spec,
+            command,
+            approval,
+            settings,
+        } = resolved;
         let call_id = spec.call_id.clone();
         let (sender, events) = mpsc::unbounded_channel();
-        let (published, watched) = watch::channel(Snapshot::new());
-        let (outcome, outcome_ready) = oneshot::channel();
-        let (id, host_closing) = self.shared.state.register(LiveCall {
-            events: sender.clone(),
-            published: watched.clone(),
-        });
-        let pool = &self.shared.state.pool;
-        let owner = Owner {
-            id,
-            call: Call::new(spec, settings, pool, owner::clock(), SystemTime::now()),
-            command: Some(command),
-            events,
-            sender: sender.clone(),
-            process: None,
-            published,
-            outcome: Some(outcome),
-            host: self.shared.clone(),
-            finished: false,
-            listening: true,
-            bufs: [Vec::new(), Vec::new()],
-            stderr_first: false,
-            released: false,
-        };
+        let published = Arc::new(Published::new(Changed::default()));
+        let (id, host_closing) = self.state().register(sender.clone());
         let start = Start {
-            needs_approval,
+            needs_approval: approval.is_required(),
             host_closing,
         };
-        let task = self.shared.runtime.spawn(owner.run(start));
-        CallHandle::new(call_id, sender, watched, outcome_ready, task)
+        let call = Call::new(
+            spec,
+            settings,
+            self.pool(),
+            owner::clock(),
+            SystemTime::now(),
+        );
+        let core = OwnerCore::new(
+            id,
+            call,
+            command,
+            published.clone(),
+            self.core.shared().clone(),
+            owner::clock,
+        );
+        let owner = Owner::new(core, events, sender.clone());
+        let task = self.runtime().spawn(owner.run(start));
+        CallHandle::new(call_id, sender, published, task)
     }
 
     /// Cancels every live call and waits at most `timeout` until each has
@@ -242,61 +253,57 @@ impl Host {
     /// later only stops the waiting. Each call's owner carries on with its
     /// shutdown and writes its record whatever happens to this future.
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        let targets = self.shared.state.close();
-        let mut watched = Vec::with_capacity(targets.len());
-        for (_, target) in targets {
-            let cancel = Command::Cancel(CancelReason::HostShutdown);
-            let _ = target.events.send(Event::Command(cancel));
-            watched.push(target.published);
-        }
-        let every_owner_ended = async {
-            for published in &mut watched {
-                // An error means the owner is gone: it has ended too.
-                let _ = published.wait_for(|s| s.owner_ended).await;
+        let targets = self.core.cancel_all();
+        let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
+        let pending = || self.state().still_live(&ids);
+        let shared = self.core.shared();
+        let all_finished = async {
+            loop {
+                let notified = shared.call_ended.notified();
+                tokio::pin!(notified);
+                // Registered before the check, so no change is missed.
+                notified.as_mut().enable();
+                if pending() == 0 {
+                    break;
+                }
+                notified.await;
             }
         };
-        let _ = tokio::time::timeout(timeout, every_owner_ended).await;
-        let finished = watched.iter().filter(|p| p.borrow().finished).count();
+        let _ = tokio::time::timeout(timeout, all_finished).await;
+        let unfinished = pending();
         ShutdownReport {
-            finished,
-            unfinished: watched.len() - finished,
+            finished: ids.len() - unfinished,
+            unfinished,
         }
     }
 
     /// How many calls are running (their record not yet written).
     pub fn live_calls(&self) -> usize {
-        self.shared.state.live_calls()
+        self.state().live_calls()
     }
 
     /// The records of finished calls, oldest first (at most
     /// [`HostOptions::finished_records_kept`]). A call whose handle was
     /// dropped early is here too.
     pub fn finished_records(&self) -> Vec<CallRecord> {
-        self.shared.state.finished_records()
+        self.state().finished_records()
     }
 
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
-        self.shared.state.audit_failures()
+        self.state().audit_failures()
     }
 }
 
-impl HostShared {
-    /// Writes `event` to the audit sink, if any; a failure is counted and
-    /// returned so the owner can tell the core (which fails closed before
-    /// dispatch). The sink's write (a file append, perhaps an fsync) runs
-    /// on the runtime's blocking pool (`spawn_blocking`), never on a worker
-    /// thread; a sink that panicked counts as a failed write.
-    pub(crate) async fn audit(&self, event: AuditEvent) -> Result<(), String> {
-        let Some(sink) = self.state.options.audit.clone() else {
-            return Ok(());
-        };
-        match tokio::task::spawn_blocking(move || sink.write(&event)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(self.state.audit_failed(error)),
-            Err(join) => Err(self
-                .state
-                .audit_failed(format!("the audit sink failed: {join}"))),
-        }
+impl Launch for Host {
+    type Handle = CallHandle;
+    type Run = Run;
+
+    fn launch(&self, request: CallRequest) -> CallHandle {
+        self.launch_resolved(self.state().resolve(request, owner::clock()))
+    }
+
+    fn wait(handle: CallHandle) -> Run {
+        Box::pin(handle.wait())
     }
 }

@@ -14,6 +14,56 @@
 //! [`ChainedFileAudit`] appends and syncs a file) run on the runtime's
 //! blocking pool, each awaited by the call's owner before its next action.
 //!
+//! # Examples
+//!
+//! The simplest call: run a program, get its exit and its bounded stderr.
+//!
+//! ```
+//! # use spillguard_tokio::{Host, HostOptions, core::Config};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), spillguard_tokio::HostError> {
+//! # let host = Host::new(Config::default(), HostOptions::default())?;
+//! let outcome = host.command("ls").arg("/no/such/dir").run().await;
+//! assert_eq!(outcome.exit().code(), Some(2));
+//! assert!(outcome.agent_excerpt().contains("/no/such/dir"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The host (one per process: it holds the config, the shared retention
+//! pool and the audit sink) is made once, inside the runtime:
+//! `Host::new(Config::default(), HostOptions::default())?`.
+//!
+//! A helper that floods stderr past its deadline: the call is cancelled,
+//! the group gets SIGTERM, and only the last 16 KiB are retained.
+//!
+//! ```
+//! use std::time::Duration;
+//! use spillguard_tokio::{Host, HostOptions};
+//! use spillguard_tokio::core::{CancelReason, Config, State, StreamEnd};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), spillguard_tokio::HostError> {
+//! let host = Host::new(Config::default(), HostOptions::default())?;
+//! let outcome = host
+//!     .shell("yes helper-diagnostic 1>&2")
+//!     .deadline(Duration::from_millis(200))
+//!     .run()
+//!     .await;
+//! let record = &outcome.record;
+//! assert_eq!(record.state, State::CancelledAfterDispatch);
+//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
+//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+//! assert_eq!(record.stderr_bytes_retained, 16_384);
+//! let marker = format!(
+//!     "[stderr truncated: kept last 16384 of {} bytes]",
+//!     record.stderr_bytes_seen
+//! );
+//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # The run loop
 //!
 //! Each owner is this loop (see `owner.rs`), and nothing else:
@@ -49,48 +99,12 @@
 //! (and reaps it even after the call stopped waiting), and a stdin writer
 //! only when the helper is given bytes. The owner's clock is tokio's, so a paused test
 //! clock (`tokio::time::pause`, feature `test-util`) drives calls that spawn nothing.
-//!
-//! # Examples
-//!
-//! A helper that floods stderr past its deadline: the call is cancelled,
-//! the group gets SIGTERM, and only the last 16 KiB are retained.
-//!
-//! ```
-//! use std::time::Duration;
-//! use spillguard_tokio::{HelperCommand, Host, HostOptions};
-//! use spillguard_tokio::core::{CallKind, CallSpec, CancelReason, Config, State, StreamEnd};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), spillguard_tokio::HostError> {
-//! let host = Host::new(
-//!     Config::default(),
-//!     HostOptions { deadline: Some(Duration::from_millis(200)), ..HostOptions::default() },
-//! )?;
-//! let spec = CallSpec {
-//!     call_id: "c_flood".into(),
-//!     session_id: "s_1".into(),
-//!     kind: CallKind::Action,
-//!     action: "local.flood".into(),
-//!     target: "localhost".into(),
-//!     summary: "yes helper-diagnostic".into(),
-//! };
-//! let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
-//! let outcome = host.start(spec, command, false).wait().await;
-//! let record = &outcome.record;
-//! assert_eq!(record.state, State::CancelledAfterDispatch);
-//! assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
-//! assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
-//! assert_eq!(record.stderr_bytes_retained, 16_384);
-//! assert!(record.stderr_bytes_seen > 16_384);
-//! let marker = format!(
-//!     "[stderr truncated: kept last 16384 of {} bytes]",
-//!     record.stderr_bytes_seen
-//! );
-//! assert_eq!(outcome.stderr.render().lines().next(), Some(marker.as_str()));
-//! # Ok(())
-//! # }
-//! ```
 #![deny(missing_docs)]
+
+#[cfg(not(unix))]
+compile_error!(
+    "spillguard-tokio runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
+);
 
 mod handle;
 mod host;
@@ -99,9 +113,11 @@ mod process;
 mod reader;
 
 pub use handle::{CallHandle, Canceller};
-pub use host::{Host, HostError};
+pub use host::{Host, Run};
 pub use spillguard_core as core;
-pub use spillguard_std::{
-    AuditOpenError, AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand,
-    HostOptions, InvalidCommand, JsonLinesAudit, KeySource, ShutdownReport, StdinMode,
+pub use spillguard_kit::os;
+pub use spillguard_kit::{
+    Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
+    FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
+    KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
 };

@@ -19,21 +19,23 @@
 //! end-of-file. Every decision (budgets, states, deadlines, signals) is the
 //! core's; the owner only reports and obeys.
 
+use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Instant;
 
-use spillguard_core::{Action, ApprovalCard, Call, CallError, Outcome, Signal, State};
-use spillguard_std::HelperCommand;
-use spillguard_std::run_loop::{self, Leftover};
-use tokio::sync::{mpsc, oneshot, watch};
+use spillguard_core::CallError;
+use spillguard_kit::HelperCommand;
+use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
+use spillguard_kit::run_loop::{self, Read};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
+use crate::handle::Changed;
 use crate::host::HostShared;
 use crate::process::{Process, Stream};
 use crate::reader::{CHUNK_BYTES, read_open};
 
-pub(crate) use spillguard_std::run_loop::{Pipe, Start};
+pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
 
 /// The owner's clock: tokio's, so that a paused test clock drives the call.
 pub(crate) fn clock() -> Instant {
@@ -53,51 +55,51 @@ pub(crate) type Event = run_loop::Event<Reply>;
 /// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
 pub(crate) type Command = run_loop::Command<Reply>;
 
-/// What the owner publishes for the handle and the host.
-#[derive(Debug, Clone)]
-pub(crate) struct Snapshot {
-    pub(crate) state: State,
-    pub(crate) card: Option<ApprovalCard>,
-    /// The outcome was handed over and the record kept.
-    pub(crate) finished: bool,
-    /// The owner let go of the call (it finished, or the task panicked or
-    /// its runtime shut down): nothing changes any more.
-    pub(crate) owner_ended: bool,
-}
-
-impl Snapshot {
-    pub(crate) fn new() -> Self {
-        Self {
-            state: State::Received,
-            card: None,
-            finished: false,
-            owner_ended: false,
-        }
-    }
-}
-
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
-    pub(crate) id: u64,
-    pub(crate) call: Call,
-    pub(crate) command: Option<HelperCommand>,
-    pub(crate) events: mpsc::UnboundedReceiver<Event>,
-    /// Handed to the helper's tasks; keeps `events` open.
-    pub(crate) sender: mpsc::UnboundedSender<Event>,
-    pub(crate) process: Option<Process>,
-    pub(crate) published: watch::Sender<Snapshot>,
-    pub(crate) outcome: Option<oneshot::Sender<Outcome>>,
-    pub(crate) host: Arc<HostShared>,
-    /// The loop reached `Finished`.
-    pub(crate) finished: bool,
-    /// `false` once the streams were abandoned: what is read is dropped.
-    pub(crate) listening: bool,
+    core: OwnerCore<HostShared, Changed>,
+    events: mpsc::UnboundedReceiver<Event>,
+    io: Io,
     /// One read buffer per stream (stdout, stderr), made at the spawn.
-    pub(crate) bufs: [Vec<u8>; 2],
+    bufs: [Vec<u8>; 2],
     /// Which stream the next wait looks at first.
-    pub(crate) stderr_first: bool,
-    /// The call was let go of (deregistered, `owner_ended` published).
-    pub(crate) released: bool,
+    stderr_first: bool,
+}
+
+/// What the owner holds of the helper.
+struct Io {
+    /// Handed to the helper's tasks; keeps `events` open.
+    sender: mpsc::UnboundedSender<Event>,
+    process: Option<Process>,
+}
+
+impl Effects for Io {
+    fn spawn(
+        &mut self,
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+    ) -> io::Result<(u32, Option<u64>)> {
+        let spawned = Process::spawn(command, pipe_size, &self.sender)?;
+        let reported = (spawned.pid, spawned.pipe_capacity);
+        self.process = Some(spawned);
+        Ok(reported)
+    }
+
+    fn close_stdin(&mut self) {
+        if let Some(process) = &mut self.process {
+            process.close_stdin();
+        }
+    }
+
+    /// On tokio's blocking pool (`spawn_blocking`), never on a worker
+    /// thread; a job that panicked is `None`.
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        &mut self,
+        job: F,
+    ) -> Unblocked<T> {
+        let task = tokio::task::spawn_blocking(job);
+        Box::pin(async move { task.await.ok() })
+    }
 }
 
 /// What the owner's wait returned.
@@ -111,16 +113,27 @@ enum Input {
 }
 
 impl Owner {
-    /// Read buffers for a spawned helper's streams.
-    fn buffers() -> [Vec<u8>; 2] {
-        [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]]
+    /// The owner of the call in `core`, reached through `events`.
+    pub(crate) fn new(
+        core: OwnerCore<HostShared, Changed>,
+        events: mpsc::UnboundedReceiver<Event>,
+        sender: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Self {
+            core,
+            events,
+            io: Io {
+                sender,
+                process: None,
+            },
+            bufs: [Vec::new(), Vec::new()],
+            stderr_first: false,
+        }
     }
-}
 
-impl Owner {
     /// Runs the call to its end.
     pub(crate) async fn run(mut self, start: Start) {
-        run_loop::begin(&mut self.call, clock(), start, self.command.as_ref());
+        self.core.begin(start);
         let timer = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(timer);
         let mut armed = None;
@@ -128,8 +141,10 @@ impl Owner {
             let input = self.next_input(timer.as_mut(), &mut armed).await;
             let now = clock();
             match input {
-                Input::Timer => self.call.handle_timeout(now),
-                Input::Event(event) => self.handle(now, event),
+                Input::Timer => self.core.call_mut().handle_timeout(now),
+                Input::Event(event) => self.core.handle_event(now, event, |reply, answer| {
+                    let _ = reply.send(answer);
+                }),
                 Input::Read(pipe, len) => self.take_read(now, pipe, len),
             }
         }
@@ -145,7 +160,7 @@ impl Owner {
         mut timer: Pin<&mut Sleep>,
         armed: &mut Option<Instant>,
     ) -> Input {
-        let due = self.call.poll_timeout();
+        let due = self.core.call().poll_timeout();
         if due != *armed {
             if let Some(at) = due {
                 timer.as_mut().reset(at.into());
@@ -157,7 +172,7 @@ impl Owner {
         }
         self.stderr_first = !self.stderr_first;
         let mut none: [Option<Stream>; 2] = [None, None];
-        let [stdout, stderr] = match &mut self.process {
+        let [stdout, stderr] = match &mut self.io.process {
             Some(process) => &mut process.pipes,
             None => &mut none,
         };
@@ -183,24 +198,21 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end. Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        if let Some(process) = &mut self.process {
-            let pipes = &mut process.pipes;
-            run_loop::take_read(
-                &mut self.call,
-                now,
-                self.listening,
-                pipes,
-                &self.bufs,
-                (pipe, len),
-            );
-        }
+        let read = if len == 0 {
+            if let Some(process) = &mut self.io.process {
+                process.pipes[pipe as usize] = None;
+            }
+            Read::End
+        } else {
+            Read::Bytes(self.bufs[pipe as usize].get(..len).unwrap_or_default())
+        };
+        self.core.handle_read(now, pipe, read);
     }
 
     /// After the call finished: reads and drops what the helper's group
     /// still writes, until end-of-file on both streams.
     async fn drain_unheard(&mut self) {
-        self.listening = false;
-        let Some(process) = &mut self.process else {
+        let Some(process) = &mut self.io.process else {
             return;
         };
         process.close_stdin();
@@ -214,122 +226,18 @@ impl Owner {
         }
     }
 
-    /// Exactly one `handle_*` call for one event.
-    fn handle(&mut self, now: Instant, event: Event) {
-        match run_loop::handle_event(&mut self.call, now, event) {
-            Leftover::Nothing => {}
-            Leftover::Answer(reply, answer) => {
-                let _ = reply.send(answer);
-            }
-        }
-    }
-
-    /// Carries out every queued action; `true` once the call finished.
-    /// Only an audit write awaits (on tokio's blocking pool); it is done
-    /// before the next action, so events stay in order.
+    /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);
+    /// `true` once the call finished. Then nobody reads the channel any
+    /// more: it is closed (later sends fail at once) and emptied (a reply
+    /// still queued is dropped, so no approve or deny waits for the drain).
     async fn carry_out_actions(&mut self) -> bool {
-        // The state is published before each action (a caller who sees the
-        // card also sees `awaiting_approval`) and after the last one.
-        while let Some(action) = self.call.poll_action() {
-            self.publish_state();
-            match action {
-                Action::Audit(event) => {
-                    if let Err(error) = self.host.audit(event).await {
-                        self.call.handle_audit_failed(clock(), error);
-                    }
-                }
-                Action::ShowApprovalCard(card) => {
-                    self.published.send_modify(|s| s.card = Some(card));
-                }
-                Action::Spawn => self.spawn(),
-                Action::CloseStdin => {
-                    if let Some(process) = &mut self.process {
-                        process.close_stdin();
-                    }
-                }
-                Action::SignalGroup { pgid, signal } => {
-                    spillguard_std::os::signal_group(pgid, signal);
-                }
-                Action::AbandonStreams => self.listening = false,
-                Action::Finished(outcome) => {
-                    self.finish(*outcome);
-                    return true;
-                }
-                // An action this adapter does not know has nothing to carry out.
-                _ => {}
-            }
+        let finished = self.core.carry_out_actions(&mut self.io).await;
+        if finished {
+            self.events.close();
+            while self.events.try_recv().is_ok() {}
+        } else if self.io.process.is_some() && self.bufs[0].is_empty() {
+            self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
         }
-        self.publish_state();
-        false
-    }
-
-    fn publish_state(&self) {
-        let state = self.call.state();
-        self.published.send_if_modified(|s| {
-            let changed = s.state != state;
-            s.state = state;
-            changed
-        });
-    }
-
-    fn spawn(&mut self) {
-        let (pipe_size, events) = (self.host.state.options.pipe_size, &self.sender);
-        let process = &mut self.process;
-        run_loop::spawn(&mut self.call, self.command.take(), clock, |command| {
-            let spawned = Process::spawn(command, pipe_size, events)?;
-            let reported = (spawned.pid, spawned.pipe_capacity);
-            *process = Some(spawned);
-            Ok(reported)
-        });
-        if self.process.is_some() {
-            self.bufs = Owner::buffers();
-        }
-    }
-
-    fn finish(&mut self, outcome: Outcome) {
-        self.finished = true;
-        let state = outcome.record.state;
-        self.host.state.record_finished(outcome.record.clone());
-        // The outcome is handed over before `finished` is published, so a
-        // handle that sees `finished` finds it. Nobody listening: dropped,
-        // and its pool share with it.
-        if let Some(handle) = self.outcome.take() {
-            let _ = handle.send(outcome);
-        }
-        self.published.send_modify(|s| {
-            s.state = state;
-            s.finished = true;
-        });
-        // Nobody reads the channel any more: later sends fail at once, and
-        // a reply still queued is dropped, so no approve or deny waits for
-        // the drain.
-        self.events.close();
-        while self.events.try_recv().is_ok() {}
-        self.release();
-    }
-
-    /// Lets go of the call (once): the host stops counting it as live,
-    /// then waiters see that nothing changes any more.
-    fn release(&mut self) {
-        if !self.released {
-            self.released = true;
-            self.host.state.deregister(self.id);
-            self.published.send_modify(|s| s.owner_ended = true);
-        }
-    }
-}
-
-impl Drop for Owner {
-    /// Runs when the loop ends, and also if the task was dropped before
-    /// (its runtime shut down) or panicked: the host stops counting the
-    /// call as live, then waiters wake up. A helper whose call could not
-    /// finish is killed, so that it does not outlive its runtime.
-    fn drop(&mut self) {
-        if !self.finished
-            && let Some(process) = &self.process
-        {
-            spillguard_std::os::signal_group(process.pid, Signal::Kill);
-        }
-        self.release();
+        finished
     }
 }

@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
-use spillguard_std::os::{enlarge_pipes, exit_status, signal_group};
-use spillguard_std::{HelperCommand, StdinMode};
+use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_kit::{HelperCommand, StdinMode};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};

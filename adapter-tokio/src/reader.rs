@@ -14,8 +14,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::process::Stream;
 
-pub(crate) use spillguard_std::read_buffers::CHUNK_BYTES;
-use spillguard_std::read_buffers::bytes_read;
+pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
+use spillguard_kit::read_buffers::bytes_read;
 
 /// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
 pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {

@@ -8,10 +8,11 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
+use spillguard_tokio::Approval;
 use std::sync::{Arc, Mutex};
 
-use spillguard_std::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_tokio::core::{Config, State};
+use spillguard_tokio::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
 use support::{ThreadNoting, spec, temp_path};
 
@@ -45,7 +46,13 @@ fn the_chained_log_is_written_off_the_executor() {
         .unwrap();
         let handles: Vec<_> = calls
             .iter()
-            .map(|id| host.start(spec(id), HelperCommand::shell_script("echo x 1>&2"), false))
+            .map(|id| {
+                host.start(
+                    spec(id),
+                    HelperCommand::shell_script("echo x 1>&2"),
+                    Approval::NotRequired,
+                )
+            })
             .collect();
         let mut outcomes = Vec::new();
         for handle in handles {

@@ -9,6 +9,7 @@
 mod support;
 mod tokio_support;
 
+use spillguard_tokio::Approval;
 use std::time::Duration;
 
 use spillguard_tokio::core::{CancelReason, Config, DisconnectPolicy, State, StreamEnd};
@@ -30,7 +31,11 @@ async fn the_command_keeps_its_own_process_group_pipes_and_stdin() {
     let script = "read -r pid comm state ppid pgrp rest < /proc/$$/stat; \
                   echo \"$pid $pgrp\"; wc -c 1>&2";
     let outcome = host
-        .start(spec("c_group"), HelperCommand::shell_script(script), false)
+        .start(
+            spec("c_group"),
+            HelperCommand::shell_script(script),
+            Approval::NotRequired,
+        )
         .wait()
         .await;
     let record = &outcome.record;
@@ -50,7 +55,7 @@ async fn the_command_keeps_its_own_process_group_pipes_and_stdin() {
             HelperCommand::new("wc")
                 .arg("-c")
                 .stdin_bytes(vec![b'i'; 1 << 20]),
-            false,
+            Approval::NotRequired,
         )
         .wait()
         .await;
@@ -71,7 +76,7 @@ async fn a_wait_future_given_up_is_a_disconnect_and_the_call_still_ends() {
     let call = host.start(
         spec("c_gave_up"),
         HelperCommand::new("sleep").arg("30"),
-        false,
+        Approval::NotRequired,
     );
     wait_for_state(&call, State::Dispatched).await;
     // The caller's own timeout drops the `wait` future, and the handle in it.
@@ -93,11 +98,12 @@ async fn a_wait_future_given_up_is_a_disconnect_and_the_call_still_ends() {
 #[test]
 fn a_host_cannot_be_made_outside_a_runtime() {
     let made = Host::new(Config::default(), HostOptions::default());
-    assert_eq!(made.unwrap_err(), HostError::NoRuntime);
+    let error = made.unwrap_err();
+    assert!(matches!(error, HostError::NoRuntime { .. }), "{error:?}");
     assert_eq!(
-        HostError::NoRuntime.to_string(),
-        "Host::new was called outside a tokio runtime: call it from within one, \
-         or pass a runtime handle to Host::with_runtime"
+        error.to_string(),
+        "no runtime to run the calls on: Host::new was called outside a tokio runtime: \
+         call it from within one, or pass a runtime handle to Host::with_runtime"
     );
 }
 
@@ -115,7 +121,11 @@ fn a_host_made_with_a_runtime_handle_runs_calls_started_from_outside_it() {
     )
     .unwrap();
     // Started from a plain thread; the owner runs on the runtime's worker.
-    let call = host.start(spec("c_outside"), HelperCommand::new("true"), false);
+    let call = host.start(
+        spec("c_outside"),
+        HelperCommand::new("true"),
+        Approval::NotRequired,
+    );
     let outcome = runtime.block_on(call.wait());
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.exit_status, Some(0));
@@ -160,7 +170,7 @@ fn a_runtime_shut_down_under_a_call_leaves_no_helper_running() {
         let call = host.start(
             spec("c_runtime_gone"),
             HelperCommand::shell_script(script),
-            false,
+            Approval::NotRequired,
         );
         wait_for_state(&call, State::Dispatched).await;
         poll_until(Duration::from_secs(10), "the pid file", || {
@@ -195,7 +205,11 @@ fn handles_and_their_futures_can_move_across_tasks() {
     let _guard = runtime.enter();
     let host = host(HostOptions::default());
     send_sync(&host);
-    let call = host.start(spec("c_send"), HelperCommand::new("true"), true);
+    let call = host.start(
+        spec("c_send"),
+        HelperCommand::new("true"),
+        Approval::Required,
+    );
     send_sync(&call);
     send_sync(&call.canceller());
     send(&call.wait_card(Duration::ZERO));

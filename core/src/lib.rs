@@ -124,9 +124,9 @@ mod render;
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, ExitStatus,
-    Outcome, ResultKind, Signal, SignalMark, State, StateMark, StreamEnd, TRANSITIONS, Timer,
-    rfc3339,
+    CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, EveryAction,
+    Exit, ExitStatus, Outcome, ResultKind, Signal, SignalMark, State, StateMark, StreamEnd,
+    TRANSITIONS, Timer, rfc3339,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

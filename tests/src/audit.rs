@@ -111,7 +111,7 @@ mod tests {
     use super::*;
     use crate::measure::{MeasuredCall, PoolUse};
     use spillguard_core::{CallKind, CallSpec, Config, State};
-    use spillguard_std::{HelperCommand, Host, HostOptions};
+    use spillguard_std::{Approval, HelperCommand, Host, HostOptions};
 
     /// A run of one `true` call written to `log`, measured as a driver
     /// would.
@@ -132,7 +132,9 @@ mod tests {
             target: "localhost".into(),
             summary: "true".into(),
         };
-        let outcome = host.start(spec, HelperCommand::new("true"), false).wait();
+        let outcome = host
+            .start(spec, HelperCommand::new("true"), Approval::NotRequired)
+            .wait();
         let mut call = MeasuredCall::new("c_s10".into());
         call.record = Some(outcome.record.clone());
         Measured {

@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_std::core::{AuditEvent, CallKind, CallSpec};
-use spillguard_std::{AuditSink, ChainedFileAudit};
+use spillguard_kit::core::{AuditEvent, CallKind, CallSpec};
+use spillguard_kit::{AuditSink, ChainedFileAudit};
 
 /// A call spec for an action named `local.test` with this id.
 pub fn spec(call_id: &str) -> CallSpec {

@@ -1,6 +1,7 @@
 //! One call's lifecycle as a sans-IO state machine (R3, R4 policy, R5):
 //! see [`Call`].
 
+mod exit;
 mod record;
 mod timer;
 mod transitions;
@@ -15,6 +16,7 @@ use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 use crate::config::{Config, DebugGrant, Retain};
 use crate::pool::RetentionPool;
 
+pub use exit::Exit;
 pub use record::{
     ApprovalDecision, CallKind, CallRecord, CancelReason, DisconnectPolicy, ExitStatus, ResultKind,
     Signal, SignalMark, State, StateMark, StreamEnd, rfc3339,
@@ -226,6 +228,49 @@ pub enum Action {
     /// The call ended; this is the last action. If the helper's exit was
     /// never observed, the driver still reaps it in the background.
     Finished(Box<Outcome>),
+}
+
+/// [`Action`] without `#[non_exhaustive]`, for the adapters of this
+/// workspace: their `match` on it has no wildcard arm, so an action the
+/// core adds is a compile error in each of them until it is carried out.
+/// Other code matches on [`Action`]: this enum gains variants in minor
+/// releases.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum EveryAction {
+    /// [`Action::Audit`].
+    Audit(AuditEvent),
+    /// [`Action::ShowApprovalCard`].
+    ShowApprovalCard(ApprovalCard),
+    /// [`Action::Spawn`].
+    Spawn,
+    /// [`Action::CloseStdin`].
+    CloseStdin,
+    /// [`Action::SignalGroup`].
+    SignalGroup {
+        /// The process group id.
+        pgid: u32,
+        /// The signal.
+        signal: Signal,
+    },
+    /// [`Action::AbandonStreams`].
+    AbandonStreams,
+    /// [`Action::Finished`].
+    Finished(Box<Outcome>),
+}
+
+impl From<Action> for EveryAction {
+    fn from(action: Action) -> Self {
+        match action {
+            Action::Audit(event) => EveryAction::Audit(event),
+            Action::ShowApprovalCard(card) => EveryAction::ShowApprovalCard(card),
+            Action::Spawn => EveryAction::Spawn,
+            Action::CloseStdin => EveryAction::CloseStdin,
+            Action::SignalGroup { pgid, signal } => EveryAction::SignalGroup { pgid, signal },
+            Action::AbandonStreams => EveryAction::AbandonStreams,
+            Action::Finished(outcome) => EveryAction::Finished(outcome),
+        }
+    }
 }
 
 /// A finished call: its record, and its retained output with the pool lease.
@@ -533,6 +578,19 @@ impl Call {
     /// Whether [`Action::Finished`] has been queued.
     pub fn is_finished(&self) -> bool {
         self.state.is_terminal()
+    }
+
+    /// The helper's process group while its leader may be alive and is not
+    /// known to be reaped (so the pgid is still its own): spawned, and
+    /// neither its exit nor its loss reported. `None` otherwise.
+    ///
+    /// A driver that ends before the call finished (a panic, its runtime
+    /// shutting down) kills this group, so that no helper runs unsupervised.
+    pub fn unreaped_group(&self) -> Option<u32> {
+        match (self.pgid, self.exit, self.process_lost) {
+            (Some(pgid), None, false) => Some(pgid),
+            _ => None,
+        }
     }
 
     /// Validation passed. `needs_approval` comes from the host's policy;

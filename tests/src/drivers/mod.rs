@@ -13,6 +13,8 @@ pub mod tokio;
 
 use ::std::fmt;
 
+use spillguard_kit::Approval;
+
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
 
@@ -60,5 +62,14 @@ impl Runtime {
 impl fmt::Display for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The adapters' [`Approval`] for the harness's `needs_approval`.
+pub(crate) fn approval(needs_approval: bool) -> Approval {
+    if needs_approval {
+        Approval::Required
+    } else {
+        Approval::NotRequired
     }
 }

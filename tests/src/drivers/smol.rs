@@ -51,7 +51,7 @@ impl HostUnderTest for SmolHost {
     type Call = SmolCall;
 
     fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> SmolCall {
-        SmolCall(self.0.start(spec, command, needs_approval))
+        SmolCall(self.0.start(spec, command, super::approval(needs_approval)))
     }
 
     fn pool(&self) -> RetentionPool {

@@ -62,7 +62,7 @@ impl HostUnderTest for StdHost {
     type Call = CallHandle;
 
     fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> CallHandle {
-        self.0.start(spec, command, needs_approval)
+        self.0.start(spec, command, super::approval(needs_approval))
     }
 
     fn pool(&self) -> RetentionPool {

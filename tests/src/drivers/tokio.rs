@@ -159,7 +159,9 @@ impl HostUnderTest for TokioHost {
 
     fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> TokioCall {
         TokioCall {
-            handle: self.host.start(spec, command, needs_approval),
+            handle: self
+                .host
+                .start(spec, command, super::approval(needs_approval)),
             runtime: self.runtime.handle().clone(),
         }
     }

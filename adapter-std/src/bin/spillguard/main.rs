@@ -6,6 +6,7 @@
 mod args;
 mod audit;
 
+use spillguard_std::Approval;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ fn run(host: &Host, run: RunArgs) -> ExitCode {
     };
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
-    let call = host.start(spec, command, false);
+    let call = host.start(spec, command, Approval::NotRequired);
     if let Some(signals) = signals {
         cancel_on_signals(signals, call.canceller());
     }

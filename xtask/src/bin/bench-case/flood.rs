@@ -2,6 +2,7 @@
 //! exits 0; each case drains it one way and measures the wall time from
 //! spawn (or `Host::start`) to the reaped exit.
 
+use spillguard_std::Approval;
 use std::io::{self, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -33,7 +34,11 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
     let command = command(args)?;
     let start = Instant::now();
     let outcome = host
-        .start(spec("c_flood".into(), "bench.flood"), command, false)
+        .start(
+            spec("c_flood".into(), "bench.flood"),
+            command,
+            Approval::NotRequired,
+        )
         .wait();
     Ok(from_record(
         "flood-std",
@@ -50,8 +55,12 @@ pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
     let command = command(args)?;
     let start = Instant::now();
     let outcome = smol::block_on(
-        host.start(spec("c_flood".into(), "bench.flood"), command, false)
-            .wait(),
+        host.start(
+            spec("c_flood".into(), "bench.flood"),
+            command,
+            Approval::NotRequired,
+        )
+        .wait(),
     );
     Ok(from_record(
         "flood-smol",
@@ -70,7 +79,11 @@ pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
             .map_err(config_error)?;
         let start = Instant::now();
         let outcome = host
-            .start(spec("c_flood".into(), "bench.flood"), command, false)
+            .start(
+                spec("c_flood".into(), "bench.flood"),
+                command,
+                Approval::NotRequired,
+            )
             .wait()
             .await;
         Ok::<_, String>((start.elapsed(), outcome))

@@ -3,6 +3,7 @@
 //! every 50 ms). spillguard signals the group once its post-exit drain
 //! window has passed; `Command::output()` waits for the grandchild.
 
+use spillguard_std::Approval;
 use std::time::Instant;
 
 use spillguard_std::core::{CallKind, Config, Signal};
@@ -34,7 +35,7 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
         .start(
             spec("c_grandchild".into(), "bench.grandchild"),
             command,
-            false,
+            Approval::NotRequired,
         )
         .wait();
     let wall = start.elapsed();

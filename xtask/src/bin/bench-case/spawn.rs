@@ -3,6 +3,7 @@
 //! own spawn + wait of the same std command (own process group, stdin null,
 //! stdout and stderr piped). [`SPAWN_WARMUP`] calls come first, unclocked.
 
+use spillguard_std::Approval;
 use std::io;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -93,7 +94,11 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
         spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
     Ok(measure("spawn-std", args.count, |i| {
         let call = spec(format!("c_{i}"), "bench.true");
-        check_outcome(&host.start(call, HelperCommand::new(PROGRAM), false).wait())
+        check_outcome(
+            &host
+                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
+                .wait(),
+        )
     }))
 }
 
@@ -119,7 +124,7 @@ pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
             }
             let call = spec(format!("c_{i}"), "bench.true");
             let outcome = host
-                .start(call, HelperCommand::new(PROGRAM), false)
+                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
                 .wait()
                 .await;
             if let Some(problem) = check_outcome(&outcome) {
@@ -186,7 +191,7 @@ pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
             }
             let call = spec(format!("c_{i}"), "bench.true");
             let outcome = host
-                .start(call, HelperCommand::new(PROGRAM), false)
+                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
                 .wait()
                 .await;
             if let Some(problem) = check_outcome(&outcome) {

@@ -15,9 +15,9 @@ use spillguard_core::{ExitStatus, Signal};
 /// # Examples
 ///
 /// ```
-/// use spillguard_std::core::Signal;
+/// use spillguard_kit::core::Signal;
 /// // No such group: nothing happens, nothing fails.
-/// spillguard_std::os::signal_group(0x3fff_fff0, Signal::Term);
+/// spillguard_kit::os::signal_group(0x3fff_fff0, Signal::Term);
 /// ```
 pub fn signal_group(pgid: u32, signal: Signal) {
     let Some(pid) = i32::try_from(pgid)
@@ -27,11 +27,10 @@ pub fn signal_group(pgid: u32, signal: Signal) {
     else {
         return;
     };
-    let signal = match signal {
-        Signal::Term => rustix::process::Signal::TERM,
-        Signal::Kill => rustix::process::Signal::KILL,
-        // A signal this adapter does not know: send nothing rather than guess.
-        _ => return,
+    // The core names each signal by its POSIX number: no signal it adds
+    // can be sent as another one.
+    let Some(signal) = rustix::process::Signal::from_named_raw(signal.number()) else {
+        return;
     };
     let _ = kill_process_group(pid, signal);
 }

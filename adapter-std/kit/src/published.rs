@@ -8,6 +8,7 @@
 //! [`Snapshot`] again after it is woken.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use spillguard_core::{ApprovalCard, Outcome, State};
 
@@ -128,6 +129,37 @@ impl<W: Wake> Published<W> {
     fn update(&self, change: impl FnOnce(&mut Snapshot)) {
         change(&mut self.lock());
         self.changed.wake_all();
+    }
+}
+
+impl Published<Condvar> {
+    /// For a waiter on a thread: waits until `ready` holds or the owner
+    /// ended, at most until `deadline` (`None`: no limit).
+    pub fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        ready: impl Fn(&Snapshot) -> bool,
+    ) -> MutexGuard<'_, Snapshot> {
+        let mut inner = self.lock();
+        while !ready(&inner) && !inner.owner_ended {
+            inner = match deadline {
+                None => self
+                    .changed()
+                    .wait(inner)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    self.changed()
+                        .wait_timeout(inner, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+        inner
     }
 }
 

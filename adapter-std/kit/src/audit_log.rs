@@ -293,9 +293,9 @@ impl KeySource {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use spillguard_std::{ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions};
+/// use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
 /// use spillguard_std::core::audit::{Verdict, VerifyOptions, verify};
-/// use spillguard_std::core::{CallKind, CallSpec, Config, State};
+/// use spillguard_std::core::{Config, State};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.log", std::process::id()));
 /// # let _ = std::fs::remove_file(&path);
@@ -304,15 +304,7 @@ impl KeySource {
 ///     Config::default(),
 ///     HostOptions { audit: Some(log.clone()), ..HostOptions::default() },
 /// )?;
-/// let spec = CallSpec {
-///     call_id: "c_1".into(),
-///     session_id: "s_1".into(),
-///     kind: CallKind::Action,
-///     action: "local.true".into(),
-///     target: "localhost".into(),
-///     summary: "true".into(),
-/// };
-/// let outcome = host.start(spec, HelperCommand::new("true"), false).wait();
+/// let outcome = host.command("true").run();
 /// assert_eq!(outcome.record.state, State::Completed);
 ///
 /// let anchor = log.anchor();

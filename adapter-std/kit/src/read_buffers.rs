@@ -14,7 +14,7 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 ///
 /// ```
 /// use std::io;
-/// use spillguard_std::read_buffers::bytes_read;
+/// use spillguard_kit::read_buffers::bytes_read;
 ///
 /// assert_eq!(bytes_read(Ok(42)), Some(42));
 /// assert_eq!(bytes_read(Err(io::ErrorKind::Interrupted.into())), None);

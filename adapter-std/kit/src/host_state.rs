@@ -11,21 +11,25 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use spillguard_core::{
-    AuditEvent, CallKind, CallRecord, CallSettings, Config, ConfigError, RetentionPool,
+    CallKind, CallRecord, CallSettings, Config, DebugGrant, DebugGrantError, RetentionPool,
 };
 
-use crate::HostOptions;
+use crate::audit::AuditSink;
+use crate::builder::{CallRequest, Resolved};
+use crate::{HostError, HostOptions};
 
 /// The runtime-free state of a host; `S` is how the host reaches a live
 /// call (typically the sender of the call's owner channel).
 pub struct HostState<S> {
-    /// The validated configuration.
-    pub config: Config,
-    /// The options in force.
-    pub options: HostOptions,
-    /// The process-wide pool every call's stderr draws from (R2.2).
-    pub pool: RetentionPool,
+    config: Config,
+    options: HostOptions,
+    pool: RetentionPool,
+    session_id: String,
+    debug: Mutex<Option<DebugGrant>>,
     live: Mutex<Live<S>>,
     finished: Mutex<VecDeque<CallRecord>>,
     audit_failures: AtomicU64,
@@ -50,13 +54,19 @@ impl<S> fmt::Debug for HostState<S> {
 impl<S: Clone> HostState<S> {
     /// The state of a host for `config` (validated here) run with
     /// `options`, with a pool of `stderr_retained_process_bytes`.
-    pub fn new(config: Config, options: HostOptions) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         config.validate()?;
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        let session_id = options
+            .session_id
+            .clone()
+            .unwrap_or_else(|| crate::fresh_id("s"));
         Ok(Self {
             config,
             options,
             pool,
+            session_id,
+            debug: Mutex::new(None),
             live: Mutex::new(Live {
                 closing: false,
                 next_id: 0,
@@ -67,10 +77,74 @@ impl<S: Clone> HostState<S> {
         })
     }
 
-    /// The settings a call of `kind` gets under the config, with the
-    /// options' overrides ([`HostOptions::call_settings`]).
-    pub fn call_settings(&self, kind: CallKind) -> CallSettings {
-        self.options.call_settings(&self.config, kind)
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &HostOptions {
+        &self.options
+    }
+
+    /// The process-wide pool every call's stderr draws from.
+    pub fn pool(&self) -> &RetentionPool {
+        &self.pool
+    }
+
+    /// The session calls belong to unless they name their own.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The audit sink, if any.
+    pub fn audit_sink(&self) -> Option<Arc<dyn AuditSink>> {
+        self.options.audit.clone()
+    }
+
+    /// The settings a call of `kind` started at `now` gets under the
+    /// config, with the options' overrides ([`HostOptions::call_settings`])
+    /// and the debug grant in force at `now`, if any.
+    pub fn call_settings(&self, kind: CallKind, now: Instant) -> CallSettings {
+        let settings = self.options.call_settings(&self.config, kind);
+        let grant = *self.lock_debug();
+        settings.with_debug(&self.config, grant.as_ref(), now)
+    }
+
+    /// `request` with every default filled in, for a call started at `now`.
+    pub fn resolve(&self, request: CallRequest, now: Instant) -> Resolved {
+        request.resolve(&self.session_id, |kind| self.call_settings(kind, now))
+    }
+
+    /// Grants debug from `now` for `duration` (at most
+    /// [`DebugGrant::MAX_DURATION`]): calls started under it retain up to
+    /// `per_call_bytes` of stderr (at most the config's
+    /// `debug_ceiling_bytes`) and record `debug: true`; when the grant
+    /// ends, their retained stderr shrinks back to the normal budget. A new
+    /// grant replaces the previous one.
+    pub fn grant_debug(
+        &self,
+        now: Instant,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        let grant = DebugGrant::new(&self.config, now, duration, per_call_bytes)?;
+        *self.lock_debug() = Some(grant);
+        Ok(grant)
+    }
+
+    /// Ends the debug grant, if any, for calls started from now on.
+    pub fn revoke_debug(&self) {
+        *self.lock_debug() = None;
+    }
+
+    /// The debug grant, if one was given (it may have ended).
+    pub fn debug_grant(&self) -> Option<DebugGrant> {
+        *self.lock_debug()
+    }
+
+    fn lock_debug(&self) -> MutexGuard<'_, Option<DebugGrant>> {
+        self.debug.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a new live call reached through `call`; returns its id and
@@ -122,16 +196,6 @@ impl<S: Clone> HostState<S> {
     /// The kept records of finished calls, oldest first.
     pub fn finished_records(&self) -> Vec<CallRecord> {
         self.lock_finished().iter().cloned().collect()
-    }
-
-    /// Writes `event` to the audit sink, if any, in this thread; a failure
-    /// is counted ([`audit_failed`](Self::audit_failed)) and returned for
-    /// the owner to tell the core (which fails closed before dispatch).
-    pub fn audit(&self, event: &AuditEvent) -> Result<(), String> {
-        match &self.options.audit {
-            Some(sink) => sink.write(event).map_err(|error| self.audit_failed(error)),
-            None => Ok(()),
-        }
     }
 
     /// Counts one failed audit write; returns its text, for

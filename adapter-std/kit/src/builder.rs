@@ -1,0 +1,434 @@
+//! The front door of every host: [`CallBuilder`], in the manner of
+//! `std::process::Command`, with a default for every field of the call.
+//!
+//! An adapter's `Host::command("prog")` returns a builder; `.arg(..)`,
+//! `.env(..)` and the call's own fields (`.target(..)`,
+//! `.approval(Approval::Required)`, `.deadline(..)`) refine it, and
+//! `.run()` (blocking on std, a future on smol and tokio) or `.start()` (a
+//! handle to approve, cancel or wait on) end it. What the adapter does with
+//! a finished request is its [`Launch`] implementation.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use spillguard_core::{CallKind, CallSettings, CallSpec};
+
+use crate::command::HelperCommand;
+
+/// Whether a call waits for a person's approval before anything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Approval {
+    /// The helper runs as soon as the call is validated (the default).
+    #[default]
+    NotRequired,
+    /// The approval card is shown once, and nothing runs until the handle's
+    /// `approve()`; `deny()` or the card's deadline end the call first.
+    /// A discovery call never needs approval: asking for it is refused
+    /// (`failed_before_dispatch`).
+    Required,
+}
+
+impl Approval {
+    /// Whether approval is required.
+    pub fn is_required(self) -> bool {
+        self == Approval::Required
+    }
+}
+
+/// What an adapter's host does with a finished [`CallBuilder`]: start the
+/// call (`launch`) and, for [`CallBuilder::run`], wait for its outcome in
+/// the runtime's way (blocking, or a future).
+pub trait Launch {
+    /// The handle a started call returns.
+    type Handle;
+    /// What [`CallBuilder::run`] returns: the outcome (std), or a future of
+    /// it (smol, tokio).
+    type Run;
+    /// Starts the call; returns at once.
+    fn launch(&self, request: CallRequest) -> Self::Handle;
+    /// Waits for the outcome of `handle` in the runtime's way.
+    fn wait(handle: Self::Handle) -> Self::Run;
+}
+
+/// A call as the caller described it; what it left out takes its default
+/// when the host resolves it ([`resolve`](Self::resolve)).
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    command: HelperCommand,
+    call_id: Option<String>,
+    session_id: Option<String>,
+    kind: CallKind,
+    action: Option<String>,
+    target: Option<String>,
+    summary: Option<String>,
+    approval: Approval,
+    deadline: Option<Option<Duration>>,
+    settings: Option<CallSettings>,
+}
+
+/// A request with every default filled in: what a host starts.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Who, what, where.
+    pub spec: CallSpec,
+    /// What runs.
+    pub command: HelperCommand,
+    /// Whether it waits for approval.
+    pub approval: Approval,
+    /// Its budgets and timings.
+    pub settings: CallSettings,
+}
+
+impl CallRequest {
+    /// A request to run `command`, every other field at its default.
+    pub fn new(command: HelperCommand) -> Self {
+        Self {
+            command,
+            call_id: None,
+            session_id: None,
+            kind: CallKind::Action,
+            action: None,
+            target: None,
+            summary: None,
+            approval: Approval::NotRequired,
+            deadline: None,
+            settings: None,
+        }
+    }
+
+    /// The command it runs.
+    pub fn command(&self) -> &HelperCommand {
+        &self.command
+    }
+
+    /// Fills in the defaults: a fresh `call_id`, the host's `session_id`,
+    /// `action` and `target` from the program, the shell-quoted command line
+    /// as `summary`, and the settings the host gives a call of this kind
+    /// (`settings_for`), with this request's deadline.
+    pub fn resolve(
+        self,
+        session_id: &str,
+        settings_for: impl FnOnce(CallKind) -> CallSettings,
+    ) -> Resolved {
+        let program = program_name(&self.command);
+        let spec = CallSpec {
+            call_id: self.call_id.unwrap_or_else(|| crate::fresh_id("c")),
+            session_id: self.session_id.unwrap_or_else(|| session_id.to_owned()),
+            kind: self.kind,
+            action: self.action.unwrap_or_else(|| program.clone()),
+            target: self
+                .target
+                .unwrap_or_else(|| self.command.program.to_string_lossy().into_owned()),
+            summary: self.summary.unwrap_or_else(|| command_line(&self.command)),
+        };
+        let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
+        if let Some(deadline) = self.deadline {
+            settings.deadline = deadline;
+        }
+        Resolved {
+            spec,
+            command: self.command,
+            approval: self.approval,
+            settings,
+        }
+    }
+}
+
+/// A call being described, from an adapter's `Host::command`,
+/// `Host::shell` or `Host::call`; ends with [`run`](Self::run) or
+/// [`start`](Self::start).
+///
+/// Every field of the call has a default: a fresh `call_id` (`c_` and 16
+/// hex digits), the host's session, kind `action`, the program's file name
+/// as `action`, the program as `target`, the shell-quoted command line as
+/// `summary` (so an approval card shows exactly what runs), no approval,
+/// and the host's settings.
+#[derive(Debug)]
+#[must_use = "a call runs only once `run()` or `start()` is called"]
+pub struct CallBuilder<'h, H> {
+    host: &'h H,
+    request: CallRequest,
+}
+
+impl<'h, H: Launch> CallBuilder<'h, H> {
+    /// A builder on `host` for `command`.
+    pub fn new(host: &'h H, command: HelperCommand) -> Self {
+        Self {
+            host,
+            request: CallRequest::new(command),
+        }
+    }
+
+    /// Starts the call and waits for its outcome: blocking on std, a future
+    /// to await on smol and tokio.
+    pub fn run(self) -> H::Run {
+        H::wait(self.start())
+    }
+
+    /// Starts the call and returns its handle at once, to approve, deny,
+    /// cancel or wait on.
+    pub fn start(self) -> H::Handle {
+        self.host.launch(self.request)
+    }
+
+    /// The request as described so far.
+    pub fn request(&self) -> &CallRequest {
+        &self.request
+    }
+
+    fn command(mut self, edit: impl FnOnce(HelperCommand) -> HelperCommand) -> Self {
+        let command = std::mem::take(&mut self.request.command);
+        self.request.command = edit(command);
+        self
+    }
+
+    /// Adds one argument.
+    pub fn arg(self, arg: impl Into<OsString>) -> Self {
+        self.command(|c| c.arg(arg))
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.command(|c| c.args(args))
+    }
+
+    /// Adds an environment variable.
+    pub fn env(self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.command(|c| c.env(key, value))
+    }
+
+    /// Starts the helper from an empty environment.
+    pub fn env_clear(self) -> Self {
+        self.command(HelperCommand::env_clear)
+    }
+
+    /// Sets the helper's working directory.
+    pub fn current_dir(self, dir: impl Into<PathBuf>) -> Self {
+        self.command(|c| c.current_dir(dir))
+    }
+
+    /// Feeds `bytes` to the helper's stdin, then closes it (see
+    /// [`HelperCommand::stdin_bytes`]).
+    pub fn stdin_bytes(self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.command(|c| c.stdin_bytes(bytes))
+    }
+
+    /// The call's id (default: a fresh `c_…`).
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.request.call_id = Some(id.into());
+        self
+    }
+
+    /// The agent session the call belongs to (default: the host's).
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.request.session_id = Some(id.into());
+        self
+    }
+
+    /// Makes the call a discovery: no action, no approval, its own smaller
+    /// stderr budget.
+    pub fn discovery(mut self) -> Self {
+        self.request.kind = CallKind::Discovery;
+        self
+    }
+
+    /// The kind of call (default [`CallKind::Action`]).
+    pub fn kind(mut self, kind: CallKind) -> Self {
+        self.request.kind = kind;
+        self
+    }
+
+    /// The action's name, e.g. `ssh.exec` (default: the program's file
+    /// name).
+    pub fn action(mut self, action: impl Into<String>) -> Self {
+        self.request.action = Some(action.into());
+        self
+    }
+
+    /// The target as shown to the user, e.g. `deploy@web-3` (default: the
+    /// program as given).
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.request.target = Some(target.into());
+        self
+    }
+
+    /// The one-line summary on the approval card (default: the shell-quoted
+    /// command line).
+    pub fn summary(mut self, summary: impl Into<String>) -> Self {
+        self.request.summary = Some(summary.into());
+        self
+    }
+
+    /// Every field of the spec at once, for a host that builds its own.
+    pub fn spec(mut self, spec: CallSpec) -> Self {
+        let CallSpec {
+            call_id,
+            session_id,
+            kind,
+            action,
+            target,
+            summary,
+        } = spec;
+        self.request.call_id = Some(call_id);
+        self.request.session_id = Some(session_id);
+        self.request.kind = kind;
+        self.request.action = Some(action);
+        self.request.target = Some(target);
+        self.request.summary = Some(summary);
+        self
+    }
+
+    /// Whether the call waits for approval (default
+    /// [`Approval::NotRequired`]).
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.request.approval = approval;
+        self
+    }
+
+    /// Longest the helper may run after dispatch (default: the host's).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.request.deadline = Some(Some(deadline));
+        self
+    }
+
+    /// No deadline for this call, whatever the host's.
+    pub fn no_deadline(mut self) -> Self {
+        self.request.deadline = Some(None);
+        self
+    }
+
+    /// Every budget and timing of the call, instead of the host's settings
+    /// for its kind ([`deadline`](Self::deadline) still applies on top).
+    pub fn settings(mut self, settings: CallSettings) -> Self {
+        self.request.settings = Some(settings);
+        self
+    }
+
+    /// Edits the settings the call would get (the host's for its kind, or
+    /// those given to [`settings`](Self::settings)) with `edit`, e.g. to
+    /// lengthen the approval card's life.
+    ///
+    /// `settings_for` gives the host's settings for a kind; adapters pass
+    /// their `Host::settings_for`.
+    pub fn edit_settings(
+        mut self,
+        settings_for: impl FnOnce(CallKind) -> CallSettings,
+        edit: impl FnOnce(&mut CallSettings),
+    ) -> Self {
+        let mut settings = self
+            .request
+            .settings
+            .take()
+            .unwrap_or_else(|| settings_for(self.request.kind));
+        edit(&mut settings);
+        self.request.settings = Some(settings);
+        self
+    }
+}
+
+/// The program's file name, as the default action.
+fn program_name(command: &HelperCommand) -> String {
+    if command.shell {
+        return "sh".to_owned();
+    }
+    Path::new(&command.program)
+        .file_name()
+        .unwrap_or(command.program.as_os_str())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The command line as a POSIX shell would read it back: every word that
+/// is not made only of safe characters is single-quoted, so an approval
+/// card shows where each argument starts and ends.
+///
+/// ```
+/// use spillguard_kit::{HelperCommand, command_line};
+///
+/// let ssh = HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "systemctl restart web"]);
+/// assert_eq!(command_line(&ssh), "ssh -o BatchMode=yes web-3 'systemctl restart web'");
+/// let tricky = HelperCommand::new("echo").args(["it's", ""]);
+/// assert_eq!(command_line(&tricky), r"echo 'it'\''s' ''");
+/// let script = HelperCommand::shell_script("yes x 1>&2");
+/// assert_eq!(command_line(&script), "sh -c 'yes x 1>&2'");
+/// ```
+pub fn command_line(command: &HelperCommand) -> String {
+    let mut words: Vec<String> = Vec::with_capacity(command.args.len() + 3);
+    if command.shell {
+        words.push("sh".into());
+        words.push("-c".into());
+    }
+    words.push(quote(&command.program));
+    words.extend(command.args.iter().map(|arg| quote(arg)));
+    words.join(" ")
+}
+
+fn quote(word: &OsStr) -> String {
+    let text = word.to_string_lossy();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use spillguard_core::Config;
+
+    fn settings(kind: CallKind) -> CallSettings {
+        match kind {
+            CallKind::Discovery => CallSettings::discovery(&Config::default()),
+            _ => CallSettings::action(&Config::default()),
+        }
+    }
+
+    #[test]
+    fn every_field_has_a_default() {
+        let command = HelperCommand::new("/usr/bin/ssh").args(["web-3", "uptime -p"]);
+        let resolved = CallRequest::new(command).resolve("s_host", settings);
+        let spec = &resolved.spec;
+        assert!(spec.call_id.starts_with("c_") && spec.call_id.len() == 18);
+        assert_eq!(spec.session_id, "s_host");
+        assert_eq!(spec.kind, CallKind::Action);
+        assert_eq!(spec.action, "ssh");
+        assert_eq!(spec.target, "/usr/bin/ssh");
+        assert_eq!(spec.summary, "/usr/bin/ssh web-3 'uptime -p'");
+        assert_eq!(resolved.approval, Approval::NotRequired);
+        assert_eq!(resolved.settings, settings(CallKind::Action));
+    }
+
+    #[test]
+    fn two_calls_never_share_an_id() {
+        let ids: std::collections::HashSet<String> = (0..1000)
+            .map(|_| {
+                CallRequest::new(HelperCommand::new("true"))
+                    .resolve("s", settings)
+                    .spec
+                    .call_id
+            })
+            .collect();
+        assert_eq!(ids.len(), 1000);
+    }
+
+    #[test]
+    fn a_discovery_gets_the_discovery_settings() {
+        let mut request = CallRequest::new(HelperCommand::new("ls"));
+        request.kind = CallKind::Discovery;
+        request.deadline = Some(Some(Duration::from_millis(300)));
+        let resolved = request.resolve("s", settings);
+        let mut expected = settings(CallKind::Discovery);
+        expected.deadline = Some(Duration::from_millis(300));
+        assert_eq!(resolved.settings, expected);
+        assert_eq!(resolved.settings.stderr.budget, 4096);
+    }
+}

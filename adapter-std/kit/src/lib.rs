@@ -1,0 +1,54 @@
+//! The runtime-independent half of the spillguard adapters, for adapter
+//! authors: what `spillguard-std`, `spillguard-smol` and `spillguard-tokio`
+//! share, written once. Library users reach everything here through their
+//! runtime's adapter, which re-exports the user-facing types
+//! ([`HelperCommand`], [`HostOptions`], [`HostError`], [`Approval`], the
+//! audit sinks, …).
+//!
+//! * The user-facing types: [`HelperCommand`], [`HostOptions`],
+//!   [`ShutdownReport`], [`HostError`], the builder ([`CallBuilder`],
+//!   [`Approval`]) and the audit sinks ([`AuditSink`], [`JsonLinesAudit`],
+//!   [`ChainedFileAudit`]).
+//! * The adapter-author API: [`owner`] (the owner skeleton: the action
+//!   dispatch, the spawn, finishing and letting go of a call, the policy
+//!   for an owner that dies), [`host_state`] (config, options, pool,
+//!   registry of live calls, debug grant, kept records), [`published`]
+//!   (what an owner publishes for its handle), [`run_loop`] (the events and
+//!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
+//!   [`os`]. A runtime adapter keeps only what its runtime decides: how the
+//!   owner waits, how a waiter is woken, where blocking work runs.
+//!
+//! The platform is Unix (helpers run in their own process groups); on
+//! Linux the std adapter also watches the exit through a pidfd.
+#![deny(missing_docs)]
+
+#[cfg(not(unix))]
+compile_error!(
+    "spillguard-kit runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
+);
+
+mod audit;
+mod audit_log;
+mod builder;
+mod command;
+mod error;
+pub mod host_state;
+mod ids;
+mod options;
+pub mod os;
+pub mod owner;
+pub mod published;
+pub mod read_buffers;
+pub mod run_loop;
+
+pub use audit::{AuditSink, JsonLinesAudit};
+pub use audit_log::{
+    AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
+    OpenFailure, OpenedLog,
+};
+pub use builder::{Approval, CallBuilder, CallRequest, Launch, Resolved, command_line};
+pub use command::{HelperCommand, InvalidCommand, StdinMode};
+pub use error::HostError;
+pub use ids::fresh_id;
+pub use options::{HostOptions, ShutdownReport};
+pub use spillguard_core as core;

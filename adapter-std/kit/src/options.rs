@@ -1,0 +1,111 @@
+//! How a host runs its calls ([`HostOptions`]) and what its shutdown
+//! achieved ([`ShutdownReport`]): the same on every runtime.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillguard_core::{CallKind, CallSettings, Config, DisconnectPolicy};
+
+use crate::audit::AuditSink;
+
+/// How a host runs its calls. Every `Option` left `None` keeps the value
+/// from the [`Config`] or the core's default in [`CallSettings`].
+///
+/// Write it as `HostOptions { deadline: Some(..), ..HostOptions::default() }`
+/// so that fields added later take their defaults.
+#[derive(Clone)]
+pub struct HostOptions {
+    /// Size asked for each output pipe (`F_SETPIPE_SZ`, Linux only; failure
+    /// is ignored). Default 1 MiB: on a flood it makes reads fewer and
+    /// larger. `None` leaves the system's size.
+    pub pipe_size: Option<usize>,
+    /// Longest a helper may run after dispatch. Default: no deadline.
+    pub deadline: Option<Duration>,
+    /// SIGTERM to SIGKILL; default `shutdown_grace_seconds` of the config.
+    pub shutdown_grace: Option<Duration>,
+    /// How long streams may stay open after the direct child exited.
+    pub post_exit_drain: Option<Duration>,
+    /// How long to wait for exit and streams after SIGKILL.
+    pub kill_wait: Option<Duration>,
+    /// How long an approval card stays valid.
+    pub approval_timeout: Option<Duration>,
+    /// What dropping a call's handle early does.
+    pub on_client_disconnect: Option<DisconnectPolicy>,
+    /// How many finished records a host keeps (`finished_records`, oldest
+    /// dropped first). Default 1024.
+    pub finished_records_kept: usize,
+    /// Where lifecycle events are written, if anywhere.
+    pub audit: Option<Arc<dyn AuditSink>>,
+    /// The agent session every call of the host belongs to unless a call
+    /// names its own. `None`: a fresh id (`s_` and 16 hex digits) is drawn
+    /// when the host is made.
+    pub session_id: Option<String>,
+}
+
+impl HostOptions {
+    /// The default pipe size: 1 MiB.
+    pub const DEFAULT_PIPE_SIZE: usize = 1 << 20;
+
+    /// The settings a call of `kind` gets: [`CallSettings::action`] or
+    /// [`CallSettings::discovery`] under `config`, with these options'
+    /// overrides applied.
+    pub fn call_settings(&self, config: &Config, kind: CallKind) -> CallSettings {
+        let mut settings = match kind {
+            CallKind::Discovery => CallSettings::discovery(config),
+            _ => CallSettings::action(config),
+        };
+        settings.deadline = self.deadline.or(settings.deadline);
+        settings.shutdown_grace = self.shutdown_grace.unwrap_or(settings.shutdown_grace);
+        settings.post_exit_drain = self.post_exit_drain.unwrap_or(settings.post_exit_drain);
+        settings.kill_wait = self.kill_wait.unwrap_or(settings.kill_wait);
+        settings.approval_timeout = self.approval_timeout.unwrap_or(settings.approval_timeout);
+        settings.on_client_disconnect = self
+            .on_client_disconnect
+            .unwrap_or(settings.on_client_disconnect);
+        settings
+    }
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            pipe_size: Some(Self::DEFAULT_PIPE_SIZE),
+            deadline: None,
+            shutdown_grace: None,
+            post_exit_drain: None,
+            kill_wait: None,
+            approval_timeout: None,
+            on_client_disconnect: None,
+            finished_records_kept: 1024,
+            audit: None,
+            session_id: None,
+        }
+    }
+}
+
+impl fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostOptions")
+            .field("pipe_size", &self.pipe_size)
+            .field("deadline", &self.deadline)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("post_exit_drain", &self.post_exit_drain)
+            .field("kill_wait", &self.kill_wait)
+            .field("approval_timeout", &self.approval_timeout)
+            .field("on_client_disconnect", &self.on_client_disconnect)
+            .field("finished_records_kept", &self.finished_records_kept)
+            .field("audit", &self.audit.as_ref().map(|_| "AuditSink"))
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+/// What a host's `shutdown` achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Calls that were live and finished (record written) in time.
+    pub finished: usize,
+    /// Calls that were live and had not finished when the time ran out.
+    pub unfinished: usize,
+}

@@ -1,0 +1,319 @@
+//! The owner skeleton every runtime shares: [`OwnerCore`] holds the call and
+//! carries out the core's actions; the runtime's owner keeps only its wait.
+//!
+//! An adapter's owner is a loop: carry out every action
+//! ([`OwnerCore::carry_out_actions`]), wait in the runtime's way for the
+//! first of (timer, event, read), make exactly one `handle_*` call, and go
+//! again. Everything but the wait is here, written once:
+//!
+//! * the action dispatch, an exhaustive `match` (an action the core adds is
+//!   a compile error here, never silently ignored);
+//! * the spawn and its report, through the runtime's [`Effects`];
+//! * publishing state, card and outcome for the handle, keeping the record,
+//!   and letting go of the call (once);
+//! * **the one policy for an owner that ends before its call finished** (a
+//!   panic, a runtime shutting down and dropping its tasks): the helper's
+//!   group is killed if its leader is not known to be reaped
+//!   ([`Call::unreaped_group`]), and the call is let go of, so its waiters
+//!   wake up and the host stops counting it. The handle then reports the
+//!   owner's end (std resumes its panic).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use spillguard_core::{AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal};
+
+use crate::command::HelperCommand;
+use crate::host_state::HostState;
+use crate::published::{Published, Wake};
+use crate::run_loop::{self, Event, Leftover, Pipe, Read, Start};
+
+/// What an owner needs of its host: the shared state, how to say that a
+/// call ended, and how to reach a live call.
+pub trait HostLink: Send + Sync + 'static {
+    /// How the host reaches a live call (its owner's channel).
+    type Live: Clone;
+
+    /// The runtime-free state.
+    fn state(&self) -> &HostState<Self::Live>;
+
+    /// The call `id` is no longer live: deregister it and wake whoever
+    /// waits for calls to end (a host's shutdown).
+    fn call_ended(&self, id: u64);
+
+    /// Asks the live call `live` to stop, for `reason`.
+    fn cancel(live: &Self::Live, reason: CancelReason);
+}
+
+/// What every clone of an adapter's `Host` shares. Dropping the last
+/// clone cancels every live call (reason `host_shutdown`): each owner
+/// carries on with its stop (TERM to the group, the grace, KILL) and
+/// writes its record, so no helper outlives the host by more than its
+/// grace.
+pub struct HostCore<H: HostLink> {
+    shared: Arc<H>,
+}
+
+impl<H: HostLink> std::fmt::Debug for HostCore<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.shared.state().fmt(f)
+    }
+}
+
+impl<H: HostLink> HostCore<H> {
+    /// The core of a host whose calls' owners share `shared`.
+    pub fn new(shared: H) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// What the owners share.
+    pub fn shared(&self) -> &Arc<H> {
+        &self.shared
+    }
+
+    /// The runtime-free state.
+    pub fn state(&self) -> &HostState<H::Live> {
+        self.shared.state()
+    }
+
+    /// Marks the host as closing (calls started from now on are cancelled
+    /// before dispatch) and cancels every live call; returns their ids
+    /// and how to reach them.
+    pub fn cancel_all(&self) -> Vec<(u64, H::Live)> {
+        let live = self.shared.state().close();
+        for (_, call) in &live {
+            H::cancel(call, CancelReason::HostShutdown);
+        }
+        live
+    }
+}
+
+impl<H: HostLink> Drop for HostCore<H> {
+    fn drop(&mut self) {
+        self.cancel_all();
+    }
+}
+
+/// The result of [`Effects::unblock`], once the job ran.
+pub type Unblocked<T> = Pin<Box<dyn Future<Output = Option<T>> + Send>>;
+
+/// What a runtime provides to carry out the core's actions.
+pub trait Effects {
+    /// Spawns `command` in its own process group with piped output
+    /// (`pipe_size` asked for each pipe) and keeps the process; returns
+    /// its pid (also its group id) and the stderr pipe's capacity.
+    fn spawn(
+        &mut self,
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+    ) -> io::Result<(u32, Option<u64>)>;
+
+    /// Closes the helper's stdin, if it has one.
+    fn close_stdin(&mut self);
+
+    /// Runs `job` (a blocking write: an audit append, perhaps an fsync)
+    /// where this runtime runs blocking work, and gives its result; `None`
+    /// if the job panicked.
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        &mut self,
+        job: F,
+    ) -> Unblocked<T>;
+}
+
+/// The runtime-free part of one call's owner. See the [module docs](self).
+pub struct OwnerCore<H: HostLink, W: Wake> {
+    id: u64,
+    call: Call,
+    command: Option<HelperCommand>,
+    listening: bool,
+    published: Arc<Published<W>>,
+    host: Arc<H>,
+    clock: fn() -> Instant,
+    finished: bool,
+    released: bool,
+}
+
+impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnerCore")
+            .field("id", &self.id)
+            .field("state", &self.call.state())
+            .field("listening", &self.listening)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: HostLink, W: Wake> OwnerCore<H, W> {
+    /// The owner of call `id` (as registered with the host) that runs
+    /// `command`, publishing to `published` and reading `clock` (the
+    /// runtime's monotonic clock: tokio's, so that paused time drives it).
+    pub fn new(
+        id: u64,
+        call: Call,
+        command: HelperCommand,
+        published: Arc<Published<W>>,
+        host: Arc<H>,
+        clock: fn() -> Instant,
+    ) -> Self {
+        Self {
+            id,
+            call,
+            command: Some(command),
+            listening: true,
+            published,
+            host,
+            clock,
+            finished: false,
+            released: false,
+        }
+    }
+
+    /// The call's first inputs ([`run_loop::begin`]).
+    pub fn begin(&mut self, start: Start) {
+        let now = (self.clock)();
+        run_loop::begin(&mut self.call, now, start, self.command.as_ref());
+    }
+
+    /// The call.
+    pub fn call(&self) -> &Call {
+        &self.call
+    }
+
+    /// The call, for the one `handle_*` call of an input.
+    pub fn call_mut(&mut self) -> &mut Call {
+        &mut self.call
+    }
+
+    /// The host.
+    pub fn host(&self) -> &Arc<H> {
+        &self.host
+    }
+
+    /// The instant now, on the owner's clock.
+    pub fn now(&self) -> Instant {
+        (self.clock)()
+    }
+
+    /// Whether the loop reached `Finished`.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Whether the streams are still listened to (not abandoned, call not
+    /// finished): what is read otherwise is dropped.
+    pub fn listening(&self) -> bool {
+        self.listening && !self.finished
+    }
+
+    /// Exactly one `handle_*` call for `event`; an answer to an approval or
+    /// a denial goes back through `answer`.
+    pub fn handle_event<R>(
+        &mut self,
+        now: Instant,
+        event: Event<R>,
+        answer: impl FnOnce(R, Result<(), CallError>),
+    ) {
+        match run_loop::handle_event(&mut self.call, now, event) {
+            Leftover::Nothing => {}
+            Leftover::Answer(reply, result) => answer(reply, result),
+        }
+    }
+
+    /// Exactly one `handle_*` call for a read of `pipe`, unless the
+    /// streams are no longer listened to.
+    pub fn handle_read(&mut self, now: Instant, pipe: Pipe, read: Read<'_>) {
+        if self.listening() {
+            run_loop::handle_read(&mut self.call, now, pipe, read);
+        }
+    }
+
+    /// Carries out every queued action, in order; `true` once the call
+    /// finished (the outcome is published, the record kept, the call let
+    /// go of). Only an audit write awaits: it runs through
+    /// [`Effects::unblock`] and is done before the next action, so events
+    /// stay in order. The state is published before each action (a caller
+    /// who sees the card also sees `awaiting_approval`) and after the last.
+    pub async fn carry_out_actions(&mut self, effects: &mut impl Effects) -> bool {
+        while let Some(action) = self.call.poll_action() {
+            self.published.set_state(self.call.state());
+            match EveryAction::from(action) {
+                EveryAction::Audit(event) => self.audit(effects, event).await,
+                EveryAction::ShowApprovalCard(card) => self.published.show_card(card),
+                EveryAction::Spawn => self.spawn(effects),
+                EveryAction::CloseStdin => effects.close_stdin(),
+                EveryAction::SignalGroup { pgid, signal } => {
+                    crate::os::signal_group(pgid, signal);
+                }
+                EveryAction::AbandonStreams => self.listening = false,
+                EveryAction::Finished(outcome) => {
+                    self.finish(*outcome);
+                    return true;
+                }
+            }
+        }
+        self.published.set_state(self.call.state());
+        false
+    }
+
+    /// Writes `event` to the host's sink, if any, where the runtime runs
+    /// blocking work; a failure is counted and told to the core (which
+    /// fails the call closed before dispatch).
+    async fn audit(&mut self, effects: &mut impl Effects, event: AuditEvent) {
+        let state = self.host.state();
+        let Some(sink) = state.audit_sink() else {
+            return;
+        };
+        let written = effects.unblock(move || sink.write(&event)).await;
+        let failure = match written {
+            Some(Ok(())) => return,
+            Some(Err(error)) => state.audit_failed(error),
+            None => state.audit_failed("the audit sink panicked"),
+        };
+        let now = (self.clock)();
+        self.call.handle_audit_failed(now, failure);
+    }
+
+    fn spawn(&mut self, effects: &mut impl Effects) {
+        let pipe_size = self.host.state().options().pipe_size;
+        run_loop::spawn(&mut self.call, self.command.take(), self.clock, |command| {
+            effects.spawn(command, pipe_size)
+        });
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        self.finished = true;
+        self.host.state().record_finished(outcome.record.clone());
+        self.published.finish(outcome);
+        self.release();
+    }
+
+    /// Lets go of the call (once): waiters see that nothing changes any
+    /// more, and the host stops counting it as live.
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.published.owner_ended();
+            self.host.call_ended(self.id);
+        }
+    }
+}
+
+impl<H: HostLink, W: Wake> Drop for OwnerCore<H, W> {
+    /// The one policy for an owner that ends before its call finished: kill
+    /// the helper's group if its leader is not known to be reaped, then let
+    /// go of the call.
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(pgid) = self.call.unreaped_group()
+        {
+            crate::os::signal_group(pgid, Signal::Kill);
+        }
+        self.release();
+    }
+}
