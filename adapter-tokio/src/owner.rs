@@ -92,13 +92,21 @@ impl Effects for Io {
     }
 
     /// On tokio's blocking pool (`spawn_blocking`), never on a worker
-    /// thread; a job that panicked is `None`.
+    /// thread. A job that panicked panics the owner too, as it does on
+    /// every runtime (the owner's end is then the one policy of
+    /// [`OwnerCore`]'s drop); `None` only if the runtime is shutting down.
     fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         &mut self,
         job: F,
     ) -> Unblocked<T> {
         let task = tokio::task::spawn_blocking(job);
-        Box::pin(async move { task.await.ok() })
+        Box::pin(async move {
+            match task.await {
+                Ok(done) => Some(done),
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                Err(_) => None,
+            }
+        })
     }
 }
 

@@ -14,20 +14,64 @@ use std::time::{Duration, Instant};
 use spillguard_core::{
     ApprovalCard, CallError, CallRecord, CallSpec, Outcome, RetentionPool, State,
 };
-use spillguard_std::{HelperCommand, ShutdownReport};
+use spillguard_core::{DebugGrant, DebugGrantError};
+use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, ShutdownReport};
 
 use crate::measure::{
     Measured, MeasuredCall, PoolSampler, PoolUse, become_subreaper, settle_group,
 };
 use crate::scenario::{Approver, CallPlan, Environment, Milestone, Scenario, StartAt};
 
+/// Builds a [`CallRequest`] the way a host's builder does, without a host:
+/// `request(command).target("web-3").start()` is the request.
+#[derive(Debug, Clone, Copy)]
+pub struct Requests;
+
+impl Launch for Requests {
+    type Handle = CallRequest;
+    type Run = CallRequest;
+
+    fn launch(&self, request: CallRequest) -> CallRequest {
+        request
+    }
+
+    fn wait(request: CallRequest) -> CallRequest {
+        request
+    }
+}
+
+/// A builder whose `start()` is the request, for [`HostUnderTest::launch`].
+pub fn request(command: HelperCommand) -> CallBuilder<'static, Requests> {
+    CallBuilder::new(&Requests, command)
+}
+
 /// One adapter's host, as the scenario driver uses it.
 pub trait HostUnderTest: Send + Sync + 'static {
     /// The adapter's call handle.
     type Call: CallUnderTest;
 
-    /// Starts a call; returns at once.
-    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> Self::Call;
+    /// Starts the call `request` describes; returns at once.
+    fn launch(&self, request: CallRequest) -> Self::Call;
+
+    /// Starts a call of `command` described by `spec`; returns at once.
+    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> Self::Call {
+        let approval = crate::drivers::approval(needs_approval);
+        self.launch(request(command).spec(spec).approval(approval).start())
+    }
+
+    /// Grants debug for `duration` with `per_call_bytes` of stderr per call.
+    fn grant_debug(
+        &self,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError>;
+
+    /// Ends the debug grant.
+    fn revoke_debug(&self);
+
+    /// Drops the host (its last clone); returns what its calls still run
+    /// on (a runtime), to keep until the check ends.
+    fn drop_host(self) -> Box<dyn Send>;
 
     /// The host's process-wide retention pool (a shared handle).
     fn pool(&self) -> RetentionPool;

@@ -117,8 +117,10 @@ pub trait Effects {
     fn close_stdin(&mut self);
 
     /// Runs `job` (a blocking write: an audit append, perhaps an fsync)
-    /// where this runtime runs blocking work, and gives its result; `None`
-    /// if the job panicked.
+    /// where this runtime runs blocking work, and gives its result. A job
+    /// that panics panics the owner (on every runtime, so an owner's end
+    /// mid-call is always [`OwnerCore`]'s one policy); `None` if the job
+    /// could not run (its runtime is shutting down).
     fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         &mut self,
         job: F,
@@ -273,7 +275,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         let failure = match written {
             Some(Ok(())) => return,
             Some(Err(error)) => state.audit_failed(error),
-            None => state.audit_failed("the audit sink panicked"),
+            None => {
+                state.audit_failed("the audit write could not run: the runtime is shutting down")
+            }
         };
         let now = (self.clock)();
         self.call.handle_audit_failed(now, failure);

@@ -26,11 +26,13 @@ use spillguard_std::AuditSink;
 
 mod approval;
 mod audit;
+mod front;
 mod run;
 mod stop;
 
 pub use approval::*;
 pub use audit::*;
+pub use front::*;
 pub use run::*;
 pub use stop::*;
 
@@ -84,6 +86,10 @@ macro_rules! behaviour_suite {
             the_chained_log_of_three_calls_verifies_and_holds_their_records,
             an_attempt_that_cannot_be_audited_spawns_nothing,
             a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid,
+            the_builder_fills_every_field_from_the_command,
+            a_debug_grant_raises_the_budget_of_calls_started_under_it,
+            dropping_the_host_stops_its_helpers_and_writes_their_records,
+            an_owner_that_dies_mid_call_kills_its_helper_and_lets_go,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use spillguard_core::{
-    ApprovalCard, CallError, CallRecord, CallSpec, Config, Outcome, RetentionPool, State,
+    ApprovalCard, CallError, CallRecord, Config, DebugGrant, DebugGrantError, Outcome,
+    RetentionPool, State,
 };
-use spillguard_std::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
+use spillguard_kit::{CallRequest, Launch};
+use spillguard_std::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
 use crate::engine::{self, CallUnderTest, HostUnderTest};
@@ -61,8 +63,24 @@ pub struct StdHost(pub Host);
 impl HostUnderTest for StdHost {
     type Call = CallHandle;
 
-    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> CallHandle {
-        self.0.start(spec, command, super::approval(needs_approval))
+    fn launch(&self, request: CallRequest) -> CallHandle {
+        Launch::launch(&self.0, request)
+    }
+
+    fn grant_debug(
+        &self,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.0.grant_debug(duration, per_call_bytes)
+    }
+
+    fn revoke_debug(&self) {
+        self.0.revoke_debug();
+    }
+
+    fn drop_host(self) -> Box<dyn Send> {
+        Box::new(())
     }
 
     fn pool(&self) -> RetentionPool {

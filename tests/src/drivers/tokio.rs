@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use spillguard_core::{
-    ApprovalCard, CallError, CallRecord, CallSpec, Config, Outcome, RetentionPool, State,
+    ApprovalCard, CallError, CallRecord, Config, DebugGrant, DebugGrantError, Outcome,
+    RetentionPool, State,
 };
-use spillguard_tokio::{CallHandle, HelperCommand, Host, HostOptions, ShutdownReport};
+use spillguard_kit::{CallRequest, Launch};
+use spillguard_tokio::{CallHandle, Host, HostOptions, ShutdownReport};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::oneshot;
 
@@ -157,13 +159,29 @@ impl Drop for Driven {
 impl HostUnderTest for TokioHost {
     type Call = TokioCall;
 
-    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> TokioCall {
+    fn launch(&self, request: CallRequest) -> TokioCall {
         TokioCall {
-            handle: self
-                .host
-                .start(spec, command, super::approval(needs_approval)),
+            handle: Launch::launch(&self.host, request),
             runtime: self.runtime.handle().clone(),
         }
+    }
+
+    fn grant_debug(
+        &self,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.host.grant_debug(duration, per_call_bytes)
+    }
+
+    fn revoke_debug(&self) {
+        self.host.revoke_debug();
+    }
+
+    fn drop_host(self) -> Box<dyn Send> {
+        let TokioHost { host, runtime } = self;
+        drop(host);
+        Box::new(runtime)
     }
 
     fn pool(&self) -> RetentionPool {
