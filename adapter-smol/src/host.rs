@@ -7,25 +7,25 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use event_listener::Event as Notify;
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
 use spillguard_core::{
-    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
     DebugGrantError, Outcome, RetentionPool,
 };
 use spillguard_kit::host_state::HostState;
-use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
+use spillguard_kit::owner::{HostCore, HostLink, Prepared};
 use spillguard_kit::{
     Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
     ShutdownReport,
 };
 
 use crate::handle::{CallHandle, Changed, Published};
-use crate::owner::{Command, Event, Owner, Start};
+use crate::owner::{Command, Event, Owner};
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
 /// process-wide [`RetentionPool`], the audit sink and the live calls. Each
@@ -178,35 +178,15 @@ impl Host {
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
-        let Resolved {
-            spec,
-            command,
-            approval,
-            settings,
-        } = resolved;
-        let call_id = spec.call_id.clone();
         let (sender, events) = channel::unbounded();
         let published = Arc::new(Published::new(Changed::default()));
-        let (id, host_closing) = self.state().register(sender.clone());
-        let start = Start {
-            needs_approval: approval.is_required(),
-            host_closing,
-        };
-        let call = Call::new(
-            spec,
-            settings,
-            self.pool(),
-            Instant::now(),
-            SystemTime::now(),
-        );
-        let core = OwnerCore::new(
-            id,
-            call,
-            command,
-            published.clone(),
-            self.core.shared().clone(),
-            Instant::now,
-        );
+        let Prepared {
+            call_id,
+            start,
+            core,
+        } = self
+            .core
+            .prepare(resolved, sender.clone(), published.clone(), Instant::now);
         let owner = Owner::new(core, events, sender.clone());
         smol::spawn(owner.run(start)).detach();
         CallHandle::new(call_id, sender, published)

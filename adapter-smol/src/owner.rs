@@ -19,16 +19,14 @@
 //! Being detached from the caller, it cannot be cancelled by a caller
 //! dropping a future: once started it runs to the record.
 
-use std::io;
 use std::time::Instant;
 
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{Receiver, Sender};
 use spillguard_core::CallError;
-use spillguard_kit::HelperCommand;
-use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
-use spillguard_kit::run_loop::{self, Read};
+use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
+use spillguard_kit::run_loop;
 
 use crate::handle::Changed;
 use crate::host::HostShared;
@@ -54,7 +52,8 @@ pub(crate) type Command = run_loop::Command<Reply>;
 pub(crate) struct Owner {
     core: OwnerCore<HostShared, Changed>,
     events: Receiver<Event>,
-    io: Io,
+    /// The helper; its tasks report through the owner's channel.
+    io: HelperSlot<Process, SmolPool>,
     /// One timer, moved only when [`Call::poll_timeout`](spillguard_core::Call::poll_timeout) changes.
     timer: Timer,
     /// The instant `timer` is set to.
@@ -65,37 +64,13 @@ pub(crate) struct Owner {
     stderr_first: bool,
 }
 
-/// What the owner holds of the helper.
-struct Io {
-    /// Handed to the helper's tasks; keeps `events` open.
-    sender: Sender<Event>,
-    process: Option<Process>,
-}
+/// Where the owner runs blocking work: smol's blocking thread pool.
+pub(crate) struct SmolPool;
 
-impl Effects for Io {
-    fn spawn(
-        &mut self,
-        command: HelperCommand,
-        pipe_size: Option<usize>,
-    ) -> io::Result<(u32, Option<u64>)> {
-        let spawned = Process::spawn(command, pipe_size, &self.sender)?;
-        let reported = (spawned.pid, spawned.pipe_capacity);
-        self.process = Some(spawned);
-        Ok(reported)
-    }
-
-    fn close_stdin(&mut self) {
-        if let Some(process) = &mut self.process {
-            process.close_stdin();
-        }
-    }
-
+impl Blocking for SmolPool {
     /// On smol's blocking thread pool (`smol::unblock`), never on an
     /// executor thread.
-    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
-        &mut self,
-        job: F,
-    ) -> Unblocked<T> {
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
         let task = smol::unblock(job);
         Box::pin(async move { Some(task.await) })
     }
@@ -126,10 +101,7 @@ impl Owner {
         Self {
             core,
             events,
-            io: Io {
-                sender,
-                process: None,
-            },
+            io: HelperSlot::new(sender),
             timer: Timer::never(),
             armed: None,
             bufs: [Vec::new(), Vec::new()],
@@ -181,7 +153,7 @@ impl Owner {
         }
         self.stderr_first = !self.stderr_first;
         let mut none = [None, None];
-        let pipes = match &mut self.io.process {
+        let pipes = match self.io.process_mut() {
             Some(process) => &mut process.pipes,
             None => &mut none,
         };
@@ -214,21 +186,14 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end (0). Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let read = if len == 0 {
-            if let Some(process) = &mut self.io.process {
-                process.pipes[pipe as usize] = None;
-            }
-            Read::End
-        } else {
-            Read::Bytes(self.bufs[pipe as usize].get(..len).unwrap_or_default())
-        };
-        self.core.handle_read(now, pipe, read);
+        let pipes = self.io.process_mut().map(|process| &mut process.pipes);
+        self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
     /// After the call finished: reads and drops what the helper's group
     /// still writes, until end-of-file on both streams.
     async fn drain_unheard(&mut self) {
-        let Some(process) = &mut self.io.process else {
+        let Some(process) = self.io.process_mut() else {
             return;
         };
         process.close_stdin();
@@ -259,7 +224,7 @@ impl Owner {
             self.events.close();
             while self.events.try_recv().is_ok() {}
         }
-        if finished || self.io.process.is_none() {
+        if finished || self.io.process().is_none() {
             return finished;
         }
         if self.bufs[0].is_empty() {

@@ -19,6 +19,8 @@ use spillguard_core::Signal;
 use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_kit::{HelperCommand, StdinMode};
 
+use spillguard_kit::owner::Helper;
+
 use crate::owner::Event;
 use crate::reader::{self, Stream};
 
@@ -37,13 +39,13 @@ pub(crate) struct Process {
     stdin_open: Option<Sender<()>>,
 }
 
-impl Process {
-    /// Spawns `command`; its exit goes to `events`. On error nothing is
-    /// left running.
-    pub(crate) fn spawn(
+impl Helper for Process {
+    type Events = Sender<Event>;
+
+    fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
-        events: &Sender<Event>,
+        events: &Self::Events,
     ) -> io::Result<Self> {
         let mut child = async_command(&command).spawn()?;
         let pid = child.id();
@@ -68,8 +70,16 @@ impl Process {
         })
     }
 
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn pipe_capacity(&self) -> Option<u64> {
+        self.pipe_capacity
+    }
+
     /// Stops feeding stdin; the writer closes it at once, even mid-write.
-    pub(crate) fn close_stdin(&mut self) {
+    fn close_stdin(&mut self) {
         self.stdin_open = None;
     }
 }

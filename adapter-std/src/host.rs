@@ -6,15 +6,14 @@ use std::ffi::OsString;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use spillguard_core::{
-    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
     DebugGrantError, Outcome, RetentionPool,
 };
 use spillguard_kit::host_state::HostState;
-use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
-use spillguard_kit::run_loop::Start;
+use spillguard_kit::owner::{HostCore, HostLink, Prepared};
 use spillguard_kit::{
     Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
     ShutdownReport,
@@ -177,38 +176,18 @@ impl Host {
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
-        let Resolved {
-            spec,
-            command,
-            approval,
-            settings,
-        } = resolved;
-        let call_id = spec.call_id.clone();
         let published = Arc::new(Published::new(Condvar::new()));
         let (mailbox, inbox) = match mailbox::open() {
             Ok((mailbox, inbox)) => (mailbox, Ok(inbox)),
             Err(error) => (Mailbox::closed(), Err(error)),
         };
-        let (id, host_closing) = self.state().register(mailbox.clone());
-        let start = Start {
-            needs_approval: approval.is_required(),
-            host_closing,
-        };
-        let call = Call::new(
-            spec,
-            settings,
-            self.pool(),
-            Instant::now(),
-            SystemTime::now(),
-        );
-        let core = OwnerCore::new(
-            id,
-            call,
-            command,
-            published.clone(),
-            self.core.shared().clone(),
-            Instant::now,
-        );
+        let Prepared {
+            call_id,
+            start,
+            core,
+        } = self
+            .core
+            .prepare(resolved, mailbox.clone(), published.clone(), Instant::now);
         let inbox = match inbox {
             Ok(inbox) => inbox,
             Err(error) => {

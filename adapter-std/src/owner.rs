@@ -36,7 +36,7 @@ use rustix::io::Errno;
 use spillguard_core::{CallError, CancelReason};
 use spillguard_kit::HelperCommand;
 use spillguard_kit::os::exit_status;
-use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
+use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
 use spillguard_kit::run_loop;
 
 use crate::host::HostShared;
@@ -71,43 +71,44 @@ pub(crate) type Command = run_loop::Command<Reply>;
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
     core: OwnerCore<HostShared, Condvar>,
-    io: Io,
+    /// Taken when the call finishes: later sends fail at once.
+    inbox: Option<Inbox>,
+    /// The helper; its waiter job (where the kernel has no pidfd) reports
+    /// through the mailbox.
+    io: HelperSlot<Process, Inline>,
     ready: Ready,
 }
 
-/// What the owner holds of the helper: its inbox, the mailbox (for the
-/// waiter job, where the kernel has no pidfd) and the process.
-struct Io {
-    /// Taken when the call finishes: later sends fail at once.
-    inbox: Option<Inbox>,
-    mailbox: Mailbox,
-    process: Option<Process>,
+/// A std owner is a thread of its own: blocking work runs right there.
+pub(crate) struct Inline;
+
+impl Blocking for Inline {
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
+        Box::pin(ready(Some(job())))
+    }
 }
 
-impl Effects for Io {
+impl Helper for Process {
+    type Events = Mailbox;
+
     fn spawn(
-        &mut self,
         command: HelperCommand,
         pipe_size: Option<usize>,
-    ) -> io::Result<(u32, Option<u64>)> {
-        let spawned = Process::spawn(command, pipe_size, &self.mailbox)?;
-        let reported = (spawned.pid, spawned.pipe_capacity);
-        self.process = Some(spawned);
-        Ok(reported)
+        mailbox: &Mailbox,
+    ) -> io::Result<Self> {
+        Process::spawn(command, pipe_size, mailbox)
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn pipe_capacity(&self) -> Option<u64> {
+        self.pipe_capacity
     }
 
     fn close_stdin(&mut self) {
-        if let Some(process) = &self.process {
-            process.close_stdin();
-        }
-    }
-
-    /// A std owner is a thread of its own: blocking work runs right here.
-    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
-        &mut self,
-        job: F,
-    ) -> Unblocked<T> {
-        Box::pin(ready(Some(job())))
+        Process::close_stdin(self);
     }
 }
 
@@ -134,11 +135,8 @@ impl Owner {
     ) -> Self {
         Self {
             core,
-            io: Io {
-                inbox,
-                mailbox,
-                process: None,
-            },
+            inbox,
+            io: HelperSlot::new(mailbox),
             ready: Ready::default(),
         }
     }
@@ -196,7 +194,7 @@ impl Owner {
     /// always looked at: it costs nothing when empty), the exit, a chunk of
     /// each pipe. A source found empty is no longer ready.
     fn take_one_of_each(&mut self, now: Instant, buf: &mut [u8]) {
-        match self.io.inbox.as_ref().and_then(Inbox::try_next) {
+        match self.inbox.as_ref().and_then(Inbox::try_next) {
             Some(event) => {
                 self.ready.inbox = true;
                 self.core.handle_event(now, event, |reply, answer| {
@@ -231,11 +229,11 @@ impl Owner {
             Duration::ZERO
         };
         let timeout = Timespec::try_from(timeout).ok();
-        let process = self.io.process.as_ref();
+        let process = self.io.process();
         // Slots: the doorbell, stdout, stderr, the pidfd; a closed one is
         // left out and its slot stays `None`.
         let sources = [
-            self.io.inbox.as_ref().map(Inbox::bell),
+            self.inbox.as_ref().map(Inbox::bell),
             process.and_then(|p| p.pipe(Pipe::Stdout)),
             process.and_then(|p| p.pipe(Pipe::Stderr)),
             process.and_then(|p| p.exit.as_ref().map(|watch| watch.fd())),
@@ -263,7 +261,7 @@ impl Owner {
         let ready = [fired(0), fired(1), fired(2), fired(3)];
         drop(fds);
         if ready[0] {
-            if let Some(inbox) = &self.io.inbox {
+            if let Some(inbox) = &self.inbox {
                 inbox.silence();
             }
             self.ready.inbox = true;
@@ -274,7 +272,7 @@ impl Owner {
 
     /// The pidfd is readable: reap the child and report its exit.
     fn reap(&mut self, now: Instant) {
-        let Some(watch) = self.io.process.as_mut().and_then(|p| p.exit.as_mut()) else {
+        let Some(watch) = self.io.process_mut().and_then(|p| p.exit.as_mut()) else {
             return;
         };
         let call = self.core.call_mut();
@@ -283,7 +281,7 @@ impl Owner {
             Some(Ok(status)) => call.handle_exit(now, exit_status(status)),
             Some(Err(_)) => call.handle_process_lost(now),
         };
-        if let Some(process) = &mut self.io.process {
+        if let Some(process) = self.io.process_mut() {
             process.exit = None;
         }
         debug_assert!(reported.is_ok(), "{reported:?}");
@@ -291,7 +289,7 @@ impl Owner {
 
     /// One read of `pipe`: a chunk for the core, its end, or nothing yet.
     fn read(&mut self, now: Instant, pipe: Pipe, buf: &mut [u8]) {
-        let Some(fd) = self.io.process.as_ref().and_then(|p| p.pipe(pipe)) else {
+        let Some(fd) = self.io.process().and_then(|p| p.pipe(pipe)) else {
             self.ready.pipes[pipe as usize] = false;
             return;
         };
@@ -309,7 +307,7 @@ impl Owner {
             Read::Empty => self.ready.pipes[pipe as usize] = false,
             Read::End => {
                 self.ready.pipes[pipe as usize] = false;
-                if let Some(process) = &mut self.io.process {
+                if let Some(process) = self.io.process_mut() {
                     process.pipes[pipe as usize] = None;
                 }
                 self.core.handle_read(now, pipe, run_loop::Read::End);
@@ -320,8 +318,10 @@ impl Owner {
     /// After the call finished: reads and drops what the helper's group
     /// still writes until end-of-file, and reaps the child, then lets go.
     fn drain_unheard(&mut self, buf: &mut [u8]) {
-        self.io.close_stdin();
-        while self.io.process.as_ref().is_some_and(Process::is_open) {
+        if let Some(process) = self.io.process() {
+            process.close_stdin();
+        }
+        while self.io.process().is_some_and(Process::is_open) {
             self.look(!self.ready.any());
             let now = Instant::now();
             self.take_one_of_each(now, buf);
@@ -334,7 +334,7 @@ impl Owner {
     fn carry_out_actions(&mut self) -> bool {
         let finished = future::block_on(self.core.carry_out_actions(&mut self.io));
         if finished {
-            self.io.inbox = None;
+            self.inbox = None;
             self.ready.inbox = false;
         }
         finished

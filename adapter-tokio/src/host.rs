@@ -7,14 +7,14 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use spillguard_core::{
-    Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
+    CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
     DebugGrantError, Outcome, RetentionPool,
 };
 use spillguard_kit::host_state::HostState;
-use spillguard_kit::owner::{HostCore, HostLink, OwnerCore};
+use spillguard_kit::owner::{HostCore, HostLink, Prepared};
 use spillguard_kit::{
     Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
     ShutdownReport,
@@ -23,7 +23,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc};
 
 use crate::handle::{CallHandle, Changed, Published};
-use crate::owner::{self, Command, Event, Owner, Start};
+use crate::owner::{self, Command, Event, Owner};
 
 /// What to do when [`Host::new`] finds no runtime.
 const NO_RUNTIME: &str = "Host::new was called outside a tokio runtime: call it from within one, \
@@ -209,35 +209,15 @@ impl Host {
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
-        let Resolved {
-            spec,
-            command,
-            approval,
-            settings,
-        } = resolved;
-        let call_id = spec.call_id.clone();
         let (sender, events) = mpsc::unbounded_channel();
         let published = Arc::new(Published::new(Changed::default()));
-        let (id, host_closing) = self.state().register(sender.clone());
-        let start = Start {
-            needs_approval: approval.is_required(),
-            host_closing,
-        };
-        let call = Call::new(
-            spec,
-            settings,
-            self.pool(),
-            owner::clock(),
-            SystemTime::now(),
-        );
-        let core = OwnerCore::new(
-            id,
-            call,
-            command,
-            published.clone(),
-            self.core.shared().clone(),
-            owner::clock,
-        );
+        let Prepared {
+            call_id,
+            start,
+            core,
+        } = self
+            .core
+            .prepare(resolved, sender.clone(), published.clone(), owner::clock);
         let owner = Owner::new(core, events, sender.clone());
         let task = self.runtime().spawn(owner.run(start));
         CallHandle::new(call_id, sender, published, task)

@@ -19,14 +19,12 @@
 //! end-of-file. Every decision (budgets, states, deadlines, signals) is the
 //! core's; the owner only reports and obeys.
 
-use std::io;
 use std::pin::Pin;
 use std::time::Instant;
 
 use spillguard_core::CallError;
-use spillguard_kit::HelperCommand;
-use spillguard_kit::owner::{Effects, OwnerCore, Unblocked};
-use spillguard_kit::run_loop::{self, Read};
+use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
+use spillguard_kit::run_loop;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
@@ -59,46 +57,23 @@ pub(crate) type Command = run_loop::Command<Reply>;
 pub(crate) struct Owner {
     core: OwnerCore<HostShared, Changed>,
     events: mpsc::UnboundedReceiver<Event>,
-    io: Io,
+    /// The helper; its tasks report through the owner's channel.
+    io: HelperSlot<Process, TokioPool>,
     /// One read buffer per stream (stdout, stderr), made at the spawn.
     bufs: [Vec<u8>; 2],
     /// Which stream the next wait looks at first.
     stderr_first: bool,
 }
 
-/// What the owner holds of the helper.
-struct Io {
-    /// Handed to the helper's tasks; keeps `events` open.
-    sender: mpsc::UnboundedSender<Event>,
-    process: Option<Process>,
-}
+/// Where the owner runs blocking work: tokio's blocking pool.
+pub(crate) struct TokioPool;
 
-impl Effects for Io {
-    fn spawn(
-        &mut self,
-        command: HelperCommand,
-        pipe_size: Option<usize>,
-    ) -> io::Result<(u32, Option<u64>)> {
-        let spawned = Process::spawn(command, pipe_size, &self.sender)?;
-        let reported = (spawned.pid, spawned.pipe_capacity);
-        self.process = Some(spawned);
-        Ok(reported)
-    }
-
-    fn close_stdin(&mut self) {
-        if let Some(process) = &mut self.process {
-            process.close_stdin();
-        }
-    }
-
+impl Blocking for TokioPool {
     /// On tokio's blocking pool (`spawn_blocking`), never on a worker
     /// thread. A job that panicked panics the owner too, as it does on
     /// every runtime (the owner's end is then the one policy of
     /// [`OwnerCore`]'s drop); `None` only if the runtime is shutting down.
-    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
-        &mut self,
-        job: F,
-    ) -> Unblocked<T> {
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
         let task = tokio::task::spawn_blocking(job);
         Box::pin(async move {
             match task.await {
@@ -130,10 +105,7 @@ impl Owner {
         Self {
             core,
             events,
-            io: Io {
-                sender,
-                process: None,
-            },
+            io: HelperSlot::new(sender),
             bufs: [Vec::new(), Vec::new()],
             stderr_first: false,
         }
@@ -180,7 +152,7 @@ impl Owner {
         }
         self.stderr_first = !self.stderr_first;
         let mut none: [Option<Stream>; 2] = [None, None];
-        let [stdout, stderr] = match &mut self.io.process {
+        let [stdout, stderr] = match self.io.process_mut() {
             Some(process) => &mut process.pipes,
             None => &mut none,
         };
@@ -206,21 +178,14 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end. Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let read = if len == 0 {
-            if let Some(process) = &mut self.io.process {
-                process.pipes[pipe as usize] = None;
-            }
-            Read::End
-        } else {
-            Read::Bytes(self.bufs[pipe as usize].get(..len).unwrap_or_default())
-        };
-        self.core.handle_read(now, pipe, read);
+        let pipes = self.io.process_mut().map(|process| &mut process.pipes);
+        self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
     /// After the call finished: reads and drops what the helper's group
     /// still writes, until end-of-file on both streams.
     async fn drain_unheard(&mut self) {
-        let Some(process) = &mut self.io.process else {
+        let Some(process) = self.io.process_mut() else {
             return;
         };
         process.close_stdin();
@@ -243,7 +208,7 @@ impl Owner {
         if finished {
             self.events.close();
             while self.events.try_recv().is_ok() {}
-        } else if self.io.process.is_some() && self.bufs[0].is_empty() {
+        } else if self.io.process().is_some() && self.bufs[0].is_empty() {
             self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
         }
         finished

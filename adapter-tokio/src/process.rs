@@ -21,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
+use spillguard_kit::owner::Helper;
+
 use crate::owner::Event;
 use crate::reader;
 
@@ -60,13 +62,13 @@ impl AsyncRead for Stream {
     }
 }
 
-impl Process {
-    /// Spawns `command` on the current runtime; its exit goes to `events`.
-    /// On error nothing is left running.
-    pub(crate) fn spawn(
+impl Helper for Process {
+    type Events = mpsc::UnboundedSender<Event>;
+
+    fn spawn(
         command: HelperCommand,
         pipe_size: Option<usize>,
-        events: &mpsc::UnboundedSender<Event>,
+        events: &Self::Events,
     ) -> io::Result<Self> {
         let mut child = tokio::process::Command::from(command.to_std()).spawn()?;
         let (Some(pid), Some(stdout), Some(stderr)) =
@@ -95,8 +97,16 @@ impl Process {
         })
     }
 
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn pipe_capacity(&self) -> Option<u64> {
+        self.pipe_capacity
+    }
+
     /// Stops feeding stdin; the writer drops (closes) it at once.
-    pub(crate) fn close_stdin(&mut self) {
+    fn close_stdin(&mut self) {
         if let Some(stop) = self.stop_stdin.take() {
             let _ = stop.send(());
         }

@@ -22,10 +22,11 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use spillguard_core::{AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal};
 
+use crate::builder::Resolved;
 use crate::command::HelperCommand;
 use crate::host_state::HostState;
 use crate::published::{Published, Wake};
@@ -81,6 +82,38 @@ impl<H: HostLink> HostCore<H> {
         self.shared.state()
     }
 
+    /// Registers the call `resolved` describes, reached through `live` and
+    /// publishing to `published`, and makes its owner's runtime-free part
+    /// on `clock` (received now, on that clock and the wall clock).
+    pub fn prepare<W: Wake>(
+        &self,
+        resolved: Resolved,
+        live: H::Live,
+        published: Arc<Published<W>>,
+        clock: fn() -> Instant,
+    ) -> Prepared<H, W> {
+        let Resolved {
+            spec,
+            command,
+            approval,
+            settings,
+        } = resolved;
+        let call_id = spec.call_id.clone();
+        let state = self.shared.state();
+        let (id, host_closing) = state.register(live);
+        let start = Start {
+            needs_approval: approval.is_required(),
+            host_closing,
+        };
+        let call = Call::new(spec, settings, state.pool(), clock(), SystemTime::now());
+        let core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
+        Prepared {
+            call_id,
+            start,
+            core,
+        }
+    }
+
     /// Marks the host as closing (calls started from now on are cancelled
     /// before dispatch) and cancels every live call; returns their ids
     /// and how to reach them.
@@ -125,6 +158,123 @@ pub trait Effects {
         &mut self,
         job: F,
     ) -> Unblocked<T>;
+}
+
+/// A spawned helper as a runtime holds it (its pipes, its stdin writer,
+/// the task or job that waits for its exit).
+pub trait Helper: Sized {
+    /// What the helper's waiter reports the exit through (the owner's
+    /// channel).
+    type Events;
+
+    /// Spawns `command` in its own process group with piped output
+    /// (`pipe_size` asked for each pipe); its exit goes to `events`. On
+    /// error nothing is left running.
+    fn spawn(
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+        events: &Self::Events,
+    ) -> io::Result<Self>;
+
+    /// Its pid, which is also its process group id.
+    fn pid(&self) -> u32;
+
+    /// The stderr pipe's capacity after asking to enlarge it.
+    fn pipe_capacity(&self) -> Option<u64>;
+
+    /// Stops feeding its stdin and closes it.
+    fn close_stdin(&mut self);
+}
+
+/// Where a runtime runs blocking work.
+pub trait Blocking {
+    /// Runs `job` there; see [`Effects::unblock`].
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T>;
+}
+
+/// The helper of one call as its owner holds it: the channel its tasks
+/// report through and, once spawned, the process; the [`Effects`] of every
+/// runtime, given its [`Helper`] and its [`Blocking`].
+pub struct HelperSlot<P: Helper, B> {
+    events: P::Events,
+    process: Option<P>,
+    blocking: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<P: Helper + std::fmt::Debug, B> std::fmt::Debug for HelperSlot<P, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HelperSlot")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Helper, B> HelperSlot<P, B> {
+    /// Nothing spawned yet; the helper's tasks will report through `events`.
+    pub fn new(events: P::Events) -> Self {
+        Self {
+            events,
+            process: None,
+            blocking: std::marker::PhantomData,
+        }
+    }
+
+    /// The helper, once spawned.
+    pub fn process(&self) -> Option<&P> {
+        self.process.as_ref()
+    }
+
+    /// The helper, once spawned, to read its pipes or reap it.
+    pub fn process_mut(&mut self) -> Option<&mut P> {
+        self.process.as_mut()
+    }
+}
+
+impl<P: Helper, B: Blocking> Effects for HelperSlot<P, B> {
+    fn spawn(
+        &mut self,
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+    ) -> io::Result<(u32, Option<u64>)> {
+        let spawned = P::spawn(command, pipe_size, &self.events)?;
+        let reported = (spawned.pid(), spawned.pipe_capacity());
+        self.process = Some(spawned);
+        Ok(reported)
+    }
+
+    fn close_stdin(&mut self) {
+        if let Some(process) = &mut self.process {
+            process.close_stdin();
+        }
+    }
+
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        &mut self,
+        job: F,
+    ) -> Unblocked<T> {
+        B::unblock(job)
+    }
+}
+
+/// A call about to start: its id (for the handle), how its owner begins,
+/// and the owner's runtime-free part.
+pub struct Prepared<H: HostLink, W: Wake> {
+    /// The call's id.
+    pub call_id: String,
+    /// How the owner begins ([`OwnerCore::begin`]).
+    pub start: Start,
+    /// The owner's runtime-free part.
+    pub core: OwnerCore<H, W>,
+}
+
+impl<H: HostLink, W: Wake> std::fmt::Debug for Prepared<H, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("call_id", &self.call_id)
+            .field("start", &self.start)
+            .field("core", &self.core)
+            .finish()
+    }
 }
 
 /// The runtime-free part of one call's owner. See the [module docs](self).
@@ -233,6 +383,29 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         if self.listening() {
             run_loop::handle_read(&mut self.call, now, pipe, read);
         }
+    }
+
+    /// For an owner that reads each stream into a buffer of its own
+    /// (`bufs`: stdout's, stderr's): a read of `len` bytes of `pipe`, 0 at
+    /// its end, which also closes `pipes[pipe]`. Makes the one
+    /// [`handle_read`](Self::handle_read) call.
+    pub fn take_read<S>(
+        &mut self,
+        now: Instant,
+        pipes: Option<&mut [Option<S>; 2]>,
+        bufs: &[Vec<u8>; 2],
+        (pipe, len): (Pipe, usize),
+    ) {
+        let read = if len == 0 {
+            if let Some(pipes) = pipes {
+                pipes[pipe as usize] = None;
+            }
+            Read::End
+        } else {
+            // `len` came from a read into this very buffer.
+            Read::Bytes(bufs[pipe as usize].get(..len).unwrap_or_default())
+        };
+        self.handle_read(now, pipe, read);
     }
 
     /// Carries out every queued action, in order; `true` once the call

@@ -152,32 +152,6 @@ pub fn handle_read(call: &mut Call, now: Instant, pipe: Pipe, read: Read<'_>) {
     debug_assert!(reported.is_ok(), "{reported:?}");
 }
 
-/// For an owner that reads each stream into a buffer of its own (`bufs`:
-/// stdout's, stderr's): a read of `len` bytes of `pipe`, 0 at its end, which
-/// also closes `pipes[pipe]`. Makes the one [`handle_read`] call, unless the
-/// call stopped `listening` (its streams were abandoned).
-pub fn take_read<S>(
-    call: &mut Call,
-    now: Instant,
-    listening: bool,
-    pipes: &mut [Option<S>; 2],
-    bufs: &[Vec<u8>; 2],
-    (pipe, len): (Pipe, usize),
-) {
-    let read = if len == 0 {
-        pipes[pipe as usize] = None;
-        Read::End
-    } else {
-        let buf = &bufs[pipe as usize];
-        // `len` came from a read into this very buffer.
-        debug_assert!(len <= buf.len(), "read {len} into {}", buf.len());
-        Read::Bytes(buf.get(..len).unwrap_or_default())
-    };
-    if listening {
-        handle_read(call, now, pipe, read);
-    }
-}
-
 /// Carries out [`Action::Spawn`](spillguard_core::Action::Spawn): runs
 /// `spawn` on the command (taken from the owner; `None` once spawned) and
 /// reports to the core, at `clock()` after the spawn, the helper's pid
