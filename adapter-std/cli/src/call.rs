@@ -1,53 +1,24 @@
-//! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
-//! the std adapter and prints its call record as one line of JSON.
-//! `spillguard audit verify|sessions|activity FILE`: reads an audit log
-//! offline (see `audit.rs`).
+//! Every call the `run` command makes into the library: the host built
+//! from the flags, the helper started and waited for, and the printed line
+//! made from its outcome. Kept in one place so that a change of the
+//! adapter's API touches this file only.
 
-mod args;
-mod audit;
-
-use std::io::Write;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
 use spillguard_std::core::{CallKind, CallRecord, CallSpec, Config};
 use spillguard_std::{
-    AuditSink, Canceller, ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions,
-    KeySource,
+    AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
 
-use args::{Request, RunArgs, UsageError};
+use crate::args::{RunArgs, UsageError};
 
-fn main() -> ExitCode {
-    let request = match args::parse(std::env::args_os().skip(1)) {
-        Ok(request) => request,
-        Err(error) => return usage_error(&error),
-    };
-    match request {
-        Request::Help => {
-            print!("{}", args::HELP);
-            ExitCode::SUCCESS
-        }
-        Request::Run(run_args) => match prepare(&run_args) {
-            Ok(host) => run(&host, run_args),
-            Err(error) => usage_error(&error),
-        },
-        Request::Audit(audit_args) => audit::main(&audit_args),
-    }
-}
-
-fn usage_error(error: &UsageError) -> ExitCode {
-    eprintln!("spillguard: {error}");
-    ExitCode::from(2)
-}
+pub use spillguard_std::Host;
 
 /// The host for these flags: the config file (if any), overridden by the
-/// flags, validated as a whole.
-fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
+/// flags, validated as a whole; the audit log opened when asked for.
+pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
     let mut config = match &run.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -101,17 +72,26 @@ fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
     Host::new(config, options).map_err(|e| UsageError(format!("invalid configuration: {e}")))
 }
 
+/// Cancels a running call (stops the helper's group, the record is still
+/// made).
+pub type Cancel = Box<dyn Fn() + Send + 'static>;
+
 /// The line printed: every record field, then the excerpt and stdout.
-#[derive(Serialize)]
-struct Line<'a> {
+#[derive(Debug, Serialize)]
+pub struct Line {
     #[serde(flatten)]
-    record: &'a CallRecord,
+    record: CallRecord,
     stderr_excerpt: String,
     stdout: String,
 }
 
-fn run(host: &Host, run: RunArgs) -> ExitCode {
-    let command = HelperCommand::new(run.program).args(run.args);
+/// Runs the helper of `run` (its program and arguments, no shell) as one
+/// action call of the session `cli`; `started` is handed a function that
+/// cancels the call as soon as the call exists. Returns the line to print.
+pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Line {
+    let mut words = run.command.into_iter();
+    let program = words.next().unwrap_or_default();
+    let command = HelperCommand::new(program).args(words);
     let spec = CallSpec {
         call_id: format!("c_{}_1", std::process::id()),
         session_id: "cli".into(),
@@ -120,39 +100,13 @@ fn run(host: &Host, run: RunArgs) -> ExitCode {
         target: command.program.to_string_lossy().into_owned(),
         summary: command.display_line(),
     };
-    // Registered before the helper starts, so that no signal is missed.
-    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
     let call = host.start(spec, command, false);
-    if let Some(signals) = signals {
-        cancel_on_signals(signals, call.canceller());
-    }
+    let canceller = call.canceller();
+    started(Box::new(move || canceller.cancel()));
     let outcome = call.wait();
-    let line = Line {
-        record: &outcome.record,
+    Line {
         stderr_excerpt: outcome.agent_excerpt(),
         stdout: String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned(),
-    };
-    let written = serde_json::to_string(&line)
-        .map_err(std::io::Error::other)
-        .and_then(|json| writeln!(std::io::stdout().lock(), "{json}"));
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("spillguard: cannot write the record: {error}");
-            ExitCode::from(1)
-        }
+        record: outcome.record,
     }
-}
-
-/// The helper runs in its own process group, so a Ctrl-C at the terminal
-/// reaches only this program: turn it (and TERM, HUP) into a cancel, which
-/// stops the helper's group and still prints the record.
-fn cancel_on_signals(mut signals: Signals, canceller: Canceller) {
-    let _ = std::thread::Builder::new()
-        .name("spillguard-signals".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                canceller.cancel();
-            }
-        });
 }
