@@ -88,6 +88,11 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(not(unix))]
+compile_error!(
+    "spillguard-smol runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
+);
+
 mod handle;
 mod host;
 mod owner;

@@ -77,6 +77,11 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(not(unix))]
+compile_error!(
+    "spillguard-std runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
+);
+
 mod audit;
 mod audit_log;
 mod command;
