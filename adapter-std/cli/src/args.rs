@@ -158,8 +158,12 @@ pub struct RunArgs {
     /// descendant holding them), in ms [default: 250]
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub drain_window_ms: Option<u64>,
-    /// TOML file with a [helper_output] table; the flags above override it
-    #[arg(long, value_name = "FILE")]
+    /// The configuration file, a TOML file with a `helper_output` table.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "TOML file with a [helper_output] table; the flags above override it"
+    )]
     pub config: Option<PathBuf>,
     /// Append the lifecycle events to the hash-chained audit log FILE
     /// (created if missing; a final record torn by a crash is recovered; a

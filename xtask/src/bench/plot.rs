@@ -97,14 +97,24 @@ pub fn chart(results: &Results) -> Chart {
         y_tick: mebibytes,
         series: SERIES
             .iter()
-            .map(|&(case, name, colour, dashed)| Series {
-                name: name.into(),
-                colour: colour.into(),
-                dashed,
-                points: peaks(results, case)
+            .map(|&(case, name, colour, dashed)| {
+                let points: Vec<(f64, f64)> = peaks(results, case)
                     .into_iter()
                     .map(|(mib, peak)| (mib as f64, peak))
-                    .collect(),
+                    .collect();
+                // The legend gives the figure at the largest flood.
+                let name = match points.last() {
+                    Some(&(mib, peak)) => {
+                        format!("{name}: {} MiB at {}", mebibytes(peak), volume(mib))
+                    }
+                    None => name.to_owned(),
+                };
+                Series {
+                    name,
+                    colour: colour.into(),
+                    dashed,
+                    points,
+                }
             })
             .collect(),
     }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 /// Canvas width, in SVG user units.
-const WIDTH: f64 = 760.0;
+const WIDTH: f64 = 880.0;
 /// Canvas height.
 const HEIGHT: f64 = 440.0;
 /// The plot area: left, top, right, bottom edges.
