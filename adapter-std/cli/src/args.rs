@@ -101,7 +101,6 @@ Usage errors exit with status 2 and one line on stderr."
     max_term_width = 100,
     arg_required_else_help = false,
     subcommand_required = true,
-    disable_help_subcommand = true,
 )]
 pub struct Cli {
     /// What to do.
@@ -685,6 +684,29 @@ mod tests {
             err(&["audit", "sessions", "a", "--jsn"]),
             "unknown flag `--jsn` (see `spillguard --help`)"
         );
+    }
+
+    #[test]
+    fn help_and_version_are_asked_for_anywhere_before_the_program() {
+        let kind = |args: &[&str]| {
+            let all = std::iter::once("spillguard").chain(args.iter().copied());
+            Cli::try_parse_from(all).map(|_| ()).unwrap_err().kind()
+        };
+        for args in [
+            &["--help"][..],
+            &["-h"],
+            &["help"],
+            &["help", "run"],
+            &["run", "-h"],
+            &["run", "--deadline-ms", "5", "--help"],
+            &["audit", "--help"],
+            &["audit", "help", "verify"],
+            &["audit", "verify", "--help"],
+        ] {
+            assert_eq!(kind(args), ErrorKind::DisplayHelp, "{args:?}");
+        }
+        assert_eq!(kind(&["--version"]), ErrorKind::DisplayVersion);
+        assert_eq!(kind(&["-V"]), ErrorKind::DisplayVersion);
     }
 
     #[test]
