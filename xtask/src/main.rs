@@ -24,9 +24,11 @@ tasks:
                       the helper's exit, and spawn overhead (`true` x1000).
                       Prints tables and ratios against the goals. ARGS:
                       --gib N, --quick (64 MiB smoke run), --rounds K,
-                      --only flood,grandchild,spawn, --help. Exit status 1
-                      when a case failed (wrong counts in a record, a process
-                      left behind), 0 otherwise, goals met or not.
+                      --only flood,grandchild,spawn, --plot [PATH] (peak
+                      memory of 16 MiB-1 GiB floods drawn as an SVG), --help.
+                      Exit status 1 when a case failed (wrong counts in a
+                      record, a process left behind), 0 otherwise, goals met
+                      or not.
   help                this text
 ";
 

@@ -13,7 +13,9 @@
 //! counts in a record, an unexpected state, a process left behind.
 
 mod line;
+mod plot;
 mod report;
+mod svg;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
@@ -25,6 +27,7 @@ use self::line::Fields;
 
 const USAGE: &str = "\
 usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
+       cargo xtask bench --plot [PATH] [--rounds K]
 
   --gib N          flood size in GiB (default 1)
   --quick          small smoke run: 64 MiB flood, 1 round, `true` x100,
@@ -32,7 +35,15 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
   --rounds K       rounds of the flood, grandchild and spawn cases
                    (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn (default all)
+  --plot [PATH]    instead of the tables: floods of 16, 64, 256 and 1024 MiB
+                   through spillguard on std, smol and tokio and through
+                   Command::output() (1 round unless --rounds), their peak
+                   RSS printed and drawn as an SVG at PATH (default
+                   xtask/assets/flood-peak-memory.svg)
 ";
+
+/// Where `--plot` writes its chart unless told otherwise.
+pub const DEFAULT_PLOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/flood-peak-memory.svg");
 
 /// The flood cases: (case, runtime, what it is).
 pub const FLOOD_CASES: [(&str, &str, &str); 7] = [
@@ -72,6 +83,8 @@ pub struct Options {
     pub grandchild: bool,
     /// Run the spawn cases.
     pub spawn: bool,
+    /// Draw the peak-memory chart at this path instead of the tables.
+    pub plot: Option<PathBuf>,
 }
 
 impl Options {
@@ -84,11 +97,12 @@ impl Options {
             flood: true,
             grandchild: true,
             spawn: true,
+            plot: None,
         };
         let mut gib = None;
         let mut rounds = None;
         let mut quick = false;
-        let mut args = args.into_iter();
+        let mut args = args.into_iter().peekable();
         while let Some(flag) = args.next() {
             let flag = flag.to_string_lossy().into_owned();
             let mut value = || {
@@ -104,6 +118,11 @@ impl Options {
                 "--gib" => gib = Some(positive(value()?)?),
                 "--rounds" => rounds = Some(positive(value()?)?),
                 "--quick" => quick = true,
+                "--plot" => {
+                    let path = args.next_if(|next| !next.to_string_lossy().starts_with("--"));
+                    options.plot =
+                        Some(path.map_or_else(|| PathBuf::from(DEFAULT_PLOT), PathBuf::from));
+                }
                 "--only" => {
                     let sections = value()?;
                     (options.flood, options.grandchild, options.spawn) = (false, false, false);
@@ -131,6 +150,12 @@ impl Options {
         }
         if let Some(gib) = gib {
             options.bytes = u64::from(gib) << 30;
+        }
+        if options.plot.is_some() {
+            if quick || gib.is_some() {
+                return Err("--plot sets its own flood sizes: no --quick or --gib".into());
+            }
+            options.rounds = 1;
         }
         if let Some(rounds) = rounds {
             options.rounds = rounds;
@@ -221,6 +246,9 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(path) = &options.plot {
+        return run_plot(&binaries, &options, path);
+    }
     let load_before = load_average();
     let results = measure(&binaries, &options);
     println!(
@@ -232,6 +260,32 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
     if results.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
+        eprintln!("xtask bench: {} case run(s) failed", results.failures.len());
+        ExitCode::FAILURE
+    }
+}
+
+/// `--plot`: the flood sweep, its figures, the SVG.
+fn run_plot(binaries: &Binaries, options: &Options, path: &Path) -> ExitCode {
+    let load_before = load_average();
+    let results = plot::measure(binaries, options);
+    println!(
+        "machine: {} CPUs; load average (1, 5, 15 min) {load_before} before the cases, {} after",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load_average()
+    );
+    plot::print(&results, options);
+    if let Err(message) = plot::write(&results, path) {
+        eprintln!("xtask bench: {message}");
+        return ExitCode::FAILURE;
+    }
+    println!("\nchart written to {}", shown(path));
+    if results.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for failure in &results.failures {
+            eprintln!("  {failure}");
+        }
         eprintln!("xtask bench: {} case run(s) failed", results.failures.len());
         ExitCode::FAILURE
     }

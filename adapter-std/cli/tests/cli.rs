@@ -340,6 +340,78 @@ fn help_prints_the_usage_and_exits_0() {
 }
 
 #[test]
+fn version_prints_the_package_version_and_exits_0() {
+    let output = spillguard(&["--version"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stderr, b"");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        format!("spillguard {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn help_starts_with_the_summary_and_the_usage_lines() {
+    for args in [&["--help"][..], &["-h"]] {
+        let output = spillguard(args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert_eq!(output.stderr, b"", "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().take(4).collect();
+        assert_eq!(
+            lines,
+            [
+                "spillguard - run a helper process with bounded, counted stderr",
+                "",
+                "Usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...]",
+                "       spillguard audit verify FILE [--anchor ANCHOR | --anchor-file F] \
+                 [--key-file F]",
+            ],
+            "{args:?}"
+        );
+        // The exit statuses of both commands and the examples are there.
+        for line in [
+            "Exit status of `run`: 0 when a record was printed, whatever the helper did",
+            "  9  the log verified, but differs from the lifecycles in --expect",
+            "  spillguard run --deadline-ms 500 -- sh -c 'yes helper-diagnostic 1>&2'",
+            "  spillguard audit activity calls.log --json",
+        ] {
+            assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
+        }
+    }
+    let run = String::from_utf8(spillguard(&["run", "--help"]).stdout).unwrap();
+    assert_eq!(
+        run.lines().nth(2),
+        Some("Usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...]")
+    );
+}
+
+#[test]
+fn a_usage_error_is_one_line_and_status_2() {
+    let output = spillguard(&["run", "--deadline", "5", "--", "true"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.stdout, b"");
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "spillguard: unknown flag `--deadline` (see `spillguard --help`)\n"
+    );
+    let output = spillguard(&[
+        "audit",
+        "verify",
+        "log",
+        "--anchor",
+        "a",
+        "--anchor-file",
+        "b",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "spillguard: give one of `--anchor` and `--anchor-file`, once\n"
+    );
+}
+
+#[test]
 fn sigint_cancels_the_helper_and_still_prints_the_record() {
     let audit = temp_path("cli-sigint.log");
     let _ = std::fs::remove_file(&audit);

@@ -12,7 +12,7 @@ use spillguard_std::core::audit::{
     VerifyOptions, activity, compare, sessions, verify_and_read,
 };
 
-use crate::args::{AnchorArg, AuditArgs, AuditCommand, UsageError};
+use crate::args::{AnchorArg, AuditArgs, AuditView, UsageError};
 
 /// Exit status: the output could not be written.
 const OUTPUT_FAILED: u8 = 1;
@@ -110,7 +110,7 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
     };
     let (verdict, records) = verify_and_read(&bytes, options);
 
-    let needs_entries = args.command != AuditCommand::Verify || expected.is_some();
+    let needs_entries = args.command != AuditView::Verify || expected.is_some();
     if needs_entries && key.is_none() && records.iter().any(|r| r.entry.is_none()) {
         return Err(usage(format!(
             "{} is sealed: give its key with --key-file",
@@ -119,14 +119,12 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
     }
     let mut out = Vec::new();
     let status = match args.command {
-        AuditCommand::Verify => {
-            print_verdict(&mut out, args, &verdict, &records, expected.as_deref())
-        }
-        AuditCommand::Sessions | AuditCommand::Activity => {
+        AuditView::Verify => print_verdict(&mut out, args, &verdict, &records, expected.as_deref()),
+        AuditView::Sessions | AuditView::Activity => {
             if verdict.is_rejected() {
                 return Err(Failure::Refused(verdict));
             }
-            if args.command == AuditCommand::Sessions {
+            if args.command == AuditView::Sessions {
                 print_sessions(&mut out, &sessions(&records), args.json);
             } else {
                 print_activity(&mut out, &activity(&records), args.json);

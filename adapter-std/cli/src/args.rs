@@ -1,0 +1,719 @@
+//! The command line, declared with clap's derive: two commands (`run`,
+//! `audit verify|sessions|activity`), their flags and their help.
+//!
+//! Usage errors are one line each (see [`usage_message`]): a caller that
+//! scripts `spillguard` reads one sentence naming the problem, not clap's
+//! multi-line report.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, Parser, Subcommand};
+use spillguard_std::core::Retain;
+
+/// The usage lines shown at the top of `spillguard --help`.
+const USAGE: &str = "\
+spillguard run [OPTIONS] -- PROGRAM [ARGS...]
+       spillguard audit verify FILE [--anchor ANCHOR | --anchor-file F] [--key-file F]
+                                    [--expect FILE] [--json]
+       spillguard audit sessions FILE [--key-file F] [--json]
+       spillguard audit activity FILE [--key-file F] [--json]
+       spillguard --help | --version";
+
+/// How `run` ends, with examples (a macro, so that `concat!` can join the
+/// help texts at compile time).
+macro_rules! run_after_help {
+    () => {
+        "\
+Exit status of `run`: 0 when a record was printed, whatever the helper did
+(see `state`, `exit_status` and `exit_signal`); 2 on bad input (including an
+audit log that cannot be opened); 1 if the record could not be written.
+SIGINT, SIGTERM and SIGHUP cancel the helper (TERM, grace, KILL) and the
+record is still printed.
+
+Examples:
+  # A helper that floods stderr, stopped after half a second:
+  spillguard run --deadline-ms 500 -- sh -c 'yes helper-diagnostic 1>&2'
+  # Keep the first and the last bytes, and append the call to an audit log:
+  spillguard run --retain head-and-tail --audit calls.log --anchor-out calls.anchor -- ./helper --flag
+  # Budgets from a file, one of them overridden:
+  spillguard run --config spillguard.toml --excerpt-bytes 1024 -- ./helper"
+    };
+}
+
+/// How `audit` ends, with examples.
+macro_rules! audit_after_help {
+    () => {
+        "\
+Exit status of `audit`:
+  0  ok: the log verified against the anchor (and matches --expect)
+  1  the output could not be written
+  2  bad input: usage, or a file, key or anchor that cannot be read
+  3  unanchored: every record intact, but no anchor vouches for the end
+  4  torn tail: the last record was cut by a crash
+  5  tampered: a record was modified, moved, inserted, deleted or cut off
+  6  malformed: an intact record that cannot be understood
+  7  wrong key: the key given is not the log's
+  8  bad anchor: the anchor's MAC does not match it
+  9  the log verified, but differs from the lifecycles in --expect
+`sessions` and `activity` exit 0 for a log that is ok, unanchored or torn at
+the tail, and with the verdict's status otherwise (nothing is shown).
+
+Examples:
+  spillguard audit verify calls.log --anchor-file calls.anchor
+  spillguard audit verify calls.log --anchor-file calls.anchor --expect records.jsonl
+  spillguard audit activity calls.log --json
+  spillguard audit sessions calls.log --key-file calls.key"
+    };
+}
+
+/// What the two commands do, at the top of the whole help's closing part.
+macro_rules! overview {
+    () => {
+        "\
+`run` runs PROGRAM (no shell) in its own process group, drains its stdout
+and stderr continuously, and prints the call record as one line of JSON on
+stdout, with `stderr_excerpt` (the retained stderr, truncation marker first,
+clamped to the excerpt budget) and `stdout` (the helper's stdout, bounded).
+The helper's own output never reaches this program's stdout or stderr.
+
+`audit verify` checks a log offline and prints the verdict as one line
+(`--json`: one JSON object). Only an anchor (as `run --anchor-out` keeps
+it) can vouch for the end of the log: without one the best verdict is
+`unanchored`. `audit sessions` (one line per session) and `audit activity`
+(one line per call) print views computed from the log alone.
+
+Usage errors exit with status 2 and one line on stderr."
+    };
+}
+
+/// `spillguard`: run a helper process with bounded, counted stderr.
+#[derive(Debug, Parser)]
+#[command(
+    name = "spillguard",
+    version,
+    about = "spillguard - run a helper process with bounded, counted stderr",
+    override_usage = USAGE,
+    after_help = concat!(overview!(), "\n\n", run_after_help!(), "\n\n", audit_after_help!()),
+    flatten_help = true,
+    max_term_width = 100,
+    arg_required_else_help = false,
+    subcommand_required = true,
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run PROGRAM (no shell) in its own process group and print its call
+    /// record as one line of JSON
+    #[command(
+        override_usage = "spillguard run [OPTIONS] -- PROGRAM [ARGS...]",
+        after_help = run_after_help!(),
+        args_override_self = true,
+    )]
+    Run(RunArgs),
+    /// Read an audit log offline: its verdict, or a view of its calls
+    #[command(
+        subcommand,
+        after_help = audit_after_help!(),
+        flatten_help = true,
+        arg_required_else_help = false,
+        subcommand_required = true,
+    )]
+    Audit(AuditCommand),
+}
+
+/// The flags and the program of `spillguard run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct RunArgs {
+    /// Which stderr bytes to keep once the budget is full: the most recent
+    /// (tail), the first (head), or a short prefix and the most recent
+    /// (head-and-tail) [default: tail]
+    #[arg(long, value_name = "tail|head|head-and-tail", value_parser = retain)]
+    pub retain: Option<Retain>,
+    /// Stderr bytes retained for the call [default: 16384]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub per_call_bytes: Option<u64>,
+    /// Cap of the stderr excerpt in the record, marker included
+    /// [default: 4096]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub excerpt_bytes: Option<u64>,
+    /// Stop the helper (TERM, grace, KILL) N ms after it started
+    /// [default: no deadline]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub deadline_ms: Option<u64>,
+    /// Time from TERM to KILL when the helper is stopped, in ms
+    /// [default: 5000]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub grace_ms: Option<u64>,
+    /// How long the streams may stay open after the helper exited (a
+    /// descendant holding them), in ms [default: 250]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub drain_window_ms: Option<u64>,
+    /// The configuration file, a TOML file with a `helper_output` table.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "TOML file with a [helper_output] table; the flags above override it"
+    )]
+    pub config: Option<PathBuf>,
+    /// Append the lifecycle events to the hash-chained audit log FILE
+    /// (created if missing; a final record torn by a crash is recovered; a
+    /// log that fails verification is refused). The attempt and the final
+    /// record are synced to disk as they are written
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    /// Seal the log's records with the key in F (64 hex digits); needs
+    /// --audit
+    #[arg(long, value_name = "F")]
+    pub audit_key_file: Option<PathBuf>,
+    /// Keep the log's anchor (checkpoint) in FILE, rewritten after the final
+    /// record; when FILE exists the log is checked against it first; needs
+    /// --audit
+    #[arg(long, value_name = "FILE")]
+    pub anchor_out: Option<PathBuf>,
+    /// The helper program (run without a shell) and its arguments, given
+    /// after `--` or after the last flag
+    #[arg(
+        value_name = "PROGRAM",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        value_parser = clap::value_parser!(OsString),
+    )]
+    pub command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// What clap cannot say on its own: the flags that need `--audit`, and
+    /// an empty program name.
+    pub fn check(&self) -> Result<(), UsageError> {
+        if self
+            .command
+            .first()
+            .is_none_or(|program| program.is_empty())
+        {
+            return Err(missing_program());
+        }
+        if self.audit.is_none() {
+            for (given, flag) in [
+                (self.audit_key_file.is_some(), "--audit-key-file"),
+                (self.anchor_out.is_some(), "--anchor-out"),
+            ] {
+                if given {
+                    return Err(UsageError(format!("`{flag}` needs `--audit FILE`")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The audit commands.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check a log offline and print the verdict as one line
+    #[command(after_help = audit_after_help!())]
+    Verify(VerifyArgs),
+    /// One line per session (agent run), from the log alone
+    #[command(after_help = audit_after_help!())]
+    Sessions(ViewArgs),
+    /// One line per call, from the log alone
+    #[command(after_help = audit_after_help!())]
+    Activity(ViewArgs),
+}
+
+/// The flags of `spillguard audit verify`.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// The audit log
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The anchor to verify the end of the log against, as text (`sga1.…`)
+    #[arg(long, value_name = "ANCHOR", conflicts_with = "anchor_file")]
+    pub anchor: Option<String>,
+    /// A file holding the anchor, as `run --anchor-out` keeps it
+    #[arg(long, value_name = "F")]
+    pub anchor_file: Option<PathBuf>,
+    /// The key of a sealed log (a file of 64 hex digits)
+    #[arg(long, value_name = "F")]
+    pub key_file: Option<PathBuf>,
+    /// Compare the calls on record with these lifecycles and print every
+    /// difference: JSON lines (or one array) of call records as `spillguard
+    /// run` prints them, or of expected calls {call_id, attempt,
+    /// transitions, final_state}
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// Print one JSON object instead of the verdict's line
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The flags of `spillguard audit sessions` and `audit activity`.
+#[derive(Debug, Clone, Args)]
+pub struct ViewArgs {
+    /// The audit log
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The key of a sealed log (a file of 64 hex digits)
+    #[arg(long, value_name = "F")]
+    pub key_file: Option<PathBuf>,
+    /// Print one JSON object per line instead of columns
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which view of an audit log to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditView {
+    /// The verdict (and the comparison with `--expect`).
+    Verify,
+    /// One line per session.
+    Sessions,
+    /// One line per call.
+    Activity,
+}
+
+/// Where the anchor to verify against comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnchorArg {
+    /// Its text, on the command line.
+    Text(String),
+    /// A file holding its text.
+    File(PathBuf),
+}
+
+/// What an `audit` command asks for, whichever it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditArgs {
+    pub command: AuditView,
+    pub file: PathBuf,
+    pub anchor: Option<AnchorArg>,
+    pub key_file: Option<PathBuf>,
+    pub expect: Option<PathBuf>,
+    pub json: bool,
+}
+
+impl From<AuditCommand> for AuditArgs {
+    fn from(command: AuditCommand) -> Self {
+        match command {
+            AuditCommand::Verify(verify) => AuditArgs {
+                command: AuditView::Verify,
+                file: verify.file,
+                anchor: match (verify.anchor, verify.anchor_file) {
+                    (Some(text), _) => Some(AnchorArg::Text(text)),
+                    (None, Some(file)) => Some(AnchorArg::File(file)),
+                    (None, None) => None,
+                },
+                key_file: verify.key_file,
+                expect: verify.expect,
+                json: verify.json,
+            },
+            AuditCommand::Sessions(view) => AuditArgs::view(AuditView::Sessions, view),
+            AuditCommand::Activity(view) => AuditArgs::view(AuditView::Activity, view),
+        }
+    }
+}
+
+impl AuditArgs {
+    fn view(command: AuditView, view: ViewArgs) -> Self {
+        AuditArgs {
+            command,
+            file: view.file,
+            anchor: None,
+            key_file: view.key_file,
+            expect: None,
+            json: view.json,
+        }
+    }
+}
+
+/// Bad input on the command line; the message names the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn missing_program() -> UsageError {
+    UsageError("missing program (usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...])".into())
+}
+
+/// A byte count or a number of milliseconds.
+fn number(value: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .map_err(|_| format!("`{value}` is not a non-negative integer"))
+}
+
+/// A retention mode; `head_and_tail`, the configuration's spelling, is
+/// accepted too.
+fn retain(value: &str) -> Result<Retain, String> {
+    match value {
+        "tail" => Ok(Retain::Tail),
+        "head" => Ok(Retain::Head),
+        "head-and-tail" | "head_and_tail" => Ok(Retain::HeadAndTail),
+        _ => Err(format!(
+            "unknown mode `{value}` (expected tail, head or head-and-tail)"
+        )),
+    }
+}
+
+/// The flags that only `audit verify` takes.
+const VERIFY_ONLY: [&str; 3] = ["--anchor", "--anchor-file", "--expect"];
+
+/// One line for a usage error found by clap; `args` are the arguments
+/// after the program name (they tell `audit`'s errors from `run`'s).
+pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or_default();
+    let in_audit = word(0) == "audit";
+    let text = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => text.clone(),
+        Some(ContextValue::Strings(texts)) => texts.join(", "),
+        Some(ContextValue::StyledStr(text)) => text.to_string(),
+        _ => String::new(),
+    };
+    // `--per-call-bytes <N>` or `--expect=e`: the flag alone.
+    let flag = || {
+        let arg = text(ContextKind::InvalidArg);
+        let name = arg.split([' ', '=']).next().unwrap_or_default();
+        name.to_owned()
+    };
+    match error.kind() {
+        ErrorKind::MissingSubcommand if in_audit => {
+            "missing audit command (expected verify, sessions or activity)".into()
+        }
+        ErrorKind::MissingSubcommand => {
+            "missing command `run` or `audit` (see `spillguard --help`)".into()
+        }
+        ErrorKind::InvalidSubcommand if in_audit => format!(
+            "unknown audit command `{}` (expected verify, sessions or activity)",
+            text(ContextKind::InvalidSubcommand)
+        ),
+        ErrorKind::InvalidSubcommand => format!(
+            "unknown command `{}` (expected `run` or `audit`; see `spillguard --help`)",
+            text(ContextKind::InvalidSubcommand)
+        ),
+        ErrorKind::UnknownArgument => {
+            let name = flag();
+            if !name.starts_with('-') {
+                let place = if in_audit {
+                    "one log file only"
+                } else {
+                    "see `spillguard --help`"
+                };
+                format!(
+                    "unexpected argument `{}` ({place})",
+                    text(ContextKind::InvalidArg)
+                )
+            } else if in_audit && word(1) != "verify" && VERIFY_ONLY.contains(&name.as_str()) {
+                format!("`{name}` is a flag of `audit verify` only")
+            } else {
+                format!("unknown flag `{name}` (see `spillguard --help`)")
+            }
+        }
+        ErrorKind::InvalidValue if text(ContextKind::InvalidValue).is_empty() => {
+            format!("`{}` needs a value", flag())
+        }
+        ErrorKind::ValueValidation => {
+            let reason = std::error::Error::source(error)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| format!("`{}` is not valid", text(ContextKind::InvalidValue)));
+            format!("`{}`: {reason}", flag())
+        }
+        ErrorKind::MissingRequiredArgument if in_audit => {
+            "missing the audit log file (see `spillguard --help`)".into()
+        }
+        ErrorKind::MissingRequiredArgument => missing_program().0,
+        ErrorKind::ArgumentConflict if in_audit => {
+            "give one of `--anchor` and `--anchor-file`, once".into()
+        }
+        _ => {
+            // Anything else: clap's own first line, without its prefix.
+            let rendered = error.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            format!("{first} (see `spillguard --help`)")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// What the arguments parse to, or the one-line usage error.
+    fn parse(args: &[&str]) -> Result<Command, String> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let all = std::iter::once(OsString::from("spillguard")).chain(args.iter().cloned());
+        match Cli::try_parse_from(all) {
+            Ok(cli) => match cli.command {
+                Command::Run(run) => run.check().map(|()| Command::Run(run)).map_err(|e| e.0),
+                audit => Ok(audit),
+            },
+            Err(error) => Err(usage_message(&error, &args)),
+        }
+    }
+
+    fn run(args: &[&str]) -> RunArgs {
+        match parse(args) {
+            Ok(Command::Run(run)) => run,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn audit(args: &[&str]) -> AuditArgs {
+        match parse(args) {
+            Ok(Command::Audit(audit)) => audit.into(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse(args).unwrap_err()
+    }
+
+    #[test]
+    fn the_declarations_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_take_separate_or_inline_values() {
+        let parsed = run(&[
+            "run",
+            "--retain",
+            "head-and-tail",
+            "--per-call-bytes=8192",
+            "--excerpt-bytes",
+            "1024",
+            "--deadline-ms",
+            "500",
+            "--grace-ms=100",
+            "--drain-window-ms",
+            "50",
+            "--config",
+            "a.toml",
+            "--audit=log.jsonl",
+            "--",
+            "sh",
+            "-c",
+            "exit 0",
+        ]);
+        assert_eq!(
+            parsed,
+            RunArgs {
+                retain: Some(Retain::HeadAndTail),
+                per_call_bytes: Some(8192),
+                excerpt_bytes: Some(1024),
+                deadline_ms: Some(500),
+                grace_ms: Some(100),
+                drain_window_ms: Some(50),
+                config: Some("a.toml".into()),
+                audit: Some("log.jsonl".into()),
+                audit_key_file: None,
+                anchor_out: None,
+                command: vec!["sh".into(), "-c".into(), "exit 0".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn the_program_may_follow_the_flags_without_a_separator() {
+        let parsed = run(&["run", "--deadline-ms", "5", "ls", "--all", "-h"]);
+        assert_eq!(
+            parsed.command,
+            vec![OsString::from("ls"), "--all".into(), "-h".into()]
+        );
+    }
+
+    #[test]
+    fn a_flag_given_twice_takes_the_last_value() {
+        let parsed = run(&["run", "--deadline-ms", "5", "--deadline-ms=7", "--", "ls"]);
+        assert_eq!(parsed.deadline_ms, Some(7));
+    }
+
+    #[test]
+    fn bad_input_names_the_problem() {
+        assert_eq!(
+            err(&[]),
+            "missing command `run` or `audit` (see `spillguard --help`)"
+        );
+        assert_eq!(
+            err(&["go"]),
+            "unknown command `go` (expected `run` or `audit`; see `spillguard --help`)"
+        );
+        assert_eq!(
+            err(&["run", "--anchor-out", "a", "--", "ls"]),
+            "`--anchor-out` needs `--audit FILE`"
+        );
+        assert_eq!(
+            err(&["run", "--audit-key-file", "k", "--", "ls"]),
+            "`--audit-key-file` needs `--audit FILE`"
+        );
+        assert_eq!(
+            err(&["run", "--verbose", "--", "ls"]),
+            "unknown flag `--verbose` (see `spillguard --help`)"
+        );
+        assert_eq!(
+            err(&["run", "--deadline-ms", "soon", "--", "ls"]),
+            "`--deadline-ms`: `soon` is not a non-negative integer"
+        );
+        assert_eq!(
+            err(&["run", "--grace-ms=-1", "--", "ls"]),
+            "`--grace-ms`: `-1` is not a non-negative integer"
+        );
+        assert_eq!(
+            err(&["run", "--grace-ms", "-1", "--", "ls"]),
+            "`--grace-ms`: `-1` is not a non-negative integer"
+        );
+        assert_eq!(err(&["run", "--audit"]), "`--audit` needs a value");
+        assert_eq!(
+            err(&["run", "--retain", "middle", "--", "ls"]),
+            "`--retain`: unknown mode `middle` (expected tail, head or head-and-tail)"
+        );
+        assert_eq!(
+            err(&["run", "--deadline-ms", "5"]),
+            "missing program (usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...])"
+        );
+        assert_eq!(
+            err(&["run", "--"]),
+            "missing program (usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...])"
+        );
+        assert_eq!(
+            err(&["run", "--", ""]),
+            "missing program (usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...])"
+        );
+        assert_eq!(
+            err(&["--quiet"]),
+            "unknown flag `--quiet` (see `spillguard --help`)"
+        );
+    }
+
+    #[test]
+    fn audit_commands_take_a_file_and_their_flags() {
+        assert_eq!(
+            audit(&[
+                "audit",
+                "verify",
+                "log",
+                "--anchor-file=a",
+                "--key-file",
+                "k",
+                "--expect",
+                "e.jsonl",
+                "--json",
+            ]),
+            AuditArgs {
+                command: AuditView::Verify,
+                file: "log".into(),
+                anchor: Some(AnchorArg::File("a".into())),
+                key_file: Some("k".into()),
+                expect: Some("e.jsonl".into()),
+                json: true,
+            }
+        );
+        let sessions = audit(&["audit", "sessions", "--json", "log"]);
+        assert_eq!(
+            (sessions.command, sessions.file, sessions.json),
+            (AuditView::Sessions, "log".into(), true)
+        );
+        let verify = audit(&["audit", "verify", "log", "--anchor", "sga1.x"]);
+        assert_eq!(verify.anchor, Some(AnchorArg::Text("sga1.x".into())));
+    }
+
+    #[test]
+    fn bad_audit_input_names_the_problem() {
+        assert_eq!(
+            err(&["audit"]),
+            "missing audit command (expected verify, sessions or activity)"
+        );
+        assert_eq!(
+            err(&["audit", "check", "log"]),
+            "unknown audit command `check` (expected verify, sessions or activity)"
+        );
+        assert_eq!(
+            err(&["audit", "verify"]),
+            "missing the audit log file (see `spillguard --help`)"
+        );
+        assert_eq!(
+            err(&["audit", "verify", "a", "b"]),
+            "unexpected argument `b` (one log file only)"
+        );
+        assert_eq!(
+            err(&[
+                "audit",
+                "verify",
+                "a",
+                "--anchor",
+                "x",
+                "--anchor-file",
+                "y"
+            ]),
+            "give one of `--anchor` and `--anchor-file`, once"
+        );
+        assert_eq!(
+            err(&["audit", "verify", "a", "--anchor", "x", "--anchor", "y"]),
+            "give one of `--anchor` and `--anchor-file`, once"
+        );
+        assert_eq!(
+            err(&["audit", "activity", "a", "--expect", "e"]),
+            "`--expect` is a flag of `audit verify` only"
+        );
+        assert_eq!(
+            err(&["audit", "sessions", "a", "--anchor=x"]),
+            "`--anchor` is a flag of `audit verify` only"
+        );
+        assert_eq!(
+            err(&["audit", "verify", "a", "--key-file"]),
+            "`--key-file` needs a value"
+        );
+        assert_eq!(
+            err(&["audit", "sessions", "a", "--jsn"]),
+            "unknown flag `--jsn` (see `spillguard --help`)"
+        );
+    }
+
+    #[test]
+    fn help_and_version_are_asked_for_anywhere_before_the_program() {
+        let kind = |args: &[&str]| {
+            let all = std::iter::once("spillguard").chain(args.iter().copied());
+            Cli::try_parse_from(all).map(|_| ()).unwrap_err().kind()
+        };
+        for args in [
+            &["--help"][..],
+            &["-h"],
+            &["help"],
+            &["help", "run"],
+            &["run", "-h"],
+            &["run", "--deadline-ms", "5", "--help"],
+            &["audit", "--help"],
+            &["audit", "help", "verify"],
+            &["audit", "verify", "--help"],
+        ] {
+            assert_eq!(kind(args), ErrorKind::DisplayHelp, "{args:?}");
+        }
+        assert_eq!(kind(&["--version"]), ErrorKind::DisplayVersion);
+        assert_eq!(kind(&["-V"]), ErrorKind::DisplayVersion);
+    }
+
+    #[test]
+    fn arguments_after_the_program_are_the_programs() {
+        assert_eq!(
+            run(&["run", "--", "prog", "--help"]).command,
+            vec![OsString::from("prog"), "--help".into()]
+        );
+    }
+}

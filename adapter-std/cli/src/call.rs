@@ -1,0 +1,109 @@
+//! Every call the `run` command makes into the library: the host built
+//! from the flags, the helper started and waited for, and the printed line
+//! made from its outcome. Kept in one place so that a change of the
+//! adapter's API touches this file only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use spillguard_std::core::{CallRecord, Config};
+use spillguard_std::{
+    AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
+};
+
+use crate::args::{RunArgs, UsageError};
+
+pub use spillguard_std::Host;
+
+/// The host for these flags: the config file (if any), overridden by the
+/// flags, validated as a whole; the audit log opened when asked for.
+pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
+    let mut config = match &run.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| UsageError(format!("cannot read config {}: {e}", path.display())))?;
+            Config::from_toml_str(&text)
+                .map_err(|e| UsageError(format!("invalid config {}: {e}", path.display())))?
+        }
+        None => Config::default(),
+    };
+    config.retain = run.retain.unwrap_or(config.retain);
+    config.stderr_retained_per_call_bytes = run
+        .per_call_bytes
+        .unwrap_or(config.stderr_retained_per_call_bytes);
+    config.stderr_agent_excerpt_bytes = run
+        .excerpt_bytes
+        .unwrap_or(config.stderr_agent_excerpt_bytes);
+    config.shutdown_grace_seconds = run
+        .grace_ms
+        .map_or(config.shutdown_grace_seconds, Duration::from_millis);
+    config
+        .validate()
+        .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
+
+    let audit = match &run.audit {
+        Some(path) => {
+            let key = match &run.audit_key_file {
+                Some(file) => Some(
+                    KeySource::File(file.clone())
+                        .load()
+                        .map_err(|e| UsageError(e.to_string()))?,
+                ),
+                None => None,
+            };
+            let options = ChainedFileOptions {
+                key,
+                anchor_file: run.anchor_out.clone(),
+                ..ChainedFileOptions::default()
+            };
+            let log = ChainedFileAudit::open(path, options)
+                .map_err(|e| UsageError(format!("cannot open the {e}")))?;
+            Some(Arc::new(log) as Arc<dyn AuditSink>)
+        }
+        None => None,
+    };
+    let options = HostOptions {
+        deadline: run.deadline_ms.map(Duration::from_millis),
+        post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
+        audit,
+        ..HostOptions::default()
+    };
+    Host::new(config, options).map_err(|e| UsageError(format!("invalid configuration: {e}")))
+}
+
+/// Cancels a running call (stops the helper's group, the record is still
+/// made).
+pub type Cancel = Box<dyn Fn() + Send + 'static>;
+
+/// The line printed: every record field, then the excerpt and stdout.
+#[derive(Debug, Serialize)]
+pub struct Line {
+    #[serde(flatten)]
+    record: CallRecord,
+    stderr_excerpt: String,
+    stdout: String,
+}
+
+/// Runs the helper of `run` (its program and arguments, no shell) as one
+/// action call of the session `cli`; `started` is handed a function that
+/// cancels the call as soon as the call exists. Returns the line to print.
+pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Line {
+    let mut words = run.command.into_iter();
+    let program = words.next().unwrap_or_default();
+    let command = HelperCommand::new(program).args(words);
+    let call = host
+        .call(command)
+        .call_id(format!("c_{}_1", std::process::id()))
+        .session_id("cli")
+        .action("run")
+        .start();
+    let canceller = call.canceller();
+    started(Box::new(move || canceller.cancel()));
+    let outcome = call.wait();
+    Line {
+        stderr_excerpt: outcome.agent_excerpt(),
+        stdout: String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned(),
+        record: outcome.record,
+    }
+}

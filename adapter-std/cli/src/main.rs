@@ -1,0 +1,87 @@
+//! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
+//! the std adapter and prints its call record as one line of JSON.
+//! `spillguard audit verify|sessions|activity FILE`: reads an audit log
+//! offline (see `audit.rs`).
+
+mod args;
+mod audit;
+mod call;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use args::{Cli, Command, RunArgs, UsageError};
+
+/// Exit status: bad input on the command line (or a file it names).
+const USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(error) => return parse_failed(&error, args.get(1..).unwrap_or_default()),
+    };
+    match cli.command {
+        Command::Run(run_args) => match run_args.check().and_then(|()| call::prepare(&run_args)) {
+            Ok(host) => run(&host, run_args),
+            Err(error) => usage_error(&error),
+        },
+        Command::Audit(audit_args) => audit::main(&audit_args.into()),
+    }
+}
+
+/// `--help` and `--version` print and succeed; anything else is a usage
+/// error, one line on stderr.
+fn parse_failed(error: &clap::Error, args: &[OsString]) -> ExitCode {
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match error.print() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(1),
+        },
+        _ => usage_error(&UsageError(args::usage_message(error, args))),
+    }
+}
+
+fn usage_error(error: &UsageError) -> ExitCode {
+    eprintln!("spillguard: {error}");
+    ExitCode::from(USAGE)
+}
+
+fn run(host: &call::Host, run: RunArgs) -> ExitCode {
+    // Registered before the helper starts, so that no signal is missed.
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
+    let line = call::run_helper(host, run, |cancel| {
+        if let Some(signals) = signals {
+            cancel_on_signals(signals, cancel);
+        }
+    });
+    let written = serde_json::to_string(&line)
+        .map_err(std::io::Error::other)
+        .and_then(|json| writeln!(std::io::stdout().lock(), "{json}"));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("spillguard: cannot write the record: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The helper runs in its own process group, so a Ctrl-C at the terminal
+/// reaches only this program: turn it (and TERM, HUP) into a cancel, which
+/// stops the helper's group and still prints the record.
+fn cancel_on_signals(mut signals: Signals, cancel: call::Cancel) {
+    let _ = std::thread::Builder::new()
+        .name("spillguard-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                cancel();
+            }
+        });
+}
