@@ -77,7 +77,7 @@
 //!         match action {
 //!             Action::Spawn => {
 //!                 running = true;
-//!                 call.handle_spawned(now, 4242, 4242)?;
+//!                 call.handle_spawned(now, 4242)?;
 //!             }
 //!             Action::SignalGroup { signal: Signal::Term, .. } if running => {
 //!                 // The helper dies of the signal; its pipes close.
@@ -126,7 +126,7 @@ pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, ExitStatus,
     Outcome, ResultKind, Signal, SignalMark, State, StateMark, StreamEnd, TRANSITIONS, Timer,
-    rfc3339,
+    rfc3339, spawn_error_kind,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

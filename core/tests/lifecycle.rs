@@ -733,7 +733,10 @@ fn spawn_failure_is_failed_before_dispatch_with_the_error() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let script = Script {
-        spawn_error: Some("No such file or directory (os error 2)".into()),
+        spawn_error: Some((
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2)".into(),
+        )),
         ..Script::default()
     };
     let lane = world.add(
@@ -750,6 +753,7 @@ fn spawn_failure_is_failed_before_dispatch_with_the_error() {
         r.failure.as_deref(),
         Some("No such file or directory (os error 2)")
     );
+    assert_eq!(r.spawn_error_kind.as_deref(), Some("not_found"));
     assert_eq!(
         (r.pid, r.exit_status, r.stream_end),
         (None, None, StreamEnd::NotStarted)
@@ -874,7 +878,7 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
         world.epoch,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    let err = call.handle_spawned(world.epoch, 1, 1).unwrap_err();
+    let err = call.handle_spawned(world.epoch, 1).unwrap_err();
     assert_eq!(
         err,
         CallError::InvalidTransition {
@@ -900,7 +904,7 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
             break;
         }
     }
-    call.handle_spawned(world.epoch, 7, 7).unwrap();
+    call.handle_spawned(world.epoch, 7).unwrap();
     assert_eq!(
         call.handle_approval_granted(world.epoch),
         Err(CallError::InvalidTransition {
@@ -953,7 +957,7 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
     assert!(spawn);
     call.handle_cancel(t0 + ms(1), CancelReason::Requested);
     assert_eq!(call.state(), State::Authorized);
-    call.handle_spawned(t0 + ms(2), 9, 9).unwrap();
+    call.handle_spawned(t0 + ms(2), 9).unwrap();
     let actions: Vec<String> = std::iter::from_fn(|| call.poll_action())
         .map(|a| format!("{a:?}"))
         .collect();
@@ -1058,7 +1062,7 @@ fn dispatched_with(
     assert_eq!(call.poll_timeout(), None, "approval deadline");
     call.handle_approval_granted(t0).unwrap();
     carry_out(&mut call);
-    call.handle_spawned(t0, 4242, 4242).unwrap();
+    call.handle_spawned(t0, 4242).unwrap();
     carry_out(&mut call);
     call
 }

@@ -99,8 +99,11 @@ impl Driver {
                 .is_err(),
             Op::Grant => self.call.handle_approval_granted(now).is_err(),
             Op::Deny => self.call.handle_approval_denied(now).is_err(),
-            Op::Spawned => self.call.handle_spawned(now, 77, 77).is_err(),
-            Op::SpawnFailed => self.call.handle_spawn_failed(now, "ENOENT").is_err(),
+            Op::Spawned => self.call.handle_spawned(now, 77).is_err(),
+            Op::SpawnFailed => self
+                .call
+                .handle_spawn_failed(now, std::io::ErrorKind::NotFound, "ENOENT")
+                .is_err(),
             Op::Stderr(n) => {
                 self.call.handle_stderr(now, &NOISE[..*n]);
                 false
@@ -179,7 +182,7 @@ impl Driver {
                 break;
             }
             if self.call.state() == State::Authorized && self.spawn_polled {
-                self.call.handle_spawned(self.now, 78, 78).unwrap();
+                self.call.handle_spawned(self.now, 78).unwrap();
                 self.drain();
                 continue;
             }

@@ -7,6 +7,7 @@ mod transitions;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,54 @@ pub use record::{
 };
 pub use timer::Timer;
 pub use transitions::TRANSITIONS;
+
+/// The record's name for the kind of OS error that kept a helper from
+/// being spawned (`spawn_error_kind`). The mapping is fixed; kinds not
+/// listed are `other`:
+///
+/// | kind | name |
+/// |---|---|
+/// | `NotFound` | `not_found` |
+/// | `PermissionDenied` | `permission_denied` |
+/// | `NotADirectory` | `not_a_directory` |
+/// | `IsADirectory` | `is_a_directory` |
+/// | `InvalidFilename` | `invalid_filename` |
+/// | `InvalidInput` | `invalid_input` |
+/// | `ArgumentListTooLong` | `argument_list_too_long` |
+/// | `ExecutableFileBusy` | `executable_file_busy` |
+/// | `ResourceBusy` | `resource_busy` |
+/// | `WouldBlock` | `would_block` |
+/// | `OutOfMemory` | `out_of_memory` |
+/// | `Interrupted` | `interrupted` |
+/// | `Unsupported` | `unsupported` |
+/// | anything else | `other` |
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use spillguard_core::spawn_error_kind;
+///
+/// assert_eq!(spawn_error_kind(ErrorKind::NotFound), "not_found");
+/// assert_eq!(spawn_error_kind(ErrorKind::TimedOut), "other");
+/// ```
+pub fn spawn_error_kind(kind: io::ErrorKind) -> &'static str {
+    use io::ErrorKind as K;
+    match kind {
+        K::NotFound => "not_found",
+        K::PermissionDenied => "permission_denied",
+        K::NotADirectory => "not_a_directory",
+        K::IsADirectory => "is_a_directory",
+        K::InvalidFilename => "invalid_filename",
+        K::InvalidInput => "invalid_input",
+        K::ArgumentListTooLong => "argument_list_too_long",
+        K::ExecutableFileBusy => "executable_file_busy",
+        K::ResourceBusy => "resource_busy",
+        K::WouldBlock => "would_block",
+        K::OutOfMemory => "out_of_memory",
+        K::Interrupted => "interrupted",
+        K::Unsupported => "unsupported",
+        _ => "other",
+    }
+}
 
 use timer::TimerTable;
 
@@ -289,8 +338,8 @@ pub(crate) enum Input {
     ValidationFailed(String),
     ApprovalGranted,
     ApprovalDenied,
-    Spawned { pid: u32, pgid: u32 },
-    SpawnFailed(String),
+    Spawned { pid: u32 },
+    SpawnFailed(io::ErrorKind, String),
     StdoutEof,
     StderrEof,
     Exited(ExitStatus),
@@ -310,7 +359,7 @@ impl Input {
             Input::ApprovalGranted => "approval_granted",
             Input::ApprovalDenied => "approval_denied",
             Input::Spawned { .. } => "spawned",
-            Input::SpawnFailed(_) => "spawn_failed",
+            Input::SpawnFailed(..) => "spawn_failed",
             Input::StdoutEof => "stdout_eof",
             Input::StderrEof => "stderr_eof",
             Input::Exited(_) => "exited",
@@ -393,7 +442,7 @@ pub(crate) enum Stop {
 ///         // The driver spawns the helper here.
 ///     }
 /// }
-/// call.handle_spawned(t1, 4242, 4242)?;
+/// call.handle_spawned(t1, 4242)?;
 /// call.handle_stderr(t1, b"warning: slow link\n");
 /// call.handle_exit(t1 + Duration::from_millis(40), ExitStatus::code(0))?;
 /// call.handle_stdout_eof(t1 + Duration::from_millis(41))?;
@@ -447,6 +496,7 @@ pub struct Call {
     pub(crate) result: Option<ResultKind>,
     pub(crate) audit_failures: u64,
     pub(crate) failure: Option<String>,
+    pub(crate) spawn_error_kind: Option<&'static str>,
     pub(crate) timeline: Vec<StateMark>,
     pub(crate) signals: Vec<SignalMark>,
 }
@@ -502,6 +552,7 @@ impl Call {
             result: None,
             audit_failures: 0,
             failure: None,
+            spawn_error_kind: None,
             timeline: vec![StateMark {
                 state: State::Received,
                 offset_us: 0,
@@ -564,9 +615,11 @@ impl Call {
         self.handle(now, Input::ApprovalDenied)
     }
 
-    /// The helper was spawned with this pid, in process group `pgid`.
-    pub fn handle_spawned(&mut self, now: Instant, pid: u32, pgid: u32) -> Result<(), CallError> {
-        self.handle(now, Input::Spawned { pid, pgid })
+    /// The helper was spawned with this pid. Adapters spawn every helper as
+    /// the leader of its own process group, so its process group id is
+    /// `pid` too: that is the group every [`Action::SignalGroup`] names.
+    pub fn handle_spawned(&mut self, now: Instant, pid: u32) -> Result<(), CallError> {
+        self.handle(now, Input::Spawned { pid })
     }
 
     /// The capacity the helper's output pipes got after the adapter asked
@@ -578,13 +631,16 @@ impl Call {
         }
     }
 
-    /// The helper could not be spawned (e.g. the OS error text).
+    /// The helper could not be spawned: `kind` is the OS error's kind,
+    /// recorded as `spawn_error_kind` (see [`spawn_error_kind`] for the
+    /// fixed names), and `message` its text, recorded as `failure`.
     pub fn handle_spawn_failed(
         &mut self,
         now: Instant,
-        error: impl Into<String>,
+        kind: io::ErrorKind,
+        message: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::SpawnFailed(error.into()))
+        self.handle(now, Input::SpawnFailed(kind, message.into()))
     }
 
     /// Bytes read from the helper's stderr. Never fails, never causes a
@@ -694,7 +750,7 @@ impl Call {
     /// call.handle_validated(t0, false)?;
     /// assert!(call.has_pending_actions());
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242, 4242)?;
+    /// call.handle_spawned(t0, 4242)?;
     /// while call.poll_action().is_some() {}
     /// // Bytes below the kill ceiling ask for nothing: no need to wake anyone.
     /// call.handle_stderr(t0, b"warning: slow link\n");

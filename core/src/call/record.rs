@@ -315,6 +315,10 @@ pub struct CallRecord {
     pub stdout_bytes_seen: u64,
     /// Stdout bytes kept.
     pub stdout_bytes_retained: u64,
+    /// Whether stdout bytes were dropped: stdout is retained head-first, so
+    /// its first `stdout_bytes_retained` bytes are kept.
+    #[serde(default)]
+    pub stdout_truncated: bool,
     /// Whether a debug grant raised this call's budgets.
     pub debug: bool,
     /// Whether the helper's process group was signalled because a
@@ -329,6 +333,11 @@ pub struct CallRecord {
     /// Why the call failed before dispatch (validation, audit or spawn
     /// error).
     pub failure: Option<String>,
+    /// The kind of OS error that kept the helper from being spawned, as a
+    /// fixed snake_case name (`not_found`, `permission_denied`, …, `other`;
+    /// see [`spawn_error_kind`](crate::spawn_error_kind)); null otherwise.
+    #[serde(default)]
+    pub spawn_error_kind: Option<String>,
     /// Audit events that could not be written.
     pub audit_failures: u64,
     /// The helper's process id, if spawned.

@@ -153,9 +153,10 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 call.pending_cancel = Some(reason);
             }
         }
-        (Authorized, Input::Spawned { pid, pgid }) if call.spawn_in_flight => {
+        (Authorized, Input::Spawned { pid }) if call.spawn_in_flight => {
+            // The helper leads its own process group.
             call.pid = Some(pid);
-            call.pgid = Some(pgid);
+            call.pgid = Some(pid);
             call.stdout_open = true;
             call.stderr_open = true;
             enter(call, now, Dispatched);
@@ -166,8 +167,9 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 request_stop(call, now, reason);
             }
         }
-        (Authorized, Input::SpawnFailed(error)) if call.spawn_in_flight => {
+        (Authorized, Input::SpawnFailed(kind, error)) if call.spawn_in_flight => {
             call.failure = Some(error);
+            call.spawn_error_kind = Some(super::spawn_error_kind(kind));
             let state = if call.pending_cancel.is_some() {
                 CancelledBeforeDispatch
             } else {
@@ -414,6 +416,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr_retention_limited: stderr.retention_limited(),
         stdout_bytes_seen: stdout.bytes_seen(),
         stdout_bytes_retained: stdout.bytes_retained(),
+        stdout_truncated: stdout.truncated(),
         debug: stderr.debug(),
         descendants_signalled: call.descendants_signalled,
         client_disconnected: call.client_disconnected,
@@ -422,6 +425,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
             .then_some(call.settings.on_client_disconnect),
         result: call.result,
         failure: call.failure.clone(),
+        spawn_error_kind: call.spawn_error_kind.map(str::to_owned),
         audit_failures: call.audit_failures,
         pid: call.pid,
         pgid: call.pgid,

@@ -59,8 +59,8 @@ pub struct Script {
     pub grandchild: Option<Grandchild>,
     /// The process cannot be waited for: its exit is never observed.
     pub unreapable: bool,
-    /// Spawning fails with this error.
-    pub spawn_error: Option<String>,
+    /// Spawning fails with this error kind and message.
+    pub spawn_error: Option<(std::io::ErrorKind, String)>,
 }
 
 impl Default for Script {
@@ -132,7 +132,7 @@ impl FakeHelper {
     }
 
     /// Spawns; `Err` if the script says spawning fails.
-    pub fn spawn(&mut self, now: Instant) -> Result<(), String> {
+    pub fn spawn(&mut self, now: Instant) -> Result<(), (std::io::ErrorKind, String)> {
         if let Some(error) = &self.script.spawn_error {
             return Err(error.clone());
         }
@@ -664,11 +664,9 @@ impl World {
             Action::Spawn => match lane.helper.spawn(now) {
                 Ok(()) => {
                     lane.spawned_at = Some(offset);
-                    lane.call
-                        .handle_spawned(now, 4000 + i as u32, 4000 + i as u32)
-                        .unwrap();
+                    lane.call.handle_spawned(now, 4000 + i as u32).unwrap();
                 }
-                Err(error) => lane.call.handle_spawn_failed(now, error).unwrap(),
+                Err((kind, error)) => lane.call.handle_spawn_failed(now, kind, error).unwrap(),
             },
             Action::CloseStdin | Action::AbandonStreams => {}
             Action::SignalGroup { signal, .. } => lane.helper.handle_signal(now, signal),
