@@ -108,7 +108,9 @@ pub struct Config {
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
     /// Most bytes of stderr excerpt handed to a model, marker included
-    /// (R2.3). Default 4096; at least [`Config::MIN_EXCERPT_BYTES`].
+    /// (R2.3). Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
+    /// least the longest marker of the retention mode (81 bytes for
+    /// `tail`, 82 for `head`, 156 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
     /// How long a helper may take to exit after SIGTERM before SIGKILL
     /// (R4.3). Written in seconds (integer or decimal). Default 5 s.
@@ -219,12 +221,13 @@ impl Config {
                 return Err(ConfigError::new(field, Rule::Zero));
             }
         }
-        if excerpt < Self::MIN_EXCERPT_BYTES {
+        let min_excerpt = Self::MIN_EXCERPT_BYTES.max(longest_marker(self.retain));
+        if excerpt < min_excerpt {
             return Err(ConfigError::new(
                 KEYS[2],
                 Rule::BelowMinimum {
                     value: excerpt,
-                    min: Self::MIN_EXCERPT_BYTES,
+                    min: min_excerpt,
                 },
             ));
         }
@@ -288,6 +291,13 @@ impl Config {
             .unwrap_or(self.stderr_retained_per_call_bytes / 4)
             .min(self.stderr_retained_per_call_bytes)
     }
+}
+
+/// Bytes of the longest truncation marker a stderr excerpt kept in mode
+/// `retain` can need (its counts at their widest), with its newlines: an
+/// excerpt cap below it would cut the marker.
+pub(crate) fn longest_marker(retain: Retain) -> u64 {
+    crate::render::marker_reserve(crate::capture::StreamName::Stderr, retain, u64::MAX) as u64
 }
 
 fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
@@ -394,7 +404,13 @@ impl fmt::Display for ConfigError {
         } else {
             write!(f, "helper_output.{}: ", self.field)?;
         }
-        match &self.rule {
+        self.rule.fmt(f)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Rule::Syntax(msg) => write!(f, "not valid TOML: {msg}"),
             Rule::Missing => write!(f, "the [helper_output] table is missing"),
             Rule::NotATable => write!(f, "must be a table"),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
-use crate::config::{Config, DebugGrant, Retain};
+use crate::config::{Config, DebugGrant, Retain, Rule};
 use crate::pool::RetentionPool;
 
 pub use record::{
@@ -178,6 +178,70 @@ impl CallSettings {
         settings
     }
 
+    /// Checks the rules a [`Config`] enforces, for settings built or changed
+    /// by hand, so that a host can refuse them before anything runs. The
+    /// first broken rule is returned, naming the field:
+    ///
+    /// * `stderr.budget`, `stdout.budget` (when stdout is captured),
+    ///   `excerpt_bytes`: not zero;
+    /// * `stderr.kill_after_bytes`: not zero when set;
+    /// * `excerpt_bytes`: at least the longest truncation marker of the
+    ///   stderr retention mode (81 bytes for `tail`, 82 for `head`, 156 for
+    ///   `head_and_tail`), so an excerpt never cuts its marker, and at most
+    ///   `stderr.budget`;
+    /// * `debug_until.normal_budget`: not zero.
+    ///
+    /// ```
+    /// use spillguard_core::{CallSettings, Config, Rule};
+    ///
+    /// let mut settings = CallSettings::action(&Config::default());
+    /// assert_eq!(settings.validate(), Ok(()));
+    /// settings.excerpt_bytes = 1;
+    /// let err = settings.validate().unwrap_err();
+    /// assert_eq!((err.field, &err.rule), ("excerpt_bytes", &Rule::BelowMinimum { value: 1, min: 81 }));
+    /// assert_eq!(err.to_string(), "call settings: excerpt_bytes: 1 is below the minimum of 81");
+    /// ```
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let fail = |field, rule| Err(SettingsError { field, rule });
+        let excerpt = self.excerpt_bytes as u64;
+        if self.stderr.budget == 0 {
+            return fail("stderr.budget", Rule::Zero);
+        }
+        if self.stdout.budget == 0 {
+            return fail("stdout.budget", Rule::Zero);
+        }
+        if excerpt == 0 {
+            return fail("excerpt_bytes", Rule::Zero);
+        }
+        if self.stderr.kill_after_bytes == Some(0) {
+            return fail("stderr.kill_after_bytes", Rule::Zero);
+        }
+        let min = crate::config::longest_marker(self.stderr.retain);
+        if excerpt < min {
+            return fail(
+                "excerpt_bytes",
+                Rule::BelowMinimum {
+                    value: excerpt,
+                    min,
+                },
+            );
+        }
+        if self.excerpt_bytes > self.stderr.budget {
+            return fail(
+                "excerpt_bytes",
+                Rule::Exceeds {
+                    value: excerpt,
+                    other: "stderr.budget",
+                    limit: self.stderr.budget as u64,
+                },
+            );
+        }
+        if self.debug_until.is_some_and(|w| w.normal_budget == 0) {
+            return fail("debug_until.normal_budget", Rule::Zero);
+        }
+        Ok(())
+    }
+
     /// Applies a debug grant active at `now` to the stderr budget (R2.7).
     /// The raised budget lasts until the grant ends; then the call's
     /// retained stderr shrinks back to its normal budget. The record says
@@ -195,6 +259,24 @@ impl CallSettings {
         self
     }
 }
+
+/// A [`CallSettings`] value that breaks a rule; names the field and the
+/// rule. See [`CallSettings::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The offending field, e.g. `excerpt_bytes` or `stderr.budget`.
+    pub field: &'static str,
+    /// The rule it broke.
+    pub rule: Rule,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "call settings: {}: {}", self.field, self.rule)
+    }
+}
+
+impl std::error::Error for SettingsError {}
 
 /// The approval card: built once when approval is asked, never redrawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
