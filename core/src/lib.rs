@@ -125,8 +125,8 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, ExitStatus,
-    Outcome, ResultKind, SettingsError, Signal, SignalMark, State, StateMark, StreamEnd,
-    TRANSITIONS, Timer, rfc3339, spawn_error_kind,
+    Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal, SignalMark, State,
+    StateMark, StreamEnd, TRANSITIONS, Timer, rfc3339, spawn_error_kind,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

@@ -8,6 +8,7 @@ mod transitions;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,81 @@ pub struct CallSettings {
     /// Set by [`with_debug`](Self::with_debug): when the grant ends and the
     /// stderr budget it falls back to.
     pub debug_until: Option<DebugWindow>,
+    /// Where the helper returns its structured result. Default
+    /// [`ResultChannel::None`]: the host parses it itself and reports it
+    /// with [`Call::handle_result`].
+    pub result: ResultChannel,
+    /// How a JSON result is classified; `None` (the default) applies the
+    /// convention of [`ResultKind::of_json`].
+    pub result_classifier: Option<ResultClassifier>,
 }
+
+/// Where a helper returns its structured result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ResultChannel {
+    /// The call parses nothing; the host may report a result with
+    /// [`Call::handle_result`].
+    #[default]
+    None,
+    /// The helper writes one JSON value on stdout. When stdout reaches
+    /// end-of-file the call parses what it retained: the value is handed
+    /// out in [`Outcome::result`], and classified as success or remote
+    /// failure (a remote failure ends the call `failed_remote`, whatever
+    /// the exit code). A stdout that outgrew its budget, is empty (or only
+    /// whitespace), is not one valid JSON value, or never reached
+    /// end-of-file yields no result and says why in the record's
+    /// `result_error`; the exit then decides the state, as without a
+    /// result. Stderr is never parsed.
+    StdoutJson,
+}
+
+/// A caller's own classification of a JSON result, replacing the
+/// convention of [`ResultKind::of_json`].
+///
+/// Two classifiers are equal when they are the same function object
+/// (clones of one classifier).
+///
+/// ```
+/// use spillguard_core::{ResultClassifier, ResultKind};
+///
+/// let done = ResultClassifier::new(|v| {
+///     if v["status"] == "done" { ResultKind::Success } else { ResultKind::RemoteFailure }
+/// });
+/// assert_eq!(done.classify(&serde_json::json!({"status": "done"})), ResultKind::Success);
+/// assert_eq!(done, done.clone());
+/// ```
+#[derive(Clone)]
+pub struct ResultClassifier(Arc<dyn Fn(&serde_json::Value) -> ResultKind + Send + Sync>);
+
+impl ResultClassifier {
+    /// A classifier calling `classify`.
+    pub fn new(
+        classify: impl Fn(&serde_json::Value) -> ResultKind + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(classify))
+    }
+
+    /// Classifies `value`.
+    pub fn classify(&self, value: &serde_json::Value) -> ResultKind {
+        (self.0)(value)
+    }
+}
+
+impl fmt::Debug for ResultClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResultClassifier(..)")
+    }
+}
+
+impl PartialEq for ResultClassifier {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ResultClassifier {}
 
 /// The end of a debug grant for one call, and the budget that follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +237,8 @@ impl CallSettings {
             on_client_disconnect: DisconnectPolicy::Finish,
             audit_fail_closed: true,
             debug_until: None,
+            result: ResultChannel::None,
+            result_classifier: None,
         }
     }
 
@@ -370,6 +447,9 @@ pub struct Outcome {
     pub stdout: Retained,
     /// The agent excerpt cap the call was configured with.
     pub excerpt_bytes: usize,
+    /// The JSON value parsed from stdout when the call's result channel is
+    /// [`ResultChannel::StdoutJson`]; see [`Outcome::result`].
+    pub result_value: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -377,6 +457,14 @@ impl Outcome {
     /// `stderr_agent_excerpt_bytes` (R2.3).
     pub fn agent_excerpt(&self) -> String {
         self.stderr.render_clamped(self.excerpt_bytes)
+    }
+
+    /// The structured result parsed from stdout, if the call's result
+    /// channel is [`ResultChannel::StdoutJson`] and stdout held one valid
+    /// JSON value within its budget; the record's `result_error` says why
+    /// not otherwise.
+    pub fn result(&self) -> Option<&serde_json::Value> {
+        self.result_value.as_ref()
     }
 }
 
@@ -576,6 +664,8 @@ pub struct Call {
     pub(crate) abandoned: bool,
     pub(crate) client_disconnected: bool,
     pub(crate) result: Option<ResultKind>,
+    pub(crate) result_value: Option<serde_json::Value>,
+    pub(crate) result_error: Option<String>,
     pub(crate) audit_failures: u64,
     pub(crate) failure: Option<String>,
     pub(crate) spawn_error_kind: Option<&'static str>,
@@ -632,6 +722,8 @@ impl Call {
             abandoned: false,
             client_disconnected: false,
             result: None,
+            result_value: None,
+            result_error: None,
             audit_failures: 0,
             failure: None,
             spawn_error_kind: None,
@@ -782,7 +874,9 @@ impl Call {
     }
 
     /// The helper's structured result arrived (parsed by the host from its
-    /// intended channel, never from stderr).
+    /// intended channel, never from stderr). With
+    /// [`ResultChannel::StdoutJson`] the call parses stdout itself; a result
+    /// reported here too replaces the classification.
     pub fn handle_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
         self.handle(now, Input::Result(result))
     }

@@ -230,6 +230,35 @@ pub enum ResultKind {
     RemoteFailure,
 }
 
+impl ResultKind {
+    /// The one convention for a JSON result, used unless the call's
+    /// settings give their own classifier: a top-level object whose `ok`
+    /// member is `false`, or whose `error` member is present and not
+    /// `null`, is a [`RemoteFailure`](Self::RemoteFailure); any other
+    /// value is a [`Success`](Self::Success).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use spillguard_core::ResultKind;
+    ///
+    /// assert_eq!(ResultKind::of_json(&json!({"ok": false})), ResultKind::RemoteFailure);
+    /// assert_eq!(ResultKind::of_json(&json!({"error": "quota"})), ResultKind::RemoteFailure);
+    /// assert_eq!(ResultKind::of_json(&json!({"error": null, "ok": true})), ResultKind::Success);
+    /// assert_eq!(ResultKind::of_json(&json!([false])), ResultKind::Success);
+    /// ```
+    pub fn of_json(value: &serde_json::Value) -> Self {
+        let failed = value.as_object().is_some_and(|object| {
+            object.get("ok") == Some(&serde_json::Value::Bool(false))
+                || object.get("error").is_some_and(|e| !e.is_null())
+        });
+        if failed {
+            ResultKind::RemoteFailure
+        } else {
+            ResultKind::Success
+        }
+    }
+}
+
 /// A signal the call asked to send to the helper's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -328,8 +357,16 @@ pub struct CallRecord {
     pub client_disconnected: bool,
     /// The disconnect policy applied, when the client disconnected.
     pub on_client_disconnect: Option<DisconnectPolicy>,
-    /// The helper's structured result, if the host reported one.
+    /// The helper's structured result, if the host reported one or the
+    /// call parsed it from stdout.
     pub result: Option<ResultKind>,
+    /// Why a call whose result comes on stdout as JSON has none: stdout
+    /// exceeded its budget, was empty, was not valid JSON (`invalid JSON at
+    /// line 1 column 5: expected value`), or never reached end-of-file.
+    /// Null when there is a result or no such channel. The text never
+    /// quotes the helper's output.
+    #[serde(default)]
+    pub result_error: Option<String>,
     /// Why the call failed before dispatch (validation, audit or spawn
     /// error).
     pub failure: Option<String>,

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use super::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultKind, Signal, SignalMark,
-    State, StateMark, Stop, StreamEnd, Timer, rfc3339,
+    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
+    SignalMark, State, StateMark, Stop, StreamEnd, Timer, rfc3339,
 };
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
@@ -180,6 +180,9 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
 
         (Dispatched, Input::StdoutEof) if call.stdout_open => {
             call.stdout_open = false;
+            if call.settings.result == ResultChannel::StdoutJson {
+                parse_result(call);
+            }
             stream_closed(call, now);
         }
         (Dispatched, Input::StderrEof) if call.stderr_open => {
@@ -330,6 +333,49 @@ fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     }
 }
 
+/// Parses the retained stdout as the call's JSON result (see
+/// [`ResultChannel::StdoutJson`]): a value and its classification, or why
+/// there is none. Never fails.
+fn parse_result(call: &mut Call) {
+    let Some(capture) = call.stdout.as_ref() else {
+        return;
+    };
+    let window = capture.window();
+    let joined;
+    let bytes: &[u8] = if window.tail.iter().all(|t| t.is_empty()) {
+        window.head
+    } else {
+        joined = [window.head, window.tail[0], window.tail[1]].concat();
+        &joined
+    };
+    let parsed = if window.truncated() {
+        Err(format!(
+            "stdout exceeded its {}-byte budget",
+            capture.settings().budget
+        ))
+    } else if bytes.iter().all(u8::is_ascii_whitespace) {
+        Err("stdout was empty".to_owned())
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| {
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            let text = e.to_string();
+            let what = text.strip_suffix(&at).unwrap_or(&text);
+            format!("invalid JSON{at}: {what}")
+        })
+    };
+    match parsed {
+        Ok(value) => {
+            let kind = match &call.settings.result_classifier {
+                Some(classifier) => classifier.classify(&value),
+                None => ResultKind::of_json(&value),
+            };
+            call.result = Some(kind);
+            call.result_value = Some(value);
+        }
+        Err(error) => call.result_error = Some(error),
+    }
+}
+
 fn stream_closed(call: &mut Call, now: Instant) {
     if call.stdout_open || call.stderr_open {
         return;
@@ -370,6 +416,12 @@ fn ended_state(call: &Call) -> State {
 /// emits the final record and the outcome.
 fn finish(call: &mut Call, now: Instant) {
     call.timers.stop_all();
+    if call.settings.result == ResultChannel::StdoutJson
+        && call.stdout_open
+        && call.result_value.is_none()
+    {
+        call.result_error = Some("stdout did not reach end-of-file".to_owned());
+    }
     if call.stdout_open || call.stderr_open {
         call.abandoned = true;
         call.actions.push_back(Action::AbandonStreams);
@@ -424,6 +476,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
             .client_disconnected
             .then_some(call.settings.on_client_disconnect),
         result: call.result,
+        result_error: call.result_error.clone(),
         failure: call.failure.clone(),
         spawn_error_kind: call.spawn_error_kind.map(str::to_owned),
         audit_failures: call.audit_failures,
@@ -442,5 +495,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr,
         stdout,
         excerpt_bytes: call.settings.excerpt_bytes,
+        result_value: call.result_value.take(),
     })));
 }
