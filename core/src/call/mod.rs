@@ -110,6 +110,12 @@ pub struct CallSettings {
     pub post_exit_drain: Duration,
     /// How long to wait for exit and streams after SIGKILL.
     pub kill_wait: Duration,
+    /// Once the direct child's exit was observed, only descendants can hold
+    /// the streams: each wait of the stop sequence (TERM to KILL, KILL to
+    /// giving up the streams) is at most this long instead of
+    /// `shutdown_grace` and `kill_wait`, which are meant for a helper that
+    /// is still alive. Default [`DEFAULT_ESCAPEE_WAIT`](Self::DEFAULT_ESCAPEE_WAIT).
+    pub escapee_wait: Duration,
     /// Whether a descendant that holds a stream open after the direct child
     /// exited gets TERM, grace, KILL of the whole group (default) or is
     /// merely abandoned.
@@ -212,6 +218,13 @@ impl CallSettings {
     pub const DEFAULT_POST_EXIT_DRAIN: Duration = Duration::from_millis(250);
     /// Default wait for exit and streams after SIGKILL.
     pub const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(2);
+    /// Default wait for descendants after the direct child exited, at each
+    /// of TERM to KILL and KILL to giving up: 100 ms. A process that left
+    /// the group (`setsid`) and holds a stream then costs a successful call
+    /// the drain window plus 200 ms, not the 7 s of grace and kill wait. A
+    /// descendant still in the group dies of the KILL at once; 100 ms is
+    /// ample for the kernel to close its pipes.
+    pub const DEFAULT_ESCAPEE_WAIT: Duration = Duration::from_millis(100);
     /// Default life of an approval card.
     pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
     /// Default stdout budget: the structured result channel.
@@ -233,6 +246,7 @@ impl CallSettings {
             shutdown_grace: config.shutdown_grace_seconds,
             post_exit_drain: Self::DEFAULT_POST_EXIT_DRAIN,
             kill_wait: Self::DEFAULT_KILL_WAIT,
+            escapee_wait: Self::DEFAULT_ESCAPEE_WAIT,
             signal_descendants: true,
             on_client_disconnect: DisconnectPolicy::Finish,
             audit_fail_closed: true,

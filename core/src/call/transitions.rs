@@ -194,9 +194,15 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.exited_offset_us = Some(call.offset_us(now));
             call.timers.stop(Timer::CallDeadline);
             if call.stdout_open || call.stderr_open {
-                if call.stop == Stop::Running {
-                    call.timers
-                        .set_after(Timer::PostExitDrain, now, call.settings.post_exit_drain);
+                match call.stop {
+                    Stop::Running => call.timers.set_after(
+                        Timer::PostExitDrain,
+                        now,
+                        call.settings.post_exit_drain,
+                    ),
+                    // Only descendants are left: no wait beyond escapee_wait.
+                    Stop::Terminating => pull_in(call, now, Timer::ShutdownGrace),
+                    Stop::Killing => pull_in(call, now, Timer::KillWait),
                 }
             } else {
                 finish(call, now);
@@ -225,8 +231,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.kill_needed = call.exit.is_none();
             signal(call, now, Signal::Kill);
             call.stop = Stop::Killing;
-            call.timers
-                .set_after(Timer::KillWait, now, call.settings.kill_wait);
+            let wait = if call.exit.is_some() {
+                call.settings.escapee_wait
+            } else {
+                call.settings.kill_wait
+            };
+            call.timers.set_after(Timer::KillWait, now, wait);
         }
         (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
 
@@ -308,14 +318,30 @@ fn signal(call: &mut Call, now: Instant, signal: Signal) {
     }
 }
 
-/// SIGTERM to the group, grace timer armed.
+/// SIGTERM to the group, grace timer armed: the shutdown grace while the
+/// direct child lives, the escapee wait once it exited.
 fn terminate(call: &mut Call, now: Instant) {
     call.actions.push_back(Action::CloseStdin);
     signal(call, now, Signal::Term);
     call.stop = Stop::Terminating;
     call.timers.stop(Timer::PostExitDrain);
-    call.timers
-        .set_after(Timer::ShutdownGrace, now, call.settings.shutdown_grace);
+    let grace = if call.exit.is_some() {
+        call.settings.escapee_wait
+    } else {
+        call.settings.shutdown_grace
+    };
+    call.timers.set_after(Timer::ShutdownGrace, now, grace);
+}
+
+/// The direct child exited during the stop sequence with a stream still
+/// open: `timer` (the grace or the kill wait) fires no later than
+/// `escapee_wait` from now.
+fn pull_in(call: &mut Call, now: Instant, timer: Timer) {
+    if let Some(soon) = now.checked_add(call.settings.escapee_wait)
+        && call.timers.get(timer).is_none_or(|at| soon < at)
+    {
+        call.timers.set(timer, soon);
+    }
 }
 
 /// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch.
