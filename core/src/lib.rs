@@ -118,6 +118,7 @@ pub mod audit;
 mod call;
 mod capture;
 mod config;
+mod line_guard;
 mod pool;
 mod render;
 
@@ -126,9 +127,10 @@ pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, ExitStatus,
     Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal, SignalMark, State,
-    StateMark, StreamEnd, TRANSITIONS, Timer, rfc3339, spawn_error_kind,
+    StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, rfc3339, spawn_error_kind,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
+pub use line_guard::{Diverted, Segment, Segments, StdoutLineGuard};
 pub use pool::{PoolLease, RetentionPool};
 pub use render::{Fingerprint, FingerprintParseError, Window};

@@ -130,7 +130,8 @@ fn a_validated_excerpt_never_cuts_its_marker() {
 fn settings_errors_name_their_field() {
     let config = Config::default();
     let base = CallSettings::action(&config);
-    let cases: [(fn(&mut CallSettings), &str, Rule); 5] = [
+    type Case = (fn(&mut CallSettings), &'static str, Rule);
+    let cases: [Case; 5] = [
         (|s| s.stderr.budget = 0, "stderr.budget", Rule::Zero),
         (|s| s.stdout.budget = 0, "stdout.budget", Rule::Zero),
         (|s| s.excerpt_bytes = 0, "excerpt_bytes", Rule::Zero),

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
+use crate::line_guard::Diverted;
 use crate::pool::RetentionPool;
 
 pub use record::{
@@ -96,8 +97,16 @@ pub struct CallSpec {
 pub struct CallSettings {
     /// How stderr is retained.
     pub stderr: CaptureSettings,
-    /// How stdout is retained (its own budget, outside the stderr pool).
+    /// How stdout is retained (its own budget, outside the stderr pool),
+    /// when it is captured.
     pub stdout: CaptureSettings,
+    /// Whether the call captures the helper's stdout (the default) or the
+    /// caller streams the helper's stdin and stdout itself.
+    pub stdout_mode: StdoutMode,
+    /// A streamed helper's time to exit on its own once its stdin is
+    /// closed, before its group gets SIGTERM (the MCP stdio shutdown).
+    /// Default 2 s, from `stdin_close_grace_seconds`.
+    pub stdin_close_grace: Duration,
     /// Cap of the agent excerpt, marker included.
     pub excerpt_bytes: usize,
     /// Longest the helper may run after dispatch; `None` for no limit.
@@ -135,6 +144,37 @@ pub struct CallSettings {
     /// How a JSON result is classified; `None` (the default) applies the
     /// convention of [`ResultKind::of_json`].
     pub result_classifier: Option<ResultClassifier>,
+}
+
+/// Who owns a helper's stdin and stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StdoutMode {
+    /// The call captures stdout within its budget and waits for its
+    /// end-of-file; stdin is null unless bytes are given.
+    #[default]
+    Captured,
+    /// The caller's protocol layer (e.g. an MCP client) owns the helper's
+    /// stdin and stdout; the adapter forwards them and reports the bytes
+    /// that went each way ([`Call::handle_stdin_forwarded`],
+    /// [`Call::handle_stdout_forwarded`]). The call does not wait for a
+    /// stdout end it does not own. Stderr stays bounded and marked as
+    /// ever. The end of the caller's input
+    /// ([`Call::handle_input_ended`]) and every stop run the MCP stdio
+    /// shutdown: close stdin, wait `stdin_close_grace`, then SIGTERM to
+    /// the group, the grace, SIGKILL.
+    Streamed,
+}
+
+impl StdoutMode {
+    /// The name used in records: `captured` or `streamed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StdoutMode::Captured => "captured",
+            StdoutMode::Streamed => "streamed",
+        }
+    }
 }
 
 /// Where a helper returns its structured result.
@@ -240,6 +280,8 @@ impl CallSettings {
                 retain: Retain::Head,
                 ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
             },
+            stdout_mode: StdoutMode::Captured,
+            stdin_close_grace: config.stdin_close_grace_seconds,
             excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
             deadline: None,
             approval_timeout: Self::DEFAULT_APPROVAL_TIMEOUT,
@@ -280,7 +322,8 @@ impl CallSettings {
     ///   stderr retention mode (81 bytes for `tail`, 82 for `head`, 156 for
     ///   `head_and_tail`), so an excerpt never cuts its marker, and at most
     ///   `stderr.budget`;
-    /// * `debug_until.normal_budget`: not zero.
+    /// * `debug_until.normal_budget`: not zero;
+    /// * `result`: [`ResultChannel::StdoutJson`] only with a captured stdout.
     ///
     /// ```
     /// use spillguard_core::{CallSettings, Config, Rule};
@@ -298,7 +341,7 @@ impl CallSettings {
         if self.stderr.budget == 0 {
             return fail("stderr.budget", Rule::Zero);
         }
-        if self.stdout.budget == 0 {
+        if self.stdout.budget == 0 && self.stdout_mode == StdoutMode::Captured {
             return fail("stdout.budget", Rule::Zero);
         }
         if excerpt == 0 {
@@ -329,6 +372,12 @@ impl CallSettings {
         }
         if self.debug_until.is_some_and(|w| w.normal_budget == 0) {
             return fail("debug_until.normal_budget", Rule::Zero);
+        }
+        if self.result == ResultChannel::StdoutJson && self.stdout_mode == StdoutMode::Streamed {
+            return fail(
+                "result",
+                Rule::Incompatible("stdout_json needs a captured stdout, not a streamed one"),
+            );
         }
         Ok(())
     }
@@ -532,6 +581,7 @@ pub(crate) enum Input {
     Cancel(CancelReason),
     ClientDisconnected,
     Result(ResultKind),
+    CallerDone,
     Timeout(Timer),
 }
 
@@ -552,6 +602,7 @@ impl Input {
             Input::Cancel(_) => "cancel",
             Input::ClientDisconnected => "client_disconnected",
             Input::Result(_) => "result",
+            Input::CallerDone => "input_ended",
             Input::Timeout(_) => "timeout",
         }
     }
@@ -560,8 +611,11 @@ impl Input {
 /// Where the stop sequence of a dispatched helper stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// No signal sent.
+    /// No signal sent, stdin not closed by a stop.
     Running,
+    /// A streamed helper's stdin was closed; the stdin close grace runs,
+    /// SIGTERM follows it.
+    ClosingStdin,
     /// SIGTERM sent; the grace timer runs.
     Terminating,
     /// SIGKILL sent; the kill-wait timer runs.
@@ -667,6 +721,12 @@ pub struct Call {
     pub(crate) process_lost: bool,
     pub(crate) stdout_open: bool,
     pub(crate) stderr_open: bool,
+    pub(crate) input_ended: bool,
+    pub(crate) stdin_closed: bool,
+    pub(crate) stdout_bytes_forwarded: u64,
+    pub(crate) stdin_bytes_forwarded: u64,
+    pub(crate) stdout_lines_diverted: u64,
+    pub(crate) stdout_bytes_diverted: u64,
     pub(crate) stop: Stop,
     pub(crate) cancel_reason: Option<CancelReason>,
     pub(crate) cancel_offset_us: Option<u64>,
@@ -725,6 +785,12 @@ impl Call {
             process_lost: false,
             stdout_open: false,
             stderr_open: false,
+            input_ended: false,
+            stdin_closed: false,
+            stdout_bytes_forwarded: 0,
+            stdin_bytes_forwarded: 0,
+            stdout_lines_diverted: 0,
+            stdout_bytes_diverted: 0,
             stop: Stop::Running,
             cancel_reason: None,
             cancel_offset_us: None,
@@ -857,7 +923,56 @@ impl Call {
         }
     }
 
-    /// The stdout reader reached end-of-file.
+    /// A streamed call's adapter sent `n` more bytes of the helper's stdout
+    /// to the caller. A counter (`stdout_bytes_forwarded`): never fails,
+    /// never a transition; ignored once the call has ended.
+    pub fn handle_stdout_forwarded(&mut self, n: u64) {
+        if !self.state.is_terminal() {
+            self.stdout_bytes_forwarded = self.stdout_bytes_forwarded.saturating_add(n);
+        }
+    }
+
+    /// A streamed call's adapter wrote `n` more bytes from the caller to the
+    /// helper's stdin. A counter (`stdin_bytes_forwarded`): never fails,
+    /// never a transition; ignored once the call has ended.
+    pub fn handle_stdin_forwarded(&mut self, n: u64) {
+        if !self.state.is_terminal() {
+            self.stdin_bytes_forwarded = self.stdin_bytes_forwarded.saturating_add(n);
+        }
+    }
+
+    /// Bytes of a streamed MCP server's stdout that are not protocol (see
+    /// [`StdoutLineGuard`](crate::StdoutLineGuard)): fed to the stderr
+    /// capture, exactly like [`handle_stderr`](Self::handle_stderr) (the
+    /// kill ceiling included), and counted as `stdout_bytes_diverted` and
+    /// `stdout_lines_diverted`.
+    pub fn handle_stdout_diverted(&mut self, now: Instant, diverted: Diverted<'_>) {
+        if self.state.is_terminal() {
+            return;
+        }
+        self.stdout_bytes_diverted = self
+            .stdout_bytes_diverted
+            .saturating_add(diverted.bytes.len() as u64);
+        self.stdout_lines_diverted = self.stdout_lines_diverted.saturating_add(diverted.lines);
+        self.handle_stderr(now, diverted.bytes);
+    }
+
+    /// The caller has finished sending: the guard's own stdin reached
+    /// end-of-file, or the transport was closed. Valid in every state;
+    /// remembered until dispatch; ignored once terminal.
+    ///
+    /// The call asks for [`Action::CloseStdin`]. A streamed helper that is
+    /// still running then has `stdin_close_grace` to exit on its own (its
+    /// exit decides the state, exit 0 is `completed`); after that its
+    /// group gets SIGTERM, the grace, SIGKILL, and the call ends
+    /// `cancelled_after_dispatch` (reason `stdin_close_grace`) or `killed`.
+    /// A captured helper only has its stdin closed.
+    pub fn handle_input_ended(&mut self, now: Instant) {
+        self.handle_infallible(now, Input::CallerDone);
+    }
+
+    /// The stdout reader reached end-of-file. For a streamed call, whose
+    /// stdout the caller owns, it is accepted and changes nothing.
     pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::StdoutEof)
     }

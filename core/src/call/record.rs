@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::StdoutMode;
 use crate::config::Retain;
 use crate::render::Fingerprint;
 
@@ -151,6 +152,9 @@ pub enum CancelReason {
     StderrCeiling,
     /// The host is shutting down and cancels every live call.
     HostShutdown,
+    /// A streamed helper did not exit within `stdin_close_grace` after its
+    /// input ended and its stdin was closed.
+    StdinCloseGrace,
 }
 
 /// What the host does with a call whose client disconnected (R4.6).
@@ -348,6 +352,22 @@ pub struct CallRecord {
     /// its first `stdout_bytes_retained` bytes are kept.
     #[serde(default)]
     pub stdout_truncated: bool,
+    /// Who owned stdout: `captured` (the call) or `streamed` (the caller).
+    #[serde(default)]
+    pub stdout_mode: StdoutMode,
+    /// Bytes of a streamed helper's stdout the adapter sent to the caller.
+    #[serde(default)]
+    pub stdout_bytes_forwarded: u64,
+    /// Bytes from the caller the adapter wrote to a streamed helper's stdin.
+    #[serde(default)]
+    pub stdin_bytes_forwarded: u64,
+    /// Lines of a streamed MCP server's stdout that were not protocol and
+    /// went to the stderr capture instead of the caller.
+    #[serde(default)]
+    pub stdout_lines_diverted: u64,
+    /// Bytes of those lines (and of leading whitespace of protocol lines).
+    #[serde(default)]
+    pub stdout_bytes_diverted: u64,
     /// Whether a debug grant raised this call's budgets.
     pub debug: bool,
     /// Whether the helper's process group was signalled because a

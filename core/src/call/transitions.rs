@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
-    SignalMark, State, StateMark, Stop, StreamEnd, Timer, rfc3339,
+    SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
 };
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
@@ -73,6 +73,11 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
     (
         State::Dispatched,
         "stopped within grace",
+        State::CancelledAfterDispatch,
+    ),
+    (
+        State::Dispatched,
+        "no exit within stdin_close_grace",
         State::CancelledAfterDispatch,
     ),
     (State::Dispatched, "stopped by KILL", State::Killed),
@@ -157,11 +162,15 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             // The helper leads its own process group.
             call.pid = Some(pid);
             call.pgid = Some(pid);
-            call.stdout_open = true;
+            // A streamed stdout belongs to the caller: its end is not awaited.
+            call.stdout_open = call.settings.stdout_mode == StdoutMode::Captured;
             call.stderr_open = true;
             enter(call, now, Dispatched);
             if let Some(deadline) = call.settings.deadline {
                 call.timers.set_after(Timer::CallDeadline, now, deadline);
+            }
+            if call.input_ended {
+                close_stdin(call, now);
             }
             if let Some(reason) = call.pending_cancel.take() {
                 request_stop(call, now, reason);
@@ -178,6 +187,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             end(call, now, state);
         }
 
+        (Dispatched, Input::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
         (Dispatched, Input::StdoutEof) if call.stdout_open => {
             call.stdout_open = false;
             if call.settings.result == ResultChannel::StdoutJson {
@@ -193,9 +203,14 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.exit = Some(status);
             call.exited_offset_us = Some(call.offset_us(now));
             call.timers.stop(Timer::CallDeadline);
+            if call.stop == Stop::ClosingStdin {
+                // It exited on its own once its stdin was closed.
+                call.timers.stop(Timer::StdinCloseGrace);
+                call.stop = Stop::Running;
+            }
             if call.stdout_open || call.stderr_open {
                 match call.stop {
-                    Stop::Running => call.timers.set_after(
+                    Stop::Running | Stop::ClosingStdin => call.timers.set_after(
                         Timer::PostExitDrain,
                         now,
                         call.settings.post_exit_drain,
@@ -239,6 +254,21 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.timers.set_after(Timer::KillWait, now, wait);
         }
         (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
+        (Dispatched, Input::Timeout(Timer::StdinCloseGrace)) => {
+            // No exit within the grace after stdin closed: a stop, by the
+            // reason already given, or by this one.
+            note_stop(call, now, CancelReason::StdinCloseGrace);
+            terminate(call, now);
+        }
+        (Received | Validated | AwaitingApproval | Authorized, Input::CallerDone) => {
+            call.input_ended = true;
+        }
+        (Dispatched, Input::CallerDone) => {
+            if !call.input_ended {
+                call.input_ended = true;
+                close_stdin(call, now);
+            }
+        }
 
         (_, Input::Timeout(Timer::DebugGrantEnd)) => {
             let window = call.settings.debug_until;
@@ -249,7 +279,11 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         (_, Input::ClientDisconnected) => {
             call.client_disconnected = true;
             if call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
-                return apply(call, now, Input::Cancel(CancelReason::ClientDisconnected));
+                apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
+            }
+            if call.settings.stdout_mode == StdoutMode::Streamed {
+                // Nobody is left to send anything: the input has ended.
+                return apply(call, now, Input::CallerDone);
             }
         }
         // A timer disarmed by the transition that made it moot.
@@ -318,13 +352,36 @@ fn signal(call: &mut Call, now: Instant, signal: Signal) {
     }
 }
 
+/// Asks for the helper's stdin to be closed, once per call.
+fn close_stdin_once(call: &mut Call) {
+    if !call.stdin_closed {
+        call.stdin_closed = true;
+        call.actions.push_back(Action::CloseStdin);
+    }
+}
+
+/// The caller's input ended (or a stop began): stdin closed, and a
+/// streamed helper still running gets the stdin close grace before TERM.
+fn close_stdin(call: &mut Call, now: Instant) {
+    close_stdin_once(call);
+    if call.settings.stdout_mode == StdoutMode::Streamed
+        && call.exit.is_none()
+        && call.stop == Stop::Running
+    {
+        call.stop = Stop::ClosingStdin;
+        call.timers
+            .set_after(Timer::StdinCloseGrace, now, call.settings.stdin_close_grace);
+    }
+}
+
 /// SIGTERM to the group, grace timer armed: the shutdown grace while the
 /// direct child lives, the escapee wait once it exited.
 fn terminate(call: &mut Call, now: Instant) {
-    call.actions.push_back(Action::CloseStdin);
+    close_stdin_once(call);
     signal(call, now, Signal::Term);
     call.stop = Stop::Terminating;
     call.timers.stop(Timer::PostExitDrain);
+    call.timers.stop(Timer::StdinCloseGrace);
     let grace = if call.exit.is_some() {
         call.settings.escapee_wait
     } else {
@@ -344,8 +401,9 @@ fn pull_in(call: &mut Call, now: Instant, timer: Timer) {
     }
 }
 
-/// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch.
-fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
+/// Records a stop: its first reason and instant, and whether it came
+/// before the exit.
+fn note_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     if call.cancel_reason.is_none() {
         call.cancel_reason = Some(reason);
         call.cancel_offset_us = Some(call.offset_us(now));
@@ -353,9 +411,21 @@ fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     if call.exit.is_none() {
         call.stop_before_exit = true;
     }
+}
+
+/// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch. A
+/// streamed helper still running first has its stdin closed and gets the
+/// stdin close grace (the MCP stdio shutdown); any other, or one whose
+/// stdin close grace already runs, gets TERM now or at the grace's end.
+fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
+    note_stop(call, now, reason);
     call.timers.stop(Timer::CallDeadline);
     if call.stop == Stop::Running {
-        terminate(call, now);
+        if call.settings.stdout_mode == StdoutMode::Streamed && call.exit.is_none() {
+            close_stdin(call, now);
+        } else {
+            terminate(call, now);
+        }
     }
 }
 
@@ -495,6 +565,11 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stdout_bytes_seen: stdout.bytes_seen(),
         stdout_bytes_retained: stdout.bytes_retained(),
         stdout_truncated: stdout.truncated(),
+        stdout_mode: call.settings.stdout_mode,
+        stdout_bytes_forwarded: call.stdout_bytes_forwarded,
+        stdin_bytes_forwarded: call.stdin_bytes_forwarded,
+        stdout_lines_diverted: call.stdout_lines_diverted,
+        stdout_bytes_diverted: call.stdout_bytes_diverted,
         debug: stderr.debug(),
         descendants_signalled: call.descendants_signalled,
         client_disconnected: call.client_disconnected,
