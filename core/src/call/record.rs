@@ -399,7 +399,7 @@ pub struct CallRecord {
     pub audit_failures: u64,
     /// The helper's process id, if spawned.
     pub pid: Option<u32>,
-    /// The helper's process group id, remembered at spawn.
+    /// The helper's process group id: its pid, as it leads its own group.
     pub pgid: Option<u32>,
     /// Capacity of the helper's output pipes after the adapter asked to
     /// enlarge them; null if it did not ask or the request failed.
