@@ -113,11 +113,13 @@ pub struct CallSettings {
     pub deadline: Option<Duration>,
     /// How long the approval card stays valid once shown.
     pub approval_timeout: Duration,
-    /// SIGTERM to SIGKILL.
+    /// SIGTERM to SIGKILL while the direct child lives (after its exit,
+    /// [`escapee_wait`](Self::escapee_wait) applies).
     pub shutdown_grace: Duration,
     /// How long streams may stay open after the direct child exited.
     pub post_exit_drain: Duration,
-    /// How long to wait for exit and streams after SIGKILL.
+    /// How long to wait for exit and streams after SIGKILL while the
+    /// direct child lives (after its exit, `escapee_wait` applies).
     pub kill_wait: Duration,
     /// Once the direct child's exit was observed, only descendants can hold
     /// the streams: each wait of the stop sequence (TERM to KILL, KILL to

@@ -13,12 +13,15 @@ pub enum Timer {
     /// A streamed helper's stdin was closed (its input ended, or a stop
     /// began); SIGTERM to the group follows when this fires.
     StdinCloseGrace,
-    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3).
+    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3). It runs
+    /// the shutdown grace while the direct child lives, and at most the
+    /// escapee wait once its exit was observed.
     ShutdownGrace,
     /// The direct child exited; its streams get this long to close (R4.4).
     PostExitDrain,
-    /// SIGKILL was sent; exit and streams get this long before the call
-    /// stops waiting for them.
+    /// SIGKILL was sent; exit and streams get this long (the kill wait, or
+    /// at most the escapee wait once the direct child exited) before the
+    /// call stops waiting for them.
     KillWait,
     /// The debug grant this call started under ends: its raised stderr
     /// budget falls back to the normal one (R2.7).
