@@ -969,6 +969,49 @@ impl Call {
     /// group gets SIGTERM, the grace, SIGKILL, and the call ends
     /// `cancelled_after_dispatch` (reason `stdin_close_grace`) or `killed`.
     /// A captured helper only has its stdin closed.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant, SystemTime};
+    /// use spillguard_core::{
+    ///     Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool, Signal, StdoutMode,
+    /// };
+    ///
+    /// let config = Config::default();
+    /// let settings = CallSettings {
+    ///     stdout_mode: StdoutMode::Streamed,
+    ///     ..CallSettings::action(&config)
+    /// };
+    /// let spec = CallSpec {
+    ///     call_id: "c_mcp".into(),
+    ///     session_id: "s_1".into(),
+    ///     kind: CallKind::Action,
+    ///     action: "mcp.server".into(),
+    ///     target: "files".into(),
+    ///     summary: "serve the files tools".into(),
+    /// };
+    /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    /// let t0 = Instant::now();
+    /// let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
+    /// call.handle_validated(t0, false)?;
+    /// while call.poll_action().is_some() {}
+    /// call.handle_spawned(t0, 4242)?;
+    /// while call.poll_action().is_some() {}
+    ///
+    /// // The client closed its end at 10 s: stdin is closed, 2 s to exit.
+    /// let t1 = t0 + Duration::from_secs(10);
+    /// call.handle_input_ended(t1);
+    /// assert!(matches!(call.poll_action(), Some(Action::CloseStdin)));
+    /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(2)));
+    ///
+    /// // It did not exit: TERM to its group, then 5 s of grace before KILL.
+    /// call.handle_timeout(t1 + Duration::from_secs(2));
+    /// assert!(matches!(
+    ///     call.poll_action(),
+    ///     Some(Action::SignalGroup { pgid: 4242, signal: Signal::Term })
+    /// ));
+    /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(7)));
+    /// # Ok::<(), spillguard_core::CallError>(())
+    /// ```
     pub fn handle_input_ended(&mut self, now: Instant) {
         self.handle_infallible(now, Input::CallerDone);
     }
