@@ -45,6 +45,10 @@
 //! * `shutdown_grace_seconds = 5`: long enough for a well-behaved helper to
 //!   flush and close a remote session after SIGTERM, short enough that a
 //!   cancel still feels immediate to the person who asked for it.
+//! * `stdin_close_grace_seconds = 2`: how long a streamed helper (an MCP
+//!   server) gets to exit on its own once its stdin is closed, before
+//!   SIGTERM; the wait the MCP SDKs use for the same step of the stdio
+//!   shutdown.
 //! * `retain = "tail"`: errors come last, after pages of progress output.
 //! * `stderr_head_bytes` (prefix of `head_and_tail`): a quarter of the
 //!   per-call budget, enough for a command line or version banner.
@@ -108,7 +112,9 @@ pub struct Config {
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
     /// Most bytes of stderr excerpt handed to a model, marker included
-    /// (R2.3). Default 4096; at least [`Config::MIN_EXCERPT_BYTES`].
+    /// (R2.3). Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
+    /// least the longest marker of the retention mode (81 bytes for
+    /// `tail`, 82 for `head`, 156 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
     /// How long a helper may take to exit after SIGTERM before SIGKILL
     /// (R4.3). Written in seconds (integer or decimal). Default 5 s.
@@ -123,6 +129,11 @@ pub struct Config {
     pub stderr_kill_after_bytes: Option<u64>,
     /// Hard ceiling for a debug grant's per-call budget (R2.7). Default 1 MiB.
     pub debug_ceiling_bytes: u64,
+    /// How long a streamed helper (an MCP server) may take to exit once its
+    /// stdin is closed, before its group gets SIGTERM. Written in seconds
+    /// (integer or decimal), at most [`Config::MAX_SHUTDOWN_GRACE`].
+    /// Default 2 s.
+    pub stdin_close_grace_seconds: Duration,
 }
 
 impl Default for Config {
@@ -136,12 +147,13 @@ impl Default for Config {
             stderr_head_bytes: None,
             stderr_kill_after_bytes: None,
             debug_ceiling_bytes: 1 << 20,
+            stdin_close_grace_seconds: Duration::from_secs(2),
         }
     }
 }
 
 /// The keys of the `helper_output` table, in file order.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "stderr_retained_per_call_bytes",
     "stderr_retained_process_bytes",
     "stderr_agent_excerpt_bytes",
@@ -150,12 +162,13 @@ const KEYS: [&str; 8] = [
     "stderr_head_bytes",
     "stderr_kill_after_bytes",
     "debug_ceiling_bytes",
+    "stdin_close_grace_seconds",
 ];
 
 impl Config {
     /// Smallest allowed excerpt: room for the truncation marker and a line.
     pub const MIN_EXCERPT_BYTES: u64 = 128;
-    /// Longest allowed shutdown grace.
+    /// Longest allowed shutdown grace or stdin close grace.
     pub const MAX_SHUTDOWN_GRACE: Duration = Duration::from_secs(600);
 
     /// Parses a TOML document with a `[helper_output]` table and validates
@@ -197,6 +210,9 @@ impl Config {
                     config.stderr_kill_after_bytes = Some(bytes(key, value)?)
                 }
                 "debug_ceiling_bytes" => config.debug_ceiling_bytes = bytes(key, value)?,
+                "stdin_close_grace_seconds" => {
+                    config.stdin_close_grace_seconds = seconds(key, value)?
+                }
                 _ => return Err(ConfigError::new(key, Rule::UnknownKey)),
             }
         }
@@ -219,12 +235,13 @@ impl Config {
                 return Err(ConfigError::new(field, Rule::Zero));
             }
         }
-        if excerpt < Self::MIN_EXCERPT_BYTES {
+        let min_excerpt = Self::MIN_EXCERPT_BYTES.max(longest_marker(self.retain));
+        if excerpt < min_excerpt {
             return Err(ConfigError::new(
                 KEYS[2],
                 Rule::BelowMinimum {
                     value: excerpt,
-                    min: Self::MIN_EXCERPT_BYTES,
+                    min: min_excerpt,
                 },
             ));
         }
@@ -273,11 +290,13 @@ impl Config {
                 },
             ));
         }
-        if self.shutdown_grace_seconds > Self::MAX_SHUTDOWN_GRACE {
-            return Err(ConfigError::new(
-                KEYS[3],
-                Rule::GraceTooLong(self.shutdown_grace_seconds),
-            ));
+        for (field, grace) in [
+            (KEYS[3], self.shutdown_grace_seconds),
+            (KEYS[8], self.stdin_close_grace_seconds),
+        ] {
+            if grace > Self::MAX_SHUTDOWN_GRACE {
+                return Err(ConfigError::new(field, Rule::GraceTooLong(grace)));
+            }
         }
         Ok(())
     }
@@ -288,6 +307,13 @@ impl Config {
             .unwrap_or(self.stderr_retained_per_call_bytes / 4)
             .min(self.stderr_retained_per_call_bytes)
     }
+}
+
+/// Bytes of the longest truncation marker a stderr excerpt kept in mode
+/// `retain` can need (its counts at their widest), with its newlines: an
+/// excerpt cap below it would cut the marker.
+pub(crate) fn longest_marker(retain: Retain) -> u64 {
+    crate::render::marker_reserve(crate::capture::StreamName::Stderr, retain, u64::MAX) as u64
 }
 
 fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
@@ -383,8 +409,10 @@ pub enum Rule {
         /// That field's value.
         limit: u64,
     },
-    /// The shutdown grace is longer than [`Config::MAX_SHUTDOWN_GRACE`].
+    /// A grace is longer than [`Config::MAX_SHUTDOWN_GRACE`].
     GraceTooLong(Duration),
+    /// The value cannot be used with another setting; the text says why.
+    Incompatible(&'static str),
 }
 
 impl fmt::Display for ConfigError {
@@ -394,7 +422,13 @@ impl fmt::Display for ConfigError {
         } else {
             write!(f, "helper_output.{}: ", self.field)?;
         }
-        match &self.rule {
+        self.rule.fmt(f)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Rule::Syntax(msg) => write!(f, "not valid TOML: {msg}"),
             Rule::Missing => write!(f, "the [helper_output] table is missing"),
             Rule::NotATable => write!(f, "must be a table"),
@@ -425,6 +459,7 @@ impl fmt::Display for ConfigError {
                 d.as_secs_f64(),
                 Config::MAX_SHUTDOWN_GRACE.as_secs()
             ),
+            Rule::Incompatible(why) => f.write_str(why),
         }
     }
 }

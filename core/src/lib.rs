@@ -77,7 +77,7 @@
 //!         match action {
 //!             Action::Spawn => {
 //!                 running = true;
-//!                 call.handle_spawned(now, 4242, 4242)?;
+//!                 call.handle_spawned(now, 4242)?;
 //!             }
 //!             Action::SignalGroup { signal: Signal::Term, .. } if running => {
 //!                 // The helper dies of the signal; its pipes close.
@@ -118,6 +118,7 @@ pub mod audit;
 mod call;
 mod capture;
 mod config;
+mod line_guard;
 mod pool;
 mod render;
 
@@ -125,10 +126,12 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, EveryAction,
-    Exit, ExitStatus, Outcome, ResultKind, Signal, SignalMark, State, StateMark, StreamEnd,
-    TRANSITIONS, Timer, rfc3339,
+    Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
+    SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, rfc3339,
+    spawn_error_kind,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
+pub use line_guard::{Diverted, Segment, Segments, StdoutLineGuard};
 pub use pool::{PoolLease, RetentionPool};
 pub use render::{Fingerprint, FingerprintParseError, Window};

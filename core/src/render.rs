@@ -153,16 +153,7 @@ impl Window<'_> {
         let seen = self.seen;
         let truncated = self.truncated();
         let (stream, retain) = (self.stream, self.retain);
-        // Room for the marker with the widest numbers it could hold, plus
-        // its newline (and one before it between two parts). Each count is
-        // at most `seen`; with head+tail the omitted count can be as wide as
-        // the others, but `marker(.., seen, seen, seen)` writes it as "0".
-        let reserve = marker(stream, retain, seen, seen, seen).len()
-            + if retain == Retain::HeadAndTail {
-                seen.to_string().len() - 1 + 2
-            } else {
-                1
-            };
+        let reserve = marker_reserve(stream, retain, seen);
         let Some(room) = cap.checked_sub(reserve) else {
             let mut m = marker(stream, retain, 0, 0, seen);
             m.truncate(cap);
@@ -198,7 +189,14 @@ impl Window<'_> {
                     joined = [self.head, &tail].concat();
                     (&joined, &joined)
                 };
-                let end = fit_prefix(first, room / 4, true);
+                // The head gets a quarter of the room, and whatever a short
+                // tail leaves unused, so the excerpt fills its cap.
+                let head_room = if truncated {
+                    (room / 4).max(room.saturating_sub(lossy_len(last)))
+                } else {
+                    room / 4
+                };
+                let end = fit_prefix(first, head_room, true);
                 let first = &first[..end];
                 let last = if truncated { last } else { &last[end..] };
                 let start = fit_suffix(last, room - lossy_len(first), true);
@@ -290,13 +288,28 @@ impl Serialize for Fingerprint {
     }
 }
 
+/// Room for the marker of a clamped excerpt with the widest numbers it could
+/// hold for a stream of `seen` bytes, plus its newline (and one before it
+/// between two parts). Each count is at most `seen`; with head+tail the
+/// omitted count can be as wide as the others, but
+/// `marker(.., seen, seen, seen)` writes it as "0". With `seen` at
+/// `u64::MAX`, the longest marker any stream can need.
+pub(crate) fn marker_reserve(stream: StreamName, retain: Retain, seen: u64) -> usize {
+    marker(stream, retain, seen, seen, seen).len()
+        + if retain == Retain::HeadAndTail {
+            seen.to_string().len() - 1 + 2
+        } else {
+            1
+        }
+}
+
 fn marker(stream: StreamName, retain: Retain, first: u64, last: u64, seen: u64) -> String {
     match retain {
         Retain::Tail => format!("[{stream} truncated: kept last {last} of {seen} bytes]"),
         Retain::Head => format!("[{stream} truncated: kept first {first} of {seen} bytes]"),
         Retain::HeadAndTail => format!(
             "[{stream} truncated: kept first {first} and last {last} of {seen} bytes, {} omitted between them]",
-            seen.saturating_sub(first + last)
+            seen.saturating_sub(first.saturating_add(last))
         ),
     }
 }

@@ -170,3 +170,32 @@ fn feeding_a_one_mebibyte_chunk_allocates_only_the_budget() {
     assert_eq!(capture.bytes_retained(), 16_384);
     assert_eq!(capture.bytes_reserved(), 16_384);
 }
+
+/// The MCP stdout line guard allocates nothing, per chunk or per line,
+/// whatever the mix of protocol and other lines.
+#[test]
+fn the_stdout_line_guard_allocates_nothing() {
+    use spillguard_core::{Segment, StdoutLineGuard};
+
+    let mut input = Vec::new();
+    for i in 0..1_000 {
+        input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        input.extend_from_slice(i.to_string().as_bytes());
+        input.extend_from_slice(b"}\r\n  log line\n\n\t{\"id\":0}\n");
+    }
+    let mut guard = StdoutLineGuard::new();
+    let (mut forwarded, mut diverted) = (0usize, 0usize);
+    let (allocations, _) = allocations_during(|| {
+        for chunk in input.chunks(7) {
+            for segment in guard.split(black_box(chunk)) {
+                match segment {
+                    Segment::Forward(bytes) => forwarded += bytes.len(),
+                    Segment::Divert(d) => diverted += d.bytes.len(),
+                }
+            }
+        }
+    });
+    assert_eq!(allocations, 0);
+    assert_eq!(forwarded + diverted, input.len());
+    assert_eq!(guard.lines_diverted(), 2_000);
+}

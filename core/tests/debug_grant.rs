@@ -73,7 +73,7 @@ fn calls_started_under_a_grant_retain_more_and_say_debug() {
         let mut call = Call::new(spec("c"), settings, &pool, t0, SystemTime::UNIX_EPOCH);
         call.handle_validated(t0, false).unwrap();
         while call.poll_action().is_some() {}
-        call.handle_spawned(t0, 1, 1).unwrap();
+        call.handle_spawned(t0, 1).unwrap();
         call.handle_stderr(t0, &vec![b'x'; 200_000]);
         call.handle_exit(t0, ExitStatus::code(0)).unwrap();
         call.handle_stdout_eof(t0).unwrap();
@@ -123,7 +123,7 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
     let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
     call.handle_validated(t0, false).unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 1, 1).unwrap();
+    call.handle_spawned(t0, 1).unwrap();
     call.handle_stderr(t0 + Duration::from_secs(1), &vec![b'x'; 200_000]);
     assert_eq!(call.stderr().unwrap().bytes_retained(), 131_072);
     assert_eq!(pool.in_use(), 131_072);

@@ -336,8 +336,11 @@ fn s5_a_grandchild_holding_stderr_is_signalled_after_the_drain_window() {
     assert!(!world.lanes[lane].helper.group_alive());
 }
 
+/// The direct child exited at 10 ms: only a descendant is left, so the
+/// KILL follows the TERM after the escapee wait (100 ms), not the 5 s
+/// shutdown grace meant for a live helper.
 #[test]
-fn s5_a_grandchild_that_ignores_term_is_killed_after_the_grace() {
+fn s5_a_grandchild_that_ignores_term_is_killed_after_the_escapee_wait() {
     let (world, lane) = grandchild_world(
         Grandchild {
             dies_on_term: false,
@@ -356,17 +359,24 @@ fn s5_a_grandchild_that_ignores_term_is_killed_after_the_grace() {
             },
             SignalMark {
                 signal: Signal::Kill,
-                offset_us: 5_260_000
+                offset_us: 360_000
             },
         ]
     );
     assert_eq!(r.stream_end, StreamEnd::ClosedAfterGroupSignalled);
-    assert_eq!(r.stderr_bytes_seen, 105 * 100);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(360)));
+    // It wrote at 50, 100, …, 350 ms.
+    assert_eq!(r.stderr_bytes_seen, 7 * 100);
     assert!(!world.lanes[lane].helper.group_alive());
 }
 
+/// `setsid sleep 20 & echo ok`: the holder left the group, so no signal
+/// reaches it. Exit at 10 ms, drain window to 260 ms, TERM; KILL after the
+/// escapee wait (360 ms), and the streams are given up after another
+/// (460 ms): `completed` within the drain window plus 200 ms of the exit,
+/// not the 7.25 s of grace and kill wait.
 #[test]
-fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_kill_wait() {
+fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_escapee_waits() {
     let (world, lane) = grandchild_world(
         Grandchild {
             in_group: false,
@@ -375,11 +385,29 @@ fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_kill_wait() {
         true,
     );
     let r = world.lanes[lane].record();
-    assert_eq!(r.state, State::Completed);
+    assert_eq!((r.state, r.exit_status), (State::Completed, Some(0)));
     assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
-    assert_eq!(r.offset_of(State::Completed), Some(ms(7_260)));
-    assert_eq!(r.stderr_bytes_seen, 145 * 100);
+    assert!(r.descendants_signalled);
+    assert_eq!(
+        r.signals,
+        [
+            SignalMark {
+                signal: Signal::Term,
+                offset_us: 260_000
+            },
+            SignalMark {
+                signal: Signal::Kill,
+                offset_us: 360_000
+            },
+        ]
+    );
+    assert_eq!(r.offset_of(State::Completed), Some(ms(460)));
+    let exited = Duration::from_micros(r.exited_offset_us.unwrap());
+    assert_eq!(r.offset_of(State::Completed).unwrap() - exited, ms(450));
+    // It wrote at 50, 100, …, 450 ms.
+    assert_eq!(r.stderr_bytes_seen, 9 * 100);
     assert_eq!(world.count(lane, "AbandonStreams"), 1);
+    assert_eq!(world.first(lane, "AbandonStreams"), Some(ms(460)));
 }
 
 #[test]
@@ -733,7 +761,10 @@ fn spawn_failure_is_failed_before_dispatch_with_the_error() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let script = Script {
-        spawn_error: Some("No such file or directory (os error 2)".into()),
+        spawn_error: Some((
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2)".into(),
+        )),
         ..Script::default()
     };
     let lane = world.add(
@@ -750,6 +781,7 @@ fn spawn_failure_is_failed_before_dispatch_with_the_error() {
         r.failure.as_deref(),
         Some("No such file or directory (os error 2)")
     );
+    assert_eq!(r.spawn_error_kind.as_deref(), Some("not_found"));
     assert_eq!(
         (r.pid, r.exit_status, r.stream_end),
         (None, None, StreamEnd::NotStarted)
@@ -874,7 +906,7 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
         world.epoch,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    let err = call.handle_spawned(world.epoch, 1, 1).unwrap_err();
+    let err = call.handle_spawned(world.epoch, 1).unwrap_err();
     assert_eq!(
         err,
         CallError::InvalidTransition {
@@ -900,7 +932,7 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
             break;
         }
     }
-    call.handle_spawned(world.epoch, 7, 7).unwrap();
+    call.handle_spawned(world.epoch, 7).unwrap();
     assert_eq!(
         call.handle_approval_granted(world.epoch),
         Err(CallError::InvalidTransition {
@@ -953,7 +985,7 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
     assert!(spawn);
     call.handle_cancel(t0 + ms(1), CancelReason::Requested);
     assert_eq!(call.state(), State::Authorized);
-    call.handle_spawned(t0 + ms(2), 9, 9).unwrap();
+    call.handle_spawned(t0 + ms(2), 9).unwrap();
     let actions: Vec<String> = std::iter::from_fn(|| call.poll_action())
         .map(|a| format!("{a:?}"))
         .collect();
@@ -1058,7 +1090,7 @@ fn dispatched_with(
     assert_eq!(call.poll_timeout(), None, "approval deadline");
     call.handle_approval_granted(t0).unwrap();
     carry_out(&mut call);
-    call.handle_spawned(t0, 4242, 4242).unwrap();
+    call.handle_spawned(t0, 4242).unwrap();
     carry_out(&mut call);
     call
 }
@@ -1129,4 +1161,99 @@ fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
     let record = carry_out(&mut call).1.unwrap();
     assert_eq!(record.state, State::Killed);
     assert_eq!(record.exit_signal, Some(9));
+}
+
+/// A cancel sent TERM while the helper lived; it died at once, but a
+/// descendant that ignores TERM holds stderr. From the exit on, the rest of
+/// the grace is cut to the escapee wait: KILL 100 ms after the exit, not at
+/// the end of the 5 s grace. The state stays `cancelled_after_dispatch`:
+/// the helper ended within the grace, KILL only reached the descendant.
+#[test]
+fn an_exit_during_the_grace_cuts_the_wait_for_descendants_to_the_escapee_wait() {
+    let mut world = World::new(Config::default());
+    let s = settings(&world);
+    let script = Script {
+        exit: None,
+        on_term: OnTerm::Die(ms(20)),
+        grandchild: Some(Grandchild {
+            dies_on_term: false,
+            ..HOLDS_20_S
+        }),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_cut", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(1_000));
+    world.drive_bounded(100_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!((r.exit_status, r.exit_signal), (None, Some(15)));
+    assert_eq!(r.exited_offset_us, Some(1_020_000));
+    assert_eq!(
+        r.signals,
+        [
+            SignalMark {
+                signal: Signal::Term,
+                offset_us: 1_000_000
+            },
+            SignalMark {
+                signal: Signal::Kill,
+                offset_us: 1_120_000
+            },
+        ]
+    );
+    assert!(r.descendants_signalled);
+    assert_eq!(r.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+    assert_eq!(r.offset_of(State::CancelledAfterDispatch), Some(ms(1_120)));
+    assert!(!world.lanes[lane].helper.group_alive());
+}
+
+/// The same with a holder out of reach: after the exit, KILL and giving up
+/// the streams each come one escapee wait later.
+#[test]
+fn an_exit_during_the_grace_with_an_escapee_gives_up_two_escapee_waits_later() {
+    let mut world = World::new(Config::default());
+    let mut s = settings(&world);
+    s.escapee_wait = ms(40);
+    let script = Script {
+        exit: None,
+        on_term: OnTerm::Die(ms(20)),
+        grandchild: Some(Grandchild {
+            in_group: false,
+            ..HOLDS_20_S
+        }),
+        ..Script::default()
+    };
+    let lane = world.add(
+        spec("c_cut2", CallKind::Action),
+        s,
+        script,
+        false,
+        Decision::Never,
+    );
+    world.lanes[lane].cancel_at = Some(ms(1_000));
+    world.drive_bounded(100_000);
+    let r = world.lanes[lane].record();
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!(r.exited_offset_us, Some(1_020_000));
+    assert_eq!(
+        r.signals,
+        [
+            SignalMark {
+                signal: Signal::Term,
+                offset_us: 1_000_000
+            },
+            SignalMark {
+                signal: Signal::Kill,
+                offset_us: 1_060_000
+            },
+        ]
+    );
+    assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
+    assert_eq!(r.offset_of(State::CancelledAfterDispatch), Some(ms(1_100)));
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 use proptest::prelude::*;
 use spillguard_core::{
     Action, AuditKind, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
-    DisconnectPolicy, ExitStatus, ResultKind, RetentionPool, State, TRANSITIONS,
+    DisconnectPolicy, Diverted, ExitStatus, ResultKind, RetentionPool, State, StdoutMode,
+    TRANSITIONS,
 };
 
 static NOISE: [u8; 70_000] = [b'e'; 70_000];
@@ -33,6 +34,9 @@ enum Op {
     Cancel(u8),
     Disconnect,
     Result(bool),
+    InputEnded,
+    Forwarded(u64),
+    Diverted(usize),
     Advance(u64),
 }
 
@@ -55,6 +59,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..5).prop_map(Op::Cancel),
         1 => Just(Op::Disconnect),
         1 => any::<bool>().prop_map(Op::Result),
+        1 => Just(Op::InputEnded),
+        1 => (0u64..100_000).prop_map(Op::Forwarded),
+        1 => (0usize..5_000).prop_map(Op::Diverted),
         4 => (0u64..8_000).prop_map(Op::Advance),
     ]
 }
@@ -99,8 +106,11 @@ impl Driver {
                 .is_err(),
             Op::Grant => self.call.handle_approval_granted(now).is_err(),
             Op::Deny => self.call.handle_approval_denied(now).is_err(),
-            Op::Spawned => self.call.handle_spawned(now, 77, 77).is_err(),
-            Op::SpawnFailed => self.call.handle_spawn_failed(now, "ENOENT").is_err(),
+            Op::Spawned => self.call.handle_spawned(now, 77).is_err(),
+            Op::SpawnFailed => self
+                .call
+                .handle_spawn_failed(now, std::io::ErrorKind::NotFound, "ENOENT")
+                .is_err(),
             Op::Stderr(n) => {
                 self.call.handle_stderr(now, &NOISE[..*n]);
                 false
@@ -144,6 +154,25 @@ impl Driver {
                 };
                 self.call.handle_result(now, kind).is_err()
             }
+            Op::InputEnded => {
+                self.call.handle_input_ended(now);
+                false
+            }
+            Op::Forwarded(n) => {
+                self.call.handle_stdout_forwarded(*n);
+                self.call.handle_stdin_forwarded(*n / 2);
+                false
+            }
+            Op::Diverted(n) => {
+                self.call.handle_stdout_diverted(
+                    now,
+                    Diverted {
+                        bytes: &NOISE[..*n],
+                        lines: 1,
+                    },
+                );
+                false
+            }
             Op::Advance(ms) => {
                 self.now += Duration::from_millis(*ms);
                 self.call.handle_timeout(self.now);
@@ -179,7 +208,7 @@ impl Driver {
                 break;
             }
             if self.call.state() == State::Authorized && self.spawn_polled {
-                self.call.handle_spawned(self.now, 78, 78).unwrap();
+                self.call.handle_spawned(self.now, 78).unwrap();
                 self.drain();
                 continue;
             }
@@ -252,6 +281,7 @@ struct Schedule {
     discovery: bool,
     cancel_on_disconnect: bool,
     deadline_ms: Option<u64>,
+    streamed: bool,
 }
 
 fn schedule() -> impl Strategy<Value = Schedule> {
@@ -260,13 +290,15 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         any::<bool>(),
         any::<bool>(),
         proptest::option::of(1u64..3_000),
+        any::<bool>(),
     )
         .prop_map(
-            |(ops, discovery, cancel_on_disconnect, deadline_ms)| Schedule {
+            |(ops, discovery, cancel_on_disconnect, deadline_ms, streamed)| Schedule {
                 ops,
                 discovery,
                 cancel_on_disconnect,
                 deadline_ms,
+                streamed,
             },
         )
 }
@@ -283,6 +315,10 @@ fn run(s: &Schedule) -> State {
     settings.deadline = s.deadline_ms.map(Duration::from_millis);
     settings.approval_timeout = Duration::from_secs(2);
     settings.shutdown_grace = Duration::from_millis(500);
+    if s.streamed {
+        settings.stdout_mode = StdoutMode::Streamed;
+        settings.stdin_close_grace = Duration::from_millis(700);
+    }
     if s.cancel_on_disconnect {
         settings.on_client_disconnect = DisconnectPolicy::Cancel;
     }

@@ -199,7 +199,7 @@ mod tests {
                 match action {
                     Action::Spawn => {
                         call.handle_pipe_capacity(pipe);
-                        call.handle_spawned(start, pid, pid).unwrap();
+                        call.handle_spawned(start, pid).unwrap();
                     }
                     Action::Finished(outcome) => finished = Some(outcome.record),
                     _ => {}

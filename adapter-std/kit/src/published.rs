@@ -190,7 +190,7 @@ mod tests {
         let mut call = Call::new(spec, settings, &pool, now, SystemTime::UNIX_EPOCH);
         call.handle_validated(now, false).unwrap();
         while call.poll_action().is_some() {}
-        call.handle_spawned(now, 1, 1).unwrap();
+        call.handle_spawned(now, 1).unwrap();
         call.handle_exit(now, ExitStatus::code(0)).unwrap();
         call.handle_stdout_eof(now).unwrap();
         call.handle_stderr_eof(now).unwrap();

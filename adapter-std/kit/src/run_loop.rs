@@ -163,7 +163,11 @@ pub fn spawn(
     spawn: impl FnOnce(HelperCommand) -> io::Result<(u32, Option<u64>)>,
 ) {
     let Some(command) = command else {
-        let _ = call.handle_spawn_failed(clock(), "the helper was already spawned");
+        let _ = call.handle_spawn_failed(
+            clock(),
+            io::ErrorKind::Other,
+            "the helper was already spawned",
+        );
         return;
     };
     let program = command.program.to_string_lossy().into_owned();
@@ -172,10 +176,11 @@ pub fn spawn(
     let reported = match spawned {
         Ok((pid, capacity)) => {
             call.handle_pipe_capacity(capacity);
-            call.handle_spawned(now, pid, pid)
+            call.handle_spawned(now, pid)
         }
         Err(error) => call.handle_spawn_failed(
             now,
+            error.kind(),
             format!("spawn failed: {program}: {:?}: {error}", error.kind()),
         ),
     };

@@ -8,12 +8,15 @@ mod transitions;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
-use crate::config::{Config, DebugGrant, Retain};
+use crate::config::{Config, DebugGrant, Retain, Rule};
+use crate::line_guard::Diverted;
 use crate::pool::RetentionPool;
 
 pub use exit::Exit;
@@ -23,6 +26,54 @@ pub use record::{
 };
 pub use timer::Timer;
 pub use transitions::TRANSITIONS;
+
+/// The record's name for the kind of OS error that kept a helper from
+/// being spawned (`spawn_error_kind`). The mapping is fixed; kinds not
+/// listed are `other`:
+///
+/// | kind | name |
+/// |---|---|
+/// | `NotFound` | `not_found` |
+/// | `PermissionDenied` | `permission_denied` |
+/// | `NotADirectory` | `not_a_directory` |
+/// | `IsADirectory` | `is_a_directory` |
+/// | `InvalidFilename` | `invalid_filename` |
+/// | `InvalidInput` | `invalid_input` |
+/// | `ArgumentListTooLong` | `argument_list_too_long` |
+/// | `ExecutableFileBusy` | `executable_file_busy` |
+/// | `ResourceBusy` | `resource_busy` |
+/// | `WouldBlock` | `would_block` |
+/// | `OutOfMemory` | `out_of_memory` |
+/// | `Interrupted` | `interrupted` |
+/// | `Unsupported` | `unsupported` |
+/// | anything else | `other` |
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use spillguard_core::spawn_error_kind;
+///
+/// assert_eq!(spawn_error_kind(ErrorKind::NotFound), "not_found");
+/// assert_eq!(spawn_error_kind(ErrorKind::TimedOut), "other");
+/// ```
+pub fn spawn_error_kind(kind: io::ErrorKind) -> &'static str {
+    use io::ErrorKind as K;
+    match kind {
+        K::NotFound => "not_found",
+        K::PermissionDenied => "permission_denied",
+        K::NotADirectory => "not_a_directory",
+        K::IsADirectory => "is_a_directory",
+        K::InvalidFilename => "invalid_filename",
+        K::InvalidInput => "invalid_input",
+        K::ArgumentListTooLong => "argument_list_too_long",
+        K::ExecutableFileBusy => "executable_file_busy",
+        K::ResourceBusy => "resource_busy",
+        K::WouldBlock => "would_block",
+        K::OutOfMemory => "out_of_memory",
+        K::Interrupted => "interrupted",
+        K::Unsupported => "unsupported",
+        _ => "other",
+    }
+}
 
 use timer::TimerTable;
 
@@ -48,20 +99,36 @@ pub struct CallSpec {
 pub struct CallSettings {
     /// How stderr is retained.
     pub stderr: CaptureSettings,
-    /// How stdout is retained (its own budget, outside the stderr pool).
+    /// How stdout is retained (its own budget, outside the stderr pool),
+    /// when it is captured.
     pub stdout: CaptureSettings,
+    /// Whether the call captures the helper's stdout (the default) or the
+    /// caller streams the helper's stdin and stdout itself.
+    pub stdout_mode: StdoutMode,
+    /// A streamed helper's time to exit on its own once its stdin is
+    /// closed, before its group gets SIGTERM (the MCP stdio shutdown).
+    /// Default 2 s, from `stdin_close_grace_seconds`.
+    pub stdin_close_grace: Duration,
     /// Cap of the agent excerpt, marker included.
     pub excerpt_bytes: usize,
     /// Longest the helper may run after dispatch; `None` for no limit.
     pub deadline: Option<Duration>,
     /// How long the approval card stays valid once shown.
     pub approval_timeout: Duration,
-    /// SIGTERM to SIGKILL.
+    /// SIGTERM to SIGKILL while the direct child lives (after its exit,
+    /// [`escapee_wait`](Self::escapee_wait) applies).
     pub shutdown_grace: Duration,
     /// How long streams may stay open after the direct child exited.
     pub post_exit_drain: Duration,
-    /// How long to wait for exit and streams after SIGKILL.
+    /// How long to wait for exit and streams after SIGKILL while the
+    /// direct child lives (after its exit, `escapee_wait` applies).
     pub kill_wait: Duration,
+    /// Once the direct child's exit was observed, only descendants can hold
+    /// the streams: each wait of the stop sequence (TERM to KILL, KILL to
+    /// giving up the streams) is at most this long instead of
+    /// `shutdown_grace` and `kill_wait`, which are meant for a helper that
+    /// is still alive. Default [`DEFAULT_ESCAPEE_WAIT`](Self::DEFAULT_ESCAPEE_WAIT).
+    pub escapee_wait: Duration,
     /// Whether a descendant that holds a stream open after the direct child
     /// exited gets TERM, grace, KILL of the whole group (default) or is
     /// merely abandoned.
@@ -74,7 +141,112 @@ pub struct CallSettings {
     /// Set by [`with_debug`](Self::with_debug): when the grant ends and the
     /// stderr budget it falls back to.
     pub debug_until: Option<DebugWindow>,
+    /// Where the helper returns its structured result. Default
+    /// [`ResultChannel::None`]: the host parses it itself and reports it
+    /// with [`Call::handle_result`].
+    pub result: ResultChannel,
+    /// How a JSON result is classified; `None` (the default) applies the
+    /// convention of [`ResultKind::of_json`].
+    pub result_classifier: Option<ResultClassifier>,
 }
+
+/// Who owns a helper's stdin and stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StdoutMode {
+    /// The call captures stdout within its budget and waits for its
+    /// end-of-file; stdin is null unless bytes are given.
+    #[default]
+    Captured,
+    /// The caller's protocol layer (e.g. an MCP client) owns the helper's
+    /// stdin and stdout; the adapter forwards them and reports the bytes
+    /// that went each way ([`Call::handle_stdin_forwarded`],
+    /// [`Call::handle_stdout_forwarded`]). The call does not wait for a
+    /// stdout end it does not own. Stderr stays bounded and marked as
+    /// ever. The end of the caller's input
+    /// ([`Call::handle_input_ended`]) and every stop run the MCP stdio
+    /// shutdown: close stdin, wait `stdin_close_grace`, then SIGTERM to
+    /// the group, the grace, SIGKILL.
+    Streamed,
+}
+
+impl StdoutMode {
+    /// The name used in records: `captured` or `streamed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StdoutMode::Captured => "captured",
+            StdoutMode::Streamed => "streamed",
+        }
+    }
+}
+
+/// Where a helper returns its structured result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ResultChannel {
+    /// The call parses nothing; the host may report a result with
+    /// [`Call::handle_result`].
+    #[default]
+    None,
+    /// The helper writes one JSON value on stdout. When stdout reaches
+    /// end-of-file the call parses what it retained: the value is handed
+    /// out in [`Outcome::result`], and classified as success or remote
+    /// failure (a remote failure ends the call `failed_remote`, whatever
+    /// the exit code). A stdout that outgrew its budget, is empty (or only
+    /// whitespace), is not one valid JSON value, or never reached
+    /// end-of-file yields no result and says why in the record's
+    /// `result_error`; the exit then decides the state, as without a
+    /// result. Stderr is never parsed.
+    StdoutJson,
+}
+
+/// A caller's own classification of a JSON result, replacing the
+/// convention of [`ResultKind::of_json`].
+///
+/// Two classifiers are equal when they are the same function object
+/// (clones of one classifier).
+///
+/// ```
+/// use spillguard_core::{ResultClassifier, ResultKind};
+///
+/// let done = ResultClassifier::new(|v| {
+///     if v["status"] == "done" { ResultKind::Success } else { ResultKind::RemoteFailure }
+/// });
+/// assert_eq!(done.classify(&serde_json::json!({"status": "done"})), ResultKind::Success);
+/// assert_eq!(done, done.clone());
+/// ```
+#[derive(Clone)]
+pub struct ResultClassifier(Arc<dyn Fn(&serde_json::Value) -> ResultKind + Send + Sync>);
+
+impl ResultClassifier {
+    /// A classifier calling `classify`.
+    pub fn new(
+        classify: impl Fn(&serde_json::Value) -> ResultKind + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(classify))
+    }
+
+    /// Classifies `value`.
+    pub fn classify(&self, value: &serde_json::Value) -> ResultKind {
+        (self.0)(value)
+    }
+}
+
+impl fmt::Debug for ResultClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResultClassifier(..)")
+    }
+}
+
+impl PartialEq for ResultClassifier {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ResultClassifier {}
 
 /// The end of a debug grant for one call, and the budget that follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +262,13 @@ impl CallSettings {
     pub const DEFAULT_POST_EXIT_DRAIN: Duration = Duration::from_millis(250);
     /// Default wait for exit and streams after SIGKILL.
     pub const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(2);
+    /// Default wait for descendants after the direct child exited, at each
+    /// of TERM to KILL and KILL to giving up: 100 ms. A process that left
+    /// the group (`setsid`) and holds a stream then costs a successful call
+    /// the drain window plus 200 ms, not the 7 s of grace and kill wait. A
+    /// descendant still in the group dies of the KILL at once; 100 ms is
+    /// ample for the kernel to close its pipes.
+    pub const DEFAULT_ESCAPEE_WAIT: Duration = Duration::from_millis(100);
     /// Default life of an approval card.
     pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
     /// Default stdout budget: the structured result channel.
@@ -105,16 +284,21 @@ impl CallSettings {
                 retain: Retain::Head,
                 ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
             },
+            stdout_mode: StdoutMode::Captured,
+            stdin_close_grace: config.stdin_close_grace_seconds,
             excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
             deadline: None,
             approval_timeout: Self::DEFAULT_APPROVAL_TIMEOUT,
             shutdown_grace: config.shutdown_grace_seconds,
             post_exit_drain: Self::DEFAULT_POST_EXIT_DRAIN,
             kill_wait: Self::DEFAULT_KILL_WAIT,
+            escapee_wait: Self::DEFAULT_ESCAPEE_WAIT,
             signal_descendants: true,
             on_client_disconnect: DisconnectPolicy::Finish,
             audit_fail_closed: true,
             debug_until: None,
+            result: ResultChannel::None,
+            result_classifier: None,
         }
     }
 
@@ -129,6 +313,77 @@ impl CallSettings {
         settings.stderr.head_bytes = settings.stderr.head_bytes.min(settings.stderr.budget / 4);
         settings.excerpt_bytes = settings.excerpt_bytes.min(settings.stderr.budget);
         settings
+    }
+
+    /// Checks the rules a [`Config`] enforces, for settings built or changed
+    /// by hand, so that a host can refuse them before anything runs. The
+    /// first broken rule is returned, naming the field:
+    ///
+    /// * `stderr.budget`, `stdout.budget` (when stdout is captured),
+    ///   `excerpt_bytes`: not zero;
+    /// * `stderr.kill_after_bytes`: not zero when set;
+    /// * `excerpt_bytes`: at least the longest truncation marker of the
+    ///   stderr retention mode (81 bytes for `tail`, 82 for `head`, 156 for
+    ///   `head_and_tail`), so an excerpt never cuts its marker, and at most
+    ///   `stderr.budget`;
+    /// * `debug_until.normal_budget`: not zero;
+    /// * `result`: [`ResultChannel::StdoutJson`] only with a captured stdout.
+    ///
+    /// ```
+    /// use spillguard_core::{CallSettings, Config, Rule};
+    ///
+    /// let mut settings = CallSettings::action(&Config::default());
+    /// assert_eq!(settings.validate(), Ok(()));
+    /// settings.excerpt_bytes = 1;
+    /// let err = settings.validate().unwrap_err();
+    /// assert_eq!((err.field, &err.rule), ("excerpt_bytes", &Rule::BelowMinimum { value: 1, min: 81 }));
+    /// assert_eq!(err.to_string(), "call settings: excerpt_bytes: 1 is below the minimum of 81");
+    /// ```
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let fail = |field, rule| Err(SettingsError { field, rule });
+        let excerpt = self.excerpt_bytes as u64;
+        if self.stderr.budget == 0 {
+            return fail("stderr.budget", Rule::Zero);
+        }
+        if self.stdout.budget == 0 && self.stdout_mode == StdoutMode::Captured {
+            return fail("stdout.budget", Rule::Zero);
+        }
+        if excerpt == 0 {
+            return fail("excerpt_bytes", Rule::Zero);
+        }
+        if self.stderr.kill_after_bytes == Some(0) {
+            return fail("stderr.kill_after_bytes", Rule::Zero);
+        }
+        let min = crate::config::longest_marker(self.stderr.retain);
+        if excerpt < min {
+            return fail(
+                "excerpt_bytes",
+                Rule::BelowMinimum {
+                    value: excerpt,
+                    min,
+                },
+            );
+        }
+        if self.excerpt_bytes > self.stderr.budget {
+            return fail(
+                "excerpt_bytes",
+                Rule::Exceeds {
+                    value: excerpt,
+                    other: "stderr.budget",
+                    limit: self.stderr.budget as u64,
+                },
+            );
+        }
+        if self.debug_until.is_some_and(|w| w.normal_budget == 0) {
+            return fail("debug_until.normal_budget", Rule::Zero);
+        }
+        if self.result == ResultChannel::StdoutJson && self.stdout_mode == StdoutMode::Streamed {
+            return fail(
+                "result",
+                Rule::Incompatible("stdout_json needs a captured stdout, not a streamed one"),
+            );
+        }
+        Ok(())
     }
 
     /// Applies a debug grant active at `now` to the stderr budget (R2.7).
@@ -148,6 +403,24 @@ impl CallSettings {
         self
     }
 }
+
+/// A [`CallSettings`] value that breaks a rule; names the field and the
+/// rule. See [`CallSettings::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The offending field, e.g. `excerpt_bytes` or `stderr.budget`.
+    pub field: &'static str,
+    /// The rule it broke.
+    pub rule: Rule,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "call settings: {}: {}", self.field, self.rule)
+    }
+}
+
+impl std::error::Error for SettingsError {}
 
 /// The approval card: built once when approval is asked, never redrawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,6 +557,9 @@ pub struct Outcome {
     pub stdout: Retained,
     /// The agent excerpt cap the call was configured with.
     pub excerpt_bytes: usize,
+    /// The JSON value parsed from stdout when the call's result channel is
+    /// [`ResultChannel::StdoutJson`]; see [`Outcome::result`].
+    pub result_value: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -291,6 +567,14 @@ impl Outcome {
     /// `stderr_agent_excerpt_bytes` (R2.3).
     pub fn agent_excerpt(&self) -> String {
         self.stderr.render_clamped(self.excerpt_bytes)
+    }
+
+    /// The structured result parsed from stdout, if the call's result
+    /// channel is [`ResultChannel::StdoutJson`] and stdout held one valid
+    /// JSON value within its budget; the record's `result_error` says why
+    /// not otherwise.
+    pub fn result(&self) -> Option<&serde_json::Value> {
+        self.result_value.as_ref()
     }
 }
 
@@ -334,8 +618,8 @@ pub(crate) enum Input {
     ValidationFailed(String),
     ApprovalGranted,
     ApprovalDenied,
-    Spawned { pid: u32, pgid: u32 },
-    SpawnFailed(String),
+    Spawned { pid: u32 },
+    SpawnFailed(io::ErrorKind, String),
     StdoutEof,
     StderrEof,
     Exited(ExitStatus),
@@ -344,6 +628,7 @@ pub(crate) enum Input {
     Cancel(CancelReason),
     ClientDisconnected,
     Result(ResultKind),
+    CallerDone,
     Timeout(Timer),
 }
 
@@ -355,7 +640,7 @@ impl Input {
             Input::ApprovalGranted => "approval_granted",
             Input::ApprovalDenied => "approval_denied",
             Input::Spawned { .. } => "spawned",
-            Input::SpawnFailed(_) => "spawn_failed",
+            Input::SpawnFailed(..) => "spawn_failed",
             Input::StdoutEof => "stdout_eof",
             Input::StderrEof => "stderr_eof",
             Input::Exited(_) => "exited",
@@ -364,6 +649,7 @@ impl Input {
             Input::Cancel(_) => "cancel",
             Input::ClientDisconnected => "client_disconnected",
             Input::Result(_) => "result",
+            Input::CallerDone => "input_ended",
             Input::Timeout(_) => "timeout",
         }
     }
@@ -372,8 +658,11 @@ impl Input {
 /// Where the stop sequence of a dispatched helper stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// No signal sent.
+    /// No signal sent, stdin not closed by a stop.
     Running,
+    /// A streamed helper's stdin was closed; the stdin close grace runs,
+    /// SIGTERM follows it.
+    ClosingStdin,
     /// SIGTERM sent; the grace timer runs.
     Terminating,
     /// SIGKILL sent; the kill-wait timer runs.
@@ -438,7 +727,7 @@ pub(crate) enum Stop {
 ///         // The driver spawns the helper here.
 ///     }
 /// }
-/// call.handle_spawned(t1, 4242, 4242)?;
+/// call.handle_spawned(t1, 4242)?;
 /// call.handle_stderr(t1, b"warning: slow link\n");
 /// call.handle_exit(t1 + Duration::from_millis(40), ExitStatus::code(0))?;
 /// call.handle_stdout_eof(t1 + Duration::from_millis(41))?;
@@ -479,6 +768,12 @@ pub struct Call {
     pub(crate) process_lost: bool,
     pub(crate) stdout_open: bool,
     pub(crate) stderr_open: bool,
+    pub(crate) input_ended: bool,
+    pub(crate) stdin_closed: bool,
+    pub(crate) stdout_bytes_forwarded: u64,
+    pub(crate) stdin_bytes_forwarded: u64,
+    pub(crate) stdout_lines_diverted: u64,
+    pub(crate) stdout_bytes_diverted: u64,
     pub(crate) stop: Stop,
     pub(crate) cancel_reason: Option<CancelReason>,
     pub(crate) cancel_offset_us: Option<u64>,
@@ -490,8 +785,11 @@ pub struct Call {
     pub(crate) abandoned: bool,
     pub(crate) client_disconnected: bool,
     pub(crate) result: Option<ResultKind>,
+    pub(crate) result_value: Option<serde_json::Value>,
+    pub(crate) result_error: Option<String>,
     pub(crate) audit_failures: u64,
     pub(crate) failure: Option<String>,
+    pub(crate) spawn_error_kind: Option<&'static str>,
     pub(crate) timeline: Vec<StateMark>,
     pub(crate) signals: Vec<SignalMark>,
 }
@@ -534,6 +832,12 @@ impl Call {
             process_lost: false,
             stdout_open: false,
             stderr_open: false,
+            input_ended: false,
+            stdin_closed: false,
+            stdout_bytes_forwarded: 0,
+            stdin_bytes_forwarded: 0,
+            stdout_lines_diverted: 0,
+            stdout_bytes_diverted: 0,
             stop: Stop::Running,
             cancel_reason: None,
             cancel_offset_us: None,
@@ -545,8 +849,11 @@ impl Call {
             abandoned: false,
             client_disconnected: false,
             result: None,
+            result_value: None,
+            result_error: None,
             audit_failures: 0,
             failure: None,
+            spawn_error_kind: None,
             timeline: vec![StateMark {
                 state: State::Received,
                 offset_us: 0,
@@ -622,9 +929,11 @@ impl Call {
         self.handle(now, Input::ApprovalDenied)
     }
 
-    /// The helper was spawned with this pid, in process group `pgid`.
-    pub fn handle_spawned(&mut self, now: Instant, pid: u32, pgid: u32) -> Result<(), CallError> {
-        self.handle(now, Input::Spawned { pid, pgid })
+    /// The helper was spawned with this pid. Adapters spawn every helper as
+    /// the leader of its own process group, so its process group id is
+    /// `pid` too: that is the group every [`Action::SignalGroup`] names.
+    pub fn handle_spawned(&mut self, now: Instant, pid: u32) -> Result<(), CallError> {
+        self.handle(now, Input::Spawned { pid })
     }
 
     /// The capacity the helper's output pipes got after the adapter asked
@@ -636,13 +945,16 @@ impl Call {
         }
     }
 
-    /// The helper could not be spawned (e.g. the OS error text).
+    /// The helper could not be spawned: `kind` is the OS error's kind,
+    /// recorded as `spawn_error_kind` (see [`spawn_error_kind`] for the
+    /// fixed names), and `message` its text, recorded as `failure`.
     pub fn handle_spawn_failed(
         &mut self,
         now: Instant,
-        error: impl Into<String>,
+        kind: io::ErrorKind,
+        message: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::SpawnFailed(error.into()))
+        self.handle(now, Input::SpawnFailed(kind, message.into()))
     }
 
     /// Bytes read from the helper's stderr. Never fails, never causes a
@@ -671,7 +983,99 @@ impl Call {
         }
     }
 
-    /// The stdout reader reached end-of-file.
+    /// A streamed call's adapter sent `n` more bytes of the helper's stdout
+    /// to the caller. A counter (`stdout_bytes_forwarded`): never fails,
+    /// never a transition; ignored once the call has ended.
+    pub fn handle_stdout_forwarded(&mut self, n: u64) {
+        if !self.state.is_terminal() {
+            self.stdout_bytes_forwarded = self.stdout_bytes_forwarded.saturating_add(n);
+        }
+    }
+
+    /// A streamed call's adapter wrote `n` more bytes from the caller to the
+    /// helper's stdin. A counter (`stdin_bytes_forwarded`): never fails,
+    /// never a transition; ignored once the call has ended.
+    pub fn handle_stdin_forwarded(&mut self, n: u64) {
+        if !self.state.is_terminal() {
+            self.stdin_bytes_forwarded = self.stdin_bytes_forwarded.saturating_add(n);
+        }
+    }
+
+    /// Bytes of a streamed MCP server's stdout that are not protocol (see
+    /// [`StdoutLineGuard`](crate::StdoutLineGuard)): fed to the stderr
+    /// capture, exactly like [`handle_stderr`](Self::handle_stderr) (the
+    /// kill ceiling included), and counted as `stdout_bytes_diverted` and
+    /// `stdout_lines_diverted`.
+    pub fn handle_stdout_diverted(&mut self, now: Instant, diverted: Diverted<'_>) {
+        if self.state.is_terminal() {
+            return;
+        }
+        self.stdout_bytes_diverted = self
+            .stdout_bytes_diverted
+            .saturating_add(diverted.bytes.len() as u64);
+        self.stdout_lines_diverted = self.stdout_lines_diverted.saturating_add(diverted.lines);
+        self.handle_stderr(now, diverted.bytes);
+    }
+
+    /// The caller has finished sending: the guard's own stdin reached
+    /// end-of-file, or the transport was closed. Valid in every state;
+    /// remembered until dispatch; ignored once terminal.
+    ///
+    /// The call asks for [`Action::CloseStdin`]. A streamed helper that is
+    /// still running then has `stdin_close_grace` to exit on its own (its
+    /// exit decides the state, exit 0 is `completed`); after that its
+    /// group gets SIGTERM, the grace, SIGKILL, and the call ends
+    /// `cancelled_after_dispatch` (reason `stdin_close_grace`) or `killed`.
+    /// A captured helper only has its stdin closed.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant, SystemTime};
+    /// use spillguard_core::{
+    ///     Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool, Signal, StdoutMode,
+    /// };
+    ///
+    /// let config = Config::default();
+    /// let settings = CallSettings {
+    ///     stdout_mode: StdoutMode::Streamed,
+    ///     ..CallSettings::action(&config)
+    /// };
+    /// let spec = CallSpec {
+    ///     call_id: "c_mcp".into(),
+    ///     session_id: "s_1".into(),
+    ///     kind: CallKind::Action,
+    ///     action: "mcp.server".into(),
+    ///     target: "files".into(),
+    ///     summary: "serve the files tools".into(),
+    /// };
+    /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    /// let t0 = Instant::now();
+    /// let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
+    /// call.handle_validated(t0, false)?;
+    /// while call.poll_action().is_some() {}
+    /// call.handle_spawned(t0, 4242)?;
+    /// while call.poll_action().is_some() {}
+    ///
+    /// // The client closed its end at 10 s: stdin is closed, 2 s to exit.
+    /// let t1 = t0 + Duration::from_secs(10);
+    /// call.handle_input_ended(t1);
+    /// assert!(matches!(call.poll_action(), Some(Action::CloseStdin)));
+    /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(2)));
+    ///
+    /// // It did not exit: TERM to its group, then 5 s of grace before KILL.
+    /// call.handle_timeout(t1 + Duration::from_secs(2));
+    /// assert!(matches!(
+    ///     call.poll_action(),
+    ///     Some(Action::SignalGroup { pgid: 4242, signal: Signal::Term })
+    /// ));
+    /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(7)));
+    /// # Ok::<(), spillguard_core::CallError>(())
+    /// ```
+    pub fn handle_input_ended(&mut self, now: Instant) {
+        self.handle_infallible(now, Input::CallerDone);
+    }
+
+    /// The stdout reader reached end-of-file. For a streamed call, whose
+    /// stdout the caller owns, it is accepted and changes nothing.
     pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::StdoutEof)
     }
@@ -702,7 +1106,9 @@ impl Call {
     }
 
     /// The helper's structured result arrived (parsed by the host from its
-    /// intended channel, never from stderr).
+    /// intended channel, never from stderr). With
+    /// [`ResultChannel::StdoutJson`] the call parses stdout itself; a result
+    /// reported here too replaces the classification.
     pub fn handle_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
         self.handle(now, Input::Result(result))
     }
@@ -752,7 +1158,7 @@ impl Call {
     /// call.handle_validated(t0, false)?;
     /// assert!(call.has_pending_actions());
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242, 4242)?;
+    /// call.handle_spawned(t0, 4242)?;
     /// while call.poll_action().is_some() {}
     /// // Bytes below the kill ceiling ask for nothing: no need to wake anyone.
     /// call.handle_stderr(t0, b"warning: slow link\n");

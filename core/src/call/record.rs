@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::StdoutMode;
 use crate::config::Retain;
 use crate::render::Fingerprint;
 
@@ -151,6 +152,9 @@ pub enum CancelReason {
     StderrCeiling,
     /// The host is shutting down and cancels every live call.
     HostShutdown,
+    /// A streamed helper did not exit within `stdin_close_grace` after its
+    /// input ended and its stdin was closed.
+    StdinCloseGrace,
 }
 
 /// What the host does with a call whose client disconnected (R4.6).
@@ -228,6 +232,35 @@ pub enum ResultKind {
     Success,
     /// The remote side reported a failure.
     RemoteFailure,
+}
+
+impl ResultKind {
+    /// The one convention for a JSON result, used unless the call's
+    /// settings give their own classifier: a top-level object whose `ok`
+    /// member is `false`, or whose `error` member is present and not
+    /// `null`, is a [`RemoteFailure`](Self::RemoteFailure); any other
+    /// value is a [`Success`](Self::Success).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use spillguard_core::ResultKind;
+    ///
+    /// assert_eq!(ResultKind::of_json(&json!({"ok": false})), ResultKind::RemoteFailure);
+    /// assert_eq!(ResultKind::of_json(&json!({"error": "quota"})), ResultKind::RemoteFailure);
+    /// assert_eq!(ResultKind::of_json(&json!({"error": null, "ok": true})), ResultKind::Success);
+    /// assert_eq!(ResultKind::of_json(&json!([false])), ResultKind::Success);
+    /// ```
+    pub fn of_json(value: &serde_json::Value) -> Self {
+        let failed = value.as_object().is_some_and(|object| {
+            object.get("ok") == Some(&serde_json::Value::Bool(false))
+                || object.get("error").is_some_and(|e| !e.is_null())
+        });
+        if failed {
+            ResultKind::RemoteFailure
+        } else {
+            ResultKind::Success
+        }
+    }
 }
 
 /// A signal the call asked to send to the helper's process group.
@@ -315,6 +348,26 @@ pub struct CallRecord {
     pub stdout_bytes_seen: u64,
     /// Stdout bytes kept.
     pub stdout_bytes_retained: u64,
+    /// Whether stdout bytes were dropped: stdout is retained head-first, so
+    /// its first `stdout_bytes_retained` bytes are kept.
+    #[serde(default)]
+    pub stdout_truncated: bool,
+    /// Who owned stdout: `captured` (the call) or `streamed` (the caller).
+    #[serde(default)]
+    pub stdout_mode: StdoutMode,
+    /// Bytes of a streamed helper's stdout the adapter sent to the caller.
+    #[serde(default)]
+    pub stdout_bytes_forwarded: u64,
+    /// Bytes from the caller the adapter wrote to a streamed helper's stdin.
+    #[serde(default)]
+    pub stdin_bytes_forwarded: u64,
+    /// Lines of a streamed MCP server's stdout that were not protocol and
+    /// went to the stderr capture instead of the caller.
+    #[serde(default)]
+    pub stdout_lines_diverted: u64,
+    /// Bytes of those lines (and of leading whitespace of protocol lines).
+    #[serde(default)]
+    pub stdout_bytes_diverted: u64,
     /// Whether a debug grant raised this call's budgets.
     pub debug: bool,
     /// Whether the helper's process group was signalled because a
@@ -324,16 +377,29 @@ pub struct CallRecord {
     pub client_disconnected: bool,
     /// The disconnect policy applied, when the client disconnected.
     pub on_client_disconnect: Option<DisconnectPolicy>,
-    /// The helper's structured result, if the host reported one.
+    /// The helper's structured result, if the host reported one or the
+    /// call parsed it from stdout.
     pub result: Option<ResultKind>,
+    /// Why a call whose result comes on stdout as JSON has none: stdout
+    /// exceeded its budget, was empty, was not valid JSON (`invalid JSON at
+    /// line 1 column 5: expected value`), or never reached end-of-file.
+    /// Null when there is a result or no such channel. The text never
+    /// quotes the helper's output.
+    #[serde(default)]
+    pub result_error: Option<String>,
     /// Why the call failed before dispatch (validation, audit or spawn
     /// error).
     pub failure: Option<String>,
+    /// The kind of OS error that kept the helper from being spawned, as a
+    /// fixed snake_case name (`not_found`, `permission_denied`, …, `other`;
+    /// see [`spawn_error_kind`](crate::spawn_error_kind)); null otherwise.
+    #[serde(default)]
+    pub spawn_error_kind: Option<String>,
     /// Audit events that could not be written.
     pub audit_failures: u64,
     /// The helper's process id, if spawned.
     pub pid: Option<u32>,
-    /// The helper's process group id, remembered at spawn.
+    /// The helper's process group id: its pid, as it leads its own group.
     pub pgid: Option<u32>,
     /// Capacity of the helper's output pipes after the adapter asked to
     /// enlarge them; null if it did not ask or the request failed.

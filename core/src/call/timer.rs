@@ -10,12 +10,18 @@ pub enum Timer {
     ApprovalDeadline,
     /// The call's maximum duration after dispatch (R2.4).
     CallDeadline,
-    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3).
+    /// A streamed helper's stdin was closed (its input ended, or a stop
+    /// began); SIGTERM to the group follows when this fires.
+    StdinCloseGrace,
+    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3). It runs
+    /// the shutdown grace while the direct child lives, and at most the
+    /// escapee wait once its exit was observed.
     ShutdownGrace,
     /// The direct child exited; its streams get this long to close (R4.4).
     PostExitDrain,
-    /// SIGKILL was sent; exit and streams get this long before the call
-    /// stops waiting for them.
+    /// SIGKILL was sent; exit and streams get this long (the kill wait, or
+    /// at most the escapee wait once the direct child exited) before the
+    /// call stops waiting for them.
     KillWait,
     /// The debug grant this call started under ends: its raised stderr
     /// budget falls back to the normal one (R2.7).
@@ -24,9 +30,10 @@ pub enum Timer {
 
 impl Timer {
     /// All timers, in the order they are checked when several are due.
-    pub const ALL: [Timer; 6] = [
+    pub const ALL: [Timer; COUNT] = [
         Timer::ApprovalDeadline,
         Timer::CallDeadline,
+        Timer::StdinCloseGrace,
         Timer::ShutdownGrace,
         Timer::PostExitDrain,
         Timer::KillWait,
@@ -38,10 +45,13 @@ impl Timer {
     }
 }
 
+/// How many timers there are.
+const COUNT: usize = 7;
+
 /// A fixed array of optional deadlines, one per [`Timer`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TimerTable {
-    deadlines: [Option<Instant>; 6],
+    deadlines: [Option<Instant>; COUNT],
 }
 
 impl TimerTable {
@@ -67,7 +77,7 @@ impl TimerTable {
     }
 
     pub(crate) fn stop_all(&mut self) {
-        self.deadlines = [None; 6];
+        self.deadlines = [None; COUNT];
     }
 
     /// The earliest armed deadline.

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use super::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultKind, Signal, SignalMark,
-    State, StateMark, Stop, StreamEnd, Timer, rfc3339,
+    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
+    SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
 };
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
@@ -73,6 +73,11 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
     (
         State::Dispatched,
         "stopped within grace",
+        State::CancelledAfterDispatch,
+    ),
+    (
+        State::Dispatched,
+        "no exit within stdin_close_grace",
         State::CancelledAfterDispatch,
     ),
     (State::Dispatched, "stopped by KILL", State::Killed),
@@ -153,21 +158,27 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 call.pending_cancel = Some(reason);
             }
         }
-        (Authorized, Input::Spawned { pid, pgid }) if call.spawn_in_flight => {
+        (Authorized, Input::Spawned { pid }) if call.spawn_in_flight => {
+            // The helper leads its own process group.
             call.pid = Some(pid);
-            call.pgid = Some(pgid);
-            call.stdout_open = true;
+            call.pgid = Some(pid);
+            // A streamed stdout belongs to the caller: its end is not awaited.
+            call.stdout_open = call.settings.stdout_mode == StdoutMode::Captured;
             call.stderr_open = true;
             enter(call, now, Dispatched);
             if let Some(deadline) = call.settings.deadline {
                 call.timers.set_after(Timer::CallDeadline, now, deadline);
             }
+            if call.input_ended {
+                close_stdin(call, now);
+            }
             if let Some(reason) = call.pending_cancel.take() {
                 request_stop(call, now, reason);
             }
         }
-        (Authorized, Input::SpawnFailed(error)) if call.spawn_in_flight => {
+        (Authorized, Input::SpawnFailed(kind, error)) if call.spawn_in_flight => {
             call.failure = Some(error);
+            call.spawn_error_kind = Some(super::spawn_error_kind(kind));
             let state = if call.pending_cancel.is_some() {
                 CancelledBeforeDispatch
             } else {
@@ -176,8 +187,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             end(call, now, state);
         }
 
+        (Dispatched, Input::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
         (Dispatched, Input::StdoutEof) if call.stdout_open => {
             call.stdout_open = false;
+            if call.settings.result == ResultChannel::StdoutJson {
+                parse_result(call);
+            }
             stream_closed(call, now);
         }
         (Dispatched, Input::StderrEof) if call.stderr_open => {
@@ -188,10 +203,21 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.exit = Some(status);
             call.exited_offset_us = Some(call.offset_us(now));
             call.timers.stop(Timer::CallDeadline);
+            if call.stop == Stop::ClosingStdin {
+                // It exited on its own once its stdin was closed.
+                call.timers.stop(Timer::StdinCloseGrace);
+                call.stop = Stop::Running;
+            }
             if call.stdout_open || call.stderr_open {
-                if call.stop == Stop::Running {
-                    call.timers
-                        .set_after(Timer::PostExitDrain, now, call.settings.post_exit_drain);
+                match call.stop {
+                    Stop::Running | Stop::ClosingStdin => call.timers.set_after(
+                        Timer::PostExitDrain,
+                        now,
+                        call.settings.post_exit_drain,
+                    ),
+                    // Only descendants are left: no wait beyond escapee_wait.
+                    Stop::Terminating => pull_in(call, now, Timer::ShutdownGrace),
+                    Stop::Killing => pull_in(call, now, Timer::KillWait),
                 }
             } else {
                 finish(call, now);
@@ -220,10 +246,29 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.kill_needed = call.exit.is_none();
             signal(call, now, Signal::Kill);
             call.stop = Stop::Killing;
-            call.timers
-                .set_after(Timer::KillWait, now, call.settings.kill_wait);
+            let wait = if call.exit.is_some() {
+                call.settings.escapee_wait
+            } else {
+                call.settings.kill_wait
+            };
+            call.timers.set_after(Timer::KillWait, now, wait);
         }
         (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
+        (Dispatched, Input::Timeout(Timer::StdinCloseGrace)) => {
+            // No exit within the grace after stdin closed: a stop, by the
+            // reason already given, or by this one.
+            note_stop(call, now, CancelReason::StdinCloseGrace);
+            terminate(call, now);
+        }
+        (Received | Validated | AwaitingApproval | Authorized, Input::CallerDone) => {
+            call.input_ended = true;
+        }
+        (Dispatched, Input::CallerDone) => {
+            if !call.input_ended {
+                call.input_ended = true;
+                close_stdin(call, now);
+            }
+        }
 
         (_, Input::Timeout(Timer::DebugGrantEnd)) => {
             let window = call.settings.debug_until;
@@ -234,7 +279,11 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         (_, Input::ClientDisconnected) => {
             call.client_disconnected = true;
             if call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
-                return apply(call, now, Input::Cancel(CancelReason::ClientDisconnected));
+                apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
+            }
+            if call.settings.stdout_mode == StdoutMode::Streamed {
+                // Nobody is left to send anything: the input has ended.
+                return apply(call, now, Input::CallerDone);
             }
         }
         // A timer disarmed by the transition that made it moot.
@@ -303,18 +352,58 @@ fn signal(call: &mut Call, now: Instant, signal: Signal) {
     }
 }
 
-/// SIGTERM to the group, grace timer armed.
+/// Asks for the helper's stdin to be closed, once per call.
+fn close_stdin_once(call: &mut Call) {
+    if !call.stdin_closed {
+        call.stdin_closed = true;
+        call.actions.push_back(Action::CloseStdin);
+    }
+}
+
+/// The caller's input ended (or a stop began): stdin closed, and a
+/// streamed helper still running gets the stdin close grace before TERM.
+fn close_stdin(call: &mut Call, now: Instant) {
+    close_stdin_once(call);
+    if call.settings.stdout_mode == StdoutMode::Streamed
+        && call.exit.is_none()
+        && call.stop == Stop::Running
+    {
+        call.stop = Stop::ClosingStdin;
+        call.timers
+            .set_after(Timer::StdinCloseGrace, now, call.settings.stdin_close_grace);
+    }
+}
+
+/// SIGTERM to the group, grace timer armed: the shutdown grace while the
+/// direct child lives, the escapee wait once it exited.
 fn terminate(call: &mut Call, now: Instant) {
-    call.actions.push_back(Action::CloseStdin);
+    close_stdin_once(call);
     signal(call, now, Signal::Term);
     call.stop = Stop::Terminating;
     call.timers.stop(Timer::PostExitDrain);
-    call.timers
-        .set_after(Timer::ShutdownGrace, now, call.settings.shutdown_grace);
+    call.timers.stop(Timer::StdinCloseGrace);
+    let grace = if call.exit.is_some() {
+        call.settings.escapee_wait
+    } else {
+        call.settings.shutdown_grace
+    };
+    call.timers.set_after(Timer::ShutdownGrace, now, grace);
 }
 
-/// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch.
-fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
+/// The direct child exited during the stop sequence with a stream still
+/// open: `timer` (the grace or the kill wait) fires no later than
+/// `escapee_wait` from now.
+fn pull_in(call: &mut Call, now: Instant, timer: Timer) {
+    if let Some(soon) = now.checked_add(call.settings.escapee_wait)
+        && call.timers.get(timer).is_none_or(|at| soon < at)
+    {
+        call.timers.set(timer, soon);
+    }
+}
+
+/// Records a stop: its first reason and instant, and whether it came
+/// before the exit.
+fn note_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     if call.cancel_reason.is_none() {
         call.cancel_reason = Some(reason);
         call.cancel_offset_us = Some(call.offset_us(now));
@@ -322,9 +411,64 @@ fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     if call.exit.is_none() {
         call.stop_before_exit = true;
     }
+}
+
+/// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch. A
+/// streamed helper still running first has its stdin closed and gets the
+/// stdin close grace (the MCP stdio shutdown); any other, or one whose
+/// stdin close grace already runs, gets TERM now or at the grace's end.
+fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
+    note_stop(call, now, reason);
     call.timers.stop(Timer::CallDeadline);
     if call.stop == Stop::Running {
-        terminate(call, now);
+        if call.settings.stdout_mode == StdoutMode::Streamed && call.exit.is_none() {
+            close_stdin(call, now);
+        } else {
+            terminate(call, now);
+        }
+    }
+}
+
+/// Parses the retained stdout as the call's JSON result (see
+/// [`ResultChannel::StdoutJson`]): a value and its classification, or why
+/// there is none. Never fails.
+fn parse_result(call: &mut Call) {
+    let Some(capture) = call.stdout.as_ref() else {
+        return;
+    };
+    let window = capture.window();
+    let joined;
+    let bytes: &[u8] = if window.tail.iter().all(|t| t.is_empty()) {
+        window.head
+    } else {
+        joined = [window.head, window.tail[0], window.tail[1]].concat();
+        &joined
+    };
+    let parsed = if window.truncated() {
+        Err(format!(
+            "stdout exceeded its {}-byte budget",
+            capture.settings().budget
+        ))
+    } else if bytes.iter().all(u8::is_ascii_whitespace) {
+        Err("stdout was empty".to_owned())
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| {
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            let text = e.to_string();
+            let what = text.strip_suffix(&at).unwrap_or(&text);
+            format!("invalid JSON{at}: {what}")
+        })
+    };
+    match parsed {
+        Ok(value) => {
+            let kind = match &call.settings.result_classifier {
+                Some(classifier) => classifier.classify(&value),
+                None => ResultKind::of_json(&value),
+            };
+            call.result = Some(kind);
+            call.result_value = Some(value);
+        }
+        Err(error) => call.result_error = Some(error),
     }
 }
 
@@ -368,6 +512,12 @@ fn ended_state(call: &Call) -> State {
 /// emits the final record and the outcome.
 fn finish(call: &mut Call, now: Instant) {
     call.timers.stop_all();
+    if call.settings.result == ResultChannel::StdoutJson
+        && call.stdout_open
+        && call.result_value.is_none()
+    {
+        call.result_error = Some("stdout did not reach end-of-file".to_owned());
+    }
     if call.stdout_open || call.stderr_open {
         call.abandoned = true;
         call.actions.push_back(Action::AbandonStreams);
@@ -414,6 +564,12 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr_retention_limited: stderr.retention_limited(),
         stdout_bytes_seen: stdout.bytes_seen(),
         stdout_bytes_retained: stdout.bytes_retained(),
+        stdout_truncated: stdout.truncated(),
+        stdout_mode: call.settings.stdout_mode,
+        stdout_bytes_forwarded: call.stdout_bytes_forwarded,
+        stdin_bytes_forwarded: call.stdin_bytes_forwarded,
+        stdout_lines_diverted: call.stdout_lines_diverted,
+        stdout_bytes_diverted: call.stdout_bytes_diverted,
         debug: stderr.debug(),
         descendants_signalled: call.descendants_signalled,
         client_disconnected: call.client_disconnected,
@@ -421,7 +577,9 @@ fn end(call: &mut Call, now: Instant, state: State) {
             .client_disconnected
             .then_some(call.settings.on_client_disconnect),
         result: call.result,
+        result_error: call.result_error.clone(),
         failure: call.failure.clone(),
+        spawn_error_kind: call.spawn_error_kind.map(str::to_owned),
         audit_failures: call.audit_failures,
         pid: call.pid,
         pgid: call.pgid,
@@ -438,5 +596,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr,
         stdout,
         excerpt_bytes: call.settings.excerpt_bytes,
+        result_value: call.result_value.take(),
     })));
 }

@@ -114,13 +114,16 @@ pub fn call_events(call: u64, session: u64, path: u64) -> Vec<AuditEvent> {
     }
     drain(&mut c);
     if path == 7 {
-        c.handle_spawn_failed(ms(1_501), "No such file or directory (os error 2)")
-            .unwrap();
+        c.handle_spawn_failed(
+            ms(1_501),
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2)",
+        )
+        .unwrap();
         drain(&mut c);
         return events;
     }
-    c.handle_spawned(ms(1_502), 40_000 + call as u32, 40_000 + call as u32)
-        .unwrap();
+    c.handle_spawned(ms(1_502), 40_000 + call as u32).unwrap();
     for n in 0..(call % 5) {
         c.handle_stderr(ms(1_510 + n), &vec![b'x'; 10_000]);
     }

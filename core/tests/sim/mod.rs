@@ -55,12 +55,15 @@ pub struct Script {
     pub exit: Option<(Duration, i32)>,
     /// Behaviour on TERM.
     pub on_term: OnTerm,
+    /// Exits with this code this long after its stdin is closed (an MCP
+    /// server at the end of its input); `None`: stdin's end changes nothing.
+    pub on_stdin_close: Option<(Duration, i32)>,
     /// A stderr-holding descendant.
     pub grandchild: Option<Grandchild>,
     /// The process cannot be waited for: its exit is never observed.
     pub unreapable: bool,
-    /// Spawning fails with this error.
-    pub spawn_error: Option<String>,
+    /// Spawning fails with this error kind and message.
+    pub spawn_error: Option<(std::io::ErrorKind, String)>,
 }
 
 impl Default for Script {
@@ -73,6 +76,7 @@ impl Default for Script {
             result: None,
             exit: Some((Duration::from_millis(10), 0)),
             on_term: OnTerm::Die(Duration::from_millis(1)),
+            on_stdin_close: None,
             grandchild: None,
             unreapable: false,
             spawn_error: None,
@@ -109,6 +113,7 @@ pub struct FakeHelper {
     stderr_open: bool,
     pub flooded: u64,
     pub signals: Vec<(Instant, Signal)>,
+    pub stdin_closed_at: Option<Instant>,
     out: VecDeque<HelperEvent>,
 }
 
@@ -127,12 +132,13 @@ impl FakeHelper {
             stderr_open: false,
             flooded: 0,
             signals: Vec::new(),
+            stdin_closed_at: None,
             out: VecDeque::new(),
         }
     }
 
     /// Spawns; `Err` if the script says spawning fails.
-    pub fn spawn(&mut self, now: Instant) -> Result<(), String> {
+    pub fn spawn(&mut self, now: Instant) -> Result<(), (std::io::ErrorKind, String)> {
         if let Some(error) = &self.script.spawn_error {
             return Err(error.clone());
         }
@@ -235,6 +241,18 @@ impl FakeHelper {
             && at <= now
         {
             self.child_dies(status);
+        }
+    }
+
+    pub fn handle_stdin_closed(&mut self, now: Instant) {
+        self.stdin_closed_at.get_or_insert(now);
+        if let Some((after, code)) = self.script.on_stdin_close
+            && self.child_alive
+        {
+            let at = now + after;
+            if self.child_exit_at.is_none_or(|(t, _)| at < t) {
+                self.child_exit_at = Some((at, ExitStatus::code(code)));
+            }
         }
     }
 
@@ -364,6 +382,8 @@ pub struct Lane {
     pub validate_at: Duration,
     pub cancel_at: Option<Duration>,
     pub disconnect_at: Option<Duration>,
+    /// When the caller's input ends (a streamed call's client closes).
+    pub input_end_at: Option<Duration>,
     /// Stderr bytes fed to the call while it awaits approval, per step.
     pub noise_while_awaiting: Option<(u64, Duration)>,
     /// Audit writes fail from this many written events on.
@@ -373,6 +393,7 @@ pub struct Lane {
     validated: bool,
     cancelled: bool,
     disconnected: bool,
+    input_ended: bool,
     pub outcome: Option<Box<Outcome>>,
     pub cards: Vec<(Duration, ApprovalCard)>,
     pub audit: Vec<AuditEvent>,
@@ -447,6 +468,7 @@ impl World {
             validate_at: self.offset(),
             cancel_at: None,
             disconnect_at: None,
+            input_end_at: None,
             noise_while_awaiting: None,
             audit_fails_after: None,
             audit_failures: 0,
@@ -454,6 +476,7 @@ impl World {
             validated: false,
             cancelled: false,
             disconnected: false,
+            input_ended: false,
             outcome: None,
             cards: Vec::new(),
             audit: Vec::new(),
@@ -530,6 +553,9 @@ impl World {
                     l.disconnect_at
                         .filter(|_| !l.disconnected)
                         .map(|o| self.at(o)),
+                    l.input_end_at
+                        .filter(|_| !l.input_ended)
+                        .map(|o| self.at(o)),
                     l.approver.due,
                     l.next_noise,
                 ];
@@ -579,6 +605,10 @@ impl World {
         if !lane.disconnected && lane.disconnect_at.is_some_and(|o| epoch + o <= now) {
             lane.disconnected = true;
             lane.call.handle_client_disconnected(now);
+        }
+        if !lane.input_ended && lane.input_end_at.is_some_and(|o| epoch + o <= now) {
+            lane.input_ended = true;
+            lane.call.handle_input_ended(now);
         }
         lane.helper.handle_timeout(now);
         lane.call.handle_timeout(now);
@@ -664,13 +694,12 @@ impl World {
             Action::Spawn => match lane.helper.spawn(now) {
                 Ok(()) => {
                     lane.spawned_at = Some(offset);
-                    lane.call
-                        .handle_spawned(now, 4000 + i as u32, 4000 + i as u32)
-                        .unwrap();
+                    lane.call.handle_spawned(now, 4000 + i as u32).unwrap();
                 }
-                Err(error) => lane.call.handle_spawn_failed(now, error).unwrap(),
+                Err((kind, error)) => lane.call.handle_spawn_failed(now, kind, error).unwrap(),
             },
-            Action::CloseStdin | Action::AbandonStreams => {}
+            Action::CloseStdin => lane.helper.handle_stdin_closed(now),
+            Action::AbandonStreams => {}
             Action::SignalGroup { signal, .. } => lane.helper.handle_signal(now, signal),
             Action::Finished(outcome) => {
                 lane.finished_count += 1;

@@ -1,0 +1,184 @@
+//! Settings validation and the excerpt clamp: a validated excerpt never
+//! cuts its marker, and a head+tail excerpt uses its whole cap.
+#![allow(clippy::unwrap_used)]
+
+use spillguard_core::{
+    CallSettings, CaptureSettings, Config, Retain, RetentionPool, Rule, StreamCapture, StreamName,
+    Window,
+};
+
+fn head_and_tail(budget: usize, head_bytes: usize) -> StreamCapture {
+    let settings = CaptureSettings {
+        retain: Retain::HeadAndTail,
+        head_bytes,
+        ..CaptureSettings::tail(StreamName::Stderr, budget)
+    };
+    StreamCapture::new(settings, &RetentionPool::unlimited())
+}
+
+/// The defect: a 4096-byte cap with a 16384-byte head (and so no tail)
+/// gave an excerpt of a quarter of its room. Now the head takes the room
+/// the empty tail leaves: 4000 bytes of room (cap minus the 96-byte
+/// reserve for the widest marker), kept whole, and the marker.
+#[test]
+fn a_head_and_tail_excerpt_with_a_large_head_fills_its_cap() {
+    let mut c = head_and_tail(16_384, 16_384);
+    let _ = c.feed(&[b'x'; 20_000]);
+    let excerpt = c.window().render_clamped(4096);
+    let marker =
+        "[stderr truncated: kept first 4000 and last 0 of 20000 bytes, 16000 omitted between them]";
+    assert_eq!(excerpt, format!("{}\n{marker}\n", "x".repeat(4000)));
+    assert_eq!(excerpt.len(), 4091);
+}
+
+/// A short tail leaves its unused share to the head; a long tail keeps
+/// three quarters of the room.
+#[test]
+fn the_head_takes_what_a_short_tail_leaves() {
+    let mut c = head_and_tail(16_384, 16_000);
+    let _ = c.feed(&[b'h'; 16_000]);
+    let _ = c.feed(&[b't'; 4_000]);
+    let excerpt = c.window().render_clamped(4096);
+    let marker = "[stderr truncated: kept first 3616 and last 384 of 20000 bytes, 16000 omitted between them]";
+    assert_eq!(
+        excerpt,
+        format!("{}\n{marker}\n{}", "h".repeat(3616), "t".repeat(384))
+    );
+    assert_eq!(excerpt.len(), 4093);
+
+    let mut c = head_and_tail(16_384, 4_096);
+    let _ = c.feed(&[b'h'; 4_096]);
+    let _ = c.feed(&[b't'; 20_000]);
+    let excerpt = c.window().render_clamped(4096);
+    let marker = "[stderr truncated: kept first 1000 and last 3000 of 24096 bytes, 20096 omitted between them]";
+    assert_eq!(
+        excerpt,
+        format!("{}\n{marker}\n{}", "h".repeat(1000), "t".repeat(3000))
+    );
+    assert_eq!(excerpt.len(), 4094);
+}
+
+/// Tail and head excerpts lose at most the digits the reserve kept for the
+/// widest counts.
+#[test]
+fn tail_and_head_excerpts_fill_their_cap_but_for_the_counts_width() {
+    for retain in [Retain::Tail, Retain::Head] {
+        let settings = CaptureSettings {
+            retain,
+            ..CaptureSettings::tail(StreamName::Stderr, 16_384)
+        };
+        let mut c = StreamCapture::new(settings, &RetentionPool::unlimited());
+        let _ = c.feed(&[b'x'; 184_320]);
+        let excerpt = c.window().render_clamped(4096);
+        // "kept last 4043 of 184320": 4 digits where the reserve held 6.
+        assert_eq!(excerpt.len(), 4094, "{retain}");
+    }
+}
+
+/// The defect: an `excerpt_bytes` of 1 cut the marker to "[". Settings
+/// now refuse any excerpt below the longest marker of their mode, and at
+/// that minimum the marker is whole even for a stream of `u64::MAX` bytes.
+#[test]
+fn a_validated_excerpt_never_cuts_its_marker() {
+    let config = Config::default();
+    for (retain, min) in [
+        (Retain::Tail, 81),
+        (Retain::Head, 82),
+        (Retain::HeadAndTail, 156),
+    ] {
+        let mut settings = CallSettings::action(&config);
+        settings.stderr.retain = retain;
+        settings.excerpt_bytes = 1;
+        let err = settings.validate().unwrap_err();
+        assert_eq!(err.field, "excerpt_bytes");
+        assert_eq!(err.rule, Rule::BelowMinimum { value: 1, min });
+        settings.excerpt_bytes = min as usize - 1;
+        assert_eq!(settings.validate().unwrap_err().field, "excerpt_bytes");
+        settings.excerpt_bytes = min as usize;
+        assert_eq!(settings.validate(), Ok(()));
+
+        let (a, z) = ([b'a'; 200], [b'z'; 200]);
+        let window = Window {
+            stream: StreamName::Stderr,
+            retain,
+            seen: u64::MAX,
+            head: if retain == Retain::Tail { b"" } else { &a },
+            tail: [if retain == Retain::Head { b"" } else { &z }, b""],
+        };
+        let excerpt = window.render_clamped(settings.excerpt_bytes);
+        assert!(excerpt.len() <= min as usize);
+        let marker = excerpt
+            .lines()
+            .find(|l| l.starts_with('['))
+            .unwrap_or_default();
+        let expected = match retain {
+            Retain::Tail => {
+                "[stderr truncated: kept last 0 of 18446744073709551615 bytes]".to_owned()
+            }
+            Retain::Head => {
+                "[stderr truncated: kept first 0 of 18446744073709551615 bytes]".to_owned()
+            }
+            _ => "[stderr truncated: kept first 0 and last 0 of 18446744073709551615 bytes, \
+                  18446744073709551615 omitted between them]"
+                .to_owned(),
+        };
+        assert_eq!(marker, expected, "{retain}");
+    }
+}
+
+#[test]
+fn settings_errors_name_their_field() {
+    let config = Config::default();
+    let base = CallSettings::action(&config);
+    type Case = (fn(&mut CallSettings), &'static str, Rule);
+    let cases: [Case; 5] = [
+        (|s| s.stderr.budget = 0, "stderr.budget", Rule::Zero),
+        (|s| s.stdout.budget = 0, "stdout.budget", Rule::Zero),
+        (|s| s.excerpt_bytes = 0, "excerpt_bytes", Rule::Zero),
+        (
+            |s| s.stderr.kill_after_bytes = Some(0),
+            "stderr.kill_after_bytes",
+            Rule::Zero,
+        ),
+        (
+            |s| s.excerpt_bytes = 20_000,
+            "excerpt_bytes",
+            Rule::Exceeds {
+                value: 20_000,
+                other: "stderr.budget",
+                limit: 16_384,
+            },
+        ),
+    ];
+    for (change, field, rule) in cases {
+        let mut s = base.clone();
+        change(&mut s);
+        let err = s.validate().unwrap_err();
+        assert_eq!((err.field, err.rule), (field, rule));
+    }
+    assert_eq!(
+        {
+            let mut s = base.clone();
+            s.excerpt_bytes = 20_000;
+            s.validate().unwrap_err().to_string()
+        },
+        "call settings: excerpt_bytes: 20000 is larger than stderr.budget (16384)"
+    );
+    // Settings derived from a valid configuration are valid, for both kinds.
+    assert_eq!(base.validate(), Ok(()));
+    assert_eq!(CallSettings::discovery(&config).validate(), Ok(()));
+}
+
+/// The configuration refuses an excerpt below the longest marker of its
+/// mode, too: 128 bytes suffice for `tail` but not for `head_and_tail`.
+#[test]
+fn the_config_minimum_excerpt_holds_the_longest_marker_of_its_mode() {
+    let text = "[helper_output]\nstderr_agent_excerpt_bytes = 128\nretain = \"head_and_tail\"\n";
+    let err = Config::from_toml_str(text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "helper_output.stderr_agent_excerpt_bytes: 128 is below the minimum of 156"
+    );
+    let tail = Config::from_toml_str("[helper_output]\nstderr_agent_excerpt_bytes = 128\n");
+    assert_eq!(tail.unwrap().stderr_agent_excerpt_bytes, 128);
+}
