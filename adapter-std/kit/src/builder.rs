@@ -12,7 +12,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use spillguard_core::{CallKind, CallSettings, CallSpec};
+use spillguard_core::{
+    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind,
+};
 
 use crate::command::HelperCommand;
 
@@ -66,6 +68,8 @@ pub struct CallRequest {
     approval: Approval,
     deadline: Option<Option<Duration>>,
     settings: Option<CallSettings>,
+    result: Option<ResultChannel>,
+    classifier: Option<ResultClassifier>,
 }
 
 /// A request with every default filled in: what a host starts.
@@ -95,6 +99,8 @@ impl CallRequest {
             approval: Approval::NotRequired,
             deadline: None,
             settings: None,
+            result: None,
+            classifier: None,
         }
     }
 
@@ -126,6 +132,12 @@ impl CallRequest {
         let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
         if let Some(deadline) = self.deadline {
             settings.deadline = deadline;
+        }
+        if let Some(result) = self.result {
+            settings.result = result;
+        }
+        if let Some(classifier) = self.classifier {
+            settings.result_classifier = Some(classifier);
         }
         Resolved {
             spec,
@@ -300,6 +312,29 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// No deadline for this call, whatever the host's.
     pub fn no_deadline(mut self) -> Self {
         self.request.deadline = Some(None);
+        self
+    }
+
+    /// The helper returns its result as JSON on stdout: the call parses it
+    /// at the end (within the stdout budget) and the outcome holds it
+    /// (`Outcome::result`). By the one convention of
+    /// [`ResultKind::of_json`](spillguard_core::ResultKind::of_json), an
+    /// object with `"ok": false` or a non-null `"error"` reports a remote
+    /// failure, and the call ends `failed_remote` whatever the exit code;
+    /// invalid JSON is recorded in `result_error`, never an error.
+    pub fn result_json(mut self) -> Self {
+        self.request.result = Some(ResultChannel::StdoutJson);
+        self
+    }
+
+    /// Decides what a JSON result says instead of the convention of
+    /// [`result_json`](Self::result_json) (which it implies).
+    pub fn classify_result(
+        mut self,
+        classify: impl Fn(&serde_json::Value) -> ResultKind + Send + Sync + 'static,
+    ) -> Self {
+        self.request.result = Some(ResultChannel::StdoutJson);
+        self.request.classifier = Some(ResultClassifier::new(classify));
         self
     }
 

@@ -37,6 +37,15 @@ pub struct HostOptions {
     pub finished_records_kept: usize,
     /// Where lifecycle events are written, if anywhere.
     pub audit: Option<Arc<dyn AuditSink>>,
+    /// After the helper's own exit, the longest each further wait of the
+    /// stop sequence lasts when a descendant keeps the streams open (TERM
+    /// to KILL, KILL to giving up). Default
+    /// [`CallSettings::DEFAULT_ESCAPEE_WAIT`].
+    pub escapee_wait: Option<Duration>,
+    /// How long a streamed helper may take to exit once its stdin is
+    /// closed, before TERM; default `stdin_close_grace_seconds` of the
+    /// config.
+    pub stdin_close_grace: Option<Duration>,
     /// The agent session every call of the host belongs to unless a call
     /// names its own. `None`: a fresh id (`s_` and 16 hex digits) is drawn
     /// when the host is made.
@@ -63,6 +72,8 @@ impl HostOptions {
         settings.on_client_disconnect = self
             .on_client_disconnect
             .unwrap_or(settings.on_client_disconnect);
+        settings.escapee_wait = self.escapee_wait.unwrap_or(settings.escapee_wait);
+        settings.stdin_close_grace = self.stdin_close_grace.unwrap_or(settings.stdin_close_grace);
         settings
     }
 }
@@ -79,6 +90,8 @@ impl Default for HostOptions {
             on_client_disconnect: None,
             finished_records_kept: 1024,
             audit: None,
+            escapee_wait: None,
+            stdin_close_grace: None,
             session_id: None,
         }
     }
@@ -96,6 +109,8 @@ impl fmt::Debug for HostOptions {
             .field("on_client_disconnect", &self.on_client_disconnect)
             .field("finished_records_kept", &self.finished_records_kept)
             .field("audit", &self.audit.as_ref().map(|_| "AuditSink"))
+            .field("escapee_wait", &self.escapee_wait)
+            .field("stdin_close_grace", &self.stdin_close_grace)
             .field("session_id", &self.session_id)
             .finish()
     }

@@ -90,15 +90,22 @@ pub struct Start {
 }
 
 /// The call's first inputs, at `now`: a cancel if the host is closing, then
-/// the validation of `command` (`None`: there is nothing to run).
+/// the validation of the call's settings ([`CallSettings::validate`]: settings
+/// built by hand are checked as a config is) and of `command` (`None`: there
+/// is nothing to run). Either refused ends the call `failed_before_dispatch`
+/// with the reason in `failure`, before its attempt is audited.
+///
+/// [`CallSettings::validate`]: spillguard_core::CallSettings::validate
 pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&HelperCommand>) {
     if start.host_closing {
         call.handle_cancel(now, CancelReason::HostShutdown);
     }
-    let accepted = match command.map(HelperCommand::validate) {
-        Some(Ok(())) => call.handle_validated(now, start.needs_approval),
-        Some(Err(invalid)) => call.handle_validation_failed(now, invalid.to_string()),
-        None => call.handle_validation_failed(now, "no command to run"),
+    let settings = call.settings().validate();
+    let accepted = match (settings, command.map(HelperCommand::validate)) {
+        (Err(invalid), _) => call.handle_validation_failed(now, invalid.to_string()),
+        (Ok(()), Some(Ok(()))) => call.handle_validated(now, start.needs_approval),
+        (Ok(()), Some(Err(invalid))) => call.handle_validation_failed(now, invalid.to_string()),
+        (Ok(()), None) => call.handle_validation_failed(now, "no command to run"),
     };
     if let Err(misuse) = accepted {
         // Only a discovery call said to need approval gets here.

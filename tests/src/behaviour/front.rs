@@ -6,12 +6,18 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::time::Instant;
+
 use spillguard_core::{
-    AuditEvent, AuditKind, CallKind, CancelReason, DebugGrantError, Exit, State,
+    AuditEvent, AuditKind, CallKind, CallSettings, CancelReason, Config, DebugGrantError, Exit,
+    ResultKind, State, StreamEnd,
 };
 use spillguard_kit::{Approval, AuditSink, HelperCommand, HostOptions};
 
-use super::{Recorder, assert_group_gone, poll_until, records_of, temp_path, wait, wait_for_state};
+use super::{
+    Recorder, assert_group_gone, poll_until, records_of, states, temp_path, timed_check_turn, wait,
+    wait_for_state,
+};
 use crate::engine::{CallUnderTest, HostUnderTest, request};
 
 /// The builder fills in every field of the call from the command: a fresh
@@ -175,4 +181,190 @@ pub fn an_owner_that_dies_mid_call_kills_its_helper_and_lets_go<H: HostUnderTest
     });
     let _ = std::fs::remove_file(&pid_file);
     assert_group_gone(pid.unwrap());
+}
+
+/// A helper whose JSON result reports a remote failure ends
+/// `failed_remote` although it exited 0 with a clean stderr; its result is
+/// in the outcome. A classifier can decide otherwise, and a result that is
+/// not JSON is recorded, never an error: the exit code decides.
+pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let refused = r#"echo '{"ok": false, "error": "quota exceeded"}'"#;
+    let said_no = wait(
+        host.launch(
+            request(HelperCommand::shell_script(refused))
+                .result_json()
+                .start(),
+        ),
+    );
+    assert_eq!(said_no.record.state, State::FailedRemote);
+    assert_eq!(said_no.record.result, Some(ResultKind::RemoteFailure));
+    assert_eq!(said_no.exit(), Exit::Code(0));
+    assert_eq!(said_no.record.stderr_bytes_seen, 0);
+    assert_eq!(said_no.result().unwrap()["error"], "quota exceeded");
+
+    let denied = wait(
+        host.launch(
+            request(HelperCommand::shell_script(
+                r#"echo '{"status": "denied"}'"#,
+            ))
+            .classify_result(|value| {
+                if value["status"] == "denied" {
+                    ResultKind::RemoteFailure
+                } else {
+                    ResultKind::Success
+                }
+            })
+            .start(),
+        ),
+    );
+    assert_eq!(denied.record.state, State::FailedRemote);
+
+    let prose = wait(
+        host.launch(
+            request(HelperCommand::shell_script("echo 'all good'"))
+                .result_json()
+                .start(),
+        ),
+    );
+    assert_eq!(prose.record.state, State::Completed);
+    assert_eq!(prose.record.result, None);
+    assert!(prose.result().is_none());
+    let error = prose.record.result_error.as_deref().unwrap();
+    assert!(
+        error.starts_with("invalid JSON at line 1 column 1"),
+        "{error}"
+    );
+    assert_eq!(prose.stdout.to_vec(), b"all good\n");
+}
+
+/// Stderr overflow never hides a result: a helper that floods 1 MiB of
+/// stderr, then prints its result, ends `completed` with the result whole
+/// and its stderr counted, cut to the budget and marked.
+pub fn stderr_overflow_never_hides_the_result<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let host = host(HostOptions::default());
+    let script = r#"head -c 1048576 /dev/zero | tr '\0' e 1>&2; echo '{"ok": true, "n": 42}'"#;
+    let outcome = wait(
+        host.launch(
+            request(HelperCommand::shell_script(script))
+                .result_json()
+                .start(),
+        ),
+    );
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.result, Some(ResultKind::Success));
+    assert_eq!(outcome.result().unwrap()["n"], 42);
+    assert_eq!(
+        (
+            record.stderr_bytes_seen,
+            record.stderr_bytes_retained,
+            record.stderr_truncated
+        ),
+        (1_048_576, 16_384, true)
+    );
+    let marker = "[stderr truncated: kept last 16384 of 1048576 bytes]";
+    assert_eq!(outcome.stderr.render().lines().next(), Some(marker));
+    let excerpt = outcome.agent_excerpt();
+    let marker = "[stderr truncated: kept last 4041 of 1048576 bytes]";
+    assert_eq!(excerpt.lines().next(), Some(marker));
+    assert_eq!(excerpt.len(), marker.len() + 1 + 4041);
+}
+
+/// A spawn failure keeps its error kind: a missing program is
+/// `not_found`, a file that is not executable `permission_denied`.
+pub fn a_spawn_failure_keeps_its_error_kind<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    use std::os::unix::fs::PermissionsExt;
+
+    let host = host(HostOptions::default());
+    let plain = temp_path("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let missing = wait(host.launch(request(HelperCommand::new("/no/such/program")).start()));
+    let refused = wait(host.launch(request(HelperCommand::new(&plain)).start()));
+    let _ = std::fs::remove_file(&plain);
+    for (outcome, kind) in [(&missing, "not_found"), (&refused, "permission_denied")] {
+        let record = &outcome.record;
+        assert_eq!(record.state, State::FailedBeforeDispatch);
+        assert_eq!(record.spawn_error_kind.as_deref(), Some(kind));
+        assert_eq!(outcome.exit(), Exit::Unobserved);
+        assert_eq!(record.stream_end, StreamEnd::NotStarted);
+    }
+}
+
+/// Settings made by hand are checked as a config is: an excerpt too small
+/// to hold the marker fails the call before dispatch, naming the field,
+/// and nothing runs.
+pub fn settings_made_by_hand_are_validated_before_anything_runs<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let mut settings = CallSettings::action(&Config::default());
+    settings.excerpt_bytes = 1;
+    let outcome = wait(
+        host.launch(
+            request(HelperCommand::new("true"))
+                .settings(settings)
+                .start(),
+        ),
+    );
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("call settings: excerpt_bytes: 1 is below the minimum of 81")
+    );
+    assert_eq!(record.pid, None);
+    assert_eq!(
+        states(record),
+        [State::Received, State::FailedBeforeDispatch]
+    );
+}
+
+/// A successful helper whose descendant left the group and holds the
+/// streams (`setsid sleep 20 &`) ends `completed` soon after the drain
+/// window: it does not pay the grace and kill wait meant for a helper that
+/// is still alive (7.25 s with the defaults before).
+pub fn a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window<
+    H: HostUnderTest,
+>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = timed_check_turn();
+    let host = host(HostOptions::default());
+    let pid_file = temp_path("escapee.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 20' & echo ok",
+        pid_file.display()
+    );
+    let started = Instant::now();
+    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).start()));
+    let elapsed = started.elapsed();
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(outcome.stdout.to_vec(), b"ok\n");
+    assert_eq!(record.stream_end, StreamEnd::AbandonedOpen);
+    assert!(record.descendants_signalled);
+    let exited = record.exited_offset_us.unwrap();
+    let done = record.offset_of(State::Completed).unwrap();
+    let after_exit = done.saturating_sub(Duration::from_micros(exited));
+    // Drain window 250 ms, then at most 100 ms to KILL and 100 ms to give
+    // up: 450 ms; generous for a loaded machine, far below 7.25 s.
+    assert!(after_exit >= Duration::from_millis(440), "{after_exit:?}");
+    assert!(after_exit < Duration::from_millis(1_500), "{after_exit:?}");
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    let mut pid = None;
+    poll_until(Duration::from_secs(10), "the escapee's pid", || {
+        pid = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok());
+        pid.is_some()
+    });
+    let _ = std::fs::remove_file(&pid_file);
+    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
 }

@@ -90,6 +90,11 @@ macro_rules! behaviour_suite {
             a_debug_grant_raises_the_budget_of_calls_started_under_it,
             dropping_the_host_stops_its_helpers_and_writes_their_records,
             an_owner_that_dies_mid_call_kills_its_helper_and_lets_go,
+            a_result_that_reports_a_remote_failure_ends_failed_remote,
+            stderr_overflow_never_hides_the_result,
+            a_spawn_failure_keeps_its_error_kind,
+            settings_made_by_hand_are_validated_before_anything_runs,
+            a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -135,6 +135,7 @@ pub fn a_program_that_cannot_be_spawned_fails_before_dispatch<H: HostUnderTest>(
         record.failure.as_deref(),
         Some("spawn failed: /nonexistent/prog: NotFound: No such file or directory (os error 2)")
     );
+    assert_eq!(record.spawn_error_kind.as_deref(), Some("not_found"));
     assert_eq!((record.pid, record.exit_status), (None, None));
     assert_eq!(record.stream_end, StreamEnd::NotStarted);
     assert_eq!(
