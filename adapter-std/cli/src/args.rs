@@ -157,6 +157,17 @@ pub struct RunArgs {
     /// descendant holding them), in ms [default: 250]
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub drain_window_ms: Option<u64>,
+    /// How the helper returns its result: `json`, a JSON value on stdout,
+    /// parsed within the stdout budget and printed as `result_value`; an object
+    /// with `"ok": false` or a non-null `"error"` makes the call
+    /// `failed_remote` whatever the exit code [default: stdout is text]
+    #[arg(long, value_name = "json", value_parser = result_mode)]
+    pub result: Option<ResultMode>,
+    /// Debug for this run: retain up to the configuration's
+    /// `debug_ceiling_bytes` of stderr (default 1 MiB) for the next S
+    /// seconds (at most 3600); the record says `debug: true`
+    #[arg(long, value_name = "S", value_parser = number, allow_hyphen_values = true)]
+    pub debug_for: Option<u64>,
     /// The configuration file, a TOML file with a `helper_output` table.
     #[arg(
         long,
@@ -356,6 +367,21 @@ fn number(value: &str) -> Result<u64, String> {
         .map_err(|_| format!("`{value}` is not a non-negative integer"))
 }
 
+/// How `run` reads the helper's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultMode {
+    /// A JSON value on stdout.
+    Json,
+}
+
+/// A result mode: only `json`.
+fn result_mode(value: &str) -> Result<ResultMode, String> {
+    match value {
+        "json" => Ok(ResultMode::Json),
+        _ => Err(format!("unknown result `{value}` (expected json)")),
+    }
+}
+
 /// A retention mode; `head_and_tail`, the configuration's spelling, is
 /// accepted too.
 fn retain(value: &str) -> Result<Retain, String> {
@@ -507,6 +533,9 @@ mod tests {
             "--config",
             "a.toml",
             "--audit=log.jsonl",
+            "--result=json",
+            "--debug-for",
+            "30",
             "--",
             "sh",
             "-c",
@@ -521,6 +550,8 @@ mod tests {
                 deadline_ms: Some(500),
                 grace_ms: Some(100),
                 drain_window_ms: Some(50),
+                result: Some(ResultMode::Json),
+                debug_for: Some(30),
                 config: Some("a.toml".into()),
                 audit: Some("log.jsonl".into()),
                 audit_key_file: None,

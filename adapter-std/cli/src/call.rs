@@ -12,7 +12,7 @@ use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
 
-use crate::args::{RunArgs, UsageError};
+use crate::args::{ResultMode, RunArgs, UsageError};
 
 pub use spillguard_std::Host;
 
@@ -69,20 +69,31 @@ pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
         audit,
         ..HostOptions::default()
     };
-    Host::new(config, options).map_err(|e| UsageError(format!("invalid configuration: {e}")))
+    let host = Host::new(config, options)
+        .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
+    if let Some(seconds) = run.debug_for {
+        let ceiling = host.config().debug_ceiling_bytes;
+        host.grant_debug(Duration::from_secs(seconds), ceiling)
+            .map_err(|e| UsageError(format!("--debug-for: {e}")))?;
+    }
+    Ok(host)
 }
 
 /// Cancels a running call (stops the helper's group, the record is still
 /// made).
 pub type Cancel = Box<dyn Fn() + Send + 'static>;
 
-/// The line printed: every record field, then the excerpt and stdout.
+/// The line printed: every record field, then the excerpt and stdout,
+/// and with `--result json` the parsed result as `result_value` (null when
+/// there was none; the record's own `result` says what it reported).
 #[derive(Debug, Serialize)]
 pub struct Line {
     #[serde(flatten)]
     record: CallRecord,
     stderr_excerpt: String,
     stdout: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_value: Option<serde_json::Value>,
 }
 
 /// Runs the helper of `run` (its program and arguments, no shell) as one
@@ -92,18 +103,21 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
     let mut words = run.command.into_iter();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
-    let call = host
+    let json = run.result == Some(ResultMode::Json);
+    let builder = host
         .call(command)
         .call_id(format!("c_{}_1", std::process::id()))
         .session_id("cli")
-        .action("run")
-        .start();
+        .action("run");
+    let call = if json { builder.result_json() } else { builder }.start();
     let canceller = call.canceller();
     started(Box::new(move || canceller.cancel()));
     let outcome = call.wait();
+    let result_value = json.then(|| outcome.result().cloned().unwrap_or(serde_json::Value::Null));
     Line {
         stderr_excerpt: outcome.agent_excerpt(),
         stdout: String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned(),
+        result_value,
         record: outcome.record,
     }
 }

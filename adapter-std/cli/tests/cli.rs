@@ -449,3 +449,67 @@ fn sigint_cancels_the_helper_and_still_prints_the_record() {
     assert_eq!(line["exit_signal"], 15);
     assert_eq!(line["signals"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn result_json_reports_a_remote_failure_and_keeps_the_result() {
+    let output = spillguard(&[
+        "run",
+        "--result",
+        "json",
+        "--",
+        "sh",
+        "-c",
+        r#"head -c 100000 /dev/zero | tr "\0" e 1>&2; echo '{"ok": false, "error": "quota exceeded"}'"#,
+    ]);
+    let (_, line) = record_line(&output);
+    assert_eq!(line["state"], "failed_remote");
+    assert_eq!(line["result"], "remote_failure");
+    assert_eq!(line["result_value"]["error"], "quota exceeded");
+    assert_eq!(line["result_value"]["ok"], false);
+    assert_eq!(line["exit_status"], 0);
+    assert_eq!(line["stderr_bytes_seen"], 100_000);
+    assert_eq!(line["stderr_truncated"], true);
+    assert_eq!(line["result_error"], Value::Null);
+
+    let text = spillguard(&["run", "--result", "json", "--", "echo", "plain text"]);
+    let (_, line) = record_line(&text);
+    assert_eq!(line["state"], "completed");
+    assert_eq!(line["result"], Value::Null);
+    assert_eq!(line["result_value"], Value::Null);
+    let error = line["result_error"].as_str().unwrap();
+    assert!(
+        error.starts_with("invalid JSON at line 1 column"),
+        "{error}"
+    );
+
+    let without = spillguard(&["run", "--", "echo", "{}"]);
+    let (_, line) = record_line(&without);
+    assert!(line.get("result_value").is_none(), "{line}");
+
+    assert_eq!(
+        usage_failure(&["run", "--result", "xml", "--", "true"]),
+        "spillguard: `--result`: unknown result `xml` (expected json)"
+    );
+}
+
+#[test]
+fn debug_for_raises_the_budget_and_is_recorded() {
+    let flood = r#"head -c 200000 /dev/zero | tr "\0" d 1>&2"#;
+    let debugged = spillguard(&["run", "--debug-for", "60", "--", "sh", "-c", flood]);
+    let (_, line) = record_line(&debugged);
+    assert_eq!(line["debug"], true);
+    assert_eq!(line["stderr_bytes_seen"], 200_000);
+    assert_eq!(line["stderr_bytes_retained"], 200_000);
+    assert_eq!(line["stderr_truncated"], false);
+
+    let normal = spillguard(&["run", "--", "sh", "-c", flood]);
+    let (_, line) = record_line(&normal);
+    assert_eq!(line["debug"], false);
+    assert_eq!(line["stderr_bytes_retained"], 16_384);
+
+    let refused = usage_failure(&["run", "--debug-for", "7200", "--", "true"]);
+    assert_eq!(
+        refused,
+        "spillguard: --debug-for: debug grant duration 7200.000 s must be above zero and at most 3600 s"
+    );
+}
