@@ -3,7 +3,7 @@
 //!
 //! A [`Host`] starts calls; each call gets one owner task, detached on
 //! smol's global executor, that holds the child, both output streams and
-//! the cancellation (R4.1) and drives the sans-IO [`spillguard_core::Call`].
+//! the cancellation and drives the sans-IO [`spillguard_core::Call`].
 //! The owner holds no policy: budgets, states, deadlines and signals are
 //! the core's decisions; it only reports what happened and carries out what
 //! it is asked. Because it is detached, neither dropping a [`CallHandle`]

@@ -2,7 +2,7 @@
 //! stderr can neither stall, bloat nor mislead the run.
 //!
 //! A [`Host`] starts calls; each call gets one owner thread that holds the
-//! child, its output pipes and the cancellation (R4.1) and drives the
+//! child, its output pipes and the cancellation and drives the
 //! sans-IO [`spillguard_core::Call`]. The owner holds no policy: budgets,
 //! states, deadlines and signals are the core's decisions; it only reports
 //! what happened and carries out what it is asked.

@@ -2,8 +2,8 @@
 //!
 //! A handle talks to the call's owner task through the owner's event
 //! channel and reads what the owner publishes (state, approval card,
-//! outcome). It does not own the call: dropping it is a client disconnect
-//! (R4.6), and the owner still finishes the call, writes the record and
+//! outcome). It does not own the call: dropping it is a client
+//! disconnect, and the owner still finishes the call, writes the record and
 //! reaps the helper.
 
 use std::sync::{Arc, MutexGuard};

@@ -52,10 +52,10 @@ pub struct CaptureSettings {
     /// Prefix size for [`Retain::HeadAndTail`]; ignored by the other modes.
     /// Clamped to `budget`.
     pub head_bytes: usize,
-    /// Opt-in kill-on-overflow (R1.8): once more than this many bytes were
+    /// Opt-in kill-on-overflow: once more than this many bytes were
     /// seen, [`StreamCapture::feed`] reports [`Fed::CeilingCrossed`] once.
     pub kill_after_bytes: Option<u64>,
-    /// Whether a debug grant raised this capture's budget (R2.7).
+    /// Whether a debug grant raised this capture's budget.
     pub debug: bool,
 }
 
@@ -130,8 +130,8 @@ pub enum Fed {
 ///
 /// A [`StreamCapture`] is fed raw chunks as they are read. Feeding never fails
 /// and never stops accepting bytes, so the reader can keep draining the pipe
-/// whatever the volume (R1.1). Every byte is counted in a `u64` before any text
-/// is made (R1.2). At most the per-call budget is kept (R1.3):
+/// whatever the volume. Every byte is counted in a `u64` before any text
+/// is made. At most the per-call budget is kept:
 ///
 /// * [`Retain::Tail`] keeps the most recent bytes in a ring;
 /// * [`Retain::Head`] keeps the first bytes and drops the rest;
@@ -269,7 +269,7 @@ impl StreamCapture {
         self.window().truncated()
     }
 
-    /// Lowers the budget (e.g. when a debug grant ends, R2.7): keeps the
+    /// Lowers the budget (e.g. when a debug grant ends): keeps the
     /// first and last bytes the new split allows, drops the rest, and gives
     /// the freed reservation back to the pool. The window stays "the first
     /// `h` and the last `t` bytes of the stream". A budget at or above the
@@ -359,7 +359,7 @@ fn grow_target(reserved: usize, need: usize, cap: usize) -> usize {
 }
 
 /// The retained bytes of a finished capture, holding their share of the
-/// process-wide pool until dropped (R2.2).
+/// process-wide pool until dropped.
 #[derive(Debug)]
 pub struct Retained {
     stream: StreamName,

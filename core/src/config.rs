@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// Which bytes of a stream are kept once it outgrows its budget (R1.3).
+/// Which bytes of a stream are kept once it outgrows its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -106,28 +106,28 @@ impl fmt::Display for Retain {
 /// The `helper_output` settings. Field names are the file's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Most stderr bytes one call retains (R2.1). Default 16384.
+    /// Most stderr bytes one call retains. Default 16384.
     pub stderr_retained_per_call_bytes: u64,
-    /// Most stderr bytes all concurrent calls retain together (R2.2).
+    /// Most stderr bytes all concurrent calls retain together.
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
     /// Most bytes of stderr excerpt handed to a model, marker included
-    /// (R2.3). Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
+    ///. Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
     /// least the longest marker of the retention mode (81 bytes for
     /// `tail`, 82 for `head`, 156 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
     /// How long a helper may take to exit after SIGTERM before SIGKILL
-    /// (R4.3). Written in seconds (integer or decimal). Default 5 s.
+    ///. Written in seconds (integer or decimal). Default 5 s.
     pub shutdown_grace_seconds: Duration,
     /// Retention mode. Default [`Retain::Tail`].
     pub retain: Retain,
     /// Prefix size for [`Retain::HeadAndTail`]; `None` means a quarter of
     /// the per-call budget.
     pub stderr_head_bytes: Option<u64>,
-    /// Opt-in kill-on-overflow (R1.8): stop the helper once it wrote more
+    /// Opt-in kill-on-overflow: stop the helper once it wrote more
     /// than this many stderr bytes. `None` (the default) never kills.
     pub stderr_kill_after_bytes: Option<u64>,
-    /// Hard ceiling for a debug grant's per-call budget (R2.7). Default 1 MiB.
+    /// Hard ceiling for a debug grant's per-call budget. Default 1 MiB.
     pub debug_ceiling_bytes: u64,
     /// How long a streamed helper (an MCP server) may take to exit once its
     /// stdin is closed, before its group gets SIGTERM. Written in seconds
@@ -466,7 +466,7 @@ impl fmt::Display for Rule {
 
 impl std::error::Error for ConfigError {}
 
-/// A bounded-time debug mode (R2.7): raises the per-call budget, up to the
+/// A bounded-time debug mode: raises the per-call budget, up to the
 /// configured ceiling, for calls started before `until`. Every capture made
 /// under it is marked `debug: true`. There is no global quiet switch.
 ///

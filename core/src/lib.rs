@@ -13,7 +13,7 @@
 //! use spillguard_core::{CaptureSettings, Config, RetentionPool, StreamCapture};
 //!
 //! let config = Config::default();
-//! // One pool per process, shared by every call (R2.2).
+//! // One pool per process, shared by every call.
 //! let pool = RetentionPool::new(config.stderr_retained_process_bytes);
 //! let mut stderr = StreamCapture::new(CaptureSettings::stderr(&config), &pool);
 //!

@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A shared budget of retained bytes (R2.2).
+/// A shared budget of retained bytes.
 ///
 /// Cloning a pool gives another handle to the same budget.
 ///

@@ -16,7 +16,7 @@ use crate::config::Retain;
 /// a stream that carried `seen` bytes.
 /// Rendering decodes lossily (invalid sequences become U+FFFD) and only the
 /// retained part; since the window depends only on the bytes fed, never on
-/// how they were chunked, the text is the same for every chunking (R1.5).
+/// how they were chunked, the text is the same for every chunking.
 ///
 /// Where bytes were dropped, the edge of the window may fall inside a
 /// character. That edge is trimmed to the character boundary (at most three
@@ -26,7 +26,7 @@ use crate::config::Retain;
 ///
 /// # Markers
 ///
-/// The marker is written by the library, never by the helper (R1.6):
+/// The marker is written by the library, never by the helper:
 ///
 /// | mode            | marker                                                                   | place              |
 /// |-----------------|--------------------------------------------------------------------------|--------------------|
@@ -116,7 +116,7 @@ impl Window<'_> {
     }
 
     /// Renders, then clamps to at most `cap` bytes including the marker
-    /// (R2.3, R2.5): the agent excerpt, or any destination's own cap.
+    ///: the agent excerpt, or any destination's own cap.
     ///
     /// Nothing is re-read: the clamp selects from the retained bytes. It keeps
     /// the part the mode favours (the end for `tail`, the start for `head`,
@@ -208,7 +208,7 @@ impl Window<'_> {
     }
 
     /// A fingerprint of the retained bytes, so that a destination can store
-    /// "same trace as call X" instead of repeating it (R1.7). `None` when
+    /// "same trace as call X" instead of repeating it. `None` when
     /// nothing is retained.
     pub fn fingerprint(&self) -> Option<Fingerprint> {
         if self.retained() == 0 {

@@ -1,4 +1,4 @@
-//! The hash-chained audit log in a file (R6.1): [`ChainedFileAudit`].
+//! The hash-chained audit log in a file: [`ChainedFileAudit`].
 //!
 //! The frames, the chain, the sealing and the verification are the core's
 //! ([`spillguard_core::audit`]); this module does the IO around them: it
@@ -44,7 +44,7 @@ pub enum FsyncPolicy {
     /// After each attempt and each final record (the default). The attempt
     /// is written before anything is approved or spawned, so syncing it
     /// makes "this action was attempted" durable before the action can
-    /// happen (R3.3, R6.1); the final record closes the call. The
+    /// happen; the final record closes the call. The
     /// transitions in between ride along with the next sync: a power loss
     /// can take back at most the transitions of a call since its last
     /// attempt or final record, never an attempt whose helper ran.

@@ -1,7 +1,7 @@
 //! What to run: a helper's program, arguments, environment and stdin.
 //!
 //! A [`HelperCommand`] is plain data. [`HelperCommand::validate`] checks it
-//! before anything is audited or approved (R3.3); the owner turns a failed
+//! before anything is audited or approved; the owner turns a failed
 //! check into a `failed_before_dispatch` record, never a panic.
 
 use std::ffi::{OsStr, OsString};
@@ -26,7 +26,7 @@ pub enum StdinMode {
 /// A description of the helper process to run, like
 /// [`std::process::Command`] but plain data that can be checked first.
 ///
-/// No shell is involved unless [`shell`](Self::shell) is set (R4.4).
+/// No shell is involved unless [`shell`](Self::shell) is set.
 ///
 /// # Examples
 ///

@@ -1,4 +1,4 @@
-//! Comparison of a log with the lifecycle a test expected (R6.3).
+//! Comparison of a log with the lifecycle a test expected.
 
 use serde::{Deserialize, Serialize};
 
@@ -81,7 +81,7 @@ pub enum Difference {
         record: u64,
     },
     /// The attempt was written only after the call left `validated` for
-    /// approval, authorisation or dispatch (R3.3).
+    /// approval, authorisation or dispatch.
     LateAttempt {
         /// The call.
         call_id: String,

@@ -119,8 +119,8 @@
 //! # Reading the log
 //!
 //! [`compare`] checks the calls of a verified log against the lifecycle a
-//! test expected (R6.3); [`sessions`] and [`activity`] are the Sessions
-//! and Activity views (R6.4), computed from the log alone.
+//! test expected; [`sessions`] and [`activity`] are the Sessions
+//! and Activity views, computed from the log alone.
 
 mod anchor;
 mod chain;

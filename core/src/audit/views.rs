@@ -1,4 +1,4 @@
-//! The Sessions and Activity views (R6.4), computed from the log alone —
+//! The Sessions and Activity views, computed from the log alone —
 //! never from helper transcripts. Plain data, serialisable for `--json`.
 
 use std::collections::HashMap;

@@ -386,7 +386,7 @@ impl CallSettings {
         Ok(())
     }
 
-    /// Applies a debug grant active at `now` to the stderr budget (R2.7).
+    /// Applies a debug grant active at `now` to the stderr budget.
     /// The raised budget lasts until the grant ends; then the call's
     /// retained stderr shrinks back to its normal budget. The record says
     /// `debug: true` either way.
@@ -455,7 +455,7 @@ pub struct AuditEvent {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AuditKind {
-    /// The attempt, written before anything is approved or spawned (R3.3).
+    /// The attempt, written before anything is approved or spawned.
     Attempt {
         /// Action or discovery.
         kind: CallKind,
@@ -553,7 +553,7 @@ pub struct Outcome {
     pub record: CallRecord,
     /// Retained stderr; holds its share of the process pool until dropped.
     pub stderr: Retained,
-    /// Retained stdout (the structured result channel, R5.4).
+    /// Retained stdout (the structured result channel).
     pub stdout: Retained,
     /// The agent excerpt cap the call was configured with.
     pub excerpt_bytes: usize,
@@ -564,7 +564,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// The stderr excerpt for a model: marker included, clamped to
-    /// `stderr_agent_excerpt_bytes` (R2.3).
+    /// `stderr_agent_excerpt_bytes`.
     pub fn agent_excerpt(&self) -> String {
         self.stderr.render_clamped(self.excerpt_bytes)
     }
@@ -1099,7 +1099,7 @@ impl Call {
     /// Writing an [`Action::Audit`] event failed (`error` says why). Before
     /// dispatch, with [`CallSettings::audit_fail_closed`] (the default), the
     /// call ends `failed_before_dispatch` and nothing is spawned: an action
-    /// whose attempt is not on record does not run (R6.1). Otherwise the
+    /// whose attempt is not on record does not run. Otherwise the
     /// failure is counted in the record's `audit_failures`.
     pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
         self.handle_infallible(now, Input::AuditFailed(error.into()));

@@ -9,7 +9,7 @@ use super::StdoutMode;
 use crate::config::Retain;
 use crate::render::Fingerprint;
 
-/// The lifecycle states of a call (R3.1). The first five are live; every
+/// The lifecycle states of a call. The first five are live; every
 /// other is terminal, and a call reaches exactly one of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -108,7 +108,7 @@ impl fmt::Display for State {
     }
 }
 
-/// Whether a call acts or only looks (R3.5).
+/// Whether a call acts or only looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -148,7 +148,7 @@ pub enum CancelReason {
     Deadline,
     /// The client went away and the policy is to cancel.
     ClientDisconnected,
-    /// The helper wrote past the opt-in stderr kill ceiling (R1.8).
+    /// The helper wrote past the opt-in stderr kill ceiling.
     StderrCeiling,
     /// The host is shutting down and cancels every live call.
     HostShutdown,
@@ -157,7 +157,7 @@ pub enum CancelReason {
     StdinCloseGrace,
 }
 
-/// What the host does with a call whose client disconnected (R4.6).
+/// What the host does with a call whose client disconnected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -190,7 +190,7 @@ pub enum StreamEnd {
     AbandonedOpen,
 }
 
-/// The exit of the helper as observed when it was reaped (R4.5).
+/// The exit of the helper as observed when it was reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExitStatus {
     /// The exit code, if it exited normally.
@@ -222,7 +222,7 @@ impl ExitStatus {
     }
 }
 
-/// What the helper's structured result said (R5.4). It arrives on the
+/// What the helper's structured result said. It arrives on the
 /// helper's intended channel, parsed by the host; stderr is never parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -6,25 +6,25 @@ use std::time::{Duration, Instant};
 /// monotonic time; it fires through [`Call::handle_timeout`](crate::Call::handle_timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Timer {
-    /// The approval card expires (fixed when the card is shown, R3.4).
+    /// The approval card expires (fixed when the card is shown).
     ApprovalDeadline,
-    /// The call's maximum duration after dispatch (R2.4).
+    /// The call's maximum duration after dispatch.
     CallDeadline,
     /// A streamed helper's stdin was closed (its input ended, or a stop
     /// began); SIGTERM to the group follows when this fires.
     StdinCloseGrace,
-    /// SIGTERM was sent; SIGKILL follows when this fires (R4.3). It runs
+    /// SIGTERM was sent; SIGKILL follows when this fires. It runs
     /// the shutdown grace while the direct child lives, and at most the
     /// escapee wait once its exit was observed.
     ShutdownGrace,
-    /// The direct child exited; its streams get this long to close (R4.4).
+    /// The direct child exited; its streams get this long to close.
     PostExitDrain,
     /// SIGKILL was sent; exit and streams get this long (the kill wait, or
     /// at most the escapee wait once the direct child exited) before the
     /// call stops waiting for them.
     KillWait,
     /// The debug grant this call started under ends: its raised stderr
-    /// budget falls back to the normal one (R2.7).
+    /// budget falls back to the normal one.
     DebugGrantEnd,
 }
 
