@@ -288,6 +288,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     clock: fn() -> Instant,
     finished: bool,
     released: bool,
+    #[cfg(feature = "tracing")]
+    span: tracing::Span,
 }
 
 impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
@@ -313,6 +315,16 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         host: Arc<H>,
         clock: fn() -> Instant,
     ) -> Self {
+        #[cfg(feature = "tracing")]
+        let span = {
+            let spec = call.spec();
+            tracing::info_span!(
+                "spillguard.call",
+                call_id = %spec.call_id,
+                session_id = %spec.session_id,
+                action = %spec.action,
+            )
+        };
         Self {
             id,
             call,
@@ -323,6 +335,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             clock,
             finished: false,
             released: false,
+            #[cfg(feature = "tracing")]
+            span,
         }
     }
 
@@ -417,7 +431,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     pub async fn carry_out_actions(&mut self, effects: &mut impl Effects) -> bool {
         while let Some(action) = self.call.poll_action() {
             self.published.set_state(self.call.state());
-            match EveryAction::from(action) {
+            let action = EveryAction::from(action);
+            #[cfg(feature = "tracing")]
+            self.trace(&action);
+            match action {
                 EveryAction::Audit(event) => self.audit(effects, event).await,
                 EveryAction::ShowApprovalCard(card) => self.published.show_card(card),
                 EveryAction::Spawn => self.spawn(effects),
@@ -434,6 +451,39 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
         self.published.set_state(self.call.state());
         false
+    }
+
+    /// The `tracing` event for `action`, in the call's span: one per
+    /// transition, per signal sent, per spawn and at the end; nothing the
+    /// helper wrote.
+    #[cfg(feature = "tracing")]
+    fn trace(&self, action: &EveryAction) {
+        use spillguard_core::AuditKind;
+        let span = &self.span;
+        match action {
+            EveryAction::Audit(event) => {
+                if let AuditKind::Transition { from, to } = &event.kind {
+                    tracing::debug!(parent: span, from = from.as_str(), to = to.as_str(), "transition");
+                }
+            }
+            EveryAction::SignalGroup { pgid, signal } => {
+                tracing::info!(parent: span, pgid, signal = signal.number(), "signal sent to the group");
+            }
+            EveryAction::Finished(outcome) => {
+                let record = &outcome.record;
+                tracing::info!(
+                    parent: span,
+                    state = record.state.as_str(),
+                    stderr_bytes_seen = record.stderr_bytes_seen,
+                    stderr_bytes_retained = record.stderr_bytes_retained,
+                    "call finished"
+                );
+            }
+            EveryAction::ShowApprovalCard(_)
+            | EveryAction::Spawn
+            | EveryAction::CloseStdin
+            | EveryAction::AbandonStreams => {}
+        }
     }
 
     /// Writes `event` to the host's sink, if any, where the runtime runs
@@ -461,6 +511,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         run_loop::spawn(&mut self.call, self.command.take(), self.clock, |command| {
             effects.spawn(command, pipe_size)
         });
+        #[cfg(feature = "tracing")]
+        if let Some(pgid) = self.call.unreaped_group() {
+            tracing::debug!(parent: &self.span, pid = pgid, "helper spawned in its own group");
+        }
     }
 
     fn finish(&mut self, outcome: Outcome) {
