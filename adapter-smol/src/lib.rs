@@ -1,36 +1,6 @@
-//! spillguard adapter for smol: runs helper processes so that their stderr
-//! can neither stall, bloat nor mislead the run.
-//!
-//! A [`Host`] starts calls; each call gets one owner task, detached on
-//! smol's global executor, that holds the child, both output streams and
-//! the cancellation and drives the sans-IO [`spillguard_core::Call`].
-//! The owner holds no policy: budgets, states, deadlines and signals are
-//! the core's decisions; it only reports what happened and carries out what
-//! it is asked. Because it is detached, neither dropping a [`CallHandle`]
-//! nor dropping a future of this crate can skip a stop or a record.
-//!
-//! The command, the options, the audit sinks and the OS calls are the std
-//! adapter's ([`spillguard_std`]), re-exported here: only the waiting is
-//! async. A sink's writes (a [`ChainedFileAudit`] appends and syncs a file)
-//! run on smol's blocking pool, each awaited by the call's owner before its
-//! next action.
+#![doc = include_str!("../README.md")]
 //!
 //! # Examples
-//!
-//! The simplest call: run a program, get its exit and its bounded stderr.
-//!
-//! ```
-//! # use spillguard_smol::{Host, HostOptions, core::Config};
-//! # let host = Host::new(Config::default(), HostOptions::default())?;
-//! let outcome = smol::block_on(host.command("ls").arg("/no/such/dir").run());
-//! assert_eq!(outcome.exit().code(), Some(2));
-//! assert!(outcome.agent_excerpt().contains("/no/such/dir"));
-//! # Ok::<(), spillguard_smol::HostError>(())
-//! ```
-//!
-//! The host (one per process: it holds the config, the shared retention
-//! pool and the audit sink) is made once:
-//! `Host::new(Config::default(), HostOptions::default())?`.
 //!
 //! A helper that floods stderr past its deadline: the call is cancelled,
 //! the group gets SIGTERM, and only the last 16 KiB are retained.

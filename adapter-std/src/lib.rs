@@ -1,28 +1,6 @@
-//! spillguard adapter for std threads: runs helper processes so that their
-//! stderr can neither stall, bloat nor mislead the run.
-//!
-//! A [`Host`] starts calls; each call gets one owner thread that holds the
-//! child, its output pipes and the cancellation and drives the
-//! sans-IO [`spillguard_core::Call`]. The owner holds no policy: budgets,
-//! states, deadlines and signals are the core's decisions; it only reports
-//! what happened and carries out what it is asked.
+#![doc = include_str!("../README.md")]
 //!
 //! # Examples
-//!
-//! The simplest call: run a program, get its exit and its bounded stderr.
-//!
-//! ```
-//! # use spillguard_std::{Host, HostOptions, core::Config};
-//! # let host = Host::new(Config::default(), HostOptions::default())?;
-//! let outcome = host.command("ls").arg("/no/such/dir").run();
-//! assert_eq!(outcome.exit().code(), Some(2));
-//! assert!(outcome.agent_excerpt().contains("/no/such/dir"));
-//! # Ok::<(), spillguard_std::HostError>(())
-//! ```
-//!
-//! The host (one per process: it holds the config, the shared retention
-//! pool and the audit sink) is made once:
-//! `Host::new(Config::default(), HostOptions::default())?`.
 //!
 //! A helper that floods stderr past its deadline: the call is cancelled,
 //! the group gets SIGTERM, and only the last 16 KiB are retained.

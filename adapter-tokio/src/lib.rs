@@ -1,38 +1,6 @@
-//! spillguard adapter for tokio: runs helper processes so that their stderr
-//! can neither stall, bloat nor mislead the run.
-//!
-//! A [`Host`] starts calls; each call gets one owner task, detached from the
-//! caller, that holds the child, both output streams and the cancellation
-//! and drives the sans-IO [`spillguard_core::Call`]. The owner holds no
-//! policy: budgets, states, deadlines and signals are the core's decisions;
-//! it only reports what happened and carries out what it is asked.
-//!
-//! This crate has the same concepts and method names as `spillguard-std`,
-//! async where the runtime is, and reuses its runtime-free parts:
-//! [`HelperCommand`], [`HostOptions`], the audit sinks, [`ShutdownReport`]
-//! and the OS calls of `spillguard_std::os`. A sink's writes (a
-//! [`ChainedFileAudit`] appends and syncs a file) run on the runtime's
-//! blocking pool, each awaited by the call's owner before its next action.
+#![doc = include_str!("../README.md")]
 //!
 //! # Examples
-//!
-//! The simplest call: run a program, get its exit and its bounded stderr.
-//!
-//! ```
-//! # use spillguard_tokio::{Host, HostOptions, core::Config};
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), spillguard_tokio::HostError> {
-//! # let host = Host::new(Config::default(), HostOptions::default())?;
-//! let outcome = host.command("ls").arg("/no/such/dir").run().await;
-//! assert_eq!(outcome.exit().code(), Some(2));
-//! assert!(outcome.agent_excerpt().contains("/no/such/dir"));
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! The host (one per process: it holds the config, the shared retention
-//! pool and the audit sink) is made once, inside the runtime:
-//! `Host::new(Config::default(), HostOptions::default())?`.
 //!
 //! A helper that floods stderr past its deadline: the call is cancelled,
 //! the group gets SIGTERM, and only the last 16 KiB are retained.

@@ -1,11 +1,4 @@
-//! Sans-IO core of spillguard: everything about a helper's output bytes and
-//! the life of a call, with no IO, no threads and no clock.
-//!
-//! Adapters (for std threads, smol and tokio) own the helper process and its
-//! pipes; they feed this crate the bytes they read and the instants they
-//! observe, and carry out what it asks. Everything that decides — budgets,
-//! truncation, markers, states, deadlines — lives here, where it can be tested
-//! in simulated time.
+#![doc = include_str!("../README.md")]
 //!
 //! # Capturing a stream
 //!

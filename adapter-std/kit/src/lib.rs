@@ -1,9 +1,6 @@
-//! The runtime-independent half of the spillguard adapters, for adapter
-//! authors: what `spillguard-std`, `spillguard-smol` and `spillguard-tokio`
-//! share, written once. Library users reach everything here through their
-//! runtime's adapter, which re-exports the user-facing types
-//! ([`HelperCommand`], [`HostOptions`], [`HostError`], [`Approval`], the
-//! audit sinks, …).
+#![doc = include_str!("../README.md")]
+//!
+//! # What is here
 //!
 //! * The user-facing types: [`HelperCommand`], [`HostOptions`],
 //!   [`ShutdownReport`], [`HostError`], the builder ([`CallBuilder`],
