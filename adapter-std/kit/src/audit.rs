@@ -33,8 +33,8 @@ pub trait AuditSink: Send + Sync {
 /// # Examples
 ///
 /// ```
-/// use spillguard_std::{AuditSink, JsonLinesAudit};
-/// use spillguard_std::core::{AuditEvent, AuditKind, CallKind};
+/// use spillguard_kit::{AuditSink, JsonLinesAudit};
+/// use spillguard_kit::core::{AuditEvent, AuditKind, CallKind};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.jsonl", std::process::id()));
 /// let audit = JsonLinesAudit::open(&path)?;

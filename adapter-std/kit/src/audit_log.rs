@@ -238,12 +238,12 @@ impl KeySource {
     /// # Examples
     ///
     /// ```
-    /// use spillguard_std::KeySource;
+    /// use spillguard_kit::KeySource;
     ///
     /// let path = std::env::temp_dir().join(format!("spillguard-doc-key-{}", std::process::id()));
     /// std::fs::write(&path, format!("{}\n", "2a".repeat(32)))?;
     /// let key = KeySource::File(path.clone()).load()?;
-    /// assert_eq!(key.id(), spillguard_std::core::audit::Key::from_bytes([0x2a; 32]).id());
+    /// assert_eq!(key.id(), spillguard_kit::core::audit::Key::from_bytes([0x2a; 32]).id());
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -292,27 +292,33 @@ impl KeySource {
 /// # Examples
 ///
 /// ```
-/// use std::sync::Arc;
-/// use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
-/// use spillguard_std::core::audit::{Verdict, VerifyOptions, verify};
-/// use spillguard_std::core::{Config, State};
+/// use spillguard_kit::{AuditSink, ChainedFileAudit, ChainedFileOptions};
+/// use spillguard_kit::core::audit::{Verdict, VerifyOptions, verify};
+/// use spillguard_kit::core::{AuditEvent, AuditKind, CallKind, State};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.log", std::process::id()));
 /// # let _ = std::fs::remove_file(&path);
-/// let log = Arc::new(ChainedFileAudit::open(&path, ChainedFileOptions::default())?);
-/// let host = Host::new(
-///     Config::default(),
-///     HostOptions { audit: Some(log.clone()), ..HostOptions::default() },
-/// )?;
-/// let outcome = host.command("true").run();
-/// assert_eq!(outcome.record.state, State::Completed);
+/// // A host is given the log as `HostOptions::audit`; its calls' owners
+/// // write each event as here.
+/// let log = ChainedFileAudit::open(&path, ChainedFileOptions::default())?;
+/// let event = |offset_us, kind| AuditEvent {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     offset_us,
+///     kind,
+/// };
+/// log.write(&event(10, AuditKind::Transition { from: State::Received, to: State::Validated }))?;
+/// log.write(&event(12, AuditKind::Attempt {
+///     kind: CallKind::Action,
+///     action: "true".into(),
+///     target: "true".into(),
+/// }))?;
 ///
 /// let anchor = log.anchor();
 /// let bytes = std::fs::read(&path)?;
 /// let verdict = verify(&bytes, VerifyOptions { anchor: Some(&anchor), key: None });
-/// // The `Opened` entry, then received→validated, the attempt, three
-/// // transitions and the final record.
-/// assert_eq!(verdict, Verdict::Ok { records: 7, head: anchor.head });
+/// // The `Opened` entry, then the two events.
+/// assert_eq!(verdict, Verdict::Ok { records: 3, head: anchor.head });
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

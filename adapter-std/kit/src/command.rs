@@ -31,7 +31,7 @@ pub enum StdinMode {
 /// # Examples
 ///
 /// ```
-/// use spillguard_std::HelperCommand;
+/// use spillguard_kit::HelperCommand;
 ///
 /// let ssh = HelperCommand::new("ssh")
 ///     .args(["-o", "BatchMode=yes", "deploy@web-3", "systemctl restart web"])
