@@ -119,6 +119,7 @@ mod call;
 mod capture;
 mod config;
 mod pool;
+mod redact;
 mod render;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
@@ -131,4 +132,5 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use pool::{PoolLease, RetentionPool};
+pub use redact::{PatternError, Redacted, RedactionCounts, Redactor};
 pub use render::{Fingerprint, FingerprintParseError, Window};
