@@ -58,6 +58,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::redact::Redactor;
+
 /// Which bytes of a stream are kept once it outgrows its budget (R1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -123,6 +125,13 @@ pub struct Config {
     pub stderr_kill_after_bytes: Option<u64>,
     /// Hard ceiling for a debug grant's per-call budget (R2.7). Default 1 MiB.
     pub debug_ceiling_bytes: u64,
+    /// The redaction rules for every text rendered under this
+    /// configuration: the built-in rules (always on; nothing switches them
+    /// off, not a debug grant either) plus the file's
+    /// `redact_extra_patterns = ["…"]`, compiled once when loaded. Build one
+    /// in code with [`Redactor::with_extra_patterns`]. Default: the
+    /// built-in rules only.
+    pub redact_extra_patterns: Redactor,
 }
 
 impl Default for Config {
@@ -136,12 +145,13 @@ impl Default for Config {
             stderr_head_bytes: None,
             stderr_kill_after_bytes: None,
             debug_ceiling_bytes: 1 << 20,
+            redact_extra_patterns: Redactor::builtin(),
         }
     }
 }
 
 /// The keys of the `helper_output` table, in file order.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "stderr_retained_per_call_bytes",
     "stderr_retained_process_bytes",
     "stderr_agent_excerpt_bytes",
@@ -150,6 +160,7 @@ const KEYS: [&str; 8] = [
     "stderr_head_bytes",
     "stderr_kill_after_bytes",
     "debug_ceiling_bytes",
+    "redact_extra_patterns",
 ];
 
 impl Config {
@@ -197,6 +208,9 @@ impl Config {
                     config.stderr_kill_after_bytes = Some(bytes(key, value)?)
                 }
                 "debug_ceiling_bytes" => config.debug_ceiling_bytes = bytes(key, value)?,
+                "redact_extra_patterns" => {
+                    config.redact_extra_patterns = extra_patterns(key, value)?
+                }
                 _ => return Err(ConfigError::new(key, Rule::UnknownKey)),
             }
         }
@@ -302,6 +316,24 @@ fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
     }
 }
 
+fn extra_patterns(key: &str, value: &toml::Value) -> Result<Redactor, ConfigError> {
+    let wrong = || ConfigError::new(key, Rule::WrongType("an array of strings (patterns)"));
+    let items = value.as_array().ok_or_else(wrong)?;
+    let patterns = items
+        .iter()
+        .map(|item| item.as_str().map(str::to_owned).ok_or_else(wrong))
+        .collect::<Result<Vec<_>, _>>()?;
+    Redactor::with_extra_patterns(patterns).map_err(|e| {
+        ConfigError::new(
+            key,
+            Rule::BadPattern {
+                pattern: e.pattern,
+                message: e.message,
+            },
+        )
+    })
+}
+
 fn seconds(key: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
     let secs = match value {
         toml::Value::Integer(n) => *n as f64,
@@ -385,6 +417,14 @@ pub enum Rule {
     },
     /// The shutdown grace is longer than [`Config::MAX_SHUTDOWN_GRACE`].
     GraceTooLong(Duration),
+    /// An extra redaction pattern does not compile or matches the empty
+    /// string.
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// Why it was refused.
+        message: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -425,6 +465,9 @@ impl fmt::Display for ConfigError {
                 d.as_secs_f64(),
                 Config::MAX_SHUTDOWN_GRACE.as_secs()
             ),
+            Rule::BadPattern { pattern, message } => {
+                write!(f, "pattern {pattern:?} is not valid: {message}")
+            }
         }
     }
 }
@@ -599,6 +642,20 @@ mod tests {
             err("debug_ceiling_bytes = 1000"),
             "helper_output.debug_ceiling_bytes: 1000 is smaller than stderr_retained_per_call_bytes (16384)"
         );
+        assert!(
+            err("redact_extra_patterns = [\"ok-[0-9]+\", \"(bad\"]").starts_with(
+                "helper_output.redact_extra_patterns: pattern \"(bad\" is not valid: "
+            )
+        );
+        assert_eq!(
+            err("redact_extra_patterns = [\"a?\"]"),
+            "helper_output.redact_extra_patterns: pattern \"a?\" is not valid: \
+             it matches the empty string"
+        );
+        assert_eq!(
+            err("redact_extra_patterns = \"x\""),
+            "helper_output.redact_extra_patterns: must be an array of strings (patterns)"
+        );
         assert_eq!(
             Config::from_toml_str("[other]\nx = 1\n")
                 .unwrap_err()
@@ -625,5 +682,23 @@ mod tests {
         assert_eq!(c.stderr_retained_per_call_bytes, 16_384);
         assert_eq!(Config::default().head_bytes(), 4096);
         assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn extra_patterns_are_compiled_once_at_load() {
+        let c = Config::from_toml_str(
+            "[helper_output]\nredact_extra_patterns = [\"corp-[0-9]{4}\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.redact_extra_patterns.extra_patterns(), ["corp-[0-9]{4}"]);
+        let out = c.redact_extra_patterns.redact("id corp-1234 password=x");
+        assert_eq!(
+            out.text,
+            "id [redacted: extra-0] password=[redacted: password-assignment]"
+        );
+        assert_eq!(
+            Config::default().redact_extra_patterns.extra_patterns(),
+            [] as [String; 0]
+        );
     }
 }

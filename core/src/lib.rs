@@ -132,5 +132,5 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use pool::{PoolLease, RetentionPool};
-pub use redact::{PatternError, Redacted, RedactionCounts, Redactor};
+pub use redact::{PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions};
 pub use render::{Fingerprint, FingerprintParseError, Window};

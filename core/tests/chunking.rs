@@ -7,7 +7,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use spillguard_core::{
-    CaptureSettings, Config, Retain, RetentionPool, StreamCapture, StreamName, Window,
+    CaptureSettings, Config, Redactor, Retain, RetentionPool, StreamCapture, StreamName, Window,
 };
 
 /// The retention modes, as a local enum so the test can match exhaustively.
@@ -48,6 +48,7 @@ fn settings(mode: Mode, budget: usize, head_bytes: usize) -> CaptureSettings {
         head_bytes,
         kill_after_bytes: None,
         debug: false,
+        redactor: Redactor::builtin(),
     }
 }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 use crate::config::{Config, DebugGrant, Retain};
 use crate::pool::RetentionPool;
+use crate::redact::{Redactor, StreamRedactions};
 
 pub use record::{
     ApprovalDecision, CallKind, CallRecord, CancelReason, DisconnectPolicy, ExitStatus, ResultKind,
@@ -47,6 +48,8 @@ pub struct CallSettings {
     /// How stderr is retained.
     pub stderr: CaptureSettings,
     /// How stdout is retained (its own budget, outside the stderr pool).
+    /// The stderr settings' redactor also redacts the spec, failures and
+    /// audit texts.
     pub stdout: CaptureSettings,
     /// Cap of the agent excerpt, marker included.
     pub excerpt_bytes: usize,
@@ -101,6 +104,7 @@ impl CallSettings {
             stderr: CaptureSettings::stderr(config),
             stdout: CaptureSettings {
                 retain: Retain::Head,
+                redactor: config.redact_extra_patterns.clone(),
                 ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
             },
             excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
@@ -239,11 +243,13 @@ pub struct Outcome {
     pub stdout: Retained,
     /// The agent excerpt cap the call was configured with.
     pub excerpt_bytes: usize,
+    /// The secrets replaced in the rendered stderr and stdout, per rule.
+    pub redactions: StreamRedactions,
 }
 
 impl Outcome {
-    /// The stderr excerpt for a model: marker included, clamped to
-    /// `stderr_agent_excerpt_bytes` (R2.3).
+    /// The stderr excerpt for a model: marker included, redacted, clamped
+    /// to `stderr_agent_excerpt_bytes` (R2.3).
     pub fn agent_excerpt(&self) -> String {
         self.stderr.render_clamped(self.excerpt_bytes)
     }
@@ -462,6 +468,7 @@ impl Call {
         now: Instant,
         received_at: SystemTime,
     ) -> Self {
+        let spec = redacted_spec(spec, &settings.stderr.redactor);
         let stderr = StreamCapture::new(settings.stderr.clone(), pool);
         let stdout = StreamCapture::new(settings.stdout.clone(), &RetentionPool::unlimited());
         let mut timers = TimerTable::default();
@@ -551,7 +558,8 @@ impl Call {
         now: Instant,
         reason: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::ValidationFailed(reason.into()))
+        let reason = self.redacted(reason.into());
+        self.handle(now, Input::ValidationFailed(reason))
     }
 
     /// The approver said yes.
@@ -584,7 +592,8 @@ impl Call {
         now: Instant,
         error: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::SpawnFailed(error.into()))
+        let error = self.redacted(error.into());
+        self.handle(now, Input::SpawnFailed(error))
     }
 
     /// Bytes read from the helper's stderr. Never fails, never causes a
@@ -640,7 +649,8 @@ impl Call {
     /// whose attempt is not on record does not run (R6.1). Otherwise the
     /// failure is counted in the record's `audit_failures`.
     pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
-        self.handle_infallible(now, Input::AuditFailed(error.into()));
+        let error = self.redacted(error.into());
+        self.handle_infallible(now, Input::AuditFailed(error));
     }
 
     /// The helper's structured result arrived (parsed by the host from its
@@ -737,7 +747,25 @@ impl Call {
         debug_assert!(outcome.is_ok(), "{outcome:?}");
     }
 
+    /// `text` redacted by this call's rules: every string the call keeps
+    /// for its record and audit events passes through here.
+    fn redacted(&self, text: String) -> String {
+        self.settings.stderr.redactor.redact_text(&text)
+    }
+
     pub(crate) fn offset_us(&self, now: Instant) -> u64 {
         u64::try_from(now.saturating_duration_since(self.received).as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The spec with its text redacted (action, target, summary): the card,
+/// the record and the audit events are built from it. The ids are the
+/// host's keys and stay as given.
+fn redacted_spec(spec: CallSpec, redactor: &Redactor) -> CallSpec {
+    CallSpec {
+        action: redactor.redact_text(&spec.action),
+        target: redactor.redact_text(&spec.target),
+        summary: redactor.redact_text(&spec.summary),
+        ..spec
     }
 }

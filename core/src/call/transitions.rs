@@ -13,6 +13,7 @@ use super::{
     CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultKind, Signal, SignalMark,
     State, StateMark, Stop, StreamEnd, Timer, rfc3339,
 };
+use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
 /// `dispatched` are the precedence rules (see `ARCHITECTURE.md`).
@@ -394,6 +395,10 @@ fn end(call: &mut Call, now: Instant, state: State) {
     } else {
         call.streams_closed_as.unwrap_or(StreamEnd::AbandonedOpen)
     };
+    let redactions = StreamRedactions {
+        stderr: stderr.redactions(),
+        stdout: stdout.redactions(),
+    };
     let record = CallRecord {
         call_id: call.spec.call_id.clone(),
         session_id: call.spec.session_id.clone(),
@@ -414,6 +419,8 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr_retention_limited: stderr.retention_limited(),
         stdout_bytes_seen: stdout.bytes_seen(),
         stdout_bytes_retained: stdout.bytes_retained(),
+        stderr_redactions: redactions.stderr.total(),
+        stdout_redactions: redactions.stdout.total(),
         debug: stderr.debug(),
         descendants_signalled: call.descendants_signalled,
         client_disconnected: call.client_disconnected,
@@ -438,5 +445,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr,
         stdout,
         excerpt_bytes: call.settings.excerpt_bytes,
+        redactions,
     })));
 }

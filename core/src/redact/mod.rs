@@ -439,6 +439,25 @@ impl RedactionCounts {
     pub fn cut_words(&self) -> u64 {
         self.cut_words
     }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &RedactionCounts) {
+        for (name, n) in &other.rules {
+            *self.rules.entry(name.clone()).or_insert(0) += n;
+        }
+        self.cut_words += other.cut_words;
+    }
+}
+
+/// The secrets replaced in a finished call's rendered output, per stream
+/// and rule (the record holds the totals, `stderr_redactions` and
+/// `stdout_redactions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRedactions {
+    /// In the rendered stderr.
+    pub stderr: RedactionCounts,
+    /// In the rendered stdout.
+    pub stdout: RedactionCounts,
 }
 
 /// Which ends of a text are cut edges.
