@@ -686,10 +686,9 @@ mod tests {
 
     #[test]
     fn extra_patterns_are_compiled_once_at_load() {
-        let c = Config::from_toml_str(
-            "[helper_output]\nredact_extra_patterns = [\"corp-[0-9]{4}\"]\n",
-        )
-        .unwrap();
+        let c =
+            Config::from_toml_str("[helper_output]\nredact_extra_patterns = [\"corp-[0-9]{4}\"]\n")
+                .unwrap();
         assert_eq!(c.redact_extra_patterns.extra_patterns(), ["corp-[0-9]{4}"]);
         let out = c.redact_extra_patterns.redact("id corp-1234 password=x");
         assert_eq!(

@@ -194,9 +194,7 @@ impl Window<'_> {
         let out = match self.retain {
             Retain::Tail => format!("{marker}\n{}", text(&tail)),
             Retain::Head => format!("{marker}\n{}", text(&parts.head)),
-            Retain::HeadAndTail => {
-                join_around_marker(&text(&parts.head), &marker, &text(&tail))
-            }
+            Retain::HeadAndTail => join_around_marker(&text(&parts.head), &marker, &text(&tail)),
         };
         (out, counts)
     }
@@ -599,13 +597,7 @@ fn insert_span(spans: &mut Vec<Span>, span: Span) {
 /// bytes and starts on a character (preferably a line) boundary, never
 /// inside a span. Nothing before `floor` is shown. A word the new start
 /// cuts gets a `[cut]` span (or is left out when that does not fit).
-fn fit_suffix(
-    r: &Redactor,
-    raw: &[u8],
-    floor: usize,
-    spans: &mut Vec<Span>,
-    room: usize,
-) -> usize {
+fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, room: usize) -> usize {
     let len = raw.len();
     let mut start = len.saturating_sub(room).max(floor);
     if start > floor {

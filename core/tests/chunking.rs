@@ -148,8 +148,103 @@ fn join_around_marker(first: &str, marker: &str, last: &str) -> String {
     format!("{first}{newline}{marker}\n{last}")
 }
 
-/// The rendering expected from the model, with cut characters trimmed.
+/// What shows a word cut by a window or clamp edge.
+const CUT: &str = "[cut]";
+
+/// Words after which, at a window's cut start, the next word is a
+/// credential and is hidden too.
+const CREDENTIAL_KEYWORDS: &[&str] = &[
+    "authorization:",
+    "bearer",
+    "basic",
+    "token",
+    "digest",
+    "password:",
+    "passwd:",
+    "secret:",
+    "token:",
+    "key:",
+];
+
+fn is_ws(b: &u8) -> bool {
+    b.is_ascii_whitespace()
+}
+
+/// End of the word a window's start cuts: up to the first ASCII
+/// whitespace, and up to two words more after a possible keyword end.
+fn cut_word_end(bytes: &[u8]) -> usize {
+    let word_end = |from: usize| {
+        bytes[from..]
+            .iter()
+            .position(is_ws)
+            .map_or(bytes.len(), |i| from + i)
+    };
+    let (mut start, mut end) = (0, word_end(0));
+    for _ in 0..2 {
+        let word = bytes[start..end].to_ascii_lowercase();
+        let keyword_end = !word.is_empty()
+            && CREDENTIAL_KEYWORDS
+                .iter()
+                .any(|k| k.as_bytes().ends_with(&word));
+        match bytes[end..].iter().position(|b| !is_ws(b)) {
+            Some(i) if keyword_end => {
+                start = end + i;
+                end = word_end(start);
+            }
+            _ => break,
+        }
+    }
+    end
+}
+
+/// `bytes` shown after a window's cut start.
+fn after_window_cut(bytes: &[u8]) -> String {
+    match cut_word_end(bytes) {
+        0 => lossy(bytes),
+        n => format!("{CUT}{}", lossy(&bytes[n..])),
+    }
+}
+
+/// `bytes` shown after a clamp's cut start: only the cut word goes.
+fn after_clamp_cut(bytes: &[u8]) -> String {
+    match bytes.iter().position(is_ws).unwrap_or(bytes.len()) {
+        0 => lossy(bytes),
+        n => format!("{CUT}{}", lossy(&bytes[n..])),
+    }
+}
+
+/// `bytes` shown before a cut end: the last word goes.
+fn before_cut(bytes: &[u8]) -> String {
+    let start = bytes.iter().rposition(is_ws).map_or(0, |i| i + 1);
+    if start == bytes.len() {
+        lossy(bytes)
+    } else {
+        format!("{}{CUT}", lossy(&bytes[..start]))
+    }
+}
+
+/// The rendering expected from the model: cut characters trimmed, the
+/// words cut by the window's edges hidden (no secret shapes occur in these
+/// inputs).
 fn expected_render(input: &[u8], mode: Mode, model: Model) -> String {
+    if !model.truncated() {
+        return lossy(input);
+    }
+    let head = &input[..model.h];
+    let tail = &input[input.len() - model.t..];
+    let head_text = before_cut(&head[..shown_head_end(head)]);
+    let tail_text = after_window_cut(&tail[shown_tail_start(tail)..]);
+    let marker = model.marker(mode);
+    match mode {
+        Mode::Tail => format!("{marker}\n{tail_text}"),
+        Mode::Head => format!("{marker}\n{head_text}"),
+        Mode::HeadAndTail => join_around_marker(&head_text, &marker, &tail_text),
+    }
+}
+
+/// The rendering without redaction expected from the model, with cut
+/// characters trimmed.
+fn expected_unredacted(input: &[u8], mode: Mode, model: Model) -> String {
     if !model.truncated() {
         return lossy(input);
     }
@@ -306,6 +401,11 @@ proptest! {
         let rendered = whole.render();
         prop_assert_eq!(&random.render(), &rendered);
         prop_assert_eq!(&bytewise.render(), &rendered);
+        prop_assert_eq!(&rendered, &expected_render(input, case.mode, model));
+        prop_assert_eq!(whole.window().redactions().total(), 0);
+        // The checks below are about the raw text: they read it unredacted.
+        let rendered = whole.window().render_unredacted();
+        prop_assert_eq!(&random.window().render_unredacted(), &rendered);
 
         let len = input.len();
         let expected_head = &input[..model.h];
@@ -324,7 +424,7 @@ proptest! {
             );
         }
 
-        prop_assert_eq!(&rendered, &expected_render(input, case.mode, model));
+        prop_assert_eq!(&rendered, &expected_unredacted(input, case.mode, model));
         if !model.truncated() {
             // R1.4: retained exactly, byte for byte.
             prop_assert_eq!(&rendered, &String::from_utf8_lossy(input));
@@ -352,7 +452,8 @@ proptest! {
         let retained = whole.finish();
         prop_assert_eq!(retained.bytes_seen(), len as u64);
         prop_assert_eq!(retained.bytes_retained(), (model.h + model.t) as u64);
-        prop_assert_eq!(retained.render(), rendered);
+        prop_assert_eq!(retained.render_unredacted(), rendered);
+        prop_assert_eq!(retained.render(), expected_render(input, case.mode, model));
     }
 }
 
@@ -489,11 +590,43 @@ proptest! {
 
         if let Ok(text) = std::str::from_utf8(&case.input) {
             let (first, last) = (stated.first as usize, stated.last as usize);
+            let bytes = text.as_bytes();
+            let len = bytes.len();
+            let truncated = model.truncated();
+            let tail_floor = len - model.t + shown_tail_start(&bytes[len - model.t..]);
+            let head_ceil = shown_head_end(&bytes[..model.h]);
+            // What the kept end shows: the window's cut word (with a
+            // credential after a keyword) at the window's edge, the word the
+            // clamp cut at a clamp edge, else all of it.
+            let shown_end = |start: usize, source_start: usize| {
+                let kept = &bytes[start..];
+                if kept.is_empty() {
+                    String::new()
+                } else if truncated && start == tail_floor {
+                    after_window_cut(kept)
+                } else if start > source_start && !is_ws(&bytes[start - 1]) {
+                    after_clamp_cut(kept)
+                } else {
+                    lossy(kept)
+                }
+            };
+            let shown_start = |end: usize, bound: usize| {
+                let kept = &bytes[..end];
+                let cut = (truncated && end == head_ceil) || (end < bound && !is_ws(&bytes[end]));
+                if cut { before_cut(kept) } else { lossy(kept) }
+            };
             let expected = match case.mode {
-                Mode::Tail => format!("{marker}\n{}", &text[text.len() - last..]),
-                Mode::Head => format!("{marker}\n{}", &text[..first]),
+                Mode::Tail => {
+                    let floor = if truncated { tail_floor } else { 0 };
+                    format!("{marker}\n{}", shown_end(len - last, floor))
+                }
+                Mode::Head => {
+                    let bound = if truncated { head_ceil } else { len };
+                    format!("{marker}\n{}", shown_start(first, bound))
+                }
                 Mode::HeadAndTail => {
-                    join_around_marker(&text[..first], marker, &text[text.len() - last..])
+                    let (bound, floor) = if truncated { (head_ceil, tail_floor) } else { (len, first) };
+                    join_around_marker(&shown_start(first, bound), marker, &shown_end(len - last, floor))
                 }
             };
             prop_assert_eq!(&out, &expected);
@@ -526,7 +659,13 @@ fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
     let rendered = capture.render();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
-    assert_eq!(rest, &input[184_320 - 16_384..]);
+    // The window starts 14 bytes into a line: "stic" is a cut word.
+    assert_eq!(
+        rest,
+        format!("[cut]\n{}", "helper-diagnostic\n".repeat(910))
+    );
+    let raw = capture.window().render_unredacted();
+    assert_eq!(raw.split_once('\n').unwrap().1, &input[184_320 - 16_384..]);
     assert_eq!(pool.in_use(), 16_384);
 }
 
@@ -558,7 +697,15 @@ fn head_and_tail_marker_states_both_counts_and_the_gap() {
     // so the marker gets its own line.
     let head = &input[..4096];
     let tail = &input[184_320 - 12_288..];
-    assert_eq!(rendered, format!("{head}\n{marker}\n{tail}"));
+    assert_eq!(
+        capture.window().render_unredacted(),
+        format!("{head}\n{marker}\n{tail}")
+    );
+    // Both inner edges cut a word: "helper-dia" and "-diagnostic".
+    assert_eq!(
+        rendered,
+        format!("{}[cut]\n{marker}\n[cut]{}", &input[..4086], &tail[11..])
+    );
 }
 
 #[test]
@@ -594,13 +741,22 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
     let capture = feed_all(&settings(Mode::Tail, 4, 0), ["ab€cd".as_bytes()]);
     assert_eq!(capture.bytes_retained(), 4);
     assert_eq!(
-        capture.render(),
+        capture.window().render_unredacted(),
         "[stderr truncated: kept last 4 of 7 bytes]\ncd"
+    );
+    // Redacted, "cd" is the end of a cut word.
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept last 4 of 7 bytes]\n[cut]"
     );
     let capture = feed_all(&settings(Mode::Head, 4, 0), ["ab€cd".as_bytes()]);
     assert_eq!(
-        capture.render(),
+        capture.window().render_unredacted(),
         "[stderr truncated: kept first 4 of 7 bytes]\nab"
+    );
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept first 4 of 7 bytes]\n[cut]"
     );
 }
 
@@ -618,13 +774,15 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
     let (head, tail) = window_parts(&capture.window());
     assert!(head.is_empty());
     assert_eq!(tail.as_slice(), &line[line.len() - 16_384..]);
-    let rendered = capture.render();
+    let rendered = capture.window().render_unredacted();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(
         first,
         "[stderr truncated: kept last 16384 of 1048576 bytes]"
     );
     assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
+    // Redacted, the retained part of the line is one cut word.
+    assert_eq!(capture.render(), format!("{first}\n[cut]"));
 }
 
 #[test]

@@ -283,10 +283,7 @@ impl Redactor {
                     label: Label::Rule(c.private_key),
                 });
             }
-            let word = hay
-                .iter()
-                .position(u8::is_ascii_whitespace)
-                .unwrap_or(hay.len());
+            let word = cut_word_end(hay);
             if word > 0 {
                 spans.push(Span {
                     start: 0,
@@ -529,6 +526,53 @@ fn snap_end(hay: &[u8], mut end: usize) -> usize {
     let ceiling = (end + 3).min(hay.len());
     while end < ceiling && is_continuation(hay[end]) {
         end += 1;
+    }
+    end
+}
+
+/// Words after which the next word is a credential: `Authorization:`,
+/// a scheme, `password:` and the like.
+const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
+    b"authorization:",
+    b"bearer",
+    b"basic",
+    b"token",
+    b"digest",
+    b"password:",
+    b"passwd:",
+    b"secret:",
+    b"token:",
+    b"key:",
+];
+
+/// The end of the word cut by the start of `hay` (up to the first ASCII
+/// whitespace). When that word may be the end of a credential keyword
+/// (`…arer` of `Bearer`, `…ation:` of `Authorization:`), the credential
+/// that follows it is hidden with it: up to two more words.
+fn cut_word_end(hay: &[u8]) -> usize {
+    let word_end = |from: usize| {
+        hay[from..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(hay.len(), |i| from + i)
+    };
+    let mut end = word_end(0);
+    let mut word = &hay[..end];
+    for _ in 0..2 {
+        let lower = word.to_ascii_lowercase();
+        let keyword_end =
+            !lower.is_empty() && CREDENTIAL_KEYWORDS.iter().any(|k| k.ends_with(&lower));
+        let next = hay[end..]
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .map(|i| end + i);
+        match next {
+            Some(start) if keyword_end => {
+                end = word_end(start);
+                word = &hay[start..end];
+            }
+            _ => break,
+        }
     }
     end
 }

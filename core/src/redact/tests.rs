@@ -38,7 +38,12 @@ fn every_builtin_rule_is_tested_here() {
 
 #[test]
 fn rule_private_key() {
-    let body = format!("{}\n{}\n{}==", fill(ALNUM, 64), fill(ALNUM, 64), fill(ALNUM, 10));
+    let body = format!(
+        "{}\n{}\n{}==",
+        fill(ALNUM, 64),
+        fill(ALNUM, 64),
+        fill(ALNUM, 10)
+    );
     for label in [
         "RSA PRIVATE KEY",
         "EC PRIVATE KEY",
@@ -128,7 +133,13 @@ fn rule_authorization_header() {
 
 #[test]
 fn rule_api_key_header() {
-    for header in ["X-Api-Key", "x-api-key", "X-Auth-Token", "Api-Key", "PRIVATE-TOKEN"] {
+    for header in [
+        "X-Api-Key",
+        "x-api-key",
+        "X-Auth-Token",
+        "Api-Key",
+        "PRIVATE-TOKEN",
+    ] {
         check(
             "api-key-header",
             &format!("{header}: 1234abcd5678\n"),
@@ -205,7 +216,10 @@ fn rule_slack_webhook() {
     check(
         "slack-webhook",
         "POST https://hooks.slack.com/services/T0000AAAA/B0000BBBB/XXXXXXXXXXXXXXXXXXXXXXXX 404",
-        &format!("POST https://hooks.slack.com/services/{} 404", r("slack-webhook")),
+        &format!(
+            "POST https://hooks.slack.com/services/{} 404",
+            r("slack-webhook")
+        ),
     );
 }
 
@@ -245,7 +259,10 @@ fn rule_google_api_key() {
 fn rule_anthropic_key() {
     check(
         "anthropic-key",
-        &format!("ANTHROPIC={}", format_args!("sk-ant-api03-{}", fill(ALNUM, 40))),
+        &format!(
+            "ANTHROPIC={}",
+            format_args!("sk-ant-api03-{}", fill(ALNUM, 40))
+        ),
         &format!("ANTHROPIC={}", r("anthropic-key")),
     );
 }
@@ -350,8 +367,14 @@ fn rule_twilio_key() {
 fn rule_telegram_bot_token() {
     check(
         "telegram-bot-token",
-        &format!("https://api.telegram.org/bot123456789:AA{}/getMe", fill(ALNUM, 33)),
-        &format!("https://api.telegram.org/bot{}/getMe", r("telegram-bot-token")),
+        &format!(
+            "https://api.telegram.org/bot123456789:AA{}/getMe",
+            fill(ALNUM, 33)
+        ),
+        &format!(
+            "https://api.telegram.org/bot{}/getMe",
+            r("telegram-bot-token")
+        ),
     );
 }
 
@@ -360,7 +383,9 @@ fn rule_azure_storage_key() {
     let key = format!("{}==", fill(ALNUM, 86));
     check(
         "azure-storage-key",
-        &format!("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={key};EndpointSuffix=core.windows.net"),
+        &format!(
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={key};EndpointSuffix=core.windows.net"
+        ),
         &format!(
             "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net",
             r("azure-storage-key")
@@ -402,12 +427,18 @@ fn rule_password_assignment() {
     check(
         "password-assignment",
         "connecting with password=hunter2 to db\n",
-        &format!("connecting with password={} to db\n", r("password-assignment")),
+        &format!(
+            "connecting with password={} to db\n",
+            r("password-assignment")
+        ),
     );
     check(
         "password-assignment",
         "{\"user\": \"bob\", \"password\": \"correct horse battery\"}",
-        &format!("{{\"user\": \"bob\", \"password\": \"{}\"}}", r("password-assignment")),
+        &format!(
+            "{{\"user\": \"bob\", \"password\": \"{}\"}}",
+            r("password-assignment")
+        ),
     );
     check(
         "password-assignment",
@@ -426,7 +457,13 @@ fn rule_password_assignment() {
 
 #[test]
 fn rule_api_key_assignment() {
-    for key in ["api_key", "apikey", "API-KEY", "access_key", "stripe_api_key"] {
+    for key in [
+        "api_key",
+        "apikey",
+        "API-KEY",
+        "access_key",
+        "stripe_api_key",
+    ] {
         check(
             "api-key-assignment",
             &format!("{key}=abc123&next=1"),
@@ -478,7 +515,11 @@ fn several_secrets_are_counted_per_rule() {
     let counts: Vec<(&str, u64)> = out.counts.iter().collect();
     assert_eq!(
         counts,
-        [("bearer-token", 1), ("github-token", 1), ("password-assignment", 2)]
+        [
+            ("bearer-token", 1),
+            ("github-token", 1),
+            ("password-assignment", 2)
+        ]
     );
     assert_eq!(out.counts.total(), 4);
 }
@@ -497,7 +538,10 @@ fn extra_patterns_add_rules_after_the_builtin_ones() {
         )
     );
     assert_eq!(out.counts.total(), 3);
-    assert_eq!(redactor.extra_patterns(), ["corp-[0-9]{4}", "pin: ([0-9]+)"]);
+    assert_eq!(
+        redactor.extra_patterns(),
+        ["corp-[0-9]{4}", "pin: ([0-9]+)"]
+    );
     assert_eq!(redactor.rule_names().count(), 32);
     assert_ne!(redactor, Redactor::builtin());
 }
@@ -506,7 +550,10 @@ fn extra_patterns_add_rules_after_the_builtin_ones() {
 fn bad_extra_patterns_are_refused_with_their_index() {
     let err = Redactor::with_extra_patterns(["ok", "(unclosed"]).unwrap_err();
     assert_eq!((err.index, err.pattern.as_str()), (1, "(unclosed"));
-    assert!(err.to_string().starts_with("pattern 1 \"(unclosed\" is not valid: "));
+    assert!(
+        err.to_string()
+            .starts_with("pattern 1 \"(unclosed\" is not valid: ")
+    );
     let err = Redactor::with_extra_patterns(["x*"]).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -537,6 +584,13 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     let (out, counts) = render(b"start of it ghp_0123", end);
     assert_eq!(out, "start of it [cut]");
     assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    // A cut keyword takes the credential after it along.
+    let (out, _) = render(b"arer abc123 rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"zation: Bearer abc123 rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"rd: hunter2 rest", start);
+    assert_eq!(out, "[cut] rest");
     // A text that starts with whitespace has no cut word.
     let (out, counts) = render(b"\nwhole line", start);
     assert_eq!((out.as_str(), counts.cut_words()), ("\nwhole line", 0));
@@ -545,7 +599,10 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     let body = format!("{}\n{}\n", fill(ALNUM, 30), fill(ALNUM, 64));
     let text = format!("{body}-----END RSA PRIVATE KEY-----\nnext\n");
     let (out, counts) = render(text.as_bytes(), start);
-    assert_eq!(out, format!("{}-----END RSA PRIVATE KEY-----\nnext\n", r("private-key")));
+    assert_eq!(
+        out,
+        format!("{}-----END RSA PRIVATE KEY-----\nnext\n", r("private-key"))
+    );
     assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
     // ... or over its base64 lines when the END line is not there either.
     let text = format!("{body}{}\n", fill(ALNUM, 12));
