@@ -161,14 +161,14 @@ pub enum Fed {
 /// use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
 ///
 /// let pool = RetentionPool::new(1 << 20);
-/// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 8), &pool);
+/// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 16), &pool);
 /// let _ = capture.feed(b"retry 1 failed\n");
 /// let _ = capture.feed(b"retry 2 failed\n");
 /// assert_eq!(capture.bytes_seen(), 30);
-/// assert_eq!(capture.bytes_retained(), 8);
+/// assert_eq!(capture.bytes_retained(), 16);
 /// assert_eq!(
 ///     capture.render(),
-///     "[stderr truncated: kept last 8 of 30 bytes]\n failed\n"
+///     "[stderr truncated: kept last 16 of 30 bytes]\n\nretry 2 failed\n"
 /// );
 /// ```
 #[derive(Debug)]
@@ -623,15 +623,15 @@ mod tests {
             ..CaptureSettings::tail(StreamName::Stderr, 12)
         };
         let mut c = StreamCapture::new(settings, &pool);
-        let _ = c.feed(b"0 23456789abcdef hij");
+        let _ = c.feed(b"0 23456789abcdef\nhij");
         c.settings.head_bytes = 2;
         c.shrink_budget(6);
         let w = c.window();
         assert_eq!(w.head, b"0 ");
-        assert_eq!([w.tail[0], w.tail[1]].concat(), b" hij");
+        assert_eq!([w.tail[0], w.tail[1]].concat(), b"\nhij");
         assert_eq!(
             c.render(),
-            "0 \n[stderr truncated: kept first 2 and last 4 of 20 bytes, 14 omitted between them]\n hij"
+            "0 \n[stderr truncated: kept first 2 and last 4 of 20 bytes, 14 omitted between them]\n\nhij"
         );
     }
 

@@ -755,10 +755,10 @@ mod tests {
     #[test]
     fn cut_characters_are_trimmed_not_broken() {
         // "€" is E2 82 AC; the window starts after its first byte.
-        let w = window(Retain::Tail, 10, &[], b"\x82\xac ok");
+        let w = window(Retain::Tail, 10, &[], b"\x82\xac\nok");
         assert_eq!(
             w.render(),
-            "[stderr truncated: kept last 5 of 10 bytes]\n ok"
+            "[stderr truncated: kept last 5 of 10 bytes]\n\nok"
         );
         // The window ends after the first two bytes of "€".
         let w = window(Retain::Head, 10, b"ok \xe2\x82", &[]);

@@ -6,6 +6,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
+use proptest::test_runner::TestCaseError;
 use spillguard_core::{
     CaptureSettings, Config, Redactor, Retain, RetentionPool, StreamCapture, StreamName, Window,
 };
@@ -180,12 +181,26 @@ fn cut_word_end(bytes: &[u8]) -> usize {
             .map_or(bytes.len(), |i| from + i)
     };
     let (mut start, mut end) = (0, word_end(0));
+    // A cut on the blank before a word: that word may be a value.
+    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
     for _ in 0..2 {
-        let word = bytes[start..end].to_ascii_lowercase();
-        let keyword_end = !word.is_empty()
-            && CREDENTIAL_KEYWORDS
-                .iter()
-                .any(|k| k.as_bytes().ends_with(&word));
+        let word: Vec<u8> = bytes[start..end]
+            .iter()
+            .filter(|b| !matches!(b, b'"' | b'\''))
+            .map(|&b| {
+                if b == b'=' {
+                    b':'
+                } else {
+                    b.to_ascii_lowercase()
+                }
+            })
+            .collect();
+        let keyword_end = blank
+            || (!word.is_empty()
+                && CREDENTIAL_KEYWORDS
+                    .iter()
+                    .any(|k| k.as_bytes().ends_with(&word) || word.ends_with(k.as_bytes())));
+        blank = false;
         match bytes[end..].iter().position(|b| !is_ws(b)) {
             Some(i) if keyword_end => {
                 start = end + i;
@@ -808,4 +823,233 @@ fn clamped_head_and_tail_fits_every_cap_when_all_four_counts_are_wide() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------- secrets
+
+/// The sensitive part of every secret below cycles through this alphabet,
+/// so any 12 bytes of it in an output is a leak.
+const SECRET_CYCLE: &str = "Q7x9K2m4P8z3W6v1";
+
+fn sensitive(n: usize) -> String {
+    SECRET_CYCLE.chars().cycle().take(n).collect()
+}
+
+/// Secrets as helpers print them, one rule each.
+fn secret_texts() -> Vec<String> {
+    vec![
+        format!("ghp_{}", sensitive(36)),
+        format!("password={}", sensitive(20)),
+        format!("Authorization: Bearer {}", sensitive(30)),
+        format!("https://deploy:{}@git.example.com/x", sensitive(16)),
+        format!("{{\"api_key\": \"{}\"}}", sensitive(24)),
+        format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----",
+            sensitive(64),
+            sensitive(64)
+        ),
+        format!(
+            "\"-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n{}\\n-----END OPENSSH PRIVATE KEY-----\\n\"",
+            sensitive(70),
+            sensitive(70)
+        ),
+    ]
+}
+
+fn leaks(out: &str) -> Option<String> {
+    let cycle = SECRET_CYCLE.repeat(2);
+    (0..SECRET_CYCLE.len())
+        .map(|i| &cycle[i..i + 12])
+        .find(|part| out.contains(part))
+        .map(|part| format!("{part:?} leaked in {out:?}"))
+}
+
+const SEPARATORS: &[&[u8]] = &[b" ", b"\n", b"\n\n"];
+
+#[derive(Debug, Clone)]
+struct SecretCase {
+    input: Vec<u8>,
+    secrets: usize,
+    mode: Mode,
+    budget: usize,
+    head_bytes: usize,
+    cuts: Vec<Index>,
+    caps: Vec<usize>,
+}
+
+fn secret_case() -> impl Strategy<Value = SecretCase> {
+    let piece = prop_oneof![
+        2 => text(40).prop_map(|t| (t, false)),
+        1 => (0..secret_texts().len()).prop_map(|i| (secret_texts()[i].clone().into_bytes(), true)),
+    ];
+    (
+        vec((piece, select(SEPARATORS)), 1..12),
+        mode(),
+        1usize..=700,
+        0usize..=300,
+        vec(any::<Index>(), 0..24),
+        vec(0usize..900, 4),
+    )
+        .prop_map(|(pieces, mode, budget, head_bytes, cuts, caps)| {
+            let secrets = pieces.iter().filter(|((_, s), _)| *s).count();
+            let mut input = Vec::new();
+            for ((bytes, _), sep) in pieces {
+                input.extend_from_slice(&bytes);
+                input.extend_from_slice(sep);
+            }
+            SecretCase {
+                input,
+                secrets,
+                mode,
+                budget,
+                head_bytes,
+                cuts,
+                caps,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5_000))]
+
+    /// Redaction is a function of the retained bytes: the same for every
+    /// chunking, and no window, cut or clamp shows a sensitive part.
+    #[test]
+    fn redaction_is_identical_for_every_chunking_and_never_leaks(case in secret_case()) {
+        let settings = settings(case.mode, case.budget, case.head_bytes);
+        let input = &case.input;
+        let whole = feed_all(&settings, [input.as_slice()]);
+        let chunked = Case {
+            input: input.clone(),
+            mode: case.mode,
+            budget: case.budget,
+            head_bytes: case.head_bytes,
+            cuts: case.cuts.clone(),
+        };
+        let random = feed_all(&settings, chunked.chunks());
+        let bytewise = feed_all(&settings, input.chunks(1));
+
+        let (rendered, counts) = whole.window().render_with_redactions();
+        for capture in [&random, &bytewise] {
+            let (text, n) = capture.window().render_with_redactions();
+            prop_assert_eq!(&text, &rendered);
+            prop_assert_eq!(&n, &counts);
+        }
+        if let Some(leak) = leaks(&rendered) {
+            return Err(TestCaseError::fail(leak));
+        }
+        for &cap in &case.caps {
+            let out = whole.window().render_clamped(cap);
+            prop_assert!(out.len() <= cap);
+            prop_assert_eq!(&random.window().render_clamped(cap), &out);
+            if let Some(leak) = leaks(&out) {
+                return Err(TestCaseError::fail(leak));
+            }
+        }
+        if !whole.truncated() {
+            // Every secret is found, once, and nothing else is.
+            prop_assert_eq!(counts.total(), case.secrets as u64);
+            prop_assert_eq!(counts.cut_words(), 0);
+        }
+    }
+}
+
+#[test]
+fn a_secret_split_across_chunks_is_redacted_whole() {
+    let line = format!("push: Authorization: Bearer {} denied\n", sensitive(30));
+    let bytes = line.as_bytes();
+    let settings = settings(Mode::Tail, 4096, 0);
+    for at in 0..=bytes.len() {
+        let capture = feed_all(&settings, [&bytes[..at], &bytes[at..]]);
+        let (text, counts) = capture.window().render_with_redactions();
+        assert_eq!(
+            text, "push: Authorization: Bearer [redacted: bearer-token] denied\n",
+            "split at {at}"
+        );
+        assert_eq!((counts.total(), counts.rule("bearer-token")), (1, 1));
+    }
+}
+
+#[test]
+fn every_cut_edge_hides_what_it_cuts() {
+    let token = format!("ghp_{}", sensitive(36));
+    let line = format!("ok {token} end\n");
+    // Tail: the window starts inside the token.
+    let capture = feed_all(&settings(Mode::Tail, line.len() - 8, 0), [line.as_bytes()]);
+    assert_eq!(
+        capture.render(),
+        format!(
+            "[stderr truncated: kept last {} of {} bytes]\n[cut] end\n",
+            line.len() - 8,
+            line.len()
+        )
+    );
+    // Head: the window ends inside the token.
+    let capture = feed_all(&settings(Mode::Head, 10, 0), [line.as_bytes()]);
+    assert_eq!(
+        capture.render(),
+        format!(
+            "[stderr truncated: kept first 10 of {} bytes]\nok [cut]",
+            line.len()
+        )
+    );
+    // Head and tail: both inner edges inside tokens.
+    let two = format!("{token} middle words {token}\n");
+    let capture = feed_all(&settings(Mode::HeadAndTail, 20, 10), [two.as_bytes()]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[cut]\n[stderr truncated: kept first 10 and last 10 of {} bytes, {} omitted between them]\n[cut]\n",
+            two.len(),
+            two.len() - 20
+        )
+    );
+    assert_eq!((counts.total(), counts.cut_words()), (0, 2));
+    // A key block whose BEGIN line was dropped: redacted from the cut to END.
+    let block = format!(
+        "-----BEGIN EC PRIVATE KEY-----\n{}\n{}\n-----END EC PRIVATE KEY-----\nbye\n",
+        sensitive(64),
+        sensitive(20)
+    );
+    let capture = feed_all(
+        &settings(Mode::Tail, block.len() - 40, 0),
+        [block.as_bytes()],
+    );
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last {} of {} bytes]\n[redacted: private-key]-----END EC PRIVATE KEY-----\nbye\n",
+            block.len() - 40,
+            block.len()
+        )
+    );
+    assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
+    // A BEGIN line whose END was dropped: redacted to the cut.
+    let capture = feed_all(&settings(Mode::Head, 80, 0), [block.as_bytes()]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept first 80 of {} bytes]\n-----BEGIN EC PRIVATE KEY-----[redacted: private-key]",
+            block.len()
+        )
+    );
+    assert_eq!(counts.rule("private-key"), 1);
+    // The clamp edge: the excerpt keeps the redacted token whole or not at all.
+    let mut long = String::new();
+    for i in 0..40 {
+        long.push_str(&format!("line {i:02} password={}\n", sensitive(20)));
+    }
+    let capture = feed_all(&settings(Mode::Tail, 4096, 0), [long.as_bytes()]);
+    let out = capture.window().render_clamped(120);
+    assert_eq!(
+        out,
+        "[stderr truncated: kept last 38 of 1520 bytes]\nline 39 password=[redacted: password-assignment]\n"
+    );
+    assert_eq!(
+        capture.window().redactions().rule("password-assignment"),
+        40
+    );
 }

@@ -545,10 +545,32 @@ const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
     b"key:",
 ];
 
+/// Whether `word` may be the end of a credential keyword (`…arer` of
+/// `Bearer`, `…ation:` of `Authorization:`, `d":` of `"password":`) or
+/// ends with one (`_key":` of `"api_key":`). Quotes are ignored and `=`
+/// counts as `:`.
+fn may_end_keyword(word: &[u8]) -> bool {
+    let word: Vec<u8> = word
+        .iter()
+        .filter(|&&b| b != b'"' && b != b'\'')
+        .map(|&b| {
+            if b == b'=' {
+                b':'
+            } else {
+                b.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    !word.is_empty()
+        && CREDENTIAL_KEYWORDS
+            .iter()
+            .any(|k| k.ends_with(&word) || word.ends_with(k))
+}
+
 /// The end of the word cut by the start of `hay` (up to the first ASCII
-/// whitespace). When that word may be the end of a credential keyword
-/// (`…arer` of `Bearer`, `…ation:` of `Authorization:`), the credential
-/// that follows it is hidden with it: up to two more words.
+/// whitespace). When that word may be the end of a credential keyword, or
+/// the cut fell on the blank between a keyword and its value, the
+/// credential that follows is hidden with it: up to two more words.
 fn cut_word_end(hay: &[u8]) -> usize {
     let word_end = |from: usize| {
         hay[from..]
@@ -558,10 +580,10 @@ fn cut_word_end(hay: &[u8]) -> usize {
     };
     let mut end = word_end(0);
     let mut word = &hay[..end];
+    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t'));
     for _ in 0..2 {
-        let lower = word.to_ascii_lowercase();
-        let keyword_end =
-            !lower.is_empty() && CREDENTIAL_KEYWORDS.iter().any(|k| k.ends_with(&lower));
+        let keyword_end = blank_start || may_end_keyword(word);
+        blank_start = false;
         let next = hay[end..]
             .iter()
             .position(|b| !b.is_ascii_whitespace())

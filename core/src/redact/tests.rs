@@ -591,7 +591,14 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     assert_eq!(out, "[cut] rest");
     let (out, _) = render(b"rd: hunter2 rest", start);
     assert_eq!(out, "[cut] rest");
-    // A text that starts with whitespace has no cut word.
+    let (out, _) = render(b"_key\": \"k-1\" rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"d\": \"hunter2\" rest", start);
+    assert_eq!(out, "[cut] rest");
+    // A cut on the blank before a word: the word may be a value.
+    let (out, _) = render(b" hunter2 rest", start);
+    assert_eq!(out, "[cut] rest");
+    // A text that starts with a new line has no cut word.
     let (out, counts) = render(b"\nwhole line", start);
     assert_eq!((out.as_str(), counts.cut_words()), ("\nwhole line", 0));
 
