@@ -86,7 +86,9 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         pattern: concat!(
             r#"(?i:\b(?:proxy-)?authorization)"#,
             assign!(),
-            r#"["']?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?([^\s"'\\,;]+)"#
+            r#"["']?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?("#,
+            token!(),
+            r#"+=*)"#
         ),
     },
     BuiltinRule {
