@@ -170,33 +170,37 @@ impl Window<'_> {
     /// );
     /// ```
     pub fn render(&self) -> String {
-        self.render_with_redactions().0
+        self.write_parts(&self.parts())
     }
 
     /// [`render`](Self::render), with how many secrets each rule replaced
     /// in it.
     pub fn render_with_redactions(&self) -> (String, RedactionCounts) {
-        let r = self.redactor;
         let parts = self.parts();
-        let mut counts = r.count(&parts.head.spans);
-        let Some(tail) = parts.tail else {
-            let mut out = String::with_capacity(parts.head.bytes.len());
-            r.write(&parts.head.bytes, &parts.head.spans, &mut out);
-            return (out, counts);
-        };
-        counts.add(&r.count(&tail.spans));
-        let marker = self.marker().unwrap_or_default();
+        let mut counts = self.redactor.count(&parts.head.spans);
+        if let Some(tail) = &parts.tail {
+            counts.add(&self.redactor.count(&tail.spans));
+        }
+        (self.write_parts(&parts), counts)
+    }
+
+    /// The rendering of `parts`: marker and redacted text.
+    fn write_parts(&self, parts: &Parts) -> String {
+        let r = self.redactor;
         let text = |part: &Part| {
             let mut out = String::with_capacity(part.bytes.len());
             r.write(&part.bytes, &part.spans, &mut out);
             out
         };
-        let out = match self.retain {
-            Retain::Tail => format!("{marker}\n{}", text(&tail)),
-            Retain::Head => format!("{marker}\n{}", text(&parts.head)),
-            Retain::HeadAndTail => join_around_marker(&text(&parts.head), &marker, &text(&tail)),
+        let Some(tail) = &parts.tail else {
+            return text(&parts.head);
         };
-        (out, counts)
+        let marker = self.marker().unwrap_or_default();
+        match self.retain {
+            Retain::Tail => format!("{marker}\n{}", text(tail)),
+            Retain::Head => format!("{marker}\n{}", text(&parts.head)),
+            Retain::HeadAndTail => join_around_marker(&text(&parts.head), &marker, &text(tail)),
+        }
     }
 
     /// How many secrets each rule replaces in [`render`](Self::render).
@@ -264,13 +268,15 @@ impl Window<'_> {
     /// );
     /// ```
     pub fn render_clamped(&self, cap: usize) -> String {
-        let full = self.render();
+        // Secrets are found once, in the parts the full rendering shows;
+        // the clamp selects from the same parts and spans.
+        let parts = self.parts();
+        let full = self.write_parts(&parts);
         if full.len() <= cap {
             return full;
         }
         let r = self.redactor;
         let seen = self.seen;
-        let truncated = self.truncated();
         let (stream, retain) = (self.stream, self.retain);
         // Room for the marker with the widest numbers it could hold, plus
         // its newline (and one before it between two parts). Each count is
@@ -288,73 +294,78 @@ impl Window<'_> {
             return m;
         };
         let tail = self.tail_bytes();
-        let cut_start = Edges {
-            start: true,
-            end: false,
-        };
-        let cut_end = Edges {
-            start: false,
-            end: true,
-        };
-        match retain {
-            Retain::Tail => {
-                let src: Vec<u8> = [self.head, &tail].concat();
-                let floor = if truncated {
-                    src.len() - trim_start(&src).len()
-                } else {
-                    0
-                };
-                let edges = if truncated { cut_start } else { Edges::NONE };
-                let mut spans = shift(r.spans(&src[floor..], edges), floor);
-                let start = fit_suffix(r, &src, floor, &mut spans, room);
-                let mut out = marker(stream, retain, 0, (src.len() - start) as u64, seen);
+        let Parts {
+            head,
+            tail: tail_part,
+        } = parts;
+        match (retain, tail_part) {
+            (Retain::Tail, None) => {
+                // Nothing dropped: the whole stream, no cut edge.
+                let Part { bytes, mut spans } = head;
+                let start = fit_suffix(r, &bytes, 0, &mut spans, room);
+                let mut out = marker(stream, retain, 0, (bytes.len() - start) as u64, seen);
                 out.push('\n');
-                r.write_range(&src, &spans, start, src.len(), &mut out);
+                r.write_range(&bytes, &spans, start, bytes.len(), &mut out);
                 out
             }
-            Retain::Head => {
-                let src: Vec<u8> = [self.head, &tail].concat();
-                let ceil = if truncated {
-                    trim_end(&src).len()
-                } else {
-                    src.len()
-                };
-                let edges = if truncated { cut_end } else { Edges::NONE };
-                let mut spans = r.spans(&src[..ceil], edges);
-                let end = fit_prefix(r, &src, ceil, &mut spans, room);
+            (Retain::Head, None) => {
+                let Part { bytes, mut spans } = head;
+                let end = fit_prefix(r, &bytes, bytes.len(), &mut spans, room);
                 let mut out = marker(stream, retain, end as u64, 0, seen);
                 out.push('\n');
-                r.write_range(&src, &spans, 0, end, &mut out);
+                r.write_range(&bytes, &spans, 0, end, &mut out);
                 out
             }
-            Retain::HeadAndTail => {
+            (Retain::Tail, Some(part)) => {
+                let floor = tail.len() - part.bytes.len();
+                let mut spans = shift(part.spans, floor);
+                let start = fit_suffix(r, &tail, floor, &mut spans, room);
+                let mut out = marker(stream, retain, 0, (tail.len() - start) as u64, seen);
+                out.push('\n');
+                r.write_range(&tail, &spans, start, tail.len(), &mut out);
+                out
+            }
+            (Retain::Head, Some(_)) => {
+                let Part { bytes, mut spans } = head;
+                let end = fit_prefix(r, self.head, bytes.len(), &mut spans, room);
+                let mut out = marker(stream, retain, end as u64, 0, seen);
+                out.push('\n');
+                r.write_range(self.head, &spans, 0, end, &mut out);
+                out
+            }
+            (_, tail_part) => {
+                let truncated = tail_part.is_some();
                 let joined;
                 let (first, ceil, mut first_spans) = if truncated {
-                    let ceil = trim_end(self.head).len();
-                    (self.head, ceil, r.spans(&self.head[..ceil], cut_end))
+                    (self.head, head.bytes.len(), head.spans)
                 } else {
-                    joined = [self.head, &tail].concat();
-                    let spans = r.spans(&joined, Edges::NONE);
-                    (&joined[..], joined.len(), spans)
+                    joined = head.bytes;
+                    (&joined[..], joined.len(), head.spans)
                 };
-                let all_spans = first_spans.clone();
+                let all_spans = if truncated {
+                    Vec::new()
+                } else {
+                    first_spans.clone()
+                };
                 let end = fit_prefix(r, first, ceil, &mut first_spans, room / 4);
                 let used = out_len(r, first, &first_spans, 0, end);
-                let (last, floor, mut last_spans) = if truncated {
-                    let floor = tail.len() - trim_start(&tail).len();
-                    let spans = shift(r.spans(&tail[floor..], cut_start), floor);
-                    (&tail[..], floor, spans)
-                } else {
-                    let spans = all_spans
-                        .iter()
-                        .filter(|s| s.start >= end)
-                        .map(|s| Span {
-                            start: s.start - end,
-                            end: s.end - end,
-                            label: s.label,
-                        })
-                        .collect();
-                    (&first[end..], 0, spans)
+                let (last, floor, mut last_spans) = match tail_part {
+                    Some(part) => {
+                        let floor = tail.len() - part.bytes.len();
+                        (&tail[..], floor, shift(part.spans, floor))
+                    }
+                    None => {
+                        let spans = all_spans
+                            .iter()
+                            .filter(|s| s.start >= end)
+                            .map(|s| Span {
+                                start: s.start - end,
+                                end: s.end - end,
+                                label: s.label,
+                            })
+                            .collect();
+                        (&first[end..], 0, spans)
+                    }
                 };
                 let start = fit_suffix(r, last, floor, &mut last_spans, room - used);
                 let m = marker(

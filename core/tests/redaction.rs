@@ -20,6 +20,12 @@ const URL_PASSWORD: &str = "Q7x9urlpassP8z3";
 /// Every sensitive string of these tests.
 const SECRETS: [&str; 5] = [TOKEN, BEARER, PASSWORD, URL_PASSWORD, "corp-4242"];
 
+/// The tests' time origin; every later instant is an offset from it.
+#[allow(clippy::disallowed_methods)]
+fn epoch() -> Instant {
+    Instant::now()
+}
+
 fn assert_no_secret(what: &str, bytes: &[u8]) {
     for secret in SECRETS {
         assert!(
@@ -78,7 +84,7 @@ fn log_bytes(events: &[AuditEvent]) -> Vec<u8> {
 fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
     let config = config();
     let pool = RetentionPool::new(config.stderr_retained_process_bytes);
-    let t0 = Instant::now();
+    let t0 = epoch();
     let settings = CallSettings::action(&config);
     let mut call = Call::new(spec(), settings, &pool, t0, SystemTime::UNIX_EPOCH);
     let mut seen = Seen::default();
@@ -185,7 +191,7 @@ fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
 fn failure_strings_are_redacted_before_the_record_keeps_them() {
     let config = config();
     let pool = RetentionPool::unlimited();
-    let t0 = Instant::now();
+    let t0 = epoch();
     for (case, expected) in [
         (0, "bad target: password=[redacted: password-assignment]"),
         (1, "exec failed: [redacted: github-token] not found"),
@@ -226,7 +232,7 @@ fn failure_strings_are_redacted_before_the_record_keeps_them() {
 #[test]
 fn a_debug_grant_does_not_switch_redaction_off() {
     let config = config();
-    let t0 = Instant::now();
+    let t0 = epoch();
     let grant = DebugGrant::new(&config, t0, Duration::from_secs(60), 262_144).unwrap();
     let settings = CallSettings::action(&config).with_debug(&config, Some(&grant), t0);
     assert!(settings.stderr.debug);

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use regex_automata::meta::{self, Regex};
+use regex_automata::meta::Regex;
+use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
-use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY};
+use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
 
 /// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
 /// text around them: `Authorization: Bearer [redacted: bearer-token]`.
@@ -75,12 +76,19 @@ struct Compiled {
     regex: Regex,
     /// Rule name per pattern id (the key-end pattern comes last).
     names: Vec<String>,
-    /// Whether the pattern has capture groups (then the first group that
-    /// matched is the secret).
-    groups: Vec<bool>,
+    /// Where each pattern's secret lies in its match.
+    secrets: Vec<SecretIn>,
     extra: Vec<String>,
     private_key: usize,
     key_end: usize,
+}
+
+/// How a pattern's secret is found in its match.
+enum SecretIn {
+    /// By the built-in rule's scan.
+    Builtin(Secret),
+    /// As the first group of this single-pattern regex that took part.
+    FirstGroup(Regex),
 }
 
 static BUILTIN: LazyLock<Redactor> = LazyLock::new(|| {
@@ -117,11 +125,26 @@ fn syntax_config() -> syntax::Config {
     syntax::Config::new().unicode(false).utf8(false)
 }
 
-fn build(patterns: &[&str]) -> Result<Regex, meta::BuildError> {
+fn build(patterns: &[&str]) -> Result<Regex, String> {
     Regex::builder()
         .syntax(syntax_config())
         .configure(Regex::config().utf8_empty(false))
         .build_many(patterns)
+        .map_err(|e| e.to_string())
+}
+
+/// The set of all rules: only where each match is, so no capture groups
+/// (fewer states for the DFA).
+fn build_set(patterns: &[&str]) -> Result<Regex, String> {
+    Regex::builder()
+        .syntax(syntax_config())
+        .configure(
+            Regex::config()
+                .utf8_empty(false)
+                .which_captures(regex_automata::nfa::thompson::WhichCaptures::Implicit),
+        )
+        .build_many(patterns)
+        .map_err(|e| e.to_string())
 }
 
 impl Redactor {
@@ -148,33 +171,58 @@ impl Redactor {
                 pattern: pattern.clone(),
                 message,
             };
-            let single = build(&[pattern.as_str()]).map_err(|e| refuse(e.to_string()))?;
+            let single = build(&[pattern.as_str()]).map_err(refuse)?;
             if single.is_match(Input::new(b"")) {
                 return Err(refuse("it matches the empty string".to_owned()));
             }
         }
-        Self::compile(extra).map_err(|e| PatternError {
+        Self::compile(extra).map_err(|message| PatternError {
             index: 0,
             pattern: String::new(),
-            message: e.to_string(),
+            message,
         })
     }
 
-    fn compile(extra: Vec<String>) -> Result<Self, meta::BuildError> {
+    fn compile(extra: Vec<String>) -> Result<Self, String> {
+        Self::compile_with(extra, false)
+    }
+
+    /// `by_groups`: find every secret by the pattern's groups, as the
+    /// reference the built-in scans are checked against.
+    fn compile_with(extra: Vec<String>, by_groups: bool) -> Result<Self, String> {
         let mut patterns: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.pattern).collect();
         patterns.extend(extra.iter().map(String::as_str));
         patterns.push(KEY_END);
-        let regex = build(&patterns)?;
+        let regex = build_set(&patterns)?;
         let mut names: Vec<String> = BUILTIN_RULES.iter().map(|r| r.name.to_owned()).collect();
         names.extend((0..extra.len()).map(|i| format!("extra-{i}")));
         names.push(String::new());
-        let groups = (0..patterns.len())
-            .map(|p| {
-                PatternID::new(p)
-                    .map(|pid| regex.group_info().group_len(pid) > 1)
-                    .unwrap_or(false)
-            })
+        let mut secrets: Vec<SecretIn> = BUILTIN_RULES
+            .iter()
+            .map(|r| SecretIn::Builtin(r.secret))
             .collect();
+        if by_groups {
+            secrets.clear();
+            for rule in BUILTIN_RULES {
+                let single = build(&[rule.pattern])?;
+                let has_groups = single.group_info().group_len(PatternID::ZERO) > 1;
+                secrets.push(match has_groups {
+                    true => SecretIn::FirstGroup(single),
+                    false => SecretIn::Builtin(Secret::Whole),
+                });
+            }
+        }
+        for pattern in &extra {
+            // An extra pattern with groups: the first group that took part,
+            // found by running the pattern alone, anchored, on the match.
+            let single = build(&[pattern.as_str()])?;
+            let has_groups = single.group_info().group_len(PatternID::ZERO) > 1;
+            secrets.push(match has_groups {
+                true => SecretIn::FirstGroup(single),
+                false => SecretIn::Builtin(Secret::Whole),
+            });
+        }
+        secrets.push(SecretIn::Builtin(Secret::Whole));
         let private_key = BUILTIN_RULES
             .iter()
             .position(|r| r.name == PRIVATE_KEY)
@@ -184,7 +232,7 @@ impl Redactor {
             inner: Arc::new(Compiled {
                 regex,
                 names,
-                groups,
+                secrets,
                 extra,
                 private_key,
                 key_end,
@@ -240,7 +288,7 @@ impl Redactor {
         let mut spans = Vec::new();
         let mut first_key_end: Option<usize> = None;
         let mut first_key_begin: Option<usize> = None;
-        let mut caps = None;
+        let mut slots: Vec<Option<NonMaxUsize>> = Vec::new();
         for m in c.regex.find_iter(Input::new(hay)) {
             let pid = m.pattern().as_usize();
             if pid == c.key_end {
@@ -251,14 +299,24 @@ impl Redactor {
                 first_key_begin.get_or_insert(m.start());
             }
             let (mut start, mut end) = (m.start(), m.end());
-            if c.groups[pid] {
-                let caps = caps.get_or_insert_with(|| c.regex.create_captures());
-                let input = Input::new(hay)
-                    .range(m.range())
-                    .anchored(Anchored::Pattern(m.pattern()));
-                c.regex.search_captures(&input, caps);
-                if let Some(group) = (1..caps.group_len()).find_map(|g| caps.get_group(g)) {
-                    (start, end) = (group.start, group.end);
+            match &c.secrets[pid] {
+                SecretIn::Builtin(secret) => {
+                    let (from, to) = secret.find(&hay[start..end]);
+                    (start, end) = (start + from, start + to);
+                }
+                SecretIn::FirstGroup(single) => {
+                    slots.clear();
+                    slots.resize(single.group_info().slot_len(), None);
+                    let input = Input::new(hay).range(m.range()).anchored(Anchored::Yes);
+                    if single.search_slots(&input, &mut slots).is_some() {
+                        // Slots 0 and 1 are the whole match; then two per group.
+                        let group = slots[2..]
+                            .chunks_exact(2)
+                            .find_map(|pair| Some((pair[0]?.get(), pair[1]?.get())));
+                        if let Some(group) = group {
+                            (start, end) = group;
+                        }
+                    }
                 }
             }
             if start < end {

@@ -13,6 +13,9 @@ const ALNUM: &str = "a1B2c3D4e5F6g7H8i9J0";
 /// exactly one secret was replaced, by `rule`.
 fn check(rule: &str, input: &str, expected: &str) {
     let out = Redactor::builtin().redact(input);
+    // The rule's scan finds the same secret as the pattern's first group.
+    let by_groups = Redactor::compile_with(Vec::new(), true).unwrap();
+    assert_eq!(by_groups.redact(input), out, "rule {rule}, input {input:?}");
     assert_eq!(out.text, expected, "rule {rule}, input {input:?}");
     let counts: Vec<(&str, u64)> = out.counts.iter().collect();
     assert_eq!(counts, [(rule, 1)], "rule {rule}, input {input:?}");
