@@ -130,7 +130,7 @@ fn run(host: &Host, run: RunArgs) -> ExitCode {
     let line = Line {
         record: &outcome.record,
         stderr_excerpt: outcome.agent_excerpt(),
-        stdout: String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned(),
+        stdout: outcome.stdout.render(),
     };
     let written = serde_json::to_string(&line)
         .map_err(std::io::Error::other)
