@@ -460,7 +460,9 @@ pub struct Call {
 impl Call {
     /// A call received at `now` (monotonic) and `received_at` (wall clock,
     /// for the record). Its stderr draws from `pool`; stdout has its own
-    /// budget outside the pool.
+    /// budget outside the pool. The spec's action, target and summary are
+    /// redacted here, by the stderr settings' redactor: the card, the record
+    /// and the audit events never hold a secret given as an argument.
     pub fn new(
         spec: CallSpec,
         settings: CallSettings,
@@ -522,7 +524,7 @@ impl Call {
         self.state
     }
 
-    /// What the call was created with.
+    /// What the call was created with, redacted.
     pub fn spec(&self) -> &CallSpec {
         &self.spec
     }
