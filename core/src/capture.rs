@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, DebugGrant, Retain};
 use crate::pool::{PoolLease, RetentionPool};
+use crate::redact::{RedactionCounts, Redactor};
 use crate::render::Window;
 
 /// Which stream of a helper a capture is for. Its name appears in the marker.
@@ -57,6 +58,8 @@ pub struct CaptureSettings {
     pub kill_after_bytes: Option<u64>,
     /// Whether a debug grant raised this capture's budget.
     pub debug: bool,
+    /// The rules that redact every rendering of this stream.
+    pub redactor: Redactor,
 }
 
 impl CaptureSettings {
@@ -69,6 +72,7 @@ impl CaptureSettings {
             head_bytes: to_usize(config.head_bytes()),
             kill_after_bytes: config.stderr_kill_after_bytes,
             debug: false,
+            redactor: config.redact_extra_patterns.clone(),
         }
     }
 
@@ -95,6 +99,7 @@ impl CaptureSettings {
             head_bytes: 0,
             kill_after_bytes: None,
             debug: false,
+            redactor: Redactor::builtin(),
         }
     }
 
@@ -156,14 +161,14 @@ pub enum Fed {
 /// use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
 ///
 /// let pool = RetentionPool::new(1 << 20);
-/// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 8), &pool);
+/// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 16), &pool);
 /// let _ = capture.feed(b"retry 1 failed\n");
 /// let _ = capture.feed(b"retry 2 failed\n");
 /// assert_eq!(capture.bytes_seen(), 30);
-/// assert_eq!(capture.bytes_retained(), 8);
+/// assert_eq!(capture.bytes_retained(), 16);
 /// assert_eq!(
 ///     capture.render(),
-///     "[stderr truncated: kept last 8 of 30 bytes]\n failed\n"
+///     "[stderr truncated: kept last 16 of 30 bytes]\n\nretry 2 failed\n"
 /// );
 /// ```
 #[derive(Debug)]
@@ -325,11 +330,12 @@ impl StreamCapture {
             seen: self.seen,
             head: &self.head,
             tail: [older, newer],
+            redactor: &self.settings.redactor,
         }
     }
 
-    /// Renders the marker (if bytes were dropped) and the retained text.
-    /// See [`Window::render`].
+    /// Renders the marker (if bytes were dropped) and the retained text,
+    /// redacted. See [`Window::render`].
     pub fn render(&self) -> String {
         self.window().render()
     }
@@ -345,6 +351,7 @@ impl StreamCapture {
             limited: self.limited,
             head: self.head,
             tail: self.tail.into_vec(),
+            redactor: self.settings.redactor,
             _lease: self.lease,
         }
     }
@@ -369,6 +376,7 @@ pub struct Retained {
     limited: bool,
     head: Vec<u8>,
     tail: Vec<u8>,
+    redactor: Redactor,
     _lease: PoolLease,
 }
 
@@ -381,6 +389,7 @@ impl Retained {
             seen: self.seen,
             head: &self.head,
             tail: [&self.tail, &[]],
+            redactor: &self.redactor,
         }
     }
 
@@ -419,9 +428,26 @@ impl Retained {
         self.stream
     }
 
-    /// Renders marker and text. See [`Window::render`].
+    /// Renders marker and text, redacted. See [`Window::render`].
     pub fn render(&self) -> String {
         self.window().render()
+    }
+
+    /// [`render`](Self::render) with the count of secrets per rule.
+    pub fn render_with_redactions(&self) -> (String, RedactionCounts) {
+        self.window().render_with_redactions()
+    }
+
+    /// How many secrets each rule replaces in [`render`](Self::render).
+    pub fn redactions(&self) -> RedactionCounts {
+        self.window().redactions()
+    }
+
+    /// Marker and text **without redaction**. See
+    /// [`Window::render_unredacted`]; no record, excerpt, log or command
+    /// line of this library uses it.
+    pub fn render_unredacted(&self) -> String {
+        self.window().render_unredacted()
     }
 
     /// The retained bytes, raw: the prefix followed by the tail. When
@@ -431,7 +457,7 @@ impl Retained {
         [&self.head[..], &self.tail[..]].concat()
     }
 
-    /// Renders and clamps to `cap` bytes, marker included. See
+    /// Renders, redacted, and clamps to `cap` bytes, marker included. See
     /// [`Window::render_clamped`].
     pub fn render_clamped(&self, cap: usize) -> String {
         self.window().render_clamped(cap)
@@ -597,15 +623,15 @@ mod tests {
             ..CaptureSettings::tail(StreamName::Stderr, 12)
         };
         let mut c = StreamCapture::new(settings, &pool);
-        let _ = c.feed(b"0123456789abcdefghij");
+        let _ = c.feed(b"0 23456789abcdef\nhij");
         c.settings.head_bytes = 2;
         c.shrink_budget(6);
         let w = c.window();
-        assert_eq!(w.head, b"01");
-        assert_eq!([w.tail[0], w.tail[1]].concat(), b"ghij");
+        assert_eq!(w.head, b"0 ");
+        assert_eq!([w.tail[0], w.tail[1]].concat(), b"\nhij");
         assert_eq!(
             c.render(),
-            "01\n[stderr truncated: kept first 2 and last 4 of 20 bytes, 14 omitted between them]\nghij"
+            "0 \n[stderr truncated: kept first 2 and last 4 of 20 bytes, 14 omitted between them]\n\nhij"
         );
     }
 

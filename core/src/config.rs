@@ -62,6 +62,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::redact::Redactor;
+
 /// Which bytes of a stream are kept once it outgrows its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -134,6 +136,13 @@ pub struct Config {
     /// (integer or decimal), at most [`Config::MAX_SHUTDOWN_GRACE`].
     /// Default 2 s.
     pub stdin_close_grace_seconds: Duration,
+    /// The redaction rules for every text rendered under this
+    /// configuration: the built-in rules (always on; nothing switches them
+    /// off, not a debug grant either) plus the file's
+    /// `redact_extra_patterns = ["…"]`, compiled once when loaded. Build one
+    /// in code with [`Redactor::with_extra_patterns`]. Default: the
+    /// built-in rules only.
+    pub redact_extra_patterns: Redactor,
 }
 
 impl Default for Config {
@@ -148,12 +157,13 @@ impl Default for Config {
             stderr_kill_after_bytes: None,
             debug_ceiling_bytes: 1 << 20,
             stdin_close_grace_seconds: Duration::from_secs(2),
+            redact_extra_patterns: Redactor::builtin(),
         }
     }
 }
 
 /// The keys of the `helper_output` table, in file order.
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "stderr_retained_per_call_bytes",
     "stderr_retained_process_bytes",
     "stderr_agent_excerpt_bytes",
@@ -163,6 +173,7 @@ const KEYS: [&str; 9] = [
     "stderr_kill_after_bytes",
     "debug_ceiling_bytes",
     "stdin_close_grace_seconds",
+    "redact_extra_patterns",
 ];
 
 impl Config {
@@ -212,6 +223,9 @@ impl Config {
                 "debug_ceiling_bytes" => config.debug_ceiling_bytes = bytes(key, value)?,
                 "stdin_close_grace_seconds" => {
                     config.stdin_close_grace_seconds = seconds(key, value)?
+                }
+                "redact_extra_patterns" => {
+                    config.redact_extra_patterns = extra_patterns(key, value)?
                 }
                 _ => return Err(ConfigError::new(key, Rule::UnknownKey)),
             }
@@ -328,6 +342,24 @@ fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
     }
 }
 
+fn extra_patterns(key: &str, value: &toml::Value) -> Result<Redactor, ConfigError> {
+    let wrong = || ConfigError::new(key, Rule::WrongType("an array of strings (patterns)"));
+    let items = value.as_array().ok_or_else(wrong)?;
+    let patterns = items
+        .iter()
+        .map(|item| item.as_str().map(str::to_owned).ok_or_else(wrong))
+        .collect::<Result<Vec<_>, _>>()?;
+    Redactor::with_extra_patterns(patterns).map_err(|e| {
+        ConfigError::new(
+            key,
+            Rule::BadPattern {
+                pattern: e.pattern,
+                message: e.message,
+            },
+        )
+    })
+}
+
 fn seconds(key: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
     let secs = match value {
         toml::Value::Integer(n) => *n as f64,
@@ -413,6 +445,14 @@ pub enum Rule {
     GraceTooLong(Duration),
     /// The value cannot be used with another setting; the text says why.
     Incompatible(&'static str),
+    /// An extra redaction pattern does not compile or matches the empty
+    /// string.
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// Why it was refused.
+        message: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -460,6 +500,9 @@ impl fmt::Display for Rule {
                 Config::MAX_SHUTDOWN_GRACE.as_secs()
             ),
             Rule::Incompatible(why) => f.write_str(why),
+            Rule::BadPattern { pattern, message } => {
+                write!(f, "pattern {pattern:?} is not valid: {message}")
+            }
         }
     }
 }
@@ -634,6 +677,20 @@ mod tests {
             err("debug_ceiling_bytes = 1000"),
             "helper_output.debug_ceiling_bytes: 1000 is smaller than stderr_retained_per_call_bytes (16384)"
         );
+        assert!(
+            err("redact_extra_patterns = [\"ok-[0-9]+\", \"(bad\"]").starts_with(
+                "helper_output.redact_extra_patterns: pattern \"(bad\" is not valid: "
+            )
+        );
+        assert_eq!(
+            err("redact_extra_patterns = [\"a?\"]"),
+            "helper_output.redact_extra_patterns: pattern \"a?\" is not valid: \
+             it matches the empty string"
+        );
+        assert_eq!(
+            err("redact_extra_patterns = \"x\""),
+            "helper_output.redact_extra_patterns: must be an array of strings (patterns)"
+        );
         assert_eq!(
             Config::from_toml_str("[other]\nx = 1\n")
                 .unwrap_err()
@@ -660,5 +717,22 @@ mod tests {
         assert_eq!(c.stderr_retained_per_call_bytes, 16_384);
         assert_eq!(Config::default().head_bytes(), 4096);
         assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn extra_patterns_are_compiled_once_at_load() {
+        let c =
+            Config::from_toml_str("[helper_output]\nredact_extra_patterns = [\"corp-[0-9]{4}\"]\n")
+                .unwrap();
+        assert_eq!(c.redact_extra_patterns.extra_patterns(), ["corp-[0-9]{4}"]);
+        let out = c.redact_extra_patterns.redact("id corp-1234 password=x");
+        assert_eq!(
+            out.text,
+            "id [redacted: extra-0] password=[redacted: password-assignment]"
+        );
+        assert_eq!(
+            Config::default().redact_extra_patterns.extra_patterns(),
+            [] as [String; 0]
+        );
     }
 }

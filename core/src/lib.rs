@@ -113,6 +113,7 @@ mod capture;
 mod config;
 mod line_guard;
 mod pool;
+mod redact;
 mod render;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
@@ -127,4 +128,5 @@ pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use line_guard::{Diverted, Segment, Segments, StdoutLineGuard};
 pub use pool::{PoolLease, RetentionPool};
+pub use redact::{PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions};
 pub use render::{Fingerprint, FingerprintParseError, Window};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::capture::StreamName;
 use crate::config::Retain;
+use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span};
 
 /// A borrowed view of retained bytes, and the text made of them. Made by
 /// [`StreamCapture::window`](crate::StreamCapture::window) or
@@ -36,6 +37,29 @@ use crate::config::Retain;
 ///
 /// The counts are raw bytes of the stream (the trimmed partial character at a
 /// cut edge is counted as kept: it was retained, just not shown broken).
+///
+/// # Redaction
+///
+/// Every rendering is redacted by the window's [`Redactor`]: a secret is
+/// replaced by `[redacted: RULE]` and the text around it is kept. The raw
+/// bytes are never changed (the fingerprint covers them); only
+/// [`render_unredacted`](Self::render_unredacted) shows them as text.
+/// Where bytes were dropped, a cut edge may fall inside a secret whose
+/// recognisable start or end is gone, so at a cut edge:
+///
+/// * the word cut by the edge (from the edge up to the first ASCII
+///   whitespace) is never shown: it is replaced by `[cut]` (the first word
+///   of a tail window, the last word of a head window, both inner edges of
+///   `head_and_tail`, and the edge a clamp cuts inside a word);
+/// * a private-key body whose `BEGIN` line was dropped is redacted from the
+///   cut to its `END` line (or, with no `END` line, over the run of base64
+///   lines that follows the cut);
+/// * a `BEGIN` line whose `END` line was dropped is redacted to the cut.
+///
+/// Secrets are found in the whole retained text before a clamp selects from
+/// it, so a clamp keeps a replaced secret whole or leaves it out. Hidden cut
+/// words are counted apart from secrets
+/// ([`RedactionCounts::cut_words`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Window<'a> {
     /// The stream the bytes came from.
@@ -49,6 +73,8 @@ pub struct Window<'a> {
     /// The stream's last bytes, in order, as two slices (empty in `head`
     /// mode).
     pub tail: [&'a [u8]; 2],
+    /// The rules that redact the rendered text.
+    pub redactor: &'a Redactor,
 }
 
 impl Window<'_> {
@@ -80,8 +106,51 @@ impl Window<'_> {
         })
     }
 
+    /// The shown parts of the window with the spans to redact in each: the
+    /// whole stream when nothing was dropped; else the head (its end cut,
+    /// a character cut by it trimmed) and the tail (its start cut).
+    fn parts(&self) -> Parts {
+        let r = self.redactor;
+        if !self.truncated() {
+            let all = [self.head, self.tail[0], self.tail[1]].concat();
+            let spans = r.spans(&all, Edges::NONE);
+            return Parts {
+                head: Part { bytes: all, spans },
+                tail: None,
+            };
+        }
+        let head = trim_end(self.head).to_vec();
+        let head_spans = r.spans(
+            &head,
+            Edges {
+                start: false,
+                end: true,
+            },
+        );
+        let tail = self.tail_bytes();
+        let tail = trim_start(&tail).to_vec();
+        let tail_spans = r.spans(
+            &tail,
+            Edges {
+                start: true,
+                end: false,
+            },
+        );
+        Parts {
+            head: Part {
+                bytes: head,
+                spans: head_spans,
+            },
+            tail: Some(Part {
+                bytes: tail,
+                spans: tail_spans,
+            }),
+        }
+    }
+
     /// The marker (when bytes were dropped) and the retained text, decoded
-    /// lossily. See [`Window`] for the marker's form and place.
+    /// lossily and redacted. See [`Window`] for the marker's form and place
+    /// and for what redaction shows at a cut edge.
     ///
     /// # Examples
     ///
@@ -97,10 +166,58 @@ impl Window<'_> {
     /// let _ = capture.feed(b"start\nnoise noise noise\nend\n");
     /// assert_eq!(
     ///     capture.render(),
-    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\ne\nend\n"
+    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\n[cut]\nend\n"
     /// );
     /// ```
     pub fn render(&self) -> String {
+        self.write_parts(&self.parts())
+    }
+
+    /// [`render`](Self::render), with how many secrets each rule replaced
+    /// in it.
+    pub fn render_with_redactions(&self) -> (String, RedactionCounts) {
+        let parts = self.parts();
+        let mut counts = self.redactor.count(&parts.head.spans);
+        if let Some(tail) = &parts.tail {
+            counts.add(&self.redactor.count(&tail.spans));
+        }
+        (self.write_parts(&parts), counts)
+    }
+
+    /// The rendering of `parts`: marker and redacted text.
+    fn write_parts(&self, parts: &Parts) -> String {
+        let r = self.redactor;
+        let text = |part: &Part| {
+            let mut out = String::with_capacity(part.bytes.len());
+            r.write(&part.bytes, &part.spans, &mut out);
+            out
+        };
+        let Some(tail) = &parts.tail else {
+            return text(&parts.head);
+        };
+        let marker = self.marker().unwrap_or_default();
+        match self.retain {
+            Retain::Tail => format!("{marker}\n{}", text(tail)),
+            Retain::Head => format!("{marker}\n{}", text(&parts.head)),
+            Retain::HeadAndTail => join_around_marker(&text(&parts.head), &marker, &text(tail)),
+        }
+    }
+
+    /// How many secrets each rule replaces in [`render`](Self::render).
+    pub fn redactions(&self) -> RedactionCounts {
+        let parts = self.parts();
+        let mut counts = self.redactor.count(&parts.head.spans);
+        if let Some(tail) = &parts.tail {
+            counts.add(&self.redactor.count(&tail.spans));
+        }
+        counts
+    }
+
+    /// The marker and the retained text **without redaction**: secrets the
+    /// helper printed are shown as printed. No record, excerpt, audit event
+    /// or command-line output of this library uses it; it exists for a
+    /// person who holds the raw bytes anyway and asks for them by name.
+    pub fn render_unredacted(&self) -> String {
         if !self.truncated() {
             let all = [self.head, self.tail[0], self.tail[1]].concat();
             return decode(&all);
@@ -126,6 +243,11 @@ impl Window<'_> {
     /// a marker that states what the result keeps of the whole stream. A cap
     /// too small for the marker yields the marker cut to `cap` bytes.
     ///
+    /// Secrets are found in the whole retained text first, so a clamp never
+    /// shows part of one: a replaced secret is kept whole or left out. A
+    /// word the clamp cuts is shown as `[cut]`, like a word cut by the
+    /// window (see [`Window`]).
+    ///
     /// # Examples
     ///
     /// ```
@@ -146,12 +268,15 @@ impl Window<'_> {
     /// );
     /// ```
     pub fn render_clamped(&self, cap: usize) -> String {
-        let full = self.render();
+        // Secrets are found once, in the parts the full rendering shows;
+        // the clamp selects from the same parts and spans.
+        let parts = self.parts();
+        let full = self.write_parts(&parts);
         if full.len() <= cap {
             return full;
         }
+        let r = self.redactor;
         let seen = self.seen;
-        let truncated = self.truncated();
         let (stream, retain) = (self.stream, self.retain);
         let reserve = marker_reserve(stream, retain, seen);
         let Some(room) = cap.checked_sub(reserve) else {
@@ -160,49 +285,104 @@ impl Window<'_> {
             return m;
         };
         let tail = self.tail_bytes();
-        match retain {
-            Retain::Tail => {
-                let src: Vec<u8> = [self.head, &tail].concat();
-                let start = fit_suffix(&src, room, truncated);
-                let kept = &src[start..];
-                format!(
-                    "{}\n{}",
-                    marker(stream, retain, 0, kept.len() as u64, seen),
-                    decode(kept)
-                )
+        let Parts {
+            head,
+            tail: tail_part,
+        } = parts;
+        match (retain, tail_part) {
+            (Retain::Tail, None) => {
+                // Nothing dropped: the whole stream, no cut edge.
+                let Part { bytes, mut spans } = head;
+                let start = fit_suffix(r, &bytes, 0, &mut spans, room);
+                let mut out = marker(stream, retain, 0, (bytes.len() - start) as u64, seen);
+                out.push('\n');
+                r.write_range(&bytes, &spans, start, bytes.len(), &mut out);
+                out
             }
-            Retain::Head => {
-                let src: Vec<u8> = [self.head, &tail].concat();
-                let end = fit_prefix(&src, room, truncated);
-                let kept = &src[..end];
-                format!(
-                    "{}\n{}",
-                    marker(stream, retain, kept.len() as u64, 0, seen),
-                    decode(kept)
-                )
+            (Retain::Head, None) => {
+                let Part { bytes, mut spans } = head;
+                let end = fit_prefix(r, &bytes, bytes.len(), &mut spans, room);
+                let mut out = marker(stream, retain, end as u64, 0, seen);
+                out.push('\n');
+                r.write_range(&bytes, &spans, 0, end, &mut out);
+                out
             }
-            Retain::HeadAndTail => {
+            (Retain::Tail, Some(part)) => {
+                let floor = tail.len() - part.bytes.len();
+                let mut spans = shift(part.spans, floor);
+                let start = fit_suffix(r, &tail, floor, &mut spans, room);
+                let mut out = marker(stream, retain, 0, (tail.len() - start) as u64, seen);
+                out.push('\n');
+                r.write_range(&tail, &spans, start, tail.len(), &mut out);
+                out
+            }
+            (Retain::Head, Some(_)) => {
+                let Part { bytes, mut spans } = head;
+                let end = fit_prefix(r, self.head, bytes.len(), &mut spans, room);
+                let mut out = marker(stream, retain, end as u64, 0, seen);
+                out.push('\n');
+                r.write_range(self.head, &spans, 0, end, &mut out);
+                out
+            }
+            (_, tail_part) => {
+                let truncated = tail_part.is_some();
                 let joined;
-                let (first, last): (&[u8], &[u8]) = if truncated {
-                    (self.head, &tail)
+                let (first, ceil, mut first_spans) = if truncated {
+                    (self.head, head.bytes.len(), head.spans)
                 } else {
-                    joined = [self.head, &tail].concat();
-                    (&joined, &joined)
+                    joined = head.bytes;
+                    (&joined[..], joined.len(), head.spans)
                 };
-                // The head gets a quarter of the room, and whatever a short
-                // tail leaves unused, so the excerpt fills its cap.
-                let head_room = if truncated {
-                    (room / 4).max(room.saturating_sub(lossy_len(last)))
+                let all_spans = if truncated {
+                    Vec::new()
                 } else {
-                    room / 4
+                    first_spans.clone()
                 };
-                let end = fit_prefix(first, head_room, true);
-                let first = &first[..end];
-                let last = if truncated { last } else { &last[end..] };
-                let start = fit_suffix(last, room - lossy_len(first), true);
-                let last = &last[start..];
-                let m = marker(stream, retain, first.len() as u64, last.len() as u64, seen);
-                join_around_marker(&decode(first), &m, &decode(last))
+                // Where bytes were dropped between the parts, the tail is
+                // known before the head is cut: the head gets a quarter of
+                // the room and whatever a short tail leaves unused, so the
+                // excerpt fills its cap.
+                let known_tail = tail_part.map(|part| {
+                    let floor = tail.len() - part.bytes.len();
+                    (floor, shift(part.spans, floor))
+                });
+                let head_room = match &known_tail {
+                    Some((floor, spans)) => {
+                        let tail_out = out_len(r, &tail, spans, *floor, tail.len());
+                        (room / 4).max(room.saturating_sub(tail_out))
+                    }
+                    None => room / 4,
+                };
+                let end = fit_prefix(r, first, ceil, &mut first_spans, head_room);
+                let used = out_len(r, first, &first_spans, 0, end);
+                let (last, floor, mut last_spans) = match known_tail {
+                    Some((floor, spans)) => (&tail[..], floor, spans),
+                    None => {
+                        let spans = all_spans
+                            .iter()
+                            .filter(|s| s.start >= end)
+                            .map(|s| Span {
+                                start: s.start - end,
+                                end: s.end - end,
+                                label: s.label,
+                            })
+                            .collect();
+                        (&first[end..], 0, spans)
+                    }
+                };
+                let start = fit_suffix(r, last, floor, &mut last_spans, room - used);
+                let m = marker(
+                    stream,
+                    retain,
+                    end as u64,
+                    (last.len() - start) as u64,
+                    seen,
+                );
+                let mut head_text = String::new();
+                r.write_range(first, &first_spans, 0, end, &mut head_text);
+                let mut tail_text = String::new();
+                r.write_range(last, &last_spans, start, last.len(), &mut tail_text);
+                join_around_marker(&head_text, &m, &tail_text)
             }
         }
     }
@@ -370,78 +550,214 @@ fn lossy_len(bytes: &[u8]) -> usize {
         .sum()
 }
 
-/// The start of the longest suffix of `raw` whose decoding fits in `room`
-/// bytes and starts on a character (preferably a line) boundary. `cut`
-/// says the start of `raw` is itself a cut edge.
-fn fit_suffix(raw: &[u8], room: usize, cut: bool) -> usize {
-    let mut start = raw.len().saturating_sub(room);
-    if start > 0 || cut {
-        start = raw.len() - trim_start(&raw[start..]).len();
+/// The shown bytes of one part of a window and the spans to redact.
+struct Part {
+    bytes: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+/// The whole stream in `head` when nothing was dropped; else the head and
+/// the tail.
+struct Parts {
+    head: Part,
+    tail: Option<Part>,
+}
+
+/// Spans of a text that starts `by` bytes into the slice they index.
+fn shift(spans: Vec<Span>, by: usize) -> Vec<Span> {
+    spans
+        .into_iter()
+        .map(|s| Span {
+            start: s.start + by,
+            end: s.end + by,
+            label: s.label,
+        })
+        .collect()
+}
+
+/// Bytes of `raw[from..to]` rendered: decoded lossily, spans replaced.
+fn out_len(r: &Redactor, raw: &[u8], spans: &[Span], from: usize, to: usize) -> usize {
+    let mut n = 0;
+    let mut pos = from;
+    for span in spans.iter().filter(|s| s.end > from && s.start < to) {
+        n += lossy_len(&raw[pos..span.start.max(pos)]) + r.placeholder_len(span.label);
+        pos = span.end;
     }
-    let mut excess = lossy_len(&raw[start..]).saturating_sub(room);
-    'units: for chunk in raw[start..].utf8_chunks() {
-        for ch in chunk.valid().chars() {
-            if excess == 0 {
-                break 'units;
-            }
-            start += ch.len_utf8();
-            excess = excess.saturating_sub(ch.len_utf8());
+    if pos < to {
+        n += lossy_len(&raw[pos..to]);
+    }
+    n
+}
+
+/// The first unit of `bytes` (a character, or an invalid sequence shown as
+/// one U+FFFD): its raw and its rendered length.
+fn next_unit(bytes: &[u8]) -> (usize, usize) {
+    match bytes.utf8_chunks().next() {
+        Some(chunk) => match chunk.valid().chars().next() {
+            Some(ch) => (ch.len_utf8(), ch.len_utf8()),
+            None => (chunk.invalid().len().max(1), 3),
+        },
+        None => (bytes.len().max(1), 0),
+    }
+}
+
+fn span_at(spans: &[Span], pos: usize) -> Option<&Span> {
+    spans.iter().find(|s| s.start == pos)
+}
+
+fn next_span_start(spans: &[Span], pos: usize, limit: usize) -> usize {
+    spans
+        .iter()
+        .map(|s| s.start)
+        .find(|&start| start > pos)
+        .map_or(limit, |start| start.min(limit))
+}
+
+fn inside_span(spans: &[Span], pos: usize) -> bool {
+    spans.iter().any(|s| s.start <= pos && pos < s.end)
+}
+
+fn insert_span(spans: &mut Vec<Span>, span: Span) {
+    let at = spans.partition_point(|s| s.start < span.start);
+    spans.insert(at, span);
+}
+
+/// The start of the longest suffix of `raw` whose rendering fits in `room`
+/// bytes and starts on a character (preferably a line) boundary, never
+/// inside a span. Nothing before `floor` is shown. A word the new start
+/// cuts gets a `[cut]` span (or is left out when that does not fit).
+fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, room: usize) -> usize {
+    let len = raw.len();
+    let mut start = len.saturating_sub(room).max(floor);
+    if start > floor {
+        start = len - trim_start(&raw[start..]).len();
+    }
+    if let Some(span) = spans.iter().find(|s| s.start < start && start < s.end) {
+        start = span.start;
+    }
+    let mut excess = out_len(r, raw, spans, start, len).saturating_sub(room);
+    while excess > 0 && start < len {
+        if let Some(span) = span_at(spans, start) {
+            excess = excess.saturating_sub(r.placeholder_len(span.label));
+            start = span.end;
+            continue;
         }
-        if excess == 0 {
-            break;
-        }
-        if !chunk.invalid().is_empty() {
-            start += chunk.invalid().len();
-            excess = excess.saturating_sub(3);
-        }
+        let limit = next_span_start(spans, start, len);
+        let (raw_len, shown) = next_unit(&raw[start..limit]);
+        start += raw_len;
+        excess = excess.saturating_sub(shown);
     }
     if start > 0 {
-        let kept = &raw[start..];
-        if let Some(nl) = kept[..kept.len() / 2].iter().position(|&b| b == b'\n') {
-            start += nl + 1;
+        let half = start + (len - start) / 2;
+        if let Some(nl) = (start..half).find(|&i| raw[i] == b'\n' && !inside_span(spans, i)) {
+            start = nl + 1;
+        }
+    }
+    if start > floor
+        && start < len
+        && !raw[start - 1].is_ascii_whitespace()
+        && span_at(spans, start).is_none()
+    {
+        let limit = next_span_start(spans, start, len);
+        let word_end = raw[start..limit]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(limit, |i| start + i);
+        if word_end > start {
+            let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..word_end]);
+            if shown + CUT.len() <= room {
+                insert_span(
+                    spans,
+                    Span {
+                        start,
+                        end: word_end,
+                        label: Label::Cut,
+                    },
+                );
+            } else {
+                start = word_end;
+            }
         }
     }
     start
 }
 
-/// The end of the longest prefix of `raw` whose decoding fits in `room`
-/// bytes and ends on a character (preferably a line) boundary. `cut` says
-/// the end of `raw` is itself a cut edge.
-fn fit_prefix(raw: &[u8], room: usize, cut: bool) -> usize {
-    let mut end = raw.len().min(room);
-    if end < raw.len() || cut {
-        end = trim_end(&raw[..end]).len();
-    }
+/// The end of the longest prefix of `raw` whose rendering fits in `room`
+/// bytes and ends on a character (preferably a line) boundary, never
+/// inside a span. Nothing from `ceil` on is shown. A word the new end cuts
+/// gets a `[cut]` span (or is left out when that does not fit).
+fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room: usize) -> usize {
     let mut used = 0;
-    let mut fits = 0;
-    'units: for chunk in raw[..end].utf8_chunks() {
-        for ch in chunk.valid().chars() {
-            if used + ch.len_utf8() > room {
-                break 'units;
-            }
-            used += ch.len_utf8();
-            fits += ch.len_utf8();
-        }
-        if !chunk.invalid().is_empty() {
-            if used + 3 > room {
+    let mut end = 0;
+    while end < ceil {
+        if let Some(span) = span_at(spans, end) {
+            let shown = r.placeholder_len(span.label);
+            if used + shown > room {
                 break;
             }
-            used += 3;
-            fits += chunk.invalid().len();
+            used += shown;
+            end = span.end;
+            continue;
+        }
+        let limit = next_span_start(spans, end, ceil);
+        let (raw_len, shown) = next_unit(&raw[end..limit]);
+        if used + shown > room {
+            break;
+        }
+        used += shown;
+        end += raw_len;
+    }
+    if end < raw.len() {
+        let half = end / 2;
+        if let Some(nl) = (half..end)
+            .rev()
+            .find(|&i| raw[i] == b'\n' && !inside_span(spans, i))
+        {
+            end = nl + 1;
         }
     }
-    if fits < raw.len() {
-        let kept = &raw[..fits];
-        if let Some(nl) = kept[kept.len() / 2..].iter().rposition(|&b| b == b'\n') {
-            return kept.len() / 2 + nl + 1;
+    if end > 0
+        && end < ceil
+        && !raw[end].is_ascii_whitespace()
+        && !spans.iter().any(|s| s.end == end)
+    {
+        let floor = spans
+            .iter()
+            .map(|s| s.end)
+            .filter(|&e| e <= end)
+            .max()
+            .unwrap_or(0);
+        let word_start = raw[floor..end]
+            .iter()
+            .rposition(u8::is_ascii_whitespace)
+            .map_or(floor, |i| floor + i + 1);
+        if word_start < end {
+            let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[word_start..end]);
+            if shown + CUT.len() <= room {
+                insert_span(
+                    spans,
+                    Span {
+                        start: word_start,
+                        end,
+                        label: Label::Cut,
+                    },
+                );
+            } else {
+                end = word_start;
+            }
         }
     }
-    fits
+    end
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn builtin() -> &'static Redactor {
+        static BUILTIN: std::sync::LazyLock<Redactor> = std::sync::LazyLock::new(Redactor::builtin);
+        &BUILTIN
+    }
 
     fn window<'a>(retain: Retain, seen: u64, head: &'a [u8], tail: &'a [u8]) -> Window<'a> {
         Window {
@@ -450,32 +766,34 @@ mod tests {
             seen,
             head,
             tail: [tail, &[]],
+            redactor: builtin(),
         }
     }
 
     #[test]
     fn seed_marker_is_exact() {
-        let tail = vec![b'x'; 16384];
+        let tail = b"x\n".repeat(8192);
         let w = window(Retain::Tail, 184_320, &[], &tail);
         let text = w.render();
         let (first, rest) = text.split_once('\n').unwrap();
         assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
-        assert_eq!(rest.len(), 16384);
+        // The first word may be the end of a longer one: it is not shown.
+        assert_eq!(rest, format!("[cut]\n{}", "x\n".repeat(8191)));
     }
 
     #[test]
     fn cut_characters_are_trimmed_not_broken() {
         // "€" is E2 82 AC; the window starts after its first byte.
-        let w = window(Retain::Tail, 10, &[], b"\x82\xacok");
+        let w = window(Retain::Tail, 10, &[], b"\x82\xac\nok");
         assert_eq!(
             w.render(),
-            "[stderr truncated: kept last 4 of 10 bytes]\nok"
+            "[stderr truncated: kept last 5 of 10 bytes]\n\nok"
         );
         // The window ends after the first two bytes of "€".
-        let w = window(Retain::Head, 10, b"ok\xe2\x82", &[]);
+        let w = window(Retain::Head, 10, b"ok \xe2\x82", &[]);
         assert_eq!(
             w.render(),
-            "[stderr truncated: kept first 4 of 10 bytes]\nok"
+            "[stderr truncated: kept first 5 of 10 bytes]\nok "
         );
         // An untruncated stream ending in a broken character shows U+FFFD.
         let w = window(Retain::Tail, 4, &[], b"ok\xe2\x82");
@@ -503,16 +821,17 @@ mod tests {
 
     #[test]
     fn clamp_counts_invalid_bytes_as_replacement_characters() {
-        let tail = [0xffu8; 50];
+        let tail = [0xffu8, b' '].repeat(25);
         let w = window(Retain::Tail, 50, &[], &tail);
         let reserve = "[stderr truncated: kept last 50 of 50 bytes]\n".len();
         let out = w.render_clamped(reserve + 30);
-        // 30 bytes of room hold ten U+FFFD, each from one invalid byte.
+        // 30 bytes of room hold seven U+FFFD (each from one invalid byte)
+        // and eight spaces: 29 bytes from 15 raw ones.
         assert_eq!(
             out,
             format!(
-                "[stderr truncated: kept last 10 of 50 bytes]\n{}",
-                "\u{fffd}".repeat(10)
+                "[stderr truncated: kept last 15 of 50 bytes]\n{} ",
+                " \u{fffd}".repeat(7)
             )
         );
     }

@@ -6,8 +6,9 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
+use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CaptureSettings, Config, Retain, RetentionPool, StreamCapture, StreamName, Window,
+    CaptureSettings, Config, Redactor, Retain, RetentionPool, StreamCapture, StreamName, Window,
 };
 
 /// The retention modes, as a local enum so the test can match exhaustively.
@@ -48,6 +49,7 @@ fn settings(mode: Mode, budget: usize, head_bytes: usize) -> CaptureSettings {
         head_bytes,
         kill_after_bytes: None,
         debug: false,
+        redactor: Redactor::builtin(),
     }
 }
 
@@ -147,8 +149,117 @@ fn join_around_marker(first: &str, marker: &str, last: &str) -> String {
     format!("{first}{newline}{marker}\n{last}")
 }
 
-/// The rendering expected from the model, with cut characters trimmed.
+/// What shows a word cut by a window or clamp edge.
+const CUT: &str = "[cut]";
+
+/// Words after which, at a window's cut start, the next word is a
+/// credential and is hidden too.
+const CREDENTIAL_KEYWORDS: &[&str] = &[
+    "authorization:",
+    "bearer",
+    "basic",
+    "token",
+    "digest",
+    "password:",
+    "passwd:",
+    "secret:",
+    "token:",
+    "key:",
+];
+
+fn is_ws(b: &u8) -> bool {
+    b.is_ascii_whitespace()
+}
+
+/// End of the word a window's start cuts: up to the first ASCII
+/// whitespace, and up to two words more after a possible keyword end.
+fn cut_word_end(bytes: &[u8]) -> usize {
+    let word_end = |from: usize| {
+        bytes[from..]
+            .iter()
+            .position(is_ws)
+            .map_or(bytes.len(), |i| from + i)
+    };
+    let (mut start, mut end) = (0, word_end(0));
+    // A cut on the blank before a word: that word may be a value.
+    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
+    for _ in 0..2 {
+        let word: Vec<u8> = bytes[start..end]
+            .iter()
+            .filter(|b| !matches!(b, b'"' | b'\''))
+            .map(|&b| {
+                if b == b'=' {
+                    b':'
+                } else {
+                    b.to_ascii_lowercase()
+                }
+            })
+            .collect();
+        let keyword_end = blank
+            || (!word.is_empty()
+                && CREDENTIAL_KEYWORDS
+                    .iter()
+                    .any(|k| k.as_bytes().ends_with(&word) || word.ends_with(k.as_bytes())));
+        blank = false;
+        match bytes[end..].iter().position(|b| !is_ws(b)) {
+            Some(i) if keyword_end => {
+                start = end + i;
+                end = word_end(start);
+            }
+            _ => break,
+        }
+    }
+    end
+}
+
+/// `bytes` shown after a window's cut start.
+fn after_window_cut(bytes: &[u8]) -> String {
+    match cut_word_end(bytes) {
+        0 => lossy(bytes),
+        n => format!("{CUT}{}", lossy(&bytes[n..])),
+    }
+}
+
+/// `bytes` shown after a clamp's cut start: only the cut word goes.
+fn after_clamp_cut(bytes: &[u8]) -> String {
+    match bytes.iter().position(is_ws).unwrap_or(bytes.len()) {
+        0 => lossy(bytes),
+        n => format!("{CUT}{}", lossy(&bytes[n..])),
+    }
+}
+
+/// `bytes` shown before a cut end: the last word goes.
+fn before_cut(bytes: &[u8]) -> String {
+    let start = bytes.iter().rposition(is_ws).map_or(0, |i| i + 1);
+    if start == bytes.len() {
+        lossy(bytes)
+    } else {
+        format!("{}{CUT}", lossy(&bytes[..start]))
+    }
+}
+
+/// The rendering expected from the model: cut characters trimmed, the
+/// words cut by the window's edges hidden (no secret shapes occur in these
+/// inputs).
 fn expected_render(input: &[u8], mode: Mode, model: Model) -> String {
+    if !model.truncated() {
+        return lossy(input);
+    }
+    let head = &input[..model.h];
+    let tail = &input[input.len() - model.t..];
+    let head_text = before_cut(&head[..shown_head_end(head)]);
+    let tail_text = after_window_cut(&tail[shown_tail_start(tail)..]);
+    let marker = model.marker(mode);
+    match mode {
+        Mode::Tail => format!("{marker}\n{tail_text}"),
+        Mode::Head => format!("{marker}\n{head_text}"),
+        Mode::HeadAndTail => join_around_marker(&head_text, &marker, &tail_text),
+    }
+}
+
+/// The rendering without redaction expected from the model, with cut
+/// characters trimmed.
+fn expected_unredacted(input: &[u8], mode: Mode, model: Model) -> String {
     if !model.truncated() {
         return lossy(input);
     }
@@ -305,6 +416,11 @@ proptest! {
         let rendered = whole.render();
         prop_assert_eq!(&random.render(), &rendered);
         prop_assert_eq!(&bytewise.render(), &rendered);
+        prop_assert_eq!(&rendered, &expected_render(input, case.mode, model));
+        prop_assert_eq!(whole.window().redactions().total(), 0);
+        // The checks below are about the raw text: they read it unredacted.
+        let rendered = whole.window().render_unredacted();
+        prop_assert_eq!(&random.window().render_unredacted(), &rendered);
 
         let len = input.len();
         let expected_head = &input[..model.h];
@@ -323,7 +439,7 @@ proptest! {
             );
         }
 
-        prop_assert_eq!(&rendered, &expected_render(input, case.mode, model));
+        prop_assert_eq!(&rendered, &expected_unredacted(input, case.mode, model));
         if !model.truncated() {
             // R1.4: retained exactly, byte for byte.
             prop_assert_eq!(&rendered, &String::from_utf8_lossy(input));
@@ -351,7 +467,8 @@ proptest! {
         let retained = whole.finish();
         prop_assert_eq!(retained.bytes_seen(), len as u64);
         prop_assert_eq!(retained.bytes_retained(), (model.h + model.t) as u64);
-        prop_assert_eq!(retained.render(), rendered);
+        prop_assert_eq!(retained.render_unredacted(), rendered);
+        prop_assert_eq!(retained.render(), expected_render(input, case.mode, model));
     }
 }
 
@@ -488,11 +605,43 @@ proptest! {
 
         if let Ok(text) = std::str::from_utf8(&case.input) {
             let (first, last) = (stated.first as usize, stated.last as usize);
+            let bytes = text.as_bytes();
+            let len = bytes.len();
+            let truncated = model.truncated();
+            let tail_floor = len - model.t + shown_tail_start(&bytes[len - model.t..]);
+            let head_ceil = shown_head_end(&bytes[..model.h]);
+            // What the kept end shows: the window's cut word (with a
+            // credential after a keyword) at the window's edge, the word the
+            // clamp cut at a clamp edge, else all of it.
+            let shown_end = |start: usize, source_start: usize| {
+                let kept = &bytes[start..];
+                if kept.is_empty() {
+                    String::new()
+                } else if truncated && start == tail_floor {
+                    after_window_cut(kept)
+                } else if start > source_start && !is_ws(&bytes[start - 1]) {
+                    after_clamp_cut(kept)
+                } else {
+                    lossy(kept)
+                }
+            };
+            let shown_start = |end: usize, bound: usize| {
+                let kept = &bytes[..end];
+                let cut = (truncated && end == head_ceil) || (end < bound && !is_ws(&bytes[end]));
+                if cut { before_cut(kept) } else { lossy(kept) }
+            };
             let expected = match case.mode {
-                Mode::Tail => format!("{marker}\n{}", &text[text.len() - last..]),
-                Mode::Head => format!("{marker}\n{}", &text[..first]),
+                Mode::Tail => {
+                    let floor = if truncated { tail_floor } else { 0 };
+                    format!("{marker}\n{}", shown_end(len - last, floor))
+                }
+                Mode::Head => {
+                    let bound = if truncated { head_ceil } else { len };
+                    format!("{marker}\n{}", shown_start(first, bound))
+                }
                 Mode::HeadAndTail => {
-                    join_around_marker(&text[..first], marker, &text[text.len() - last..])
+                    let (bound, floor) = if truncated { (head_ceil, tail_floor) } else { (len, first) };
+                    join_around_marker(&shown_start(first, bound), marker, &shown_end(len - last, floor))
                 }
             };
             prop_assert_eq!(&out, &expected);
@@ -525,7 +674,13 @@ fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
     let rendered = capture.render();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
-    assert_eq!(rest, &input[184_320 - 16_384..]);
+    // The window starts 14 bytes into a line: "stic" is a cut word.
+    assert_eq!(
+        rest,
+        format!("[cut]\n{}", "helper-diagnostic\n".repeat(910))
+    );
+    let raw = capture.window().render_unredacted();
+    assert_eq!(raw.split_once('\n').unwrap().1, &input[184_320 - 16_384..]);
     assert_eq!(pool.in_use(), 16_384);
 }
 
@@ -557,7 +712,15 @@ fn head_and_tail_marker_states_both_counts_and_the_gap() {
     // so the marker gets its own line.
     let head = &input[..4096];
     let tail = &input[184_320 - 12_288..];
-    assert_eq!(rendered, format!("{head}\n{marker}\n{tail}"));
+    assert_eq!(
+        capture.window().render_unredacted(),
+        format!("{head}\n{marker}\n{tail}")
+    );
+    // Both inner edges cut a word: "helper-dia" and "-diagnostic".
+    assert_eq!(
+        rendered,
+        format!("{}[cut]\n{marker}\n[cut]{}", &input[..4086], &tail[11..])
+    );
 }
 
 #[test]
@@ -593,13 +756,22 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
     let capture = feed_all(&settings(Mode::Tail, 4, 0), ["ab€cd".as_bytes()]);
     assert_eq!(capture.bytes_retained(), 4);
     assert_eq!(
-        capture.render(),
+        capture.window().render_unredacted(),
         "[stderr truncated: kept last 4 of 7 bytes]\ncd"
+    );
+    // Redacted, "cd" is the end of a cut word.
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept last 4 of 7 bytes]\n[cut]"
     );
     let capture = feed_all(&settings(Mode::Head, 4, 0), ["ab€cd".as_bytes()]);
     assert_eq!(
-        capture.render(),
+        capture.window().render_unredacted(),
         "[stderr truncated: kept first 4 of 7 bytes]\nab"
+    );
+    assert_eq!(
+        capture.render(),
+        "[stderr truncated: kept first 4 of 7 bytes]\n[cut]"
     );
 }
 
@@ -617,13 +789,15 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
     let (head, tail) = window_parts(&capture.window());
     assert!(head.is_empty());
     assert_eq!(tail.as_slice(), &line[line.len() - 16_384..]);
-    let rendered = capture.render();
+    let rendered = capture.window().render_unredacted();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(
         first,
         "[stderr truncated: kept last 16384 of 1048576 bytes]"
     );
     assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
+    // Redacted, the retained part of the line is one cut word.
+    assert_eq!(capture.render(), format!("{first}\n[cut]"));
 }
 
 #[test]
@@ -649,4 +823,233 @@ fn clamped_head_and_tail_fits_every_cap_when_all_four_counts_are_wide() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------- secrets
+
+/// The sensitive part of every secret below cycles through this alphabet,
+/// so any 12 bytes of it in an output is a leak.
+const SECRET_CYCLE: &str = "Q7x9K2m4P8z3W6v1";
+
+fn sensitive(n: usize) -> String {
+    SECRET_CYCLE.chars().cycle().take(n).collect()
+}
+
+/// Secrets as helpers print them, one rule each.
+fn secret_texts() -> Vec<String> {
+    vec![
+        format!("ghp_{}", sensitive(36)),
+        format!("password={}", sensitive(20)),
+        format!("Authorization: Bearer {}", sensitive(30)),
+        format!("https://deploy:{}@git.example.com/x", sensitive(16)),
+        format!("{{\"api_key\": \"{}\"}}", sensitive(24)),
+        format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----",
+            sensitive(64),
+            sensitive(64)
+        ),
+        format!(
+            "\"-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n{}\\n-----END OPENSSH PRIVATE KEY-----\\n\"",
+            sensitive(70),
+            sensitive(70)
+        ),
+    ]
+}
+
+fn leaks(out: &str) -> Option<String> {
+    let cycle = SECRET_CYCLE.repeat(2);
+    (0..SECRET_CYCLE.len())
+        .map(|i| &cycle[i..i + 12])
+        .find(|part| out.contains(part))
+        .map(|part| format!("{part:?} leaked in {out:?}"))
+}
+
+const SEPARATORS: &[&[u8]] = &[b" ", b"\n", b"\n\n"];
+
+#[derive(Debug, Clone)]
+struct SecretCase {
+    input: Vec<u8>,
+    secrets: usize,
+    mode: Mode,
+    budget: usize,
+    head_bytes: usize,
+    cuts: Vec<Index>,
+    caps: Vec<usize>,
+}
+
+fn secret_case() -> impl Strategy<Value = SecretCase> {
+    let piece = prop_oneof![
+        2 => text(40).prop_map(|t| (t, false)),
+        1 => (0..secret_texts().len()).prop_map(|i| (secret_texts()[i].clone().into_bytes(), true)),
+    ];
+    (
+        vec((piece, select(SEPARATORS)), 1..12),
+        mode(),
+        1usize..=700,
+        0usize..=300,
+        vec(any::<Index>(), 0..24),
+        vec(0usize..900, 4),
+    )
+        .prop_map(|(pieces, mode, budget, head_bytes, cuts, caps)| {
+            let secrets = pieces.iter().filter(|((_, s), _)| *s).count();
+            let mut input = Vec::new();
+            for ((bytes, _), sep) in pieces {
+                input.extend_from_slice(&bytes);
+                input.extend_from_slice(sep);
+            }
+            SecretCase {
+                input,
+                secrets,
+                mode,
+                budget,
+                head_bytes,
+                cuts,
+                caps,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5_000))]
+
+    /// Redaction is a function of the retained bytes: the same for every
+    /// chunking, and no window, cut or clamp shows a sensitive part.
+    #[test]
+    fn redaction_is_identical_for_every_chunking_and_never_leaks(case in secret_case()) {
+        let settings = settings(case.mode, case.budget, case.head_bytes);
+        let input = &case.input;
+        let whole = feed_all(&settings, [input.as_slice()]);
+        let chunked = Case {
+            input: input.clone(),
+            mode: case.mode,
+            budget: case.budget,
+            head_bytes: case.head_bytes,
+            cuts: case.cuts.clone(),
+        };
+        let random = feed_all(&settings, chunked.chunks());
+        let bytewise = feed_all(&settings, input.chunks(1));
+
+        let (rendered, counts) = whole.window().render_with_redactions();
+        for capture in [&random, &bytewise] {
+            let (text, n) = capture.window().render_with_redactions();
+            prop_assert_eq!(&text, &rendered);
+            prop_assert_eq!(&n, &counts);
+        }
+        if let Some(leak) = leaks(&rendered) {
+            return Err(TestCaseError::fail(leak));
+        }
+        for &cap in &case.caps {
+            let out = whole.window().render_clamped(cap);
+            prop_assert!(out.len() <= cap);
+            prop_assert_eq!(&random.window().render_clamped(cap), &out);
+            if let Some(leak) = leaks(&out) {
+                return Err(TestCaseError::fail(leak));
+            }
+        }
+        if !whole.truncated() {
+            // Every secret is found, once, and nothing else is.
+            prop_assert_eq!(counts.total(), case.secrets as u64);
+            prop_assert_eq!(counts.cut_words(), 0);
+        }
+    }
+}
+
+#[test]
+fn a_secret_split_across_chunks_is_redacted_whole() {
+    let line = format!("push: Authorization: Bearer {} denied\n", sensitive(30));
+    let bytes = line.as_bytes();
+    let settings = settings(Mode::Tail, 4096, 0);
+    for at in 0..=bytes.len() {
+        let capture = feed_all(&settings, [&bytes[..at], &bytes[at..]]);
+        let (text, counts) = capture.window().render_with_redactions();
+        assert_eq!(
+            text, "push: Authorization: Bearer [redacted: bearer-token] denied\n",
+            "split at {at}"
+        );
+        assert_eq!((counts.total(), counts.rule("bearer-token")), (1, 1));
+    }
+}
+
+#[test]
+fn every_cut_edge_hides_what_it_cuts() {
+    let token = format!("ghp_{}", sensitive(36));
+    let line = format!("ok {token} end\n");
+    // Tail: the window starts inside the token.
+    let capture = feed_all(&settings(Mode::Tail, line.len() - 8, 0), [line.as_bytes()]);
+    assert_eq!(
+        capture.render(),
+        format!(
+            "[stderr truncated: kept last {} of {} bytes]\n[cut] end\n",
+            line.len() - 8,
+            line.len()
+        )
+    );
+    // Head: the window ends inside the token.
+    let capture = feed_all(&settings(Mode::Head, 10, 0), [line.as_bytes()]);
+    assert_eq!(
+        capture.render(),
+        format!(
+            "[stderr truncated: kept first 10 of {} bytes]\nok [cut]",
+            line.len()
+        )
+    );
+    // Head and tail: both inner edges inside tokens.
+    let two = format!("{token} middle words {token}\n");
+    let capture = feed_all(&settings(Mode::HeadAndTail, 20, 10), [two.as_bytes()]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[cut]\n[stderr truncated: kept first 10 and last 10 of {} bytes, {} omitted between them]\n[cut]\n",
+            two.len(),
+            two.len() - 20
+        )
+    );
+    assert_eq!((counts.total(), counts.cut_words()), (0, 2));
+    // A key block whose BEGIN line was dropped: redacted from the cut to END.
+    let block = format!(
+        "-----BEGIN EC PRIVATE KEY-----\n{}\n{}\n-----END EC PRIVATE KEY-----\nbye\n",
+        sensitive(64),
+        sensitive(20)
+    );
+    let capture = feed_all(
+        &settings(Mode::Tail, block.len() - 40, 0),
+        [block.as_bytes()],
+    );
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last {} of {} bytes]\n[redacted: private-key]-----END EC PRIVATE KEY-----\nbye\n",
+            block.len() - 40,
+            block.len()
+        )
+    );
+    assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
+    // A BEGIN line whose END was dropped: redacted to the cut.
+    let capture = feed_all(&settings(Mode::Head, 80, 0), [block.as_bytes()]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept first 80 of {} bytes]\n-----BEGIN EC PRIVATE KEY-----[redacted: private-key]",
+            block.len()
+        )
+    );
+    assert_eq!(counts.rule("private-key"), 1);
+    // The clamp edge: the excerpt keeps the redacted token whole or not at all.
+    let mut long = String::new();
+    for i in 0..40 {
+        long.push_str(&format!("line {i:02} password={}\n", sensitive(20)));
+    }
+    let capture = feed_all(&settings(Mode::Tail, 4096, 0), [long.as_bytes()]);
+    let out = capture.window().render_clamped(120);
+    assert_eq!(
+        out,
+        "[stderr truncated: kept last 38 of 1520 bytes]\nline 39 password=[redacted: password-assignment]\n"
+    );
+    assert_eq!(
+        capture.window().redactions().rule("password-assignment"),
+        40
+    );
 }

@@ -150,10 +150,15 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
         (200_006, 16_384, true)
     );
     assert_eq!(
-        outcome.stderr.render(),
+        outcome.stderr.render_unredacted(),
         format!(
             "[stderr truncated: kept last 16384 of 200006 bytes]\n{}after\n",
             "x".repeat(16_378)
         )
+    );
+    // Redacted, the kept part of the one long line is a cut word.
+    assert_eq!(
+        outcome.stderr.render(),
+        "[stderr truncated: kept last 16384 of 200006 bytes]\n[cut]\n"
     );
 }

@@ -71,7 +71,13 @@ fn s1_flood_with_a_short_deadline_keeps_the_tail_and_ends_cancelled() {
         first_line(&excerpt),
         "[stderr truncated: kept last 16384 of 6750208 bytes]"
     );
-    assert_eq!(excerpt.len(), first_line(&excerpt).len() + 1 + 16_384);
+    // The window starts inside a line: its first 11 bytes are a cut word,
+    // shown as "[cut]".
+    assert_eq!(
+        excerpt.len(),
+        first_line(&excerpt).len() + 1 + 16_384 - 11 + 5
+    );
+    assert_eq!(&excerpt[first_line(&excerpt).len() + 1..][..5], "[cut]");
     // Final record written to the audit trail, once, after the transition.
     let finals = l
         .audit
@@ -452,13 +458,18 @@ fn s6_invalid_bytes_and_a_line_larger_than_the_budget() {
         (r.stderr_bytes_seen, r.stderr_bytes_retained),
         (total, 16_384)
     );
-    let text = l.outcome.as_ref().unwrap().stderr.render();
+    let stderr = &l.outcome.as_ref().unwrap().stderr;
     let tail = "\nlast line \u{20ac}\n";
     let expected = format!(
         "[stderr truncated: kept last 16384 of {total} bytes]\n{}{tail}",
         "x".repeat(16_384 - tail.len())
     );
-    assert_eq!(text, expected);
+    assert_eq!(stderr.render_unredacted(), expected);
+    // Redacted, the cut part of the giant line is one cut word.
+    assert_eq!(
+        stderr.render(),
+        format!("[stderr truncated: kept last 16384 of {total} bytes]\n[cut]{tail}")
+    );
 }
 
 #[test]
@@ -477,7 +488,12 @@ fn s6_a_window_starting_inside_a_character_is_trimmed() {
         Decision::Never,
     );
     world.drive_bounded(1_000);
-    let text = world.lanes[lane].outcome.as_ref().unwrap().stderr.render();
+    let stderr = &world.lanes[lane].outcome.as_ref().unwrap().stderr;
+    assert_eq!(
+        stderr.render(),
+        "[stderr truncated: kept last 16384 of 30000 bytes]\n[cut]"
+    );
+    let text = stderr.render_unredacted();
     // 16384 = 3 × 5461 + 1: the window starts with the last byte of a "€".
     assert_eq!(
         text,

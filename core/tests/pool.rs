@@ -8,7 +8,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use spillguard_core::{
-    CaptureSettings, Config, Retain, Retained, RetentionPool, StreamCapture, StreamName,
+    CaptureSettings, Config, Redactor, Retain, Retained, RetentionPool, StreamCapture, StreamName,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,7 @@ impl Spec {
             head_bytes: self.head_bytes,
             kill_after_bytes: None,
             debug: false,
+            redactor: Redactor::builtin(),
         }
     }
 

@@ -116,7 +116,7 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
     let result_value = json.then(|| outcome.result().cloned().unwrap_or(serde_json::Value::Null));
     Line {
         stderr_excerpt: outcome.agent_excerpt(),
-        stdout: String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned(),
+        stdout: outcome.stdout.render(),
         result_value,
         record: outcome.record,
     }

@@ -18,6 +18,7 @@ use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
 use crate::line_guard::Diverted;
 use crate::pool::RetentionPool;
+use crate::redact::{Redactor, StreamRedactions};
 
 pub use exit::Exit;
 pub use record::{
@@ -100,7 +101,8 @@ pub struct CallSettings {
     /// How stderr is retained.
     pub stderr: CaptureSettings,
     /// How stdout is retained (its own budget, outside the stderr pool),
-    /// when it is captured.
+    /// when it is captured. The stderr settings' redactor also redacts the
+    /// spec, failures and audit texts.
     pub stdout: CaptureSettings,
     /// Whether the call captures the helper's stdout (the default) or the
     /// caller streams the helper's stdin and stdout itself.
@@ -282,6 +284,7 @@ impl CallSettings {
             stderr: CaptureSettings::stderr(config),
             stdout: CaptureSettings {
                 retain: Retain::Head,
+                redactor: config.redact_extra_patterns.clone(),
                 ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
             },
             stdout_mode: StdoutMode::Captured,
@@ -560,11 +563,13 @@ pub struct Outcome {
     /// The JSON value parsed from stdout when the call's result channel is
     /// [`ResultChannel::StdoutJson`]; see [`Outcome::result`].
     pub result_value: Option<serde_json::Value>,
+    /// The secrets replaced in the rendered stderr and stdout, per rule.
+    pub redactions: StreamRedactions,
 }
 
 impl Outcome {
-    /// The stderr excerpt for a model: marker included, clamped to
-    /// `stderr_agent_excerpt_bytes`.
+    /// The stderr excerpt for a model: marker included, redacted, clamped
+    /// to `stderr_agent_excerpt_bytes`.
     pub fn agent_excerpt(&self) -> String {
         self.stderr.render_clamped(self.excerpt_bytes)
     }
@@ -797,7 +802,9 @@ pub struct Call {
 impl Call {
     /// A call received at `now` (monotonic) and `received_at` (wall clock,
     /// for the record). Its stderr draws from `pool`; stdout has its own
-    /// budget outside the pool.
+    /// budget outside the pool. The spec's action, target and summary are
+    /// redacted here, by the stderr settings' redactor: the card, the record
+    /// and the audit events never hold a secret given as an argument.
     pub fn new(
         spec: CallSpec,
         settings: CallSettings,
@@ -805,6 +812,7 @@ impl Call {
         now: Instant,
         received_at: SystemTime,
     ) -> Self {
+        let spec = redacted_spec(spec, &settings.stderr.redactor);
         let stderr = StreamCapture::new(settings.stderr.clone(), pool);
         let stdout = StreamCapture::new(settings.stdout.clone(), &RetentionPool::unlimited());
         let mut timers = TimerTable::default();
@@ -867,7 +875,7 @@ impl Call {
         self.state
     }
 
-    /// What the call was created with.
+    /// What the call was created with, redacted.
     pub fn spec(&self) -> &CallSpec {
         &self.spec
     }
@@ -916,7 +924,8 @@ impl Call {
         now: Instant,
         reason: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::ValidationFailed(reason.into()))
+        let reason = self.redacted(reason.into());
+        self.handle(now, Input::ValidationFailed(reason))
     }
 
     /// The approver said yes.
@@ -954,7 +963,8 @@ impl Call {
         kind: io::ErrorKind,
         message: impl Into<String>,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::SpawnFailed(kind, message.into()))
+        let message = self.redacted(message.into());
+        self.handle(now, Input::SpawnFailed(kind, message))
     }
 
     /// Bytes read from the helper's stderr. Never fails, never causes a
@@ -1102,7 +1112,8 @@ impl Call {
     /// whose attempt is not on record does not run. Otherwise the
     /// failure is counted in the record's `audit_failures`.
     pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
-        self.handle_infallible(now, Input::AuditFailed(error.into()));
+        let error = self.redacted(error.into());
+        self.handle_infallible(now, Input::AuditFailed(error));
     }
 
     /// The helper's structured result arrived (parsed by the host from its
@@ -1201,7 +1212,25 @@ impl Call {
         debug_assert!(outcome.is_ok(), "{outcome:?}");
     }
 
+    /// `text` redacted by this call's rules: every string the call keeps
+    /// for its record and audit events passes through here.
+    fn redacted(&self, text: String) -> String {
+        self.settings.stderr.redactor.redact_text(&text)
+    }
+
     pub(crate) fn offset_us(&self, now: Instant) -> u64 {
         u64::try_from(now.saturating_duration_since(self.received).as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The spec with its text redacted (action, target, summary): the card,
+/// the record and the audit events are built from it. The ids are the
+/// host's keys and stay as given.
+fn redacted_spec(spec: CallSpec, redactor: &Redactor) -> CallSpec {
+    CallSpec {
+        action: redactor.redact_text(&spec.action),
+        target: redactor.redact_text(&spec.target),
+        summary: redactor.redact_text(&spec.summary),
+        ..spec
     }
 }

@@ -368,6 +368,12 @@ pub struct CallRecord {
     /// Bytes of those lines (and of leading whitespace of protocol lines).
     #[serde(default)]
     pub stdout_bytes_diverted: u64,
+    /// Secrets replaced in the rendered stderr (its whole retained text).
+    #[serde(default)]
+    pub stderr_redactions: u64,
+    /// Secrets replaced in the rendered stdout.
+    #[serde(default)]
+    pub stdout_redactions: u64,
     /// Whether a debug grant raised this call's budgets.
     pub debug: bool,
     /// Whether the helper's process group was signalled because a

@@ -13,6 +13,7 @@ use super::{
     CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
     SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
 };
+use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
 /// `dispatched` are the precedence rules (see `ARCHITECTURE.md`).
@@ -544,6 +545,10 @@ fn end(call: &mut Call, now: Instant, state: State) {
     } else {
         call.streams_closed_as.unwrap_or(StreamEnd::AbandonedOpen)
     };
+    let redactions = StreamRedactions {
+        stderr: stderr.redactions(),
+        stdout: stdout.redactions(),
+    };
     let record = CallRecord {
         call_id: call.spec.call_id.clone(),
         session_id: call.spec.session_id.clone(),
@@ -570,6 +575,8 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stdin_bytes_forwarded: call.stdin_bytes_forwarded,
         stdout_lines_diverted: call.stdout_lines_diverted,
         stdout_bytes_diverted: call.stdout_bytes_diverted,
+        stderr_redactions: redactions.stderr.total(),
+        stdout_redactions: redactions.stdout.total(),
         debug: stderr.debug(),
         descendants_signalled: call.descendants_signalled,
         client_disconnected: call.client_disconnected,
@@ -597,5 +604,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stdout,
         excerpt_bytes: call.settings.excerpt_bytes,
         result_value: call.result_value.take(),
+        redactions,
     })));
 }

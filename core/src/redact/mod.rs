@@ -1,0 +1,718 @@
+//! Redaction of well-known secret shapes in every text the library makes.
+//! See [`Redactor`].
+
+mod rules;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+
+use regex_automata::meta::Regex;
+use regex_automata::util::primitives::NonMaxUsize;
+use regex_automata::util::syntax;
+use regex_automata::{Anchored, Input, PatternID};
+use serde::{Deserialize, Serialize};
+
+use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
+
+/// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
+/// text around them: `Authorization: Bearer [redacted: bearer-token]`.
+///
+/// Every view the library renders passes through a redactor: the rendered
+/// stderr and stdout ([`Window::render`](crate::Window::render) and
+/// [`Window::render_clamped`](crate::Window::render_clamped), hence the
+/// agent excerpt), the approval card's target and summary, the record's
+/// strings and every text of an audit event. The built-in rules cannot be
+/// switched off; [`with_extra_patterns`](Self::with_extra_patterns) adds
+/// rules (from `helper_output.redact_extra_patterns`).
+///
+/// All rules are compiled into one multi-pattern regex that finds every
+/// secret in one pass over the text; the built-in set is compiled once per
+/// process, a set with extra patterns once per configuration. Cloning is
+/// cheap (an [`Arc`]).
+///
+/// # Rules
+///
+/// The built-in rules, by name ([`builtin_rule_names`](Self::builtin_rule_names)):
+/// `private-key` (PEM and OpenSSH/PGP private-key blocks, also JSON-escaped),
+/// `bearer-token`, `authorization-header` (Basic, Token and other schemes),
+/// `api-key-header` (`X-Api-Key:` and the like), `aws-access-key-id`,
+/// `aws-secret-access-key`, `github-token`, `gitlab-token`, `slack-webhook`,
+/// `slack-token`, `stripe-key`, `google-api-key`, `anthropic-key`,
+/// `openai-key`, `npm-token`, `pypi-token`, `jwt`, `sendgrid-key`,
+/// `digitalocean-token`, `vault-token`, `shopify-token`,
+/// `huggingface-token`, `twilio-key`, `telegram-bot-token`,
+/// `azure-storage-key`, `url-userinfo` (the password of
+/// `scheme://user:password@host`), `password-assignment`,
+/// `api-key-assignment`, `secret-assignment` and `token-assignment`
+/// (`key=value`, `key: value` and `"key": "value"`). Extra patterns are
+/// named `extra-0`, `extra-1`, … in the order given.
+///
+/// Patterns match raw bytes with ASCII classes. A pattern with capture
+/// groups redacts only the first group that took part in the match (the
+/// rest is context); a pattern without groups redacts its whole match.
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_core::Redactor;
+///
+/// let redactor = Redactor::builtin();
+/// let out = redactor.redact("curl: Authorization: Bearer abc.def-123 refused\n");
+/// assert_eq!(out.text, "curl: Authorization: Bearer [redacted: bearer-token] refused\n");
+/// assert_eq!(out.counts.total(), 1);
+/// assert_eq!(out.counts.rule("bearer-token"), 1);
+///
+/// let extra = Redactor::with_extra_patterns(["ticket-[0-9]{6}"])?;
+/// assert_eq!(extra.redact("see ticket-123456").text, "see [redacted: extra-0]");
+/// # Ok::<(), spillguard_core::PatternError>(())
+/// ```
+#[derive(Clone)]
+pub struct Redactor {
+    inner: Arc<Compiled>,
+}
+
+struct Compiled {
+    regex: Regex,
+    /// Rule name per pattern id (the key-end pattern comes last).
+    names: Vec<String>,
+    /// Where each pattern's secret lies in its match.
+    secrets: Vec<SecretIn>,
+    extra: Vec<String>,
+    private_key: usize,
+    key_end: usize,
+}
+
+/// How a pattern's secret is found in its match.
+enum SecretIn {
+    /// By the built-in rule's scan.
+    Builtin(Secret),
+    /// As the first group of this single-pattern regex that took part.
+    FirstGroup(Regex),
+}
+
+static BUILTIN: LazyLock<Redactor> = LazyLock::new(|| {
+    // The built-in patterns are constants, compiled by every test run.
+    #[allow(clippy::expect_used)]
+    Redactor::compile(Vec::new()).expect("the built-in rules compile")
+});
+
+/// An extra redaction pattern that does not compile, or that matches the
+/// empty string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    /// Its position in the list given.
+    pub index: usize,
+    /// The pattern.
+    pub pattern: String,
+    /// Why it was refused.
+    pub message: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pattern {} {:?} is not valid: {}",
+            self.index, self.pattern, self.message
+        )
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+fn syntax_config() -> syntax::Config {
+    syntax::Config::new().unicode(false).utf8(false)
+}
+
+fn build(patterns: &[&str]) -> Result<Regex, String> {
+    Regex::builder()
+        .syntax(syntax_config())
+        .configure(Regex::config().utf8_empty(false))
+        .build_many(patterns)
+        .map_err(|e| e.to_string())
+}
+
+/// The set of all rules: only where each match is, so no capture groups
+/// (fewer states for the DFA).
+fn build_set(patterns: &[&str]) -> Result<Regex, String> {
+    Regex::builder()
+        .syntax(syntax_config())
+        .configure(
+            Regex::config()
+                .utf8_empty(false)
+                .which_captures(regex_automata::nfa::thompson::WhichCaptures::Implicit),
+        )
+        .build_many(patterns)
+        .map_err(|e| e.to_string())
+}
+
+impl Redactor {
+    /// The built-in rules only (shared, compiled once per process).
+    pub fn builtin() -> Self {
+        BUILTIN.clone()
+    }
+
+    /// The built-in rules followed by `patterns` (named `extra-0`, …),
+    /// compiled together. A pattern that does not compile, or that matches
+    /// the empty string, is refused with its index and text.
+    pub fn with_extra_patterns<I, S>(patterns: I) -> Result<Self, PatternError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let extra: Vec<String> = patterns.into_iter().map(Into::into).collect();
+        if extra.is_empty() {
+            return Ok(Self::builtin());
+        }
+        for (index, pattern) in extra.iter().enumerate() {
+            let refuse = |message: String| PatternError {
+                index,
+                pattern: pattern.clone(),
+                message,
+            };
+            let single = build(&[pattern.as_str()]).map_err(refuse)?;
+            if single.is_match(Input::new(b"")) {
+                return Err(refuse("it matches the empty string".to_owned()));
+            }
+        }
+        Self::compile(extra).map_err(|message| PatternError {
+            index: 0,
+            pattern: String::new(),
+            message,
+        })
+    }
+
+    fn compile(extra: Vec<String>) -> Result<Self, String> {
+        Self::compile_with(extra, false)
+    }
+
+    /// `by_groups`: find every secret by the pattern's groups, as the
+    /// reference the built-in scans are checked against.
+    fn compile_with(extra: Vec<String>, by_groups: bool) -> Result<Self, String> {
+        let mut patterns: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.pattern).collect();
+        patterns.extend(extra.iter().map(String::as_str));
+        patterns.push(KEY_END);
+        let regex = build_set(&patterns)?;
+        let mut names: Vec<String> = BUILTIN_RULES.iter().map(|r| r.name.to_owned()).collect();
+        names.extend((0..extra.len()).map(|i| format!("extra-{i}")));
+        names.push(String::new());
+        let mut secrets: Vec<SecretIn> = BUILTIN_RULES
+            .iter()
+            .map(|r| SecretIn::Builtin(r.secret))
+            .collect();
+        if by_groups {
+            secrets.clear();
+            for rule in BUILTIN_RULES {
+                let single = build(&[rule.pattern])?;
+                let has_groups = single.group_info().group_len(PatternID::ZERO) > 1;
+                secrets.push(match has_groups {
+                    true => SecretIn::FirstGroup(single),
+                    false => SecretIn::Builtin(Secret::Whole),
+                });
+            }
+        }
+        for pattern in &extra {
+            // An extra pattern with groups: the first group that took part,
+            // found by running the pattern alone, anchored, on the match.
+            let single = build(&[pattern.as_str()])?;
+            let has_groups = single.group_info().group_len(PatternID::ZERO) > 1;
+            secrets.push(match has_groups {
+                true => SecretIn::FirstGroup(single),
+                false => SecretIn::Builtin(Secret::Whole),
+            });
+        }
+        secrets.push(SecretIn::Builtin(Secret::Whole));
+        let private_key = BUILTIN_RULES
+            .iter()
+            .position(|r| r.name == PRIVATE_KEY)
+            .unwrap_or(0);
+        let key_end = patterns.len() - 1;
+        Ok(Self {
+            inner: Arc::new(Compiled {
+                regex,
+                names,
+                secrets,
+                extra,
+                private_key,
+                key_end,
+            }),
+        })
+    }
+
+    /// The names of the built-in rules, in priority order.
+    pub fn builtin_rule_names() -> impl Iterator<Item = &'static str> {
+        BUILTIN_RULES.iter().map(|r| r.name)
+    }
+
+    /// The extra patterns, as given.
+    pub fn extra_patterns(&self) -> &[String] {
+        &self.inner.extra
+    }
+
+    /// Every rule name of this redactor: the built-in ones, then `extra-N`.
+    pub fn rule_names(&self) -> impl Iterator<Item = &str> {
+        let names = &self.inner.names;
+        names[..names.len() - 1].iter().map(String::as_str)
+    }
+
+    /// Redacts `text`: every secret replaced by `[redacted: RULE]`, the
+    /// rest unchanged, with the count per rule.
+    pub fn redact(&self, text: &str) -> Redacted {
+        let bytes = text.as_bytes();
+        let spans = self.spans(bytes, Edges::NONE);
+        let mut out = String::with_capacity(text.len());
+        self.write(bytes, &spans, &mut out);
+        Redacted {
+            text: out,
+            counts: self.count(&spans),
+        }
+    }
+
+    /// `text` redacted, without the counts.
+    pub(crate) fn redact_text(&self, text: &str) -> String {
+        let bytes = text.as_bytes();
+        let spans = self.spans(bytes, Edges::NONE);
+        if spans.is_empty() {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        self.write(bytes, &spans, &mut out);
+        out
+    }
+
+    /// The spans to replace in `hay`, sorted and disjoint. `edges` says
+    /// which ends of `hay` are cut edges (bytes were dropped beyond them).
+    pub(crate) fn spans(&self, hay: &[u8], edges: Edges) -> Vec<Span> {
+        let c = &*self.inner;
+        let mut spans = Vec::new();
+        let mut first_key_end: Option<usize> = None;
+        let mut first_key_begin: Option<usize> = None;
+        let mut slots: Vec<Option<NonMaxUsize>> = Vec::new();
+        for m in c.regex.find_iter(Input::new(hay)) {
+            let pid = m.pattern().as_usize();
+            if pid == c.key_end {
+                first_key_end.get_or_insert(m.start());
+                continue;
+            }
+            if pid == c.private_key {
+                first_key_begin.get_or_insert(m.start());
+            }
+            let (mut start, mut end) = (m.start(), m.end());
+            match &c.secrets[pid] {
+                SecretIn::Builtin(secret) => {
+                    let (from, to) = secret.find(&hay[start..end]);
+                    (start, end) = (start + from, start + to);
+                }
+                SecretIn::FirstGroup(single) => {
+                    slots.clear();
+                    slots.resize(single.group_info().slot_len(), None);
+                    let input = Input::new(hay).range(m.range()).anchored(Anchored::Yes);
+                    if single.search_slots(&input, &mut slots).is_some() {
+                        // Slots 0 and 1 are the whole match; then two per group.
+                        let group = slots[2..]
+                            .chunks_exact(2)
+                            .find_map(|pair| Some((pair[0]?.get(), pair[1]?.get())));
+                        if let Some(group) = group {
+                            (start, end) = group;
+                        }
+                    }
+                }
+            }
+            if start < end {
+                spans.push(Span {
+                    start: snap_start(hay, start),
+                    end: snap_end(hay, end),
+                    label: Label::Rule(pid),
+                });
+            }
+        }
+        if edges.start {
+            // A key block whose BEGIN line was cut away: its body runs from
+            // the cut to the first END line (or is a run of base64 lines).
+            let body_end = match first_key_end {
+                Some(end) if first_key_begin.is_none_or(|begin| end < begin) => Some(end),
+                _ => key_body_run(hay),
+            };
+            if let Some(end) = body_end.filter(|&end| end > 0) {
+                spans.push(Span {
+                    start: 0,
+                    end,
+                    label: Label::Rule(c.private_key),
+                });
+            }
+            let word = cut_word_end(hay);
+            if word > 0 {
+                spans.push(Span {
+                    start: 0,
+                    end: word,
+                    label: Label::Cut,
+                });
+            }
+        }
+        if edges.end {
+            let word = hay
+                .iter()
+                .rposition(u8::is_ascii_whitespace)
+                .map_or(0, |i| i + 1);
+            if word < hay.len() {
+                spans.push(Span {
+                    start: word,
+                    end: hay.len(),
+                    label: Label::Cut,
+                });
+            }
+        }
+        merge(spans)
+    }
+
+    /// Bytes of the replacement for `label`.
+    pub(crate) fn placeholder_len(&self, label: Label) -> usize {
+        match label {
+            Label::Cut => CUT.len(),
+            Label::Rule(pid) => "[redacted: ]".len() + self.inner.names[pid].len(),
+        }
+    }
+
+    fn write_placeholder(&self, label: Label, out: &mut String) {
+        match label {
+            Label::Cut => out.push_str(CUT),
+            Label::Rule(pid) => {
+                out.push_str("[redacted: ");
+                out.push_str(&self.inner.names[pid]);
+                out.push(']');
+            }
+        }
+    }
+
+    /// Writes `hay[from..to]` decoded lossily, each span replaced. `from`
+    /// and `to` never fall strictly inside a span.
+    pub(crate) fn write_range(
+        &self,
+        hay: &[u8],
+        spans: &[Span],
+        from: usize,
+        to: usize,
+        out: &mut String,
+    ) {
+        let mut pos = from;
+        for span in spans.iter().filter(|s| s.end > from && s.start < to) {
+            out.push_str(&String::from_utf8_lossy(&hay[pos..span.start.max(pos)]));
+            self.write_placeholder(span.label, out);
+            pos = span.end;
+        }
+        if pos < to {
+            out.push_str(&String::from_utf8_lossy(&hay[pos..to]));
+        }
+    }
+
+    /// Writes all of `hay`, each span replaced.
+    pub(crate) fn write(&self, hay: &[u8], spans: &[Span], out: &mut String) {
+        self.write_range(hay, spans, 0, hay.len(), out);
+    }
+
+    /// The counts of `spans`.
+    pub(crate) fn count(&self, spans: &[Span]) -> RedactionCounts {
+        let mut counts = RedactionCounts::default();
+        for span in spans {
+            match span.label {
+                Label::Cut => counts.cut_words += 1,
+                Label::Rule(pid) => {
+                    *counts
+                        .rules
+                        .entry(self.inner.names[pid].clone())
+                        .or_insert(0) += 1
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// What shows a word cut by the edge of a window or a clamp.
+pub(crate) const CUT: &str = "[cut]";
+
+impl Default for Redactor {
+    /// The built-in rules only.
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl PartialEq for Redactor {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.extra == other.inner.extra
+    }
+}
+
+impl Eq for Redactor {}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor")
+            .field("builtin_rules", &BUILTIN_RULES.len())
+            .field("extra_patterns", &self.inner.extra)
+            .finish()
+    }
+}
+
+/// A text with its secrets replaced, and what was replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redacted {
+    /// The redacted text.
+    pub text: String,
+    /// How many secrets each rule replaced.
+    pub counts: RedactionCounts,
+}
+
+/// How many secrets each rule replaced in one view, and how many words cut
+/// by a window or clamp edge were hidden.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactionCounts {
+    rules: BTreeMap<String, u64>,
+    cut_words: u64,
+}
+
+impl RedactionCounts {
+    /// Secrets replaced by any rule (hidden cut words are not secrets found
+    /// and are not counted here; see [`cut_words`](Self::cut_words)).
+    pub fn total(&self) -> u64 {
+        self.rules.values().sum()
+    }
+
+    /// Secrets replaced by the rule named `name`.
+    pub fn rule(&self, name: &str) -> u64 {
+        self.rules.get(name).copied().unwrap_or(0)
+    }
+
+    /// Every rule that replaced something, with its count, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.rules.iter().map(|(name, &n)| (name.as_str(), n))
+    }
+
+    /// Words cut by the edge of a window or a clamp, shown as `[cut]`.
+    pub fn cut_words(&self) -> u64 {
+        self.cut_words
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &RedactionCounts) {
+        for (name, n) in &other.rules {
+            *self.rules.entry(name.clone()).or_insert(0) += n;
+        }
+        self.cut_words += other.cut_words;
+    }
+}
+
+/// The secrets replaced in a finished call's rendered output, per stream
+/// and rule (the record holds the totals, `stderr_redactions` and
+/// `stdout_redactions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRedactions {
+    /// In the rendered stderr.
+    pub stderr: RedactionCounts,
+    /// In the rendered stdout.
+    pub stdout: RedactionCounts,
+}
+
+/// Which ends of a text are cut edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Edges {
+    /// Bytes were dropped before the text.
+    pub(crate) start: bool,
+    /// Bytes were dropped after the text.
+    pub(crate) end: bool,
+}
+
+impl Edges {
+    pub(crate) const NONE: Edges = Edges {
+        start: false,
+        end: false,
+    };
+}
+
+/// What replaces a span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Label {
+    /// A secret found by the rule with this pattern id.
+    Rule(usize),
+    /// A word cut by an edge.
+    Cut,
+}
+
+/// Bytes `start..end` of a text are replaced by the placeholder of `label`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) label: Label,
+}
+
+/// Sorts and joins overlapping spans; a rule's label wins over a cut.
+fn merge(mut spans: Vec<Span>) -> Vec<Span> {
+    spans.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
+    for span in spans {
+        match out.last_mut() {
+            Some(last) if span.start < last.end => {
+                last.end = last.end.max(span.end);
+                if last.label == Label::Cut {
+                    last.label = span.label;
+                }
+            }
+            _ => out.push(span),
+        }
+    }
+    out
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// Moves a span's start back to the start of the character it cuts.
+fn snap_start(hay: &[u8], mut start: usize) -> usize {
+    let floor = start.saturating_sub(3);
+    while start > floor && start < hay.len() && is_continuation(hay[start]) {
+        start -= 1;
+    }
+    start
+}
+
+/// Moves a span's end on past the rest of the character it cuts.
+fn snap_end(hay: &[u8], mut end: usize) -> usize {
+    let ceiling = (end + 3).min(hay.len());
+    while end < ceiling && is_continuation(hay[end]) {
+        end += 1;
+    }
+    end
+}
+
+/// Words after which the next word is a credential: `Authorization:`,
+/// a scheme, `password:` and the like.
+const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
+    b"authorization:",
+    b"bearer",
+    b"basic",
+    b"token",
+    b"digest",
+    b"password:",
+    b"passwd:",
+    b"secret:",
+    b"token:",
+    b"key:",
+];
+
+/// Whether `word` may be the end of a credential keyword (`…arer` of
+/// `Bearer`, `…ation:` of `Authorization:`, `d":` of `"password":`) or
+/// ends with one (`_key":` of `"api_key":`). Quotes are ignored and `=`
+/// counts as `:`.
+fn may_end_keyword(word: &[u8]) -> bool {
+    let word: Vec<u8> = word
+        .iter()
+        .filter(|&&b| b != b'"' && b != b'\'')
+        .map(|&b| {
+            if b == b'=' {
+                b':'
+            } else {
+                b.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    !word.is_empty()
+        && CREDENTIAL_KEYWORDS
+            .iter()
+            .any(|k| k.ends_with(&word) || word.ends_with(k))
+}
+
+/// The end of the word cut by the start of `hay` (up to the first ASCII
+/// whitespace). When that word may be the end of a credential keyword, or
+/// the cut fell on the blank between a keyword and its value, the
+/// credential that follows is hidden with it: up to two more words.
+fn cut_word_end(hay: &[u8]) -> usize {
+    let word_end = |from: usize| {
+        hay[from..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(hay.len(), |i| from + i)
+    };
+    let mut end = word_end(0);
+    let mut word = &hay[..end];
+    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t'));
+    for _ in 0..2 {
+        let keyword_end = blank_start || may_end_keyword(word);
+        blank_start = false;
+        let next = hay[end..]
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .map(|i| end + i);
+        match next {
+            Some(start) if keyword_end => {
+                end = word_end(start);
+                word = &hay[start..end];
+            }
+            _ => break,
+        }
+    }
+    end
+}
+
+fn is_base64(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')
+}
+
+/// The end of a run of key-body lines at the start of `hay` (a block whose
+/// BEGIN line was cut away and whose END line is not in the text): the cut
+/// line, then at least one full line of base64 (40 or more characters with
+/// both cases, as PEM writes 64 per line), then maybe a shorter last line.
+/// Lines end with a newline or a JSON `\n` escape.
+fn key_body_run(hay: &[u8]) -> Option<usize> {
+    let mut pos = 0;
+    let mut full_lines = 0;
+    let mut run_end = None;
+    let mut first = true;
+    loop {
+        let line_end = pos
+            + hay[pos..]
+                .iter()
+                .position(|&b| !is_base64(b))
+                .unwrap_or(hay.len() - pos);
+        let line = &hay[pos..line_end];
+        let rest = &hay[line_end..];
+        let separator = if rest.is_empty() {
+            Some(0)
+        } else if rest.starts_with(b"\r\n") || rest.starts_with(b"\\n") {
+            Some(2)
+        } else if rest[0] == b'\n' {
+            Some(1)
+        } else {
+            None
+        };
+        let Some(separator) = separator else {
+            // A line with other characters is not part of a key body.
+            return run_end;
+        };
+        let full = line.len() >= 40
+            && line.iter().any(u8::is_ascii_uppercase)
+            && line.iter().any(u8::is_ascii_lowercase);
+        if first {
+            first = false;
+        } else if full {
+            full_lines += 1;
+            run_end = Some(line_end);
+        } else {
+            // A shorter line after full ones is the block's last line.
+            if full_lines > 0 && !line.is_empty() {
+                run_end = Some(line_end);
+            }
+            return run_end;
+        }
+        if separator == 0 {
+            return run_end;
+        }
+        pos = line_end + separator;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,625 @@
+//! One test per rule: exact output, exact count, context kept.
+
+use super::*;
+
+/// `n` characters cycling through `alphabet`.
+fn fill(alphabet: &str, n: usize) -> String {
+    alphabet.chars().cycle().take(n).collect()
+}
+
+const ALNUM: &str = "a1B2c3D4e5F6g7H8i9J0";
+
+/// Redacts `input` with the built-in rules and checks the text and that
+/// exactly one secret was replaced, by `rule`.
+fn check(rule: &str, input: &str, expected: &str) {
+    let out = Redactor::builtin().redact(input);
+    // The rule's scan finds the same secret as the pattern's first group.
+    let by_groups = Redactor::compile_with(Vec::new(), true).unwrap();
+    assert_eq!(by_groups.redact(input), out, "rule {rule}, input {input:?}");
+    assert_eq!(out.text, expected, "rule {rule}, input {input:?}");
+    let counts: Vec<(&str, u64)> = out.counts.iter().collect();
+    assert_eq!(counts, [(rule, 1)], "rule {rule}, input {input:?}");
+    assert_eq!(out.counts.cut_words(), 0);
+}
+
+fn r(rule: &str) -> String {
+    format!("[redacted: {rule}]")
+}
+
+#[test]
+fn every_builtin_rule_is_tested_here() {
+    let names: Vec<&str> = Redactor::builtin_rule_names().collect();
+    assert_eq!(names.len(), 30);
+    let source = include_str!("tests.rs");
+    for name in names {
+        assert!(
+            source.contains(&format!("fn rule_{}(", name.replace('-', "_"))),
+            "no test for {name}"
+        );
+    }
+}
+
+#[test]
+fn rule_private_key() {
+    let body = format!(
+        "{}\n{}\n{}==",
+        fill(ALNUM, 64),
+        fill(ALNUM, 64),
+        fill(ALNUM, 10)
+    );
+    for label in [
+        "RSA PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+        "PGP PRIVATE KEY BLOCK",
+    ] {
+        let block = format!("-----BEGIN {label}-----\n{body}\n-----END {label}-----");
+        check(
+            "private-key",
+            &format!("key:\n{block}\ndone\n"),
+            &format!(
+                "key:\n-----BEGIN {label}-----{}-----END {label}-----\ndone\n",
+                r("private-key")
+            ),
+        );
+        // JSON-escaped, as a tool that prints its config writes it.
+        let escaped = block.replace('\n', "\\n");
+        check(
+            "private-key",
+            &format!("{{\"key\": \"{escaped}\\n\"}}"),
+            &format!(
+                "{{\"key\": \"-----BEGIN {label}-----{}-----END {label}-----\\n\"}}",
+                r("private-key")
+            ),
+        );
+    }
+    // No END line: redacted to the end of the text.
+    check(
+        "private-key",
+        &format!("-----BEGIN RSA PRIVATE KEY-----\n{body}"),
+        &format!("-----BEGIN RSA PRIVATE KEY-----{}", r("private-key")),
+    );
+    // A public key is not a secret.
+    let public = format!("-----BEGIN PUBLIC KEY-----\n{body}\n-----END PUBLIC KEY-----\n");
+    assert_eq!(Redactor::builtin().redact(&public).text, public);
+}
+
+#[test]
+fn rule_bearer_token() {
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        check(
+            "bearer-token",
+            &format!("> Authorization: {scheme} abc.DEF-123_x~+/==\n< 401\n"),
+            &format!("> Authorization: {scheme} {}\n< 401\n", r("bearer-token")),
+        );
+    }
+    check(
+        "bearer-token",
+        "{\"Authorization\": \"Bearer tok\"}",
+        &format!("{{\"Authorization\": \"Bearer {}\"}}", r("bearer-token")),
+    );
+    check(
+        "bearer-token",
+        "retrying with Bearer 9f8e7d6c5b4a3210 now",
+        &format!("retrying with Bearer {} now", r("bearer-token")),
+    );
+    // Bare and short: a word, not a token.
+    let prose = "a Bearer token is required\n";
+    assert_eq!(Redactor::builtin().redact(prose).text, prose);
+}
+
+#[test]
+fn rule_authorization_header() {
+    check(
+        "authorization-header",
+        "Authorization: Basic dXNlcjpodW50ZXIy\n",
+        &format!("Authorization: Basic {}\n", r("authorization-header")),
+    );
+    check(
+        "authorization-header",
+        "authorization: token 0123456789abcdef\n",
+        &format!("authorization: token {}\n", r("authorization-header")),
+    );
+    check(
+        "authorization-header",
+        "Proxy-Authorization: Basic Zm9vOmJhcg==",
+        &format!("Proxy-Authorization: Basic {}", r("authorization-header")),
+    );
+    check(
+        "authorization-header",
+        "Authorization: s3cr3t-value",
+        &format!("Authorization: {}", r("authorization-header")),
+    );
+}
+
+#[test]
+fn rule_api_key_header() {
+    for header in [
+        "X-Api-Key",
+        "x-api-key",
+        "X-Auth-Token",
+        "Api-Key",
+        "PRIVATE-TOKEN",
+    ] {
+        check(
+            "api-key-header",
+            &format!("{header}: 1234abcd5678\n"),
+            &format!("{header}: {}\n", r("api-key-header")),
+        );
+    }
+}
+
+#[test]
+fn rule_aws_access_key_id() {
+    let id = format!("AKIA{}", fill("ABCDEFGHIJ234567", 16));
+    check(
+        "aws-access-key-id",
+        &format!("id={id} region=eu-west-1"),
+        &format!("id={} region=eu-west-1", r("aws-access-key-id")),
+    );
+    let sts = format!("ASIA{}", fill("QRSTUVWXYZ234567", 16));
+    check(
+        "aws-access-key-id",
+        &format!("\"{sts}\""),
+        &format!("\"{}\"", r("aws-access-key-id")),
+    );
+}
+
+#[test]
+fn rule_aws_secret_access_key() {
+    let secret = fill("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", 40);
+    check(
+        "aws-secret-access-key",
+        &format!("AWS_SECRET_ACCESS_KEY={secret}\n"),
+        &format!("AWS_SECRET_ACCESS_KEY={}\n", r("aws-secret-access-key")),
+    );
+    check(
+        "aws-secret-access-key",
+        &format!("  \"SecretAccessKey\": \"{secret}\","),
+        &format!("  \"SecretAccessKey\": \"{}\",", r("aws-secret-access-key")),
+    );
+    check(
+        "aws-secret-access-key",
+        "aws_session_token = FwoGZXIvYXdzEBYaDH",
+        &format!("aws_session_token = {}", r("aws-secret-access-key")),
+    );
+}
+
+#[test]
+fn rule_github_token() {
+    for prefix in ["ghp_", "gho_", "ghs_", "ghu_", "ghr_"] {
+        let token = format!("{prefix}{}", fill(ALNUM, 36));
+        check(
+            "github-token",
+            &format!("push failed for {token}."),
+            &format!("push failed for {}.", r("github-token")),
+        );
+    }
+    let pat = format!("github_pat_{}_{}", fill(ALNUM, 22), fill(ALNUM, 59));
+    check(
+        "github-token",
+        &format!("GH={pat}\n"),
+        &format!("GH={}\n", r("github-token")),
+    );
+}
+
+#[test]
+fn rule_gitlab_token() {
+    check(
+        "gitlab-token",
+        &format!("glpat-{} rejected", fill(ALNUM, 20)),
+        &format!("{} rejected", r("gitlab-token")),
+    );
+}
+
+#[test]
+fn rule_slack_webhook() {
+    check(
+        "slack-webhook",
+        "POST https://hooks.slack.com/services/T0000AAAA/B0000BBBB/XXXXXXXXXXXXXXXXXXXXXXXX 404",
+        &format!(
+            "POST https://hooks.slack.com/services/{} 404",
+            r("slack-webhook")
+        ),
+    );
+}
+
+#[test]
+fn rule_slack_token() {
+    for prefix in ["xoxb-", "xoxp-", "xoxa-", "xoxs-"] {
+        let token = format!("{prefix}1234567890-1234567890123-{}", fill(ALNUM, 24));
+        check(
+            "slack-token",
+            &format!("token {token} invalid"),
+            &format!("token {} invalid", r("slack-token")),
+        );
+    }
+}
+
+#[test]
+fn rule_stripe_key() {
+    for prefix in ["sk_live_", "rk_live_", "sk_test_"] {
+        check(
+            "stripe-key",
+            &format!("key {prefix}{} bad", fill(ALNUM, 24)),
+            &format!("key {} bad", r("stripe-key")),
+        );
+    }
+}
+
+#[test]
+fn rule_google_api_key() {
+    check(
+        "google-api-key",
+        &format!("?key=AIza{}-&q=1", fill(ALNUM, 34)),
+        &format!("?key={}&q=1", r("google-api-key")),
+    );
+}
+
+#[test]
+fn rule_anthropic_key() {
+    check(
+        "anthropic-key",
+        &format!(
+            "ANTHROPIC={}",
+            format_args!("sk-ant-api03-{}", fill(ALNUM, 40))
+        ),
+        &format!("ANTHROPIC={}", r("anthropic-key")),
+    );
+}
+
+#[test]
+fn rule_openai_key() {
+    check(
+        "openai-key",
+        &format!("using sk-{}\n", fill(ALNUM, 48)),
+        &format!("using {}\n", r("openai-key")),
+    );
+    check(
+        "openai-key",
+        &format!("using sk-proj-{}\n", fill(ALNUM, 80)),
+        &format!("using {}\n", r("openai-key")),
+    );
+}
+
+#[test]
+fn rule_npm_token() {
+    check(
+        "npm-token",
+        &format!("//registry.npmjs.org/:_authToken npm_{}", fill(ALNUM, 36)),
+        &format!("//registry.npmjs.org/:_authToken {}", r("npm-token")),
+    );
+}
+
+#[test]
+fn rule_pypi_token() {
+    check(
+        "pypi-token",
+        &format!("upload with pypi-AgEIcHlwaS5vcmc{}", fill(ALNUM, 60)),
+        &format!("upload with {}", r("pypi-token")),
+    );
+}
+
+#[test]
+fn rule_jwt() {
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dGhpc2lzYXNpZ25hdHVyZQ";
+    check(
+        "jwt",
+        &format!("session={{{jwt}}}"),
+        &format!("session={{{}}}", r("jwt")),
+    );
+}
+
+#[test]
+fn rule_sendgrid_key() {
+    check(
+        "sendgrid-key",
+        &format!("SG.{}.{} sent", fill(ALNUM, 22), fill(ALNUM, 43)),
+        &format!("{} sent", r("sendgrid-key")),
+    );
+}
+
+#[test]
+fn rule_digitalocean_token() {
+    check(
+        "digitalocean-token",
+        &format!("doctl: dop_v1_{}", fill("0123456789abcdef", 64)),
+        &format!("doctl: {}", r("digitalocean-token")),
+    );
+}
+
+#[test]
+fn rule_vault_token() {
+    check(
+        "vault-token",
+        &format!("vault token hvs.{}", fill(ALNUM, 24)),
+        &format!("vault token {}", r("vault-token")),
+    );
+}
+
+#[test]
+fn rule_shopify_token() {
+    check(
+        "shopify-token",
+        &format!("shpat_{} ok", fill("0123456789abcdef", 32)),
+        &format!("{} ok", r("shopify-token")),
+    );
+}
+
+#[test]
+fn rule_huggingface_token() {
+    check(
+        "huggingface-token",
+        &format!("hf_{}\n", fill(ALNUM, 34)),
+        &format!("{}\n", r("huggingface-token")),
+    );
+}
+
+#[test]
+fn rule_twilio_key() {
+    check(
+        "twilio-key",
+        &format!("key SK{} used", fill("0123456789abcdef", 32)),
+        &format!("key {} used", r("twilio-key")),
+    );
+}
+
+#[test]
+fn rule_telegram_bot_token() {
+    check(
+        "telegram-bot-token",
+        &format!(
+            "https://api.telegram.org/bot123456789:AA{}/getMe",
+            fill(ALNUM, 33)
+        ),
+        &format!(
+            "https://api.telegram.org/bot{}/getMe",
+            r("telegram-bot-token")
+        ),
+    );
+}
+
+#[test]
+fn rule_azure_storage_key() {
+    let key = format!("{}==", fill(ALNUM, 86));
+    check(
+        "azure-storage-key",
+        &format!(
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={key};EndpointSuffix=core.windows.net"
+        ),
+        &format!(
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net",
+            r("azure-storage-key")
+        ),
+    );
+}
+
+#[test]
+fn rule_url_userinfo() {
+    check(
+        "url-userinfo",
+        "fatal: unable to access 'https://deploy:hunter2@git.example.com/repo.git/'",
+        &format!(
+            "fatal: unable to access 'https://deploy:{}@git.example.com/repo.git/'",
+            r("url-userinfo")
+        ),
+    );
+    check(
+        "url-userinfo",
+        "postgres://app:p@ss:w0rd@db:5432/main",
+        &format!("postgres://app:{}@db:5432/main", r("url-userinfo")),
+    );
+    check(
+        "url-userinfo",
+        "redis://:s3cret@cache:6379",
+        &format!("redis://:{}@cache:6379", r("url-userinfo")),
+    );
+    for plain in [
+        "https://example.com:8443/path?q=1",
+        "ssh://git@github.com/org/repo.git",
+        "http://[::1]:8080/health",
+    ] {
+        assert_eq!(Redactor::builtin().redact(plain).text, plain);
+    }
+}
+
+#[test]
+fn rule_password_assignment() {
+    check(
+        "password-assignment",
+        "connecting with password=hunter2 to db\n",
+        &format!(
+            "connecting with password={} to db\n",
+            r("password-assignment")
+        ),
+    );
+    check(
+        "password-assignment",
+        "{\"user\": \"bob\", \"password\": \"correct horse battery\"}",
+        &format!(
+            "{{\"user\": \"bob\", \"password\": \"{}\"}}",
+            r("password-assignment")
+        ),
+    );
+    check(
+        "password-assignment",
+        "DB_PASSWORD='x y'",
+        &format!("DB_PASSWORD='{}'", r("password-assignment")),
+    );
+    check(
+        "password-assignment",
+        "passwd: abc123",
+        &format!("passwd: {}", r("password-assignment")),
+    );
+    // An empty value hides nothing and counts nothing.
+    let empty = "{\"password\": \"\"}";
+    assert_eq!(Redactor::builtin().redact(empty).counts.total(), 0);
+}
+
+#[test]
+fn rule_api_key_assignment() {
+    for key in [
+        "api_key",
+        "apikey",
+        "API-KEY",
+        "access_key",
+        "stripe_api_key",
+    ] {
+        check(
+            "api-key-assignment",
+            &format!("{key}=abc123&next=1"),
+            &format!("{key}={}&next=1", r("api-key-assignment")),
+        );
+    }
+    check(
+        "api-key-assignment",
+        "\"api_key\": \"k-123\"",
+        &format!("\"api_key\": \"{}\"", r("api-key-assignment")),
+    );
+}
+
+#[test]
+fn rule_secret_assignment() {
+    check(
+        "secret-assignment",
+        "client_secret=abc123 scope=read",
+        &format!("client_secret={} scope=read", r("secret-assignment")),
+    );
+    check(
+        "secret-assignment",
+        "\"secret\": \"shh\"",
+        &format!("\"secret\": \"{}\"", r("secret-assignment")),
+    );
+}
+
+#[test]
+fn rule_token_assignment() {
+    check(
+        "token-assignment",
+        "GET /cb?access_token=abc123&state=x",
+        &format!("GET /cb?access_token={}&state=x", r("token-assignment")),
+    );
+    check(
+        "token-assignment",
+        "{\"refresh_token\": \"r-1\"}",
+        &format!("{{\"refresh_token\": \"{}\"}}", r("token-assignment")),
+    );
+}
+
+#[test]
+fn several_secrets_are_counted_per_rule() {
+    let input = format!(
+        "password=a1 password=b2\nAuthorization: Bearer t0k3n\nghp_{}\n",
+        fill(ALNUM, 36)
+    );
+    let out = Redactor::builtin().redact(&input);
+    let counts: Vec<(&str, u64)> = out.counts.iter().collect();
+    assert_eq!(
+        counts,
+        [
+            ("bearer-token", 1),
+            ("github-token", 1),
+            ("password-assignment", 2)
+        ]
+    );
+    assert_eq!(out.counts.total(), 4);
+}
+
+#[test]
+fn extra_patterns_add_rules_after_the_builtin_ones() {
+    let redactor = Redactor::with_extra_patterns(["corp-[0-9]{4}", "pin: ([0-9]+)"]).unwrap();
+    let out = redactor.redact("id corp-1234, pin: 9876, password=x\n");
+    assert_eq!(
+        out.text,
+        format!(
+            "id {}, pin: {}, password={}\n",
+            r("extra-0"),
+            r("extra-1"),
+            r("password-assignment")
+        )
+    );
+    assert_eq!(out.counts.total(), 3);
+    assert_eq!(
+        redactor.extra_patterns(),
+        ["corp-[0-9]{4}", "pin: ([0-9]+)"]
+    );
+    assert_eq!(redactor.rule_names().count(), 32);
+    assert_ne!(redactor, Redactor::builtin());
+}
+
+#[test]
+fn bad_extra_patterns_are_refused_with_their_index() {
+    let err = Redactor::with_extra_patterns(["ok", "(unclosed"]).unwrap_err();
+    assert_eq!((err.index, err.pattern.as_str()), (1, "(unclosed"));
+    assert!(
+        err.to_string()
+            .starts_with("pattern 1 \"(unclosed\" is not valid: ")
+    );
+    let err = Redactor::with_extra_patterns(["x*"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pattern 0 \"x*\" is not valid: it matches the empty string"
+    );
+}
+
+#[test]
+fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
+    let redactor = Redactor::builtin();
+    let render = |hay: &[u8], edges: Edges| {
+        let spans = redactor.spans(hay, edges);
+        let mut out = String::new();
+        redactor.write(hay, &spans, &mut out);
+        (out, redactor.count(&spans))
+    };
+    let start = Edges {
+        start: true,
+        end: false,
+    };
+    let end = Edges {
+        start: false,
+        end: true,
+    };
+    let (out, counts) = render(b"123abc more words\nend", start);
+    assert_eq!(out, "[cut] more words\nend");
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    let (out, counts) = render(b"start of it ghp_0123", end);
+    assert_eq!(out, "start of it [cut]");
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    // A cut keyword takes the credential after it along.
+    let (out, _) = render(b"arer abc123 rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"zation: Bearer abc123 rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"rd: hunter2 rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"_key\": \"k-1\" rest", start);
+    assert_eq!(out, "[cut] rest");
+    let (out, _) = render(b"d\": \"hunter2\" rest", start);
+    assert_eq!(out, "[cut] rest");
+    // A cut on the blank before a word: the word may be a value.
+    let (out, _) = render(b" hunter2 rest", start);
+    assert_eq!(out, "[cut] rest");
+    // A text that starts with a new line has no cut word.
+    let (out, counts) = render(b"\nwhole line", start);
+    assert_eq!((out.as_str(), counts.cut_words()), ("\nwhole line", 0));
+
+    // A body whose BEGIN was cut away: redacted up to its END line.
+    let body = format!("{}\n{}\n", fill(ALNUM, 30), fill(ALNUM, 64));
+    let text = format!("{body}-----END RSA PRIVATE KEY-----\nnext\n");
+    let (out, counts) = render(text.as_bytes(), start);
+    assert_eq!(
+        out,
+        format!("{}-----END RSA PRIVATE KEY-----\nnext\n", r("private-key"))
+    );
+    assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
+    // ... or over its base64 lines when the END line is not there either.
+    let text = format!("{body}{}\n", fill(ALNUM, 12));
+    let (out, _) = render(text.as_bytes(), start);
+    assert_eq!(out, format!("{}\n", r("private-key")));
+    // Ordinary lines after a cut are not a key body.
+    let (out, counts) = render(b"gnostic\nhelper-diagnostic\n", start);
+    assert_eq!(out, "[cut]\nhelper-diagnostic\n");
+    assert_eq!(counts.total(), 0);
+}
