@@ -473,8 +473,11 @@ impl ChainedFileAudit {
             }),
         };
         if let Some(anchor_path) = &audit.anchor_file {
-            let anchor = audit.lock().writer.anchor();
-            write_anchor_file(anchor_path, &anchor).map_err(io_fail)?;
+            let current = audit.lock().writer.anchor();
+            // Rewritten (and synced) only if opening changed it.
+            if anchor.as_ref() != Some(&current) {
+                write_anchor_file(anchor_path, &current).map_err(io_fail)?;
+            }
         }
         Ok(audit)
     }

@@ -93,6 +93,9 @@ impl Options {
 struct Outcome {
     target: &'static str,
     executions: Option<u64>,
+    /// libFuzzer's average executions per second.
+    rate: Option<u64>,
+    /// Wall time of `cargo fuzz run`, its (re)build check included.
     seconds: f64,
     crashes: Vec<PathBuf>,
     new_inputs: usize,
@@ -229,13 +232,11 @@ fn fuzz(root: &Path, options: &Options) -> Result<bool, String> {
     println!();
     println!(
         "{:<20} {:>12} {:>10} {:>8} {:>11} {:>8}",
-        "target", "executions", "exec/s", "seconds", "new inputs", "crashes"
+        "target", "executions", "exec/s", "wall s", "new inputs", "crashes"
     );
     for o in &outcomes {
         let executions = o.executions.map_or("?".to_owned(), |n| n.to_string());
-        let rate = o
-            .executions
-            .map_or("?".to_owned(), |n| format!("{:.0}", n as f64 / o.seconds));
+        let rate = o.rate.map_or("?".to_owned(), |n| n.to_string());
         println!(
             "{:<20} {:>12} {:>10} {:>8.1} {:>11} {:>8}",
             o.target,
@@ -321,7 +322,8 @@ fn run_target(
         .collect();
     Ok(Outcome {
         target,
-        executions: executed_units(&text),
+        executions: final_stat(&text, "number_of_executed_units").or_else(|| done_runs(&text)),
+        rate: final_stat(&text, "average_exec_per_sec"),
         seconds: elapsed,
         crashes,
         new_inputs: count_files(&corpus).saturating_sub(before),
@@ -329,19 +331,27 @@ fn run_target(
     })
 }
 
-/// libFuzzer's `stat::number_of_executed_units: N` (from
-/// `-print_final_stats=1`), else its `Done N runs` line.
-fn executed_units(log: &str) -> Option<u64> {
-    let stat = log.lines().find_map(|line| {
-        line.strip_prefix("stat::number_of_executed_units:")
-            .and_then(|n| n.trim().parse().ok())
-    });
-    stat.or_else(|| {
-        log.lines().find_map(|line| {
-            line.strip_prefix("Done ")
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-        })
+/// A figure of libFuzzer's final statistics (`-print_final_stats=1`):
+/// the line `stat::NAME: N`.
+fn final_stat(log: &str, name: &str) -> Option<u64> {
+    log.lines().find_map(|line| {
+        line.strip_prefix("stat::")?
+            .strip_prefix(name)?
+            .strip_prefix(':')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The `N` of libFuzzer's closing `Done N runs in S second(s)`.
+fn done_runs(log: &str) -> Option<u64> {
+    log.lines().find_map(|line| {
+        line.strip_prefix("Done ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
     })
 }
 

@@ -1,7 +1,8 @@
 //! The audit frame decoder and `Verifier`, on any bytes in any chunking:
-//! the verdict and the records do not depend on the chunking, and a log
-//! that `LogWriter::resume` accepts can be continued into a log that
-//! verifies.
+//! the verdict and the records do not depend on the chunking; a log that
+//! `LogWriter::resume` accepts resumes the same from its own anchor
+//! (`LogWriter::resume_from_anchor`, reading only the anchored record and
+//! after), and can be continued into a log that verifies.
 //!
 //! Input: a flags byte (bit 0: verify with the seed corpus's key; bit 1:
 //! also check against the anchor the resumed writer gives), a chunking
@@ -56,6 +57,17 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(torn.offset + torn.dropped_bytes, log.len() as u64);
     } else {
         assert_eq!(resume.valid_len, log.len() as u64);
+    }
+    // Resuming from the writer's own anchor reads only its last record and
+    // what follows, and finds the same.
+    let own = writer.anchor();
+    if let Some(offset) = own.offset {
+        let suffix = &log[offset as usize..];
+        let (fast, fast_resume) = LogWriter::resume_from_anchor(&own, suffix, key)
+            .expect("a log that resumes resumes from its own anchor");
+        assert_eq!(fast_resume, resume);
+        assert_eq!(fast.anchor(), own);
+        assert_eq!(fast.len(), writer.len());
     }
     if flags & 2 != 0 {
         let anchor = writer.anchor();
