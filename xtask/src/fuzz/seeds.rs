@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use spillguard_std::core::audit::{ExpectedCall, Key};
+use spillguard_std::core::audit::{Anchor, ExpectedCall, Key};
 use spillguard_std::core::{CallKind, CallRecord, CallSpec, Config};
 use spillguard_std::{ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions};
 
@@ -46,6 +46,10 @@ pub fn write_all(corpus: &Path) -> Result<usize, String> {
     let torn = &plain[..plain.len() - 40];
     seeds.push(("audit_verifier", "torn", verifier(0, &[9], torn)));
 
+    // The format-1 text form (no offset) that earlier versions wrote.
+    let parsed: Anchor = plain_anchor.parse().map_err(|e| format!("{e}"))?;
+    let format1 = Anchor::new(parsed.log_id, parsed.records, parsed.head);
+    seeds.push(("audit_anchor", "format-1", format1.to_string().into_bytes()));
     seeds.push(("audit_anchor", "plain", plain_anchor.into_bytes()));
     seeds.push(("audit_anchor", "maced", sealed_anchor.into_bytes()));
 
