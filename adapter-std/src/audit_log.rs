@@ -81,8 +81,9 @@ pub struct ChainedFileOptions {
     /// When the file is synced. Default: [`FsyncPolicy::OnAttemptAndFinal`].
     pub fsync: FsyncPolicy,
     /// A file that holds the log's current [`Anchor`] as text, rewritten
-    /// (to a temporary file, synced, then renamed over it) at open and
-    /// after each final record. Keep it where the log's writer alone
+    /// (to a temporary file, synced, then renamed over it) at open, unless
+    /// opening left it as it was, and after each final record. Keep it
+    /// where the log's writer alone
     /// cannot rewrite both. When it exists at open, the log is checked
     /// against it: a log cut short, or whose anchored record was changed,
     /// or with any change after that record, is refused. What comes
