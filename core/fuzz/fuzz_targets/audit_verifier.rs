@@ -5,24 +5,32 @@
 //! after), and can be continued into a log that verifies.
 //!
 //! Input: a flags byte (bit 0: verify with the seed corpus's key; bit 1:
-//! also check against the anchor the resumed writer gives), a chunking
-//! plan (see `common`), then the log's bytes.
+//! also check against the anchor the resumed writer gives; bit 2: the
+//! data describes a log instead of being one, see `rearranged_log`), a
+//! chunking plan (see `common`), then the data.
 #![no_main]
 
 mod common;
 
 use libfuzzer_sys::fuzz_target;
 use spillguard_core::audit::{
-    LogEntry, LogWriter, Verdict, Verifier, VerifyOptions, verify, verify_and_read,
+    Key, LogEntry, LogId, LogWriter, Verdict, Verifier, VerifyOptions, verify, verify_and_read,
 };
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
-    let (plan, log) = common::split_plan(rest);
+    let (plan, data) = common::split_plan(rest);
     let key = common::seed_key();
     let key = (flags & 1 == 1).then_some(&key);
+    let built;
+    let log = if flags & 4 != 0 {
+        built = rearranged_log(data, key);
+        &built[..]
+    } else {
+        data
+    };
     let options = VerifyOptions { anchor: None, key };
 
     // Whole, in chunks, and with the records kept: one verdict.
@@ -114,3 +122,47 @@ fuzz_target!(|data: &[u8]| {
         }
     );
 });
+
+/// A log whose frames are all well-formed, rearranged as `data` says, so
+/// that the verifier meets intact frames out of place (deleted, repeated,
+/// moved, cut) and not only broken hashes. The first byte gives the
+/// number of records (1 to 16, sealed with `key` if given); then each pair
+/// of bytes is one edit: remove a frame, repeat one elsewhere, swap two,
+/// or cut the last frame short.
+fn rearranged_log(data: &[u8], key: Option<&Key>) -> Vec<u8> {
+    let Some((&count, edits)) = data.split_first() else {
+        return Vec::new();
+    };
+    let mut writer = LogWriter::create(LogId([0x42; 16]), key);
+    let mut frames: Vec<Vec<u8>> = (0..=count % 16)
+        .filter_map(|i| {
+            let entry = LogEntry::Opened {
+                writer: format!("w{i}"),
+            };
+            writer.append(&entry, key.map(|_| [i + 1; 24])).ok()
+        })
+        .collect();
+    for edit in edits.chunks_exact(2) {
+        let (op, arg) = (edit[0], usize::from(edit[1]));
+        let len = frames.len();
+        if len == 0 {
+            break;
+        }
+        match op % 4 {
+            0 => {
+                frames.remove(arg % len);
+            }
+            1 => {
+                let copy = frames[arg % len].clone();
+                frames.insert((arg / 16) % (len + 1), copy);
+            }
+            2 => frames.swap(arg % len, (arg / 16) % len),
+            _ => {
+                if let Some(last) = frames.last_mut() {
+                    last.truncate(arg % last.len().max(1));
+                }
+            }
+        }
+    }
+    frames.concat()
+}

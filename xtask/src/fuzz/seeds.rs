@@ -43,6 +43,18 @@ pub fn write_all(corpus: &Path) -> Result<usize, String> {
         verifier(0b10, &[4, 200, 17], &plain),
     ));
     seeds.push(("audit_verifier", "sealed", verifier(0b11, &[], &sealed)));
+    // Bit 2: the data describes a log of well-formed frames, rearranged:
+    // a record count, then (edit, argument) pairs.
+    seeds.push((
+        "audit_verifier",
+        "rearranged",
+        verifier(0b110, &[], &[7, 1, 0x23, 2, 0x51, 0, 9]),
+    ));
+    seeds.push((
+        "audit_verifier",
+        "rearranged-sealed",
+        verifier(0b111, &[3], &[5, 3, 40]),
+    ));
     let torn = &plain[..plain.len() - 40];
     seeds.push(("audit_verifier", "torn", verifier(0, &[9], torn)));
 
