@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// The fuzz targets, in the order they run, with what each covers.
 pub const TARGETS: [(&str, &str); 5] = [
@@ -316,9 +316,12 @@ fn run_target(
         .map_err(|e| format!("cannot run cargo +nightly fuzz run: {e}"))?;
     let elapsed = started.elapsed().as_secs_f64();
     let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    // New files, or files libFuzzer wrote again (a crash input found
+    // before has the same name: its hash).
     let crashes = files(&artifacts)
         .into_iter()
-        .filter(|path| !old_artifacts.contains(path))
+        .filter(|file| !old_artifacts.contains(file))
+        .map(|(path, _)| path)
         .collect();
     Ok(Outcome {
         target,
@@ -356,13 +359,15 @@ fn done_runs(log: &str) -> Option<u64> {
 }
 
 /// The files in `dir` (crash, leak, timeout and out-of-memory inputs, in
-/// an artifacts directory).
-fn files(dir: &Path) -> Vec<PathBuf> {
+/// an artifacts directory), with their modification times.
+fn files(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
     std::fs::read_dir(dir)
         .map(|dir| {
             dir.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
+                .filter_map(|e| {
+                    let meta = e.metadata().ok()?;
+                    meta.is_file().then(|| (e.path(), meta.modified().ok()))
+                })
                 .collect()
         })
         .unwrap_or_default()
