@@ -489,3 +489,200 @@ fn a_second_writer_is_kept_out() {
     drop(again);
     let _ = std::fs::remove_file(&path);
 }
+
+// Reopening from the anchor file: only the anchored record and what
+// follows it are read (issue: O(1) reopen). `OpenedLog::verified_from`
+// says where reading started; full verification still sees everything.
+
+/// A log of 20 calls kept with an anchor file (121 records: the `Opened`
+/// entry and 6 per call; the anchor file vouches for all of them), then
+/// one transition after the anchor. Returns the log, the anchor file, the
+/// anchor and the offset of each record.
+fn anchored_log(name: &str, key: Option<&Key>) -> (PathBuf, PathBuf, Anchor, Vec<u64>) {
+    let path = fresh(&format!("{name}.log"));
+    let anchor_path = fresh(&format!("{name}.anchor"));
+    let options = ChainedFileOptions {
+        key: key.cloned(),
+        anchor_file: Some(anchor_path.clone()),
+        ..ChainedFileOptions::default()
+    };
+    let log = ChainedFileAudit::open(&path, options).unwrap();
+    for event in events(20) {
+        log.write(&event).unwrap();
+    }
+    let anchor = log.anchor();
+    log.write(&events(21)[120]).unwrap();
+    drop(log);
+    assert_eq!(
+        std::fs::read_to_string(&anchor_path).unwrap(),
+        format!("{anchor}\n")
+    );
+    let (_, records) = read(&path, key);
+    assert_eq!(records.len(), 122);
+    let offsets = records.iter().map(|r| r.offset).collect();
+    (path, anchor_path, anchor, offsets)
+}
+
+fn with_anchor_file(anchor_path: &Path, key: Option<&Key>) -> ChainedFileOptions {
+    ChainedFileOptions {
+        key: key.cloned(),
+        anchor_file: Some(anchor_path.to_path_buf()),
+        ..ChainedFileOptions::default()
+    }
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x10;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn reopening_with_an_anchor_file_reads_only_from_the_anchored_record() {
+    let key = Key::from_bytes([0x3c; 32]);
+    for key in [None, Some(&key)] {
+        let (path, anchor_path, anchor, offsets) = anchored_log("reopen-anchored", key);
+        assert_eq!(anchor.records, 121);
+        assert_eq!(anchor.offset, Some(offsets[120]));
+        let log = ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, key)).unwrap();
+        let opened = log.opened();
+        assert_eq!(opened.verified_from, offsets[120]);
+        assert_eq!(opened.records_found, 122);
+        assert_eq!((opened.created, opened.recovered), (false, None));
+        // Its own `Opened` entry follows; the whole file verifies.
+        let now = log.anchor();
+        assert_eq!(now.records, 123);
+        drop(log);
+        assert_eq!(check(&path, &now, key), ok(&now));
+        // Without the anchor file the whole file is read.
+        let log = ChainedFileAudit::open(
+            &path,
+            ChainedFileOptions {
+                key: key.cloned(),
+                ..ChainedFileOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(log.opened().verified_from, 0);
+        assert_eq!(log.opened().records_found, 123);
+        drop(log);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&anchor_path);
+    }
+}
+
+#[test]
+fn a_change_before_the_anchored_record_is_left_to_full_verification() {
+    let (path, anchor_path, anchor, offsets) = anchored_log("reopen-before", None);
+    flip(&path, offsets[5] + 40);
+    let log = ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, None)).unwrap();
+    assert_eq!(log.opened().verified_from, offsets[120]);
+    assert_eq!(log.opened().records_found, 122);
+    drop(log);
+    // `audit verify` (full verification) finds it, with either anchor.
+    let tampered = Verdict::Tampered {
+        record_index: 5,
+        offset: offsets[5],
+        kind: TamperKind::Modified,
+    };
+    assert_eq!(check(&path, &anchor, None), tampered);
+    let latest: Anchor = std::fs::read_to_string(&anchor_path)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(latest.records, 123);
+    assert_eq!(check(&path, &latest, None), tampered);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&anchor_path);
+}
+
+#[test]
+fn a_change_in_or_after_the_anchored_record_is_refused_at_open() {
+    for (record, name) in [(120, "reopen-in"), (121, "reopen-after")] {
+        let (path, anchor_path, _, offsets) = anchored_log(name, None);
+        flip(&path, offsets[record] + 40);
+        let before = std::fs::read(&path).unwrap();
+        let error =
+            ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, None)).unwrap_err();
+        let OpenFailure::Rejected(verdict) = &error.failure else {
+            panic!("{error}");
+        };
+        assert_eq!(
+            verdict,
+            &Verdict::Tampered {
+                record_index: record as u64,
+                offset: offsets[record],
+                kind: TamperKind::Modified,
+            },
+            "record {record}"
+        );
+        // Left as it was.
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&anchor_path);
+    }
+}
+
+#[test]
+fn a_torn_tail_after_the_anchored_record_is_recovered_at_open() {
+    let key = Key::from_bytes([0x3d; 32]);
+    let (path, anchor_path, _, offsets) = anchored_log("reopen-torn", Some(&key));
+    let len = std::fs::metadata(&path).unwrap().len();
+    // A crash cut the last frame (the transition after the anchor) to 30 bytes.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..offsets[121] as usize + 30]).unwrap();
+    let log = ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, Some(&key))).unwrap();
+    let opened = log.opened();
+    assert_eq!(opened.verified_from, offsets[120]);
+    assert_eq!(opened.records_found, 121);
+    let torn = opened.recovered.unwrap();
+    assert_eq!((torn.offset, torn.dropped_bytes), (offsets[121], 30));
+    assert!(offsets[121] + 30 < len);
+    let now = log.anchor();
+    drop(log);
+    // The `Recovered` entry, then the `Opened` one.
+    assert_eq!(now.records, 123);
+    assert_eq!(check(&path, &now, Some(&key)), ok(&now));
+    let (_, records) = read(&path, Some(&key));
+    assert_eq!(
+        records[121].entry,
+        Some(LogEntry::Recovered {
+            dropped_bytes: 30,
+            at_offset: offsets[121],
+        })
+    );
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&anchor_path);
+}
+
+#[test]
+fn an_anchor_file_in_the_old_form_makes_open_verify_the_whole_file() {
+    let (path, anchor_path, anchor, offsets) = anchored_log("reopen-sga1", None);
+    let old = Anchor::new(anchor.log_id, anchor.records, anchor.head);
+    assert!(old.to_string().starts_with("sga1."));
+    std::fs::write(&anchor_path, format!("{old}\n")).unwrap();
+    let log = ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, None)).unwrap();
+    assert_eq!(log.opened().verified_from, 0);
+    assert_eq!(log.opened().records_found, 122);
+    drop(log);
+    // It is replaced by the new form.
+    let text = std::fs::read_to_string(&anchor_path).unwrap();
+    assert!(text.starts_with("sga2."), "{text}");
+
+    // An anchor whose offset is wrong but whose log is sound: the whole
+    // file is verified, and accepted.
+    let log = ChainedFileAudit::open(&path, plain()).unwrap();
+    let current = log.anchor();
+    drop(log);
+    let wrong = Anchor {
+        offset: Some(offsets[3]),
+        ..current
+    };
+    std::fs::write(&anchor_path, format!("{wrong}\n")).unwrap();
+    let log = ChainedFileAudit::open(&path, with_anchor_file(&anchor_path, None)).unwrap();
+    assert_eq!(log.opened().verified_from, 0);
+    assert_eq!(log.opened().records_found, 124);
+    drop(log);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&anchor_path);
+}

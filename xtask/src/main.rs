@@ -1,6 +1,7 @@
 //! Workspace tasks, run as `cargo xtask <task>`.
 
 mod bench;
+mod fuzz;
 
 use std::ffi::OsString;
 use std::process::{Command, ExitCode};
@@ -29,6 +30,13 @@ tasks:
                       Exit status 1 when a case failed (wrong counts in a
                       record, a process left behind), 0 otherwise, goals met
                       or not.
+  fuzz [ARGS...]      run every fuzz target of core/fuzz (cargo-fuzz,
+                      nightly toolchain; cargo-fuzz is installed with
+                      `cargo install cargo-fuzz --locked` when missing) for
+                      --seconds N each (default 60), seeded from
+                      core/fuzz/corpus/; prints executions and crashes per
+                      target. ARGS: --seconds N, --target NAME,
+                      --write-seeds, --help. Exit status 1 on any crash.
   help                this text
 ";
 
@@ -42,6 +50,7 @@ fn main() -> ExitCode {
         }
         Some("runtimes") => runtimes(args.collect()),
         Some("bench") => bench::run(args.collect()),
+        Some("fuzz") => fuzz::run(args.collect()),
         Some(other) => {
             eprintln!("xtask: unknown task `{other}` (try `cargo xtask help`)");
             ExitCode::from(2)

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use spillguard_std::KeySource;
-use spillguard_std::core::CallRecord;
 use spillguard_std::core::audit::{
     ActivityRow, Anchor, Difference, ExpectedCall, Record, SessionRow, Transition, Verdict,
     VerifyOptions, activity, compare, sessions, verify_and_read,
@@ -168,12 +167,7 @@ fn read_expectations(path: &std::path::Path) -> Result<Vec<ExpectedCall>, Failur
     values
         .into_iter()
         .map(|(number, value)| {
-            let parsed = if value.get("transitions").is_some() {
-                serde_json::from_value::<ExpectedCall>(value)
-            } else {
-                serde_json::from_value::<CallRecord>(value).map(|r| ExpectedCall::from_record(&r))
-            };
-            parsed.map_err(|e| {
+            ExpectedCall::from_json_value(value).map_err(|e| {
                 usage(format!(
                     "--expect file {shown}, entry {number}: neither a call record nor an \
                      expected call: {e}"

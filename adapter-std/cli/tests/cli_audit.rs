@@ -630,8 +630,14 @@ fn bad_audit_input_is_one_line_and_status_2() {
             ),
         ),
         (
+            vec!["audit", "verify", s(&log), "--anchor", "sga3.x"],
+            "spillguard: `--anchor`: an anchor starts with `sga2.` or `sga1.`".into(),
+        ),
+        (
             vec!["audit", "verify", s(&log), "--anchor", "sga2.x"],
-            "spillguard: `--anchor`: an anchor starts with `sga1.`".into(),
+            "spillguard: `--anchor`: an anchor has 5 or 7 dot-separated fields (`sga2`), \
+             or 4 or 6 (`sga1`), not 2"
+                .into(),
         ),
         (
             vec!["audit", "verify", s(&log), "--anchor-file", s(&missing)],

@@ -81,10 +81,14 @@ pub struct ChainedFileOptions {
     /// When the file is synced. Default: [`FsyncPolicy::OnAttemptAndFinal`].
     pub fsync: FsyncPolicy,
     /// A file that holds the log's current [`Anchor`] as text, rewritten
-    /// (to a temporary file, synced, then renamed over it) at open and
-    /// after each final record. Keep it where the log's writer alone
-    /// cannot rewrite both. When it exists at open, the log is first
-    /// verified against it: a log cut short or rewritten since is refused.
+    /// (to a temporary file, synced, then renamed over it) at open, unless
+    /// opening left it as it was, and after each final record. Keep it
+    /// where the log's writer alone
+    /// cannot rewrite both. When it exists at open, the log is checked
+    /// against it: a log cut short, or whose anchored record was changed,
+    /// or with any change after that record, is refused. What comes
+    /// before the anchored record is not read then (the anchor vouches
+    /// for it); `spillguard audit verify` checks every byte.
     pub anchor_file: Option<PathBuf>,
     /// The name written in a [`LogEntry::Opened`] entry each time the log
     /// is opened (who wrote what follows). Default: `spillguard-std` and
@@ -116,6 +120,11 @@ pub struct OpenedLog {
     pub recovered: Option<TornTail>,
     /// The log's id.
     pub log_id: LogId,
+    /// Where reading and verifying the file started: 0 when all of it was
+    /// verified, else the offset of the record the
+    /// [anchor file](ChainedFileOptions::anchor_file) vouches for last
+    /// (only that record and what follows it were read).
+    pub verified_from: u64,
 }
 
 /// Why [`ChainedFileAudit::open`] refused a log.
@@ -276,8 +285,10 @@ impl KeySource {
 ///   [`LogId`] from the operating system) or continues an existing one. A
 ///   final frame torn by a crash is truncated away (`set_len` to the last
 ///   whole frame) and recorded as a [`LogEntry::Recovered`] entry; every
-///   whole record is kept. A log that fails verification is refused. An
-///   exclusive advisory lock (`flock`) keeps a second writer out.
+///   whole record is kept. A log that fails verification is refused. With
+///   an anchor file, only what follows the anchored record is verified
+///   (in time that does not grow with the log). An exclusive advisory
+///   lock (`flock`) keeps a second writer out.
 /// * **Writing**: each event is one frame, appended with one `write_all`
 ///   under a mutex, so concurrent calls never interleave. A sealed log
 ///   draws a fresh 24-byte nonce from the operating system for each
@@ -351,8 +362,12 @@ struct WriterState {
 impl ChainedFileAudit {
     /// Opens the log at `path`, creating it if it is missing or empty, and
     /// recovering it if a crash tore its final frame. See the
-    /// [type docs](Self) for what is checked; the whole file is read and
-    /// verified once.
+    /// [type docs](Self) for what is checked. With an
+    /// [anchor file](ChainedFileOptions::anchor_file) that holds an anchor
+    /// with an offset (and, for a sealed log, the key's MAC), only the
+    /// record it vouches for last and what follows it are read, so opening
+    /// takes the same time however long the log is; otherwise the whole
+    /// file is read and verified ([`OpenedLog::verified_from`] says which).
     pub fn open(
         path: impl AsRef<Path>,
         options: ChainedFileOptions,
@@ -374,38 +389,30 @@ impl ChainedFileAudit {
             Err(rustix::io::Errno::WOULDBLOCK) => return Err(fail(OpenFailure::InUse)),
             Err(error) => return Err(io_fail(error.into())),
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io_fail)?;
-
-        if let Some(anchor_path) = &options.anchor_file {
-            check_against_anchor_file(&bytes, anchor_path, options.key.as_ref()).map_err(fail)?;
-        }
-
         let key = options.key;
-        let (mut writer, valid_len, records_found, torn, created) =
-            match LogWriter::resume(&bytes, key.as_ref()) {
-                Ok((writer, resume)) => {
-                    let torn = resume.torn;
-                    (writer, resume.valid_len, resume.records, torn, false)
-                }
-                Err(ResumeError::NoRecord { torn }) => {
-                    let writer = LogWriter::create(random_log_id().map_err(io_fail)?, key.as_ref());
-                    (writer, 0, 0, torn, true)
-                }
-                Err(ResumeError::KeyRequired) => return Err(fail(OpenFailure::KeyRequired)),
-                Err(ResumeError::NotSealed) => return Err(fail(OpenFailure::NotSealed)),
-                Err(ResumeError::Rejected(Verdict::WrongKey { log_key, given_key })) => {
-                    return Err(fail(OpenFailure::WrongKey { log_key, given_key }));
-                }
-                Err(ResumeError::Rejected(verdict)) => {
-                    return Err(fail(OpenFailure::Rejected(verdict)));
-                }
-                Err(other) => {
-                    return Err(io_fail(io::Error::new(io::ErrorKind::InvalidData, other)));
-                }
-            };
-        let file_len = bytes.len() as u64;
-        drop(bytes);
+        let anchor = match &options.anchor_file {
+            Some(anchor_path) => read_anchor_file(anchor_path).map_err(fail)?,
+            None => None,
+        };
+        let found = match &anchor {
+            Some(anchor) => {
+                resume_after_anchor(&mut file, anchor, key.as_ref()).map_err(io_fail)?
+            }
+            None => None,
+        };
+        let found = match found {
+            Some(found) => found,
+            None => resume_whole(&mut file, anchor.as_ref(), key.as_ref()).map_err(fail)?,
+        };
+        let Found {
+            mut writer,
+            valid_len,
+            file_len,
+            records_found,
+            torn,
+            created,
+            verified_from,
+        } = found;
         if valid_len < file_len {
             file.set_len(valid_len).map_err(io_fail)?;
         }
@@ -445,6 +452,7 @@ impl ChainedFileAudit {
             records_found,
             recovered: torn,
             log_id: writer.log_id(),
+            verified_from,
         };
         let audit = ChainedFileAudit {
             path: path.clone(),
@@ -464,8 +472,11 @@ impl ChainedFileAudit {
             }),
         };
         if let Some(anchor_path) = &audit.anchor_file {
-            let anchor = audit.lock().writer.anchor();
-            write_anchor_file(anchor_path, &anchor).map_err(io_fail)?;
+            let current = audit.lock().writer.anchor();
+            // Rewritten (and synced) only if opening changed it.
+            if anchor.as_ref() != Some(&current) {
+                write_anchor_file(anchor_path, &current).map_err(io_fail)?;
+            }
         }
         Ok(audit)
     }
@@ -606,35 +617,131 @@ impl Drop for ChainedFileAudit {
     }
 }
 
-/// Verifies `bytes` against the anchor kept in `anchor_path`, if that
-/// file exists. A log that holds at least the anchored records, unchanged,
-/// passes (more records, or a torn tail after them, is what a crash after
-/// the anchor leaves).
-fn check_against_anchor_file(
-    bytes: &[u8],
-    anchor_path: &Path,
-    key: Option<&Key>,
-) -> Result<(), OpenFailure> {
+/// What opening found in an existing file (or that it must start a log).
+#[derive(Debug)]
+struct Found {
+    writer: LogWriter,
+    /// Length of the intact part, to truncate to.
+    valid_len: u64,
+    /// Length of the file as found.
+    file_len: u64,
+    records_found: u64,
+    torn: Option<TornTail>,
+    created: bool,
+    verified_from: u64,
+}
+
+/// The anchor kept in `anchor_path`, if that file exists.
+fn read_anchor_file(anchor_path: &Path) -> Result<Option<Anchor>, OpenFailure> {
     let text = match std::fs::read_to_string(anchor_path) {
         Ok(text) => text,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(OpenFailure::Io(error)),
     };
-    let anchor: Anchor = text.parse().map_err(|error| {
-        OpenFailure::BadAnchorFile(format!("{}: {error}", anchor_path.display()))
-    })?;
-    match verify(
-        bytes,
-        VerifyOptions {
-            anchor: Some(&anchor),
+    text.parse()
+        .map(Some)
+        .map_err(|error| OpenFailure::BadAnchorFile(format!("{}: {error}", anchor_path.display())))
+}
+
+/// Resumes the log from its anchor, reading only the anchored record and
+/// what follows it ([`LogWriter::resume_from_anchor`]): time and memory do
+/// not grow with what the anchor vouches for. `None` when that cannot
+/// vouch for the file: an anchor without an offset (format 1), a sealed
+/// log's anchor without the key's MAC, or a suffix that does not verify
+/// (the file shorter than its anchor, the anchored record not found at its
+/// offset, a change after it). The whole file is then verified, which
+/// refuses it with the precise verdict, or accepts it if only the anchor's
+/// offset was wrong.
+fn resume_after_anchor(
+    file: &mut File,
+    anchor: &Anchor,
+    key: Option<&Key>,
+) -> io::Result<Option<Found>> {
+    let Some(offset) = anchor.offset else {
+        return Ok(None);
+    };
+    let file_len = file.metadata()?.len();
+    if offset >= file_len {
+        return Ok(None);
+    }
+    // Reads follow the offset; appends always go to the end.
+    file.seek(io::SeekFrom::Start(offset))?;
+    let mut suffix = Vec::new();
+    file.take(file_len - offset).read_to_end(&mut suffix)?;
+    let file_len = offset + suffix.len() as u64;
+    match LogWriter::resume_from_anchor(anchor, &suffix, key) {
+        Ok((writer, resume)) => Ok(Some(Found {
+            writer,
+            valid_len: resume.valid_len,
+            file_len,
+            records_found: resume.records,
+            torn: resume.torn,
+            created: false,
+            verified_from: offset,
+        })),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Reads and verifies the whole file: against `anchor` if there is one (a
+/// log that holds at least the anchored records, unchanged, passes: more
+/// records, or a torn tail after them, is what a crash after the anchor
+/// leaves), then to resume it. An empty file, or one holding only the torn
+/// start of a first record, starts a new log.
+fn resume_whole(
+    file: &mut File,
+    anchor: Option<&Anchor>,
+    key: Option<&Key>,
+) -> Result<Found, OpenFailure> {
+    let mut bytes = Vec::new();
+    file.seek(io::SeekFrom::Start(0))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(OpenFailure::Io)?;
+    if let Some(anchor) = anchor {
+        let options = VerifyOptions {
+            anchor: Some(anchor),
             key,
-        },
-    ) {
-        Verdict::Ok { .. } | Verdict::Unanchored { .. } | Verdict::TornTail { .. } => Ok(()),
-        Verdict::WrongKey { log_key, given_key } => {
+        };
+        match verify(&bytes, options) {
+            Verdict::Ok { .. } | Verdict::Unanchored { .. } | Verdict::TornTail { .. } => {}
+            Verdict::WrongKey { log_key, given_key } => {
+                return Err(OpenFailure::WrongKey { log_key, given_key });
+            }
+            verdict => return Err(OpenFailure::Rejected(verdict)),
+        }
+    }
+    let file_len = bytes.len() as u64;
+    let found = |writer, valid_len, records_found, torn, created| Found {
+        writer,
+        valid_len,
+        file_len,
+        records_found,
+        torn,
+        created,
+        verified_from: 0,
+    };
+    match LogWriter::resume(&bytes, key) {
+        Ok((writer, resume)) => Ok(found(
+            writer,
+            resume.valid_len,
+            resume.records,
+            resume.torn,
+            false,
+        )),
+        Err(ResumeError::NoRecord { torn }) => {
+            let writer = LogWriter::create(random_log_id().map_err(OpenFailure::Io)?, key);
+            Ok(found(writer, 0, 0, torn, true))
+        }
+        Err(ResumeError::KeyRequired) => Err(OpenFailure::KeyRequired),
+        Err(ResumeError::NotSealed) => Err(OpenFailure::NotSealed),
+        Err(ResumeError::Rejected(Verdict::WrongKey { log_key, given_key })) => {
             Err(OpenFailure::WrongKey { log_key, given_key })
         }
-        verdict => Err(OpenFailure::Rejected(verdict)),
+        Err(ResumeError::Rejected(verdict)) => Err(OpenFailure::Rejected(verdict)),
+        Err(other) => Err(OpenFailure::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            other,
+        ))),
     }
 }
 

@@ -8,8 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::chain::{ChainHash, LogId, parse_hex, write_hex};
 use super::seal::{Key, KeyId, KeySchedule};
 
-/// The prefix of an anchor's text form; the `1` is the format version.
-const TEXT_PREFIX: &str = "sga1";
+/// The prefix of an anchor's text form without a record offset (format 1).
+const TEXT_PREFIX_V1: &str = "sga1";
+/// The prefix of an anchor's text form with a record offset (format 2).
+const TEXT_PREFIX_V2: &str = "sga2";
 
 /// A checkpoint of a log: its id, how many records it had, and the chain
 /// hash of the last of them. Kept outside the log (a database row, a
@@ -22,11 +24,23 @@ const TEXT_PREFIX: &str = "sga1";
 /// anchor cannot be forged by someone who can write where it is kept but
 /// does not hold the key.
 ///
+/// An anchor taken by the writer also says where the last record starts
+/// in the file ([`offset`](Self::offset)): a writer reopening the log can
+/// then check only that record and what follows it
+/// ([`LogWriter::resume_from_anchor`](super::LogWriter::resume_from_anchor)),
+/// in time that does not grow with the log.
+///
 /// # Text form
 ///
-/// `sga1.<log id, 32 hex>.<records, decimal>.<head, 64 hex>`, followed by
-/// `.<key id, 16 hex>.<MAC, 64 hex>` when MACed; short enough for a
-/// command line (104 to 205 characters).
+/// Format 2, with the offset:
+/// `sga2.<log id, 32 hex>.<records, decimal>.<head, 64 hex>.<offset, decimal>`,
+/// followed by `.<key id, 16 hex>.<MAC, 64 hex>` when MACed.
+///
+/// Format 1, without it (what earlier versions wrote, still read and
+/// written for an anchor whose `offset` is `None`):
+/// `sga1.<log id>.<records>.<head>`, then `.<key id>.<MAC>` when MACed.
+///
+/// Either is short enough for a command line (104 to 226 characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anchor {
     /// The log it is a checkpoint of.
@@ -36,7 +50,12 @@ pub struct Anchor {
     /// The chain hash of record `records - 1` (the genesis value when
     /// `records` is 0).
     pub head: ChainHash,
-    /// The MAC over the three fields above, if the anchor was MACed.
+    /// The byte offset in the log where record `records - 1` starts, when
+    /// known (`None` for an empty log and in the format-1 text form). Not
+    /// trusted on its own: a reader that uses it checks that the frame
+    /// found there is record `records - 1` with hash `head`.
+    pub offset: Option<u64>,
+    /// The MAC over the fields above, if the anchor was MACed.
     pub mac: Option<AnchorMac>,
 }
 
@@ -45,7 +64,9 @@ pub struct Anchor {
 pub struct AnchorMac {
     /// Which key made the MAC.
     pub key_id: KeyId,
-    /// Keyed BLAKE3 of `sga1 ‖ log id ‖ records (u64 LE) ‖ head`.
+    /// Keyed BLAKE3 of `sga1 ‖ log id ‖ records (u64 LE) ‖ head`, or, when
+    /// the anchor has an offset, of
+    /// `sga2 ‖ log id ‖ records (u64 LE) ‖ head ‖ offset (u64 LE)`.
     pub tag: [u8; 32],
 }
 
@@ -63,14 +84,23 @@ pub(crate) enum MacCheck {
 }
 
 impl Anchor {
-    /// An anchor without a MAC.
+    /// An anchor without a MAC and without an offset.
     pub fn new(log_id: LogId, records: u64, head: ChainHash) -> Anchor {
         Anchor {
             log_id,
             records,
             head,
+            offset: None,
             mac: None,
         }
+    }
+
+    /// The same anchor, saying that record `records - 1` starts at byte
+    /// `offset` (drops a MAC made without it: MAC again afterwards).
+    pub fn at_offset(mut self, offset: u64) -> Anchor {
+        self.offset = Some(offset);
+        self.mac = None;
+        self
     }
 
     /// The same anchor, MACed with `key`.
@@ -112,13 +142,25 @@ impl Anchor {
         }
     }
 
-    fn mac_message(&self) -> [u8; 4 + 16 + 8 + 32] {
-        let mut message = [0u8; 60];
-        message[..4].copy_from_slice(TEXT_PREFIX.as_bytes());
-        message[4..20].copy_from_slice(&self.log_id.0);
-        message[20..28].copy_from_slice(&self.records.to_le_bytes());
-        message[28..].copy_from_slice(&self.head.0);
+    /// What the MAC covers: format 1's 60 bytes, or format 2's 68 (the
+    /// offset appended).
+    fn mac_message(&self) -> Vec<u8> {
+        let mut message = Vec::with_capacity(4 + 16 + 8 + 32 + 8);
+        message.extend_from_slice(self.text_prefix().as_bytes());
+        message.extend_from_slice(&self.log_id.0);
+        message.extend_from_slice(&self.records.to_le_bytes());
+        message.extend_from_slice(&self.head.0);
+        if let Some(offset) = self.offset {
+            message.extend_from_slice(&offset.to_le_bytes());
+        }
         message
+    }
+
+    fn text_prefix(&self) -> &'static str {
+        match self.offset {
+            Some(_) => TEXT_PREFIX_V2,
+            None => TEXT_PREFIX_V1,
+        }
     }
 }
 
@@ -126,9 +168,15 @@ impl fmt::Display for Anchor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{TEXT_PREFIX}.{}.{}.{}",
-            self.log_id, self.records, self.head
+            "{}.{}.{}.{}",
+            self.text_prefix(),
+            self.log_id,
+            self.records,
+            self.head
         )?;
+        if let Some(offset) = self.offset {
+            write!(f, ".{offset}")?;
+        }
         if let Some(mac) = &self.mac {
             write!(f, ".{}.", mac.key_id)?;
             write_hex(f, &mac.tag)?;
@@ -137,14 +185,16 @@ impl fmt::Display for Anchor {
     }
 }
 
-/// An anchor's text was not of the form `sga1.<log id>.<records>.<head>`
-/// with an optional `.<key id>.<MAC>`; names the first field that is wrong.
+/// An anchor's text was not of the form `sga2.<log id>.<records>.<head>.<offset>`
+/// or `sga1.<log id>.<records>.<head>`, with an optional `.<key id>.<MAC>`;
+/// names the first field that is wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AnchorParseError {
-    /// It does not start with `sga1.`.
+    /// It starts with neither `sga1.` nor `sga2.`.
     Prefix,
-    /// It has neither 4 nor 6 dot-separated fields.
+    /// It has neither 4 nor 6 dot-separated fields (`sga1`), or neither 5
+    /// nor 7 (`sga2`).
     FieldCount(usize),
     /// The log id is not 32 hex digits.
     LogId,
@@ -156,20 +206,28 @@ pub enum AnchorParseError {
     KeyId,
     /// The MAC is not 64 hex digits.
     Mac,
+    /// The offset is not a decimal `u64`.
+    Offset,
 }
 
 impl fmt::Display for AnchorParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AnchorParseError::Prefix => write!(f, "an anchor starts with `{TEXT_PREFIX}.`"),
-            AnchorParseError::FieldCount(n) => {
-                write!(f, "an anchor has 4 or 6 dot-separated fields, not {n}")
-            }
+            AnchorParseError::Prefix => write!(
+                f,
+                "an anchor starts with `{TEXT_PREFIX_V2}.` or `{TEXT_PREFIX_V1}.`"
+            ),
+            AnchorParseError::FieldCount(n) => write!(
+                f,
+                "an anchor has 5 or 7 dot-separated fields (`{TEXT_PREFIX_V2}`), \
+                 or 4 or 6 (`{TEXT_PREFIX_V1}`), not {n}"
+            ),
             AnchorParseError::LogId => f.write_str("the anchor's log id is not 32 hex digits"),
             AnchorParseError::Records => f.write_str("the anchor's record count is not a number"),
             AnchorParseError::Head => f.write_str("the anchor's head is not 64 hex digits"),
             AnchorParseError::KeyId => f.write_str("the anchor's key id is not 16 hex digits"),
             AnchorParseError::Mac => f.write_str("the anchor's MAC is not 64 hex digits"),
+            AnchorParseError::Offset => f.write_str("the anchor's offset is not a number"),
         }
     }
 }
@@ -181,13 +239,21 @@ impl FromStr for Anchor {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let fields: Vec<&str> = text.trim().split('.').collect();
-        if fields.first() != Some(&TEXT_PREFIX) {
-            return Err(AnchorParseError::Prefix);
-        }
-        let (log_id, records, head, mac) = match fields.as_slice() {
-            [_, log_id, records, head] => (log_id, records, head, None),
-            [_, log_id, records, head, key_id, tag] => (log_id, records, head, Some((key_id, tag))),
-            other => return Err(AnchorParseError::FieldCount(other.len())),
+        let (log_id, records, head, offset, mac) = match fields.as_slice() {
+            [TEXT_PREFIX_V1, log_id, records, head] => (log_id, records, head, None, None),
+            [TEXT_PREFIX_V1, log_id, records, head, key_id, tag] => {
+                (log_id, records, head, None, Some((key_id, tag)))
+            }
+            [TEXT_PREFIX_V2, log_id, records, head, offset] => {
+                (log_id, records, head, Some(offset), None)
+            }
+            [TEXT_PREFIX_V2, log_id, records, head, offset, key_id, tag] => {
+                (log_id, records, head, Some(offset), Some((key_id, tag)))
+            }
+            [TEXT_PREFIX_V1 | TEXT_PREFIX_V2, ..] => {
+                return Err(AnchorParseError::FieldCount(fields.len()));
+            }
+            _ => return Err(AnchorParseError::Prefix),
         };
         let mac = match mac {
             None => None,
@@ -196,10 +262,18 @@ impl FromStr for Anchor {
                 tag: parse_hex::<32>(tag).map_err(|_| AnchorParseError::Mac)?,
             }),
         };
+        let log_id = log_id.parse().map_err(|_| AnchorParseError::LogId)?;
+        let records = records.parse().map_err(|_| AnchorParseError::Records)?;
+        let head = head.parse().map_err(|_| AnchorParseError::Head)?;
+        let offset = match offset {
+            Some(offset) => Some(offset.parse().map_err(|_| AnchorParseError::Offset)?),
+            None => None,
+        };
         Ok(Anchor {
-            log_id: log_id.parse().map_err(|_| AnchorParseError::LogId)?,
-            records: records.parse().map_err(|_| AnchorParseError::Records)?,
-            head: head.parse().map_err(|_| AnchorParseError::Head)?,
+            log_id,
+            records,
+            head,
+            offset,
             mac,
         })
     }

@@ -49,6 +49,36 @@ impl ExpectedCall {
             final_state: record.state,
         }
     }
+
+    /// Reads one expectation written as JSON: an `ExpectedCall` when the
+    /// object has a `transitions` field, else a call record (as
+    /// `spillguard run` prints it, extra fields ignored) turned into its
+    /// lifecycle with [`from_record`](Self::from_record).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillguard_core::State;
+    /// use spillguard_core::audit::ExpectedCall;
+    ///
+    /// let value = serde_json::json!({
+    ///     "call_id": "c_1",
+    ///     "attempt": false,
+    ///     "transitions": [{ "from": "received", "to": "validated" }],
+    ///     "final_state": "failed_before_dispatch",
+    /// });
+    /// let expected = ExpectedCall::from_json_value(value)?;
+    /// assert_eq!(expected.final_state, State::FailedBeforeDispatch);
+    /// assert_eq!(expected.transitions.len(), 1);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn from_json_value(value: serde_json::Value) -> Result<ExpectedCall, serde_json::Error> {
+        if value.get("transitions").is_some() {
+            serde_json::from_value(value)
+        } else {
+            serde_json::from_value::<CallRecord>(value).map(|record| Self::from_record(&record))
+        }
+    }
 }
 
 /// One way the log differs from the expected lifecycles.

@@ -53,10 +53,12 @@
 //! no entry byte is written in clear. The key id is a one-way derivation
 //! that tells a wrong key from a forged record.
 //!
-//! **Anchors.** An [`Anchor`] (log id, record count, head hash, and a
-//! keyed-BLAKE3 MAC when the log is sealed) is kept outside the log. It is
-//! the only way to detect a clean cut at a record boundary, or a whole
-//! chain rewritten and re-hashed.
+//! **Anchors.** An [`Anchor`] (log id, record count, head hash, the byte
+//! offset of its last record, and a keyed-BLAKE3 MAC when the log is
+//! sealed) is kept outside the log. It is the only way to detect a clean
+//! cut at a record boundary, or a whole chain rewritten and re-hashed.
+//! Its text form is `sga2.…` (format 1, `sga1.…`, without the offset, is
+//! still read); see [`Anchor`].
 //!
 //! # Verification rules
 //!
@@ -115,6 +117,14 @@
 //! truncate, and makes the next frame a [`LogEntry::Recovered`] entry.
 //! A whole record is never dropped: a log that fails verification is not
 //! continued.
+//!
+//! [`LogWriter::resume_from_anchor`] does the same from a trusted anchor
+//! in time that does not grow with the log: it reads the anchored record
+//! (at the anchor's offset; its hash must be the anchor's head, and for a
+//! sealed log the anchor's MAC must be the key's) and what follows it,
+//! checked by the rules above ([`Verifier::from_anchor`]). The bytes
+//! before the offset are not read: they are the anchor's to vouch for,
+//! and only a full verification ([`verify`]) checks them.
 //!
 //! # Reading the log
 //!

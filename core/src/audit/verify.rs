@@ -72,6 +72,8 @@ pub(crate) struct Summary {
     pub(crate) records: u64,
     pub(crate) head: ChainHash,
     pub(crate) valid_len: u64,
+    /// Where the last accepted record starts.
+    pub(crate) last_offset: Option<u64>,
 }
 
 /// A streaming verifier: feed it the log's bytes in chunks of any size,
@@ -120,8 +122,15 @@ pub struct Verifier {
     next_index: u64,
     head: ChainHash,
     offset: u64,
+    last_offset: Option<u64>,
     pending: Vec<u8>,
+    /// Hash prefixes of the records accepted, from record `seen_from` on.
     seen: Vec<u64>,
+    seen_from: u64,
+    /// Started at an anchored record whose predecessor was not read: that
+    /// record's previous hash is taken from it (its hash, which covers it,
+    /// must be the anchor's head).
+    link_from_anchor: bool,
     ready: VecDeque<Record>,
     phase: Phase,
 }
@@ -142,8 +151,11 @@ impl Verifier {
             next_index: 0,
             head: log_id.map(ChainHash::genesis).unwrap_or(ChainHash([0; 32])),
             offset: 0,
+            last_offset: None,
             pending: Vec::new(),
             seen: Vec::new(),
+            seen_from: 0,
+            link_from_anchor: false,
             ready: VecDeque::new(),
             phase: Phase::Reading,
         };
@@ -162,6 +174,42 @@ impl Verifier {
             }
         }
         verifier
+    }
+
+    /// A verifier for the end of a log, from the record `anchor` vouches
+    /// for last: feed it the log's bytes from byte
+    /// [`anchor.offset`](Anchor::offset) on. That record must be there
+    /// with the anchor's head as its hash (else the verdict is
+    /// [`TamperKind::Rewritten`], [`TamperKind::Modified`] or
+    /// [`TamperKind::Truncated`] at it); what follows is checked like any
+    /// log. Record indices, offsets and counts are the whole log's.
+    ///
+    /// Nothing before the offset is read, so nothing there is checked:
+    /// the anchor vouches for it. `None` when the anchor cannot start
+    /// there: it names no record or no offset, or a key is given and the
+    /// anchor carries no MAC (a MAC by another key, or one that does not
+    /// match, gives the verdicts [`Verdict::WrongKey`] and
+    /// [`Verdict::BadAnchor`] as with [`new`](Self::new)).
+    pub fn from_anchor(anchor: &Anchor, key: Option<&Key>) -> Option<Verifier> {
+        let offset = anchor.offset?;
+        let last = anchor.records.checked_sub(1)?;
+        if key.is_some() && anchor.mac.is_none() {
+            return None;
+        }
+        let mut verifier = Verifier::new(VerifyOptions {
+            anchor: Some(anchor),
+            key,
+        });
+        verifier.next_index = last;
+        verifier.seen_from = last;
+        verifier.offset = offset;
+        verifier.link_from_anchor = true;
+        Some(verifier)
+    }
+
+    /// From now on, records are checked but not queued.
+    pub(crate) fn discard_records(&mut self) {
+        self.keep_records = false;
     }
 
     /// A verifier that checks every record but queues none (for
@@ -249,6 +297,7 @@ impl Verifier {
             records: self.next_index,
             head: self.head,
             valid_len: self.offset,
+            last_offset: self.last_offset,
         }
     }
 
@@ -313,7 +362,14 @@ impl Verifier {
                 None => vec![VERSION, 0],
             },
         };
-        let n = present.len().min(expected.len());
+        // The anchored record's previous hash is not known before it is
+        // read: only what precedes it in the frame can be compared.
+        let known = if self.link_from_anchor {
+            expected.len().saturating_sub(frame::HASH_BYTES)
+        } else {
+            expected.len()
+        };
+        let n = present.len().min(known);
         present.get(..n) == expected.get(..n)
     }
 
@@ -417,9 +473,11 @@ impl Verifier {
             return;
         }
         if body.seq < index {
-            let copy = usize::try_from(body.seq)
-                .ok()
-                .and_then(|seq| self.seen.get(seq))
+            let copy = body
+                .seq
+                .checked_sub(self.seen_from)
+                .and_then(|at| usize::try_from(at).ok())
+                .and_then(|at| self.seen.get(at))
                 .is_some_and(|seen| *seen == hash.prefix());
             let kind = if copy {
                 TamperKind::Duplicated { of: body.seq }
@@ -427,6 +485,11 @@ impl Verifier {
                 TamperKind::Inserted
             };
             return self.decide(self.tampered(kind));
+        }
+        if self.link_from_anchor {
+            // The anchored record: its hash, checked against the anchor's
+            // head below, vouches for its link.
+            self.head = prev;
         }
         if prev != self.head {
             return self.decide(self.tampered(TamperKind::Replaced));
@@ -486,6 +549,8 @@ impl Verifier {
         }
         self.head = hash;
         self.seen.push(hash.prefix());
+        self.last_offset = Some(self.offset);
+        self.link_from_anchor = false;
         self.next_index += 1;
         if self.keep_records {
             self.ready.push_back(Record {

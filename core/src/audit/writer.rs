@@ -52,6 +52,12 @@ pub enum ResumeError {
     /// The log failed verification (tampered, malformed, or not openable
     /// with the key); it is not continued.
     Rejected(Verdict),
+    /// [`resume_from_anchor`](LogWriter::resume_from_anchor) cannot start
+    /// from this anchor: it names no record, or no offset, or the log is
+    /// sealed and the anchor carries no MAC made with the key (an anchor
+    /// that is not vouched for is no reason to skip anything). Resume from
+    /// the whole log instead.
+    UnusableAnchor,
 }
 
 impl fmt::Display for ResumeError {
@@ -61,6 +67,9 @@ impl fmt::Display for ResumeError {
             ResumeError::KeyRequired => f.write_str("the log is sealed and no key was given"),
             ResumeError::NotSealed => f.write_str("a key was given but the log is in clear"),
             ResumeError::Rejected(verdict) => write!(f, "the log failed verification: {verdict}"),
+            ResumeError::UnusableAnchor => {
+                f.write_str("the anchor cannot be resumed from (no record offset, or no valid MAC)")
+            }
         }
     }
 }
@@ -158,6 +167,11 @@ pub struct LogWriter {
     keys: Option<KeySchedule>,
     next_seq: u64,
     head: ChainHash,
+    /// Bytes of the log so far: those found on resume plus every frame
+    /// built since (the caller appends each one).
+    len: u64,
+    /// Where the last record starts, if there is one.
+    last_offset: Option<u64>,
     last_nonce: Option<Nonce>,
     recovery: Option<TornTail>,
     scratch: Vec<u8>,
@@ -171,6 +185,8 @@ impl LogWriter {
             keys: key.map(KeySchedule::new),
             next_seq: 0,
             head: ChainHash::genesis(log_id),
+            len: 0,
+            last_offset: None,
             last_nonce: None,
             recovery: None,
             scratch: Vec::new(),
@@ -183,16 +199,69 @@ impl LogWriter {
     /// the writer's next frame must record the recovery. A log that fails
     /// verification is not continued.
     pub fn resume(bytes: &[u8], key: Option<&Key>) -> Result<(LogWriter, Resume), ResumeError> {
-        match (key.is_some(), first_frame_sealed(bytes)) {
-            (false, Some(true)) => return Err(ResumeError::KeyRequired),
-            (true, Some(false)) => return Err(ResumeError::NotSealed),
-            _ => {}
-        }
+        check_sealing(bytes, key)?;
         let mut verifier = Verifier::discarding(VerifyOptions { anchor: None, key });
         verifier.handle_bytes(bytes);
+        Self::resumed(verifier, key)
+    }
+
+    /// A writer that continues a log from its anchor, reading only the
+    /// anchored record and what follows it: `bytes` is the log from byte
+    /// [`anchor.offset`](Anchor::offset) to its end. The anchored record
+    /// must be there, unchanged (its hash is the anchor's head), and
+    /// everything after it must verify; a torn final frame is reported as
+    /// by [`resume`](Self::resume), and offsets in [`Resume`] count from
+    /// the start of the log.
+    ///
+    /// What comes before the offset is not read, so it is not checked:
+    /// this trusts the anchor (and, for a sealed log, its MAC, which must
+    /// be the key's) to vouch for it. Full verification
+    /// ([`verify`](super::verify)) still checks every byte.
+    ///
+    /// A log cut before the anchored record ends, or whose anchored record
+    /// is not the anchor's, is [`ResumeError::Rejected`] (truncated,
+    /// rewritten, modified): verify the whole log to name the fault.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillguard_core::audit::{LogEntry, LogId, LogWriter};
+    ///
+    /// let mut writer = LogWriter::create(LogId([3; 16]), None);
+    /// let mut file = Vec::new();
+    /// let mut last = Vec::new();
+    /// for n in 0..1000 {
+    ///     let entry = LogEntry::Opened { writer: format!("host {n}") };
+    ///     last = writer.append(&entry, None)?;
+    ///     file.extend(&last);
+    /// }
+    /// let anchor = writer.anchor();
+    /// let offset = anchor.offset.expect("the writer knows where its last record starts");
+    ///
+    /// // One record is read, not a thousand.
+    /// let suffix = &file[offset as usize..];
+    /// assert_eq!(suffix, &last[..]);
+    /// let (writer, resume) = LogWriter::resume_from_anchor(&anchor, suffix, None).expect("intact");
+    /// assert_eq!((resume.records, resume.valid_len), (1000, file.len() as u64));
+    /// assert_eq!(writer.anchor(), anchor);
+    /// # Ok::<(), spillguard_core::audit::AppendError>(())
+    /// ```
+    pub fn resume_from_anchor(
+        anchor: &Anchor,
+        bytes: &[u8],
+        key: Option<&Key>,
+    ) -> Result<(LogWriter, Resume), ResumeError> {
+        let mut verifier = Verifier::from_anchor(anchor, key).ok_or(ResumeError::UnusableAnchor)?;
+        verifier.discard_records();
+        check_sealing(bytes, key)?;
+        verifier.handle_bytes(bytes);
+        Self::resumed(verifier, key)
+    }
+
+    fn resumed(verifier: Verifier, key: Option<&Key>) -> Result<(LogWriter, Resume), ResumeError> {
         let summary = verifier.finish_summary();
         let torn = match summary.verdict {
-            Verdict::Unanchored { .. } => None,
+            Verdict::Ok { .. } | Verdict::Unanchored { .. } => None,
             Verdict::TornTail {
                 offset, torn_bytes, ..
             } => Some(TornTail {
@@ -210,6 +279,8 @@ impl LogWriter {
             keys: key.map(KeySchedule::new),
             next_seq: summary.records,
             head: summary.head,
+            len: summary.valid_len,
+            last_offset: summary.last_offset,
             last_nonce: None,
             recovery: torn,
             scratch: Vec::new(),
@@ -280,6 +351,7 @@ impl LogWriter {
             }
             _ => {}
         }
+        let start = out.len();
         let mut payload = std::mem::take(&mut self.scratch);
         payload.clear();
         let mut payload = postcard::to_extend(entry, payload).map_err(|_| AppendError::Encode)?;
@@ -314,6 +386,8 @@ impl LogWriter {
             BuildError::TooLarge { body_bytes } => AppendError::TooLarge { body_bytes },
             BuildError::Encode => AppendError::Encode,
         })?;
+        self.last_offset = Some(self.len);
+        self.len += (out.len() - start) as u64;
         self.head = hash;
         self.next_seq += 1;
         if nonce.is_some() {
@@ -322,10 +396,15 @@ impl LogWriter {
         Ok(())
     }
 
-    /// A checkpoint of the log as written so far, MACed when the log is
+    /// A checkpoint of the log as written so far, with the offset of its
+    /// last record (the log's bytes being those found on resume, then
+    /// every frame this writer built, in order), MACed when the log is
     /// sealed. Keep it somewhere the log's writer cannot rewrite.
     pub fn anchor(&self) -> Anchor {
-        let anchor = Anchor::new(self.log_id, self.next_seq, self.head);
+        let mut anchor = Anchor::new(self.log_id, self.next_seq, self.head);
+        if let Some(offset) = self.last_offset {
+            anchor = anchor.at_offset(offset);
+        }
         match &self.keys {
             Some(keys) => anchor.with_mac_from(keys),
             None => anchor,
@@ -347,6 +426,17 @@ impl LogWriter {
         self.head
     }
 
+    /// Length of the log in bytes: what was found on resume (after the
+    /// truncation of a torn tail) plus every frame built since.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the log holds no byte yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Whether records are sealed.
     pub fn is_sealed(&self) -> bool {
         self.keys.is_some()
@@ -355,6 +445,16 @@ impl LogWriter {
     /// The torn tail whose recovery entry is still to be appended.
     pub fn recovery_pending(&self) -> Option<TornTail> {
         self.recovery
+    }
+}
+
+/// Refuses to resume a sealed log without a key, or a plain one with a
+/// key, judging by the first frame of `bytes`.
+fn check_sealing(bytes: &[u8], key: Option<&Key>) -> Result<(), ResumeError> {
+    match (key.is_some(), first_frame_sealed(bytes)) {
+        (false, Some(true)) => Err(ResumeError::KeyRequired),
+        (true, Some(false)) => Err(ResumeError::NotSealed),
+        _ => Ok(()),
     }
 }
 
