@@ -258,6 +258,9 @@ impl CallHandle {
 
 impl Drop for CallHandle {
     fn drop(&mut self) {
+        // An outcome this handle never took will never be taken: its
+        // retained text and pool share go now.
+        self.published.discard_outcome();
         if !self.published.is_finished() {
             let _ = self
                 .commands

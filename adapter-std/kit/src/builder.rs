@@ -339,7 +339,10 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     }
 
     /// Every budget and timing of the call, instead of the host's settings
-    /// for its kind ([`deadline`](Self::deadline) still applies on top).
+    /// for its kind ([`deadline`](Self::deadline) and
+    /// [`result_json`](Self::result_json) still apply on top). These are
+    /// used as given, whatever the kind: for a discovery, start from the
+    /// host's discovery settings (`Host::settings_for(CallKind::Discovery)`).
     pub fn settings(mut self, settings: CallSettings) -> Self {
         self.request.settings = Some(settings);
         self
@@ -380,37 +383,96 @@ fn program_name(command: &HelperCommand) -> String {
 }
 
 /// The command line as a POSIX shell would read it back: every word that
-/// is not made only of safe characters is single-quoted, so an approval
-/// card shows where each argument starts and ends.
+/// is not made only of safe characters is quoted (`'…'`, or `$'…'` with
+/// escapes when it holds control characters or bytes that are not UTF-8),
+/// so an approval card shows where each argument starts and ends and
+/// cannot be redrawn by the text it shows. What else changes what runs is
+/// shown too: the working directory (`cd DIR &&`) and the environment
+/// (`env -i` when it starts empty, then `K=V`).
 ///
 /// ```
 /// use spillguard_kit::{HelperCommand, command_line};
 ///
 /// let ssh = HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "systemctl restart web"]);
 /// assert_eq!(command_line(&ssh), "ssh -o BatchMode=yes web-3 'systemctl restart web'");
-/// let tricky = HelperCommand::new("echo").args(["it's", ""]);
-/// assert_eq!(command_line(&tricky), r"echo 'it'\''s' ''");
-/// let script = HelperCommand::shell_script("yes x 1>&2");
-/// assert_eq!(command_line(&script), "sh -c 'yes x 1>&2'");
+/// let tricky = HelperCommand::new("echo").args(["it's", "", "a\nb"]);
+/// assert_eq!(command_line(&tricky), r"echo 'it'\''s' '' $'a\nb'");
+/// let script = HelperCommand::shell_script(r#"rm -r "$1""#).arg("/tmp/x");
+/// assert_eq!(command_line(&script), r#"sh -c 'rm -r "$1"' sh /tmp/x"#);
+/// let placed = HelperCommand::new("make").current_dir("/src").env_clear().env("CC", "clang");
+/// assert_eq!(command_line(&placed), "cd /src && env -i CC=clang make");
 /// ```
 pub fn command_line(command: &HelperCommand) -> String {
-    let mut words: Vec<String> = Vec::with_capacity(command.args.len() + 3);
+    let mut words: Vec<String> = Vec::with_capacity(command.args.len() + 4);
+    if let Some(dir) = &command.cwd {
+        words.push("cd".into());
+        words.push(quote(dir.as_os_str()));
+        words.push("&&".into());
+    }
+    if command.env_clear || !command.env.is_empty() {
+        words.push("env".into());
+        if command.env_clear {
+            words.push("-i".into());
+        }
+        for (key, value) in &command.env {
+            let mut pair = key.clone();
+            pair.push("=");
+            pair.push(value);
+            words.push(quote(&pair));
+        }
+    }
     if command.shell {
         words.push("sh".into());
         words.push("-c".into());
     }
     words.push(quote(&command.program));
+    if command.shell && !command.args.is_empty() {
+        // `/bin/sh -c SCRIPT sh ARGS…`: the first word after the script is
+        // the script's `$0`.
+        words.push("sh".into());
+    }
     words.extend(command.args.iter().map(|arg| quote(arg)));
     words.join(" ")
 }
 
 fn quote(word: &OsStr) -> String {
-    let text = word.to_string_lossy();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
-    if !text.is_empty() && text.chars().all(safe) {
-        text.into_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = word.as_bytes();
+    let safe = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !bytes.is_empty() && bytes.iter().all(|&b| safe(b)) {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let plain = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|text| !text.chars().any(char::is_control));
+    match plain {
+        Some(text) => format!("'{}'", text.replace('\'', r"'\''")),
+        None => {
+            let mut out = String::from("$'");
+            for chunk in bytes.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    match c {
+                        '\n' => out.push_str("\\n"),
+                        '\t' => out.push_str("\\t"),
+                        '\r' => out.push_str("\\r"),
+                        '\'' => out.push_str("\\'"),
+                        '\\' => out.push_str("\\\\"),
+                        c if c.is_control() => {
+                            let mut buf = [0; 4];
+                            for b in c.encode_utf8(&mut buf).bytes() {
+                                out.push_str(&format!("\\x{b:02x}"));
+                            }
+                        }
+                        c => out.push(c),
+                    }
+                }
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.push('\'');
+            out
+        }
     }
 }
 

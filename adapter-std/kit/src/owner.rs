@@ -13,8 +13,8 @@
 //!   and letting go of the call (once);
 //! * **the one policy for an owner that ends before its call finished** (a
 //!   panic, a runtime shutting down and dropping its tasks): the helper's
-//!   group is killed if its leader is not known to be reaped
-//!   ([`Call::unreaped_group`]), and the call is let go of, so its waiters
+//!   group is killed while the call still answers for it
+//!   ([`Call::live_group`]), and the call is let go of, so its waiters
 //!   wake up and the host stops counting it. The handle then reports the
 //!   owner's end (std resumes its panic).
 
@@ -512,7 +512,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             effects.spawn(command, pipe_size)
         });
         #[cfg(feature = "tracing")]
-        if let Some(pgid) = self.call.unreaped_group() {
+        if let Some(pgid) = self.call.live_group() {
             tracing::debug!(parent: &self.span, pid = pgid, "helper spawned in its own group");
         }
     }
@@ -521,6 +521,12 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         self.finished = true;
         self.host.state().record_finished(outcome.record.clone());
         self.published.finish(outcome);
+        if Arc::strong_count(&self.published) == 1 {
+            // No handle is left to take the outcome: its retained text goes
+            // now, and its share of the pool with it, not when a drain of
+            // what an escaped descendant still writes ends.
+            self.published.discard_outcome();
+        }
         self.release();
     }
 
@@ -529,19 +535,22 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     fn release(&mut self) {
         if !self.released {
             self.released = true;
-            self.published.owner_ended();
+            // The host stops counting the call before its waiters wake, so
+            // a caller that saw the end also sees `live_calls` without it.
             self.host.call_ended(self.id);
+            self.published.owner_ended();
         }
     }
 }
 
 impl<H: HostLink, W: Wake> Drop for OwnerCore<H, W> {
     /// The one policy for an owner that ends before its call finished: kill
-    /// the helper's group if its leader is not known to be reaped, then let
-    /// go of the call.
+    /// the helper's group while the call answers for it (its leader not
+    /// known to be reaped, or a stream still open), then let go of the
+    /// call.
     fn drop(&mut self) {
         if !self.finished
-            && let Some(pgid) = self.call.unreaped_group()
+            && let Some(pgid) = self.call.live_group()
         {
             crate::os::signal_group(pgid, Signal::Kill);
         }

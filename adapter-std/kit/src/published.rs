@@ -116,6 +116,12 @@ impl<W: Wake> Published<W> {
         });
     }
 
+    /// Drops the outcome if no handle took it (nobody will): its retained
+    /// text and pool share go with it.
+    pub fn discard_outcome(&self) {
+        drop(self.lock().outcome.take());
+    }
+
     /// The owner is gone; no more changes will come.
     pub fn owner_ended(&self) {
         self.update(|snapshot| snapshot.owner_ended = true);

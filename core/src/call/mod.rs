@@ -895,17 +895,20 @@ impl Call {
         self.state.is_terminal()
     }
 
-    /// The helper's process group while its leader may be alive and is not
-    /// known to be reaped (so the pgid is still its own): spawned, and
-    /// neither its exit nor its loss reported. `None` otherwise.
+    /// The helper's process group while the call still answers for it:
+    /// spawned, and either its leader not known to be reaped (neither its
+    /// exit nor its loss reported, so the pgid is still its own) or, after
+    /// the leader's exit, a stream still open with descendants to be
+    /// signalled (the same rule as the stop sequence after an exit). `None`
+    /// otherwise.
     ///
     /// A driver that ends before the call finished (a panic, its runtime
     /// shutting down) kills this group, so that no helper runs unsupervised.
-    pub fn unreaped_group(&self) -> Option<u32> {
-        match (self.pgid, self.exit, self.process_lost) {
-            (Some(pgid), None, false) => Some(pgid),
-            _ => None,
-        }
+    pub fn live_group(&self) -> Option<u32> {
+        let pgid = self.pgid?;
+        let leader_alive = self.exit.is_none() && !self.process_lost;
+        let holders = self.settings.signal_descendants && (self.stdout_open || self.stderr_open);
+        (leader_alive || holders).then_some(pgid)
     }
 
     /// Validation passed. `needs_approval` comes from the host's policy;
