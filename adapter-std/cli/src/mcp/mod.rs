@@ -1,0 +1,24 @@
+//! The tools of `spillguard mcp`: a TOML file declaring, per tool, the
+//! command it runs, its parameters and how a call of it is handled, and
+//! what turns a `tools/call` into a call to start.
+//!
+//! * [`ToolsFile::from_toml_str`] loads and checks the file
+//!   (`tools.rs` states every rule);
+//! * [`Tool::input_schema`] is the schema MCP publishes for a tool, and
+//!   [`ToolsFile::list_json`] the `tools/list` result;
+//! * [`Tool::prepare`] checks a call's arguments and builds the
+//!   [`PreparedCall`]: the command (one argument per word, no shell), the
+//!   target, the summary, and the approval card's text, fixed once
+//!   (`prepare.rs` states the rules a value is held to and the card's
+//!   format). Invalid arguments are an [`InvalidParams`] naming each
+//!   failing parameter; nothing has run.
+
+mod prepare;
+mod template;
+mod tools;
+
+#[cfg(test)]
+mod tests;
+
+pub use prepare::{InvalidParams, ParamProblem, PreparedCall};
+pub use tools::{Param, ParamType, Pattern, Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
