@@ -340,7 +340,7 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-fn article(word: &str) -> &'static str {
+pub(crate) fn article(word: &str) -> &'static str {
     if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
     } else {

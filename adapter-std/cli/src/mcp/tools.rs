@@ -216,7 +216,7 @@ impl ToolsFile {
             let line = e
                 .span()
                 .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-            let message = e.message().trim_end();
+            let message = one_line(e.message());
             ToolsError::new(
                 "",
                 match line {
@@ -568,7 +568,8 @@ impl Param {
             ToolsError::new(
                 field(key),
                 format!(
-                    "only {types} parameter takes {key} (this one is a {})",
+                    "only {types} parameter takes {key} (this one is {} {})",
+                    super::prepare::article(kind.as_str()),
                     kind.as_str()
                 ),
             )
