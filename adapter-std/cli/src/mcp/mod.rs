@@ -13,6 +13,10 @@
 //!   format). Invalid arguments are an [`InvalidParams`] naming each
 //!   failing parameter; nothing has run.
 
+use std::path::Path;
+
+use crate::args::UsageError;
+
 mod prepare;
 mod template;
 mod tools;
@@ -22,3 +26,14 @@ mod tests;
 
 pub use prepare::{InvalidParams, ParamProblem, PreparedCall};
 pub use tools::{Param, ParamType, Pattern, Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
+
+/// `spillguard mcp --tools FILE --check`: the file loaded and checked, and
+/// its tools as one line of JSON (a `tools/list` result, no newline).
+pub fn check(path: &Path) -> Result<String, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read tools file {}: {e}", path.display())))?;
+    let file = ToolsFile::from_toml_str(&text)
+        .map_err(|e| UsageError(format!("invalid tools file {}: {e}", path.display())))?;
+    serde_json::to_string(&file.list_json())
+        .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))
+}

@@ -384,13 +384,12 @@ impl Tool {
                 used.push(param);
             }
         }
-        if let Some(template) = &target {
-            if let Some(param) = template
-                .params()
-                .find(|param| !params.iter().any(|p| p.name == *param))
-            {
-                return Err(unknown(&field("target"), param));
-            }
+        if let Some(param) = target
+            .iter()
+            .flat_map(Template::params)
+            .find(|param| !params.iter().any(|p| p.name == *param))
+        {
+            return Err(unknown(&field("target"), param));
         }
         if let Some(unused) = params.iter().find(|p| !used.contains(&p.name.as_str())) {
             return Err(ToolsError::new(
