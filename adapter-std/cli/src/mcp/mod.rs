@@ -17,6 +17,7 @@ use std::path::Path;
 
 use crate::args::UsageError;
 
+mod params;
 mod prepare;
 mod template;
 mod tools;
@@ -24,8 +25,9 @@ mod tools;
 #[cfg(test)]
 mod tests;
 
+pub use params::{Param, ParamType, Pattern};
 pub use prepare::{InvalidParams, ParamProblem, PreparedCall};
-pub use tools::{Param, ParamType, Pattern, Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
+pub use tools::{Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
 
 /// `spillguard mcp --tools FILE --check`: the file loaded and checked, and
 /// its tools as one line of JSON (a `tools/list` result, no newline).

@@ -52,7 +52,8 @@ use spillguard_kit::{CallBuilder, Launch, command_line};
 use spillguard_std::core::CallKind;
 use spillguard_std::{Approval, HelperCommand};
 
-use super::tools::{Param, ParamType, Tool, ToolResult};
+use super::params::{Param, ParamType};
+use super::tools::{Tool, ToolResult};
 
 /// A validated call of a tool: what runs and everything the approval card
 /// and the call record show, fixed once.
