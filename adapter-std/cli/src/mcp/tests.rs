@@ -799,3 +799,23 @@ fn the_example_file_of_the_readme_loads() {
     assert_eq!(call.summary, "tail -n 50 -- /var/log/web/error.log");
     assert_eq!(call.approval, Approval::NotRequired);
 }
+
+#[test]
+fn literal_braces_and_a_left_out_parameter_in_the_target() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\n\
+         command = [\"awk\", \"{{print ${field}}}\", \"--\", \"{file}\"]\n\
+         params.field = { type = \"integer\", minimum = 1, required = false }\n\
+         params.file = { type = \"string\" }\n\
+         target = \"{file}#{field}\"\n",
+    );
+    let call = tool
+        .prepare(&args(json!({"file": "-log", "field": 2})))
+        .unwrap();
+    assert_eq!(words(&call), ["{print $2}", "--", "-log"]);
+    assert_eq!(call.target, "-log#2");
+    assert_eq!(call.summary, "awk '{print $2}' -- -log");
+    let call = tool.prepare(&args(json!({"file": "a.log"}))).unwrap();
+    assert_eq!(words(&call), ["--", "a.log"]);
+    assert_eq!(call.target, "a.log#");
+}
