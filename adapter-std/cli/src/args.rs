@@ -1,5 +1,6 @@
-//! The command line, declared with clap's derive: two commands (`run`,
-//! `audit verify|sessions|activity`), their flags and their help.
+//! The command line, declared with clap's derive: three commands (`run`,
+//! `audit verify|sessions|activity`, `mcp --check`), their flags and their
+//! help.
 //!
 //! Usage errors are one line each (see [`usage_message`]): a caller that
 //! scripts `spillguard` reads one sentence naming the problem, not clap's
@@ -20,6 +21,7 @@ spillguard run [OPTIONS] -- PROGRAM [ARGS...]
                                     [--expect FILE] [--json]
        spillguard audit sessions FILE [--key-file F] [--json]
        spillguard audit activity FILE [--key-file F] [--json]
+       spillguard mcp --tools FILE --check
        spillguard --help | --version";
 
 /// How `run` ends, with examples (a macro, so that `concat!` can join the
@@ -69,7 +71,22 @@ Examples:
     };
 }
 
-/// What the two commands do, at the top of the whole help's closing part.
+/// How `mcp` ends.
+macro_rules! mcp_after_help {
+    () => {
+        "\
+`mcp --check` loads the tools file, checks every rule (every error names
+its field, e.g. `tools.remote_uptime.params.host.pattern`) and prints
+{\"tools\": [{name, description, inputSchema}, ...]} as one line of JSON.
+Exit status: 0 when the file is valid; 2 when it cannot be read or breaks a
+rule (one line on stderr); 1 if the output could not be written.
+
+Example:
+  spillguard mcp --tools tools.toml --check"
+    };
+}
+
+/// What the commands do, at the top of the whole help's closing part.
 macro_rules! overview {
     () => {
         "\
@@ -85,6 +102,9 @@ it) can vouch for the end of the log: without one the best verdict is
 `unanchored`. `audit sessions` (one line per session) and `audit activity`
 (one line per call) print views computed from the log alone.
 
+`mcp --check` loads and checks a tools file (the tools an MCP server would
+expose, each a command with typed parameters) and prints its tools.
+
 Usage errors exit with status 2 and one line on stderr."
     };
 }
@@ -96,7 +116,15 @@ Usage errors exit with status 2 and one line on stderr."
     version,
     about = "spillguard - run a helper process with bounded, counted stderr",
     override_usage = USAGE,
-    after_help = concat!(overview!(), "\n\n", run_after_help!(), "\n\n", audit_after_help!()),
+    after_help = concat!(
+        overview!(),
+        "\n\n",
+        run_after_help!(),
+        "\n\n",
+        audit_after_help!(),
+        "\n\n",
+        mcp_after_help!()
+    ),
     flatten_help = true,
     max_term_width = 100,
     arg_required_else_help = false,
@@ -128,6 +156,25 @@ pub enum Command {
         subcommand_required = true,
     )]
     Audit(AuditCommand),
+    /// Check an MCP tools file: print its tools with their inputSchema as
+    /// one line of JSON (a `tools/list` result)
+    #[command(
+        override_usage = "spillguard mcp --tools FILE --check",
+        after_help = mcp_after_help!(),
+    )]
+    Mcp(McpArgs),
+}
+
+/// The flags of `spillguard mcp`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct McpArgs {
+    /// The tools file: a TOML file with `[tools.NAME]` tables and an
+    /// optional `[helper_output]` table
+    #[arg(long, value_name = "FILE", required = true)]
+    pub tools: PathBuf,
+    /// Load and check the file, print the tools and exit
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// The flags and the program of `spillguard run`.
@@ -403,6 +450,7 @@ const VERIFY_ONLY: [&str; 3] = ["--anchor", "--anchor-file", "--expect"];
 pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
     let word = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or_default();
     let in_audit = word(0) == "audit";
+    let in_mcp = word(0) == "mcp";
     let text = |kind| match error.get(kind) {
         Some(ContextValue::String(text)) => text.clone(),
         Some(ContextValue::Strings(texts)) => texts.join(", "),
@@ -420,14 +468,14 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
             "missing audit command (expected verify, sessions or activity)".into()
         }
         ErrorKind::MissingSubcommand => {
-            "missing command `run` or `audit` (see `spillguard --help`)".into()
+            "missing command `run`, `audit` or `mcp` (see `spillguard --help`)".into()
         }
         ErrorKind::InvalidSubcommand if in_audit => format!(
             "unknown audit command `{}` (expected verify, sessions or activity)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::InvalidSubcommand => format!(
-            "unknown command `{}` (expected `run` or `audit`; see `spillguard --help`)",
+            "unknown command `{}` (expected `run`, `audit` or `mcp`; see `spillguard --help`)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::UnknownArgument => {
@@ -460,6 +508,7 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
         ErrorKind::MissingRequiredArgument if in_audit => {
             "missing the audit log file (see `spillguard --help`)".into()
         }
+        ErrorKind::MissingRequiredArgument if in_mcp => "`mcp` needs `--tools FILE`".into(),
         ErrorKind::MissingRequiredArgument => missing_program().0,
         ErrorKind::ArgumentConflict if in_audit => {
             "give one of `--anchor` and `--anchor-file`, once".into()
@@ -580,11 +629,11 @@ mod tests {
     fn bad_input_names_the_problem() {
         assert_eq!(
             err(&[]),
-            "missing command `run` or `audit` (see `spillguard --help`)"
+            "missing command `run`, `audit` or `mcp` (see `spillguard --help`)"
         );
         assert_eq!(
             err(&["go"]),
-            "unknown command `go` (expected `run` or `audit`; see `spillguard --help`)"
+            "unknown command `go` (expected `run`, `audit` or `mcp`; see `spillguard --help`)"
         );
         assert_eq!(
             err(&["run", "--anchor-out", "a", "--", "ls"]),
@@ -714,6 +763,25 @@ mod tests {
         assert_eq!(
             err(&["audit", "sessions", "a", "--jsn"]),
             "unknown flag `--jsn` (see `spillguard --help`)"
+        );
+    }
+
+    #[test]
+    fn mcp_takes_a_tools_file_and_check() {
+        match parse(&["mcp", "--tools", "t.toml", "--check"]) {
+            Ok(Command::Mcp(mcp)) => assert_eq!(
+                mcp,
+                McpArgs {
+                    tools: "t.toml".into(),
+                    check: true
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(err(&["mcp", "--check"]), "`mcp` needs `--tools FILE`");
+        assert_eq!(
+            err(&["mcp", "--tools", "t", "--serve"]),
+            "unknown flag `--serve` (see `spillguard --help`)"
         );
     }
 

@@ -2,10 +2,17 @@
 //! the std adapter and prints its call record as one line of JSON.
 //! `spillguard audit verify|sessions|activity FILE`: reads an audit log
 //! offline (see `audit.rs`).
+//! `spillguard mcp --tools FILE --check`: loads and checks a tools file and
+//! prints its tools (see `mcp/`).
 
 mod args;
 mod audit;
 mod call;
+// The server that calls `Tool::prepare` is wired next; until then only
+// `mcp --check` and the tests use the module, and its re-exports (the API
+// the server will use) have no user in the binary.
+#[allow(dead_code, unused_imports)]
+mod mcp;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -16,7 +23,7 @@ use clap::error::ErrorKind;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use args::{Cli, Command, RunArgs, UsageError};
+use args::{Cli, Command, McpArgs, RunArgs, UsageError};
 
 /// Exit status: bad input on the command line (or a file it names).
 const USAGE: u8 = 2;
@@ -33,6 +40,7 @@ fn main() -> ExitCode {
             Err(error) => usage_error(&error),
         },
         Command::Audit(audit_args) => audit::main(&audit_args.into()),
+        Command::Mcp(mcp_args) => check_tools(&mcp_args),
     }
 }
 
@@ -51,6 +59,27 @@ fn parse_failed(error: &clap::Error, args: &[OsString]) -> ExitCode {
 fn usage_error(error: &UsageError) -> ExitCode {
     eprintln!("spillguard: {error}");
     ExitCode::from(USAGE)
+}
+
+/// `mcp --check`: the tools as one line of JSON, or a usage error. The
+/// server itself is not part of this build: without `--check` nothing runs.
+fn check_tools(args: &McpArgs) -> ExitCode {
+    if !args.check {
+        return usage_error(&UsageError(
+            "`mcp` needs `--check` (this build checks a tools file; it does not serve it yet)"
+                .into(),
+        ));
+    }
+    match mcp::check(&args.tools) {
+        Ok(json) => match writeln!(std::io::stdout().lock(), "{json}") {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("spillguard: cannot write the tools: {error}");
+                ExitCode::from(1)
+            }
+        },
+        Err(error) => usage_error(&error),
+    }
 }
 
 fn run(host: &call::Host, run: RunArgs) -> ExitCode {

@@ -203,11 +203,11 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
     let cases: &[(&[&str], &str)] = &[
         (
             &[],
-            "spillguard: missing command `run` or `audit` (see `spillguard --help`)",
+            "spillguard: missing command `run`, `audit` or `mcp` (see `spillguard --help`)",
         ),
         (
             &["start", "--", "true"],
-            "spillguard: unknown command `start` (expected `run` or `audit`; see \
+            "spillguard: unknown command `start` (expected `run`, `audit` or `mcp`; see \
              `spillguard --help`)",
         ),
         (

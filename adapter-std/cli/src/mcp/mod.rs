@@ -1,0 +1,41 @@
+//! The tools of `spillguard mcp`: a TOML file declaring, per tool, the
+//! command it runs, its parameters and how a call of it is handled, and
+//! what turns a `tools/call` into a call to start.
+//!
+//! * [`ToolsFile::from_toml_str`] loads and checks the file
+//!   (`tools.rs` states every rule);
+//! * [`Tool::input_schema`] is the schema MCP publishes for a tool, and
+//!   [`ToolsFile::list_json`] the `tools/list` result;
+//! * [`Tool::prepare`] checks a call's arguments and builds the
+//!   [`PreparedCall`]: the command (one argument per word, no shell), the
+//!   target, the summary, and the approval card's text, fixed once
+//!   (`prepare.rs` states the rules a value is held to and the card's
+//!   format). Invalid arguments are an [`InvalidParams`] naming each
+//!   failing parameter; nothing has run.
+
+use std::path::Path;
+
+use crate::args::UsageError;
+
+mod params;
+mod prepare;
+mod template;
+mod tools;
+
+#[cfg(test)]
+mod tests;
+
+pub use params::{Param, ParamType, Pattern};
+pub use prepare::{InvalidParams, ParamProblem, PreparedCall};
+pub use tools::{Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
+
+/// `spillguard mcp --tools FILE --check`: the file loaded and checked, and
+/// its tools as one line of JSON (a `tools/list` result, no newline).
+pub fn check(path: &Path) -> Result<String, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read tools file {}: {e}", path.display())))?;
+    let file = ToolsFile::from_toml_str(&text)
+        .map_err(|e| UsageError(format!("invalid tools file {}: {e}", path.display())))?;
+    serde_json::to_string(&file.list_json())
+        .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))
+}

@@ -1,0 +1,380 @@
+//! A tool call's arguments checked against the tool's parameters and
+//! turned into the call to start: [`Tool::prepare`].
+//!
+//! # What a value must be
+//!
+//! Everything the published schema says (type, `enum`, `pattern`,
+//! `maxLength`, `minimum`, `maximum`, `required`, no other property), and
+//! two rules the schema cannot say, both about what the helper would
+//! receive:
+//!
+//! * **No NUL byte**, ever: an argument cannot carry one to the program.
+//! * **No option where a word begins with a value.** When a placeholder
+//!   starts a word of the command (`{host}`, `{user}@{host}`) before any
+//!   literal `--` word, a value whose text starts with `-` (`-rf`,
+//!   `-oProxyCommand=…`, a negative number) would be read by most programs
+//!   as an option: it is refused, unless the parameter says which values
+//!   it takes — a `pattern` or an `enum` for a string (the author wrote it,
+//!   anchored, so a leading `-` it admits is meant), an `enum` or a
+//!   `minimum` for a number (the author said how low it may go). Put the
+//!   value after a literal `--` word, or inside a word (`--host={host}`),
+//!   to take any value.
+//!
+//! A value is substituted as text into its word: a string as it is, an
+//! integer in decimal, a number as its JSON text, a boolean as `true` or
+//! `false`. No shell reads the words.
+//!
+//! # The approval card
+//!
+//! Built once, here, from the validated call, and never changed: five
+//! lines, each `label: value`, with every control or bidirectional
+//! formatting character written as an escape (`\n`, `\u{202e}`), so that a
+//! value can neither add a line nor reorder one:
+//!
+//! ```text
+//! tool: remote_uptime
+//! description: uptime of a host over ssh
+//! target: web-3
+//! command: ssh -o BatchMode=yes web-3 uptime
+//! deadline: 20000 ms
+//! ```
+//!
+//! `command` is the shell-quoted command line (exactly what runs, one
+//! quoted word per argument); `deadline` is `host default` when the tool
+//! sets none.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Number, Value};
+use spillguard_kit::{CallBuilder, Launch, command_line};
+use spillguard_std::core::CallKind;
+use spillguard_std::{Approval, HelperCommand};
+
+use super::params::{Param, ParamType};
+use super::tools::{Tool, ToolResult};
+
+/// A validated call of a tool: what runs and everything the approval card
+/// and the call record show, fixed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedCall {
+    /// The tool's name; the call's `action`.
+    pub tool: String,
+    /// What runs: the program and one argument per word, no shell.
+    pub command: HelperCommand,
+    /// The target shown to the user (the tool's `target` template, or the
+    /// command line).
+    pub target: String,
+    /// The shell-quoted command line; the call's `summary`.
+    pub summary: String,
+    /// The approval card's text (see the module docs for its format).
+    pub card: String,
+    /// Action or discovery.
+    pub kind: CallKind,
+    /// Whether the call waits for approval.
+    pub approval: Approval,
+    /// How the helper returns its result.
+    pub result: ToolResult,
+    /// Longest the call may run after dispatch; `None`: the host's.
+    pub deadline: Option<Duration>,
+}
+
+impl PreparedCall {
+    /// The call on `host`, every field set from this one: the command,
+    /// `action` (the tool's name), kind, target, summary, approval, result
+    /// channel and deadline. The caller adds its ids and starts it.
+    pub fn builder<'h, H: Launch>(&self, host: &'h H) -> CallBuilder<'h, H> {
+        let builder = CallBuilder::new(host, self.command.clone())
+            .kind(self.kind)
+            .action(self.tool.clone())
+            .target(self.target.clone())
+            .summary(self.summary.clone())
+            .approval(self.approval);
+        let builder = match self.deadline {
+            Some(deadline) => builder.deadline(deadline),
+            None => builder,
+        };
+        match self.result {
+            ToolResult::StdoutJson => builder.result_json(),
+            ToolResult::StdoutText => builder,
+        }
+    }
+}
+
+/// The arguments of a call broke the tool's rules: one problem per
+/// failing parameter, in name order. Nothing ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidParams {
+    /// The tool called.
+    pub tool: String,
+    /// What is wrong, per parameter.
+    pub problems: Vec<ParamProblem>,
+}
+
+/// What is wrong with one parameter of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamProblem {
+    /// The parameter (or the unknown argument's name).
+    pub param: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for InvalidParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid arguments for tool {}: ", self.tool)?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", problem.param, problem.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidParams {}
+
+impl Tool {
+    /// Checks `arguments` (a `tools/call`'s `arguments`; an empty map when
+    /// the call has none) and builds the call: every failing parameter is
+    /// named in the error, and nothing is built unless all pass.
+    pub fn prepare(&self, arguments: &Map<String, Value>) -> Result<PreparedCall, InvalidParams> {
+        let mut problems = Vec::new();
+        let mut texts: Vec<(&str, String)> = Vec::with_capacity(self.params.len());
+        for (name, _) in arguments {
+            if !self.params.iter().any(|p| &p.name == name) {
+                let known: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+                problems.push(ParamProblem {
+                    param: name.clone(),
+                    message: if known.is_empty() {
+                        "unknown parameter (the tool takes none)".into()
+                    } else {
+                        format!("unknown parameter (known: {})", known.join(", "))
+                    },
+                });
+            }
+        }
+        for param in &self.params {
+            match arguments.get(&param.name) {
+                None if param.required => problems.push(ParamProblem {
+                    param: param.name.clone(),
+                    message: "missing (required)".into(),
+                }),
+                None => {}
+                Some(value) => match check(param, value) {
+                    Ok(text) => texts.push((&param.name, text)),
+                    Err(message) => problems.push(ParamProblem {
+                        param: param.name.clone(),
+                        message,
+                    }),
+                },
+            }
+        }
+        if !problems.is_empty() {
+            problems.sort_by(|a, b| a.param.cmp(&b.param));
+            return Err(InvalidParams {
+                tool: self.name.clone(),
+                problems,
+            });
+        }
+        let value = |name: &str| {
+            texts
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| t.as_str())
+        };
+        // A word naming a left-out optional parameter is dropped whole.
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .filter_map(|word| word.render(value))
+            .collect();
+        let command = HelperCommand::new(&self.program).args(args);
+        let summary = command_line(&command);
+        let target = match &self.target {
+            Some(template) => template
+                .render(|name| Some(value(name).unwrap_or("")))
+                .unwrap_or_default(),
+            None => summary.clone(),
+        };
+        let deadline = match self.deadline {
+            Some(d) => format!("{} ms", d.as_millis()),
+            None => "host default".to_owned(),
+        };
+        let card = format!(
+            "tool: {}\ndescription: {}\ntarget: {}\ncommand: {}\ndeadline: {}",
+            visible(&self.name),
+            visible(&self.description),
+            visible(&target),
+            visible(&summary),
+            deadline,
+        );
+        Ok(PreparedCall {
+            tool: self.name.clone(),
+            command,
+            target,
+            summary,
+            card,
+            kind: self.kind,
+            approval: self.approval,
+            result: self.result,
+            deadline: self.deadline,
+        })
+    }
+}
+
+/// The value's text for the command, or why it is refused.
+fn check(param: &Param, value: &Value) -> Result<String, String> {
+    let text = match (param.kind, value) {
+        (ParamType::String, Value::String(s)) => s.clone(),
+        (ParamType::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+        (ParamType::Number, Value::Number(n)) => n.to_string(),
+        (ParamType::Boolean, Value::Bool(b)) => b.to_string(),
+        (kind, other) => {
+            return Err(format!(
+                "must be {} {}, not {}",
+                article(kind.as_str()),
+                kind.as_str(),
+                json_type(other)
+            ));
+        }
+    };
+    if let Some(allowed) = &param.allowed
+        && !allowed.iter().any(|a| same(a, value))
+    {
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        return Err(format!(
+            "{} is not one of {}",
+            shown(value),
+            list.join(", ")
+        ));
+    }
+    if let Value::String(s) = value {
+        if s.contains('\0') {
+            return Err("contains a NUL byte, which no argument can carry".into());
+        }
+        if let Some(max) = param.max_length {
+            let length = s.chars().count() as u64;
+            if length > max {
+                return Err(format!(
+                    "is {length} characters long, more than max_length {max}"
+                ));
+            }
+        }
+        if let Some(pattern) = &param.pattern
+            && !pattern.regex.is_match(s)
+        {
+            return Err(format!(
+                "{} does not match {}",
+                shown(value),
+                pattern.source
+            ));
+        }
+    }
+    if let Value::Number(n) = value {
+        if let Some(min) = &param.minimum
+            && compare(n, min).is_lt()
+        {
+            return Err(format!("{n} is below the minimum {min}"));
+        }
+        if let Some(max) = &param.maximum
+            && compare(n, max).is_gt()
+        {
+            return Err(format!("{n} is above the maximum {max}"));
+        }
+    }
+    if param.leads_word && text.starts_with('-') {
+        let vouched = param.allowed.is_some()
+            || match param.kind {
+                ParamType::String => param.pattern.is_some(),
+                _ => param.minimum.is_some(),
+            };
+        if !vouched {
+            return Err(format!(
+                "{} starts with \"-\" where the command would read it as an option \
+                 (declare a pattern, an enum or a minimum that allows it)",
+                shown(value)
+            ));
+        }
+    }
+    Ok(text)
+}
+
+/// Orders two JSON numbers by value: exactly when both are integers.
+pub(crate) fn compare(a: &Number, b: &Number) -> Ordering {
+    let int = |n: &Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(a), int(b)) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        _ => {
+            let (a, b) = (
+                a.as_f64().unwrap_or(f64::NAN),
+                b.as_f64().unwrap_or(f64::NAN),
+            );
+            a.partial_cmp(&b).unwrap_or(Ordering::Equal)
+        }
+    }
+}
+
+/// Equal JSON values, numbers compared by value (`2` is `2.0`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => compare(a, b).is_eq(),
+        _ => a == b,
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub(crate) fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// A value in a message: its JSON text, cut after 64 characters.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(64) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+/// The text with every control character and bidirectional formatting
+/// character written as an escape, so that it stays on its line and in
+/// its order.
+pub(crate) fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        );
+        if bidi {
+            out.extend(c.escape_unicode());
+        } else if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

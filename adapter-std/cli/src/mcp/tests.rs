@@ -1,0 +1,821 @@
+//! The tools file, the published schema and the preparation of a call,
+//! with exact values and messages.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use spillguard_kit::{CallRequest, Launch};
+use spillguard_std::core::{CallKind, CallSettings, Config, ResultChannel};
+use spillguard_std::{Approval, HelperCommand};
+
+use super::*;
+
+/// The example of the issue, as written there.
+const EXAMPLE: &str = r#"
+[helper_output]                 # the budgets, as everywhere
+stderr_agent_excerpt_bytes = 4096
+
+[tools.remote_uptime]
+description = "uptime of a host over ssh"
+command = ["ssh", "-o", "BatchMode=yes", "{host}", "uptime"]
+params.host = { type = "string", pattern = "^[a-z0-9.-]+$" }
+approval = "required"           # or "none"
+kind = "action"                 # or "discovery" (no approval, own budget, no action)
+result = "stdout_json"          # or "stdout_text"
+deadline_ms = 20000
+"#;
+
+/// A tool of every parameter type and rule.
+const EVERY_TYPE: &str = r#"
+[tools.t]
+description = "d"
+command = ["prog", "--name={name}", "--count={count}", "--ratio={ratio}", "--force={force}", "--level={level}", "--since={since}"]
+params.name = { type = "string", pattern = "^[a-z]+$", max_length = 8 }
+params.count = { type = "integer", minimum = 1, maximum = 10 }
+params.ratio = { type = "number", minimum = 0, maximum = 1.5 }
+params.force = { type = "boolean" }
+params.level = { type = "string", enum = ["info", "debug"] }
+params.since = { type = "string", required = false, description = "ISO date" }
+"#;
+
+fn load(text: &str) -> ToolsFile {
+    ToolsFile::from_toml_str(text).unwrap()
+}
+
+fn only_tool(text: &str) -> Tool {
+    let mut file = load(text);
+    assert_eq!(file.tools.len(), 1);
+    file.tools.remove(0)
+}
+
+fn err(text: &str) -> String {
+    ToolsFile::from_toml_str(text).unwrap_err().to_string()
+}
+
+/// The error of a tool `t` with a description and these lines.
+fn tool_err(body: &str) -> String {
+    err(&format!("[tools.t]\ndescription = \"d\"\n{body}\n"))
+}
+
+/// A tool `t` running `prog {x}` with `x` declared as `decl`.
+fn tool_with(decl: &str) -> Tool {
+    only_tool(&format!(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{{x}}\"]\nparams.x = {decl}\n"
+    ))
+}
+
+fn args(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("{other}"),
+    }
+}
+
+fn words(call: &PreparedCall) -> Vec<String> {
+    call.command
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn invalid(tool: &Tool, arguments: Value) -> String {
+    tool.prepare(&args(arguments)).unwrap_err().to_string()
+}
+
+#[test]
+fn the_example_loads() {
+    let file = load(EXAMPLE);
+    assert_eq!(file.config, Config::default());
+    let tool = file.tool("remote_uptime").unwrap();
+    assert_eq!(file.tools.len(), 1);
+    assert_eq!(tool.name, "remote_uptime");
+    assert_eq!(tool.description, "uptime of a host over ssh");
+    assert_eq!(tool.kind, CallKind::Action);
+    assert_eq!(tool.approval, Approval::Required);
+    assert_eq!(tool.result, ToolResult::StdoutJson);
+    assert_eq!(tool.deadline, Some(Duration::from_millis(20_000)));
+    assert_eq!(tool.params.len(), 1);
+    let host = &tool.params[0];
+    assert_eq!(
+        (host.name.as_str(), host.kind, host.required),
+        ("host", ParamType::String, true)
+    );
+    assert_eq!(host.pattern.as_ref().unwrap().source, "^[a-z0-9.-]+$");
+    assert!(host.leads_word);
+}
+
+#[test]
+fn the_helper_output_table_is_the_cores() {
+    let file = load(
+        "[helper_output]\nstderr_retained_per_call_bytes = 8192\nretain = \"head\"\n\
+         [tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n",
+    );
+    assert_eq!(file.config.stderr_retained_per_call_bytes, 8192);
+    assert_eq!(file.config.stderr_agent_excerpt_bytes, 4096);
+    assert_eq!(file.config.retain, spillguard_std::core::Retain::Head);
+    // Left out: the defaults.
+    let file = load("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n");
+    assert_eq!(file.config, Config::default());
+}
+
+#[test]
+fn the_schema_of_the_example_is_exact() {
+    let file = load(EXAMPLE);
+    let expected = json!({
+        "type": "object",
+        "properties": {
+            "host": { "type": "string", "pattern": "^[a-z0-9.-]+$" }
+        },
+        "required": ["host"],
+        "additionalProperties": false
+    });
+    assert_eq!(file.tools[0].input_schema(), expected);
+    assert_eq!(
+        file.list_json(),
+        json!({ "tools": [{
+            "name": "remote_uptime",
+            "description": "uptime of a host over ssh",
+            "inputSchema": expected,
+        }]})
+    );
+}
+
+#[test]
+fn the_schema_carries_every_rule() {
+    assert_eq!(
+        only_tool(EVERY_TYPE).input_schema(),
+        json!({
+            "type": "object",
+            "properties": {
+                "count": { "type": "integer", "minimum": 1, "maximum": 10 },
+                "force": { "type": "boolean" },
+                "level": { "type": "string", "enum": ["info", "debug"] },
+                "name": { "type": "string", "pattern": "^[a-z]+$", "maxLength": 8 },
+                "ratio": { "type": "number", "minimum": 0, "maximum": 1.5 },
+                "since": { "type": "string", "description": "ISO date" }
+            },
+            "required": ["count", "force", "level", "name", "ratio"],
+            "additionalProperties": false
+        })
+    );
+    let none = only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n");
+    assert_eq!(
+        none.input_schema(),
+        json!({ "type": "object", "properties": {}, "additionalProperties": false })
+    );
+}
+
+#[test]
+fn defaults_of_an_action_and_of_a_discovery() {
+    let action = only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n");
+    assert_eq!(
+        (action.kind, action.approval, action.result, action.deadline),
+        (
+            CallKind::Action,
+            Approval::Required,
+            ToolResult::StdoutText,
+            None
+        )
+    );
+    let discovery =
+        only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\nkind = \"discovery\"\n");
+    assert_eq!(
+        (discovery.kind, discovery.approval),
+        (CallKind::Discovery, Approval::NotRequired)
+    );
+    let unapproved =
+        only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\napproval = \"none\"\n");
+    assert_eq!(unapproved.approval, Approval::NotRequired);
+}
+
+#[test]
+fn tools_are_listed_in_name_order() {
+    let file = load(
+        "[tools.b]\ndescription = \"d\"\ncommand = [\"true\"]\n\
+         [tools.a-1]\ndescription = \"d\"\ncommand = [\"true\"]\n",
+    );
+    let names: Vec<&str> = file.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a-1", "b"]);
+    assert!(file.tool("c").is_none());
+    assert!(is_tool_name(&"x".repeat(64)));
+    assert!(!is_tool_name(&"x".repeat(65)));
+    assert!(!is_tool_name(""));
+    assert!(!is_tool_name("a.b"));
+}
+
+#[test]
+fn file_errors_name_their_field() {
+    assert_eq!(
+        err("[tools\n"),
+        "not valid TOML: line 1: unclosed table, expected `]`"
+    );
+    assert_eq!(
+        err("[tool.x]\ndescription = \"d\"\n"),
+        "tool: unknown key (known keys: helper_output, tools)"
+    );
+    assert_eq!(
+        err(
+            "[helper_output]\nstderr_agent_excerpt_bytes = 64\n[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n"
+        ),
+        "helper_output.stderr_agent_excerpt_bytes: 64 is below the minimum of 128"
+    );
+    assert_eq!(
+        err(
+            "[helper_output]\nquiet = true\n[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n"
+        )
+        .split(" (")
+        .next()
+        .unwrap(),
+        "helper_output.quiet: unknown key"
+    );
+    assert_eq!(
+        err("[helper_output]\n"),
+        "tools: no tool is defined (add a [tools.NAME] table)"
+    );
+    assert_eq!(
+        err("[tools]\n"),
+        "tools: no tool is defined (add a [tools.NAME] table)"
+    );
+    assert_eq!(err("tools = 1\n"), "tools: must be a table");
+    assert_eq!(
+        err("[tools.\"a b\"]\ndescription = \"d\"\ncommand = [\"true\"]\n"),
+        "tools.a b: a tool name is 1 to 64 ASCII letters, digits, _ or -"
+    );
+    assert_eq!(err("[tools]\nt = 1\n"), "tools.t: must be a table");
+}
+
+#[test]
+fn tool_errors_name_their_field() {
+    let cases = [
+        (
+            "command = [\"true\"]\naproval = \"none\"",
+            "tools.t.aproval: unknown key (known keys: description, command, params, approval, kind, result, deadline_ms, target)",
+        ),
+        ("", "tools.t.command: is required"),
+        ("command = []", "tools.t.command: must not be empty"),
+        (
+            "command = \"ls -l\"",
+            "tools.t.command: must be an array of strings",
+        ),
+        (
+            "command = [\"ls\", 1]",
+            "tools.t.command[1]: must be a string",
+        ),
+        (
+            "command = [\"\"]",
+            "tools.t.command[0]: the program must not be empty",
+        ),
+        (
+            "command = [\"{x}\"]\nparams.x = { type = \"string\" }",
+            "tools.t.command[0]: the program is literal: a parameter may not choose what runs",
+        ),
+        (
+            "command = [\"ssh\", \"{hots}\"]\nparams.host = { type = \"string\" }",
+            "tools.t.command[1]: placeholder {hots} names no parameter of tool t",
+        ),
+        (
+            "command = [\"ssh\", \"{host}\"]\nparams.host = { type = \"string\" }\ntarget = \"{user}@{host}\"",
+            "tools.t.target: placeholder {user} names no parameter of tool t",
+        ),
+        (
+            "command = [\"ssh\", \"web-3\"]\nparams.host = { type = \"string\" }",
+            "tools.t.params.host: is never used by the command (add {host} to a word of command, or remove the parameter)",
+        ),
+        (
+            "command = [\"ssh\", \"{host}\"]\nparams.host = { type = \"string\" }\nparams.port = { type = \"integer\" }\ntarget = \"{host}:{port}\"",
+            "tools.t.params.port: is never used by the command (add {port} to a word of command, or remove the parameter)",
+        ),
+        (
+            "command = [\"awk\", \"{print $1}\"]",
+            r#"tools.t.command[1]: "{print $1}" in "{print $1}" is not a placeholder: a parameter name is letters, digits and _ (write {{ and }} for literal braces)"#,
+        ),
+        (
+            "command = [\"true\"]\nkind = \"discovery\"\napproval = \"required\"",
+            "tools.t.approval: a discovery never waits for approval (remove approval, or make the tool kind = \"action\")",
+        ),
+        (
+            "command = [\"true\"]\nkind = \"query\"",
+            "tools.t.kind: unknown kind \"query\" (expected \"action\" or \"discovery\")",
+        ),
+        (
+            "command = [\"true\"]\napproval = \"maybe\"",
+            "tools.t.approval: unknown approval \"maybe\" (expected \"required\" or \"none\")",
+        ),
+        (
+            "command = [\"true\"]\nresult = \"json\"",
+            "tools.t.result: unknown result \"json\" (expected \"stdout_text\" or \"stdout_json\")",
+        ),
+        (
+            "command = [\"true\"]\ndeadline_ms = 0",
+            "tools.t.deadline_ms: must be a positive integer (milliseconds)",
+        ),
+        (
+            "command = [\"true\"]\ndeadline_ms = \"20s\"",
+            "tools.t.deadline_ms: must be a positive integer (milliseconds)",
+        ),
+        (
+            "command = [\"true\"]\ntarget = 3",
+            "tools.t.target: must be a string",
+        ),
+        (
+            "command = [\"true\"]\nparams = 3",
+            "tools.t.params: must be a table",
+        ),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(tool_err(body), expected, "{body}");
+    }
+    assert_eq!(
+        err("[tools.t]\ncommand = [\"true\"]\n"),
+        "tools.t.description: is required"
+    );
+}
+
+#[test]
+fn param_errors_name_their_field() {
+    let param_err = |decl: &str| {
+        tool_err(&format!(
+            "command = [\"prog\", \"{{x}}\"]\nparams.x = {decl}"
+        ))
+    };
+    let cases = [
+        (
+            "{ type = \"string\", patern = \"^a$\" }",
+            "tools.t.params.x.patern: unknown key (known keys: type, description, required, enum, pattern, max_length, minimum, maximum)",
+        ),
+        ("{ required = true }", "tools.t.params.x.type: is required"),
+        (
+            "{ type = \"text\" }",
+            "tools.t.params.x.type: unknown type \"text\" (expected \"string\", \"integer\", \"number\" or \"boolean\")",
+        ),
+        ("\"string\"", "tools.t.params.x: must be a table"),
+        (
+            "{ type = \"string\", pattern = \"^[a-z\" }",
+            "tools.t.params.x.pattern: invalid regex \"^[a-z\": found unclosed character class",
+        ),
+        (
+            "{ type = \"string\", pattern = \"[a-z]+\" }",
+            "tools.t.params.x.pattern: \"[a-z]+\" must be anchored at both ends, every alternative included (e.g. \"^(?:a|b)$\"): a pattern matches anywhere in the value",
+        ),
+        (
+            "{ type = \"string\", pattern = \"^a|b$\" }",
+            "tools.t.params.x.pattern: \"^a|b$\" must be anchored at both ends, every alternative included (e.g. \"^(?:a|b)$\"): a pattern matches anywhere in the value",
+        ),
+        (
+            "{ type = \"string\", pattern = \"(?m)^a$\" }",
+            "tools.t.params.x.pattern: \"(?m)^a$\" must be anchored at both ends, every alternative included (e.g. \"^(?:a|b)$\"): a pattern matches anywhere in the value",
+        ),
+        (
+            "{ type = \"integer\", pattern = \"^1$\" }",
+            "tools.t.params.x.pattern: only a string parameter takes pattern (this one is an integer)",
+        ),
+        (
+            "{ type = \"boolean\", max_length = 3 }",
+            "tools.t.params.x.max_length: only a string parameter takes max_length (this one is a boolean)",
+        ),
+        (
+            "{ type = \"string\", max_length = -1 }",
+            "tools.t.params.x.max_length: must be a non-negative integer (characters)",
+        ),
+        (
+            "{ type = \"string\", minimum = 1 }",
+            "tools.t.params.x.minimum: only an integer or a number parameter takes minimum (this one is a string)",
+        ),
+        (
+            "{ type = \"integer\", minimum = 0.5 }",
+            "tools.t.params.x.minimum: must be an integer",
+        ),
+        (
+            "{ type = \"number\", maximum = \"1\" }",
+            "tools.t.params.x.maximum: must be a number",
+        ),
+        (
+            "{ type = \"integer\", minimum = 5, maximum = 4 }",
+            "tools.t.params.x.maximum: 4 is below the minimum 5",
+        ),
+        (
+            "{ type = \"number\", minimum = 0.5, maximum = 0.25 }",
+            "tools.t.params.x.maximum: 0.25 is below the minimum 0.5",
+        ),
+        (
+            "{ type = \"string\", enum = [\"a\", 1] }",
+            "tools.t.params.x.enum[1]: must be a string value",
+        ),
+        (
+            "{ type = \"string\", enum = [] }",
+            "tools.t.params.x.enum: must be a non-empty array of string values",
+        ),
+        (
+            "{ type = \"string\", required = \"yes\" }",
+            "tools.t.params.x.required: must be true or false",
+        ),
+        (
+            "{ type = \"string\", description = 1 }",
+            "tools.t.params.x.description: must be a string",
+        ),
+    ];
+    for (decl, expected) in cases {
+        assert_eq!(param_err(decl), expected, "{decl}");
+    }
+    assert_eq!(
+        tool_err("command = [\"prog\"]\nparams.1x = { type = \"string\" }"),
+        "tools.t.params.1x: a parameter name is ASCII letters, digits and _, not starting with a digit, at most 64 bytes"
+    );
+    // Anchored alternatives load.
+    assert_eq!(
+        tool_with("{ type = \"string\", pattern = \"^(?:a|b)$\" }").params[0]
+            .pattern
+            .as_ref()
+            .unwrap()
+            .source,
+        "^(?:a|b)$"
+    );
+}
+
+#[test]
+fn the_example_prepares_its_call_and_card() {
+    let file = load(EXAMPLE);
+    let call = file.tools[0]
+        .prepare(&args(json!({"host": "web-3"})))
+        .unwrap();
+    assert_eq!(
+        call,
+        PreparedCall {
+            tool: "remote_uptime".into(),
+            command: HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "uptime"]),
+            target: "ssh -o BatchMode=yes web-3 uptime".into(),
+            summary: "ssh -o BatchMode=yes web-3 uptime".into(),
+            card: "tool: remote_uptime\n\
+                   description: uptime of a host over ssh\n\
+                   target: ssh -o BatchMode=yes web-3 uptime\n\
+                   command: ssh -o BatchMode=yes web-3 uptime\n\
+                   deadline: 20000 ms"
+                .into(),
+            kind: CallKind::Action,
+            approval: Approval::Required,
+            result: ToolResult::StdoutJson,
+            deadline: Some(Duration::from_millis(20_000)),
+        }
+    );
+    assert_eq!(
+        invalid(&file.tools[0], json!({"host": "web 3"})),
+        "invalid arguments for tool remote_uptime: host: \"web 3\" does not match ^[a-z0-9.-]+$"
+    );
+}
+
+#[test]
+fn every_type_is_substituted_as_its_text() {
+    let tool = only_tool(EVERY_TYPE);
+    let call = tool
+        .prepare(&args(json!({
+            "name": "abc", "count": 3, "ratio": 0.5, "force": true, "level": "debug"
+        })))
+        .unwrap();
+    // `since` was left out: its word is dropped whole.
+    assert_eq!(
+        words(&call),
+        [
+            "--name=abc",
+            "--count=3",
+            "--ratio=0.5",
+            "--force=true",
+            "--level=debug"
+        ]
+    );
+    assert_eq!(call.command.program, "prog");
+    let call = tool
+        .prepare(&args(json!({
+            "name": "abcdefgh", "count": 10, "ratio": 1, "force": false, "level": "info",
+            "since": "2026-01-01"
+        })))
+        .unwrap();
+    assert_eq!(
+        words(&call),
+        [
+            "--name=abcdefgh",
+            "--count=10",
+            "--ratio=1",
+            "--force=false",
+            "--level=info",
+            "--since=2026-01-01"
+        ]
+    );
+    assert_eq!(call.approval, Approval::Required);
+    assert_eq!(call.deadline, None);
+    assert!(call.card.ends_with("\ndeadline: host default"));
+}
+
+#[test]
+fn every_failing_parameter_is_named_at_once() {
+    let tool = only_tool(EVERY_TYPE);
+    assert_eq!(
+        invalid(
+            &tool,
+            json!({
+                "name": "ABC", "count": 0, "ratio": 2, "force": "yes", "level": "warn", "extra": 1
+            })
+        ),
+        "invalid arguments for tool t: \
+         count: 0 is below the minimum 1; \
+         extra: unknown parameter (known: count, force, level, name, ratio, since); \
+         force: must be a boolean, not a string; \
+         level: \"warn\" is not one of \"info\", \"debug\"; \
+         name: \"ABC\" does not match ^[a-z]+$; \
+         ratio: 2 is above the maximum 1.5"
+    );
+    assert_eq!(
+        invalid(&tool, json!({})),
+        "invalid arguments for tool t: count: missing (required); force: missing (required); \
+         level: missing (required); name: missing (required); ratio: missing (required)"
+    );
+    let base = json!({"name": "abc", "count": 3, "ratio": 0.5, "force": true, "level": "info"});
+    let with = |key: &str, value: Value| {
+        let mut arguments = args(base.clone());
+        arguments.insert(key.into(), value);
+        tool.prepare(&arguments).unwrap_err().to_string()
+    };
+    assert_eq!(
+        with("count", json!(2.5)),
+        "invalid arguments for tool t: count: must be an integer, not a number"
+    );
+    assert_eq!(
+        with("count", json!(11)),
+        "invalid arguments for tool t: count: 11 is above the maximum 10"
+    );
+    assert_eq!(
+        with("count", Value::Null),
+        "invalid arguments for tool t: count: must be an integer, not null"
+    );
+    assert_eq!(
+        with("ratio", json!(-0.5)),
+        "invalid arguments for tool t: ratio: -0.5 is below the minimum 0"
+    );
+    assert_eq!(
+        with("name", json!("abcdefghi")),
+        "invalid arguments for tool t: name: is 9 characters long, more than max_length 8"
+    );
+    assert_eq!(
+        with("name", json!("a\u{0}b")),
+        "invalid arguments for tool t: name: contains a NUL byte, which no argument can carry"
+    );
+    assert_eq!(
+        with("since", json!(["2026"])),
+        "invalid arguments for tool t: since: must be a string, not an array"
+    );
+    assert_eq!(
+        with("name", json!("x".repeat(100))),
+        format!(
+            "invalid arguments for tool t: name: is 100 characters long, more than max_length 8"
+        )
+    );
+    assert_eq!(
+        with("level", json!("y".repeat(100))),
+        format!(
+            "invalid arguments for tool t: level: \"{}… is not one of \"info\", \"debug\"",
+            "y".repeat(63)
+        )
+    );
+    let none = only_tool("[tools.n]\ndescription = \"d\"\ncommand = [\"true\"]\n");
+    assert_eq!(
+        invalid(&none, json!({"x": 1})),
+        "invalid arguments for tool n: x: unknown parameter (the tool takes none)"
+    );
+}
+
+#[test]
+fn a_value_is_one_argument_and_no_shell_reads_it() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{host}\", \"uptime\"]\n\
+         params.host = { type = \"string\" }\n",
+    );
+    let call = tool.prepare(&args(json!({"host": "; rm -rf /"}))).unwrap();
+    assert_eq!(words(&call), ["; rm -rf /", "uptime"]);
+    assert!(!call.command.shell);
+    assert_eq!(call.summary, "ssh '; rm -rf /' uptime");
+    let call = tool
+        .prepare(&args(json!({"host": "$(reboot) `id` a b"})))
+        .unwrap();
+    assert_eq!(words(&call), ["$(reboot) `id` a b", "uptime"]);
+    assert_eq!(call.command.args.len(), 2);
+}
+
+#[test]
+fn a_value_that_would_be_an_option_is_refused() {
+    let bare = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{host}\", \"uptime\"]\n\
+         params.host = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        invalid(&bare, json!({"host": "-oProxyCommand=sh"})),
+        "invalid arguments for tool t: host: \"-oProxyCommand=sh\" starts with \"-\" where the \
+         command would read it as an option (declare a pattern, an enum or a minimum that allows it)"
+    );
+    // A pattern or an enum that admits it is the author's word.
+    let patterned = tool_with("{ type = \"string\", pattern = \"^-?[a-z]+$\" }");
+    assert_eq!(
+        words(&patterned.prepare(&args(json!({"x": "-rf"}))).unwrap()),
+        ["-rf"]
+    );
+    let listed = tool_with("{ type = \"string\", enum = [\"-v\", \"-q\"] }");
+    assert_eq!(
+        words(&listed.prepare(&args(json!({"x": "-q"}))).unwrap()),
+        ["-q"]
+    );
+    // After a literal `--`, or inside a word, a leading `-` is harmless.
+    let after = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"grep\", \"--\", \"{re}\", \"f\"]\n\
+         params.re = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        words(&after.prepare(&args(json!({"re": "-v"}))).unwrap()),
+        ["--", "-v", "f"]
+    );
+    let inside = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"--host={host}\"]\n\
+         params.host = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        words(&inside.prepare(&args(json!({"host": "-rf"}))).unwrap()),
+        ["--host=-rf"]
+    );
+    // Only the placeholder that begins the word is checked.
+    let joined = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{user}@{host}\"]\n\
+         params.user = { type = \"string\" }\nparams.host = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        words(
+            &joined
+                .prepare(&args(json!({"user": "u", "host": "-x"})))
+                .unwrap()
+        ),
+        ["u@-x"]
+    );
+    assert_eq!(
+        invalid(&joined, json!({"user": "-o", "host": "h"})),
+        "invalid arguments for tool t: user: \"-o\" starts with \"-\" where the command would \
+         read it as an option (declare a pattern, an enum or a minimum that allows it)"
+    );
+    // A negative number begins a word: refused unless a minimum is declared.
+    let pid = tool_with("{ type = \"integer\" }");
+    assert_eq!(
+        invalid(&pid, json!({"x": -1})),
+        "invalid arguments for tool t: x: -1 starts with \"-\" where the command would read it \
+         as an option (declare a pattern, an enum or a minimum that allows it)"
+    );
+    assert_eq!(
+        words(&pid.prepare(&args(json!({"x": 42}))).unwrap()),
+        ["42"]
+    );
+    let bounded = tool_with("{ type = \"integer\", minimum = -5 }");
+    assert_eq!(
+        words(&bounded.prepare(&args(json!({"x": -1}))).unwrap()),
+        ["-1"]
+    );
+}
+
+#[test]
+fn the_card_shows_the_target_and_escapes_what_could_forge_a_line() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"restart\\na service\"\n\
+         command = [\"ssh\", \"{host}\", \"systemctl\", \"restart\", \"web\"]\n\
+         params.host = { type = \"string\" }\ntarget = \"deploy@{host}\"\n",
+    );
+    let call = tool
+        .prepare(&args(json!({"host": "web-3\ncommand: true\u{202e}"})))
+        .unwrap();
+    assert_eq!(call.target, "deploy@web-3\ncommand: true\u{202e}");
+    assert_eq!(
+        call.card,
+        "tool: t\n\
+         description: restart\\na service\n\
+         target: deploy@web-3\\ncommand: true\\u{202e}\n\
+         command: ssh $'web-3\\ncommand: true\\u{202e}' systemctl restart web\n\
+         deadline: host default"
+    );
+    assert_eq!(call.card.lines().count(), 5);
+    // The card is made once: preparing again gives the same text.
+    let again = tool
+        .prepare(&args(json!({"host": "web-3\ncommand: true\u{202e}"})))
+        .unwrap();
+    assert_eq!(again.card, call.card);
+}
+
+/// A host that starts nothing: `start()` hands back the request.
+#[derive(Debug)]
+struct Dry;
+
+impl Launch for Dry {
+    type Handle = CallRequest;
+    type Run = CallRequest;
+    fn launch(&self, request: CallRequest) -> CallRequest {
+        request
+    }
+    fn wait(handle: CallRequest) -> CallRequest {
+        handle
+    }
+}
+
+#[test]
+fn the_builder_carries_every_field_of_the_prepared_call() {
+    let file = load(EXAMPLE);
+    let call = file.tools[0]
+        .prepare(&args(json!({"host": "web-3"})))
+        .unwrap();
+    let resolved = call
+        .builder(&Dry)
+        .start()
+        .resolve("s_mcp", |kind| match kind {
+            CallKind::Discovery => CallSettings::discovery(&file.config),
+            _ => CallSettings::action(&file.config),
+        });
+    assert_eq!(resolved.spec.kind, CallKind::Action);
+    assert_eq!(resolved.spec.action, "remote_uptime");
+    assert_eq!(resolved.spec.target, "ssh -o BatchMode=yes web-3 uptime");
+    assert_eq!(resolved.spec.summary, "ssh -o BatchMode=yes web-3 uptime");
+    assert_eq!(resolved.spec.session_id, "s_mcp");
+    assert_eq!(resolved.approval, Approval::Required);
+    assert_eq!(resolved.command, call.command);
+    assert_eq!(
+        resolved.settings.deadline,
+        Some(Duration::from_millis(20_000))
+    );
+    assert_eq!(resolved.settings.result, ResultChannel::StdoutJson);
+
+    let discovery =
+        only_tool("[tools.d]\ndescription = \"d\"\ncommand = [\"ls\"]\nkind = \"discovery\"\n");
+    let call = discovery.prepare(&Map::new()).unwrap();
+    let resolved = call.builder(&Dry).start().resolve("s", |kind| match kind {
+        CallKind::Discovery => CallSettings::discovery(&Config::default()),
+        _ => CallSettings::action(&Config::default()),
+    });
+    assert_eq!(resolved.spec.kind, CallKind::Discovery);
+    assert_eq!(resolved.approval, Approval::NotRequired);
+    assert_eq!(resolved.settings.stderr.budget, 4096);
+    assert_eq!(resolved.settings.result, ResultChannel::None);
+}
+
+#[test]
+fn the_example_file_of_the_readme_loads() {
+    let file = load(include_str!("../../examples/tools.toml"));
+    let names: Vec<&str> = file.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["list_units", "remote_uptime", "tail_log"]);
+    let uptime = file.tool("remote_uptime").unwrap();
+    let call = uptime.prepare(&args(json!({"host": "web-3"}))).unwrap();
+    assert_eq!(call.target, "web-3");
+    assert_eq!(
+        call.card,
+        "tool: remote_uptime\n\
+         description: uptime of a host over ssh\n\
+         target: web-3\n\
+         command: ssh -o BatchMode=yes web-3 uptime\n\
+         deadline: 20000 ms"
+    );
+    let units = file.tool("list_units").unwrap();
+    assert_eq!(
+        words(&units.prepare(&args(json!({"host": "web-3"}))).unwrap()),
+        [
+            "-o",
+            "BatchMode=yes",
+            "web-3",
+            "systemctl",
+            "list-units",
+            "--output=json"
+        ]
+    );
+    assert_eq!(
+        (units.kind, units.approval, units.result),
+        (
+            CallKind::Discovery,
+            Approval::NotRequired,
+            ToolResult::StdoutJson
+        )
+    );
+    let tail = file.tool("tail_log").unwrap();
+    let call = tail
+        .prepare(&args(json!({"lines": 50, "file": "error.log"})))
+        .unwrap();
+    assert_eq!(call.summary, "tail -n 50 -- /var/log/web/error.log");
+    assert_eq!(call.approval, Approval::NotRequired);
+}
+
+#[test]
+fn literal_braces_and_a_left_out_parameter_in_the_target() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\n\
+         command = [\"awk\", \"{{print ${field}}}\", \"--\", \"{file}\"]\n\
+         params.field = { type = \"integer\", minimum = 1, required = false }\n\
+         params.file = { type = \"string\" }\n\
+         target = \"{file}#{field}\"\n",
+    );
+    let call = tool
+        .prepare(&args(json!({"file": "-log", "field": 2})))
+        .unwrap();
+    assert_eq!(words(&call), ["{print $2}", "--", "-log"]);
+    assert_eq!(call.target, "-log#2");
+    assert_eq!(call.summary, "awk '{print $2}' -- -log");
+    let call = tool.prepare(&args(json!({"file": "a.log"}))).unwrap();
+    assert_eq!(words(&call), ["--", "a.log"]);
+    assert_eq!(call.target, "a.log#");
+}

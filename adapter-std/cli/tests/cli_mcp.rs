@@ -1,0 +1,108 @@
+//! `spillguard mcp --tools FILE --check` as a black box: the tools as one
+//! JSON line, exit codes and one-line errors.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use support::temp_path;
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tools.toml");
+
+fn spillguard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn usage_failure(args: &[&str]) -> String {
+    let output = spillguard(args);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    assert_eq!(output.stdout, b"", "{args:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr.trim_end().to_owned()
+}
+
+#[test]
+fn check_prints_the_tools_of_the_example_as_one_json_line() {
+    let output = spillguard(&["mcp", "--tools", EXAMPLE, "--check"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(text.ends_with('\n'));
+    let value: Value = serde_json::from_str(text.trim_end()).unwrap();
+    let tools = value["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["list_units", "remote_uptime", "tail_log"]);
+    assert_eq!(
+        tools[1],
+        json!({
+            "name": "remote_uptime",
+            "description": "uptime of a host over ssh",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "host": {
+                        "type": "string",
+                        "pattern": "^[a-z0-9.-]+$",
+                        "description": "host name"
+                    }
+                },
+                "required": ["host"],
+                "additionalProperties": false
+            }
+        })
+    );
+    assert_eq!(
+        tools[2]["inputSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "file": { "type": "string", "enum": ["access.log", "error.log"] },
+                "lines": { "type": "integer", "minimum": 1, "maximum": 1000 }
+            },
+            "required": ["file", "lines"],
+            "additionalProperties": false
+        })
+    );
+}
+
+#[test]
+fn a_bad_tools_file_exits_2_with_one_line_naming_the_field() {
+    let path = temp_path("bad-tools.toml");
+    std::fs::write(
+        &path,
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{host}\"]\n\
+         params.host = { type = \"string\", pattern = \"^[a-z\" }\n",
+    )
+    .unwrap();
+    let shown = path.display().to_string();
+    assert_eq!(
+        usage_failure(&["mcp", "--tools", &shown, "--check"]),
+        format!(
+            "spillguard: invalid tools file {shown}: tools.t.params.host.pattern: \
+             invalid regex \"^[a-z\": found unclosed character class"
+        )
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        usage_failure(&["mcp", "--tools", &shown, "--check"]),
+        format!(
+            "spillguard: cannot read tools file {shown}: No such file or directory (os error 2)"
+        )
+    );
+    assert_eq!(
+        usage_failure(&["mcp", "--check"]),
+        "spillguard: `mcp` needs `--tools FILE`"
+    );
+    assert_eq!(
+        usage_failure(&["mcp", "--tools", EXAMPLE]),
+        "spillguard: `mcp` needs `--check` (this build checks a tools file; it does not serve it yet)"
+    );
+}
