@@ -99,3 +99,69 @@ pub fn an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound<H: HostUnd
         assert_eq!(signal, 13, "the escapee died of SIGPIPE");
     }
 }
+
+/// With room for one leftover pipe and no time bound, the escapee's two
+/// pipes cost one: the first handed over (stdout) is closed at once when
+/// the second comes, and the other (stderr) is drained as long as the
+/// escapee writes, until its end once the escapee is killed.
+pub fn the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    become_subreaper();
+    let host = host(HostOptions {
+        orphan_drain_max: None,
+        orphan_pipes_max: 1,
+        ..HostOptions::default()
+    });
+    let pid_file = temp_path("orphan-count.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; while :; do echo noise >&2; sleep 0.02; done' & echo ok",
+        pid_file.display()
+    );
+    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).start()));
+    assert_eq!(outcome.record.stream_end, StreamEnd::AbandonedOpen);
+    let mut escapee = None;
+    poll_until(Duration::from_secs(10), "the escapee's pid", || {
+        escapee = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .and_then(Pid::from_raw);
+        escapee.is_some()
+    });
+    let _ = std::fs::remove_file(&pid_file);
+    let escapee = escapee.unwrap();
+    poll_until(Duration::from_secs(5), "1 pipe closed", || {
+        host.orphan_pipes().closed == 1
+    });
+    assert_eq!(
+        host.orphan_pipes(),
+        OrphanStats {
+            draining: 1,
+            closed: 1,
+            ended: 0
+        }
+    );
+    // It goes on writing to the drained stderr: 0.5 s later, still so.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(rustix::process::test_kill_process(escapee).is_ok());
+    assert_eq!(host.orphan_pipes().draining, 1);
+    rustix::process::kill_process(escapee, rustix::process::Signal::KILL).unwrap();
+    poll_until(Duration::from_secs(10), "the pipe's end", || {
+        host.orphan_pipes().ended == 1
+    });
+    assert_eq!(
+        host.orphan_pipes(),
+        OrphanStats {
+            draining: 0,
+            closed: 1,
+            ended: 1
+        }
+    );
+    poll_until(Duration::from_secs(10), "the escapee reaped", || {
+        !matches!(
+            rustix::process::waitpid(Some(escapee), WaitOptions::NOHANG),
+            Ok(None)
+        )
+    });
+}
