@@ -15,7 +15,10 @@
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
-//!   [`os`]. A runtime adapter keeps only what its runtime decides: how the
+//!   [`os`]; what outlives a call: [`orphans`] (the host's drainer of the
+//!   pipes an escaped descendant still holds) and [`host_death`] (the
+//!   supervisor that signals live helpers' groups when the host process
+//!   dies). A runtime adapter keeps only what its runtime decides: how the
 //!   owner waits, how a waiter is woken, where blocking work runs.
 //!
 //! The platform is Unix (helpers run in their own process groups); on
