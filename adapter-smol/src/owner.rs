@@ -13,7 +13,8 @@
 //!
 //! Reading in the owner's own wait costs no task hop per chunk. The loop
 //! ends at [`Action::Finished`]; the owner then lets go of the call and
-//! reads and drops what the helper's group still writes until end-of-file.
+//! hands any stream the call stopped listening to (an escaped descendant
+//! holds it) to the host's drainer ([`spillguard_kit::orphans`]).
 //! Every decision (budgets, states, deadlines, signals) is the core's; the
 //! owner only reports and obeys.
 //! Being detached from the caller, it cannot be cancelled by a caller
@@ -133,7 +134,7 @@ impl Owner {
             }
             reads_in_a_row = 0;
         }
-        self.drain_unheard().await;
+        self.drain_unheard();
     }
 
     /// The next input. A due timer comes before events and reads, so a
@@ -190,26 +191,25 @@ impl Owner {
         self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
-    /// After the call finished: reads and drops what the helper's group
-    /// still writes, until end-of-file on both streams.
-    async fn drain_unheard(&mut self) {
+    /// After the call finished: hands the streams it stopped listening to
+    /// (an escaped descendant still holds them) to the host's drainer
+    /// ([`spillguard_kit::orphans`]), as duplicated descriptors (the
+    /// stream itself leaves the reactor when dropped here).
+    fn drain_unheard(&mut self) {
         let Some(process) = self.io.process_mut() else {
             return;
         };
         process.close_stdin();
-        let mut reads = 0_usize;
-        while process.pipes.iter().any(Option::is_some) {
-            self.stderr_first = !self.stderr_first;
-            let (pipe, len) =
-                read_either(&mut process.pipes, &mut self.bufs, self.stderr_first).await;
-            if len == 0 {
-                process.pipes[pipe as usize] = None;
-            }
-            reads += 1;
-            if reads.is_multiple_of(READS_BEFORE_YIELD) {
-                future::yield_now().await;
+        let mut leftovers = Vec::new();
+        for stream in process.pipes.iter_mut().filter_map(Option::take) {
+            match spillguard_kit::os::duplicate(&stream) {
+                Ok(fd) => leftovers.push(fd),
+                // No descriptor left to duplicate it: closing it now is
+                // all that can be done.
+                Err(_) => drop(stream),
             }
         }
+        self.core.hand_over_leftovers(leftovers);
     }
 
     /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);

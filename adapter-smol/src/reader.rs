@@ -31,6 +31,15 @@ pub(crate) enum Stream {
     Stderr(ChildStderr),
 }
 
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Stdout(stdout) => stdout.as_fd(),
+            Stream::Stderr(stderr) => stderr.as_fd(),
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -18,10 +18,11 @@
 //! One thread does it all: no hop between threads per chunk, and a short
 //! call wakes its owner once, for the exit and both ends of file. The loop
 //! ends at [`Action::Finished`]; the owner then releases the call (its
-//! handle and host see it ended) and, if the call stopped listening to a
-//! helper that still holds a pipe, reads and drops the rest until
-//! end-of-file and reaps the child, so no descendant blocks on a full pipe
-//! and no zombie is left. Every decision (budgets, states, deadlines,
+//! handle and host see it ended), hands any pipe the call stopped
+//! listening to (an escaped descendant holds it) to the host's drainer
+//! ([`spillguard_kit::orphans`]: read and dropped for a bounded time, so
+//! no descendant blocks on a full pipe), and reaps the child if it is not
+//! reaped yet, so no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
 
 use std::future::ready;
@@ -315,11 +316,15 @@ impl Owner {
         }
     }
 
-    /// After the call finished: reads and drops what the helper's group
-    /// still writes until end-of-file, and reaps the child, then lets go.
+    /// After the call finished: hands the pipes it stopped listening to
+    /// (an escaped descendant still holds them) to the host's drainer, and
+    /// reaps the child if it is not reaped yet, then lets go.
     fn drain_unheard(&mut self, buf: &mut [u8]) {
-        if let Some(process) = self.io.process() {
+        if let Some(process) = self.io.process_mut() {
             process.close_stdin();
+            let leftovers: Vec<_> = process.pipes.iter_mut().filter_map(Option::take).collect();
+            self.ready.pipes = [false; 2];
+            self.core.hand_over_leftovers(leftovers);
         }
         while self.io.process().is_some_and(Process::is_open) {
             self.look(!self.ready.any());

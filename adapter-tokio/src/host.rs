@@ -16,8 +16,8 @@ use spillguard_core::{
 use spillguard_kit::host_state::HostState;
 use spillguard_kit::owner::{HostCore, HostLink, Prepared};
 use spillguard_kit::{
-    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, Resolved,
-    ShutdownReport,
+    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, OrphanStats,
+    Resolved, ShutdownReport,
 };
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc};
@@ -272,6 +272,15 @@ impl Host {
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
         self.state().audit_failures()
+    }
+
+    /// The after-life of finished calls: how many pipes escaped
+    /// descendants still hold that the host reads and drops now, and how
+    /// many it closed at [`HostOptions::orphan_drain_max`] or
+    /// [`HostOptions::orphan_pipes_max`] (the escapee's next write to a
+    /// closed pipe gets SIGPIPE or EPIPE) or saw end.
+    pub fn orphan_pipes(&self) -> OrphanStats {
+        self.state().orphan_pipes()
     }
 }
 

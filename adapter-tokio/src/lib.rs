@@ -87,5 +87,5 @@ pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
-    KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
+    KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StdinMode,
 };

@@ -15,8 +15,8 @@
 //!
 //! Reading in the owner's own `select!` costs no task hop per chunk. The
 //! loop ends at [`Action::Finished`]; the owner then lets go of the call
-//! and reads and drops what the helper's group still writes until
-//! end-of-file. Every decision (budgets, states, deadlines, signals) is the
+//! and hands any stream the call stopped listening to (an escaped
+//! descendant holds it) to the host's drainer ([`spillguard_kit::orphans`]). Every decision (budgets, states, deadlines, signals) is the
 //! core's; the owner only reports and obeys.
 
 use std::pin::Pin;
@@ -128,7 +128,7 @@ impl Owner {
                 Input::Read(pipe, len) => self.take_read(now, pipe, len),
             }
         }
-        self.drain_unheard().await;
+        self.drain_unheard();
     }
 
     /// The next input. The one `timer` is reset only when the core's
@@ -182,21 +182,22 @@ impl Owner {
         self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
-    /// After the call finished: reads and drops what the helper's group
-    /// still writes, until end-of-file on both streams.
-    async fn drain_unheard(&mut self) {
+    /// After the call finished: hands the streams it stopped listening to
+    /// (an escaped descendant still holds them) to the host's drainer
+    /// ([`spillguard_kit::orphans`]), taken out of the reactor.
+    fn drain_unheard(&mut self) {
         let Some(process) = self.io.process_mut() else {
             return;
         };
         process.close_stdin();
-        let [stdout, stderr] = &mut process.pipes;
-        let [stdout_buf, stderr_buf] = &mut self.bufs;
-        while stdout.is_some() || stderr.is_some() {
-            tokio::select! {
-                len = read_open(stdout, stdout_buf) => if len == 0 { *stdout = None },
-                len = read_open(stderr, stderr_buf) => if len == 0 { *stderr = None },
-            }
-        }
+        let leftovers: Vec<_> = process
+            .pipes
+            .iter_mut()
+            .filter_map(Option::take)
+            // A stream that cannot leave the reactor is closed instead.
+            .filter_map(|stream| stream.into_owned_fd().ok())
+            .collect();
+        self.core.hand_over_leftovers(leftovers);
     }
 
     /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);

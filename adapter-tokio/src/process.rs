@@ -62,6 +62,16 @@ impl AsyncRead for Stream {
     }
 }
 
+impl Stream {
+    /// The pipe's descriptor, taken out of tokio's reactor.
+    pub(crate) fn into_owned_fd(self) -> io::Result<std::os::fd::OwnedFd> {
+        match self {
+            Stream::Stdout(stdout) => stdout.into_owned_fd(),
+            Stream::Stderr(stderr) => stderr.into_owned_fd(),
+        }
+    }
+}
+
 impl Helper for Process {
     type Events = mpsc::UnboundedSender<Event>;
 

@@ -88,6 +88,10 @@ pub trait HostUnderTest: Send + Sync + 'static {
 
     /// How many audit writes failed.
     fn audit_failures(&self) -> u64;
+
+    /// The leftover pipes of finished calls the host drains, closed and
+    /// saw end.
+    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats;
 }
 
 /// One adapter's call handle, as the scenario driver uses it. Dropping it

@@ -41,6 +41,7 @@ pub mod expect;
 pub mod measure;
 pub mod report;
 pub mod scenario;
+pub mod soak;
 
 pub use drivers::Runtime;
 pub use expect::{CallExpect, Failure, check};

@@ -37,6 +37,15 @@ tasks:
                       core/fuzz/corpus/; prints executions and crashes per
                       target. ARGS: --seconds N, --target NAME,
                       --write-seeds, --help. Exit status 1 on any crash.
+  soak [ARGS...]      build the soak in release mode and run it on every
+                      runtime: 1000 flood-and-cancel cycles, 1000 short
+                      calls, 100 trees of 13 processes and 256 concurrent
+                      calls under a 256 KiB budget, checking every record;
+                      afterwards descriptors, threads, zombies and live
+                      calls must be back to the baseline. Prints the
+                      figures. ARGS go to spillguard-soak: --cycles N,
+                      --trees N, --concurrent N, --runtime NAME, --help.
+                      Exit status 0 when every check held.
   help                this text
 ";
 
@@ -48,7 +57,8 @@ fn main() -> ExitCode {
             print!("{HELP}");
             ExitCode::SUCCESS
         }
-        Some("runtimes") => runtimes(args.collect()),
+        Some("runtimes") => run_tests_bin("spillguard-scenarios", args.collect()),
+        Some("soak") => run_tests_bin("spillguard-soak", args.collect()),
         Some("bench") => bench::run(args.collect()),
         Some("fuzz") => fuzz::run(args.collect()),
         Some(other) => {
@@ -58,9 +68,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Builds the tests package's binaries (the scenario runner and the test
-/// helper it spawns, side by side) and runs `spillguard-scenarios ARGS`.
-fn runtimes(args: Vec<OsString>) -> ExitCode {
+/// Builds the tests package's binaries in release mode (the scenario
+/// runner, the soak and the test helper they spawn, side by side) and runs
+/// `BIN ARGS`.
+fn run_tests_bin(bin: &str, args: Vec<OsString>) -> ExitCode {
     let build = cargo()
         .args([
             "build",
@@ -73,7 +84,7 @@ fn runtimes(args: Vec<OsString>) -> ExitCode {
     match build {
         Ok(status) if status.success() => {}
         Ok(status) => {
-            eprintln!("xtask: building the scenario suite failed ({status})");
+            eprintln!("xtask: building the tests package failed ({status})");
             return exit_code(status.code());
         }
         Err(error) => {
@@ -89,7 +100,7 @@ fn runtimes(args: Vec<OsString>) -> ExitCode {
             "--package",
             "spillguard-tests",
             "--bin",
-            "spillguard-scenarios",
+            bin,
             "--",
         ])
         .args(args)

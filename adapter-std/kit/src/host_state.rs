@@ -20,6 +20,7 @@ use spillguard_core::{
 
 use crate::audit::AuditSink;
 use crate::builder::{CallRequest, Resolved};
+use crate::orphans::{OrphanDrainer, OrphanStats};
 use crate::{HostError, HostOptions};
 
 /// The runtime-free state of a host; `S` is how the host reaches a live
@@ -33,6 +34,7 @@ pub struct HostState<S> {
     live: Mutex<Live<S>>,
     finished: Mutex<VecDeque<CallRecord>>,
     audit_failures: AtomicU64,
+    orphans: OrphanDrainer,
 }
 
 struct Live<S> {
@@ -63,7 +65,6 @@ impl<S: Clone> HostState<S> {
             .unwrap_or_else(|| crate::fresh_id("s"));
         Ok(Self {
             config,
-            options,
             pool,
             session_id,
             debug: Mutex::new(None),
@@ -74,6 +75,8 @@ impl<S: Clone> HostState<S> {
             }),
             finished: Mutex::new(VecDeque::new()),
             audit_failures: AtomicU64::new(0),
+            orphans: OrphanDrainer::new(options.orphan_drain_max, options.orphan_pipes_max),
+            options,
         })
     }
 
@@ -208,6 +211,18 @@ impl<S: Clone> HostState<S> {
     /// How many audit events the sink failed to write.
     pub fn audit_failures(&self) -> u64 {
         self.audit_failures.load(Ordering::Relaxed)
+    }
+
+    /// The drainer of the pipes escaped descendants still hold after
+    /// their calls finished.
+    pub fn orphans(&self) -> &OrphanDrainer {
+        &self.orphans
+    }
+
+    /// How many leftover pipes the host drains now, and how many it closed
+    /// at a bound or saw end.
+    pub fn orphan_pipes(&self) -> OrphanStats {
+        self.orphans.stats()
     }
 
     fn lock_live(&self) -> MutexGuard<'_, Live<S>> {

@@ -12,7 +12,10 @@
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
-//!   [`os`]. A runtime adapter keeps only what its runtime decides: how the
+//!   [`os`]; what outlives a call: [`orphans`] (the host's drainer of the
+//!   pipes an escaped descendant still holds) and [`host_death`] (the
+//!   supervisor that signals live helpers' groups when the host process
+//!   dies). A runtime adapter keeps only what its runtime decides: how the
 //!   owner waits, how a waiter is woken, where blocking work runs.
 //!
 //! The platform is Unix (helpers run in their own process groups); on
@@ -29,9 +32,11 @@ mod audit_log;
 mod builder;
 mod command;
 mod error;
+pub mod host_death;
 pub mod host_state;
 mod ids;
 mod options;
+pub mod orphans;
 pub mod os;
 pub mod owner;
 pub mod published;
@@ -48,4 +53,5 @@ pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use error::HostError;
 pub use ids::fresh_id;
 pub use options::{HostOptions, ShutdownReport};
+pub use orphans::OrphanStats;
 pub use spillguard_core as core;

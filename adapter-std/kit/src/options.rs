@@ -50,11 +50,34 @@ pub struct HostOptions {
     /// names its own. `None`: a fresh id (`s_` and 16 hex digits) is drawn
     /// when the host is made.
     pub session_id: Option<String>,
+    /// After a call finished, the longest its host keeps reading and
+    /// dropping a pipe an escaped descendant still holds; then the pipe is
+    /// closed (the escapee's next write to it gets SIGPIPE or EPIPE) and
+    /// counted. Default [`Self::DEFAULT_ORPHAN_DRAIN_MAX`] (60 s); `None`
+    /// drains until the pipe's end.
+    pub orphan_drain_max: Option<Duration>,
+    /// The most leftover pipes a host drains at once; one more closes the
+    /// oldest. Default [`Self::DEFAULT_ORPHAN_PIPES_MAX`] (256).
+    pub orphan_pipes_max: usize,
+    /// Whether the helpers' groups are listed with the process's
+    /// supervisor, which sends them SIGTERM, then SIGKILL, if this process
+    /// dies or exits with calls live (see `spillguard_kit::host_death`).
+    /// Default `true`.
+    pub kill_helpers_on_host_death: bool,
 }
 
 impl HostOptions {
     /// The default pipe size: 1 MiB.
     pub const DEFAULT_PIPE_SIZE: usize = 1 << 20;
+
+    /// The default [`orphan_drain_max`](Self::orphan_drain_max): 60 s, far
+    /// longer than a helper's descendant takes to finish what it was
+    /// writing, short enough that a forgotten one costs a minute.
+    pub const DEFAULT_ORPHAN_DRAIN_MAX: Duration = Duration::from_secs(60);
+
+    /// The default [`orphan_pipes_max`](Self::orphan_pipes_max): 256 pipes
+    /// (with 1 MiB pipes, at most 256 MiB of kernel buffers).
+    pub const DEFAULT_ORPHAN_PIPES_MAX: usize = 256;
 
     /// The settings a call of `kind` gets: [`CallSettings::action`] or
     /// [`CallSettings::discovery`] under `config`, with these options'
@@ -93,6 +116,9 @@ impl Default for HostOptions {
             escapee_wait: None,
             stdin_close_grace: None,
             session_id: None,
+            orphan_drain_max: Some(Self::DEFAULT_ORPHAN_DRAIN_MAX),
+            orphan_pipes_max: Self::DEFAULT_ORPHAN_PIPES_MAX,
+            kill_helpers_on_host_death: true,
         }
     }
 }
@@ -112,6 +138,12 @@ impl fmt::Debug for HostOptions {
             .field("escapee_wait", &self.escapee_wait)
             .field("stdin_close_grace", &self.stdin_close_grace)
             .field("session_id", &self.session_id)
+            .field("orphan_drain_max", &self.orphan_drain_max)
+            .field("orphan_pipes_max", &self.orphan_pipes_max)
+            .field(
+                "kill_helpers_on_host_death",
+                &self.kill_helpers_on_host_death,
+            )
             .finish()
     }
 }

@@ -60,6 +60,13 @@ pub fn enlarge_pipes(stdout: impl AsFd, stderr: impl AsFd, size: Option<usize>) 
     enlarge_pipe(stderr, size)
 }
 
+/// A new descriptor (close-on-exec) for the open file `fd` refers to: a
+/// pipe a runtime's stream holds can be handed on while the stream itself
+/// is dropped (and leaves its reactor).
+pub fn duplicate(fd: impl AsFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
+}
+
 /// The core's [`ExitStatus`] for an observed std exit status: the code, or
 /// the signal that ended the process.
 pub fn exit_status(status: std::process::ExitStatus) -> ExitStatus {

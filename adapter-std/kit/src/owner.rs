@@ -290,6 +290,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     released: bool,
     #[cfg(feature = "tracing")]
     span: tracing::Span,
+    /// The helper's group, while the process's supervisor lists it.
+    watched: Option<u32>,
 }
 
 impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
@@ -337,6 +339,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             released: false,
             #[cfg(feature = "tracing")]
             span,
+            watched: None,
         }
     }
 
@@ -506,14 +509,33 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         self.call.handle_audit_failed(now, failure);
     }
 
+    /// Spawns the helper; its group is listed with the process's
+    /// supervisor ([`crate::host_death`]) unless the host opted out.
     fn spawn(&mut self, effects: &mut impl Effects) {
-        let pipe_size = self.host.state().options().pipe_size;
+        let options = self.host.state().options();
+        let (pipe_size, watch) = (options.pipe_size, options.kill_helpers_on_host_death);
+        let watched = &mut self.watched;
         run_loop::spawn(&mut self.call, self.command.take(), self.clock, |command| {
-            effects.spawn(command, pipe_size)
+            let spawned = effects.spawn(command, pipe_size);
+            if watch && let Ok((pgid, _)) = &spawned {
+                crate::host_death::watch(*pgid);
+                *watched = Some(*pgid);
+            }
+            spawned
         });
         #[cfg(feature = "tracing")]
         if let Some(pgid) = self.call.live_group() {
             tracing::debug!(parent: &self.span, pid = pgid, "helper spawned in its own group");
+        }
+    }
+
+    /// After `Finished`: hands the read ends the call stopped listening to
+    /// (an escaped descendant still holds their write ends) to the host's
+    /// drainer ([`crate::orphans`]), which reads and drops them for a
+    /// bounded time.
+    pub fn hand_over_leftovers(&self, pipes: impl IntoIterator<Item = std::os::fd::OwnedFd>) {
+        for pipe in pipes {
+            self.host.state().orphans().adopt(pipe);
         }
     }
 
@@ -533,6 +555,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// Lets go of the call (once): waiters see that nothing changes any
     /// more, and the host stops counting it as live.
     fn release(&mut self) {
+        if let Some(pgid) = self.watched.take() {
+            crate::host_death::release(pgid);
+        }
         if !self.released {
             self.released = true;
             // The host stops counting the call before its waiters wake, so

@@ -125,10 +125,11 @@ pub fn dropping_the_host_stops_its_helpers_and_writes_their_records<H: HostUnder
     drop(runtime);
 }
 
-/// Panics when the helper is dispatched: a bug in a sink, standing for any
-/// bug that ends an owner mid-call.
+/// Panics when the helper is dispatched, once it wrote its pid to the file
+/// named: a bug in a sink, standing for any bug that ends an owner
+/// mid-call.
 #[derive(Debug)]
-struct PanicsAtDispatch;
+struct PanicsAtDispatch(std::path::PathBuf);
 
 impl AuditSink for PanicsAtDispatch {
     fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
@@ -139,6 +140,12 @@ impl AuditSink for PanicsAtDispatch {
                 ..
             }
         ) {
+            // The owner dies with its helper running: once the helper
+            // has written its pid (it is killed at once otherwise, which
+            // proves nothing and leaves no pid to look for).
+            poll_until(Duration::from_secs(10), "the helper's start", || {
+                std::fs::metadata(&self.0).is_ok_and(|m| m.len() > 0)
+            });
             panic!("audit sink bug at dispatch");
         }
         Ok(())
@@ -152,12 +159,12 @@ impl AuditSink for PanicsAtDispatch {
 pub fn an_owner_that_dies_mid_call_kills_its_helper_and_lets_go<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
-    let host = host(HostOptions {
-        audit: Some(Arc::new(PanicsAtDispatch)),
-        ..HostOptions::default()
-    });
     let pid_file = temp_path("owner-dies.pid");
     let _ = std::fs::remove_file(&pid_file);
+    let host = host(HostOptions {
+        audit: Some(Arc::new(PanicsAtDispatch(pid_file.clone()))),
+        ..HostOptions::default()
+    });
     let script = format!("echo $$ > '{}'; exec sleep 30", pid_file.display());
     let call = host.launch(
         request(HelperCommand::shell_script(script))

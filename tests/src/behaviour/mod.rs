@@ -24,12 +24,14 @@ use std::time::{Duration, Instant};
 use spillguard_core::{AuditEvent, CallKind, CallRecord, CallSpec, Signal, State};
 use spillguard_std::AuditSink;
 
+mod afterlife;
 mod approval;
 mod audit;
 mod front;
 mod run;
 mod stop;
 
+pub use afterlife::*;
 pub use approval::*;
 pub use audit::*;
 pub use front::*;
@@ -95,6 +97,8 @@ macro_rules! behaviour_suite {
             a_spawn_failure_keeps_its_error_kind,
             settings_made_by_hand_are_validated_before_anything_runs,
             a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window,
+            an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound,
+            the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -91,6 +91,10 @@ impl HostUnderTest for SmolHost {
     fn audit_failures(&self) -> u64 {
         self.0.audit_failures()
     }
+
+    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats {
+        self.0.orphan_pipes()
+    }
 }
 
 /// A smol [`CallHandle`] under test.

@@ -102,6 +102,10 @@ impl HostUnderTest for StdHost {
     fn audit_failures(&self) -> u64 {
         self.0.audit_failures()
     }
+
+    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats {
+        self.0.orphan_pipes()
+    }
 }
 
 impl CallUnderTest for CallHandle {

@@ -203,6 +203,10 @@ impl HostUnderTest for TokioHost {
     fn audit_failures(&self) -> u64 {
         self.host.audit_failures()
     }
+
+    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats {
+        self.host.orphan_pipes()
+    }
 }
 
 /// A tokio [`CallHandle`] and the runtime that drives its async methods.
