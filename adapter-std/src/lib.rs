@@ -116,6 +116,7 @@ mod mailbox;
 mod owner;
 mod process;
 mod reader;
+mod stream;
 mod workers;
 
 pub use handle::{CallHandle, Canceller};
@@ -127,3 +128,4 @@ pub use spillguard_kit::{
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
     KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
 };
+pub use stream::{HelperStdin, HelperStdout};

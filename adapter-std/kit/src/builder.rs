@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use spillguard_core::{
-    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind,
+    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind, StdoutMode,
 };
 
-use crate::command::HelperCommand;
+use crate::command::{HelperCommand, StdinMode};
 
 /// Whether a call waits for a person's approval before anything runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -70,6 +70,7 @@ pub struct CallRequest {
     settings: Option<CallSettings>,
     result: Option<ResultChannel>,
     classifier: Option<ResultClassifier>,
+    streamed: bool,
 }
 
 /// A request with every default filled in: what a host starts.
@@ -101,6 +102,7 @@ impl CallRequest {
             settings: None,
             result: None,
             classifier: None,
+            streamed: false,
         }
     }
 
@@ -139,9 +141,16 @@ impl CallRequest {
         if let Some(classifier) = self.classifier {
             settings.result_classifier = Some(classifier);
         }
+        if self.streamed {
+            settings.stdout_mode = StdoutMode::Streamed;
+        }
+        let mut command = self.command;
+        if settings.stdout_mode == StdoutMode::Streamed {
+            command.stdin = StdinMode::Streamed;
+        }
         Resolved {
             spec,
-            command: self.command,
+            command,
             approval: self.approval,
             settings,
         }
@@ -335,6 +344,20 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     ) -> Self {
         self.request.result = Some(ResultChannel::StdoutJson);
         self.request.classifier = Some(ResultClassifier::new(classify));
+        self
+    }
+
+    /// The caller streams the helper's stdin and stdout itself (an MCP
+    /// stdio server: requests in, responses out), through the handle's
+    /// `streams()`; stderr is still captured, bounded and marked, and the
+    /// record says `stdout_mode: streamed` with the bytes forwarded each
+    /// way. Closing (or dropping) the stdin writer ends the caller's input:
+    /// the helper's stdin is closed and it has `stdin_close_grace` to exit
+    /// before TERM, grace, KILL to its group. Dropping the handle and both
+    /// streams is a client disconnect. Replaces any
+    /// [`stdin_bytes`](Self::stdin_bytes).
+    pub fn streamed(mut self) -> Self {
+        self.request.streamed = true;
         self
     }
 

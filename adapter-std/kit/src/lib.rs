@@ -15,7 +15,8 @@
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
-//!   [`os`]. A runtime adapter keeps only what its runtime decides: how the
+//!   [`os`], and [`stream`] (a streamed call's counters, shared stdin and
+//!   the caller's presence). A runtime adapter keeps only what its runtime decides: how the
 //!   owner waits, how a waiter is woken, where blocking work runs.
 //!
 //! The platform is Unix (helpers run in their own process groups); on
@@ -40,6 +41,7 @@ pub mod owner;
 pub mod published;
 pub mod read_buffers;
 pub mod run_loop;
+pub mod stream;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{
