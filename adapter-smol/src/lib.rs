@@ -101,6 +101,7 @@ mod host;
 mod owner;
 mod process;
 mod reader;
+mod stream;
 
 pub use handle::{CallHandle, Canceller};
 pub use host::{Host, Run};
@@ -111,3 +112,4 @@ pub use spillguard_kit::{
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
     KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
 };
+pub use stream::{HelperStdin, HelperStdout};
