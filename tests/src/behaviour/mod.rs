@@ -29,12 +29,14 @@ mod audit;
 mod front;
 mod run;
 mod stop;
+mod streamed;
 
 pub use approval::*;
 pub use audit::*;
 pub use front::*;
 pub use run::*;
 pub use stop::*;
+pub use streamed::*;
 
 use crate::engine::{CallUnderTest, HostUnderTest};
 use crate::measure::settle_group;
@@ -95,6 +97,10 @@ macro_rules! behaviour_suite {
             a_spawn_failure_keeps_its_error_kind,
             settings_made_by_hand_are_validated_before_anything_runs,
             a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window,
+            a_streamed_call_forwards_each_way_and_counts_the_bytes,
+            a_streamed_helper_that_outlives_its_input_is_termed_then_killed,
+            a_cancel_closes_stdin_under_the_callers_writer,
+            dropping_the_handle_and_both_streams_is_a_client_disconnect,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {
