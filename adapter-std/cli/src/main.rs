@@ -1,11 +1,14 @@
 //! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
 //! the std adapter and prints its call record as one line of JSON.
+//! `spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]`: guards an MCP stdio
+//! server (see `stdio.rs`).
 //! `spillguard audit verify|sessions|activity FILE`: reads an audit log
 //! offline (see `audit.rs`).
 
 mod args;
 mod audit;
 mod call;
+mod stdio;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -32,6 +35,15 @@ fn main() -> ExitCode {
             Ok(host) => run(&host, run_args),
             Err(error) => usage_error(&error),
         },
+        Command::Stdio(stdio_args) => {
+            match stdio_args
+                .check()
+                .and_then(|()| call::prepare_stdio(&stdio_args))
+            {
+                Ok(host) => stdio::main(&host, &stdio_args),
+                Err(error) => usage_error(&error),
+            }
+        }
         Command::Audit(audit_args) => audit::main(&audit_args.into()),
     }
 }

@@ -10,6 +10,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{
@@ -71,6 +72,19 @@ pub struct CallRequest {
     result: Option<ResultChannel>,
     classifier: Option<ResultClassifier>,
     streamed: bool,
+    stderr_tap: Option<StderrTap>,
+}
+
+/// Sees each chunk of a helper's stderr as the owner reads it, before the
+/// capture (`CallBuilder::stderr_tap`). It runs in the owner's loop: it must
+/// never block (drop what it cannot pass on at once).
+#[derive(Clone)]
+pub struct StderrTap(pub Arc<dyn Fn(&[u8]) + Send + Sync>);
+
+impl std::fmt::Debug for StderrTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StderrTap")
+    }
 }
 
 /// A request with every default filled in: what a host starts.
@@ -84,6 +98,8 @@ pub struct Resolved {
     pub approval: Approval,
     /// Its budgets and timings.
     pub settings: CallSettings,
+    /// What sees each stderr chunk, if anything.
+    pub stderr_tap: Option<StderrTap>,
 }
 
 impl CallRequest {
@@ -103,6 +119,7 @@ impl CallRequest {
             result: None,
             classifier: None,
             streamed: false,
+            stderr_tap: None,
         }
     }
 
@@ -153,6 +170,7 @@ impl CallRequest {
             command,
             approval: self.approval,
             settings,
+            stderr_tap: self.stderr_tap,
         }
     }
 }
@@ -358,6 +376,15 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// [`stdin_bytes`](Self::stdin_bytes).
     pub fn streamed(mut self) -> Self {
         self.request.streamed = true;
+        self
+    }
+
+    /// Hands each chunk of the helper's stderr to `tap` as it is read,
+    /// before the capture counts and bounds it (e.g. to copy it where a
+    /// person can see it). The tap runs in the call's owner and must never
+    /// block: what it cannot pass on at once, it drops.
+    pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
         self
     }
 

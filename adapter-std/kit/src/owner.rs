@@ -29,7 +29,7 @@ use spillguard_core::{
     AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal, StdoutMode,
 };
 
-use crate::builder::Resolved;
+use crate::builder::{Resolved, StderrTap};
 use crate::command::HelperCommand;
 use crate::host_state::HostState;
 use crate::published::{Published, Wake};
@@ -101,6 +101,7 @@ impl<H: HostLink> HostCore<H> {
             command,
             approval,
             settings,
+            stderr_tap,
         } = resolved;
         let call_id = spec.call_id.clone();
         let state = self.shared.state();
@@ -110,7 +111,8 @@ impl<H: HostLink> HostCore<H> {
             host_closing,
         };
         let call = Call::new(spec, settings, state.pool(), clock(), SystemTime::now());
-        let core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
+        let mut core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
+        core.stderr_tap = stderr_tap;
         Prepared {
             call_id,
             start,
@@ -322,6 +324,7 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     /// For a streamed call: the bytes its caller forwarded, reported to the
     /// core before each `handle_*` call.
     forwarded: Option<Arc<Forwarded>>,
+    stderr_tap: Option<StderrTap>,
     finished: bool,
     released: bool,
 }
@@ -362,6 +365,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             host,
             clock,
             forwarded: streamed.then(Arc::default),
+            stderr_tap: None,
             finished: false,
             released: false,
         }
@@ -428,6 +432,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// streams are no longer listened to.
     pub fn handle_read(&mut self, now: Instant, pipe: Pipe, read: Read<'_>) {
         if self.listening() {
+            if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
+                (tap.0)(bytes);
+            }
             run_loop::handle_read(self.call_mut(), now, pipe, read);
         }
     }
