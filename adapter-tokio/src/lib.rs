@@ -111,6 +111,8 @@ mod host;
 mod owner;
 mod process;
 mod reader;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 mod stream;
 
 pub use handle::{CallHandle, Canceller};
