@@ -10,9 +10,13 @@
 //! with `BrokenPipe`.
 
 use std::io::{self, Read, Write};
+#[cfg(target_os = "linux")]
+use std::os::fd::BorrowedFd;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::{Arc, Condvar};
 
+#[cfg(target_os = "linux")]
+use rustix::pipe::SpliceFlags;
 use spillguard_core::StdoutLineGuard;
 use spillguard_kit::stream::{self, Forwarded, Presence, SharedStdin, stdin_closed};
 
@@ -85,6 +89,23 @@ impl HelperStdin {
     }
 }
 
+impl HelperStdin {
+    /// Moves up to `max` bytes from the pipe `from` straight into the
+    /// helper's stdin with `splice(2)`, without copying them through this
+    /// process, and counts them; `0` at `from`'s end. An error
+    /// (`InvalidInput`) if `from` cannot be spliced (not a pipe, or a file
+    /// opened for appending): copy with `Write` instead.
+    #[cfg(target_os = "linux")]
+    pub fn splice_from(&mut self, from: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        let Some(pipe) = self.stdin.get() else {
+            return Err(stdin_closed());
+        };
+        let moved = rustix::pipe::splice(from, None, &*pipe, None, max, SpliceFlags::MOVE)?;
+        self.forwarded.add_stdin(moved);
+        Ok(moved)
+    }
+}
+
 impl Write for HelperStdin {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let Some(pipe) = self.stdin.get() else {
@@ -141,6 +162,20 @@ impl HelperStdout {
             }));
         })?;
         Ok(read)
+    }
+}
+
+impl HelperStdout {
+    /// Moves up to `max` bytes of the helper's stdout straight into `to`
+    /// with `splice(2)`, without copying them through this process, and
+    /// counts them; `0` at the helper's end-of-file. An error
+    /// (`InvalidInput`) if `to` cannot be spliced to (a terminal, a file
+    /// opened for appending): copy with `Read` instead.
+    #[cfg(target_os = "linux")]
+    pub fn splice_to(&mut self, to: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        let moved = rustix::pipe::splice(&self.stdout, None, to, None, max, SpliceFlags::MOVE)?;
+        self.forwarded.add_stdout(moved);
+        Ok(moved)
     }
 }
 

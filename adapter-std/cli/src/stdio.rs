@@ -2,9 +2,10 @@
 //! between an MCP host and a stdio server.
 //!
 //! Two pump threads copy this program's stdin to the server's stdin and the
-//! server's stdout to this program's stdout, one read and one write per
-//! chunk, each as soon as it arrives (with `--mcp`, through the stdout line
-//! guard). The library's owner drains the server's stderr meanwhile; with
+//! server's stdout to this program's stdout, each chunk as soon as it
+//! arrives: with `splice(2)` where both ends are pipes (Linux; no copy
+//! through this program), else one read and one write per chunk (always
+//! with `--mcp`, through the stdout line guard). The library's owner drains the server's stderr meanwhile; with
 //! `--forward-stderr` a tap copies each chunk to this program's stderr as
 //! far as it goes without blocking. The end of stdin, or SIGINT, SIGTERM or
 //! SIGHUP, starts the stdio shutdown the core decides. At the end the
@@ -29,6 +30,11 @@ use crate::call::{self, CallHandle, HelperStdin, HelperStdout, Host, StdioLine};
 
 /// Bytes per read of either stream.
 const CHUNK: usize = 64 * 1024;
+
+/// Bytes asked for per `splice(2)` between two pipes (moved without a copy
+/// through this program where both ends allow it).
+#[cfg(target_os = "linux")]
+const SPLICE_BYTES: usize = 1 << 20;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -224,6 +230,19 @@ fn pump_stdin(mut stdin: HelperStdin, written: &AtomicU64) {
     let Some(mut input) = own(io::stdin().as_fd()) else {
         return;
     };
+    #[cfg(target_os = "linux")]
+    loop {
+        match stdin.splice_from(input.as_fd(), SPLICE_BYTES) {
+            Ok(0) => return,
+            Ok(moved) => {
+                written.fetch_add(moved as u64, Ordering::Relaxed);
+            }
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            // Not a pipe here: copy instead.
+            Err(error) if error.kind() == ErrorKind::InvalidInput => break,
+            Err(_) => return,
+        }
+    }
     let mut buf = vec![0; CHUNK];
     loop {
         let read = match input.read(&mut buf) {
@@ -264,8 +283,22 @@ fn copy_stdout(
     let Some(mut output) = own(io::stdout().as_fd()) else {
         return (0, true);
     };
-    let mut buf = vec![0; CHUNK];
     let mut forwarded = 0_u64;
+    #[cfg(target_os = "linux")]
+    if !mcp {
+        loop {
+            match stdout.splice_to(output.as_fd(), SPLICE_BYTES) {
+                Ok(0) => return (forwarded, false),
+                Ok(moved) => forwarded += moved as u64,
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                // Not spliceable (a terminal): copy instead.
+                Err(error) if error.kind() == ErrorKind::InvalidInput => break,
+                Err(error) if error.kind() == ErrorKind::BrokenPipe => return (forwarded, true),
+                Err(_) => return (forwarded, false),
+            }
+        }
+    }
+    let mut buf = vec![0; CHUNK];
     loop {
         let mut failed_write = false;
         let read = if mcp {
