@@ -126,6 +126,6 @@ pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
-    KeySource, OpenFailure, OpenedLog, ShutdownReport, StdinMode,
+    KeySource, OpenFailure, OpenedLog, ShutdownReport, StderrTap, StdinMode, TapFn,
 };
 pub use stream::{HelperStdin, HelperStdout};

@@ -14,7 +14,7 @@ use spillguard_std::{
 
 use crate::args::{ResultMode, RunArgs, StdioArgs, UsageError};
 
-pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host};
+pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host, TapFn};
 
 /// The host for these flags: the config file (if any), overridden by the
 /// flags, validated as a whole; the audit log opened when asked for.
@@ -150,11 +150,7 @@ pub struct StdioLine {
 /// Starts the streamed call of `stdio` (its program and arguments, no
 /// shell) as one action call of the session `cli`; `tap` sees each chunk
 /// of its stderr.
-pub fn start_stdio(
-    host: &Host,
-    stdio: &StdioArgs,
-    tap: Option<Box<dyn Fn(&[u8]) + Send + Sync>>,
-) -> CallHandle {
+pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> CallHandle {
     let mut words = stdio.run.command.iter().cloned();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);

@@ -26,7 +26,7 @@ use signal_hook::iterator::Signals;
 use spillguard_std::core::{CallRecord, StdoutLineGuard};
 
 use crate::args::{StdioArgs, UsageError};
-use crate::call::{self, CallHandle, HelperStdin, HelperStdout, Host, StdioLine};
+use crate::call::{self, CallHandle, HelperStdin, HelperStdout, Host, StdioLine, TapFn};
 
 /// Bytes per read of either stream.
 const CHUNK: usize = 64 * 1024;
@@ -65,10 +65,11 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
     let dropped = Arc::new(AtomicU64::new(0));
-    let tap = match args.forward_stderr.then(own_stderr).flatten() {
-        Some(stderr) => Some(stderr_tap(stderr, dropped.clone())),
-        None => None,
-    };
+    let tap = args
+        .forward_stderr
+        .then(own_stderr)
+        .flatten()
+        .map(|stderr| stderr_tap(stderr, dropped.clone()));
     let call = call::start_stdio(host, args, tap);
     if let Some(signals) = signals {
         cancel_on_signals(signals, &call);
@@ -141,7 +142,7 @@ fn own_stderr() -> Option<File> {
 /// as it goes without blocking: while `poll` says the pipe is writable, at
 /// most `PIPE_BUF` bytes at a time (such a write never blocks); the rest
 /// of the chunk is dropped and counted in `dropped`.
-fn stderr_tap(stderr: File, dropped: Arc<AtomicU64>) -> Box<dyn Fn(&[u8]) + Send + Sync> {
+fn stderr_tap(stderr: File, dropped: Arc<AtomicU64>) -> Box<TapFn> {
     Box::new(move |chunk: &[u8]| {
         let mut rest = chunk;
         while !rest.is_empty() && writable(&stderr) {

@@ -79,7 +79,10 @@ pub struct CallRequest {
 /// capture (`CallBuilder::stderr_tap`). It runs in the owner's loop: it must
 /// never block (drop what it cannot pass on at once).
 #[derive(Clone)]
-pub struct StderrTap(pub Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct StderrTap(pub Arc<TapFn>);
+
+/// The function of a [`StderrTap`].
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
 
 impl std::fmt::Debug for StderrTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

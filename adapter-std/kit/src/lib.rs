@@ -48,7 +48,9 @@ pub use audit_log::{
     AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
     OpenFailure, OpenedLog,
 };
-pub use builder::{Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, command_line};
+pub use builder::{
+    Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,
+};
 pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use error::HostError;
 pub use ids::fresh_id;
