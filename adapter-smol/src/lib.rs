@@ -9,8 +9,8 @@
 //! it is asked. Because it is detached, neither dropping a [`CallHandle`]
 //! nor dropping a future of this crate can skip a stop or a record.
 //!
-//! The command, the options, the audit sinks and the OS calls are the std
-//! adapter's ([`spillguard_std`]), re-exported here: only the waiting is
+//! The command, the options, the audit sinks and the OS calls are those
+//! every adapter shares (`spillguard-kit`), re-exported here: only the waiting is
 //! async. A sink's writes (a [`ChainedFileAudit`] appends and syncs a file)
 //! run on smol's blocking pool, each awaited by the call's owner before its
 //! next action.

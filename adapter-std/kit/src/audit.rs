@@ -13,12 +13,12 @@ use std::sync::{Mutex, PoisonError};
 
 use spillguard_core::AuditEvent;
 
-/// Receives lifecycle events from every call of a [`Host`](crate::Host).
+/// Receives lifecycle events from every call of an adapter's `Host`.
 ///
 /// Called from the calls' owner threads (in the async adapters, from their
 /// blocking-thread pools), possibly at the same time; an implementation
 /// serialises writes itself. A write error is counted by
-/// [`Host::audit_failures`](crate::Host::audit_failures) and reported to
+/// `Host::audit_failures` and reported to
 /// the call, which fails closed if it has not dispatched yet
 /// (`failed_before_dispatch`: nothing runs unaudited) and records the
 /// failure in `audit_failures` otherwise.
