@@ -124,7 +124,7 @@ pub fn measure(spillguard: &Path, bench_rmcp: Option<&Path>, rounds: u32, count:
         }
         if let Some(binary) = bench_rmcp {
             eprint!("bench round {round}/{rounds}: rmcp round trips x{count} ... ");
-            match round_trips(binary, count) {
+            match round_trips(binary, count, round % 2 == 0) {
                 Ok(pair) => {
                     eprintln!("{:.1} / {:.1} us", pair.0, pair.1);
                     measured.round_trips.push(pair);
@@ -139,10 +139,15 @@ pub fn measure(spillguard: &Path, bench_rmcp: Option<&Path>, rounds: u32, count:
     measured
 }
 
-/// One run of `bench-rmcp --count N`: its last line is
+/// One run of `bench-rmcp --count N` (the guarded transport first in even
+/// rounds): its last line is
 /// `child_process_us_per_call guarded_us_per_call`.
-fn round_trips(binary: &Path, count: u32) -> Result<(f64, f64), String> {
-    let output = Command::new(binary)
+fn round_trips(binary: &Path, count: u32, guarded_first: bool) -> Result<(f64, f64), String> {
+    let mut command = Command::new(binary);
+    if guarded_first {
+        command.arg("--guarded-first");
+    }
+    let output = command
         .args(["--count", &count.to_string()])
         .stderr(Stdio::inherit())
         .output()

@@ -1,8 +1,9 @@
 //! `bench-rmcp [--count N]`: JSON-RPC round trips (`ping`) from an rmcp
 //! client to `mcp-server-time` (from `target/peers`, installed by
 //! `.ci/peers.sh`), once through rmcp's own `TokioChildProcess` and once
-//! through spillguard-tokio's `GuardedProcess`, back to back. Prints one
-//! line: the µs per round trip of each, in that order.
+//! through spillguard-tokio's `GuardedProcess`, back to back (the guarded
+//! one first with `--guarded-first`). Prints one line: the µs per round
+//! trip of each, `TokioChildProcess` first.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,32 +47,54 @@ async fn pings(client: &RunningService<RoleClient, ()>, count: u32) -> Result<f6
     Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(count))
 }
 
-async fn run(count: u32) -> Result<(f64, f64), String> {
+/// µs per round trip through rmcp's own `TokioChildProcess`.
+async fn direct(count: u32) -> Result<f64, String> {
     let mut command = tokio::process::Command::new(python());
     command.args(SERVER_ARGS);
     let child = TokioChildProcess::new(command).map_err(|e| e.to_string())?;
     let client = ().serve(child).await.map_err(|e| e.to_string())?;
-    let direct = pings(&client, count).await?;
+    let per_call = pings(&client, count).await?;
     client.cancel().await.map_err(|e| e.to_string())?;
+    Ok(per_call)
+}
 
+/// µs per round trip through spillguard-tokio's `GuardedProcess`.
+async fn guarded(count: u32) -> Result<f64, String> {
     let host = Host::new(Config::default(), HostOptions::default()).map_err(|e| e.to_string())?;
     let transport = GuardedProcess::new(host.command(python()).args(SERVER_ARGS))
         .await
         .map_err(|e| e.to_string())?;
     let client = ().serve(transport).await.map_err(|e| e.to_string())?;
-    let guarded = pings(&client, count).await?;
+    let per_call = pings(&client, count).await?;
     client.cancel().await.map_err(|e| e.to_string())?;
-    Ok((direct, guarded))
+    Ok(per_call)
+}
+
+/// Both, the guarded one first when asked (rounds alternate the order, so
+/// that neither always runs on a warmer machine).
+async fn run(count: u32, guarded_first: bool) -> Result<(f64, f64), String> {
+    if guarded_first {
+        let g = guarded(count).await?;
+        Ok((direct(count).await?, g))
+    } else {
+        let d = direct(count).await?;
+        Ok((d, guarded(count).await?))
+    }
 }
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut count = 2000;
+    let mut guarded_first = false;
     while let Some(flag) = args.next() {
+        if flag == "--guarded-first" {
+            guarded_first = true;
+            continue;
+        }
         match (flag.as_str(), args.next().and_then(|v| v.parse().ok())) {
             ("--count", Some(n)) if n > 0 => count = n,
             _ => {
-                eprintln!("usage: bench-rmcp [--count N]");
+                eprintln!("usage: bench-rmcp [--count N] [--guarded-first]");
                 return ExitCode::from(2);
             }
         }
@@ -86,7 +109,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(count)) {
+    match runtime.block_on(run(count, guarded_first)) {
         Ok((direct, guarded)) => {
             println!("{direct:.3} {guarded:.3}");
             ExitCode::SUCCESS
