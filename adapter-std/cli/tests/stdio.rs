@@ -293,3 +293,31 @@ fn forward_stderr_copies_without_blocking_and_counts_what_it_dropped() {
     assert_eq!(copied.len() as u64 + dropped, 1_048_576);
     assert!(copied.iter().all(|&b| b == b'x'));
 }
+
+#[test]
+fn audit_writes_the_streamed_calls_lifecycle_to_the_log() {
+    use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
+    let log = temp_path("stdio-audit.log");
+    let _ = std::fs::remove_file(&log);
+    let output = feed(&["--audit", log.to_str().unwrap(), "--", "cat"], b"{}\n");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, b"{}\n");
+    let record = record_on_stderr(&output);
+    let bytes = std::fs::read(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let (verdict, entries) = verify_and_read(&bytes, VerifyOptions::default());
+    assert_eq!(
+        verdict.to_string(),
+        "unanchored: 7 records intact, 7 of them not vouched for by an anchor"
+    );
+    let kinds: Vec<Value> = entries
+        .iter()
+        .map(|r| serde_json::to_value(r.entry.as_ref().unwrap()).unwrap())
+        .collect();
+    let last = kinds.last().unwrap();
+    let final_record = &last["call"]["kind"]["final"];
+    assert_eq!(final_record["call_id"], record["call_id"]);
+    assert_eq!(final_record["state"], "completed");
+    assert_eq!(final_record["stdout_mode"], "streamed");
+    assert_eq!(final_record["stdin_bytes_forwarded"], 3);
+}
