@@ -6,6 +6,7 @@
 //! owner task still finishes the call, writes the record and reaps the
 //! helper.
 
+use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
 use spillguard_kit::published::{self, Snapshot, Taken, Wake};
 
 use crate::owner::{Command, Event};
+use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
+use spillguard_kit::stream::Presence;
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Changed>;
@@ -80,15 +83,61 @@ pub struct CallHandle {
     call_id: String,
     commands: Sender<Event>,
     published: Arc<Published>,
+    present: Present,
 }
 
 impl CallHandle {
     pub(crate) fn new(call_id: String, commands: Sender<Event>, published: Arc<Published>) -> Self {
+        let gone = commands.clone();
+        let present = Presence::new(published.clone(), move || {
+            let _ = gone.try_send(Event::Command(Command::ClientDisconnected));
+        });
         Self {
             call_id,
             commands,
             published,
+            present,
         }
+    }
+
+    /// A streamed call's (`CallBuilder::streamed`) stdin and stdout: waits
+    /// until the helper is spawned (after its approval, if it needs one),
+    /// then hands out both, once. An error if the call ended before its
+    /// helper ran, is not streamed, or its streams were taken.
+    ///
+    /// ```
+    /// use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    /// use spillguard_smol::{Host, HostOptions};
+    /// use spillguard_smol::core::{Config, State, StdoutMode};
+    ///
+    /// # smol::block_on(async {
+    /// let host = Host::new(Config::default(), HostOptions::default())?;
+    /// let call = host.command("cat").streamed().start();
+    /// let (mut stdin, mut stdout) = call.streams().await?;
+    /// stdin.write_all(b"ping\n").await?;
+    /// let mut reply = [0; 5];
+    /// stdout.read_exact(&mut reply).await?;
+    /// assert_eq!(&reply, b"ping\n");
+    /// stdin.close().await?; // cat reads end-of-file and exits
+    /// let record = call.wait().await.record;
+    /// assert_eq!(record.state, State::Completed);
+    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the streams are taken only when it completes.
+    pub async fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
+        let raw = wait_until(&self.published, None, Snapshot::streams_settled)
+            .await
+            .take_streams()?;
+        let raw = raw
+            .downcast::<Raw>()
+            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
+        Ok(raw.finish(&self.present))
     }
 
     /// The call's id.
@@ -253,19 +302,6 @@ impl CallHandle {
             "the owner of call {} ended without an outcome",
             self.call_id
         );
-    }
-}
-
-impl Drop for CallHandle {
-    fn drop(&mut self) {
-        // An outcome this handle never took will never be taken: its
-        // retained text and pool share go now.
-        self.published.discard_outcome();
-        if !self.published.is_finished() {
-            let _ = self
-                .commands
-                .try_send(Event::Command(Command::ClientDisconnected));
-        }
     }
 }
 

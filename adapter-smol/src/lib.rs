@@ -71,6 +71,7 @@ mod host;
 mod owner;
 mod process;
 mod reader;
+mod stream;
 
 pub use handle::{CallHandle, Canceller};
 pub use host::{Host, Run};
@@ -81,3 +82,4 @@ pub use spillguard_kit::{
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
     KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StdinMode,
 };
+pub use stream::{HelperStdin, HelperStdout};

@@ -12,7 +12,10 @@
 use std::io;
 use std::process::Stdio;
 
-use async_process::{Child, ChildStdin};
+use std::any::Any;
+use std::sync::Arc;
+
+use async_process::{Child, ChildStdin, ChildStdout};
 use futures_lite::{AsyncWriteExt, future};
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
@@ -20,9 +23,11 @@ use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_kit::{HelperCommand, StdinMode};
 
 use spillguard_kit::owner::Helper;
+use spillguard_kit::stream::{Forwarded, SharedStdin};
 
 use crate::owner::Event;
 use crate::reader::{self, Stream};
+use crate::stream::{Raw, Stdin};
 
 /// A spawned helper, as the owner holds it: its pid (and pgid), its output
 /// streams, and how to stop feeding its stdin.
@@ -37,6 +42,10 @@ pub(crate) struct Process {
     pub(crate) pipes: [Option<Stream>; 2],
     /// Dropping it tells the stdin writer to stop and close the pipe.
     stdin_open: Option<Sender<()>>,
+    /// A streamed call's stdin, shared with the caller's writer.
+    streamed_stdin: Option<Stdin>,
+    /// A streamed call's stdout, until handed to the caller.
+    streamed_stdout: Option<ChildStdout>,
 }
 
 impl Helper for Process {
@@ -56,18 +65,27 @@ impl Helper for Process {
             return Err(io::Error::other("the helper's output pipes are missing"));
         };
         let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let pipes = [Some(Stream::Stdout(stdout)), Some(Stream::Stderr(stderr))];
-        let stdin_open = match (command.stdin, child.stdin.take()) {
-            (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
-            _ => None,
-        };
-        start_waiter(child, events.clone());
-        Ok(Self {
+        let mut process = Self {
             pid,
             pipe_capacity,
-            pipes,
-            stdin_open,
-        })
+            pipes: [None, Some(Stream::Stderr(stderr))],
+            stdin_open: None,
+            streamed_stdin: None,
+            streamed_stdout: None,
+        };
+        match (command.stdin, child.stdin.take()) {
+            (StdinMode::Streamed, Some(pipe)) => {
+                process.streamed_stdin = Some(SharedStdin::new(pipe));
+                process.streamed_stdout = Some(stdout);
+            }
+            (StdinMode::Bytes(bytes), Some(pipe)) => {
+                process.stdin_open = Some(start_stdin_writer(pipe, bytes));
+                process.pipes[0] = Some(Stream::Stdout(stdout));
+            }
+            _ => process.pipes[0] = Some(Stream::Stdout(stdout)),
+        }
+        start_waiter(child, events.clone());
+        Ok(process)
     }
 
     fn pid(&self) -> u32 {
@@ -81,6 +99,22 @@ impl Helper for Process {
     /// Stops feeding stdin; the writer closes it at once, even mid-write.
     fn close_stdin(&mut self) {
         self.stdin_open = None;
+        if let Some(stdin) = &self.streamed_stdin {
+            stdin.close();
+        }
+    }
+
+    fn take_streams(
+        &mut self,
+        events: &Self::Events,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Box<dyn Any + Send>> {
+        Some(Box::new(Raw {
+            stdin: self.streamed_stdin.clone()?,
+            stdout: self.streamed_stdout.take()?,
+            forwarded,
+            events: events.clone(),
+        }))
     }
 }
 
@@ -90,7 +124,7 @@ impl Helper for Process {
 /// and would make them inherited, so they are set again here.
 fn async_command(command: &HelperCommand) -> async_process::Command {
     let stdin = match command.stdin {
-        StdinMode::Bytes(_) => Stdio::piped(),
+        StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
         // `Null`, and any mode added later: nothing to read.
         _ => Stdio::null(),
     };

@@ -6,6 +6,7 @@
 //! owner still finishes the call, writes the record and reaps the helper.
 
 use std::any::Any;
+use std::io;
 use std::sync::mpsc::{self, SyncSender};
 
 use crate::mailbox::Mailbox;
@@ -15,7 +16,9 @@ use std::time::{Duration, Instant};
 use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
 
 use crate::owner::{Command, Event};
-use spillguard_kit::published::{self, Taken};
+use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
+use spillguard_kit::published::{self, Snapshot, Taken};
+use spillguard_kit::stream::Presence;
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
@@ -30,9 +33,10 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 /// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
 /// or [`try_outcome`](Self::try_outcome).
 ///
-/// Dropping the handle before the call finished is a client disconnect: the
-/// host's [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and
-/// the record still reaches the audit sink and
+/// Dropping the handle before the call finished (and, for a streamed call,
+/// both its streams) is a client disconnect: the host's
+/// [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and the
+/// record still reaches the audit sink and
 /// [`Host::finished_records`](crate::Host::finished_records).
 #[derive(Debug)]
 pub struct CallHandle {
@@ -40,6 +44,7 @@ pub struct CallHandle {
     commands: Mailbox,
     published: Arc<Published>,
     owner_panic: OwnerPanic,
+    present: Present,
 }
 
 impl CallHandle {
@@ -49,12 +54,54 @@ impl CallHandle {
         published: Arc<Published>,
         owner_panic: OwnerPanic,
     ) -> Self {
+        let gone = commands.clone();
+        let present = Presence::new(published.clone(), move || {
+            let _ = gone.send(Event::Command(Command::ClientDisconnected));
+        });
         Self {
             call_id,
             commands,
             published,
             owner_panic,
+            present,
         }
+    }
+
+    /// A streamed call's ([`CallBuilder::streamed`]) stdin and stdout:
+    /// waits until the helper is spawned (after its approval, if it needs
+    /// one), then hands out both, once. An error if the call ended before
+    /// its helper ran, is not streamed, or its streams were taken.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use spillguard_std::{Host, HostOptions};
+    /// use spillguard_std::core::{Config, State, StdoutMode};
+    ///
+    /// let host = Host::new(Config::default(), HostOptions::default())?;
+    /// let call = host.command("cat").streamed().start();
+    /// let (mut stdin, mut stdout) = call.streams()?;
+    /// stdin.write_all(b"ping\n")?;
+    /// let mut reply = [0; 5];
+    /// stdout.read_exact(&mut reply)?;
+    /// assert_eq!(&reply, b"ping\n");
+    /// stdin.close(); // cat reads end-of-file and exits
+    /// let record = call.wait().record;
+    /// assert_eq!(record.state, State::Completed);
+    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`CallBuilder::streamed`]: spillguard_kit::CallBuilder::streamed
+    pub fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
+        let raw = self
+            .published
+            .wait_until(None, Snapshot::streams_settled)
+            .take_streams()?;
+        let raw = raw
+            .downcast::<Raw>()
+            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
+        Ok(raw.finish(&self.present))
     }
 
     /// The call's id.
@@ -193,19 +240,6 @@ impl CallHandle {
             "the owner of call {} ended without an outcome",
             self.call_id
         );
-    }
-}
-
-impl Drop for CallHandle {
-    fn drop(&mut self) {
-        // An outcome this handle never took will never be taken: its
-        // retained text and pool share go now.
-        self.published.discard_outcome();
-        if !self.published.is_finished() {
-            let _ = self
-                .commands
-                .send(Event::Command(Command::ClientDisconnected));
-        }
     }
 }
 

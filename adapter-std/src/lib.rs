@@ -94,6 +94,7 @@ mod mailbox;
 mod owner;
 mod process;
 mod reader;
+mod stream;
 mod workers;
 
 pub use handle::{CallHandle, Canceller};
@@ -103,5 +104,6 @@ pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
-    KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StdinMode,
+    KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StderrTap, StdinMode, TapFn,
 };
+pub use stream::{HelperStdin, HelperStdout};

@@ -25,10 +25,11 @@
 //! reaped yet, so no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
 
+use std::any::Any;
 use std::future::ready;
 use std::io;
-use std::sync::Condvar;
 use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar};
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
@@ -39,6 +40,7 @@ use spillguard_kit::HelperCommand;
 use spillguard_kit::os::exit_status;
 use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
 use spillguard_kit::run_loop;
+use spillguard_kit::stream::Forwarded;
 
 use crate::host::HostShared;
 use crate::mailbox::{Inbox, Mailbox};
@@ -110,6 +112,15 @@ impl Helper for Process {
 
     fn close_stdin(&mut self) {
         Process::close_stdin(self);
+    }
+
+    fn take_streams(
+        &mut self,
+        mailbox: &Mailbox,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Box<dyn Any + Send>> {
+        let raw = Process::take_streams(self, mailbox, forwarded)?;
+        Some(Box::new(raw))
     }
 }
 

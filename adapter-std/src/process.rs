@@ -11,7 +11,7 @@
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{Child, ChildStdin};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,8 +20,10 @@ use spillguard_core::Signal;
 
 use crate::mailbox::Mailbox;
 use crate::owner::{Event, Pipe};
+use crate::stream::{Raw, Stdin};
 use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_kit::read_buffers::CHUNK_BYTES;
+use spillguard_kit::stream::{Forwarded, SharedStdin};
 use spillguard_kit::{HelperCommand, StdinMode};
 
 /// A spawned helper, as the owner holds it.
@@ -39,6 +41,10 @@ pub(crate) struct Process {
     /// when a waiter job holds the child.
     pub(crate) exit: Option<ExitWatch>,
     stdin_closed: Option<Arc<AtomicBool>>,
+    /// A streamed call's stdin, shared with the caller's writer.
+    streamed_stdin: Option<Stdin>,
+    /// A streamed call's stdout, until handed to the caller.
+    streamed_stdout: Option<ChildStdout>,
 }
 
 /// The child, reaped by the owner once its pidfd is readable.
@@ -74,7 +80,13 @@ impl Process {
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
         let prepared = prepare(&mut child, command.stdin, pipe_size);
-        let (pipes, pipe_capacity, stdin_closed) = match prepared {
+        let Prepared {
+            pipes,
+            pipe_capacity,
+            stdin_closed,
+            streamed_stdin,
+            streamed_stdout,
+        } = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
                 signal_group(pid, Signal::Kill);
@@ -100,14 +112,34 @@ impl Process {
             pipes,
             exit,
             stdin_closed,
+            streamed_stdin,
+            streamed_stdout,
         })
     }
 
     /// Stops feeding stdin; the writer closes it after its current write.
+    /// A streamed call's stdin is closed under the caller's writer.
     pub(crate) fn close_stdin(&self) {
         if let Some(closed) = &self.stdin_closed {
             closed.store(true, Ordering::Release);
         }
+        if let Some(stdin) = &self.streamed_stdin {
+            stdin.close();
+        }
+    }
+
+    /// A streamed call's stdin and stdout for the caller, once.
+    pub(crate) fn take_streams(
+        &mut self,
+        events: &Mailbox,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Raw> {
+        Some(Raw {
+            stdin: self.streamed_stdin.clone()?,
+            stdout: self.streamed_stdout.take()?,
+            forwarded,
+            events: events.clone(),
+        })
     }
 
     /// Our end of `pipe`, while it is open.
@@ -143,21 +175,46 @@ impl Drop for Process {
     }
 }
 
-type Prepared = ([Option<OwnedFd>; 2], Option<u64>, Option<Arc<AtomicBool>>);
+struct Prepared {
+    pipes: [Option<OwnedFd>; 2],
+    pipe_capacity: Option<u64>,
+    stdin_closed: Option<Arc<AtomicBool>>,
+    streamed_stdin: Option<Stdin>,
+    streamed_stdout: Option<ChildStdout>,
+}
 
 /// Our ends of the output pipes, enlarged and non-blocking, and the stdin
-/// writer if the helper is given bytes.
+/// writer if the helper is given bytes. A streamed call's stdout stays
+/// blocking and goes to the caller, with its stdin.
 fn prepare(child: &mut Child, stdin: StdinMode, pipe_size: Option<usize>) -> io::Result<Prepared> {
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the helper's output pipes are missing"));
     };
     let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-    let pipes = [non_blocking(stdout)?, non_blocking(stderr)?];
-    let stdin_closed = match (stdin, child.stdin.take()) {
-        (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)?),
-        _ => None,
+    let stderr = Some(non_blocking(stderr)?);
+    let mut prepared = Prepared {
+        pipes: [None, stderr],
+        pipe_capacity,
+        stdin_closed: None,
+        streamed_stdin: None,
+        streamed_stdout: None,
     };
-    Ok((pipes.map(Some), pipe_capacity, stdin_closed))
+    match (stdin, child.stdin.take()) {
+        (StdinMode::Streamed, Some(pipe)) => {
+            prepared.streamed_stdin = Some(SharedStdin::new(Arc::new(pipe)));
+            prepared.streamed_stdout = Some(stdout);
+            return Ok(prepared);
+        }
+        (StdinMode::Streamed, None) => {
+            return Err(io::Error::other("the helper's stdin pipe is missing"));
+        }
+        (StdinMode::Bytes(bytes), Some(pipe)) => {
+            prepared.stdin_closed = Some(start_stdin_writer(pipe, bytes)?);
+        }
+        _ => {}
+    }
+    prepared.pipes[0] = Some(non_blocking(stdout)?);
+    Ok(prepared)
 }
 
 /// Our end of an output pipe, made non-blocking (the helper's end is a

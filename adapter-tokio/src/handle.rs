@@ -6,6 +6,7 @@
 //! disconnect, and the owner still finishes the call, writes the record and
 //! reaps the helper.
 
+use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -15,6 +16,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::owner::{Command, Event, Reply};
+use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
+use spillguard_kit::stream::Presence;
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Changed>;
@@ -67,6 +70,7 @@ pub struct CallHandle {
     events: mpsc::UnboundedSender<Event>,
     published: Arc<Published>,
     owner: Option<JoinHandle<()>>,
+    present: Present,
 }
 
 impl CallHandle {
@@ -76,12 +80,58 @@ impl CallHandle {
         published: Arc<Published>,
         owner: JoinHandle<()>,
     ) -> Self {
+        let gone = events.clone();
+        let present = Presence::new(published.clone(), move || {
+            let _ = gone.send(Event::Command(Command::ClientDisconnected));
+        });
         Self {
             call_id,
             events,
             published,
             owner: Some(owner),
+            present,
         }
+    }
+
+    /// A streamed call's (`CallBuilder::streamed`) stdin and stdout: waits
+    /// until the helper is spawned (after its approval, if it needs one),
+    /// then hands out both, once. An error if the call ended before its
+    /// helper ran, is not streamed, or its streams were taken.
+    ///
+    /// ```
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// use spillguard_tokio::{Host, HostOptions};
+    /// use spillguard_tokio::core::{Config, State, StdoutMode};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let host = Host::new(Config::default(), HostOptions::default())?;
+    /// let call = host.command("cat").streamed().start();
+    /// let (mut stdin, mut stdout) = call.streams().await?;
+    /// stdin.write_all(b"ping\n").await?;
+    /// let mut reply = [0; 5];
+    /// stdout.read_exact(&mut reply).await?;
+    /// assert_eq!(&reply, b"ping\n");
+    /// stdin.shutdown().await?; // cat reads end-of-file and exits
+    /// let record = call.wait().await.record;
+    /// assert_eq!(record.state, State::Completed);
+    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the streams are taken only when it completes.
+    pub async fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
+        let raw = wait_until(&self.published, Snapshot::streams_settled)
+            .await
+            .take_streams()?;
+        let raw = raw
+            .downcast::<Raw>()
+            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
+        Ok(raw.finish(&self.present))
     }
 
     /// The call's id.
@@ -260,19 +310,6 @@ impl CallHandle {
             "the owner of call {} ended without an outcome (its runtime shut down)",
             self.call_id
         );
-    }
-}
-
-impl Drop for CallHandle {
-    fn drop(&mut self) {
-        // An outcome this handle never took will never be taken: its
-        // retained text and pool share go now.
-        self.published.discard_outcome();
-        if !self.is_finished() {
-            let _ = self
-                .events
-                .send(Event::Command(Command::ClientDisconnected));
-        }
     }
 }
 

@@ -79,6 +79,9 @@ mod host;
 mod owner;
 mod process;
 mod reader;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
+mod stream;
 
 pub use handle::{CallHandle, Canceller};
 pub use host::{Host, Run};
@@ -89,3 +92,4 @@ pub use spillguard_kit::{
     FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
     KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StdinMode,
 };
+pub use stream::{HelperStdin, HelperStdout};

@@ -21,10 +21,15 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
+use std::any::Any;
+use std::sync::Arc;
+
 use spillguard_kit::owner::Helper;
+use spillguard_kit::stream::{Forwarded, SharedStdin};
 
 use crate::owner::Event;
 use crate::reader;
+use crate::stream::{Raw, Stdin};
 
 /// A spawned helper, as the owner holds it: its pid (and pgid), its output
 /// streams, and how to stop feeding its stdin.
@@ -38,6 +43,10 @@ pub(crate) struct Process {
     /// Stdout and stderr, each until it reaches end-of-file.
     pub(crate) pipes: [Option<Stream>; 2],
     stop_stdin: Option<oneshot::Sender<()>>,
+    /// A streamed call's stdin, shared with the caller's writer.
+    streamed_stdin: Option<Stdin>,
+    /// A streamed call's stdout, until handed to the caller.
+    streamed_stdout: Option<ChildStdout>,
 }
 
 /// One of the helper's output streams, so both can sit in one array.
@@ -93,18 +102,27 @@ impl Helper for Process {
             ));
         };
         let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let pipes = [Some(Stream::Stdout(stdout)), Some(Stream::Stderr(stderr))];
-        let stop_stdin = match (command.stdin, child.stdin.take()) {
-            (StdinMode::Bytes(bytes), Some(pipe)) => Some(start_stdin_writer(pipe, bytes)),
-            _ => None,
-        };
-        start_waiter(child, events.clone());
-        Ok(Self {
+        let mut process = Self {
             pid,
             pipe_capacity,
-            pipes,
-            stop_stdin,
-        })
+            pipes: [None, Some(Stream::Stderr(stderr))],
+            stop_stdin: None,
+            streamed_stdin: None,
+            streamed_stdout: None,
+        };
+        match (command.stdin, child.stdin.take()) {
+            (StdinMode::Streamed, Some(pipe)) => {
+                process.streamed_stdin = Some(SharedStdin::new(pipe));
+                process.streamed_stdout = Some(stdout);
+            }
+            (StdinMode::Bytes(bytes), Some(pipe)) => {
+                process.stop_stdin = Some(start_stdin_writer(pipe, bytes));
+                process.pipes[0] = Some(Stream::Stdout(stdout));
+            }
+            _ => process.pipes[0] = Some(Stream::Stdout(stdout)),
+        }
+        start_waiter(child, events.clone());
+        Ok(process)
     }
 
     fn pid(&self) -> u32 {
@@ -120,6 +138,22 @@ impl Helper for Process {
         if let Some(stop) = self.stop_stdin.take() {
             let _ = stop.send(());
         }
+        if let Some(stdin) = &self.streamed_stdin {
+            stdin.close();
+        }
+    }
+
+    fn take_streams(
+        &mut self,
+        events: &Self::Events,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Box<dyn Any + Send>> {
+        Some(Box::new(Raw {
+            stdin: self.streamed_stdin.clone()?,
+            stdout: self.streamed_stdout.take()?,
+            forwarded,
+            events: events.clone(),
+        }))
     }
 }
 

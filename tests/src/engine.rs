@@ -121,7 +121,17 @@ pub trait CallUnderTest: Send + Sized + 'static {
     /// The outcome if the call has ended, without waiting; the handle back
     /// otherwise.
     fn try_outcome(self) -> Result<Outcome, Self>;
+
+    /// A streamed call's stdin and stdout, as blocking streams (an async
+    /// adapter's driven by its runtime); dropping the writer ends the input.
+    fn streams(&self) -> std::io::Result<Streams>;
 }
+
+/// A streamed call's stdin writer and stdout reader, as a driver gives them.
+pub type Streams = (
+    Box<dyn std::io::Write + Send>,
+    Box<dyn std::io::Read + Send>,
+);
 
 /// Longest a client waits for anything (a card, a milestone, an outcome).
 pub const CLIENT_LIMIT: Duration = Duration::from_secs(30);

@@ -17,6 +17,7 @@ use spillguard_std::core::Retain;
 /// The usage lines shown at the top of `spillguard --help`.
 const USAGE: &str = "\
 spillguard run [OPTIONS] -- PROGRAM [ARGS...]
+       spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]
        spillguard audit verify FILE [--anchor ANCHOR | --anchor-file F] [--key-file F]
                                     [--expect FILE] [--json]
        spillguard audit sessions FILE [--key-file F] [--json]
@@ -42,6 +43,29 @@ Examples:
   spillguard run --retain head-and-tail --audit calls.log --anchor-out calls.anchor -- ./helper --flag
   # Budgets from a file, one of them overridden:
   spillguard run --config spillguard.toml --excerpt-bytes 1024 -- ./helper"
+    };
+}
+
+/// How `stdio` ends, with examples.
+macro_rules! stdio_after_help {
+    () => {
+        "\
+`stdio` stands between an MCP host and a stdio server: this program's stdin
+goes to PROGRAM's stdin and PROGRAM's stdout to this program's stdout, byte
+for byte, as soon as they arrive. PROGRAM's stderr is captured within the
+budgets and, unless --forward-stderr, never written anywhere while it runs.
+The end of this program's stdin closes PROGRAM's stdin; it then has
+--stdin-close-grace-ms to exit before its group gets TERM, the grace, KILL.
+SIGINT, SIGTERM and SIGHUP run the same sequence. At the end the call record
+and `stderr_excerpt` are written as one line of JSON to --record FILE
+(appended), or else to this program's stderr.
+
+Exit status of `stdio`: PROGRAM's exit code; 128+N if signal N ended it;
+127 if it could not be spawned (a record is still written); 2 on bad input;
+1 if it ended in any other way without an exit status.
+
+Example, in an MCP host's configuration:
+  \"command\": \"spillguard\", \"args\": [\"stdio\", \"--mcp\", \"--\", \"npx\", \"server\"]"
     };
 }
 
@@ -121,6 +145,8 @@ Usage errors exit with status 2 and one line on stderr."
         "\n\n",
         run_after_help!(),
         "\n\n",
+        stdio_after_help!(),
+        "\n\n",
         audit_after_help!(),
         "\n\n",
         mcp_after_help!()
@@ -147,6 +173,14 @@ pub enum Command {
         args_override_self = true,
     )]
     Run(RunArgs),
+    /// Guard an MCP stdio server: forward stdin and stdout, bound its
+    /// stderr, write its call record at the end
+    #[command(
+        override_usage = "spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]",
+        after_help = stdio_after_help!(),
+        args_override_self = true,
+    )]
+    Stdio(StdioArgs),
     /// Read an audit log offline: its verdict, or a view of its calls
     #[command(
         subcommand,
@@ -271,6 +305,44 @@ impl RunArgs {
             }
         }
         Ok(())
+    }
+}
+
+/// The flags and the program of `spillguard stdio`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct StdioArgs {
+    /// Keep stdout protocol-only: a line that is not a JSON object is not
+    /// forwarded but goes to the stderr capture (counted in the record as
+    /// `stdout_lines_diverted` and `stdout_bytes_diverted`)
+    #[arg(long)]
+    pub mcp: bool,
+    /// Copy PROGRAM's stderr to this program's stderr, never blocking:
+    /// bytes that would block are dropped and counted
+    /// (`stderr_forward_dropped`)
+    #[arg(long)]
+    pub forward_stderr: bool,
+    /// Append the record line to FILE instead of writing it to stderr
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// How long PROGRAM may take to exit once its stdin is closed, before
+    /// TERM, in ms [default: 2000]
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub stdin_close_grace_ms: Option<u64>,
+    /// The flags of `run` and the program.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl StdioArgs {
+    /// What clap cannot say on its own: an empty program name, and the
+    /// checks of `run`'s flags.
+    pub fn check(&self) -> Result<(), UsageError> {
+        if self.run.command.first().is_none_or(|p| p.is_empty()) {
+            return Err(UsageError(
+                "missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])".into(),
+            ));
+        }
+        self.run.check()
     }
 }
 
@@ -468,14 +540,14 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
             "missing audit command (expected verify, sessions or activity)".into()
         }
         ErrorKind::MissingSubcommand => {
-            "missing command `run`, `audit` or `mcp` (see `spillguard --help`)".into()
+            "missing command `run`, `stdio`, `audit` or `mcp` (see `spillguard --help`)".into()
         }
         ErrorKind::InvalidSubcommand if in_audit => format!(
             "unknown audit command `{}` (expected verify, sessions or activity)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::InvalidSubcommand => format!(
-            "unknown command `{}` (expected `run`, `audit` or `mcp`; see `spillguard --help`)",
+            "unknown command `{}` (expected `run`, `stdio`, `audit` or `mcp`; see `spillguard --help`)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::UnknownArgument => {
@@ -509,6 +581,9 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
             "missing the audit log file (see `spillguard --help`)".into()
         }
         ErrorKind::MissingRequiredArgument if in_mcp => "`mcp` needs `--tools FILE`".into(),
+        ErrorKind::MissingRequiredArgument if word(0) == "stdio" => {
+            "missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])".into()
+        }
         ErrorKind::MissingRequiredArgument => missing_program().0,
         ErrorKind::ArgumentConflict if in_audit => {
             "give one of `--anchor` and `--anchor-file`, once".into()
@@ -629,11 +704,11 @@ mod tests {
     fn bad_input_names_the_problem() {
         assert_eq!(
             err(&[]),
-            "missing command `run`, `audit` or `mcp` (see `spillguard --help`)"
+            "missing command `run`, `stdio`, `audit` or `mcp` (see `spillguard --help`)"
         );
         assert_eq!(
             err(&["go"]),
-            "unknown command `go` (expected `run`, `audit` or `mcp`; see `spillguard --help`)"
+            "unknown command `go` (expected `run`, `stdio`, `audit` or `mcp`; see `spillguard --help`)"
         );
         assert_eq!(
             err(&["run", "--anchor-out", "a", "--", "ls"]),

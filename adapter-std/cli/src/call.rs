@@ -12,13 +12,25 @@ use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
 
-use crate::args::{ResultMode, RunArgs, UsageError};
+use crate::args::{ResultMode, RunArgs, StdioArgs, UsageError};
 
-pub use spillguard_std::Host;
+pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host, TapFn};
 
 /// The host for these flags: the config file (if any), overridden by the
 /// flags, validated as a whole; the audit log opened when asked for.
 pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
+    prepare_with(run, None)
+}
+
+/// [`prepare`] for `stdio`: also the stdin close grace, when given.
+pub fn prepare_stdio(stdio: &StdioArgs) -> Result<Host, UsageError> {
+    prepare_with(
+        &stdio.run,
+        stdio.stdin_close_grace_ms.map(Duration::from_millis),
+    )
+}
+
+fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Host, UsageError> {
     let mut config = match &run.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -66,6 +78,7 @@ pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
         post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
+        stdin_close_grace,
         audit,
         ..HostOptions::default()
     };
@@ -120,4 +133,36 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
         result_value,
         record: outcome.record,
     }
+}
+
+/// The line `stdio` writes at the end: every record field, the excerpt,
+/// and with `--forward-stderr` the stderr bytes that could not be copied
+/// without blocking.
+#[derive(Debug, Serialize)]
+pub struct StdioLine {
+    #[serde(flatten)]
+    pub record: CallRecord,
+    pub stderr_excerpt: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_forward_dropped: Option<u64>,
+}
+
+/// Starts the streamed call of `stdio` (its program and arguments, no
+/// shell) as one action call of the session `cli`; `tap` sees each chunk
+/// of its stderr.
+pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> CallHandle {
+    let mut words = stdio.run.command.iter().cloned();
+    let program = words.next().unwrap_or_default();
+    let command = HelperCommand::new(program).args(words);
+    let builder = host
+        .call(command)
+        .call_id(format!("c_{}_1", std::process::id()))
+        .session_id("cli")
+        .action("stdio")
+        .streamed();
+    match tap {
+        Some(tap) => builder.stderr_tap(tap),
+        None => builder,
+    }
+    .start()
 }

@@ -1,5 +1,7 @@
 //! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
 //! the std adapter and prints its call record as one line of JSON.
+//! `spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]`: guards an MCP stdio
+//! server (see `stdio.rs`).
 //! `spillguard audit verify|sessions|activity FILE`: reads an audit log
 //! offline (see `audit.rs`).
 //! `spillguard mcp --tools FILE --check`: loads and checks a tools file and
@@ -13,6 +15,7 @@ mod call;
 // the server will use) have no user in the binary.
 #[allow(dead_code, unused_imports)]
 mod mcp;
+mod stdio;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -39,6 +42,15 @@ fn main() -> ExitCode {
             Ok(host) => run(&host, run_args),
             Err(error) => usage_error(&error),
         },
+        Command::Stdio(stdio_args) => {
+            match stdio_args
+                .check()
+                .and_then(|()| call::prepare_stdio(&stdio_args))
+            {
+                Ok(host) => stdio::main(&host, &stdio_args),
+                Err(error) => usage_error(&error),
+            }
+        }
         Command::Audit(audit_args) => audit::main(&audit_args.into()),
         Command::Mcp(mcp_args) => check_tools(&mcp_args),
     }

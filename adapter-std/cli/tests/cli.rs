@@ -203,11 +203,11 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
     let cases: &[(&[&str], &str)] = &[
         (
             &[],
-            "spillguard: missing command `run`, `audit` or `mcp` (see `spillguard --help`)",
+            "spillguard: missing command `run`, `stdio`, `audit` or `mcp` (see `spillguard --help`)",
         ),
         (
             &["start", "--", "true"],
-            "spillguard: unknown command `start` (expected `run`, `audit` or `mcp`; see \
+            "spillguard: unknown command `start` (expected `run`, `stdio`, `audit` or `mcp`; see \
              `spillguard --help`)",
         ),
         (
@@ -346,13 +346,14 @@ fn help_starts_with_the_summary_and_the_usage_lines() {
         assert_eq!(output.status.code(), Some(0), "{args:?}");
         assert_eq!(output.stderr, b"", "{args:?}");
         let text = String::from_utf8(output.stdout).unwrap();
-        let lines: Vec<&str> = text.lines().take(4).collect();
+        let lines: Vec<&str> = text.lines().take(5).collect();
         assert_eq!(
             lines,
             [
                 "spillguard - run a helper process with bounded, counted stderr",
                 "",
                 "Usage: spillguard run [OPTIONS] -- PROGRAM [ARGS...]",
+                "       spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]",
                 "       spillguard audit verify FILE [--anchor ANCHOR | --anchor-file F] \
                  [--key-file F]",
             ],

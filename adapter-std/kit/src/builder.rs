@@ -10,13 +10,14 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{
-    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind,
+    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind, StdoutMode,
 };
 
-use crate::command::HelperCommand;
+use crate::command::{HelperCommand, StdinMode};
 
 /// Whether a call waits for a person's approval before anything runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -70,6 +71,23 @@ pub struct CallRequest {
     settings: Option<CallSettings>,
     result: Option<ResultChannel>,
     classifier: Option<ResultClassifier>,
+    streamed: bool,
+    stderr_tap: Option<StderrTap>,
+}
+
+/// Sees each chunk of a helper's stderr as the owner reads it, before the
+/// capture (`CallBuilder::stderr_tap`). It runs in the owner's loop: it must
+/// never block (drop what it cannot pass on at once).
+#[derive(Clone)]
+pub struct StderrTap(pub Arc<TapFn>);
+
+/// The function of a [`StderrTap`].
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
+
+impl std::fmt::Debug for StderrTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StderrTap")
+    }
 }
 
 /// A request with every default filled in: what a host starts.
@@ -83,6 +101,8 @@ pub struct Resolved {
     pub approval: Approval,
     /// Its budgets and timings.
     pub settings: CallSettings,
+    /// What sees each stderr chunk, if anything.
+    pub stderr_tap: Option<StderrTap>,
 }
 
 impl CallRequest {
@@ -101,6 +121,8 @@ impl CallRequest {
             settings: None,
             result: None,
             classifier: None,
+            streamed: false,
+            stderr_tap: None,
         }
     }
 
@@ -139,11 +161,19 @@ impl CallRequest {
         if let Some(classifier) = self.classifier {
             settings.result_classifier = Some(classifier);
         }
+        if self.streamed {
+            settings.stdout_mode = StdoutMode::Streamed;
+        }
+        let mut command = self.command;
+        if settings.stdout_mode == StdoutMode::Streamed {
+            command.stdin = StdinMode::Streamed;
+        }
         Resolved {
             spec,
-            command: self.command,
+            command,
             approval: self.approval,
             settings,
+            stderr_tap: self.stderr_tap,
         }
     }
 }
@@ -335,6 +365,29 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     ) -> Self {
         self.request.result = Some(ResultChannel::StdoutJson);
         self.request.classifier = Some(ResultClassifier::new(classify));
+        self
+    }
+
+    /// The caller streams the helper's stdin and stdout itself (an MCP
+    /// stdio server: requests in, responses out), through the handle's
+    /// `streams()`; stderr is still captured, bounded and marked, and the
+    /// record says `stdout_mode: streamed` with the bytes forwarded each
+    /// way. Closing (or dropping) the stdin writer ends the caller's input:
+    /// the helper's stdin is closed and it has `stdin_close_grace` to exit
+    /// before TERM, grace, KILL to its group. Dropping the handle and both
+    /// streams is a client disconnect. Replaces any
+    /// [`stdin_bytes`](Self::stdin_bytes).
+    pub fn streamed(mut self) -> Self {
+        self.request.streamed = true;
+        self
+    }
+
+    /// Hands each chunk of the helper's stderr to `tap` as it is read,
+    /// before the capture counts and bounds it (e.g. to copy it where a
+    /// person can see it). The tap runs in the call's owner and must never
+    /// block: what it cannot pass on at once, it drops.
+    pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
         self
     }
 

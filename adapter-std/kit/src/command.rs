@@ -21,6 +21,10 @@ pub enum StdinMode {
     /// These bytes, written by a writer thread, then end-of-file. The writer
     /// stops early when the call asks to close stdin (on a stop request).
     Bytes(Vec<u8>),
+    /// A pipe the caller writes through the call's stream (a streamed
+    /// call, `CallBuilder::streamed`); closed when the caller closes it
+    /// or when the call asks to close stdin.
+    Streamed,
 }
 
 /// A description of the helper process to run, like
@@ -175,7 +179,7 @@ impl HelperCommand {
 
     /// The std command: own process group (`process_group(0)`, so the pgid
     /// is the child's pid), stdout and stderr piped, stdin null unless bytes
-    /// are to be written, no shell unless [`shell`](Self::shell). The smol
+    /// are to be written or the call is streamed, no shell unless [`shell`](Self::shell). The smol
     /// and tokio adapters convert it into their runtime's command.
     pub fn to_std(&self) -> Command {
         let mut command = if self.shell {
@@ -199,7 +203,7 @@ impl HelperCommand {
             .stderr(Stdio::piped())
             .stdin(match self.stdin {
                 StdinMode::Null => Stdio::null(),
-                StdinMode::Bytes(_) => Stdio::piped(),
+                StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
             });
         command
     }

@@ -12,10 +12,11 @@
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
-//!   [`os`]; what outlives a call: [`orphans`] (the host's drainer of the
-//!   pipes an escaped descendant still holds) and [`host_death`] (the
-//!   supervisor that signals live helpers' groups when the host process
-//!   dies). A runtime adapter keeps only what its runtime decides: how the
+//!   [`os`], and [`stream`] (a streamed call's counters, shared stdin and
+//!   the caller's presence); what outlives a call: [`orphans`] (the host's
+//!   drainer of the pipes an escaped descendant still holds) and
+//!   [`host_death`] (the supervisor that signals live helpers' groups when
+//!   the host process dies). A runtime adapter keeps only what its runtime decides: how the
 //!   owner waits, how a waiter is woken, where blocking work runs.
 //!
 //! The platform is Unix (helpers run in their own process groups); on
@@ -42,13 +43,16 @@ pub mod owner;
 pub mod published;
 pub mod read_buffers;
 pub mod run_loop;
+pub mod stream;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{
     AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
     OpenFailure, OpenedLog,
 };
-pub use builder::{Approval, CallBuilder, CallRequest, Launch, Resolved, command_line};
+pub use builder::{
+    Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,
+};
 pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use error::HostError;
 pub use ids::fresh_id;

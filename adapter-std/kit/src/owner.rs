@@ -18,19 +18,23 @@
 //!   wake up and the host stops counting it. The handle then reports the
 //!   owner's end (std resumes its panic).
 
+use std::any::Any;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use spillguard_core::{AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal};
+use spillguard_core::{
+    AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal, StdoutMode,
+};
 
-use crate::builder::Resolved;
+use crate::builder::{Resolved, StderrTap};
 use crate::command::HelperCommand;
 use crate::host_state::HostState;
 use crate::published::{Published, Wake};
 use crate::run_loop::{self, Event, Leftover, Pipe, Read, Start};
+use crate::stream::Forwarded;
 
 /// What an owner needs of its host: the shared state, how to say that a
 /// call ended, and how to reach a live call.
@@ -97,6 +101,7 @@ impl<H: HostLink> HostCore<H> {
             command,
             approval,
             settings,
+            stderr_tap,
         } = resolved;
         let call_id = spec.call_id.clone();
         let state = self.shared.state();
@@ -106,7 +111,8 @@ impl<H: HostLink> HostCore<H> {
             host_closing,
         };
         let call = Call::new(spec, settings, state.pool(), clock(), SystemTime::now());
-        let core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
+        let mut core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
+        core.stderr_tap = stderr_tap;
         Prepared {
             call_id,
             start,
@@ -149,6 +155,14 @@ pub trait Effects {
     /// Closes the helper's stdin, if it has one.
     fn close_stdin(&mut self);
 
+    /// For a streamed call, just after the spawn: the helper's stdin and
+    /// stdout for the caller (the runtime's own type, taken by its handle),
+    /// counting into `forwarded`. `None` for a captured call.
+    fn take_streams(&mut self, forwarded: &Arc<Forwarded>) -> Option<Box<dyn Any + Send>> {
+        let _ = forwarded;
+        None
+    }
+
     /// Runs `job` (a blocking write: an audit append, perhaps an fsync)
     /// where this runtime runs blocking work, and gives its result. A job
     /// that panics panics the owner (on every runtime, so an owner's end
@@ -182,8 +196,24 @@ pub trait Helper: Sized {
     /// The stderr pipe's capacity after asking to enlarge it.
     fn pipe_capacity(&self) -> Option<u64>;
 
-    /// Stops feeding its stdin and closes it.
+    /// Stops feeding its stdin and closes it (for a streamed call, even
+    /// while the caller holds the writer).
     fn close_stdin(&mut self);
+
+    /// For a streamed call (stdin [`StdinMode::Streamed`]): the helper's
+    /// stdin and stdout, once, for the caller, counting into `forwarded`;
+    /// the caller's end of input and diverted bytes go to `events`. The
+    /// helper keeps what it needs to close stdin.
+    ///
+    /// [`StdinMode::Streamed`]: crate::StdinMode::Streamed
+    fn take_streams(
+        &mut self,
+        events: &Self::Events,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Box<dyn Any + Send>> {
+        let _ = (events, forwarded);
+        None
+    }
 }
 
 /// Where a runtime runs blocking work.
@@ -248,6 +278,11 @@ impl<P: Helper, B: Blocking> Effects for HelperSlot<P, B> {
         }
     }
 
+    fn take_streams(&mut self, forwarded: &Arc<Forwarded>) -> Option<Box<dyn Any + Send>> {
+        let process = self.process.as_mut()?;
+        process.take_streams(&self.events, forwarded.clone())
+    }
+
     fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         &mut self,
         job: F,
@@ -286,6 +321,10 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     published: Arc<Published<W>>,
     host: Arc<H>,
     clock: fn() -> Instant,
+    /// For a streamed call: the bytes its caller forwarded, reported to the
+    /// core before each `handle_*` call.
+    forwarded: Option<Arc<Forwarded>>,
+    stderr_tap: Option<StderrTap>,
     finished: bool,
     released: bool,
     #[cfg(feature = "tracing")]
@@ -327,6 +366,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 action = %spec.action,
             )
         };
+        let streamed = call.settings().stdout_mode == StdoutMode::Streamed;
+        if !streamed {
+            published.no_streams();
+        }
         Self {
             id,
             call,
@@ -335,6 +378,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             published,
             host,
             clock,
+            forwarded: streamed.then(Arc::default),
+            stderr_tap: None,
             finished: false,
             released: false,
             #[cfg(feature = "tracing")]
@@ -354,8 +399,14 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         &self.call
     }
 
-    /// The call, for the one `handle_*` call of an input.
+    /// The call, for the one `handle_*` call of an input. For a streamed
+    /// call, the bytes forwarded since the last look are reported first, so
+    /// the record counts every byte forwarded before the input that ends
+    /// the call.
     pub fn call_mut(&mut self) -> &mut Call {
+        if let Some(forwarded) = &self.forwarded {
+            forwarded.report(&mut self.call);
+        }
         &mut self.call
     }
 
@@ -388,7 +439,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         event: Event<R>,
         answer: impl FnOnce(R, Result<(), CallError>),
     ) {
-        match run_loop::handle_event(&mut self.call, now, event) {
+        match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
             Leftover::Answer(reply, result) => answer(reply, result),
         }
@@ -398,7 +449,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// streams are no longer listened to.
     pub fn handle_read(&mut self, now: Instant, pipe: Pipe, read: Read<'_>) {
         if self.listening() {
-            run_loop::handle_read(&mut self.call, now, pipe, read);
+            if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
+                (tap.0)(bytes);
+            }
+            run_loop::handle_read(self.call_mut(), now, pipe, read);
         }
     }
 
@@ -523,6 +577,11 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             }
             spawned
         });
+        if let Some(forwarded) = &self.forwarded
+            && let Some(streams) = effects.take_streams(forwarded)
+        {
+            self.published.hand_out_streams(streams);
+        }
         #[cfg(feature = "tracing")]
         if let Some(pgid) = self.call.live_group() {
             tracing::debug!(parent: &self.span, pid = pgid, "helper spawned in its own group");

@@ -7,6 +7,7 @@
 //! (a `Condvar` on that lock, an event listener, …), checking the
 //! [`Snapshot`] again after it is woken.
 
+use std::any::Any;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -37,6 +38,66 @@ pub struct Snapshot {
     pub finished: bool,
     /// The owner is gone (finished, or panicked).
     pub owner_ended: bool,
+    /// A streamed call's stdin and stdout, for the caller.
+    pub streams: Streams,
+}
+
+/// Where a call's streams stand, for a handle that asks for them.
+pub enum Streams {
+    /// A streamed call whose helper has not been spawned yet.
+    Pending,
+    /// The runtime's streams of the spawned helper, for the handle to take.
+    Ready(Box<dyn Any + Send>),
+    /// Taken by the handle.
+    Taken,
+    /// The call is not streamed: its output is captured.
+    NotStreamed,
+}
+
+impl std::fmt::Debug for Streams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Streams::Pending => "Pending",
+            Streams::Ready(_) => "Ready",
+            Streams::Taken => "Taken",
+            Streams::NotStreamed => "NotStreamed",
+        })
+    }
+}
+
+impl Snapshot {
+    /// Whether asking for the streams has an answer now: they are there,
+    /// taken, never coming (not streamed), or the call ended.
+    pub fn streams_settled(&self) -> bool {
+        !matches!(self.streams, Streams::Pending) || self.finished
+    }
+
+    /// The streams, if they are there (the slot is then `Taken`), else why
+    /// not, as an error for the caller.
+    pub fn take_streams(&mut self) -> std::io::Result<Box<dyn Any + Send>> {
+        use std::io::{Error, ErrorKind};
+        match std::mem::replace(&mut self.streams, Streams::Taken) {
+            Streams::Ready(streams) => Ok(streams),
+            Streams::Taken => Err(Error::new(
+                ErrorKind::AlreadyExists,
+                "the call's streams were already taken",
+            )),
+            Streams::NotStreamed => {
+                self.streams = Streams::NotStreamed;
+                Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "the call captures its helper's output: start it with .streamed()",
+                ))
+            }
+            Streams::Pending => {
+                self.streams = Streams::Pending;
+                Err(Error::new(
+                    ErrorKind::NotConnected,
+                    format!("the call ended {} before its helper ran", self.state),
+                ))
+            }
+        }
+    }
 }
 
 /// What a handle finds when it looks for the outcome, decided under one
@@ -82,6 +143,7 @@ impl<W: Wake> Published<W> {
                 outcome: None,
                 finished: false,
                 owner_ended: false,
+                streams: Streams::Pending,
             }),
             changed,
         }
@@ -120,6 +182,16 @@ impl<W: Wake> Published<W> {
     /// text and pool share go with it.
     pub fn discard_outcome(&self) {
         drop(self.lock().outcome.take());
+    }
+
+    /// The call will not hand out streams (its output is captured).
+    pub fn no_streams(&self) {
+        self.lock().streams = Streams::NotStreamed;
+    }
+
+    /// The spawned helper's streams, for the handle.
+    pub fn hand_out_streams(&self, streams: Box<dyn Any + Send>) {
+        self.update(|snapshot| snapshot.streams = Streams::Ready(streams));
     }
 
     /// The owner is gone; no more changes will come.

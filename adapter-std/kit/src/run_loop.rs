@@ -10,7 +10,7 @@
 use std::io;
 use std::time::Instant;
 
-use spillguard_core::{Call, CallError, CancelReason, ExitStatus};
+use spillguard_core::{Call, CallError, CancelReason, Diverted, ExitStatus};
 
 use crate::HelperCommand;
 
@@ -66,8 +66,20 @@ pub enum Command<R> {
     Deny(R),
     /// Stop the call.
     Cancel(CancelReason),
-    /// The handle was dropped without its outcome.
+    /// The handle (and, for a streamed call, both streams) was dropped
+    /// without its outcome.
     ClientDisconnected,
+    /// A streamed call's caller has finished sending (it closed or dropped
+    /// the helper's stdin).
+    InputEnded,
+    /// Bytes of a streamed MCP server's stdout that are not protocol, with
+    /// the lines decided in them, for the stderr capture.
+    StdoutDiverted {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// Lines decided as not protocol in them.
+        lines: u64,
+    },
 }
 
 /// What an event leaves to the adapter once the core has it.
@@ -130,6 +142,20 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         }
         Event::Command(Command::ClientDisconnected) => {
             call.handle_client_disconnected(now);
+            Ok(())
+        }
+        Event::Command(Command::InputEnded) => {
+            call.handle_input_ended(now);
+            Ok(())
+        }
+        Event::Command(Command::StdoutDiverted { bytes, lines }) => {
+            call.handle_stdout_diverted(
+                now,
+                Diverted {
+                    bytes: &bytes,
+                    lines,
+                },
+            );
             Ok(())
         }
     };

@@ -30,6 +30,7 @@ mod audit;
 mod front;
 mod run;
 mod stop;
+mod streamed;
 
 pub use afterlife::*;
 pub use approval::*;
@@ -37,6 +38,7 @@ pub use audit::*;
 pub use front::*;
 pub use run::*;
 pub use stop::*;
+pub use streamed::*;
 
 use crate::engine::{CallUnderTest, HostUnderTest};
 use crate::measure::settle_group;
@@ -99,6 +101,10 @@ macro_rules! behaviour_suite {
             a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window,
             an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound,
             the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted,
+            a_streamed_call_forwards_each_way_and_counts_the_bytes,
+            a_streamed_helper_that_outlives_its_input_is_termed_then_killed,
+            a_cancel_closes_stdin_under_the_callers_writer,
+            dropping_the_handle_and_both_streams_is_a_client_disconnect,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -14,7 +14,7 @@ use spillguard_kit::{CallRequest, Launch};
 use spillguard_smol::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest};
+use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
 
@@ -132,5 +132,13 @@ impl CallUnderTest for SmolCall {
 
     fn try_outcome(self) -> Result<Outcome, Self> {
         self.0.try_outcome().map_err(SmolCall)
+    }
+
+    fn streams(&self) -> std::io::Result<Streams> {
+        let (stdin, stdout) = smol::block_on(self.0.streams())?;
+        Ok((
+            Box::new(smol::io::BlockOn::new(stdin)),
+            Box::new(smol::io::BlockOn::new(stdout)),
+        ))
     }
 }

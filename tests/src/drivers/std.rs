@@ -11,7 +11,7 @@ use spillguard_kit::{CallRequest, Launch};
 use spillguard_std::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest};
+use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, HostSettings, Scenario};
 
@@ -139,5 +139,10 @@ impl CallUnderTest for CallHandle {
 
     fn try_outcome(self) -> Result<Outcome, Self> {
         CallHandle::try_outcome(self)
+    }
+
+    fn streams(&self) -> std::io::Result<Streams> {
+        let (stdin, stdout) = CallHandle::streams(self)?;
+        Ok((Box::new(stdin), Box::new(stdout)))
     }
 }

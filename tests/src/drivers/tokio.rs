@@ -16,7 +16,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::oneshot;
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest};
+use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
 
@@ -254,5 +254,44 @@ impl CallUnderTest for TokioCall {
         handle
             .try_outcome()
             .map_err(|handle| TokioCall { handle, runtime })
+    }
+
+    fn streams(&self) -> std::io::Result<Streams> {
+        let (stdin, stdout) = self.runtime.block_on(self.handle.streams())?;
+        let runtime = self.runtime.clone();
+        let stdin = OnRuntime {
+            runtime: runtime.clone(),
+            inner: stdin,
+        };
+        let stdout = OnRuntime {
+            runtime,
+            inner: stdout,
+        };
+        Ok((Box::new(stdin), Box::new(stdout)))
+    }
+}
+
+/// An async stream driven by `runtime`'s `block_on`, as a std stream.
+struct OnRuntime<T> {
+    runtime: Handle,
+    inner: T,
+}
+
+impl std::io::Write for OnRuntime<spillguard_tokio::HelperStdin> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use tokio::io::AsyncWriteExt;
+        self.runtime.block_on(self.inner.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.runtime.block_on(self.inner.flush())
+    }
+}
+
+impl std::io::Read for OnRuntime<spillguard_tokio::HelperStdout> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        self.runtime.block_on(self.inner.read(buf))
     }
 }

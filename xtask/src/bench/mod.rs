@@ -15,6 +15,7 @@
 mod line;
 mod plot;
 mod report;
+mod stdio;
 mod svg;
 
 use std::ffi::OsString;
@@ -34,7 +35,10 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    grandchild holding stderr 2 s
   --rounds K       rounds of the flood, grandchild and spawn cases
                    (default 5; the output() grandchild case runs once)
-  --only SECTIONS  comma-separated: flood, grandchild, spawn (default all)
+  --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio
+                   (default all; stdio: 256 MiB through `spillguard stdio
+                   -- cat` vs `cat`, and rmcp round trips when the MCP
+                   peers of .ci/peers.sh are installed)
   --plot [PATH]    instead of the tables: floods of 16, 64, 256 and 1024 MiB
                    through spillguard on std, smol and tokio and through
                    Command::output() (1 round unless --rounds), their peak
@@ -83,6 +87,8 @@ pub struct Options {
     pub grandchild: bool,
     /// Run the spawn cases.
     pub spawn: bool,
+    /// Run the stdio section.
+    pub stdio: bool,
     /// Draw the peak-memory chart at this path instead of the tables.
     pub plot: Option<PathBuf>,
 }
@@ -97,6 +103,7 @@ impl Options {
             flood: true,
             grandchild: true,
             spawn: true,
+            stdio: true,
             plot: None,
         };
         let mut gib = None;
@@ -125,12 +132,18 @@ impl Options {
                 }
                 "--only" => {
                     let sections = value()?;
-                    (options.flood, options.grandchild, options.spawn) = (false, false, false);
+                    (
+                        options.flood,
+                        options.grandchild,
+                        options.spawn,
+                        options.stdio,
+                    ) = (false, false, false, false);
                     for section in sections.split(',') {
                         match section.trim() {
                             "flood" => options.flood = true,
                             "grandchild" => options.grandchild = true,
                             "spawn" => options.spawn = true,
+                            "stdio" => options.stdio = true,
                             other => return Err(format!("--only: unknown section {other:?}")),
                         }
                     }
@@ -168,6 +181,8 @@ impl Options {
 struct Binaries {
     case: PathBuf,
     helper: PathBuf,
+    spillguard: PathBuf,
+    bench_rmcp: Option<PathBuf>,
 }
 
 /// Every sample of every case, and what went wrong.
@@ -257,10 +272,21 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         load_average()
     );
     report::print(&results, &options, &shown(&binaries.helper));
-    if results.failures.is_empty() {
+    let mut failed = results.failures.len();
+    if options.stdio {
+        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peers/venv/bin/python");
+        let rmcp = binaries.bench_rmcp.as_deref().filter(|_| peers.exists());
+        if rmcp.is_none() {
+            eprintln!("bench: no rmcp round trips: run .ci/peers.sh to install the MCP peers");
+        }
+        let measured = stdio::measure(&binaries.spillguard, rmcp, options.rounds, 2000);
+        stdio::print(&measured);
+        failed += measured.failures.len();
+    }
+    if failed == 0 {
         ExitCode::SUCCESS
     } else {
-        eprintln!("xtask bench: {} case run(s) failed", results.failures.len());
+        eprintln!("xtask bench: {failed} case run(s) failed");
         ExitCode::FAILURE
     }
 }
@@ -303,16 +329,24 @@ fn build() -> Result<Binaries, String> {
             "xtask",
             "--bin",
             "bench-case",
+            "--bin",
+            "bench-rmcp",
             "--package",
             "spillguard-tests",
             "--bin",
             "spillguard-test-helper",
+            "--package",
+            "spillguard-cli",
+            "--bin",
+            "spillguard",
         ])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|error| format!("cannot run cargo: {error}"))?;
     let mut case = None;
     let mut helper = None;
+    let mut spillguard = None;
+    let mut bench_rmcp = None;
     if let Some(stdout) = build.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let Some(path) = executable(&line) else {
@@ -321,6 +355,8 @@ fn build() -> Result<Binaries, String> {
             match path.file_name().and_then(|name| name.to_str()) {
                 Some("bench-case") => case = Some(path),
                 Some("spillguard-test-helper") => helper = Some(path),
+                Some("spillguard") => spillguard = Some(path),
+                Some("bench-rmcp") => bench_rmcp = Some(path),
                 _ => {}
             }
         }
@@ -331,9 +367,17 @@ fn build() -> Result<Binaries, String> {
     if !status.success() {
         return Err(format!("building the benchmark failed ({status})"));
     }
-    match (case, helper) {
-        (Some(case), Some(helper)) => Ok(Binaries { case, helper }),
-        _ => Err("cargo did not report the bench-case and spillguard-test-helper binaries".into()),
+    match (case, helper, spillguard) {
+        (Some(case), Some(helper), Some(spillguard)) => Ok(Binaries {
+            case,
+            helper,
+            spillguard,
+            bench_rmcp,
+        }),
+        _ => Err(
+            "cargo did not report the bench-case, spillguard-test-helper and spillguard binaries"
+                .into(),
+        ),
     }
 }
 

@@ -1,0 +1,323 @@
+//! `spillguard stdio` as a black box: the bytes through each way, the
+//! record line, the exit statuses, the stdio shutdown by stdin's end and by
+//! a signal, `--mcp` and `--forward-stderr`.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, kill_process, test_kill_process_group};
+use serde_json::Value;
+use support::temp_path;
+
+fn stdio(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spillguard"));
+    command
+        .arg("stdio")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// The record line on the guard's stderr (its only line there).
+fn record_on_stderr(output: &Output) -> Value {
+    let text = String::from_utf8(output.stderr.clone()).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    serde_json::from_str(text.trim_end()).unwrap()
+}
+
+/// The guard is given `input`, closes its stdin, and ends.
+fn feed(args: &[&str], input: &[u8]) -> Output {
+    let mut child = stdio(args).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn read_exactly(stdout: &mut ChildStdout, n: usize) -> Vec<u8> {
+    let mut bytes = vec![0; n];
+    stdout.read_exact(&mut bytes).unwrap();
+    bytes
+}
+
+/// No process of group `pgid` is left.
+fn assert_group_gone(record: &Value) {
+    let pgid = i32::try_from(record["pgid"].as_u64().unwrap()).unwrap();
+    let pgid = Pid::from_raw(pgid).unwrap();
+    assert_eq!(test_kill_process_group(pgid), Err(Errno::SRCH));
+}
+
+fn signals(record: &Value) -> Vec<String> {
+    record["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["signal"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn bytes_go_through_each_way_and_the_record_goes_to_the_record_file() {
+    let record_file = temp_path("stdio-record.jsonl");
+    let _ = std::fs::remove_file(&record_file);
+    let mut child: Child = stdio(&["--record", record_file.to_str().unwrap(), "--", "cat"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1}\n")
+        .unwrap();
+    // Each message comes back as soon as it went in.
+    assert_eq!(
+        read_exactly(&mut stdout, 25),
+        b"{\"jsonrpc\":\"2.0\",\"id\":1}\n"
+    );
+    stdin.write_all(b"partial, no newline").unwrap();
+    assert_eq!(read_exactly(&mut stdout, 19), b"partial, no newline");
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, b"");
+    assert_eq!(output.stderr, b"");
+    let text = std::fs::read_to_string(&record_file).unwrap();
+    let _ = std::fs::remove_file(&record_file);
+    assert_eq!(text.lines().count(), 1);
+    let record: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(record["state"], "completed");
+    assert_eq!(record["action"], "stdio");
+    assert_eq!(record["stdout_mode"], "streamed");
+    assert_eq!(record["stdin_bytes_forwarded"], 44);
+    assert_eq!(record["stdout_bytes_forwarded"], 44);
+    assert_eq!(record["stdout_bytes_seen"], 0);
+    assert_eq!(record["exit_status"], 0);
+    assert_eq!(record["stderr_excerpt"], "");
+    assert_eq!(signals(&record), Vec::<String>::new());
+    assert_group_gone(&record);
+}
+
+#[test]
+fn the_helpers_stderr_is_captured_and_never_written_while_it_runs() {
+    let flood = feed(
+        &[
+            "--per-call-bytes",
+            "1024",
+            "--excerpt-bytes",
+            "512",
+            "--",
+            "sh",
+            "-c",
+            "head -c 100000 /dev/zero | tr '\\0' x 1>&2; cat",
+        ],
+        b"in\n",
+    );
+    assert_eq!(flood.status.code(), Some(0));
+    assert_eq!(flood.stdout, b"in\n");
+    let record = record_on_stderr(&flood);
+    assert_eq!(record["stderr_bytes_seen"], 100_000);
+    assert_eq!(record["stderr_bytes_retained"], 1024);
+    assert_eq!(record["stderr_truncated"], true);
+    assert_eq!(record["stdin_bytes_forwarded"], 3);
+}
+
+#[test]
+fn mcp_diverts_every_line_that_is_not_a_json_object_to_the_capture() {
+    let mut child = stdio(&["--mcp", "--", "sh", "-c", "echo banner; exec cat"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    stdin
+        .write_all(b"not json\n{\"id\":1}\n\n[1]\n{\"id\":2}\n")
+        .unwrap();
+    // Once the last message is through, every diverted line before it has
+    // reached the call.
+    assert_eq!(read_exactly(&mut stdout, 18), b"{\"id\":1}\n{\"id\":2}\n");
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, b"");
+    let record = record_on_stderr(&output);
+    assert_eq!(record["stdout_bytes_forwarded"], 18);
+    assert_eq!(record["stdout_lines_diverted"], 4);
+    assert_eq!(record["stdout_bytes_diverted"], 7 + 9 + 1 + 4);
+    assert_eq!(record["stderr_bytes_seen"], 21);
+    assert_eq!(record["stderr_excerpt"], "banner\nnot json\n\n[1]\n");
+}
+
+#[test]
+fn a_json_line_of_64_mib_passes_intact_under_mcp() {
+    let size = 64 << 20;
+    let mut line = Vec::with_capacity(size + 10);
+    line.extend_from_slice(b"{\"p\":\"");
+    line.resize(size, b'x');
+    line.extend_from_slice(b"\"}\n");
+    let mut child = stdio(&["--mcp", "--", "cat"]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let expected = line.clone();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&line).unwrap();
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut echoed = Vec::new();
+    stdout.read_to_end(&mut echoed).unwrap();
+    writer.join().unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(echoed.len(), expected.len());
+    assert!(echoed == expected);
+    let record = record_on_stderr(&output);
+    assert_eq!(record["stdout_bytes_forwarded"], expected.len());
+    assert_eq!(record["stdout_lines_diverted"], 0);
+}
+
+#[test]
+fn exit_statuses_follow_the_helper() {
+    let seven = feed(&["--", "sh", "-c", "exit 7"], b"");
+    assert_eq!(seven.status.code(), Some(7));
+    assert_eq!(record_on_stderr(&seven)["exit_status"], 7);
+    let killed = feed(&["--", "sh", "-c", "kill -9 $$"], b"");
+    assert_eq!(killed.status.code(), Some(128 + 9));
+    assert_eq!(record_on_stderr(&killed)["exit_signal"], 9);
+    let missing = feed(&["--", "/nonexistent/server"], b"");
+    assert_eq!(missing.status.code(), Some(127));
+    let record = record_on_stderr(&missing);
+    assert_eq!(record["state"], "failed_before_dispatch");
+    assert_eq!(record["spawn_error_kind"], "not_found");
+    for (args, message) in [
+        (
+            &["--mcp"][..],
+            "spillguard: missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])\n",
+        ),
+        (
+            &["--record", "/nonexistent/dir/r.jsonl", "--", "cat"][..],
+            "spillguard: cannot open --record /nonexistent/dir/r.jsonl: \
+             No such file or directory (os error 2)\n",
+        ),
+    ] {
+        let output = feed(args, b"");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_eq!(output.stdout, b"");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), message);
+    }
+}
+
+#[test]
+fn the_end_of_stdin_gives_the_helper_its_grace_then_term() {
+    let output = feed(&["--stdin-close-grace-ms", "200", "--", "sleep", "30"], b"");
+    assert_eq!(output.status.code(), Some(128 + 15));
+    let record = record_on_stderr(&output);
+    assert_eq!(record["state"], "cancelled_after_dispatch");
+    assert_eq!(record["cancel_reason"], "stdin_close_grace");
+    assert_eq!(signals(&record), ["TERM"]);
+    assert_group_gone(&record);
+}
+
+#[test]
+fn sigterm_to_the_guard_stops_a_helper_that_ignores_term_and_keeps_stdin_open() {
+    let mut child = stdio(&[
+        "--stdin-close-grace-ms",
+        "200",
+        "--grace-ms",
+        "300",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; echo up; exec sleep 30 <&-",
+    ])
+    .spawn()
+    .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    assert_eq!(read_exactly(&mut stdout, 3), b"up\n");
+    kill_process(Pid::from_child(&child), Signal::TERM).unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(output.status.code(), Some(128 + 9));
+    let record = record_on_stderr(&output);
+    assert_eq!(record["state"], "killed");
+    assert_eq!(record["cancel_reason"], "requested");
+    assert_eq!(signals(&record), ["TERM", "KILL"]);
+    assert_group_gone(&record);
+}
+
+#[test]
+fn forward_stderr_copies_without_blocking_and_counts_what_it_dropped() {
+    let output = feed(
+        &["--forward-stderr", "--", "sh", "-c", "echo diag 1>&2"],
+        b"",
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stderr).unwrap();
+    let (copied, line) = text.split_once('\n').unwrap();
+    assert_eq!(copied, "diag");
+    let record: Value = serde_json::from_str(line.trim_end()).unwrap();
+    assert_eq!(record["stderr_forward_dropped"], 0);
+    assert_eq!(record["stderr_excerpt"], "diag\n");
+
+    // Nobody reads the guard's stderr while the helper floods 1 MiB: the
+    // copy stops at a full pipe, the call is not held up.
+    let record_file = temp_path("stdio-forward.jsonl");
+    let _ = std::fs::remove_file(&record_file);
+    let mut child = stdio(&[
+        "--forward-stderr",
+        "--record",
+        record_file.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "head -c 1048576 /dev/zero | tr '\\0' x 1>&2",
+    ])
+    .spawn()
+    .unwrap();
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut copied = Vec::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut copied)
+        .unwrap();
+    let text = std::fs::read_to_string(&record_file).unwrap();
+    let _ = std::fs::remove_file(&record_file);
+    let record: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(record["stderr_bytes_seen"], 1_048_576);
+    let dropped = record["stderr_forward_dropped"].as_u64().unwrap();
+    assert!(dropped > 0);
+    assert_eq!(copied.len() as u64 + dropped, 1_048_576);
+    assert!(copied.iter().all(|&b| b == b'x'));
+}
+
+#[test]
+fn audit_writes_the_streamed_calls_lifecycle_to_the_log() {
+    use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
+    let log = temp_path("stdio-audit.log");
+    let _ = std::fs::remove_file(&log);
+    let output = feed(&["--audit", log.to_str().unwrap(), "--", "cat"], b"{}\n");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, b"{}\n");
+    let record = record_on_stderr(&output);
+    let bytes = std::fs::read(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let (verdict, entries) = verify_and_read(&bytes, VerifyOptions::default());
+    assert_eq!(
+        verdict.to_string(),
+        "unanchored: 7 records intact, 7 of them not vouched for by an anchor"
+    );
+    let kinds: Vec<Value> = entries
+        .iter()
+        .map(|r| serde_json::to_value(r.entry.as_ref().unwrap()).unwrap())
+        .collect();
+    let last = kinds.last().unwrap();
+    let final_record = &last["call"]["kind"]["final"];
+    assert_eq!(final_record["call_id"], record["call_id"]);
+    assert_eq!(final_record["state"], "completed");
+    assert_eq!(final_record["stdout_mode"], "streamed");
+    assert_eq!(final_record["stdin_bytes_forwarded"], 3);
+}

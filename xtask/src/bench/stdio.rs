@@ -1,0 +1,234 @@
+//! The `stdio` section: bulk forwarding through `spillguard stdio -- cat`
+//! against `cat` alone, and JSON-RPC round trips through spillguard-tokio's
+//! rmcp transport against rmcp's own `TokioChildProcess` (run by the
+//! `bench-rmcp` case binary, which needs the MCP peers in `target/peers`).
+//!
+//! Bulk: the runner writes `bytes` into the program's stdin from one
+//! thread and reads its stdout to the end on another, 64 KiB at a time,
+//! and checks that every byte came back; throughput is bytes over wall
+//! time. Rounds are interleaved (each runs both cases back to back); the
+//! ratio is the median of the per-round ratios.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::median;
+
+/// Bytes per bulk run.
+pub const BULK_BYTES: u64 = 256 << 20;
+
+/// Goal: `spillguard stdio -- cat` moves at least this share of what `cat`
+/// alone moves.
+const BULK_GOAL: f64 = 0.9;
+
+/// Goal: a round trip through the spillguard transport costs at most this
+/// many times one through `TokioChildProcess`.
+const ROUND_TRIP_GOAL: f64 = 1.05;
+
+/// Wall time in µs of one bulk run of `program args`, or why it failed.
+fn bulk(program: &Path, args: &[&str], bytes: u64) -> Result<u64, String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| format!("cannot run {}: {error}", program.display()))?;
+    let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("no pipes".into());
+    };
+    let started = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut left = bytes;
+        while left > 0 {
+            let n = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
+            if stdin.write_all(&chunk[..n]).is_err() {
+                return;
+            }
+            left -= n as u64;
+        }
+    });
+    let mut buf = vec![0; 64 * 1024];
+    let mut got = 0_u64;
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n as u64,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(format!("read failed: {error}")),
+        }
+    }
+    let wall = started.elapsed();
+    let _ = writer.join();
+    let status = child
+        .wait()
+        .map_err(|error| format!("cannot wait: {error}"))?;
+    if got != bytes || !status.success() {
+        return Err(format!("{got} of {bytes} bytes came back, {status}"));
+    }
+    Ok(u64::try_from(wall.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// What the section measured.
+#[derive(Debug, Default)]
+pub struct Measured {
+    /// Wall µs of `cat` alone, per round.
+    cat: Vec<u64>,
+    /// Wall µs of `spillguard stdio -- cat`, per round.
+    guarded: Vec<u64>,
+    /// (rmcp `TokioChildProcess`, spillguard transport) µs per round trip,
+    /// per round.
+    round_trips: Vec<(f64, f64)>,
+    /// How many round trips each run made.
+    round_trip_count: u32,
+    /// What failed, one line each.
+    pub failures: Vec<String>,
+}
+
+/// Runs the bulk cases (and the round trips, through `bench_rmcp` when
+/// given) for `rounds` rounds, interleaved.
+pub fn measure(spillguard: &Path, bench_rmcp: Option<&Path>, rounds: u32, count: u32) -> Measured {
+    let mut measured = Measured {
+        round_trip_count: count,
+        ..Measured::default()
+    };
+    let cat = Path::new("cat");
+    for round in 1..=rounds {
+        for (name, program, args, into) in [
+            ("cat", cat, &[][..], 0),
+            (
+                "spillguard stdio -- cat",
+                spillguard,
+                &["stdio", "--", "cat"][..],
+                1,
+            ),
+        ] {
+            eprint!("bench round {round}/{rounds}: {name} (256 MiB) ... ");
+            match bulk(program, args, BULK_BYTES) {
+                Ok(wall) => {
+                    eprintln!("{:.3} s", wall as f64 / 1e6);
+                    if into == 0 {
+                        measured.cat.push(wall);
+                    } else {
+                        measured.guarded.push(wall);
+                    }
+                }
+                Err(error) => {
+                    eprintln!("FAILED");
+                    measured.failures.push(format!("{name}: {error}"));
+                }
+            }
+        }
+        if let Some(binary) = bench_rmcp {
+            eprint!("bench round {round}/{rounds}: rmcp round trips x{count} ... ");
+            match round_trips(binary, count, round % 2 == 0) {
+                Ok(pair) => {
+                    eprintln!("{:.1} / {:.1} us", pair.0, pair.1);
+                    measured.round_trips.push(pair);
+                }
+                Err(error) => {
+                    eprintln!("FAILED");
+                    measured.failures.push(format!("rmcp round trips: {error}"));
+                }
+            }
+        }
+    }
+    measured
+}
+
+/// One run of `bench-rmcp --count N` (the guarded transport first in even
+/// rounds): its last line is
+/// `child_process_us_per_call guarded_us_per_call`.
+fn round_trips(binary: &Path, count: u32, guarded_first: bool) -> Result<(f64, f64), String> {
+    let mut command = Command::new(binary);
+    if guarded_first {
+        command.arg("--guarded-first");
+    }
+    let output = command
+        .args(["--count", &count.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", binary.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    let mut words = line.split_whitespace().map(str::parse::<f64>);
+    match (words.next(), words.next(), output.status.success()) {
+        (Some(Ok(child)), Some(Ok(guarded)), true) => Ok((child, guarded)),
+        _ => Err(format!("{}: {line}", output.status)),
+    }
+}
+
+/// Prints the section.
+pub fn print(measured: &Measured) {
+    println!("\n== stdio: MCP stdio forwarding");
+    let mib_s = |wall: u64| (BULK_BYTES as f64 / (1 << 20) as f64) / (wall as f64 / 1e6);
+    let ratios: Vec<u64> = measured
+        .cat
+        .iter()
+        .zip(&measured.guarded)
+        .map(|(&cat, &guarded)| (cat as f64 / guarded as f64 * 1000.0) as u64)
+        .collect();
+    if let (Some(cat), Some(guarded), Some(ratio)) = (
+        median(measured.cat.clone()),
+        median(measured.guarded.clone()),
+        median(ratios),
+    ) {
+        let ratio = ratio as f64 / 1000.0;
+        println!(
+            "  bulk, 256 MiB in and out (median of {} rounds):",
+            measured.cat.len()
+        );
+        println!("    cat alone                  {:8.1} MiB/s", mib_s(cat));
+        println!(
+            "    spillguard stdio -- cat    {:8.1} MiB/s   {ratio:.3}x of cat (goal >= {BULK_GOAL:.2}: {})",
+            mib_s(guarded),
+            if ratio >= BULK_GOAL { "met" } else { "missed" }
+        );
+    }
+    if !measured.round_trips.is_empty() {
+        let per_round: Vec<u64> = measured
+            .round_trips
+            .iter()
+            .map(|(child, guarded)| (guarded / child * 1000.0) as u64)
+            .collect();
+        let child = median(
+            measured
+                .round_trips
+                .iter()
+                .map(|(c, _)| (c * 1000.0) as u64)
+                .collect(),
+        )
+        .unwrap_or(0) as f64
+            / 1000.0;
+        let guarded = median(
+            measured
+                .round_trips
+                .iter()
+                .map(|(_, g)| (g * 1000.0) as u64)
+                .collect(),
+        )
+        .unwrap_or(0) as f64
+            / 1000.0;
+        let ratio = median(per_round).unwrap_or(0) as f64 / 1000.0;
+        println!(
+            "  JSON-RPC round trips, {} `ping`s per run (median of {} rounds):",
+            measured.round_trip_count,
+            measured.round_trips.len()
+        );
+        println!("    rmcp TokioChildProcess     {child:8.1} us per round trip");
+        println!(
+            "    spillguard GuardedProcess  {guarded:8.1} us per round trip   {ratio:.3}x (goal <= {ROUND_TRIP_GOAL:.2}: {})",
+            if ratio <= ROUND_TRIP_GOAL {
+                "met"
+            } else {
+                "missed"
+            }
+        );
+    }
+    for failure in &measured.failures {
+        println!("  FAILED: {failure}");
+    }
+}
