@@ -281,6 +281,9 @@ fn reap_descendants(within: Duration) -> Result<u64, u64> {
     loop {
         match rustix::process::wait(WaitOptions::NOHANG) {
             Ok(Some(_)) => reaped += 1,
+            // Only the process's helper supervisor is left: it lives as
+            // long as this process, by design, and ends with it.
+            Ok(None) if !children_but_the_supervisor() => return Ok(reaped),
             Ok(None) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -290,6 +293,33 @@ fn reap_descendants(within: Duration) -> Result<u64, u64> {
             Err(_) => return Ok(reaped),
         }
     }
+}
+
+/// Whether this process has a child other than the helper supervisor the
+/// adapters start (`spillguard-supervisor`, which kills the helpers' groups
+/// if this process dies, and exits when it does).
+fn children_but_the_supervisor() -> bool {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let dir = entry.path();
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid …`: the comm may hold spaces and parens.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if ppid != Some(me.as_str()) {
+            return false;
+        }
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        !cmdline
+            .split(|&b| b == 0)
+            .any(|arg| arg == b"spillguard-supervisor")
+    })
 }
 
 /// This process's peak resident set size in KiB (`VmHWM`).
