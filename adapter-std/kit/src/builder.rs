@@ -73,6 +73,7 @@ pub struct CallRequest {
     classifier: Option<ResultClassifier>,
     streamed: bool,
     stderr_tap: Option<StderrTap>,
+    refused: Option<String>,
 }
 
 /// Sees each chunk of a helper's stderr as the owner reads it, before the
@@ -103,6 +104,9 @@ pub struct Resolved {
     pub settings: CallSettings,
     /// What sees each stderr chunk, if anything.
     pub stderr_tap: Option<StderrTap>,
+    /// Why the caller's own checks refused the call, if they did: it ends
+    /// `failed_before_dispatch` with this as its failure.
+    pub refused: Option<String>,
 }
 
 impl CallRequest {
@@ -123,6 +127,7 @@ impl CallRequest {
             classifier: None,
             streamed: false,
             stderr_tap: None,
+            refused: None,
         }
     }
 
@@ -174,6 +179,7 @@ impl CallRequest {
             approval: self.approval,
             settings,
             stderr_tap: self.stderr_tap,
+            refused: self.refused,
         }
     }
 }
@@ -388,6 +394,17 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// block: what it cannot pass on at once, it drops.
     pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
         self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
+        self
+    }
+
+    /// Refuses the call before anything runs: it ends
+    /// `failed_before_dispatch` with `reason` as its `failure`, and is
+    /// registered, audited and recorded like every call. For a caller whose
+    /// own checks of the call failed (a tool call's arguments that break
+    /// the tool's schema), so that the refusal leaves a record too. No
+    /// approval is asked and nothing is spawned.
+    pub fn refuse(mut self, reason: impl Into<String>) -> Self {
+        self.request.refused = Some(reason.into());
         self
     }
 

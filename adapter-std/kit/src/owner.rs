@@ -102,6 +102,7 @@ impl<H: HostLink> HostCore<H> {
             approval,
             settings,
             stderr_tap,
+            refused,
         } = resolved;
         let call_id = spec.call_id.clone();
         let state = self.shared.state();
@@ -113,6 +114,7 @@ impl<H: HostLink> HostCore<H> {
         let call = Call::new(spec, settings, state.pool(), clock(), SystemTime::now());
         let mut core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
         core.stderr_tap = stderr_tap;
+        core.refused = refused;
         Prepared {
             call_id,
             start,
@@ -325,6 +327,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     /// core before each `handle_*` call.
     forwarded: Option<Arc<Forwarded>>,
     stderr_tap: Option<StderrTap>,
+    /// The caller's own refusal of the call, taken by [`begin`](Self::begin).
+    refused: Option<String>,
     finished: bool,
     released: bool,
     #[cfg(feature = "tracing")]
@@ -380,6 +384,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             clock,
             forwarded: streamed.then(Arc::default),
             stderr_tap: None,
+            refused: None,
             finished: false,
             released: false,
             #[cfg(feature = "tracing")]
@@ -391,7 +396,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// The call's first inputs ([`run_loop::begin`]).
     pub fn begin(&mut self, start: Start) {
         let now = (self.clock)();
-        run_loop::begin(&mut self.call, now, start, self.command.as_ref());
+        let refused = self.refused.take();
+        run_loop::begin(&mut self.call, now, start, refused, self.command.as_ref());
     }
 
     /// The call.

@@ -101,16 +101,28 @@ pub struct Start {
     pub host_closing: bool,
 }
 
-/// The call's first inputs, at `now`: a cancel if the host is closing, then
-/// the validation of the call's settings ([`CallSettings::validate`]: settings
+/// The call's first inputs, at `now`: a cancel if the host is closing, the
+/// caller's own refusal if it made one (`refused`, from
+/// `CallBuilder::refuse`), then the validation of the call's
+/// settings ([`CallSettings::validate`]: settings
 /// built by hand are checked as a config is) and of `command` (`None`: there
-/// is nothing to run). Either refused ends the call `failed_before_dispatch`
+/// is nothing to run). Any refusal ends the call `failed_before_dispatch`
 /// with the reason in `failure`, before its attempt is audited.
 ///
 /// [`CallSettings::validate`]: spillguard_core::CallSettings::validate
-pub fn begin(call: &mut Call, now: Instant, start: Start, command: Option<&HelperCommand>) {
+pub fn begin(
+    call: &mut Call,
+    now: Instant,
+    start: Start,
+    refused: Option<String>,
+    command: Option<&HelperCommand>,
+) {
     if start.host_closing {
         call.handle_cancel(now, CancelReason::HostShutdown);
+    }
+    if let Some(reason) = refused {
+        let _ = call.handle_validation_failed(now, reason);
+        return;
     }
     let settings = call.settings().validate();
     let accepted = match (settings, command.map(HelperCommand::validate)) {

@@ -337,6 +337,50 @@ pub fn settings_made_by_hand_are_validated_before_anything_runs<H: HostUnderTest
     );
 }
 
+/// A call its caller refuses (`CallBuilder::refuse`: a tool call whose
+/// arguments break the tool's schema) ends `failed_before_dispatch` with
+/// the caller's reason, asks no approval although it requires one, runs
+/// nothing, and is recorded and audited like any call.
+pub fn a_call_its_caller_refuses_is_recorded_and_never_runs<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let sink = Arc::new(Recorder::default());
+    let host = host(HostOptions {
+        audit: Some(sink.clone()),
+        ..HostOptions::default()
+    });
+    let marker = temp_path("refused-ran");
+    let touch = HelperCommand::new("touch").arg(&marker);
+    let call = host.launch(
+        request(touch)
+            .approval(Approval::Required)
+            .refuse("host: \"-x\" does not match ^[a-z]+$")
+            .start(),
+    );
+    assert_eq!(call.wait_card(Duration::from_millis(200)), None);
+    let outcome = wait(call);
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("host: \"-x\" does not match ^[a-z]+$")
+    );
+    assert_eq!(record.pid, None);
+    assert_eq!(record.stream_end, StreamEnd::NotStarted);
+    assert_eq!(
+        states(record),
+        [State::Received, State::FailedBeforeDispatch]
+    );
+    assert!(!marker.exists(), "the refused helper ran");
+    assert_eq!(records_of(&host, &record.call_id), 1);
+    let kinds = sink.kinds(&record.call_id);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("transition:received->failed_before_dispatch")
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("final"));
+}
+
 /// A successful helper whose descendant left the group and holds the
 /// streams (`setsid sleep 20 &`) ends `completed` soon after the drain
 /// window: it does not pay the grace and kill wait meant for a helper that

@@ -98,6 +98,7 @@ macro_rules! behaviour_suite {
             stderr_overflow_never_hides_the_result,
             a_spawn_failure_keeps_its_error_kind,
             settings_made_by_hand_are_validated_before_anything_runs,
+            a_call_its_caller_refuses_is_recorded_and_never_runs,
             a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_window,
             an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound,
             the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted,
