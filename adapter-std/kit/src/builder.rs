@@ -68,6 +68,7 @@ pub struct CallRequest {
     summary: Option<String>,
     approval: Approval,
     deadline: Option<Option<Duration>>,
+    approval_timeout: Option<Duration>,
     settings: Option<CallSettings>,
     result: Option<ResultChannel>,
     classifier: Option<ResultClassifier>,
@@ -122,6 +123,7 @@ impl CallRequest {
             summary: None,
             approval: Approval::NotRequired,
             deadline: None,
+            approval_timeout: None,
             settings: None,
             result: None,
             classifier: None,
@@ -139,7 +141,7 @@ impl CallRequest {
     /// Fills in the defaults: a fresh `call_id`, the host's `session_id`,
     /// `action` and `target` from the program, the shell-quoted command line
     /// as `summary`, and the settings the host gives a call of this kind
-    /// (`settings_for`), with this request's deadline.
+    /// (`settings_for`), with this request's deadline and approval timeout.
     pub fn resolve(
         self,
         session_id: &str,
@@ -159,6 +161,9 @@ impl CallRequest {
         let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
         if let Some(deadline) = self.deadline {
             settings.deadline = deadline;
+        }
+        if let Some(timeout) = self.approval_timeout {
+            settings.approval_timeout = timeout;
         }
         if let Some(result) = self.result {
             settings.result = result;
@@ -394,6 +399,14 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// block: what it cannot pass on at once, it drops.
     pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
         self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
+        self
+    }
+
+    /// How long the approval card stays valid once shown (the host's
+    /// settings: two minutes by default); once it has passed without an
+    /// answer, the call ends `approval_expired`.
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.request.approval_timeout = Some(timeout);
         self
     }
 

@@ -27,7 +27,7 @@
 //! # The approval card
 //!
 //! Built once, here, from the validated call, and never changed: five
-//! lines, each `label: value`, with every control or bidirectional
+//! lines (six when the call waits for approval), each `label: value`, with every control or bidirectional
 //! formatting character written as an escape (`\n`, `\u{202e}`), so that a
 //! value can neither add a line nor reorder one:
 //!
@@ -37,11 +37,12 @@
 //! target: web-3
 //! command: ssh -o BatchMode=yes web-3 uptime
 //! deadline: 20000 ms
+//! approval expires: 120000 ms after it is shown
 //! ```
 //!
 //! `command` is the shell-quoted command line (exactly what runs, one
 //! quoted word per argument); `deadline` is `host default` when the tool
-//! sets none.
+//! sets none; `approval expires` is the tool's `approval_timeout_ms`.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -78,6 +79,8 @@ pub struct PreparedCall {
     pub result: ToolResult,
     /// Longest the call may run after dispatch; `None`: the host's.
     pub deadline: Option<Duration>,
+    /// How long the approval card stays valid once shown.
+    pub approval_timeout: Duration,
 }
 
 impl PreparedCall {
@@ -90,7 +93,8 @@ impl PreparedCall {
             .action(self.tool.clone())
             .target(self.target.clone())
             .summary(self.summary.clone())
-            .approval(self.approval);
+            .approval(self.approval)
+            .approval_timeout(self.approval_timeout);
         let builder = match self.deadline {
             Some(deadline) => builder.deadline(deadline),
             None => builder,
@@ -203,7 +207,7 @@ impl Tool {
             Some(d) => format!("{} ms", d.as_millis()),
             None => "host default".to_owned(),
         };
-        let card = format!(
+        let mut card = format!(
             "tool: {}\ndescription: {}\ntarget: {}\ncommand: {}\ndeadline: {}",
             visible(&self.name),
             visible(&self.description),
@@ -211,6 +215,12 @@ impl Tool {
             visible(&summary),
             deadline,
         );
+        if self.approval.is_required() {
+            card.push_str(&format!(
+                "\napproval expires: {} ms after it is shown",
+                self.approval_timeout.as_millis()
+            ));
+        }
         Ok(PreparedCall {
             tool: self.name.clone(),
             command,
@@ -221,6 +231,7 @@ impl Tool {
             approval: self.approval,
             result: self.result,
             deadline: self.deadline,
+            approval_timeout: self.approval_timeout,
         })
     }
 }

@@ -250,7 +250,7 @@ fn tool_errors_name_their_field() {
     let cases = [
         (
             "command = [\"true\"]\naproval = \"none\"",
-            "tools.t.aproval: unknown key (known keys: description, command, params, approval, kind, result, deadline_ms, target)",
+            "tools.t.aproval: unknown key (known keys: description, command, params, approval, kind, result, deadline_ms, approval_timeout_ms, target)",
         ),
         ("", "tools.t.command: is required"),
         ("command = []", "tools.t.command: must not be empty"),
@@ -313,6 +313,14 @@ fn tool_errors_name_their_field() {
         (
             "command = [\"true\"]\ndeadline_ms = \"20s\"",
             "tools.t.deadline_ms: must be a positive integer (milliseconds)",
+        ),
+        (
+            "command = [\"true\"]\napproval_timeout_ms = 0",
+            "tools.t.approval_timeout_ms: must be a positive integer (milliseconds)",
+        ),
+        (
+            "command = [\"true\"]\napproval = \"none\"\napproval_timeout_ms = 500",
+            "tools.t.approval_timeout_ms: the tool never waits for approval (remove approval_timeout_ms, or set approval = \"required\")",
         ),
         (
             "command = [\"true\"]\ntarget = 3",
@@ -450,12 +458,14 @@ fn the_example_prepares_its_call_and_card() {
                    description: uptime of a host over ssh\n\
                    target: ssh -o BatchMode=yes web-3 uptime\n\
                    command: ssh -o BatchMode=yes web-3 uptime\n\
-                   deadline: 20000 ms"
+                   deadline: 20000 ms\n\
+                   approval expires: 120000 ms after it is shown"
                 .into(),
             kind: CallKind::Action,
             approval: Approval::Required,
             result: ToolResult::StdoutJson,
             deadline: Some(Duration::from_millis(20_000)),
+            approval_timeout: Duration::from_secs(120),
         }
     );
     assert_eq!(
@@ -503,7 +513,10 @@ fn every_type_is_substituted_as_its_text() {
     );
     assert_eq!(call.approval, Approval::Required);
     assert_eq!(call.deadline, None);
-    assert!(call.card.ends_with("\ndeadline: host default"));
+    assert!(
+        call.card
+            .ends_with("\ndeadline: host default\napproval expires: 120000 ms after it is shown")
+    );
 }
 
 #[test]
@@ -692,9 +705,10 @@ fn the_card_shows_the_target_and_escapes_what_could_forge_a_line() {
          description: restart\\na service\n\
          target: deploy@web-3\\ncommand: true\\u{202e}\n\
          command: ssh $'web-3\\ncommand: true\\u{202e}' systemctl restart web\n\
-         deadline: host default"
+         deadline: host default\n\
+         approval expires: 120000 ms after it is shown"
     );
-    assert_eq!(call.card.lines().count(), 5);
+    assert_eq!(call.card.lines().count(), 6);
     // The card is made once: preparing again gives the same text.
     let again = tool
         .prepare(&args(json!({"host": "web-3\ncommand: true\u{202e}"})))
@@ -742,6 +756,7 @@ fn the_builder_carries_every_field_of_the_prepared_call() {
         Some(Duration::from_millis(20_000))
     );
     assert_eq!(resolved.settings.result, ResultChannel::StdoutJson);
+    assert_eq!(resolved.settings.approval_timeout, Duration::from_secs(120));
 
     let discovery =
         only_tool("[tools.d]\ndescription = \"d\"\ncommand = [\"ls\"]\nkind = \"discovery\"\n");
@@ -770,7 +785,8 @@ fn the_example_file_of_the_readme_loads() {
          description: uptime of a host over ssh\n\
          target: web-3\n\
          command: ssh -o BatchMode=yes web-3 uptime\n\
-         deadline: 20000 ms"
+         deadline: 20000 ms\n\
+         approval expires: 120000 ms after it is shown"
     );
     let units = file.tool("list_units").unwrap();
     assert_eq!(
@@ -818,4 +834,24 @@ fn literal_braces_and_a_left_out_parameter_in_the_target() {
     let call = tool.prepare(&args(json!({"file": "a.log"}))).unwrap();
     assert_eq!(words(&call), ["--", "a.log"]);
     assert_eq!(call.target, "a.log#");
+}
+
+#[test]
+fn the_approval_timeout_is_the_cards_and_the_calls() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\napproval_timeout_ms = 1500\n",
+    );
+    let call = tool.prepare(&args(json!({}))).unwrap();
+    assert_eq!(call.approval_timeout, Duration::from_millis(1500));
+    assert!(
+        call.card
+            .ends_with("\napproval expires: 1500 ms after it is shown"),
+        "{}",
+        call.card
+    );
+    let none =
+        only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\napproval = \"none\"\n");
+    let call = none.prepare(&args(json!({}))).unwrap();
+    assert_eq!(call.card.lines().count(), 5);
+    assert!(call.card.ends_with("\ndeadline: host default"));
 }

@@ -29,6 +29,10 @@
 //!   discovery, which never waits for approval).
 //! * `result` is `stdout_text` (the default) or `stdout_json`.
 //! * `deadline_ms`, if given, is a positive integer.
+//! * `approval_timeout_ms` (only for a tool that requires approval) is how
+//!   long the approval card stays valid once shown, a positive integer;
+//!   default 120000 (two minutes). Once it has passed, the call ends
+//!   `approval_expired`.
 //!
 //! See [`Param`] for the parameters' keys (`params.rs`).
 
@@ -70,6 +74,8 @@ pub struct Tool {
     pub result: ToolResult,
     /// Longest a call may run after dispatch; `None`: the host's.
     pub deadline: Option<Duration>,
+    /// How long the approval card stays valid once shown.
+    pub approval_timeout: Duration,
     /// The program, literal.
     pub(crate) program: String,
     /// The arguments, each one word.
@@ -119,6 +125,9 @@ impl fmt::Display for ToolsError {
 
 impl std::error::Error for ToolsError {}
 
+/// How long an approval card stays valid once shown, unless the tool says.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
 const TOP_KEYS: &[&str] = &["helper_output", "tools"];
 const TOOL_KEYS: &[&str] = &[
     "description",
@@ -128,6 +137,7 @@ const TOOL_KEYS: &[&str] = &[
     "kind",
     "result",
     "deadline_ms",
+    "approval_timeout_ms",
     "target",
 ];
 impl ToolsFile {
@@ -397,6 +407,22 @@ impl Tool {
             }
             None => None,
         };
+        let approval_timeout = match table.get("approval_timeout_ms") {
+            Some(_) if !approval.is_required() => {
+                return Err(ToolsError::new(
+                    field("approval_timeout_ms"),
+                    "the tool never waits for approval (remove approval_timeout_ms, or set approval = \"required\")",
+                ));
+            }
+            Some(toml::Value::Integer(ms)) if *ms > 0 => Duration::from_millis(*ms as u64),
+            Some(_) => {
+                return Err(ToolsError::new(
+                    field("approval_timeout_ms"),
+                    "must be a positive integer (milliseconds)",
+                ));
+            }
+            None => DEFAULT_APPROVAL_TIMEOUT,
+        };
 
         Ok(Self {
             name: name.to_owned(),
@@ -406,6 +432,7 @@ impl Tool {
             approval,
             result,
             deadline,
+            approval_timeout,
             program: program.to_string(),
             args,
             target,
