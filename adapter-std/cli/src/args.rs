@@ -22,6 +22,7 @@ spillguard run [OPTIONS] -- PROGRAM [ARGS...]
                                     [--expect FILE] [--json]
        spillguard audit sessions FILE [--key-file F] [--json]
        spillguard audit activity FILE [--key-file F] [--json]
+       spillguard mcp --tools FILE [--audit FILE] [--on-disconnect finish|cancel]
        spillguard mcp --tools FILE --check
        spillguard --help | --version";
 
@@ -99,14 +100,28 @@ Examples:
 macro_rules! mcp_after_help {
     () => {
         "\
+`mcp` serves the tools of FILE over stdio, as an MCP server: a tools/call
+checks its arguments against the tool's parameters, asks for approval
+through elicitation/create when the tool requires it (a client without that
+capability is refused, never approved silently), runs the tool's command
+(no shell) with its stderr bounded, and answers with the call record in
+structuredContent (state, exit_status, result, stderr_excerpt, counters).
+stdout carries JSON-RPC messages only; diagnostics go to stderr. When stdin
+ends, live calls get the --on-disconnect policy, every record is written,
+then the server exits 0 (2 on bad input; 1 if the transport fails).
+
 `mcp --check` loads the tools file, checks every rule (every error names
 its field, e.g. `tools.remote_uptime.params.host.pattern`) and prints
 {\"tools\": [{name, description, inputSchema}, ...]} as one line of JSON.
 Exit status: 0 when the file is valid; 2 when it cannot be read or breaks a
 rule (one line on stderr); 1 if the output could not be written.
 
-Example:
-  spillguard mcp --tools tools.toml --check"
+Examples:
+  spillguard mcp --tools tools.toml --check
+  spillguard mcp --tools tools.toml --audit calls.log
+  # in an MCP client's configuration:
+  \"mcpServers\": {\"ops\": {\"command\": \"spillguard\",
+    \"args\": [\"mcp\", \"--tools\", \"/etc/spillguard/tools.toml\"]}}"
     };
 }
 
@@ -126,8 +141,9 @@ it) can vouch for the end of the log: without one the best verdict is
 `unanchored`. `audit sessions` (one line per session) and `audit activity`
 (one line per call) print views computed from the log alone.
 
-`mcp --check` loads and checks a tools file (the tools an MCP server would
-expose, each a command with typed parameters) and prints its tools.
+`mcp` serves a tools file (each tool a command with typed parameters) as an
+MCP stdio server, with approvals through elicitation; `mcp --check` loads
+and checks the file and prints its tools.
 
 Usage errors exit with status 2 and one line on stderr."
     };
@@ -190,10 +206,10 @@ pub enum Command {
         subcommand_required = true,
     )]
     Audit(AuditCommand),
-    /// Check an MCP tools file: print its tools with their inputSchema as
-    /// one line of JSON (a `tools/list` result)
+    /// Serve the tools of a tools file as an MCP stdio server (or, with
+    /// --check, check the file and print its tools)
     #[command(
-        override_usage = "spillguard mcp --tools FILE --check",
+        override_usage = "spillguard mcp --tools FILE [OPTIONS]\n       spillguard mcp --tools FILE --check",
         after_help = mcp_after_help!(),
     )]
     Mcp(McpArgs),
@@ -209,6 +225,32 @@ pub struct McpArgs {
     /// Load and check the file, print the tools and exit
     #[arg(long)]
     pub check: bool,
+    /// What a call still live when the client goes away (stdin ends)
+    /// becomes: `finish` lets it run to its end, `cancel` stops it (TERM,
+    /// grace, KILL); either way its record is written before the server
+    /// exits
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = OnDisconnect::Finish)]
+    pub on_disconnect: OnDisconnect,
+    /// The audit log.
+    #[command(flatten)]
+    pub audit: AuditFlags,
+}
+
+/// `--on-disconnect`: what a live call becomes when the client goes away.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDisconnect {
+    /// Let the call run to its end.
+    #[default]
+    Finish,
+    /// Stop the call.
+    Cancel,
+}
+
+impl McpArgs {
+    /// What clap cannot say on its own: the flags that need `--audit`.
+    pub fn check(&self) -> Result<(), UsageError> {
+        self.audit.check()
+    }
 }
 
 /// The flags and the program of `spillguard run`.
@@ -256,21 +298,9 @@ pub struct RunArgs {
         help = "TOML file with a [helper_output] table; the flags above override it"
     )]
     pub config: Option<PathBuf>,
-    /// Append the lifecycle events to the hash-chained audit log FILE
-    /// (created if missing; a final record torn by a crash is recovered; a
-    /// log that fails verification is refused). The attempt and the final
-    /// record are synced to disk as they are written
-    #[arg(long, value_name = "FILE")]
-    pub audit: Option<PathBuf>,
-    /// Seal the log's records with the key in F (64 hex digits); needs
-    /// --audit
-    #[arg(long, value_name = "F")]
-    pub audit_key_file: Option<PathBuf>,
-    /// Keep the log's anchor (checkpoint) in FILE, rewritten after the final
-    /// record; when FILE exists the log is checked against it first; needs
-    /// --audit
-    #[arg(long, value_name = "FILE")]
-    pub anchor_out: Option<PathBuf>,
+    /// The audit log.
+    #[command(flatten)]
+    pub audit: AuditFlags,
     /// The helper program (run without a shell) and its arguments, given
     /// after `--` or after the last flag
     #[arg(
@@ -294,6 +324,33 @@ impl RunArgs {
         {
             return Err(missing_program());
         }
+        self.audit.check()
+    }
+}
+
+/// Where the calls' lifecycle events are logged (`run`, `stdio`, `mcp`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct AuditFlags {
+    /// Append the lifecycle events to the hash-chained audit log FILE
+    /// (created if missing; a final record torn by a crash is recovered; a
+    /// log that fails verification is refused). The attempt and the final
+    /// record are synced to disk as they are written
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    /// Seal the log's records with the key in F (64 hex digits); needs
+    /// --audit
+    #[arg(long, value_name = "F")]
+    pub audit_key_file: Option<PathBuf>,
+    /// Keep the log's anchor (checkpoint) in FILE, rewritten after the final
+    /// record; when FILE exists the log is checked against it first; needs
+    /// --audit
+    #[arg(long, value_name = "FILE")]
+    pub anchor_out: Option<PathBuf>,
+}
+
+impl AuditFlags {
+    /// The flags that need `--audit` are not given without it.
+    pub fn check(&self) -> Result<(), UsageError> {
         if self.audit.is_none() {
             for (given, flag) in [
                 (self.audit_key_file.is_some(), "--audit-key-file"),
@@ -571,6 +628,12 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
         ErrorKind::InvalidValue if text(ContextKind::InvalidValue).is_empty() => {
             format!("`{}` needs a value", flag())
         }
+        ErrorKind::InvalidValue if !text(ContextKind::ValidValue).is_empty() => format!(
+            "`{}`: unknown value `{}` (expected one of: {})",
+            flag(),
+            text(ContextKind::InvalidValue),
+            text(ContextKind::ValidValue)
+        ),
         ErrorKind::ValueValidation => {
             let reason = std::error::Error::source(error)
                 .map(ToString::to_string)
@@ -677,9 +740,11 @@ mod tests {
                 result: Some(ResultMode::Json),
                 debug_for: Some(30),
                 config: Some("a.toml".into()),
-                audit: Some("log.jsonl".into()),
-                audit_key_file: None,
-                anchor_out: None,
+                audit: AuditFlags {
+                    audit: Some("log.jsonl".into()),
+                    audit_key_file: None,
+                    anchor_out: None,
+                },
                 command: vec!["sh".into(), "-c".into(), "exit 0".into()],
             }
         );
@@ -848,7 +913,35 @@ mod tests {
                 mcp,
                 McpArgs {
                     tools: "t.toml".into(),
-                    check: true
+                    check: true,
+                    on_disconnect: OnDisconnect::Finish,
+                    audit: AuditFlags::default(),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        match parse(&[
+            "mcp",
+            "--tools",
+            "t.toml",
+            "--on-disconnect",
+            "cancel",
+            "--audit",
+            "calls.log",
+            "--anchor-out",
+            "calls.anchor",
+        ]) {
+            Ok(Command::Mcp(mcp)) => assert_eq!(
+                mcp,
+                McpArgs {
+                    tools: "t.toml".into(),
+                    check: false,
+                    on_disconnect: OnDisconnect::Cancel,
+                    audit: AuditFlags {
+                        audit: Some("calls.log".into()),
+                        audit_key_file: None,
+                        anchor_out: Some("calls.anchor".into()),
+                    },
                 }
             ),
             other => panic!("{other:?}"),

@@ -12,7 +12,7 @@ use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
 
-use crate::args::{ResultMode, RunArgs, StdioArgs, UsageError};
+use crate::args::{AuditFlags, ResultMode, RunArgs, StdioArgs, UsageError};
 
 pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host, TapFn};
 
@@ -54,27 +54,7 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
         .validate()
         .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
 
-    let audit = match &run.audit {
-        Some(path) => {
-            let key = match &run.audit_key_file {
-                Some(file) => Some(
-                    KeySource::File(file.clone())
-                        .load()
-                        .map_err(|e| UsageError(e.to_string()))?,
-                ),
-                None => None,
-            };
-            let options = ChainedFileOptions {
-                key,
-                anchor_file: run.anchor_out.clone(),
-                ..ChainedFileOptions::default()
-            };
-            let log = ChainedFileAudit::open(path, options)
-                .map_err(|e| UsageError(format!("cannot open the {e}")))?;
-            Some(Arc::new(log) as Arc<dyn AuditSink>)
-        }
-        None => None,
-    };
+    let audit = open_audit(&run.audit)?;
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
         post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
@@ -90,6 +70,30 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
             .map_err(|e| UsageError(format!("--debug-for: {e}")))?;
     }
     Ok(host)
+}
+
+/// The audit log the flags name, opened (and checked against its anchor
+/// when one is kept), or `None` without `--audit`.
+pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, UsageError> {
+    let Some(path) = &flags.audit else {
+        return Ok(None);
+    };
+    let key = match &flags.audit_key_file {
+        Some(file) => Some(
+            KeySource::File(file.clone())
+                .load()
+                .map_err(|e| UsageError(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let options = ChainedFileOptions {
+        key,
+        anchor_file: flags.anchor_out.clone(),
+        ..ChainedFileOptions::default()
+    };
+    let log = ChainedFileAudit::open(path, options)
+        .map_err(|e| UsageError(format!("cannot open the {e}")))?;
+    Ok(Some(Arc::new(log) as Arc<dyn AuditSink>))
 }
 
 /// Cancels a running call (stops the helper's group, the record is still

@@ -4,16 +4,13 @@
 //! server (see `stdio.rs`).
 //! `spillguard audit verify|sessions|activity FILE`: reads an audit log
 //! offline (see `audit.rs`).
-//! `spillguard mcp --tools FILE --check`: loads and checks a tools file and
-//! prints its tools (see `mcp/`).
+//! `spillguard mcp --tools FILE`: serves the tools of the file as an MCP
+//! stdio server; with `--check`, loads and checks the file and prints its
+//! tools (see `mcp/`).
 
 mod args;
 mod audit;
 mod call;
-// The server that calls `Tool::prepare` is wired next; until then only
-// `mcp --check` and the tests use the module, and its re-exports (the API
-// the server will use) have no user in the binary.
-#[allow(dead_code, unused_imports)]
 mod mcp;
 mod stdio;
 
@@ -52,7 +49,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Audit(audit_args) => audit::main(&audit_args.into()),
-        Command::Mcp(mcp_args) => check_tools(&mcp_args),
+        Command::Mcp(mcp_args) if mcp_args.check => check_tools(&mcp_args),
+        Command::Mcp(mcp_args) => mcp::serve::main(&mcp_args),
     }
 }
 
@@ -73,14 +71,10 @@ fn usage_error(error: &UsageError) -> ExitCode {
     ExitCode::from(USAGE)
 }
 
-/// `mcp --check`: the tools as one line of JSON, or a usage error. The
-/// server itself is not part of this build: without `--check` nothing runs.
+/// `mcp --check`: the tools as one line of JSON, or a usage error.
 fn check_tools(args: &McpArgs) -> ExitCode {
-    if !args.check {
-        return usage_error(&UsageError(
-            "`mcp` needs `--check` (this build checks a tools file; it does not serve it yet)"
-                .into(),
-        ));
+    if let Err(error) = args.check() {
+        return usage_error(&error);
     }
     match mcp::check(&args.tools) {
         Ok(json) => match writeln!(std::io::stdout().lock(), "{json}") {

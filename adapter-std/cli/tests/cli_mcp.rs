@@ -102,7 +102,19 @@ fn a_bad_tools_file_exits_2_with_one_line_naming_the_field() {
         "spillguard: `mcp` needs `--tools FILE`"
     );
     assert_eq!(
-        usage_failure(&["mcp", "--tools", EXAMPLE]),
-        "spillguard: `mcp` needs `--check` (this build checks a tools file; it does not serve it yet)"
+        usage_failure(&["mcp", "--tools", EXAMPLE, "--anchor-out", "a"]),
+        "spillguard: `--anchor-out` needs `--audit FILE`"
     );
+    assert_eq!(
+        usage_failure(&["mcp", "--tools", EXAMPLE, "--on-disconnect", "wait"]),
+        "spillguard: `--on-disconnect`: unknown value `wait` (expected one of: finish, cancel)"
+    );
+}
+
+#[test]
+fn a_client_that_leaves_before_initialize_ends_the_server_quietly() {
+    let output = spillguard(&["mcp", "--tools", EXAMPLE]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(output.stdout, b"");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }

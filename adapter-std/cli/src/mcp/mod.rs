@@ -12,30 +12,35 @@
 //!   (`prepare.rs` states the rules a value is held to and the card's
 //!   format). Invalid arguments are an [`InvalidParams`] naming each
 //!   failing parameter; nothing has run.
+//! * [`serve::main`] runs the MCP server (`bridge.rs` states how a
+//!   `tools/call` becomes a call, `answer.rs` what its result holds).
 
 use std::path::Path;
 
 use crate::args::UsageError;
 
+mod answer;
+mod bridge;
 mod params;
 mod prepare;
+pub mod serve;
 mod template;
 mod tools;
 
 #[cfg(test)]
 mod tests;
 
-pub use params::{Param, ParamType, Pattern};
-pub use prepare::{InvalidParams, ParamProblem, PreparedCall};
-pub use tools::{Tool, ToolResult, ToolsError, ToolsFile, is_tool_name};
+#[cfg(test)]
+use params::ParamType;
+#[cfg(test)]
+use prepare::PreparedCall;
+#[cfg(test)]
+use tools::{Tool, ToolResult, ToolsFile, is_tool_name};
 
 /// `spillguard mcp --tools FILE --check`: the file loaded and checked, and
 /// its tools as one line of JSON (a `tools/list` result, no newline).
 pub fn check(path: &Path) -> Result<String, UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read tools file {}: {e}", path.display())))?;
-    let file = ToolsFile::from_toml_str(&text)
-        .map_err(|e| UsageError(format!("invalid tools file {}: {e}", path.display())))?;
+    let file = serve::load(path)?;
     serde_json::to_string(&file.list_json())
         .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))
 }

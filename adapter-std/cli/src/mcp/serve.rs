@@ -1,0 +1,262 @@
+//! `spillguard mcp --tools FILE`: the process around the server.
+//!
+//! * **stdout is protocol only.** Before anything else, the process keeps
+//!   a duplicate of its stdout for the transport and points descriptor 1
+//!   at stderr: whatever else might write to stdout (a panic message, a
+//!   stray print of a library) lands on stderr, and only the transport's
+//!   JSON-RPC messages reach the client. Helpers never share it either:
+//!   each has its own pipes, drained by the host.
+//! * **The end of stdin is the client going away.** The reader notices it
+//!   before the server does and cancels the token every live tool call
+//!   watches: each lets go of its call, the host applies the disconnect
+//!   policy and writes the record, and the process exits once no call is
+//!   live.
+//! * **SIGINT, SIGTERM and SIGHUP** shut the host down (every live call
+//!   cancelled, TERM, grace, KILL, its record written) and the process
+//!   exits with 128 + the signal's number.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
+use spillguard_kit::HostOptions;
+use spillguard_std::core::DisconnectPolicy;
+use spillguard_tokio::Host;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use super::bridge::Bridge;
+use super::tools::ToolsFile;
+use crate::args::{McpArgs, OnDisconnect, UsageError};
+use crate::call::open_audit;
+
+/// How long a host shutting down on a signal waits for its calls' records.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs the server until the client goes away (exit 0) or a signal stops
+/// it; bad input is a usage error (exit 2), a transport that fails exit 1.
+pub fn main(args: &McpArgs) -> ExitCode {
+    match start(args) {
+        Ok(ready) => ready.run(),
+        Err(error) => {
+            eprintln!("spillguard: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Everything checked and opened, before the first byte is served.
+struct Ready {
+    tools: ToolsFile,
+    options: HostOptions,
+    on_disconnect: DisconnectPolicy,
+    protocol: File,
+}
+
+fn start(args: &McpArgs) -> Result<Ready, UsageError> {
+    args.check()?;
+    let tools = load(&args.tools)?;
+    let audit = open_audit(&args.audit)?;
+    let options = HostOptions {
+        audit,
+        session_id: Some(spillguard_kit::fresh_id("mcp")),
+        ..HostOptions::default()
+    };
+    let protocol = protocol_only_stdout()
+        .map_err(|e| UsageError(format!("cannot set up stdout for the protocol: {e}")))?;
+    let on_disconnect = match args.on_disconnect {
+        OnDisconnect::Finish => DisconnectPolicy::Finish,
+        OnDisconnect::Cancel => DisconnectPolicy::Cancel,
+    };
+    Ok(Ready {
+        tools,
+        options,
+        on_disconnect,
+        protocol,
+    })
+}
+
+/// The tools file at `path`, loaded and checked.
+pub fn load(path: &Path) -> Result<ToolsFile, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read tools file {}: {e}", path.display())))?;
+    ToolsFile::from_toml_str(&text)
+        .map_err(|e| UsageError(format!("invalid tools file {}: {e}", path.display())))
+}
+
+/// A duplicate of stdout for the transport; descriptor 1 then points at
+/// stderr, so that nothing else reaches the client.
+fn protocol_only_stdout() -> io::Result<File> {
+    io::stdout().lock().flush()?;
+    let protocol: OwnedFd = rustix::io::fcntl_dupfd_cloexec(io::stdout().as_fd(), 3)?;
+    rustix::stdio::dup2_stdout(io::stderr().as_fd())?;
+    Ok(File::from(protocol))
+}
+
+impl Ready {
+    fn run(self) -> ExitCode {
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("spillguard-mcp")
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("spillguard: cannot start the runtime: {error}");
+                return ExitCode::from(1);
+            }
+        };
+        runtime.block_on(self.serve())
+    }
+
+    async fn serve(self) -> ExitCode {
+        let Ready {
+            tools,
+            options,
+            on_disconnect,
+            protocol,
+        } = self;
+        let host = match Host::new(tools.config.clone(), options) {
+            Ok(host) => host,
+            Err(error) => {
+                eprintln!("spillguard: invalid configuration: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let gone = CancellationToken::new();
+        let bridge = match Bridge::new(tools, host, on_disconnect, gone.clone()) {
+            Ok(bridge) => bridge,
+            Err(error) => {
+                eprintln!("spillguard: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut signals = match Signals::new() {
+            Ok(signals) => signals,
+            Err(error) => {
+                eprintln!("spillguard: cannot watch signals: {error}");
+                return ExitCode::from(1);
+            }
+        };
+        let stdin = WatchedStdin {
+            inner: tokio::io::stdin(),
+            gone: gone.clone(),
+        };
+        let stdout = tokio::fs::File::from_std(protocol);
+        let host = bridge.host().clone();
+        let served = tokio::select! {
+            served = serve_until_closed(bridge, stdin, stdout) => served,
+            number = signals.next() => {
+                host.shutdown(SHUTDOWN_WAIT).await;
+                return ExitCode::from(128 + number);
+            }
+        };
+        // Every tool call let go of its call when stdin ended; wait until
+        // the host has finished them (under the disconnect policy) and
+        // written their records.
+        gone.cancel();
+        tokio::select! {
+            () = idle(&host) => {}
+            number = signals.next() => {
+                host.shutdown(SHUTDOWN_WAIT).await;
+                return ExitCode::from(128 + number);
+            }
+        }
+        match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("spillguard: {error}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+async fn serve_until_closed(
+    bridge: Bridge,
+    stdin: WatchedStdin,
+    stdout: tokio::fs::File,
+) -> Result<(), String> {
+    let running = match bridge.serve((stdin, stdout)).await {
+        Ok(running) => running,
+        // The client went away before it initialized the session: there
+        // is nothing to serve and nothing went wrong here.
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(error) => return Err(format!("the MCP session did not start: {error}")),
+    };
+    running
+        .waiting()
+        .await
+        .map(drop)
+        .map_err(|e| format!("the MCP session failed: {e}"))
+}
+
+/// Returns once the host has no live call.
+async fn idle(host: &Host) {
+    while host.live_calls() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP.
+struct Signals {
+    streams: [(u8, tokio::signal::unix::Signal); 3],
+}
+
+impl Signals {
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            streams: [
+                (2, signal(SignalKind::interrupt())?),
+                (15, signal(SignalKind::terminate())?),
+                (1, signal(SignalKind::hangup())?),
+            ],
+        })
+    }
+
+    /// The number of the next signal received.
+    async fn next(&mut self) -> u8 {
+        let [(int, sigint), (term, sigterm), (hup, sighup)] = &mut self.streams;
+        tokio::select! {
+            _ = sigint.recv() => *int,
+            _ = sigterm.recv() => *term,
+            _ = sighup.recv() => *hup,
+        }
+    }
+}
+
+/// stdin, which cancels `gone` when it ends or fails: the client went
+/// away.
+struct WatchedStdin {
+    inner: tokio::io::Stdin,
+    gone: CancellationToken,
+}
+
+impl AsyncRead for WatchedStdin {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let ended = match &polled {
+            Poll::Ready(Ok(())) => buf.filled().len() == before && buf.remaining() > 0,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            self.gone.cancel();
+        }
+        polled
+    }
+}
