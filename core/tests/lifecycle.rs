@@ -595,6 +595,34 @@ fn s8_client_disconnect_with_cancel_policy_stops_the_helper() {
 }
 
 #[test]
+fn s8_a_disconnect_while_the_card_is_shown_cancels_before_dispatch_under_either_policy() {
+    for policy in [DisconnectPolicy::Finish, DisconnectPolicy::Cancel] {
+        let mut world = World::new(Config::default());
+        let mut s = settings(&world);
+        s.on_client_disconnect = policy;
+        let lane = world.add(
+            spec("c_s8a", CallKind::Action),
+            s,
+            Script::default(),
+            true,
+            Decision::Never,
+        );
+        world.lanes[lane].disconnect_at = Some(ms(50));
+        world.drive_bounded(1_000);
+        let r = world.lanes[lane].record();
+        // Nobody is left to answer the card: waiting for it to expire
+        // (two minutes) would only hold the call open.
+        assert_eq!(r.state, State::CancelledBeforeDispatch, "{policy:?}");
+        assert_eq!(r.cancel_reason, Some(CancelReason::ClientDisconnected));
+        assert!(r.client_disconnected);
+        assert_eq!(r.approval, ApprovalDecision::Undecided);
+        assert_eq!((r.pid, r.stream_end), (None, StreamEnd::NotStarted));
+        assert_eq!(world.count(lane, "Spawn"), 0);
+        assert_eq!(r.offset_of(State::CancelledBeforeDispatch), Some(ms(50)));
+    }
+}
+
+#[test]
 fn s9_a_helper_that_ignores_term_is_killed_exactly_after_the_grace() {
     let mut world = World::new(Config::default());
     let s = settings(&world);

@@ -163,7 +163,9 @@ pub enum CancelReason {
 #[non_exhaustive]
 pub enum DisconnectPolicy {
     /// Let the call run to its end and write its record (the default: the
-    /// helper may already be acting, and its outcome should be known).
+    /// helper may already be acting, and its outcome should be known). A
+    /// call still awaiting approval is cancelled before dispatch whatever
+    /// the policy: nobody is left to answer its card.
     #[default]
     Finish,
     /// Cancel the call as if the caller had asked.

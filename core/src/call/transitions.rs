@@ -277,9 +277,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 capture.shrink_budget(window.normal_budget);
             }
         }
-        (_, Input::ClientDisconnected) => {
+        (state, Input::ClientDisconnected) => {
             call.client_disconnected = true;
-            if call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
+            // A card on screen can no longer be answered: whoever could
+            // approve held what went away. Nothing runs yet, nothing is lost.
+            let unanswerable = state == AwaitingApproval;
+            if unanswerable || call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
                 apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
             }
             if call.settings.stdout_mode == StdoutMode::Streamed {

@@ -1,0 +1,413 @@
+"""A real client: the official MCP Python SDK drives `spillguard mcp`.
+
+The tools are those of mcp_tools.toml (next to this file). One session
+lists and calls them (a 64 MiB stderr flood, approvals accepted, declined,
+cancelled and expired, invalid arguments, a helper that cannot be spawned,
+a cancel mid-call), with the server's stdout copied byte for byte to a
+file that must hold JSON-RPC messages only. A client without the
+elicitation capability is refused. Two disconnects mid-call, one per
+policy, must leave every record in the audit log and no helper alive.
+The time from tools/call to the elicitation request is measured quiet and
+while another helper floods stderr.
+
+Usage: python mcp_bridge.py PATH/TO/spillguard [PATH/TO/mcp_tools.toml]
+Exits non-zero at the first wrong fact.
+"""
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import anyio
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+SPILLGUARD = sys.argv[1]
+TOOLS = os.path.abspath(
+    sys.argv[2]
+    if len(sys.argv) > 2
+    else os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_tools.toml")
+)
+FLOOD = 64 << 20
+EXCERPT = 4096
+WORK = tempfile.mkdtemp(prefix="spillguard-mcp-py-")
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def equal(got, want, what):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+def card(path):
+    return (
+        "tool: touch\n"
+        "description: create the file PATH\n"
+        f"target: {path}\n"
+        f"command: touch -- {path}\n"
+        "deadline: host default\n"
+        "approval expires: 1500 ms after it is shown"
+    )
+
+
+def activity(log):
+    out = subprocess.run(
+        [SPILLGUARD, "audit", "activity", log, "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_for_pid(pidfile):
+    for _ in range(1000):
+        try:
+            with open(pidfile) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except FileNotFoundError:
+            pass
+        await anyio.sleep(0.01)
+    raise AssertionError(f"no pid in {pidfile}")
+
+
+def server(args, tee=None):
+    argv = ["mcp", "--tools", TOOLS, *args]
+    if tee is None:
+        return StdioServerParameters(command=SPILLGUARD, args=argv)
+    # The server's stdout, copied to `tee` as it goes to the client.
+    return StdioServerParameters(
+        command="sh", args=["-c", '"$0" "$@" | tee "$TEE_OUT"', SPILLGUARD, *argv],
+        env=dict(os.environ) | {"TEE_OUT": tee},
+    )
+
+
+class Approver:
+    """Answers each approval card with the next of `answers`, after
+    `delays` seconds; keeps the messages and when they came."""
+
+    def __init__(self):
+        self.answers = []
+        self.messages = []
+        self.arrived = []
+
+    async def __call__(self, context, params):
+        self.arrived.append(time.monotonic())
+        self.messages.append(params.message)
+        action, delay = self.answers.pop(0) if self.answers else ("decline", 0)
+        if delay:
+            await anyio.sleep(delay)
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+
+def content(result):
+    sc = result.structured_content
+    check(isinstance(sc, dict), f"structuredContent is an object: {result}")
+    # The text block carries the same object, for clients that read text.
+    equal(json.loads(result.content[0].text), sc, "text content")
+    return sc
+
+
+async def main_session():
+    log = os.path.join(WORK, "calls.log")
+    out = os.path.join(WORK, "stdout.bytes")
+    approver = Approver()
+    async with stdio_client(server(["--audit", log], tee=out)) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=approver) as client:
+            init = await client.initialize()
+            equal(init.server_info.name, "spillguard", "server name")
+            listed = await client.list_tools()
+            equal([t.name for t in listed.tools], ["flood", "missing", "sleep", "touch"], "tools")
+            touch_tool = next(t for t in listed.tools if t.name == "touch")
+            equal(
+                touch_tool.input_schema,
+                {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "pattern": "^/tmp/[A-Za-z0-9_./-]+$"}
+                    },
+                    "required": ["path"],
+                    "additionalProperties": False,
+                },
+                "touch inputSchema",
+            )
+
+            # 64 MiB of stderr: the result is intact, the excerpt bounded.
+            result = await client.call_tool("flood", {"bytes": FLOOD})
+            sc = content(result)
+            equal(result.is_error, False, "flood isError")
+            equal(sc["state"], "completed", "flood state")
+            equal(sc["exit_status"], 0, "flood exit")
+            equal(sc["result"], {"ok": True, "bytes": FLOOD}, "flood result")
+            equal(sc["result_kind"], "success", "flood result_kind")
+            equal(sc["stderr_bytes_seen"], FLOOD, "stderr_bytes_seen")
+            equal(sc["stderr_truncated"], True, "stderr_truncated")
+            equal(sc["stderr_bytes_retained"], EXCERPT, "retained (a discovery's budget)")
+            excerpt = sc["stderr_excerpt"]
+            check(len(excerpt.encode()) <= EXCERPT, f"excerpt of {len(excerpt.encode())} bytes")
+            marker = re.match(r"\[stderr truncated: kept last (\d+) of 67108864 bytes\]\n", excerpt)
+            check(marker, f"marker first: {excerpt[:80]!r}")
+            # 64 MiB is 3728270 lines of 18 bytes and "help": the tail kept
+            # is whole lines and that last part, exactly as many bytes as
+            # the marker says.
+            kept = int(marker.group(1))
+            rest = excerpt[marker.end():]
+            equal(len(rest.encode()), kept, "bytes after the marker")
+            equal(rest, "helper-diagnostic\n" * ((kept - 4) // 18) + "help", "the tail kept")
+            print(f"flood: {FLOOD} bytes seen, excerpt {len(excerpt.encode())} bytes, marker {marker.group(0).strip()}")
+
+            # Approval accepted: the card is the call's, the helper runs.
+            done = os.path.join(WORK, "accepted")
+            approver.answers.append(("accept", 0))
+            result = await client.call_tool("touch", {"path": done})
+            sc = content(result)
+            equal(approver.messages[-1], card(done), "the card")
+            equal((result.is_error, sc["state"], sc["approval"]), (False, "completed", "granted"), "accepted")
+            check(os.path.exists(done), "the approved helper ran")
+
+            # Declined and cancelled: nothing runs.
+            for action, state in (("decline", "denied"), ("cancel", "cancelled_before_dispatch")):
+                path = os.path.join(WORK, action)
+                approver.answers.append((action, 0))
+                result = await client.call_tool("touch", {"path": path})
+                sc = content(result)
+                equal((result.is_error, sc["state"]), (True, state), action)
+                equal(sc["pid"], None, f"{action}: no pid")
+                check(not os.path.exists(path), f"{action}: the helper did not run")
+
+            # Expired: the card lives 1.5 s; the answer comes after 3 s.
+            path = os.path.join(WORK, "expired")
+            approver.answers.append(("accept", 3))
+            started = time.monotonic()
+            result = await client.call_tool("touch", {"path": path})
+            took = time.monotonic() - started
+            sc = content(result)
+            equal((result.is_error, sc["state"], sc["approval"]), (True, "approval_expired", "expired"), "expired")
+            check(1.5 <= took < 2.9, f"the expired call answered after {took:.3f} s")
+            check(not os.path.exists(path), "expired: the helper did not run")
+            print(f"approval expired: answered {took:.3f} s after tools/call (card 1.5 s)")
+
+            # Invalid arguments: a tool result, a record, nothing ran.
+            result = await client.call_tool("touch", {"path": "relative", "mode": 1})
+            sc = content(result)
+            equal((result.is_error, sc["state"]), (True, "failed_before_dispatch"), "invalid")
+            equal(
+                sc["failure"],
+                'invalid arguments for tool touch: mode: unknown parameter (known: path); '
+                'path: "relative" does not match ^/tmp/[A-Za-z0-9_./-]+$',
+                "invalid: failure",
+            )
+            # A helper that cannot be spawned.
+            result = await client.call_tool("missing", {})
+            sc = content(result)
+            equal((result.is_error, sc["state"], sc["spawn_error_kind"]), (True, "failed_before_dispatch", "not_found"), "missing")
+            # An unknown tool is a protocol error: there is no call to record.
+            try:
+                await client.call_tool("nope", {})
+                raise AssertionError("an unknown tool was answered")
+            except MCPError as error:
+                equal(error.error.code, -32602, "unknown tool: error code")
+
+            # A cancel mid-call: the SDK sends notifications/cancelled.
+            pidfile = os.path.join(WORK, "cancelled.pid")
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "sleep", {"pidfile": pidfile, "seconds": 30})
+                pid = await wait_for_pid(pidfile)
+                group.cancel_scope.cancel()
+            for _ in range(500):
+                if not alive(pid):
+                    break
+                await anyio.sleep(0.01)
+            check(not alive(pid), "the cancelled helper is gone")
+
+            # Time from tools/call to the elicitation request, quiet and
+            # while another helper floods stderr.
+            quiet = await elicitation_latency(client, approver, 20)
+            async with anyio.create_task_group() as group:
+                flood_done = anyio.Event()
+
+                async def flood():
+                    await client.call_tool("flood", {"bytes": 1 << 30})
+                    flood_done.set()
+
+                group.start_soon(flood)
+                await anyio.sleep(0.2)
+                noisy = await elicitation_latency(client, approver, 20)
+                check(not flood_done.is_set(), "the flood ran through the noisy rounds")
+            print(
+                "tools/call -> elicitation/create: "
+                f"quiet median {ms(statistics.median(quiet))} p90 {ms(p90(quiet))}; "
+                f"with a 1 GiB stderr flood running median {ms(statistics.median(noisy))} p90 {ms(p90(noisy))}"
+            )
+
+    records = activity(log)
+    by_state = {}
+    for record in records:
+        check(record["finished"], f"a final record for {record['call_id']}")
+        by_state.setdefault((record["action"], record["state"]), 0)
+        by_state[(record["action"], record["state"])] += 1
+    equal(by_state.get(("sleep", "cancelled_after_dispatch")), 1, "the cancelled call's record")
+    equal(by_state.get(("flood", "completed")), 2, "the floods' records")
+    equal(by_state.get(("touch", "denied")), 41, "the denied cards' records")
+    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 40, "every call has its record")
+    sessions = subprocess.run(
+        [SPILLGUARD, "audit", "sessions", log, "--json"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    equal(len(sessions), 1, "one MCP session")
+    session = json.loads(sessions[0])
+    check(session["session_id"].startswith("mcp_"), "the session id")
+    equal((session["calls"], session["unfinished"]), (len(records), 0), "the session's calls")
+
+    # Every line the server wrote on stdout is a JSON-RPC message.
+    with open(out, "rb") as f:
+        raw = f.read()
+    check(raw.endswith(b"\n"), "stdout ends with a newline")
+    lines = raw.split(b"\n")[:-1]
+    for line in lines:
+        message = json.loads(line)
+        equal(message.get("jsonrpc"), "2.0", "a JSON-RPC message")
+        check("id" in message or "method" in message, f"a request, response or notification: {line[:80]!r}")
+    print(f"stdout: {len(raw)} bytes, {len(lines)} lines, every one a JSON-RPC message")
+
+
+def ms(seconds):
+    return f"{seconds * 1000:.2f} ms"
+
+
+def p90(values):
+    return sorted(values)[int(len(values) * 0.9) - 1]
+
+
+async def elicitation_latency(client, approver, rounds):
+    took = []
+    for i in range(rounds):
+        approver.answers.append(("decline", 0))
+        before = len(approver.arrived)
+        sent = time.monotonic()
+        result = await client.call_tool("touch", {"path": os.path.join(WORK, f"never-{i}")})
+        equal(result.structured_content["state"], "denied", "a declined round")
+        equal(len(approver.arrived), before + 1, "one card per call")
+        took.append(approver.arrived[-1] - sent)
+    return took
+
+
+async def without_elicitation():
+    path = os.path.join(WORK, "no-elicitation")
+    async with stdio_client(server([])) as (read, write):
+        async with ClientSession(read, write) as client:
+            await client.initialize()
+            result = await client.call_tool("touch", {"path": path})
+            sc = content(result)
+            equal((result.is_error, sc["state"]), (True, "failed_before_dispatch"), "no elicitation")
+            equal(
+                sc["failure"],
+                "approval required, but the client did not declare the elicitation capability: "
+                "no approval card can be shown, so the call is refused",
+                "no elicitation: failure",
+            )
+            check(not os.path.exists(path), "no elicitation: the helper did not run")
+            # A tool without approval still runs.
+            result = await client.call_tool("flood", {"bytes": 10})
+            equal(content(result)["state"], "completed", "no elicitation: a discovery runs")
+
+
+async def client_that_dies(policy, log, pidfile, server_pidfile):
+    """Run in a process of its own (`--client-that-dies`): starts a call
+    that runs and one that shows its card, says READY, and waits to be
+    killed."""
+    seconds = "1" if policy == "finish" else "30"
+    approver = Approver()
+    approver.answers.append(("accept", 600))
+    params = StdioServerParameters(
+        command="sh",
+        args=[
+            "-c",
+            'echo $$ > "$SERVER_PID"; exec "$0" "$@"',
+            SPILLGUARD, "mcp", "--tools", TOOLS, "--audit", log, "--on-disconnect", policy,
+        ],
+        env=dict(os.environ) | {"SERVER_PID": server_pidfile},
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=approver) as client:
+            await client.initialize()
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "sleep", {"pidfile": pidfile, "seconds": int(seconds)})
+                group.start_soon(client.call_tool, "touch", {"path": pidfile + ".touched"})
+                await wait_for_pid(pidfile)
+                while not approver.messages:
+                    await anyio.sleep(0.01)
+                print("READY", flush=True)
+                await anyio.sleep(600)
+
+
+async def disconnect(policy):
+    """The client dies mid-call (SIGKILL), one helper running and one card
+    on screen: the server's stdin ends without a cancel for either call."""
+    log = os.path.join(WORK, f"disconnect-{policy}.log")
+    pidfile = os.path.join(WORK, f"disconnect-{policy}.pid")
+    server_pidfile = os.path.join(WORK, f"disconnect-{policy}.server")
+    client = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--client-that-dies", SPILLGUARD, TOOLS,
+         policy, log, pidfile, server_pidfile],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    equal(client.stdout.readline().strip(), "READY", f"{policy}: the client is ready")
+    helper = await wait_for_pid(pidfile)
+    server_pid = await wait_for_pid(server_pidfile)
+    killed = time.monotonic()
+    client.kill()
+    client.wait()
+    with anyio.fail_after(20):
+        while alive(server_pid):
+            await anyio.sleep(0.005)
+    took = time.monotonic() - killed
+    check(not alive(helper), f"{policy}: no helper alive after the server exited")
+    records = {r["action"]: r for r in activity(log)}
+    equal(sorted(records), ["sleep", "touch"], f"{policy}: every call has a record")
+    for record in records.values():
+        check(record["finished"], f"{policy}: {record['action']} has its final record")
+    expected = "completed" if policy == "finish" else "cancelled_after_dispatch"
+    equal(records["sleep"]["state"], expected, f"{policy}: the running call")
+    equal(records["touch"]["state"], "cancelled_before_dispatch", f"{policy}: the card on screen")
+    check(not os.path.exists(pidfile + ".touched"), f"{policy}: the unapproved helper did not run")
+    print(
+        f"disconnect ({policy}): running call {expected}, card cancelled_before_dispatch, "
+        f"server exited {took:.3f} s after its client was killed"
+    )
+
+
+async def main():
+    started = time.monotonic()
+    await main_session()
+    await without_elicitation()
+    await disconnect("cancel")
+    await disconnect("finish")
+    print(f"mcp_bridge.py: every check passed in {time.monotonic() - started:.1f} s")
+
+
+if sys.argv[1] == "--client-that-dies":
+    SPILLGUARD, TOOLS = sys.argv[2], sys.argv[3]
+    anyio.run(client_that_dies, *sys.argv[4:8])
+else:
+    anyio.run(main)
