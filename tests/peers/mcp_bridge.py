@@ -71,11 +71,13 @@ def activity(log):
 
 
 def alive(pid):
+    """Whether `pid` runs (a zombie, exited and not yet reaped, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
         return False
-    return True
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 async def wait_for_pid(pidfile):
