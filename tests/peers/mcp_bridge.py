@@ -313,6 +313,62 @@ async def elicitation_latency(client, approver, rounds):
     return took
 
 
+async def modern_session():
+    """The SDK's high-level Client negotiates 2026-07-28, where a server
+    sends no request of its own: the card comes back as `input_required`
+    and the retry carries the answer."""
+    from mcp.client.client import Client
+
+    approver = Approver()
+    params = server([])
+    async with Client(params, elicitation_callback=approver) as client:
+        equal(client.session.protocol_version, "2026-07-28", "the modern protocol")
+        for action, state in (("accept", "completed"), ("decline", "denied"), ("cancel", "cancelled_before_dispatch")):
+            path = os.path.join(WORK, f"modern-{action}")
+            approver.answers.append((action, 0))
+            result = await client.call_tool("touch", {"path": path})
+            sc = content(result)
+            equal(approver.messages[-1], card(path), f"modern {action}: the card")
+            equal((result.is_error, sc["state"]), (action != "accept", state), f"modern {action}")
+            equal(os.path.exists(path), action == "accept", f"modern {action}: whether the helper ran")
+        # The card's deadline runs between the two legs.
+        path = os.path.join(WORK, "modern-expired")
+        approver.answers.append(("accept", 2))
+        result = await client.call_tool("touch", {"path": path})
+        equal(content(result)["state"], "approval_expired", "modern: expired")
+        check(not os.path.exists(path), "modern expired: the helper did not run")
+        # The flood's result, as on the handshake protocol.
+        result = await client.call_tool("flood", {"bytes": 1 << 20})
+        sc = content(result)
+        equal((sc["state"], sc["result"], sc["stderr_bytes_seen"]), ("completed", {"ok": True, "bytes": 1 << 20}, 1 << 20), "modern flood")
+
+        # The retry is held to the call its requestState names.
+        session = client.session
+        path = os.path.join(WORK, "modern-tampered")
+        first = await session.call_tool("touch", {"path": path}, allow_input_required=True)
+        equal(first.result_type, "input_required", "the first leg")
+        equal(sorted(first.input_requests), ["approval"], "the input requests")
+        accept = {"approval": {"action": "accept", "content": {}}}
+        try:
+            await session.call_tool(
+                "touch", {"path": path + "-other"}, input_responses=accept,
+                request_state=first.request_state, allow_input_required=True,
+            )
+            raise AssertionError("a retry with other arguments was answered")
+        except MCPError as error:
+            equal(error.error.code, -32602, "other arguments: error code")
+        try:
+            await session.call_tool(
+                "touch", {"path": path}, input_responses=accept,
+                request_state=first.request_state, allow_input_required=True,
+            )
+            raise AssertionError("a requestState was resumed twice")
+        except MCPError as error:
+            equal(error.error.code, -32602, "resumed twice: error code")
+        check(not os.path.exists(path), "a tampered retry approves nothing")
+    print("2026-07-28: approvals through input_required accepted, declined, cancelled and expired; tampered retries refused")
+
+
 async def without_elicitation():
     path = os.path.join(WORK, "no-elicitation")
     async with stdio_client(server([])) as (read, write):
@@ -402,6 +458,7 @@ async def disconnect(policy):
 async def main():
     started = time.monotonic()
     await main_session()
+    await modern_session()
     await without_elicitation()
     await disconnect("cancel")
     await disconnect("finish")

@@ -23,6 +23,17 @@
 //!    such a call is refused (`failed_before_dispatch`, fail closed),
 //!    never approved silently. An elicitation the client answers with an
 //!    error also ends the call before dispatch.
+//!
+//!    On protocol `2026-07-28` and later a server may not send requests of
+//!    its own: the same card goes back as the `tools/call` result
+//!    `input_required`, with the elicitation under `inputRequests.approval`
+//!    and an unguessable `requestState` naming the waiting call. The
+//!    client's retry (same tool, same arguments, the answer under
+//!    `inputResponses.approval`) resumes that call; the card's deadline
+//!    runs meanwhile, and a retry after it has passed gets the
+//!    `approval_expired` result. A retry whose tool or arguments differ is
+//!    a JSON-RPC error and cancels the waiting call; a `requestState` this
+//!    server did not issue (or already resumed) is a JSON-RPC error.
 //! 4. **The helper runs**. A `notifications/cancelled` for the tool call
 //!    cancels it (`cancelled_before_dispatch` while the card is shown,
 //!    `cancelled_after_dispatch` once running: TERM to its group, grace,
@@ -35,19 +46,22 @@
 //! (`--on-disconnect`) and writes every record; the server exits once no
 //! call is live.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, ServerRequest,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    Implementation, InputRequest, InputRequiredResult, InputResponses, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
+    ServerRequest,
 };
 use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
-use spillguard_std::core::{DisconnectPolicy, Outcome};
+use spillguard_std::core::{ApprovalCard, DisconnectPolicy, Outcome};
 use spillguard_tokio::{CallHandle, Host};
 use tokio_util::sync::CancellationToken;
 
@@ -69,7 +83,25 @@ struct Inner {
     host: Host,
     on_disconnect: DisconnectPolicy,
     gone: CancellationToken,
+    /// The calls whose card went back as `input_required`, by the
+    /// `requestState` that names them.
+    waiting: Mutex<HashMap<String, Waiting>>,
 }
+
+/// A call waiting for the retry that carries its card's answer.
+#[derive(Debug)]
+struct Waiting {
+    tool: String,
+    arguments: Map<String, Value>,
+    handle: CallHandle,
+}
+
+/// The key of the approval answer in `inputRequests` and `inputResponses`.
+const APPROVAL_KEY: &str = "approval";
+
+/// How long a waiting call stays resumable after its card expired, for a
+/// retry that comes late to still get the `approval_expired` result.
+const KEEP_EXPIRED: Duration = Duration::from_secs(60);
 
 /// How a call waiting for its card's answer or its helper ended early.
 enum Interrupted {
@@ -87,8 +119,10 @@ impl Bridge {
         on_disconnect: DisconnectPolicy,
         gone: CancellationToken,
     ) -> Result<Self, String> {
-        let list = serde_json::from_value(tools.list_json())
+        let mut list: ListToolsResult = serde_json::from_value(tools.list_json())
             .map_err(|e| format!("cannot list the tools: {e}"))?;
+        // Required from 2026-07-28 on; rmcp clears it for older peers.
+        list.result_type = Some(ResultType::COMPLETE);
         Ok(Self {
             inner: Arc::new(Inner {
                 tools,
@@ -96,8 +130,22 @@ impl Bridge {
                 host,
                 on_disconnect,
                 gone,
+                waiting: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// Lets go of every call waiting for a retry (the client went away):
+    /// each is a client disconnect, cancelled before dispatch.
+    pub fn forget_waiting(&self) {
+        self.lock_waiting().clear();
+    }
+
+    fn lock_waiting(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
+        self.inner
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The host the calls run on.
@@ -109,22 +157,31 @@ impl Bridge {
     async fn call(
         &self,
         tool: &Tool,
-        arguments: &serde_json::Map<String, serde_json::Value>,
+        arguments: &Map<String, Value>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let inner = &self.inner;
         let prepared = match tool.prepare(arguments) {
             Ok(prepared) => prepared,
             Err(invalid) => {
                 let refused = self.builder_for(tool).refuse(invalid.to_string()).start();
-                return self.finish(refused, tool, context).await;
+                return self.finish(refused, tool, context).await.map(Into::into);
             }
         };
         let asks = prepared.approval.is_required();
-        let can_ask = context
-            .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form);
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let can_ask = if modern {
+            context
+                .client_capabilities()
+                .is_some_and(|capabilities| asks_forms(&capabilities))
+        } else {
+            context
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+        };
         let builder = self.settings(prepared.builder(&inner.host));
         if asks && !can_ask {
             let refused = builder
@@ -133,13 +190,104 @@ impl Bridge {
                      capability: no approval card can be shown, so the call is refused",
                 )
                 .start();
-            return self.finish(refused, tool, context).await;
+            return self.finish(refused, tool, context).await.map(Into::into);
         }
         let handle = builder.start();
+        if asks && modern {
+            return self
+                .input_required(handle, tool, arguments, &prepared, context)
+                .await;
+        }
         if asks && let Err(Interrupted::ClientGone) = self.ask(&handle, &prepared, context).await {
             return Err(gone_error());
         }
-        self.finish(handle, tool, context).await
+        self.finish(handle, tool, context).await.map(Into::into)
+    }
+
+    /// The card as the result `input_required` (protocol 2026-07-28 and
+    /// later); the call waits for the retry under a fresh `requestState`.
+    async fn input_required(
+        &self,
+        handle: CallHandle,
+        tool: &Tool,
+        arguments: &Map<String, Value>,
+        prepared: &PreparedCall,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(card) = self.shown(&handle).await? else {
+            return self.finish(handle, tool, context).await.map(Into::into);
+        };
+        let state = format!(
+            "{}{}",
+            spillguard_kit::fresh_id("rs"),
+            spillguard_kit::fresh_id("")
+        );
+        self.lock_waiting().insert(
+            state.clone(),
+            Waiting {
+                tool: tool.name.clone(),
+                arguments: arguments.clone(),
+                handle,
+            },
+        );
+        // A retry that never comes: once the card has expired (its record
+        // is written) and a late retry had time to read it, let go.
+        let (bridge, key) = (self.clone(), state.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(card.expires_in.saturating_add(KEEP_EXPIRED)).await;
+            bridge.lock_waiting().remove(&key);
+        });
+        let mut requests = BTreeMap::new();
+        requests.insert(
+            APPROVAL_KEY.to_owned(),
+            InputRequest::Elicitation(ElicitRequest::new(elicitation(prepared))),
+        );
+        Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+    }
+
+    /// The retry of a call whose card went back as `input_required`.
+    async fn resume(
+        &self,
+        tool: &Tool,
+        arguments: &Map<String, Value>,
+        state: &str,
+        responses: Option<&InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(waiting) = self.lock_waiting().remove(state) else {
+            return Err(McpError::invalid_params(
+                "requestState names no call waiting for its approval here \
+                 (never issued, already resumed, or let go long after its card expired)",
+                None,
+            ));
+        };
+        if waiting.tool != tool.name || &waiting.arguments != arguments {
+            // The answer was given for another call: the waiting one is
+            // not approved by it.
+            waiting.handle.cancel();
+            return Err(McpError::invalid_params(
+                "the retry's tool or arguments differ from the call its requestState names; \
+                 that call is cancelled",
+                None,
+            ));
+        }
+        let answer = responses
+            .and_then(|responses| responses.get(APPROVAL_KEY))
+            .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok());
+        answer_card(&waiting.handle, answer.map(|answer| answer.action)).await;
+        self.finish(waiting.handle, tool, context)
+            .await
+            .map(Into::into)
+    }
+
+    /// The card, once shown; `None` if the call ended without one.
+    async fn shown(&self, handle: &CallHandle) -> Result<Option<ApprovalCard>, McpError> {
+        // The card is shown once the attempt is audited; a call that ends
+        // before (an audit failure, a host shutting down) has none.
+        tokio::select! {
+            card = handle.wait_card(Duration::MAX) => Ok(card),
+            () = self.inner.gone.cancelled() => Err(gone_error()),
+        }
     }
 
     /// The call of `tool` with arguments that could not be used: its
@@ -174,19 +322,14 @@ impl Bridge {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), Interrupted> {
         let gone = &self.inner.gone;
-        // The card is shown once the attempt is audited; a call that ends
-        // before (an audit failure, a host shutting down) has none.
-        let card = tokio::select! {
-            card = handle.wait_card(Duration::MAX) => card,
-            () = gone.cancelled() => return Err(Interrupted::ClientGone),
+        let Some(card) = self
+            .shown(handle)
+            .await
+            .map_err(|_| Interrupted::ClientGone)?
+        else {
+            return Ok(());
         };
-        let Some(card) = card else { return Ok(()) };
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: prepared.card.clone(),
-            requested_schema: ElicitationSchema::new(BTreeMap::new()),
-        };
-        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(prepared)));
         let sent = context
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -209,26 +352,13 @@ impl Bridge {
         };
         tokio::select! {
             answer = &mut pending.rx => {
-                match answer {
-                    Ok(Ok(ClientResult::ElicitResult(result))) => {
-                        // A refused answer (the card expired or the call
-                        // was cancelled meanwhile) changes nothing: the
-                        // record says what happened.
-                        let _ = match result.action {
-                            ElicitationAction::Accept => handle.approve().await,
-                            ElicitationAction::Decline => handle.deny().await,
-                            // `cancel`, or an action this version does not
-                            // know: nobody approved.
-                            _ => {
-                                handle.cancel();
-                                Ok(())
-                            }
-                        };
-                    }
+                let action = match answer {
+                    Ok(Ok(ClientResult::ElicitResult(result))) => Some(result.action),
                     // An error, an answer of another kind, or no answer
-                    // (the transport closed): nobody approved.
-                    _ => handle.cancel(),
-                }
+                    // (the transport closed).
+                    _ => None,
+                };
+                answer_card(handle, action).await;
                 Ok(())
             }
             () = expired => {
@@ -251,7 +381,7 @@ impl Bridge {
         handle: CallHandle,
         tool: &Tool,
         context: &RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResult, McpError> {
+    ) -> Result<CallToolResult, McpError> {
         let canceller = handle.canceller();
         let gone = &self.inner.gone;
         let wait = handle.wait();
@@ -271,6 +401,41 @@ impl Bridge {
         };
         Ok(answer::tool_result(&outcome, tool.result))
     }
+}
+
+/// The elicitation that shows the card: its text as the message, and no
+/// field to fill (the answer is the action: accept, decline or cancel).
+fn elicitation(prepared: &PreparedCall) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: prepared.card.clone(),
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    }
+}
+
+/// Hands the client's answer to the card to the call: `accept` approves,
+/// `decline` denies, anything else (`cancel`, an error, no answer, an
+/// action this version does not know) cancels before dispatch: nobody
+/// approved. A refused answer (the card expired or the call was cancelled
+/// meanwhile) changes nothing: the record says what happened.
+async fn answer_card(handle: &CallHandle, action: Option<ElicitationAction>) {
+    let _ = match action {
+        Some(ElicitationAction::Accept) => handle.approve().await,
+        Some(ElicitationAction::Decline) => handle.deny().await,
+        _ => {
+            handle.cancel();
+            Ok(())
+        }
+    };
+}
+
+/// Whether a client with `capabilities` takes form elicitations (a bare
+/// `elicitation: {}` means forms).
+fn asks_forms(capabilities: &ClientCapabilities) -> bool {
+    capabilities
+        .elicitation
+        .as_ref()
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 fn gone_error() -> McpError {
@@ -310,7 +475,18 @@ impl ServerHandler for Bridge {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let result = self.call(tool, &arguments, &context).await?;
-        Ok(result.into())
+        match &request.request_state {
+            Some(state) => {
+                self.resume(
+                    tool,
+                    &arguments,
+                    state,
+                    request.input_responses.as_ref(),
+                    &context,
+                )
+                .await
+            }
+            None => self.call(tool, &arguments, &context).await,
+        }
     }
 }

@@ -153,6 +153,7 @@ impl Ready {
         };
         let stdout = tokio::fs::File::from_std(protocol);
         let host = bridge.host().clone();
+        let waiting = bridge.clone();
         let served = tokio::select! {
             served = serve_until_closed(bridge, stdin, stdout) => served,
             number = signals.next() => {
@@ -164,6 +165,9 @@ impl Ready {
         // the host has finished them (under the disconnect policy) and
         // written their records.
         gone.cancel();
+        // Calls whose card went back as `input_required` wait for a retry
+        // that cannot come any more.
+        waiting.forget_waiting();
         tokio::select! {
             () = idle(&host) => {}
             number = signals.next() => {
