@@ -855,3 +855,18 @@ fn the_approval_timeout_is_the_cards_and_the_calls() {
     assert_eq!(call.card.lines().count(), 5);
     assert!(call.card.ends_with("\ndeadline: host default"));
 }
+
+#[test]
+fn the_tools_file_shown_in_the_readme_loads() {
+    let readme = include_str!("../../../../README.md");
+    let start = readme
+        .find("```toml\n[helper_output]                 # the budgets")
+        .unwrap();
+    let body = &readme[start + "```toml\n".len()..];
+    let text = &body[..body.find("```").unwrap()];
+    let file = load(text);
+    let tool = file.tool("remote_uptime").unwrap();
+    assert_eq!(tool.approval_timeout, Duration::from_secs(60));
+    assert_eq!(tool.deadline, Some(Duration::from_millis(20_000)));
+    assert_eq!(file.config.stderr_agent_excerpt_bytes, 4096);
+}
