@@ -8,11 +8,10 @@
 
 use std::time::Instant;
 
-use super::DebugWindow;
 use super::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
-    SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
+    CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome, ResultChannel,
+    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
