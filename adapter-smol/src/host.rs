@@ -86,6 +86,10 @@ impl HostLink for HostShared {
     fn cancel(live: &Sender<Event>, reason: CancelReason) {
         let _ = live.try_send(Event::Command(Command::Cancel(reason)));
     }
+
+    fn debug(live: &Sender<Event>, grant: Option<DebugGrant>) {
+        let _ = live.try_send(Event::Command(Command::Debug(grant)));
+    }
 }
 
 /// The future [`CallBuilder::run`] returns on smol: the call's outcome.
@@ -168,13 +172,14 @@ impl Host {
         duration: Duration,
         per_call_bytes: u64,
     ) -> Result<DebugGrant, DebugGrantError> {
-        self.state()
+        self.core
             .grant_debug(Instant::now(), duration, per_call_bytes)
     }
 
-    /// Ends the debug grant for calls started from now on.
+    /// Ends the debug grant now, for calls started from now on and for
+    /// running calls; see the std adapter's `Host::revoke_debug`.
     pub fn revoke_debug(&self) {
-        self.state().revoke_debug();
+        self.core.revoke_debug();
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {

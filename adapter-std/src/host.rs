@@ -81,6 +81,10 @@ impl HostLink for HostShared {
     fn cancel(live: &Mailbox, reason: CancelReason) {
         let _ = live.send(Event::Command(Command::Cancel(reason)));
     }
+
+    fn debug(live: &Mailbox, grant: Option<DebugGrant>) {
+        let _ = live.send(Event::Command(Command::Debug(grant)));
+    }
 }
 
 impl Host {
@@ -157,22 +161,28 @@ impl Host {
     }
 
     /// Grants debug for `duration` (at most an hour): calls started under
-    /// it retain up to `per_call_bytes` of stderr (at most the config's
-    /// `debug_ceiling_bytes`) and their records say `debug: true`; when it
-    /// ends, what they retain shrinks back to the normal budget. There is
-    /// no switch that turns capture off.
+    /// it, and calls running when it is given, retain up to
+    /// `per_call_bytes` of stderr (at most the config's
+    /// `debug_ceiling_bytes`) and their records say `debug: true`. A
+    /// running call keeps what it retained and grows with the next bytes
+    /// (what it dropped before stays dropped and counted); when the grant
+    /// ends, what every call under it retains shrinks back to the normal
+    /// budget. A new grant replaces the previous one, for running calls
+    /// too. There is no switch that turns capture off.
     pub fn grant_debug(
         &self,
         duration: Duration,
         per_call_bytes: u64,
     ) -> Result<DebugGrant, DebugGrantError> {
-        self.state()
+        self.core
             .grant_debug(Instant::now(), duration, per_call_bytes)
     }
 
-    /// Ends the debug grant for calls started from now on.
+    /// Ends the debug grant now: for calls started from now on, and for
+    /// running calls under it, whose retained stderr shrinks back to the
+    /// normal budget at once (their records still say `debug: true`).
     pub fn revoke_debug(&self) {
-        self.state().revoke_debug();
+        self.core.revoke_debug();
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {

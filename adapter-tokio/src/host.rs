@@ -93,6 +93,10 @@ impl HostLink for HostShared {
     fn cancel(live: &Self::Live, reason: CancelReason) {
         let _ = live.send(Event::Command(Command::Cancel(reason)));
     }
+
+    fn debug(live: &Self::Live, grant: Option<DebugGrant>) {
+        let _ = live.send(Event::Command(Command::Debug(grant)));
+    }
 }
 
 /// The future [`CallBuilder::run`] returns on tokio: the call's outcome.
@@ -199,13 +203,14 @@ impl Host {
         duration: Duration,
         per_call_bytes: u64,
     ) -> Result<DebugGrant, DebugGrantError> {
-        self.state()
+        self.core
             .grant_debug(owner::clock(), duration, per_call_bytes)
     }
 
-    /// Ends the debug grant for calls started from now on.
+    /// Ends the debug grant now, for calls started from now on and for
+    /// running calls; see the std adapter's `Host::revoke_debug`.
     pub fn revoke_debug(&self) {
-        self.state().revoke_debug();
+        self.core.revoke_debug();
     }
 
     fn launch_resolved(&self, resolved: Resolved) -> CallHandle {

@@ -104,12 +104,17 @@ impl CaptureSettings {
     }
 
     fn split(&self) -> (usize, usize) {
+        self.split_for(self.budget)
+    }
+
+    /// The prefix and ring capacities of the mode for `budget`.
+    fn split_for(&self, budget: usize) -> (usize, usize) {
         match self.retain {
-            Retain::Tail => (0, self.budget),
-            Retain::Head => (self.budget, 0),
+            Retain::Tail => (0, budget),
+            Retain::Head => (budget, 0),
             Retain::HeadAndTail => {
-                let head = self.head_bytes.min(self.budget);
-                (head, self.budget - head)
+                let head = self.head_bytes.min(budget);
+                (head, budget - head)
             }
         }
     }
@@ -283,8 +288,8 @@ impl StreamCapture {
         if budget >= self.settings.budget {
             return;
         }
+        let (head_cap, tail_cap) = self.caps_for(budget);
         self.settings.budget = budget;
-        let (head_cap, tail_cap) = self.settings.split();
         if self.head.len() > head_cap {
             self.head.truncate(head_cap);
             self.head_closed = true;
@@ -297,6 +302,71 @@ impl StreamCapture {
         self.tail_reserved = self.tail_reserved.min(tail_cap);
         self.lease
             .shrink_to((self.head_reserved + self.tail_reserved) as u64);
+    }
+
+    /// Raises the budget while the stream runs (a debug grant given to a
+    /// live call). Nothing is reserved here: the buffers grow from the
+    /// pool as bytes come, as ever, so the pool never goes over its
+    /// capacity. What was already dropped stays dropped and counted, and
+    /// the window stays "the first `h` and the last `t` bytes of the
+    /// stream", so the marker stays exact:
+    ///
+    /// * `tail`: the ring keeps its bytes and grows with the next ones, up
+    ///   to the new budget (it holds the last `t` bytes, `t` growing);
+    /// * `head`: while nothing was dropped, the prefix takes more of the
+    ///   next bytes; once a byte went past it, the prefix is final and
+    ///   nothing more is kept;
+    /// * `head_and_tail`: a prefix nothing went past grows up to
+    ///   `head_bytes`; a final one stays as it is, and the ring gets the
+    ///   rest of the new budget.
+    ///
+    /// A budget at or below the current one changes nothing.
+    ///
+    /// ```
+    /// use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
+    ///
+    /// let pool = RetentionPool::new(1 << 20);
+    /// let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 6), &pool);
+    /// let _ = capture.feed(b"noise noise\n");
+    /// capture.raise_budget(32);
+    /// let _ = capture.feed(b"more\n");
+    /// // The 6 bytes dropped before stay dropped; the ring grew with the next 5.
+    /// assert_eq!((capture.bytes_seen(), capture.bytes_retained()), (17, 11));
+    /// assert_eq!(
+    ///     capture.render(),
+    ///     "[stderr truncated: kept last 11 of 17 bytes]\n[cut]\nmore\n"
+    /// );
+    /// ```
+    pub fn raise_budget(&mut self, budget: usize) {
+        if budget <= self.settings.budget {
+            return;
+        }
+        let (head_cap, tail_cap) = self.caps_for(budget);
+        self.settings.budget = budget;
+        self.head_cap = head_cap;
+        self.tail_cap = tail_cap;
+    }
+
+    /// Marks the capture as touched by a debug grant: its [`Retained`]
+    /// (and the call record) says `debug: true` from now on.
+    pub fn mark_debug(&mut self) {
+        self.settings.debug = true;
+    }
+
+    /// The prefix and ring capacities for a new `budget`: the mode's split,
+    /// except that a prefix already final (a byte went past it, so it must
+    /// stay the stream's first bytes) never grows, and in `head` mode no
+    /// ring is added.
+    fn caps_for(&self, budget: usize) -> (usize, usize) {
+        let (head, tail) = self.settings.split_for(budget);
+        if !self.head_closed {
+            return (head, tail);
+        }
+        let head = head.min(self.head_cap);
+        match self.settings.retain {
+            Retain::Head => (head, 0),
+            Retain::Tail | Retain::HeadAndTail => (head, budget - head),
+        }
     }
 
     /// Whether the process-wide pool made this capture keep less than its

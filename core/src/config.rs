@@ -510,8 +510,11 @@ impl fmt::Display for Rule {
 impl std::error::Error for ConfigError {}
 
 /// A bounded-time debug mode: raises the per-call budget, up to the
-/// configured ceiling, for calls started before `until`. Every capture made
-/// under it is marked `debug: true`. There is no global quiet switch.
+/// configured ceiling, for calls started before `until`
+/// ([`CallSettings::with_debug`](crate::CallSettings::with_debug)) and for
+/// calls live when it is given, until `until`
+/// ([`Call::handle_debug_grant`](crate::Call::handle_debug_grant)). Every
+/// call it touched is marked `debug: true`. There is no global quiet switch.
 ///
 /// # Examples
 ///

@@ -291,6 +291,14 @@ pub struct RunArgs {
     /// seconds (at most 3600); the record says `debug: true`
     #[arg(long, value_name = "S", value_parser = number, allow_hyphen_values = true)]
     pub debug_for: Option<u64>,
+    /// Debug on demand while the helper runs: each SIGUSR1 grants debug
+    /// for S seconds (at most 3600) from then on, up to the
+    /// configuration's `debug_ceiling_bytes` of stderr; the running call
+    /// keeps what it retained and grows with the next bytes, and its
+    /// record says `debug: true`; SIGUSR2 ends the grant (the retained
+    /// stderr shrinks back to the per-call budget)
+    #[arg(long, value_name = "S", value_parser = number, allow_hyphen_values = true)]
+    pub debug_on_signal: Option<u64>,
     /// The configuration file, a TOML file with a `helper_output` table.
     #[arg(
         long,
@@ -723,6 +731,7 @@ mod tests {
             "--result=json",
             "--debug-for",
             "30",
+            "--debug-on-signal=600",
             "--",
             "sh",
             "-c",
@@ -739,6 +748,7 @@ mod tests {
                 drain_window_ms: Some(50),
                 result: Some(ResultMode::Json),
                 debug_for: Some(30),
+                debug_on_signal: Some(600),
                 config: Some("a.toml".into()),
                 audit: AuditFlags {
                     audit: Some("log.jsonl".into()),

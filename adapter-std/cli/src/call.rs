@@ -4,10 +4,10 @@
 //! adapter's API touches this file only.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillguard_std::core::{CallRecord, Config};
+use spillguard_std::core::{CallRecord, Config, DebugGrant};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
@@ -69,6 +69,9 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
         host.grant_debug(Duration::from_secs(seconds), ceiling)
             .map_err(|e| UsageError(format!("--debug-for: {e}")))?;
     }
+    if let Some(seconds) = run.debug_on_signal {
+        debug_on_signals(&host, Duration::from_secs(seconds))?;
+    }
     Ok(host)
 }
 
@@ -94,6 +97,37 @@ pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, Usag
     let log = ChainedFileAudit::open(path, options)
         .map_err(|e| UsageError(format!("cannot open the {e}")))?;
     Ok(Some(Arc::new(log) as Arc<dyn AuditSink>))
+}
+
+/// `--debug-on-signal S`: a thread that turns each SIGUSR1 into a debug
+/// grant of `duration` (up to `debug_ceiling_bytes` per call), which
+/// reaches the running call, and each SIGUSR2 into its revocation.
+/// Registered before the helper starts, so that no signal is missed; the
+/// duration is checked here, so a bad one is a usage error, not a signal
+/// ignored later.
+fn debug_on_signals(host: &Host, duration: Duration) -> Result<(), UsageError> {
+    use signal_hook::consts::{SIGUSR1, SIGUSR2};
+
+    let ceiling = host.config().debug_ceiling_bytes;
+    DebugGrant::new(host.config(), Instant::now(), duration, ceiling)
+        .map_err(|e| UsageError(format!("--debug-on-signal: {e}")))?;
+    let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGUSR2])
+        .map_err(|e| UsageError(format!("--debug-on-signal: {e}")))?;
+    let host = host.clone();
+    std::thread::Builder::new()
+        .name("spillguard-debug-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGUSR1 {
+                    // Checked above: the grant cannot be refused.
+                    let _ = host.grant_debug(duration, ceiling);
+                } else {
+                    host.revoke_debug();
+                }
+            }
+        })
+        .map_err(|e| UsageError(format!("--debug-on-signal: {e}")))?;
+    Ok(())
 }
 
 /// Cancels a running call (stops the helper's group, the record is still

@@ -505,6 +505,52 @@ fn debug_for_raises_the_budget_and_is_recorded() {
 }
 
 #[test]
+fn debug_on_signal_reaches_the_running_call() {
+    // The helper asks its parent (spillguard) for debug after 20,000
+    // bytes, a second after they were written, then writes 30,000 more a
+    // second later: the call keeps the 16,384 it retained and grows.
+    let script = r#"head -c 20000 /dev/zero | tr "\0" x 1>&2; sleep 1;
+                    kill -USR1 $PPID; sleep 1; yes y | head -n 15000 1>&2"#;
+    let asked = spillguard(&["run", "--debug-on-signal", "60", "--", "sh", "-c", script]);
+    let (_, line) = record_line(&asked);
+    assert_eq!(line["debug"], true);
+    assert_eq!(line["stderr_bytes_seen"], 50_000);
+    assert_eq!(line["stderr_bytes_retained"], 46_384);
+    assert_eq!(
+        line["stderr_excerpt"].as_str().unwrap().lines().next(),
+        Some("[stderr truncated: kept last 4044 of 50000 bytes]")
+    );
+
+    // SIGUSR2 ends it: back to the per-call budget, still debug: true.
+    let script = r#"kill -USR1 $PPID; sleep 1; head -c 20000 /dev/zero | tr "\0" x 1>&2;
+                    sleep 1; kill -USR2 $PPID; sleep 1; yes y | head -n 15000 1>&2"#;
+    let ended = spillguard(&["run", "--debug-on-signal", "60", "--", "sh", "-c", script]);
+    let (_, line) = record_line(&ended);
+    assert_eq!(line["debug"], true);
+    assert_eq!(line["stderr_bytes_seen"], 50_000);
+    assert_eq!(line["stderr_bytes_retained"], 16_384);
+
+    // Without a signal nothing changes.
+    let quiet = spillguard(&[
+        "run",
+        "--debug-on-signal",
+        "60",
+        "--",
+        "sh",
+        "-c",
+        "head -c 20000 /dev/zero 1>&2",
+    ]);
+    let (_, line) = record_line(&quiet);
+    assert_eq!(line["debug"], false);
+    assert_eq!(line["stderr_bytes_retained"], 16_384);
+
+    assert_eq!(
+        usage_failure(&["run", "--debug-on-signal", "0", "--", "true"]),
+        "spillguard: --debug-on-signal: debug grant duration 0.000 s must be above zero and at most 3600 s"
+    );
+}
+
+#[test]
 fn secrets_in_the_helpers_output_and_arguments_never_reach_the_json_line() {
     let script = "echo 'curl: > Authorization: Bearer Q7x9K2m4bearerP8z3' 1>&2; \
                   echo '{\"password\": \"Q7x9hunter2P8z3\"}'";

@@ -120,25 +120,53 @@ impl<S: Clone> HostState<S> {
     }
 
     /// Grants debug from `now` for `duration` (at most
-    /// [`DebugGrant::MAX_DURATION`]): calls started under it retain up to
-    /// `per_call_bytes` of stderr (at most the config's
-    /// `debug_ceiling_bytes`) and record `debug: true`; when the grant
-    /// ends, their retained stderr shrinks back to the normal budget. A new
-    /// grant replaces the previous one.
+    /// [`DebugGrant::MAX_DURATION`]), up to `per_call_bytes` of stderr per
+    /// call (at most the config's `debug_ceiling_bytes`), and hands the
+    /// grant to every live call through `deliver` (their owners apply it
+    /// with [`Call::handle_debug_grant`]). Calls started under it, and
+    /// calls live when it is given, retain up to the raised budget and
+    /// record `debug: true`; when the grant ends, what they retain shrinks
+    /// back to the normal budget. A new grant replaces the previous one,
+    /// for live calls too.
+    ///
+    /// The grant is stored and delivered under one lock, so grants and
+    /// revocations reach every call in the order they were made; a call
+    /// registered while this runs gets the grant from
+    /// [`HostCore::prepare`](crate::owner::HostCore::prepare), which reads
+    /// the grant after registering the call.
+    ///
+    /// [`Call::handle_debug_grant`]: spillguard_core::Call::handle_debug_grant
     pub fn grant_debug(
         &self,
         now: Instant,
         duration: Duration,
         per_call_bytes: u64,
+        deliver: impl Fn(&S, Option<DebugGrant>),
     ) -> Result<DebugGrant, DebugGrantError> {
         let grant = DebugGrant::new(&self.config, now, duration, per_call_bytes)?;
-        *self.lock_debug() = Some(grant);
+        let mut debug = self.lock_debug();
+        *debug = Some(grant);
+        for call in self.live_senders() {
+            deliver(&call, Some(grant));
+        }
+        drop(debug);
         Ok(grant)
     }
 
-    /// Ends the debug grant, if any, for calls started from now on.
-    pub fn revoke_debug(&self) {
-        *self.lock_debug() = None;
+    /// Ends the debug grant, if any: for calls started from now on, and,
+    /// through `deliver`, for every live call (its owner applies
+    /// [`Call::handle_debug_revoked`]: a call under the grant shrinks back
+    /// to the normal budget at once and still records `debug: true`).
+    ///
+    /// [`Call::handle_debug_revoked`]: spillguard_core::Call::handle_debug_revoked
+    pub fn revoke_debug(&self, deliver: impl Fn(&S, Option<DebugGrant>)) {
+        let mut debug = self.lock_debug();
+        if debug.take().is_some() {
+            for call in self.live_senders() {
+                deliver(&call, None);
+            }
+        }
+        drop(debug);
     }
 
     /// The debug grant, if one was given (it may have ended).
@@ -172,6 +200,11 @@ impl<S: Clone> HostState<S> {
         let mut live = self.lock_live();
         live.closing = true;
         live.calls.iter().map(|(&id, s)| (id, s.clone())).collect()
+    }
+
+    /// How every live call is reached, at this moment.
+    fn live_senders(&self) -> Vec<S> {
+        self.lock_live().calls.values().cloned().collect()
     }
 
     /// How many calls are live.

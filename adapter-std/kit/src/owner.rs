@@ -23,10 +23,11 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    AuditEvent, Call, CallError, CancelReason, EveryAction, Outcome, Signal, StdoutMode,
+    AuditEvent, Call, CallError, CancelReason, DebugGrant, DebugGrantError, EveryAction, Outcome,
+    Signal, StdoutMode,
 };
 
 use crate::builder::{Resolved, StderrTap};
@@ -51,6 +52,12 @@ pub trait HostLink: Send + Sync + 'static {
 
     /// Asks the live call `live` to stop, for `reason`.
     fn cancel(live: &Self::Live, reason: CancelReason);
+
+    /// Tells the live call `live` that the host's debug grant changed
+    /// ([`Command::Debug`](crate::run_loop::Command::Debug)): the grant now
+    /// in force, or `None` when it was revoked. Sent on the same channel as
+    /// [`cancel`](Self::cancel); it must not block.
+    fn debug(live: &Self::Live, grant: Option<DebugGrant>);
 }
 
 /// What every clone of an adapter's `Host` shares. Dropping the last
@@ -89,6 +96,10 @@ impl<H: HostLink> HostCore<H> {
     /// Registers the call `resolved` describes, reached through `live` and
     /// publishing to `published`, and makes its owner's runtime-free part
     /// on `clock` (received now, on that clock and the wall clock).
+    ///
+    /// On a host, a call's debug grant is the host's: the one in force once
+    /// the call is registered (whatever its settings said), then every
+    /// grant and revocation delivered while it is live.
     pub fn prepare<W: Wake>(
         &self,
         resolved: Resolved,
@@ -111,7 +122,17 @@ impl<H: HostLink> HostCore<H> {
             needs_approval: approval.is_required(),
             host_closing,
         };
-        let call = Call::new(spec, settings, state.pool(), clock(), SystemTime::now());
+        let now = clock();
+        let mut call = Call::new(spec, settings, state.pool(), now, SystemTime::now());
+        // Read after registering: a grant (or revocation) made since the
+        // settings were, which the delivery to live calls may have missed,
+        // reaches this call here. Applying the same grant twice changes
+        // nothing; a change delivered after this read is queued for the
+        // owner, so the call ends up under the host's latest grant.
+        match state.debug_grant() {
+            Some(grant) => call.handle_debug_grant(now, &grant),
+            None => call.handle_debug_revoked(now),
+        }
         let mut core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
         core.stderr_tap = stderr_tap;
         core.refused = refused;
@@ -120,6 +141,26 @@ impl<H: HostLink> HostCore<H> {
             start,
             core,
         }
+    }
+
+    /// Grants debug from `now` (on the owners' clock) for `duration`, up to
+    /// `per_call_bytes` of stderr per call, to calls started under it and
+    /// to every live call ([`HostState::grant_debug`]).
+    pub fn grant_debug(
+        &self,
+        now: Instant,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.shared
+            .state()
+            .grant_debug(now, duration, per_call_bytes, H::debug)
+    }
+
+    /// Ends the debug grant, for calls started from now on and for every
+    /// live call ([`HostState::revoke_debug`]).
+    pub fn revoke_debug(&self) {
+        self.shared.state().revoke_debug(H::debug);
     }
 
     /// Marks the host as closing (calls started from now on are cancelled

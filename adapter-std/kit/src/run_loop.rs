@@ -10,7 +10,7 @@
 use std::io;
 use std::time::Instant;
 
-use spillguard_core::{Call, CallError, CancelReason, Diverted, ExitStatus};
+use spillguard_core::{Call, CallError, CancelReason, DebugGrant, Diverted, ExitStatus};
 
 use crate::HelperCommand;
 
@@ -80,6 +80,10 @@ pub enum Command<R> {
         /// Lines decided as not protocol in them.
         lines: u64,
     },
+    /// The host's debug grant changed while the call is live: the grant
+    /// now in force ([`Call::handle_debug_grant`]), or `None` when it was
+    /// revoked ([`Call::handle_debug_revoked`]).
+    Debug(Option<DebugGrant>),
 }
 
 /// What an event leaves to the adapter once the core has it.
@@ -158,6 +162,14 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         }
         Event::Command(Command::InputEnded) => {
             call.handle_input_ended(now);
+            Ok(())
+        }
+        Event::Command(Command::Debug(Some(grant))) => {
+            call.handle_debug_grant(now, &grant);
+            Ok(())
+        }
+        Event::Command(Command::Debug(None)) => {
+            call.handle_debug_revoked(now);
             Ok(())
         }
         Event::Command(Command::StdoutDiverted { bytes, lines }) => {

@@ -140,8 +140,9 @@ pub struct CallSettings {
     /// Whether a failed audit write before dispatch stops the call
     /// (`failed_before_dispatch`). Default `true`: fail closed.
     pub audit_fail_closed: bool,
-    /// Set by [`with_debug`](Self::with_debug): when the grant ends and the
-    /// stderr budget it falls back to.
+    /// Set by [`with_debug`](Self::with_debug) or a grant given while the
+    /// call runs ([`Call::handle_debug_grant`]): when the grant ends and the
+    /// stderr budget it falls back to. `None` again once it ended.
     pub debug_until: Option<DebugWindow>,
     /// Where the helper returns its structured result. Default
     /// [`ResultChannel::None`]: the host parses it itself and reports it
@@ -634,6 +635,8 @@ pub(crate) enum Input {
     ClientDisconnected,
     Result(ResultKind),
     CallerDone,
+    DebugGranted(DebugGrant),
+    DebugRevoked,
     Timeout(Timer),
 }
 
@@ -655,6 +658,8 @@ impl Input {
             Input::ClientDisconnected => "client_disconnected",
             Input::Result(_) => "result",
             Input::CallerDone => "input_ended",
+            Input::DebugGranted(_) => "debug_granted",
+            Input::DebugRevoked => "debug_revoked",
             Input::Timeout(_) => "timeout",
         }
     }
@@ -1135,6 +1140,86 @@ impl Call {
     /// The client went away; the configured [`DisconnectPolicy`] applies.
     pub fn handle_client_disconnected(&mut self, now: Instant) {
         self.handle_infallible(now, Input::ClientDisconnected);
+    }
+
+    /// The host's debug grant, given (or replacing another) while the call
+    /// is live. Valid in every state; ignored once terminal. Never a
+    /// transition.
+    ///
+    /// If `grant` is active at `now`, the stderr budget becomes the larger
+    /// of the call's normal budget and the grant's
+    /// [`per_call_bytes`](DebugGrant::per_call_bytes) (a grant is never
+    /// above the configured `debug_ceiling_bytes`: [`DebugGrant::new`]
+    /// refuses it), until [`DebugGrant::until`]; the record says
+    /// `debug: true` from now on, whatever happens next. What the raised
+    /// budget keeps is exact (see [`StreamCapture::raise_budget`]): bytes
+    /// already dropped stay dropped and counted, the retained window grows
+    /// with the next bytes, the marker counts what was kept. The buffers
+    /// grow from the process-wide pool as bytes come, so the pool never
+    /// goes over its capacity (a full pool limits retention, as ever). The
+    /// agent excerpt keeps its own cap (`excerpt_bytes`): it is clamped
+    /// from the larger window, marker included.
+    ///
+    /// A grant that replaces the one the call is under sets the budget and
+    /// the end anew (a smaller budget shrinks the window as the end of a
+    /// grant does). A grant that has already ended at `now` is the end of
+    /// the call's grant, if it is under one
+    /// ([`handle_debug_revoked`](Self::handle_debug_revoked)), and
+    /// otherwise changes nothing (the call was not touched).
+    ///
+    /// When the grant ends ([`Timer::DebugGrantEnd`]) or is revoked while
+    /// the call runs, the retained stderr shrinks back to the normal budget
+    /// at once, keeping the bytes the mode keeps (the newest for `tail`),
+    /// and the difference goes back to the pool; new bytes are retained
+    /// under the normal budget; the record still says `debug: true`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant, SystemTime};
+    /// use spillguard_core::{
+    ///     Call, CallKind, CallSettings, CallSpec, Config, DebugGrant, RetentionPool,
+    /// };
+    ///
+    /// let config = Config::default();
+    /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+    /// let spec = CallSpec {
+    ///     call_id: "c_long".into(),
+    ///     session_id: "s_1".into(),
+    ///     kind: CallKind::Action,
+    ///     action: "build".into(),
+    ///     target: "ci".into(),
+    ///     summary: "make".into(),
+    /// };
+    /// let t0 = Instant::now();
+    /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
+    /// call.handle_validated(t0, false)?;
+    /// while call.poll_action().is_some() {}
+    /// call.handle_spawned(t0, 4242)?;
+    /// call.handle_stderr(t0, &[b'x'; 20_000]);
+    /// assert_eq!(call.stderr().map(|c| c.bytes_retained()), Some(16_384));
+    ///
+    /// // Debug is granted at 1 s for 60 s, 65536 bytes per call.
+    /// let t1 = t0 + Duration::from_secs(1);
+    /// let grant = DebugGrant::new(&config, t1, Duration::from_secs(60), 65_536)?;
+    /// call.handle_debug_grant(t1, &grant);
+    /// call.handle_stderr(t1, &[b'y'; 30_000]);
+    /// assert_eq!(call.stderr().map(|c| c.bytes_retained()), Some(46_384));
+    /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(60)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`StreamCapture::raise_budget`]: crate::StreamCapture::raise_budget
+    pub fn handle_debug_grant(&mut self, now: Instant, grant: &DebugGrant) {
+        self.handle_infallible(now, Input::DebugGranted(*grant));
+    }
+
+    /// The host revoked its debug grant while the call is live: if the
+    /// call is under a grant, it ends now, exactly as at its end (the
+    /// retained stderr shrinks back to the normal budget, the difference
+    /// goes back to the pool, the record still says `debug: true`).
+    /// Otherwise nothing changes. Valid in every state; ignored once
+    /// terminal. Never a transition.
+    pub fn handle_debug_revoked(&mut self, now: Instant) {
+        self.handle_infallible(now, Input::DebugRevoked);
     }
 
     /// The next action to carry out, until `None`.

@@ -23,8 +23,9 @@ pub enum Timer {
     /// at most the escapee wait once the direct child exited) before the
     /// call stops waiting for them.
     KillWait,
-    /// The debug grant this call started under ends: its raised stderr
-    /// budget falls back to the normal one.
+    /// The debug grant the call is under ends (the one it started under,
+    /// or one given while it ran): its raised stderr budget falls back to
+    /// the normal one.
     DebugGrantEnd,
 }
 

@@ -10,9 +10,11 @@ use std::time::Instant;
 
 use super::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DisconnectPolicy, Input, Outcome, ResultChannel, ResultKind, Signal,
-    SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
+    CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome, ResultChannel,
+    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
 };
+use crate::capture::to_usize;
+use crate::config::DebugGrant;
 use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
@@ -271,12 +273,10 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             }
         }
 
-        (_, Input::Timeout(Timer::DebugGrantEnd)) => {
-            let window = call.settings.debug_until;
-            if let (Some(capture), Some(window)) = (call.stderr.as_mut(), window) {
-                capture.shrink_budget(window.normal_budget);
-            }
-        }
+        // A debug grant is never a transition: it changes the stderr
+        // budget of a live call, in every state.
+        (_, Input::DebugGranted(grant)) => debug_granted(call, now, &grant),
+        (_, Input::DebugRevoked | Input::Timeout(Timer::DebugGrantEnd)) => debug_ended(call),
         (state, Input::ClientDisconnected) => {
             call.client_disconnected = true;
             // A card on screen can no longer be answered: whoever could
@@ -301,6 +301,45 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         }
     }
     Ok(())
+}
+
+/// The host's grant in force is `grant`: an active one raises (or, if it
+/// replaces a larger one, lowers) the stderr budget until its end and
+/// marks the record `debug: true`; one already over ends the call's grant.
+fn debug_granted(call: &mut Call, now: Instant, grant: &DebugGrant) {
+    if !grant.is_active(now) {
+        return debug_ended(call);
+    }
+    let normal = call
+        .settings
+        .debug_until
+        .map_or(call.settings.stderr.budget, |w| w.normal_budget);
+    let budget = normal.max(to_usize(grant.per_call_bytes()));
+    call.settings.debug_until = Some(DebugWindow {
+        until: grant.until(),
+        normal_budget: normal,
+    });
+    call.settings.stderr.budget = budget;
+    call.settings.stderr.debug = true;
+    call.timers.set(Timer::DebugGrantEnd, grant.until());
+    if let Some(capture) = call.stderr.as_mut() {
+        capture.mark_debug();
+        capture.raise_budget(budget);
+        capture.shrink_budget(budget);
+    }
+}
+
+/// The call's debug grant ended (its end came, or it was revoked): the
+/// retained stderr shrinks back to the normal budget and the pool gets the
+/// difference back; the record keeps `debug: true`.
+fn debug_ended(call: &mut Call) {
+    call.timers.stop(Timer::DebugGrantEnd);
+    if let Some(window) = call.settings.debug_until.take() {
+        call.settings.stderr.budget = window.normal_budget;
+        if let Some(capture) = call.stderr.as_mut() {
+            capture.shrink_budget(window.normal_budget);
+        }
+    }
 }
 
 fn enter(call: &mut Call, now: Instant, to: State) {

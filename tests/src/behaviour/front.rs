@@ -90,6 +90,136 @@ pub fn a_debug_grant_raises_the_budget_of_calls_started_under_it<H: HostUnderTes
     assert_eq!(debugged.stderr.render().lines().next(), Some(marker));
 }
 
+/// A debug grant reaches the calls running when it is given (R2.7: calls
+/// started *or running* under it say `debug: true`): a call that emitted
+/// 20,000 bytes before the grant keeps the 16,384 it retained then and
+/// grows with the next 30,000 to 46,384; a call that ended before the
+/// grant says `debug: false`; a running call whose grant is revoked before
+/// its next bytes is back at 16,384 and still says `debug: true`.
+pub fn a_debug_grant_reaches_the_calls_running_when_it_is_given<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let host = host(HostOptions::default());
+    let early = wait(
+        host.launch(
+            request(HelperCommand::shell_script(
+                "head -c 20000 /dev/zero | tr '\\0' x 1>&2",
+            ))
+            .start(),
+        ),
+    );
+    // Each live call floods 20,000 bytes, waits for its file, then writes
+    // 15,000 lines of "y\n"; a tap counts what its owner has read.
+    let live = |name: &str| {
+        let go = temp_path(name);
+        let _ = std::fs::remove_file(&go);
+        let script = format!(
+            "head -c 20000 /dev/zero | tr '\\0' x 1>&2; \
+             while [ ! -e '{}' ]; do sleep 0.01; done; \
+             yes y | head -n 15000 1>&2",
+            go.display()
+        );
+        let seen = Arc::new(AtomicU64::new(0));
+        let tap = seen.clone();
+        let call = host.launch(
+            request(HelperCommand::shell_script(script))
+                .stderr_tap(move |chunk| {
+                    tap.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                })
+                .start(),
+        );
+        (call, seen, go)
+    };
+    let (kept, kept_seen, kept_go) = live("kept");
+    let (revoked, revoked_seen, revoked_go) = live("revoked");
+    for seen in [&kept_seen, &revoked_seen] {
+        poll_until(Duration::from_secs(10), "the first 20000 bytes", || {
+            seen.load(Ordering::SeqCst) == 20_000
+        });
+    }
+    // The owners have handled those bytes (the tap runs in the same step).
+    host.grant_debug(Duration::from_secs(60), 65_536).unwrap();
+    // An answer from each owner after the grant: its channel is in order,
+    // so the grant was handled before the helper is let go on.
+    let fence = |call: &H::Call| {
+        assert_eq!(
+            call.approve(),
+            Err(spillguard_core::CallError::InvalidTransition {
+                state: State::Dispatched,
+                input: "approval_granted",
+            })
+        );
+    };
+    fence(&kept);
+    fence(&revoked);
+    std::fs::write(&kept_go, b"").unwrap();
+    let kept = wait(kept);
+    host.revoke_debug();
+    fence(&revoked);
+    std::fs::write(&revoked_go, b"").unwrap();
+    let revoked = wait(revoked);
+    let _ = std::fs::remove_file(&kept_go);
+    let _ = std::fs::remove_file(&revoked_go);
+
+    let facts = |o: &spillguard_core::Outcome| {
+        (
+            o.record.state,
+            o.record.debug,
+            o.record.stderr_bytes_seen,
+            o.record.stderr_bytes_retained,
+            o.record.stderr_retention_limited,
+        )
+    };
+    assert_eq!(
+        facts(&early),
+        (State::Completed, false, 20_000, 16_384, false)
+    );
+    assert_eq!(
+        facts(&kept),
+        (State::Completed, true, 50_000, 46_384, false)
+    );
+    assert_eq!(
+        facts(&revoked),
+        (State::Completed, true, 50_000, 16_384, false)
+    );
+    // Nothing dropped before the grant came back: the window is the last
+    // 16,384 x read before it, then every line after it.
+    let text = kept.stderr.render_unredacted();
+    assert_eq!(
+        text.lines().next(),
+        Some("[stderr truncated: kept last 46384 of 50000 bytes]")
+    );
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last 46384 of 50000 bytes]\n{}{}",
+            "x".repeat(16_384),
+            "y\n".repeat(15_000)
+        )
+    );
+    assert_eq!(
+        revoked.stderr.render_unredacted(),
+        format!(
+            "[stderr truncated: kept last 16384 of 50000 bytes]\n{}",
+            "y\n".repeat(8_192)
+        )
+    );
+    // The outcomes hold their reservations: at least what they retain, at
+    // most their budgets (buffers grow by doubling, so where in between
+    // depends on how the runtime's reads cut the stream).
+    let pool = host.pool();
+    let in_use = pool.in_use();
+    assert!(
+        (16_384 + 46_384 + 16_384..=16_384 + 65_536 + 16_384).contains(&in_use),
+        "{in_use}"
+    );
+    drop((early, kept, revoked));
+    assert_eq!(pool.in_use(), 0);
+    assert!(pool.peak() <= pool.capacity());
+}
+
 /// Dropping the host (its last clone) with live calls cancels each: TERM
 /// to its group, and every owner still finishes its call and writes its
 /// record; no helper is left.

@@ -92,6 +92,7 @@ macro_rules! behaviour_suite {
             a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid,
             the_builder_fills_every_field_from_the_command,
             a_debug_grant_raises_the_budget_of_calls_started_under_it,
+            a_debug_grant_reaches_the_calls_running_when_it_is_given,
             dropping_the_host_stops_its_helpers_and_writes_their_records,
             an_owner_that_dies_mid_call_kills_its_helper_and_lets_go,
             a_result_that_reports_a_remote_failure_ends_failed_remote,
