@@ -12,6 +12,8 @@ while another helper floods stderr.
 
 Usage: python mcp_bridge.py PATH/TO/spillguard [PATH/TO/mcp_tools.toml]
 Exits non-zero at the first wrong fact.
+       python mcp_bridge.py --latency PATH/TO/spillguard TOOLS BLOCKS
+prints the tools/call -> elicitation times only (`cargo xtask bench`).
 """
 
 import json
@@ -465,7 +467,35 @@ async def main():
     print(f"mcp_bridge.py: every check passed in {time.monotonic() - started:.1f} s")
 
 
-if sys.argv[1] == "--client-that-dies":
+async def latency(blocks):
+    """`--latency`: the time from tools/call to the elicitation request, in
+    blocks of 10 calls alternating quiet and with a helper flooding stderr
+    (a discovery writing 1 GiB, restarted as soon as it ends). Prints one
+    JSON line of milliseconds."""
+    approver = Approver()
+    quiet, noisy = [], []
+    async with stdio_client(server([])) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=approver) as client:
+            await client.initialize()
+            await elicitation_latency(client, approver, 10)  # warm up
+            for _ in range(blocks):
+                quiet += await elicitation_latency(client, approver, 10)
+                async with anyio.create_task_group() as group:
+                    async def flood():
+                        while True:
+                            await client.call_tool("flood", {"bytes": 1 << 30})
+
+                    group.start_soon(flood)
+                    await anyio.sleep(0.1)
+                    noisy += await elicitation_latency(client, approver, 10)
+                    group.cancel_scope.cancel()
+    print(json.dumps({"quiet_ms": [t * 1000 for t in quiet], "noisy_ms": [t * 1000 for t in noisy]}))
+
+
+if sys.argv[1] == "--latency":
+    SPILLGUARD, TOOLS = sys.argv[2], os.path.abspath(sys.argv[3])
+    anyio.run(latency, int(sys.argv[4]))
+elif sys.argv[1] == "--client-that-dies":
     SPILLGUARD, TOOLS = sys.argv[2], sys.argv[3]
     anyio.run(client_that_dies, *sys.argv[4:8])
 else:

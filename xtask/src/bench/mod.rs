@@ -37,8 +37,10 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio
                    (default all; stdio: 256 MiB through `spillguard stdio
-                   -- cat` vs `cat`, and rmcp round trips when the MCP
-                   peers of .ci/peers.sh are installed)
+                   -- cat` vs `cat`, and, when the MCP peers of
+                   .ci/peers.sh are installed, rmcp round trips and
+                   `spillguard mcp`'s time from tools/call to the
+                   approval card, quiet and while a helper floods)
   --plot [PATH]    instead of the tables: floods of 16, 64, 256 and 1024 MiB
                    through spillguard on std, smol and tokio and through
                    Command::output() (1 round unless --rounds), their peak
@@ -279,7 +281,15 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         if rmcp.is_none() {
             eprintln!("bench: no rmcp round trips: run .ci/peers.sh to install the MCP peers");
         }
-        let measured = stdio::measure(&binaries.spillguard, rmcp, options.rounds, 2000);
+        let mut measured = stdio::measure(&binaries.spillguard, rmcp, options.rounds, 2000);
+        if peers.exists() {
+            stdio::measure_elicitation(
+                &mut measured,
+                &binaries.spillguard,
+                &peers,
+                options.rounds * 4,
+            );
+        }
         stdio::print(&measured);
         failed += measured.failures.len();
     }

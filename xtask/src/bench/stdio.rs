@@ -8,6 +8,12 @@
 //! and checks that every byte came back; throughput is bytes over wall
 //! time. Rounds are interleaved (each runs both cases back to back); the
 //! ratio is the median of the per-round ratios.
+//!
+//! `spillguard mcp`: the time from a `tools/call` of a tool that requires
+//! approval to its `elicitation/create` request, measured by the Python SDK
+//! client (`tests/peers/mcp_bridge.py --latency`) in blocks of 10 calls
+//! that alternate quiet and with another helper flooding stderr; the card
+//! must not wait for stderr, so the two medians are printed side by side.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -84,6 +90,9 @@ pub struct Measured {
     round_trips: Vec<(f64, f64)>,
     /// How many round trips each run made.
     round_trip_count: u32,
+    /// (quiet, with a flood running) ms from `tools/call` to the
+    /// elicitation request, one value per call.
+    elicitation: Option<(Vec<f64>, Vec<f64>)>,
     /// What failed, one line each.
     pub failures: Vec<String>,
 }
@@ -161,6 +170,64 @@ fn round_trips(binary: &Path, count: u32, guarded_first: bool) -> Result<(f64, f
     }
 }
 
+/// Measures `spillguard mcp`'s time to the approval card with the Python
+/// SDK client `python`, `blocks` blocks of 10 calls each way.
+pub fn measure_elicitation(measured: &mut Measured, spillguard: &Path, python: &Path, blocks: u32) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    eprint!(
+        "bench: spillguard mcp, tools/call -> elicitation x{} each way ... ",
+        blocks * 10
+    );
+    let output = Command::new(python)
+        .arg(repo.join("tests/peers/mcp_bridge.py"))
+        .arg("--latency")
+        .arg(spillguard)
+        .arg(repo.join("tests/peers/mcp_tools.toml"))
+        .arg(blocks.to_string())
+        .stderr(Stdio::inherit())
+        .output();
+    let parsed = output
+        .map_err(|error| format!("cannot run {}: {error}", python.display()))
+        .and_then(|output| {
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            let value: serde_json::Value = serde_json::from_str(text.trim())
+                .map_err(|error| format!("{}: {error}: {text}", output.status))?;
+            let times = |key: &str| -> Vec<f64> {
+                value[key]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+                    .unwrap_or_default()
+            };
+            Ok((times("quiet_ms"), times("noisy_ms")))
+        });
+    match parsed {
+        Ok(times) if !times.0.is_empty() && !times.1.is_empty() => {
+            eprintln!("done");
+            measured.elicitation = Some(times);
+        }
+        Ok(_) => {
+            eprintln!("FAILED");
+            measured
+                .failures
+                .push("spillguard mcp latency: no times".into());
+        }
+        Err(error) => {
+            eprintln!("FAILED");
+            measured
+                .failures
+                .push(format!("spillguard mcp latency: {error}"));
+        }
+    }
+}
+
+/// The value at `share` (0 to 1) of the sorted `values`.
+fn quantile(values: &[f64], share: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = ((sorted.len() as f64 - 1.0) * share).round() as usize;
+    sorted.get(at).copied().unwrap_or(f64::NAN)
+}
+
 /// Prints the section.
 pub fn print(measured: &Measured) {
     println!("\n== stdio: MCP stdio forwarding");
@@ -226,6 +293,22 @@ pub fn print(measured: &Measured) {
             } else {
                 "missed"
             }
+        );
+    }
+    if let Some((quiet, noisy)) = &measured.elicitation {
+        let (q50, n50) = (quantile(quiet, 0.5), quantile(noisy, 0.5));
+        println!(
+            "  spillguard mcp, tools/call -> elicitation/create ({} calls each way, Python SDK client):",
+            quiet.len()
+        );
+        println!(
+            "    quiet                      {q50:8.2} ms median   {:8.2} ms p90",
+            quantile(quiet, 0.9)
+        );
+        println!(
+            "    while a helper floods      {n50:8.2} ms median   {:8.2} ms p90   {:.2}x of quiet",
+            quantile(noisy, 0.9),
+            n50 / q50
         );
     }
     for failure in &measured.failures {
