@@ -11,8 +11,14 @@ mkdir -p "$peers"
 if [ ! -x "$peers/venv/bin/python" ]; then
     python3 -m venv "$peers/venv"
 fi
-if ! "$peers/venv/bin/python" -c 'import mcp, mcp_server_time' 2>/dev/null; then
-    "$peers/venv/bin/pip" install --quiet --disable-pip-version-check mcp mcp-server-time
+# Pinned: the tests use this SDK's API (its ClientSession and its Client,
+# which negotiates protocol 2026-07-28); a new release is taken on purpose.
+python_peers=(mcp==2.3.0 mcp-server-time==2026.10.19)
+if ! "$peers/venv/bin/python" -c '
+import importlib.metadata as m, sys
+sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10.19")
+' 2>/dev/null; then
+    "$peers/venv/bin/pip" install --quiet --disable-pip-version-check "${python_peers[@]}"
 fi
 
 if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
