@@ -38,7 +38,7 @@
 //!    cancels it (`cancelled_before_dispatch` while the card is shown,
 //!    `cancelled_after_dispatch` once running: TERM to its group, grace,
 //!    KILL), and the record is still written.
-//! 5. **The result** ([`answer`](super::answer)) carries the record's
+//! 5. **The result** (`answer.rs`) carries the record's
 //!    fields, the helper's result and the stderr excerpt.
 //!
 //! When the client goes away (stdin reaches its end) every live call is

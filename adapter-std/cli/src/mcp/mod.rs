@@ -2,15 +2,15 @@
 //! command it runs, its parameters and how a call of it is handled, and
 //! what turns a `tools/call` into a call to start.
 //!
-//! * [`ToolsFile::from_toml_str`] loads and checks the file
+//! * [`ToolsFile::from_toml_str`](tools::ToolsFile::from_toml_str) loads and checks the file
 //!   (`tools.rs` states every rule);
-//! * [`Tool::input_schema`] is the schema MCP publishes for a tool, and
-//!   [`ToolsFile::list_json`] the `tools/list` result;
-//! * [`Tool::prepare`] checks a call's arguments and builds the
-//!   [`PreparedCall`]: the command (one argument per word, no shell), the
+//! * [`Tool::input_schema`](tools::Tool::input_schema) is the schema MCP publishes for a tool, and
+//!   [`ToolsFile::list_json`](tools::ToolsFile::list_json) the `tools/list` result;
+//! * [`Tool::prepare`](tools::Tool::prepare) checks a call's arguments and builds the
+//!   [`PreparedCall`](prepare::PreparedCall): the command (one argument per word, no shell), the
 //!   target, the summary, and the approval card's text, fixed once
 //!   (`prepare.rs` states the rules a value is held to and the card's
-//!   format). Invalid arguments are an [`InvalidParams`] naming each
+//!   format). Invalid arguments are an [`InvalidParams`](prepare::InvalidParams) naming each
 //!   failing parameter; nothing has run.
 //! * [`serve::main`] runs the MCP server (`bridge.rs` states how a
 //!   `tools/call` becomes a call, `answer.rs` what its result holds).
