@@ -6,16 +6,22 @@
 //! other read is dropped unfinished: an async-process pipe read holds no
 //! bytes while it waits, so nothing is lost). A read of 0 is end-of-file,
 //! and so is any read error other than `EINTR`. After the call finished,
-//! the owner keeps reading and dropping until end-of-file, so a descendant
-//! still holding a pipe never blocks on it.
+//! a pipe a descendant still holds is the host's drainer's: one task on
+//! smol's executor ([`SmolOrphans`], the waiting half of
+//! [`spillguard_kit::orphans`]) reads and drops what comes, so the
+//! descendant never blocks on it.
 
 use std::future;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use async_process::{ChildStderr, ChildStdout};
 use futures_lite::{AsyncRead, AsyncReadExt};
+use smol::{Async, Timer};
+use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};
 
 use crate::owner::Pipe;
 
@@ -86,6 +92,51 @@ pub(crate) async fn read_either(
         futures_lite::future::or(err, out).await
     } else {
         futures_lite::future::or(out, err).await
+    }
+}
+
+/// Where a smol host's drainer runs and how it waits: one task on smol's
+/// global executor (where the owners run), each leftover pipe registered
+/// with the reactor (`Async`), read when it is readable, and a `Timer`
+/// for the time bound.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SmolOrphans;
+
+impl OrphanRuntime for SmolOrphans {
+    fn start(&self, drain: Drain) {
+        smol::spawn(drain.run::<Self>()).detach();
+    }
+}
+
+impl AsyncOrphans for SmolOrphans {
+    type Pipe = Async<OwnedFd>;
+    type Timer = Timer;
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    fn register(pipe: OwnedFd) -> io::Result<Async<OwnedFd>> {
+        Async::new(pipe)
+    }
+
+    fn poll_read(
+        pipe: &mut Async<OwnedFd>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match read_now(pipe.get_ref().as_fd(), buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(pipe.poll_readable(cx))?;
+                }
+                done => return Poll::Ready(done),
+            }
+        }
+    }
+
+    fn timer(at: Instant) -> Timer {
+        Timer::at(at)
     }
 }
 
