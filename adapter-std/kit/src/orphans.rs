@@ -429,7 +429,12 @@ impl<P> Held<P> {
     /// Takes what was handed over (`register`ed; a pipe it refuses is
     /// closed), then closes what a bound closes at `now`; `waker` is woken
     /// when the next pipe comes.
-    fn admit(&mut self, now: Instant, waker: &Waker, mut register: impl FnMut(OwnedFd) -> io::Result<P>) {
+    fn admit(
+        &mut self,
+        now: Instant,
+        waker: &Waker,
+        mut register: impl FnMut(OwnedFd) -> io::Result<P>,
+    ) {
         let incoming = {
             let mut inbox = self.drain.shared.inbox();
             if !inbox.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
