@@ -185,6 +185,36 @@ mod tests {
         });
     }
 
+    /// More than a pipe holds goes through only if the drainer task reads
+    /// it; at the end the task ends.
+    #[test]
+    fn the_drainer_task_reads_a_leftover_pipe_to_its_end_then_ends() {
+        use spillguard_kit::OrphanStats;
+        use spillguard_kit::orphans::OrphanDrainer;
+
+        let drainer = OrphanDrainer::new(Some(Duration::from_secs(60)), 8, SmolOrphans);
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        assert!(drainer.is_running());
+        let chunk = [b'x'; 4096];
+        let mut written = 0;
+        while written < 4 << 20 {
+            written += rustix::io::write(&write, &chunk).unwrap();
+        }
+        assert_eq!(drainer.stats().draining, 1);
+        drop(write);
+        let ended = OrphanStats {
+            draining: 0,
+            closed: 0,
+            ended: 1,
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while drainer.stats() != ended || drainer.is_running() {
+            assert!(std::time::Instant::now() < until, "{:?}", drainer.stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn closed_streams_are_never_ready() {
         smol::block_on(async {

@@ -147,4 +147,60 @@ mod tests {
                 .is_err()
         );
     }
+
+    fn stats(draining: usize, closed: u64) -> spillguard_kit::OrphanStats {
+        spillguard_kit::OrphanStats {
+            draining,
+            closed,
+            ended: 0,
+        }
+    }
+
+    /// The time bound runs on the runtime's clock: paused, 60 virtual
+    /// seconds close the pipe at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_drainer_task_s_time_bound_follows_the_runtime_s_clock() {
+        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+            Some(Duration::from_secs(60)),
+            8,
+            TokioOrphans(Handle::current()),
+        );
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert_eq!(drainer.stats(), stats(1, 0));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(drainer.stats(), stats(0, 1));
+        assert!(!drainer.is_running());
+        assert_eq!(
+            rustix::io::write(&write, b"x"),
+            Err(rustix::io::Errno::PIPE)
+        );
+    }
+
+    /// A runtime shut down under its drainer task closes what the task
+    /// held, counted as closed; the next pipe starts a new task.
+    #[test]
+    fn a_runtime_shut_down_under_the_drainer_closes_its_pipes() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+            None,
+            8,
+            TokioOrphans(runtime.handle().clone()),
+        );
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert_eq!(drainer.stats(), stats(1, 0));
+        drop(runtime);
+        assert_eq!(drainer.stats(), stats(0, 1));
+        assert!(!drainer.is_running());
+        assert_eq!(
+            rustix::io::write(&write, b"x"),
+            Err(rustix::io::Errno::PIPE)
+        );
+    }
 }

@@ -691,6 +691,35 @@ mod tests {
         }
     }
 
+    /// A runtime that cannot run a drainer: it drops it.
+    #[derive(Debug)]
+    struct Refuses;
+
+    impl OrphanRuntime for Refuses {
+        fn start(&self, drain: Drain) {
+            drop(drain);
+        }
+    }
+
+    #[test]
+    fn a_drainer_that_cannot_run_closes_and_counts_every_pipe() {
+        let drainer = OrphanDrainer::new(None, 8, Refuses);
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        let closed = OrphanStats {
+            draining: 0,
+            closed: 1,
+            ended: 0,
+        };
+        assert_eq!(drainer.stats(), closed);
+        assert!(!drainer.is_running());
+        assert_eq!(rustix::io::write(&write, b"x"), Err(Errno::PIPE));
+        // Each pipe tries again.
+        drainer.adopt(rustix::pipe::pipe().unwrap().0);
+        assert_eq!(drainer.stats().closed, 2);
+        assert!(!drainer.is_running());
+    }
+
     #[test]
     fn the_drainer_closes_at_its_bounds_and_the_writer_gets_epipe() {
         let drainer = OrphanDrainer::new(Some(Duration::from_millis(200)), 2, ThreadOrphans);
