@@ -39,28 +39,14 @@ pub fn an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound<H: HostUnd
     poll_until(Duration::from_secs(5), "2 pipes draining", || {
         host.orphan_pipes().draining == 2
     });
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 2,
-            closed: 0,
-            ended: 0
-        }
-    );
+    assert_orphans(&host, 2, 0, 0);
     // Still alive and writing while drained: nothing blocks it.
     assert!(rustix::process::test_kill_process(escapee).is_ok());
     poll_until(Duration::from_secs(10), "2 pipes closed", || {
         host.orphan_pipes().closed == 2
     });
     let closed_after = ended.elapsed();
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 0,
-            closed: 2,
-            ended: 0
-        }
-    );
+    assert_orphans(&host, 0, 2, 0);
     // Handed over just after the outcome, closed 1 s later; generous
     // bounds for a loaded machine.
     assert!(
@@ -104,14 +90,7 @@ pub fn the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted<H: HostUnde
     poll_until(Duration::from_secs(5), "1 pipe closed", || {
         host.orphan_pipes().closed == 1
     });
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 1,
-            closed: 1,
-            ended: 0
-        }
-    );
+    assert_orphans(&host, 1, 1, 0);
     // It goes on writing to the drained stderr: 0.5 s later, still so.
     std::thread::sleep(Duration::from_millis(500));
     assert!(rustix::process::test_kill_process(escapee).is_ok());
@@ -120,14 +99,7 @@ pub fn the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted<H: HostUnde
     poll_until(Duration::from_secs(10), "the pipe's end", || {
         host.orphan_pipes().ended == 1
     });
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 0,
-            closed: 1,
-            ended: 1
-        }
-    );
+    assert_orphans(&host, 0, 1, 1);
     reap(escapee);
 }
 
@@ -289,14 +261,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     poll_until(Duration::from_secs(5), "the count bound", || {
         host.orphan_pipes().closed == 1
     });
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 3,
-            closed: 1,
-            ended: 0
-        }
-    );
+    assert_orphans(&host, 3, 1, 0);
     let (threads_two_calls, drainer_threads) = process_threads();
     assert_eq!(
         drainer_threads, own_thread,
@@ -320,14 +285,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     // Both escapees still write to drained pipes: nothing blocks them.
     assert!(rustix::process::test_kill_process(first).is_ok());
     assert!(rustix::process::test_kill_process(second).is_ok());
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 3,
-            closed: 1,
-            ended: 0
-        }
-    );
+    assert_orphans(&host, 3, 1, 0);
 
     for escapee in [first, second] {
         rustix::process::kill_process(escapee, Signal::KILL).unwrap();
@@ -335,14 +293,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     poll_until(Duration::from_secs(10), "3 pipes ended", || {
         host.orphan_pipes().ended == 3
     });
-    assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
-            draining: 0,
-            closed: 1,
-            ended: 3
-        }
-    );
+    assert_orphans(&host, 0, 1, 3);
     reap(first);
     reap(second);
     poll_until(Duration::from_secs(10), "the drainer thread's end", || {
@@ -360,4 +311,17 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
         other_call,
         threads_after,
     }
+}
+
+/// Asserts what `host`'s drainer holds and counted: exactly `draining`
+/// pipes now, `closed` and `ended` so far.
+fn assert_orphans<H: HostUnderTest>(host: &H, draining: usize, closed: u64, ended: u64) {
+    assert_eq!(
+        host.orphan_pipes(),
+        OrphanStats {
+            draining,
+            closed,
+            ended
+        }
+    );
 }
