@@ -26,6 +26,7 @@ use spillguard_kit::{
 
 use crate::handle::{CallHandle, Changed, Published};
 use crate::owner::{Command, Event, Owner};
+use crate::reader::SmolOrphans;
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
 /// process-wide [`RetentionPool`], the audit sink and the live calls. Each
@@ -100,7 +101,7 @@ impl Host {
     pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         Ok(Self {
             core: Arc::new(HostCore::new(HostShared {
-                state: HostState::new(config, options)?,
+                state: HostState::new(config, options, SmolOrphans)?,
                 call_ended: Notify::new(),
             })),
         })

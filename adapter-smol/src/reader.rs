@@ -6,16 +6,22 @@
 //! other read is dropped unfinished: an async-process pipe read holds no
 //! bytes while it waits, so nothing is lost). A read of 0 is end-of-file,
 //! and so is any read error other than `EINTR`. After the call finished,
-//! the owner keeps reading and dropping until end-of-file, so a descendant
-//! still holding a pipe never blocks on it.
+//! a pipe a descendant still holds is the host's drainer's: one task on
+//! smol's executor ([`SmolOrphans`], the waiting half of
+//! [`spillguard_kit::orphans`]) reads and drops what comes, so the
+//! descendant never blocks on it.
 
 use std::future;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use async_process::{ChildStderr, ChildStdout};
 use futures_lite::{AsyncRead, AsyncReadExt};
+use smol::{Async, Timer};
+use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};
 
 use crate::owner::Pipe;
 
@@ -89,6 +95,51 @@ pub(crate) async fn read_either(
     }
 }
 
+/// Where a smol host's drainer runs and how it waits: one task on smol's
+/// global executor (where the owners run), each leftover pipe registered
+/// with the reactor (`Async`), read when it is readable, and a `Timer`
+/// for the time bound.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SmolOrphans;
+
+impl OrphanRuntime for SmolOrphans {
+    fn start(&self, drain: Drain) {
+        smol::spawn(drain.run::<Self>()).detach();
+    }
+}
+
+impl AsyncOrphans for SmolOrphans {
+    type Pipe = Async<OwnedFd>;
+    type Timer = Timer;
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    fn register(pipe: OwnedFd) -> io::Result<Async<OwnedFd>> {
+        Async::new(pipe)
+    }
+
+    fn poll_read(
+        pipe: &mut Async<OwnedFd>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match read_now(pipe.get_ref().as_fd(), buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(pipe.poll_readable(cx))?;
+                }
+                done => return Poll::Ready(done),
+            }
+        }
+    }
+
+    fn timer(at: Instant) -> Timer {
+        Timer::at(at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +183,36 @@ mod tests {
             assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
             assert_eq!(read_some(&mut source, &mut buf).await, 0);
         });
+    }
+
+    /// More than a pipe holds goes through only if the drainer task reads
+    /// it; at the end the task ends.
+    #[test]
+    fn the_drainer_task_reads_a_leftover_pipe_to_its_end_then_ends() {
+        use spillguard_kit::OrphanStats;
+        use spillguard_kit::orphans::OrphanDrainer;
+
+        let drainer = OrphanDrainer::new(Some(Duration::from_secs(60)), 8, SmolOrphans);
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        assert!(drainer.is_running());
+        let chunk = [b'x'; 4096];
+        let mut written = 0;
+        while written < 4 << 20 {
+            written += rustix::io::write(&write, &chunk).unwrap();
+        }
+        assert_eq!(drainer.stats().draining, 1);
+        drop(write);
+        let ended = OrphanStats {
+            draining: 0,
+            closed: 0,
+            ended: 1,
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while drainer.stats() != ended || drainer.is_running() {
+            assert!(std::time::Instant::now() < until, "{:?}", drainer.stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]

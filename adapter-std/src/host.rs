@@ -13,6 +13,7 @@ use spillguard_core::{
     DebugGrantError, Outcome, RetentionPool,
 };
 use spillguard_kit::host_state::HostState;
+use spillguard_kit::orphans::ThreadOrphans;
 use spillguard_kit::owner::{HostCore, HostLink, Prepared};
 use spillguard_kit::{
     Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, OrphanStats,
@@ -92,7 +93,7 @@ impl Host {
     pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         Ok(Self {
             core: Arc::new(HostCore::new(HostShared {
-                state: HostState::new(config, options)?,
+                state: HostState::new(config, options, ThreadOrphans)?,
                 ended: Mutex::new(()),
                 call_ended: Condvar::new(),
             })),

@@ -24,6 +24,7 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::handle::{CallHandle, Changed, Published};
 use crate::owner::{self, Command, Event, Owner};
+use crate::reader::TokioOrphans;
 
 /// What to do when [`Host::new`] finds no runtime.
 const NO_RUNTIME: &str = "Host::new was called outside a tokio runtime: call it from within one, \
@@ -125,7 +126,7 @@ impl Host {
     ) -> Result<Self, HostError> {
         Ok(Self {
             core: Arc::new(HostCore::new(HostShared {
-                state: HostState::new(config, options)?,
+                state: HostState::new(config, options, TokioOrphans(runtime.clone()))?,
                 call_ended: Notify::new(),
                 runtime,
             })),

@@ -4,13 +4,23 @@
 //! The owner keeps one 64 KiB buffer per stream and reads whichever stream
 //! is ready first (the other read is dropped: a tokio pipe read is
 //! cancel-safe, nothing read is lost). A read of 0 is end-of-file, and so
-//! is any read error other than `EINTR`. After the call finished, the owner
-//! keeps reading and dropping until end-of-file, so a descendant still
-//! holding a pipe never blocks on it.
+//! is any read error other than `EINTR`. After the call finished, a pipe
+//! a descendant still holds is the host's drainer's: one task on the
+//! host's runtime ([`TokioOrphans`], the waiting half of
+//! [`spillguard_kit::orphans`]) reads and drops what comes, so the
+//! descendant never blocks on it.
 
 use std::future;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::runtime::Handle;
+use tokio::time::Sleep;
 
 use crate::process::Stream;
 
@@ -31,6 +41,47 @@ pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> us
     match stream {
         Some(stream) => read_some(stream, buf).await,
         None => future::pending().await,
+    }
+}
+
+/// Where a tokio host's drainer runs and how it waits: one task on the
+/// host's runtime, each leftover pipe registered with its reactor (as a
+/// tokio child pipe, whichever stream it was), read when it is readable,
+/// and a `Sleep` on the runtime's clock for the time bound.
+#[derive(Debug, Clone)]
+pub(crate) struct TokioOrphans(pub(crate) Handle);
+
+impl OrphanRuntime for TokioOrphans {
+    fn start(&self, drain: Drain) {
+        // Detached; on a runtime shut down, the task is dropped at once.
+        drop(self.0.spawn(drain.run::<Self>()));
+    }
+}
+
+impl AsyncOrphans for TokioOrphans {
+    type Pipe = tokio::process::ChildStdout;
+    type Timer = Pin<Box<Sleep>>;
+
+    fn now() -> Instant {
+        crate::owner::clock()
+    }
+
+    fn register(pipe: OwnedFd) -> io::Result<Self::Pipe> {
+        tokio::process::ChildStdout::from_std(std::process::ChildStdout::from(pipe))
+    }
+
+    fn poll_read(
+        pipe: &mut Self::Pipe,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut buf = ReadBuf::new(buf);
+        ready!(Pin::new(pipe).poll_read(cx, &mut buf))?;
+        Poll::Ready(Ok(buf.filled().len()))
+    }
+
+    fn timer(at: Instant) -> Self::Timer {
+        Box::pin(tokio::time::sleep_until(at.into()))
     }
 }
 
@@ -94,6 +145,62 @@ mod tests {
             tokio::time::timeout(Duration::from_millis(20), read)
                 .await
                 .is_err()
+        );
+    }
+
+    fn stats(draining: usize, closed: u64) -> spillguard_kit::OrphanStats {
+        spillguard_kit::OrphanStats {
+            draining,
+            closed,
+            ended: 0,
+        }
+    }
+
+    /// The time bound runs on the runtime's clock: paused, 60 virtual
+    /// seconds close the pipe at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_drainer_task_s_time_bound_follows_the_runtime_s_clock() {
+        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+            Some(Duration::from_secs(60)),
+            8,
+            TokioOrphans(Handle::current()),
+        );
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert_eq!(drainer.stats(), stats(1, 0));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(drainer.stats(), stats(0, 1));
+        assert!(!drainer.is_running());
+        assert_eq!(
+            rustix::io::write(&write, b"x"),
+            Err(rustix::io::Errno::PIPE)
+        );
+    }
+
+    /// A runtime shut down under its drainer task closes what the task
+    /// held, counted as closed; the next pipe starts a new task.
+    #[test]
+    fn a_runtime_shut_down_under_the_drainer_closes_its_pipes() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+            None,
+            8,
+            TokioOrphans(runtime.handle().clone()),
+        );
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        drainer.adopt(read);
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert_eq!(drainer.stats(), stats(1, 0));
+        drop(runtime);
+        assert_eq!(drainer.stats(), stats(0, 1));
+        assert!(!drainer.is_running());
+        assert_eq!(
+            rustix::io::write(&write, b"x"),
+            Err(rustix::io::Errno::PIPE)
         );
     }
 }

@@ -15,7 +15,13 @@
 //!   in its group: no process of the group survives;
 //! * **concurrent calls**: `concurrent` helpers at once, each writing
 //!   64 KiB of stderr, under the default 256 KiB process budget, sampled
-//!   every 500 µs: never over budget, every record present.
+//!   every 500 µs: never over budget, every record present;
+//! * **leftover pipes**: `trees` helpers at once, each leaving a `setsid`
+//!   descendant that holds stdout and stderr for 3 s: every call ends
+//!   `abandoned_open`, the host's one drainer takes the pipes, and every
+//!   pipe is counted as ended (or closed, beyond the 256-pipe bound) when
+//!   its escapee exits; then the drainer (a thread on std, a task on smol
+//!   and tokio) has ended and the counts are back.
 //!
 //! Measuring the whole process, the soak must run alone in its process
 //! (`tests/tests/soak.rs` holds one lock for it; `cargo xtask soak` runs
@@ -26,8 +32,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use spillguard_core::{CallRecord, Outcome, Signal, State};
-use spillguard_kit::{HelperCommand, HostOptions};
+use spillguard_core::{CallRecord, Outcome, Signal, State, StreamEnd};
+use spillguard_kit::{HelperCommand, HostOptions, OrphanStats};
 
 use crate::engine::{CallUnderTest, HostUnderTest, request};
 use crate::measure::{PoolSampler, become_subreaper, group_members, settle_group};
@@ -70,6 +76,11 @@ pub struct SoakFigures {
     pub tree_survivors: usize,
     /// Concurrent calls.
     pub concurrent: usize,
+    /// Calls that left an escapee, and what the host's drainer counted
+    /// for their pipes (closed, ended; none left draining).
+    pub escapees: usize,
+    /// What the drainer counted for the escapees' pipes.
+    pub orphans: OrphanStats,
     /// The pool's capacity, its peak and the highest sampled use during
     /// the concurrent calls, and how many samples were taken.
     pub pool: (u64, u64, u64, u64),
@@ -79,8 +90,9 @@ pub struct SoakFigures {
     pub after: Counts,
     /// The most file descriptors seen at the end of a phase.
     pub fds_peak: usize,
-    /// How long each phase took: flood, short, trees, concurrent.
-    pub phases: [Duration; 4],
+    /// How long each phase took: flood, short, trees, concurrent,
+    /// leftover pipes.
+    pub phases: [Duration; 5],
     /// How long the counts took to come back after the last phase.
     pub settled_in: Duration,
 }
@@ -111,6 +123,14 @@ impl fmt::Display for SoakFigures {
              highest of {samples} samples {sampled} B",
             self.concurrent,
             ms(self.phases[3])
+        )?;
+        writeln!(
+            f,
+            "  {} escapees' leftover pipes in {} ms: {} ended, {} closed",
+            self.escapees,
+            ms(self.phases[4]),
+            self.orphans.ended,
+            self.orphans.closed
         )?;
         writeln!(f, "  before: {}", self.before)?;
         write!(
@@ -191,7 +211,7 @@ pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> Soa
     drop(warm);
     let before = steady(&host);
     let mut fds_peak = before.fds;
-    let mut phases = [Duration::ZERO; 4];
+    let mut phases = [Duration::ZERO; 5];
 
     let started = Instant::now();
     let flood_bytes = flood_and_cancel(&host, size.cycles);
@@ -211,6 +231,11 @@ pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> Soa
     let started = Instant::now();
     let pool = concurrent_calls(&host, size.concurrent);
     phases[3] = started.elapsed();
+    fds_peak = fds_peak.max(phase_end(&host, &before));
+
+    let started = Instant::now();
+    let orphans = leftover_pipes(&host, size.trees);
+    phases[4] = started.elapsed();
     fds_peak = fds_peak.max(phase_end(&host, &before));
 
     let (after, settled_in) = settle(&host, Some(SETTLE_LIMIT), |now| {
@@ -233,6 +258,8 @@ pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> Soa
         trees: size.trees,
         tree_survivors,
         concurrent: size.concurrent,
+        escapees: size.trees,
+        orphans,
         pool,
         before,
         after,
@@ -428,4 +455,74 @@ fn concurrent_calls(host: &impl HostUnderTest, count: usize) -> (u64, u64, u64, 
     assert_eq!(kept, ids, "every record present");
     drop(outcomes);
     (capacity, pool.peak(), sampled_max, samples)
+}
+
+/// `count` helpers at once, each leaving a `setsid` descendant that holds
+/// stdout and stderr for 3 s and writes nothing: every call ends
+/// `abandoned_open` and hands its two pipes to the host's drainer; each
+/// pipe ends when its escapee exits, except those over the default
+/// 256-pipe bound (the oldest, closed at once). Returns what the drainer
+/// counted for them; none is left draining.
+fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> OrphanStats {
+    let before = host.orphan_pipes();
+    assert_eq!(before.draining, 0);
+    let dir = std::env::temp_dir().join(format!("spillguard-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_files: Vec<_> = (0..count)
+        .map(|i| dir.join(format!("escapee-{i}.pid")))
+        .collect();
+    let calls: Vec<_> = pid_files
+        .iter()
+        .enumerate()
+        .map(|(i, pid_file)| {
+            let script = format!(
+                "setsid sh -c 'echo $$ > \"{}\"; exec sleep 3' & echo ok",
+                pid_file.display()
+            );
+            let escape = HelperCommand::shell_script(script);
+            host.launch(request(escape).call_id(format!("c_escape_{i}")).start())
+        })
+        .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        let outcome = wait(call);
+        assert_eq!(outcome.record.state, State::Completed, "escapee {i}");
+        assert_eq!(
+            outcome.record.stream_end,
+            StreamEnd::AbandonedOpen,
+            "escapee {i}"
+        );
+    }
+    let pipes = 2 * count;
+    let over = pipes.saturating_sub(HostOptions::DEFAULT_ORPHAN_PIPES_MAX) as u64;
+    let until = Instant::now() + Duration::from_secs(30);
+    while host.orphan_pipes().draining > 0 {
+        assert!(Instant::now() < until, "{:?}", host.orphan_pipes());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = host.orphan_pipes();
+    let counted = OrphanStats {
+        draining: 0,
+        closed: after.closed - before.closed,
+        ended: after.ended - before.ended,
+    };
+    assert_eq!(
+        counted,
+        OrphanStats {
+            draining: 0,
+            closed: over,
+            ended: pipes as u64 - over,
+        }
+    );
+    // The escapees were reparented to this process (a subreaper).
+    for pid_file in &pid_files {
+        let pid = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    counted
 }

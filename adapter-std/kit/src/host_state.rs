@@ -20,7 +20,7 @@ use spillguard_core::{
 
 use crate::audit::AuditSink;
 use crate::builder::{CallRequest, Resolved};
-use crate::orphans::{OrphanDrainer, OrphanStats};
+use crate::orphans::{OrphanDrainer, OrphanRuntime, OrphanStats};
 use crate::{HostError, HostOptions};
 
 /// The runtime-free state of a host; `S` is how the host reaches a live
@@ -55,8 +55,14 @@ impl<S> fmt::Debug for HostState<S> {
 
 impl<S: Clone> HostState<S> {
     /// The state of a host for `config` (validated here) run with
-    /// `options`, with a pool of `stderr_retained_process_bytes`.
-    pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
+    /// `options`, with a pool of `stderr_retained_process_bytes`; its
+    /// drainer of leftover pipes runs where `orphans` says (a thread of
+    /// its own, a task on the runtime).
+    pub fn new(
+        config: Config,
+        options: HostOptions,
+        orphans: impl OrphanRuntime,
+    ) -> Result<Self, HostError> {
         config.validate()?;
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
         let session_id = options
@@ -75,7 +81,11 @@ impl<S: Clone> HostState<S> {
             }),
             finished: Mutex::new(VecDeque::new()),
             audit_failures: AtomicU64::new(0),
-            orphans: OrphanDrainer::new(options.orphan_drain_max, options.orphan_pipes_max),
+            orphans: OrphanDrainer::new(
+                options.orphan_drain_max,
+                options.orphan_pipes_max,
+                orphans,
+            ),
             options,
         })
     }
