@@ -66,6 +66,17 @@ impl std::fmt::Debug for Streams {
 }
 
 impl Snapshot {
+    /// Whether waiting for the approval card is over: it is shown, or the
+    /// call ended without one.
+    pub fn card_settled(&self) -> bool {
+        self.card.is_some() || self.finished
+    }
+
+    /// Whether the outcome is there to take.
+    pub fn outcome_ready(&self) -> bool {
+        self.outcome.is_some()
+    }
+
     /// Whether asking for the streams has an answer now: they are there,
     /// taken, never coming (not streamed), or the call ended.
     pub fn streams_settled(&self) -> bool {
@@ -247,24 +258,18 @@ mod tests {
 
     use std::time::{Instant, SystemTime};
 
-    use spillguard_core::{
-        Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool,
-    };
+    use spillguard_core::{Action, Call, CallSettings, Config, ExitStatus, RetentionPool};
+
+    use crate::{CallRequest, HelperCommand};
 
     /// The outcome of a call of a helper that exited 0 at once.
     fn outcome() -> Outcome {
         let config = Config::default();
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
-        let spec = CallSpec {
-            call_id: "c".into(),
-            session_id: "s".into(),
-            kind: CallKind::Action,
-            action: "a".into(),
-            target: "t".into(),
-            summary: String::new(),
-        };
+        let resolved = CallRequest::new(HelperCommand::new("true"))
+            .resolve("s", |_| CallSettings::action(&config));
+        let (spec, settings) = (resolved.spec, resolved.settings);
         let now = Instant::now();
-        let settings = CallSettings::action(&config);
         let mut call = Call::new(spec, settings, &pool, now, SystemTime::UNIX_EPOCH);
         call.handle_validated(now, false).unwrap();
         while call.poll_action().is_some() {}
