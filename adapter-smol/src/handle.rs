@@ -239,11 +239,8 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub async fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
-        match self.take_outcome(Some(timeout)).await {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.take_outcome(Some(timeout)).await;
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     /// The outcome if the call has finished, else the handle back.
@@ -252,11 +249,8 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
-        match self.core.try_take_outcome() {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.core.try_take_outcome();
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     async fn take_outcome(&self, timeout: Option<Duration>) -> Taken {

@@ -182,11 +182,8 @@ impl CallHandle {
     /// Only if the call's owner thread panicked (a bug).
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
         let deadline = Instant::now().checked_add(timeout);
-        match self.take_outcome(deadline) {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.take_outcome(deadline);
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     /// The outcome if the call has finished, else the handle back.

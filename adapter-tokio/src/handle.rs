@@ -267,13 +267,12 @@ impl CallHandle {
     /// If the call's owner ended without an outcome (it panicked or its
     /// runtime shut down).
     pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
-        match self.core.try_take_outcome() {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::NotYet => Err(self),
-            Taken::OwnerGone => self
+        let taken = self.core.try_take_outcome();
+        taken.or_handle(self, |handle| {
+            handle
                 .core
-                .owner_gone(" (it panicked or its runtime shut down)"),
-        }
+                .owner_gone(" (it panicked or its runtime shut down)")
+        })
     }
 
     async fn owner_failed(&mut self) -> Outcome {

@@ -124,6 +124,19 @@ pub enum Taken {
     NotYet,
 }
 
+impl Taken {
+    /// What a handle's `wait_timeout` or `try_outcome` gives: the outcome,
+    /// or `handle` back if the call has not finished yet; `gone` decides
+    /// for an owner that ended without an outcome (it panics).
+    pub fn or_handle<H>(self, handle: H, gone: impl FnOnce(H) -> Outcome) -> Result<Outcome, H> {
+        match self {
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => Ok(gone(handle)),
+            Taken::NotYet => Err(handle),
+        }
+    }
+}
+
 impl Snapshot {
     /// Takes the outcome if it is there; otherwise says whether one can
     /// still come.
