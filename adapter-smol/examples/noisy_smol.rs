@@ -14,8 +14,8 @@ use spillguard_smol::Approval;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use spillguard_smol::core::{CallKind, CallSpec, Config};
-use spillguard_smol::{HelperCommand, Host, HostOptions};
+use spillguard_smol::core::Config;
+use spillguard_smol::{Host, HostOptions};
 
 const SCRIPT: &str =
     r#"for i in $(seq 1 20000); do echo "retry $i failed" 1>&2; done; echo '{"ok":true}'"#;
@@ -32,19 +32,15 @@ async fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let spec = CallSpec {
-        call_id: "c_noisy".into(),
-        session_id: "s_example".into(),
-        kind: CallKind::Action,
-        action: "local.retry".into(),
-        target: "localhost".into(),
-        summary: "20,000 retries on stderr, then a result".into(),
-    };
-    let call = host.start(
-        spec,
-        HelperCommand::shell_script(SCRIPT),
-        Approval::Required,
-    );
+    let call = host
+        .shell(SCRIPT)
+        .call_id("c_noisy")
+        .session_id("s_example")
+        .action("local.retry")
+        .target("localhost")
+        .summary("20,000 retries on stderr, then a result")
+        .approval(Approval::Required)
+        .start();
 
     let Some(card) = call.wait_card(Duration::from_secs(10)).await else {
         eprintln!("no approval card (state {})", call.state());

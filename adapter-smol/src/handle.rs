@@ -14,12 +14,12 @@ use event_listener::Event as Notify;
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Sender};
-use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
+use spillguard_core::{ApprovalCard, CallError, Outcome, State};
+use spillguard_kit::handle::{Ask, HandleCore, ToOwner};
 use spillguard_kit::published::{self, Snapshot, Taken, Wake};
 
-use crate::owner::{Command, Event};
-use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
-use spillguard_kit::stream::Presence;
+use crate::owner::{Event, Reply};
+use crate::stream::{HelperStdin, HelperStdout};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Changed>;
@@ -80,23 +80,17 @@ async fn wait_until(
 /// [`Host::finished_records`](crate::Host::finished_records).
 #[derive(Debug)]
 pub struct CallHandle {
-    call_id: String,
-    commands: Sender<Event>,
-    published: Arc<Published>,
-    present: Present,
+    core: HandleCore<Reply, Changed>,
 }
 
+/// Every method that is the same on every runtime is a one-line delegation
+/// to the kit's [`HandleCore`]; this runtime keeps how it waits (an event
+/// listener on the published state, smol's timer, the answer's channel).
 impl CallHandle {
     pub(crate) fn new(call_id: String, commands: Sender<Event>, published: Arc<Published>) -> Self {
-        let gone = commands.clone();
-        let present = Presence::new(published.clone(), move || {
-            let _ = gone.try_send(Event::Command(Command::ClientDisconnected));
-        });
+        let to_owner = ToOwner::new(move |event| commands.try_send(event).is_ok());
         Self {
-            call_id,
-            commands,
-            published,
-            present,
+            core: HandleCore::new(call_id, published, to_owner),
         }
     }
 
@@ -131,33 +125,30 @@ impl CallHandle {
     ///
     /// Cancel safe: the streams are taken only when it completes.
     pub async fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
-        let raw = wait_until(&self.published, None, Snapshot::streams_settled)
+        let taken = wait_until(self.core.published(), None, Snapshot::streams_settled)
             .await
-            .take_streams()?;
-        let raw = raw
-            .downcast::<Raw>()
-            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
-        Ok(raw.finish(&self.present))
+            .take_streams();
+        self.core.streams(taken, HelperStdin, HelperStdout)
     }
 
     /// The call's id.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        self.core.call_id()
     }
 
     /// The call's state as last published by its owner.
     pub fn state(&self) -> State {
-        self.published.lock().state
+        self.core.state()
     }
 
     /// Whether the call has ended (its outcome is ready or was taken).
     pub fn is_finished(&self) -> bool {
-        self.published.is_finished()
+        self.core.is_finished()
     }
 
     /// The approval card, once shown. It is built once and never changes.
     pub fn card(&self) -> Option<ApprovalCard> {
-        self.published.lock().card.clone()
+        self.core.card()
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
@@ -168,12 +159,9 @@ impl CallHandle {
     /// Cancel safe: it only watches. Dropping it changes nothing; the card,
     /// once shown, stays in [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
-        wait_until(&self.published, Some(timeout), |inner| {
-            inner.card.is_some() || inner.finished
-        })
-        .await
-        .card
-        .clone()
+        let published = self.core.published();
+        let shown = wait_until(published, Some(timeout), Snapshot::card_settled).await;
+        shown.card.clone()
     }
 
     /// Grants approval. An error if the call is not awaiting approval
@@ -185,7 +173,7 @@ impl CallHandle {
     /// that loses only the answer, not the approval. A future never polled
     /// approves nothing.
     pub async fn approve(&self) -> Result<(), CallError> {
-        self.ask(Command::Approve, "approval_granted").await
+        self.ask(Ask::Approve).await
     }
 
     /// Denies approval: the call ends `denied` and nothing is spawned. An
@@ -196,44 +184,25 @@ impl CallHandle {
     /// As for [`approve`](Self::approve): the denial is sent on the first
     /// poll, and dropping the future afterwards loses only the answer.
     pub async fn deny(&self) -> Result<(), CallError> {
-        self.ask(Command::Deny, "approval_denied").await
+        self.ask(Ask::Deny).await
     }
 
-    async fn ask(
-        &self,
-        command: fn(Sender<Result<(), CallError>>) -> Command,
-        input: &'static str,
-    ) -> Result<(), CallError> {
-        let (reply, answer) = channel::bounded(1);
-        let refused = || CallError::InvalidTransition {
-            state: self.state(),
-            input,
-        };
-        if self
-            .commands
-            .try_send(Event::Command(command(reply)))
-            .is_err()
-        {
-            return Err(refused());
-        }
-        answer.recv().await.unwrap_or_else(|_| Err(refused()))
+    async fn ask(&self, ask: Ask) -> Result<(), CallError> {
+        let answer = self.core.ask(ask, channel::bounded(1))?;
+        self.core.answered(ask, answer.recv().await.ok())
     }
 
     /// Asks the call to stop. Before dispatch it ends
     /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
     /// then SIGKILL after the grace. Returns at once; ignored once finished.
     pub fn cancel(&self) {
-        let _ = self
-            .commands
-            .try_send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.core.cancel();
     }
 
     /// A cancel-only handle that can be moved to another task (a signal
     /// handler, a UI) while this one waits.
     pub fn canceller(&self) -> Canceller {
-        Canceller {
-            commands: self.commands.clone(),
-        }
+        Canceller(self.core.to_owner())
     }
 
     /// Waits for the call to finish and returns its outcome.
@@ -270,11 +239,8 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub async fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
-        match self.take_outcome(Some(timeout)).await {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.take_outcome(Some(timeout)).await;
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     /// The outcome if the call has finished, else the handle back.
@@ -283,25 +249,18 @@ impl CallHandle {
     ///
     /// Only if the call's owner task panicked (a bug).
     pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
-        let taken = self.published.lock().take_outcome();
-        match taken {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.core.try_take_outcome();
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     async fn take_outcome(&self, timeout: Option<Duration>) -> Taken {
-        wait_until(&self.published, timeout, |inner| inner.outcome.is_some())
-            .await
-            .take_outcome()
+        let published = self.core.published();
+        let mut ready = wait_until(published, timeout, Snapshot::outcome_ready).await;
+        ready.take_outcome()
     }
 
     fn owner_failed(&self) -> ! {
-        panic!(
-            "the owner of call {} ended without an outcome",
-            self.call_id
-        );
+        self.core.owner_gone("");
     }
 }
 
@@ -329,15 +288,11 @@ impl CallHandle {
 /// # Ok::<(), spillguard_smol::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct Canceller {
-    commands: Sender<Event>,
-}
+pub struct Canceller(ToOwner<Reply>);
 
 impl Canceller {
     /// Asks the call to stop; see [`CallHandle::cancel`].
     pub fn cancel(&self) {
-        let _ = self
-            .commands
-            .try_send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.0.cancel();
     }
 }

@@ -7,13 +7,12 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
-use spillguard_smol::Approval;
 use std::sync::{Arc, Mutex};
 
 use spillguard_smol::core::{Config, State};
 use spillguard_smol::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_smol::{HelperCommand, Host, HostOptions};
-use support::{ThreadNoting, spec, temp_path};
+use support::{LocalTest, ThreadNoting, temp_path};
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);
@@ -41,11 +40,9 @@ fn the_chained_log_is_written_off_the_executor() {
         let handles: Vec<_> = calls
             .iter()
             .map(|id| {
-                host.start(
-                    spec(id),
-                    HelperCommand::shell_script("echo x 1>&2"),
-                    Approval::NotRequired,
-                )
+                host.call(HelperCommand::shell_script("echo x 1>&2"))
+                    .local_test(id)
+                    .start()
             })
             .collect();
         let mut outcomes = Vec::new();

@@ -9,7 +9,6 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
-use spillguard_smol::Approval;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,7 @@ use spillguard_smol::core::{
     CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
 use spillguard_smol::{CallHandle, HelperCommand, Host, HostOptions};
-use support::{assert_group_gone, become_subreaper, spec};
+use support::{assert_group_gone, become_subreaper};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -56,12 +55,10 @@ fn the_helper_leads_its_own_group_with_null_stdin_and_piped_output() {
     let host = host(HostOptions::default());
     let script = "cut -d' ' -f5 /proc/$$/stat; for fd in 0 1 2; do readlink /proc/$$/fd/$fd; done";
     let outcome = smol::block_on(
-        host.start(
-            spec("c_group"),
-            HelperCommand::shell_script(script),
-            Approval::NotRequired,
-        )
-        .wait(),
+        host.call(HelperCommand::shell_script(script))
+            .call_id("c_group")
+            .start()
+            .wait(),
     );
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);
@@ -87,11 +84,10 @@ fn dropping_the_wait_future_under_the_cancel_policy_stops_the_helper() {
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host.start(
-        spec("c_drop_cancel"),
-        HelperCommand::new("sleep").arg("30"),
-        Approval::NotRequired,
-    );
+    let call = host
+        .call(HelperCommand::new("sleep").arg("30"))
+        .call_id("c_drop_cancel")
+        .start();
     let record = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
         // The caller gives up waiting: the future, and the handle in it,
@@ -121,11 +117,10 @@ fn dropping_the_wait_future_under_the_cancel_policy_stops_the_helper() {
 fn a_shutdown_future_dropped_after_its_first_poll_still_stops_every_call() {
     become_subreaper();
     let host = host(HostOptions::default());
-    let call = host.start(
-        spec("c_shutdown_dropped"),
-        HelperCommand::new("sleep").arg("30"),
-        Approval::NotRequired,
-    );
+    let call = host
+        .call(HelperCommand::new("sleep").arg("30"))
+        .call_id("c_shutdown_dropped")
+        .start();
     let outcome = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
         let mut shutdown = Box::pin(host.shutdown(Duration::from_secs(10)));
@@ -160,10 +155,7 @@ fn a_stop_closes_stdin_even_while_a_write_waits_on_a_full_pipe() {
     // wait for more and need KILL.
     let command = HelperCommand::shell_script("trap '' TERM; sleep 0.5; wc -c")
         .stdin_bytes(vec![b'i'; 8 << 20]);
-    let outcome = smol::block_on(
-        host.start(spec("c_stdin_stop"), command, Approval::NotRequired)
-            .wait(),
-    );
+    let outcome = smol::block_on(host.call(command).call_id("c_stdin_stop").start().wait());
     let record = &outcome.record;
     assert_eq!(record.state, State::CancelledAfterDispatch);
     assert_eq!(record.cancel_reason, Some(CancelReason::Deadline));
@@ -183,11 +175,10 @@ fn an_approval_racing_the_end_of_a_call_is_refused_not_left_waiting() {
     let host = host(HostOptions::default());
     smol::block_on(async {
         for i in 0..50 {
-            let call = host.start(
-                spec(&format!("c_race_{i}")),
-                HelperCommand::new("true"),
-                Approval::NotRequired,
-            );
+            let call = host
+                .call(HelperCommand::new("true"))
+                .call_id(format!("c_race_{i}"))
+                .start();
             loop {
                 let finished = call.is_finished();
                 let answer = future::or(async { Some(call.approve().await) }, async {
@@ -216,11 +207,10 @@ fn the_public_futures_can_be_spawned_on_a_multi_threaded_executor() {
         f
     }
     let host = host(HostOptions::default());
-    let call = host.start(
-        spec("c_send"),
-        HelperCommand::new("true"),
-        Approval::NotRequired,
-    );
+    let call = host
+        .call(HelperCommand::new("true"))
+        .call_id("c_send")
+        .start();
     let outcome = smol::block_on(async {
         let _ = send(call.wait_card(MS)).await;
         let _ = send(call.approve()).await;

@@ -7,18 +7,17 @@
 
 use std::any::Any;
 use std::io;
-use std::sync::mpsc::{self, SyncSender};
-
-use crate::mailbox::Mailbox;
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
-
-use crate::owner::{Command, Event};
-use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
+use spillguard_core::{ApprovalCard, CallError, Outcome, State};
+use spillguard_kit::handle::{Ask, HandleCore, ToOwner};
 use spillguard_kit::published::{self, Snapshot, Taken};
-use spillguard_kit::stream::Presence;
+
+use crate::mailbox::Mailbox;
+use crate::owner::Reply;
+use crate::stream::{HelperStdin, HelperStdout};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
@@ -40,13 +39,14 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 /// [`Host::finished_records`](crate::Host::finished_records).
 #[derive(Debug)]
 pub struct CallHandle {
-    call_id: String,
-    commands: Mailbox,
-    published: Arc<Published>,
+    core: HandleCore<Reply, Condvar>,
     owner_panic: OwnerPanic,
-    present: Present,
 }
 
+/// Every method that is the same on every runtime is a one-line delegation
+/// to the kit's [`HandleCore`]; this runtime keeps how it waits (on the
+/// published state's `Condvar`, on the answer's channel) and the resumed
+/// panic of an owner that died.
 impl CallHandle {
     pub(crate) fn new(
         call_id: String,
@@ -54,16 +54,10 @@ impl CallHandle {
         published: Arc<Published>,
         owner_panic: OwnerPanic,
     ) -> Self {
-        let gone = commands.clone();
-        let present = Presence::new(published.clone(), move || {
-            let _ = gone.send(Event::Command(Command::ClientDisconnected));
-        });
+        let to_owner = ToOwner::new(move |event| commands.send(event).is_ok());
         Self {
-            call_id,
-            commands,
-            published,
+            core: HandleCore::new(call_id, published, to_owner),
             owner_panic,
-            present,
         }
     }
 
@@ -94,42 +88,40 @@ impl CallHandle {
     ///
     /// [`CallBuilder::streamed`]: spillguard_kit::CallBuilder::streamed
     pub fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
-        let raw = self
-            .published
+        let published = self.core.published();
+        let taken = published
             .wait_until(None, Snapshot::streams_settled)
-            .take_streams()?;
-        let raw = raw
-            .downcast::<Raw>()
-            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
-        Ok(raw.finish(&self.present))
+            .take_streams();
+        self.core.streams(taken, HelperStdin, HelperStdout)
     }
 
     /// The call's id.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        self.core.call_id()
     }
 
     /// The call's state as last published by its owner.
     pub fn state(&self) -> State {
-        self.published.lock().state
+        self.core.state()
     }
 
     /// Whether the call has ended (its outcome is ready or was taken).
     pub fn is_finished(&self) -> bool {
-        self.published.is_finished()
+        self.core.is_finished()
     }
 
     /// The approval card, once shown. It is built once and never changes.
     pub fn card(&self) -> Option<ApprovalCard> {
-        self.published.lock().card.clone()
+        self.core.card()
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
     /// ended without asking for approval, or the time ran out.
     pub fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
         let deadline = Instant::now().checked_add(timeout);
-        self.published
-            .wait_until(deadline, |inner| inner.card.is_some() || inner.finished)
+        let published = self.core.published();
+        published
+            .wait_until(deadline, Snapshot::card_settled)
             .card
             .clone()
     }
@@ -137,46 +129,31 @@ impl CallHandle {
     /// Grants approval. An error if the call is not awaiting approval
     /// (for instance it already expired or was cancelled).
     pub fn approve(&self) -> Result<(), CallError> {
-        self.ask(Command::Approve, "approval_granted")
+        self.ask(Ask::Approve)
     }
 
     /// Denies approval: the call ends `denied` and nothing is spawned. An
     /// error if the call is not awaiting approval.
     pub fn deny(&self) -> Result<(), CallError> {
-        self.ask(Command::Deny, "approval_denied")
+        self.ask(Ask::Deny)
     }
 
-    fn ask(
-        &self,
-        command: fn(SyncSender<Result<(), CallError>>) -> Command,
-        input: &'static str,
-    ) -> Result<(), CallError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let refused = || CallError::InvalidTransition {
-            state: self.state(),
-            input,
-        };
-        if self.commands.send(Event::Command(command(reply))).is_err() {
-            return Err(refused());
-        }
-        answer.recv().unwrap_or_else(|_| Err(refused()))
+    fn ask(&self, ask: Ask) -> Result<(), CallError> {
+        let answer = self.core.ask(ask, mpsc::sync_channel(1))?;
+        self.core.answered(ask, answer.recv().ok())
     }
 
     /// Asks the call to stop. Before dispatch it ends
     /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
     /// then SIGKILL after the grace. Returns at once; ignored once finished.
     pub fn cancel(&self) {
-        let _ = self
-            .commands
-            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.core.cancel();
     }
 
     /// A cancel-only handle that can be sent to another thread (a signal
     /// handler, a UI) while this one waits.
     pub fn canceller(&self) -> Canceller {
-        Canceller {
-            commands: self.commands.clone(),
-        }
+        Canceller(self.core.to_owner())
     }
 
     /// Waits for the call to finish and returns its outcome.
@@ -205,11 +182,8 @@ impl CallHandle {
     /// Only if the call's owner thread panicked (a bug).
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
         let deadline = Instant::now().checked_add(timeout);
-        match self.take_outcome(deadline) {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::OwnerGone => self.owner_failed(),
-            Taken::NotYet => Err(self),
-        }
+        let taken = self.take_outcome(deadline);
+        taken.or_handle(self, |handle| handle.owner_failed())
     }
 
     /// The outcome if the call has finished, else the handle back.
@@ -222,8 +196,9 @@ impl CallHandle {
     }
 
     fn take_outcome(&self, deadline: Option<Instant>) -> Taken {
-        self.published
-            .wait_until(deadline, |inner| inner.outcome.is_some())
+        let published = self.core.published();
+        published
+            .wait_until(deadline, Snapshot::outcome_ready)
             .take_outcome()
     }
 
@@ -236,10 +211,7 @@ impl CallHandle {
         if let Some(panic) = panic {
             std::panic::resume_unwind(panic);
         }
-        panic!(
-            "the owner of call {} ended without an outcome",
-            self.call_id
-        );
+        self.core.owner_gone("");
     }
 }
 
@@ -264,15 +236,11 @@ impl CallHandle {
 /// # Ok::<(), spillguard_std::HostError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct Canceller {
-    commands: Mailbox,
-}
+pub struct Canceller(ToOwner<Reply>);
 
 impl Canceller {
     /// Asks the call to stop; see [`CallHandle::cancel`].
     pub fn cancel(&self) {
-        let _ = self
-            .commands
-            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.0.cancel();
     }
 }

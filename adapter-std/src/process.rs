@@ -128,17 +128,17 @@ impl Process {
         }
     }
 
-    /// A streamed call's stdin and stdout for the caller, once.
+    /// A streamed call's stdin and stdout for the caller, once (the
+    /// handle reaches the owner its own way, not through `_events`).
     pub(crate) fn take_streams(
         &mut self,
-        events: &Mailbox,
+        _events: &Mailbox,
         forwarded: Arc<Forwarded>,
     ) -> Option<Raw> {
         Some(Raw {
             stdin: self.streamed_stdin.clone()?,
             stdout: self.streamed_stdout.take()?,
             forwarded,
-            events: events.clone(),
         })
     }
 

@@ -18,44 +18,15 @@ use std::sync::{Arc, Condvar};
 #[cfg(target_os = "linux")]
 use rustix::pipe::SpliceFlags;
 use spillguard_core::StdoutLineGuard;
-use spillguard_kit::stream::{self, Forwarded, Presence, SharedStdin, stdin_closed};
+use spillguard_kit::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 
-use crate::mailbox::Mailbox;
-use crate::owner::{Command, Event};
-
-/// The caller's presence in a call (handle and streams).
-pub(crate) type Present = Arc<Presence<Condvar>>;
+use crate::owner::Reply;
 
 /// The helper's stdin as the caller and the owner share it.
 pub(crate) type Stdin = Arc<SharedStdin<Arc<ChildStdin>>>;
 
 /// What the owner hands out at the spawn, for the handle to finish.
-pub(crate) struct Raw {
-    pub(crate) stdin: Stdin,
-    pub(crate) stdout: ChildStdout,
-    pub(crate) forwarded: Arc<Forwarded>,
-    pub(crate) events: Mailbox,
-}
-
-impl Raw {
-    /// The caller's two streams, each keeping `present`.
-    pub(crate) fn finish(self, present: &Present) -> (HelperStdin, HelperStdout) {
-        let stdin = HelperStdin {
-            stdin: self.stdin,
-            forwarded: self.forwarded.clone(),
-            events: self.events.clone(),
-            ended: false,
-            _present: present.clone(),
-        };
-        let stdout = HelperStdout {
-            stdout: self.stdout,
-            forwarded: self.forwarded,
-            events: self.events,
-            _present: present.clone(),
-        };
-        (stdin, stdout)
-    }
-}
+pub(crate) type Raw = Handout<Arc<ChildStdin>, ChildStdout>;
 
 /// The helper's stdin, for a streamed call's caller.
 ///
@@ -65,31 +36,15 @@ impl Raw {
 /// group gets TERM, the grace, KILL. Once the call closed stdin itself (a
 /// stop), a write fails with `BrokenPipe`.
 #[derive(Debug)]
-pub struct HelperStdin {
-    stdin: Stdin,
-    forwarded: Arc<Forwarded>,
-    events: Mailbox,
-    ended: bool,
-    _present: Present,
-}
+pub struct HelperStdin(pub(crate) StdinWriter<Arc<ChildStdin>, Condvar, Reply>);
 
 impl HelperStdin {
     /// Ends the caller's input: closes the helper's stdin and starts the
     /// stdio shutdown (the same as dropping it).
     pub fn close(mut self) {
-        self.end();
+        self.0.end();
     }
 
-    fn end(&mut self) {
-        if !self.ended {
-            self.ended = true;
-            self.stdin.close();
-            let _ = self.events.send(Event::Command(Command::InputEnded));
-        }
-    }
-}
-
-impl HelperStdin {
     /// Moves up to `max` bytes from the pipe `from` straight into the
     /// helper's stdin with `splice(2)`, without copying them through this
     /// process, and counts them; `0` at `from`'s end. An error
@@ -97,33 +52,26 @@ impl HelperStdin {
     /// opened for appending): copy with `Write` instead.
     #[cfg(target_os = "linux")]
     pub fn splice_from(&mut self, from: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
-        let Some(pipe) = self.stdin.get() else {
-            return Err(stdin_closed());
-        };
-        let moved = rustix::pipe::splice(from, None, &*pipe, None, max, SpliceFlags::MOVE)?;
-        self.forwarded.add_stdin(moved);
-        Ok(moved)
+        self.0.write(|pipe| {
+            Ok(rustix::pipe::splice(
+                from,
+                None,
+                &**pipe,
+                None,
+                max,
+                SpliceFlags::MOVE,
+            )?)
+        })
     }
 }
 
 impl Write for HelperStdin {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(pipe) = self.stdin.get() else {
-            return Err(stdin_closed());
-        };
-        let written = (&*pipe).write(buf)?;
-        self.forwarded.add_stdin(written);
-        Ok(written)
+        self.0.write(|pipe| (&**pipe).write(buf))
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
-    }
-}
-
-impl Drop for HelperStdin {
-    fn drop(&mut self) {
-        self.end();
     }
 }
 
@@ -133,12 +81,7 @@ impl Drop for HelperStdin {
 /// The call does not wait for it: the helper's exit and stderr's end
 /// finish the call, and the record counts the bytes read before that.
 #[derive(Debug)]
-pub struct HelperStdout {
-    stdout: ChildStdout,
-    forwarded: Arc<Forwarded>,
-    events: Mailbox,
-    _present: Present,
-}
+pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Condvar, Reply>);
 
 impl HelperStdout {
     /// One read of the helper's stdout into `buf`, through `guard` (an MCP
@@ -152,20 +95,10 @@ impl HelperStdout {
         buf: &mut [u8],
         forward: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<usize> {
-        let read = self.stdout.read(buf)?;
-        let chunk = buf.get(..read).unwrap_or_default();
-        let events = &self.events;
-        stream::split_guarded(guard, chunk, &self.forwarded, forward, |bytes, lines| {
-            let _ = events.send(Event::Command(Command::StdoutDiverted {
-                bytes: bytes.to_vec(),
-                lines,
-            }));
-        })?;
-        Ok(read)
+        self.0
+            .read_guarded(guard, buf, |pipe, buf| pipe.read(buf), forward)
     }
-}
 
-impl HelperStdout {
     /// Moves up to `max` bytes of the helper's stdout straight into `to`
     /// with `splice(2)`, without copying them through this process, and
     /// counts them; `0` at the helper's end-of-file. An error
@@ -173,16 +106,21 @@ impl HelperStdout {
     /// opened for appending): copy with `Read` instead.
     #[cfg(target_os = "linux")]
     pub fn splice_to(&mut self, to: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
-        let moved = rustix::pipe::splice(&self.stdout, None, to, None, max, SpliceFlags::MOVE)?;
-        self.forwarded.add_stdout(moved);
-        Ok(moved)
+        self.0.read(|pipe| {
+            Ok(rustix::pipe::splice(
+                &*pipe,
+                None,
+                to,
+                None,
+                max,
+                SpliceFlags::MOVE,
+            )?)
+        })
     }
 }
 
 impl Read for HelperStdout {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let read = self.stdout.read(buf)?;
-        self.forwarded.add_stdout(read);
-        Ok(read)
+        self.0.read(|pipe| pipe.read(buf))
     }
 }

@@ -6,7 +6,6 @@
 
 mod support;
 
-use spillguard_std::Approval;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -16,10 +15,10 @@ use spillguard_std::core::audit::{
 };
 use spillguard_std::core::{AuditEvent, AuditKind, Config, State};
 use spillguard_std::{
-    AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, HelperCommand, Host, HostOptions,
-    KeySource, OpenFailure,
+    AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, Host, HostOptions, KeySource,
+    OpenFailure,
 };
-use support::{Recorder, spec, temp_path};
+use support::{LocalTest, Recorder, temp_path};
 
 /// The six events of one real call (`true`, no approval): the transition
 /// to `validated`, the attempt, three transitions and the final record.
@@ -35,13 +34,7 @@ fn real_call_events() -> &'static [AuditEvent] {
             },
         )
         .unwrap();
-        let outcome = host
-            .start(
-                spec("c_model"),
-                HelperCommand::new("true"),
-                Approval::NotRequired,
-            )
-            .wait();
+        let outcome = host.command("true").local_test("c_model").run();
         assert_eq!(outcome.record.state, State::Completed);
         let events = recorder.events.lock().unwrap().clone();
         assert_eq!(events.len(), 6);

@@ -7,15 +7,14 @@
 
 mod support;
 
-use spillguard_std::Approval;
 use std::sync::Arc;
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use signal_hook::consts::SIGXFSZ;
 use spillguard_std::core::audit::{ExpectedCall, Verdict, VerifyOptions, compare, verify_and_read};
 use spillguard_std::core::{Config, State};
-use spillguard_std::{ChainedFileAudit, ChainedFileOptions, HelperCommand, Host, HostOptions};
-use support::{spec, temp_path};
+use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
+use support::{LocalTest, temp_path};
 
 #[test]
 fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
@@ -36,13 +35,7 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
         },
     )
     .unwrap();
-    let first = host
-        .start(
-            spec("c_room"),
-            HelperCommand::new("true"),
-            Approval::NotRequired,
-        )
-        .wait();
+    let first = host.command("true").local_test("c_room").run();
     assert_eq!(first.record.state, State::Completed);
     let before = std::fs::metadata(&path).unwrap().len();
     assert_eq!(log.records(), 7);
@@ -55,10 +48,8 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
         maximum: unlimited.maximum,
     };
     setrlimit(Resource::Fsize, limit).unwrap();
-    let command = HelperCommand::shell_script(format!("touch {}", trace.display()));
-    let refused = host
-        .start(spec("c_full"), command, Approval::NotRequired)
-        .wait();
+    let script = format!("touch {}", trace.display());
+    let refused = host.shell(script).local_test("c_full").run();
     setrlimit(Resource::Fsize, unlimited).unwrap();
 
     let record = &refused.record;
@@ -76,13 +67,7 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
     assert!(after_refusal <= before + 200, "{after_refusal}");
 
     // Room again: the log continues where it was, whole.
-    let last = host
-        .start(
-            spec("c_again"),
-            HelperCommand::new("true"),
-            Approval::NotRequired,
-        )
-        .wait();
+    let last = host.command("true").local_test("c_again").run();
     assert_eq!(last.record.state, State::Completed);
     let anchor = log.anchor();
     assert_eq!(anchor.records, 14);

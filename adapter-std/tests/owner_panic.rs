@@ -2,17 +2,13 @@
 //! the handle that waits, and the host goes on serving calls.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use spillguard_std::Approval;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use spillguard_std::core::{AuditEvent, Config, State};
-use spillguard_std::{AuditSink, HelperCommand, Host, HostOptions};
-use support::spec;
+use spillguard_std::{AuditSink, Host, HostOptions};
 
 /// Panics on its first write, then counts the writes.
 #[derive(Default)]
@@ -40,11 +36,7 @@ fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
         },
     )
     .unwrap();
-    let handle = host.start(
-        spec("c_panics"),
-        HelperCommand::new("true"),
-        Approval::NotRequired,
-    );
+    let handle = host.command("true").call_id("c_panics").start();
     let panic = catch_unwind(AssertUnwindSafe(|| handle.wait())).unwrap_err();
     assert_eq!(panic.downcast_ref::<&str>(), Some(&"audit sink bug"));
     // The attempt's write panicked: nothing was spawned, nothing more written.
@@ -54,13 +46,7 @@ fn the_owners_panic_is_resumed_by_wait_and_the_next_call_runs() {
     // Ten calls in a row: the owner's panic was caught on its worker, and
     // the pool serves every later call.
     for i in 0..10 {
-        let outcome = host
-            .start(
-                spec(&format!("c_{i}")),
-                HelperCommand::new("true"),
-                Approval::NotRequired,
-            )
-            .wait();
+        let outcome = host.command("true").call_id(format!("c_{i}")).run();
         assert_eq!(outcome.record.state, State::Completed);
         assert_eq!(outcome.record.exit_status, Some(0));
     }

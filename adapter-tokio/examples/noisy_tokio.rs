@@ -12,8 +12,8 @@
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::{CallKind, CallSpec, Config};
-use spillguard_tokio::{HelperCommand, Host, HostOptions};
+use spillguard_tokio::core::Config;
+use spillguard_tokio::{Host, HostOptions};
 
 const SCRIPT: &str =
     r#"for i in $(seq 1 20000); do echo "retry $i failed" 1>&2; done; echo '{"ok":true}'"#;
@@ -21,19 +21,15 @@ const SCRIPT: &str =
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = Host::new(Config::default(), HostOptions::default())?;
-    let spec = CallSpec {
-        call_id: "c_noisy".into(),
-        session_id: "s_example".into(),
-        kind: CallKind::Action,
-        action: "local.retry".into(),
-        target: "localhost".into(),
-        summary: "retry 20000 times, then report".into(),
-    };
-    let call = host.start(
-        spec,
-        HelperCommand::shell_script(SCRIPT),
-        Approval::Required,
-    );
+    let call = host
+        .shell(SCRIPT)
+        .call_id("c_noisy")
+        .session_id("s_example")
+        .action("local.retry")
+        .target("localhost")
+        .summary("retry 20000 times, then report")
+        .approval(Approval::Required)
+        .start();
 
     let card = call
         .wait_card(Duration::from_secs(10))

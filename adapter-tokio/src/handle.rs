@@ -10,14 +10,14 @@ use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-use spillguard_core::{ApprovalCard, CallError, CancelReason, Outcome, State};
+use spillguard_core::{ApprovalCard, CallError, Outcome, State};
+use spillguard_kit::handle::{Ask, HandleCore, ToOwner};
 use spillguard_kit::published::{self, Snapshot, Taken, Wake};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::owner::{Command, Event, Reply};
-use crate::stream::{HelperStdin, HelperStdout, Present, Raw};
-use spillguard_kit::stream::Presence;
+use crate::owner::{Event, Reply};
+use crate::stream::{HelperStdin, HelperStdout};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Changed>;
@@ -66,13 +66,14 @@ async fn wait_until(
 /// [`Host::finished_records`](crate::Host::finished_records).
 #[derive(Debug)]
 pub struct CallHandle {
-    call_id: String,
-    events: mpsc::UnboundedSender<Event>,
-    published: Arc<Published>,
+    core: HandleCore<Reply, Changed>,
     owner: Option<JoinHandle<()>>,
-    present: Present,
 }
 
+/// Every method that is the same on every runtime is a one-line delegation
+/// to the kit's [`HandleCore`]; this runtime keeps how it waits (a `Notify`
+/// on the published state, tokio's timeout, the answer's oneshot) and the
+/// owner task's end when it left no outcome.
 impl CallHandle {
     pub(crate) fn new(
         call_id: String,
@@ -80,16 +81,10 @@ impl CallHandle {
         published: Arc<Published>,
         owner: JoinHandle<()>,
     ) -> Self {
-        let gone = events.clone();
-        let present = Presence::new(published.clone(), move || {
-            let _ = gone.send(Event::Command(Command::ClientDisconnected));
-        });
+        let to_owner = ToOwner::new(move |event| events.send(event).is_ok());
         Self {
-            call_id,
-            events,
-            published,
+            core: HandleCore::new(call_id, published, to_owner),
             owner: Some(owner),
-            present,
         }
     }
 
@@ -125,33 +120,30 @@ impl CallHandle {
     ///
     /// Cancel safe: the streams are taken only when it completes.
     pub async fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
-        let raw = wait_until(&self.published, Snapshot::streams_settled)
+        let taken = wait_until(self.core.published(), Snapshot::streams_settled)
             .await
-            .take_streams()?;
-        let raw = raw
-            .downcast::<Raw>()
-            .map_err(|_| io::Error::other("the call's streams are of another runtime"))?;
-        Ok(raw.finish(&self.present))
+            .take_streams();
+        self.core.streams(taken, HelperStdin, HelperStdout)
     }
 
     /// The call's id.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        self.core.call_id()
     }
 
     /// The call's state as last published by its owner.
     pub fn state(&self) -> State {
-        self.published.lock().state
+        self.core.state()
     }
 
     /// Whether the call has ended (its outcome is ready or was taken).
     pub fn is_finished(&self) -> bool {
-        self.published.is_finished()
+        self.core.is_finished()
     }
 
     /// The approval card, once shown. It is built once and never changes.
     pub fn card(&self) -> Option<ApprovalCard> {
-        self.published.lock().card.clone()
+        self.core.card()
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
@@ -162,8 +154,9 @@ impl CallHandle {
     /// Cancel safe: it only watches. Dropping it changes nothing; the card,
     /// once shown, stays available from [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
+        let published = self.core.published();
         let shown = async {
-            wait_until(&self.published, |s| s.card.is_some() || s.finished)
+            wait_until(published, Snapshot::card_settled)
                 .await
                 .card
                 .clone()
@@ -181,7 +174,7 @@ impl CallHandle {
     /// loses only the answer. Dropped before its first poll, it sends
     /// nothing.
     pub async fn approve(&self) -> Result<(), CallError> {
-        self.ask(Command::Approve, "approval_granted").await
+        self.ask(Ask::Approve).await
     }
 
     /// Denies approval: the call ends `denied` and nothing is spawned. An
@@ -192,40 +185,25 @@ impl CallHandle {
     /// As for [`approve`](Self::approve): once first polled, the denial is
     /// carried out even if the future is dropped.
     pub async fn deny(&self) -> Result<(), CallError> {
-        self.ask(Command::Deny, "approval_denied").await
+        self.ask(Ask::Deny).await
     }
 
-    async fn ask(
-        &self,
-        command: fn(Reply) -> Command,
-        input: &'static str,
-    ) -> Result<(), CallError> {
-        let (reply, answer) = oneshot::channel();
-        let refused = || CallError::InvalidTransition {
-            state: self.state(),
-            input,
-        };
-        if self.events.send(Event::Command(command(reply))).is_err() {
-            return Err(refused());
-        }
-        answer.await.unwrap_or_else(|_| Err(refused()))
+    async fn ask(&self, ask: Ask) -> Result<(), CallError> {
+        let answer = self.core.ask(ask, oneshot::channel())?;
+        self.core.answered(ask, answer.await.ok())
     }
 
     /// Asks the call to stop. Before dispatch it ends
     /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
     /// then SIGKILL after the grace. Returns at once; ignored once finished.
     pub fn cancel(&self) {
-        let _ = self
-            .events
-            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.core.cancel();
     }
 
     /// A cancel-only handle that can be moved to another task or thread (a
     /// signal handler, a UI) while this one waits.
     pub fn canceller(&self) -> Canceller {
-        Canceller {
-            events: self.events.clone(),
-        }
+        Canceller(self.core.to_owner())
     }
 
     /// Waits for the call to finish and returns its outcome.
@@ -244,7 +222,7 @@ impl CallHandle {
     /// Only if the call's owner task panicked (a bug; its panic is resumed
     /// here), or its runtime was shut down before the call finished.
     pub async fn wait(mut self) -> Outcome {
-        let taken = wait_until(&self.published, |s| s.outcome.is_some())
+        let taken = wait_until(self.core.published(), Snapshot::outcome_ready)
             .await
             .take_outcome();
         match taken {
@@ -266,8 +244,9 @@ impl CallHandle {
     /// Only if the call's owner task panicked (its panic is resumed here) or
     /// its runtime shut down before the call finished.
     pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, CallHandle> {
+        let published = self.core.published();
         let settled = async {
-            wait_until(&self.published, |s| s.outcome.is_some())
+            wait_until(published, Snapshot::outcome_ready)
                 .await
                 .take_outcome()
         };
@@ -288,15 +267,12 @@ impl CallHandle {
     /// If the call's owner ended without an outcome (it panicked or its
     /// runtime shut down).
     pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
-        let taken = self.published.lock().take_outcome();
-        match taken {
-            Taken::Outcome(outcome) => Ok(*outcome),
-            Taken::NotYet => Err(self),
-            Taken::OwnerGone => panic!(
-                "the owner of call {} ended without an outcome (it panicked or its runtime shut down)",
-                self.call_id
-            ),
-        }
+        let taken = self.core.try_take_outcome();
+        taken.or_handle(self, |handle| {
+            handle
+                .core
+                .owner_gone(" (it panicked or its runtime shut down)")
+        })
     }
 
     async fn owner_failed(&mut self) -> Outcome {
@@ -306,10 +282,7 @@ impl CallHandle {
         {
             std::panic::resume_unwind(error.into_panic());
         }
-        panic!(
-            "the owner of call {} ended without an outcome (its runtime shut down)",
-            self.call_id
-        );
+        self.core.owner_gone(" (its runtime shut down)");
     }
 }
 
@@ -337,15 +310,11 @@ impl CallHandle {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct Canceller {
-    events: mpsc::UnboundedSender<Event>,
-}
+pub struct Canceller(ToOwner<Reply>);
 
 impl Canceller {
     /// Asks the call to stop; see [`CallHandle::cancel`].
     pub fn cancel(&self) {
-        let _ = self
-            .events
-            .send(Event::Command(Command::Cancel(CancelReason::Requested)));
+        self.0.cancel();
     }
 }

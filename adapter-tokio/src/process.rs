@@ -143,16 +143,16 @@ impl Helper for Process {
         }
     }
 
+    /// The handle reaches the owner its own way, not through `_events`.
     fn take_streams(
         &mut self,
-        events: &Self::Events,
+        _events: &Self::Events,
         forwarded: Arc<Forwarded>,
     ) -> Option<Box<dyn Any + Send>> {
         Some(Box::new(Raw {
             stdin: self.streamed_stdin.clone()?,
             stdout: self.streamed_stdout.take()?,
             forwarded,
-            events: events.clone(),
         }))
     }
 }

@@ -13,46 +13,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use spillguard_kit::stream::{Forwarded, Presence, SharedStdin};
+use spillguard_kit::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
 
 use crate::handle::Changed;
-use crate::owner::{Command, Event};
-
-/// The caller's presence in a call (handle and streams).
-pub(crate) type Present = Arc<Presence<Changed>>;
+use crate::owner::Reply;
 
 /// The helper's stdin as the caller and the owner share it.
 pub(crate) type Stdin = Arc<SharedStdin<ChildStdin>>;
 
 /// What the owner hands out at the spawn, for the handle to finish.
-pub(crate) struct Raw {
-    pub(crate) stdin: Stdin,
-    pub(crate) stdout: ChildStdout,
-    pub(crate) forwarded: Arc<Forwarded>,
-    pub(crate) events: mpsc::UnboundedSender<Event>,
-}
-
-impl Raw {
-    /// The caller's two streams, each keeping `present`.
-    pub(crate) fn finish(self, present: &Present) -> (HelperStdin, HelperStdout) {
-        let stdin = HelperStdin {
-            stdin: self.stdin,
-            forwarded: self.forwarded.clone(),
-            events: self.events,
-            ended: false,
-            _present: present.clone(),
-        };
-        let stdout = HelperStdout {
-            stdout: self.stdout,
-            forwarded: self.forwarded,
-            _present: present.clone(),
-        };
-        (stdin, stdout)
-    }
-}
+pub(crate) type Raw = Handout<ChildStdin, ChildStdout>;
 
 /// The helper's stdin, for a streamed call's caller.
 ///
@@ -61,60 +33,28 @@ impl Raw {
 /// TERM, the grace, KILL. Once the call closed stdin itself (a stop), a
 /// write fails with `BrokenPipe`.
 #[derive(Debug)]
-pub struct HelperStdin {
-    stdin: Stdin,
-    forwarded: Arc<Forwarded>,
-    events: mpsc::UnboundedSender<Event>,
-    ended: bool,
-    _present: Present,
-}
+pub struct HelperStdin(pub(crate) StdinWriter<ChildStdin, Changed, Reply>);
 
-impl HelperStdin {
-    fn end(&mut self) {
-        if !self.ended {
-            self.ended = true;
-            self.stdin.close();
-            let _ = self.events.send(Event::Command(Command::InputEnded));
-        }
-    }
-}
-
+/// One-line delegations to the kit's [`StdinWriter`], which counts each
+/// write and ends the input once.
 impl AsyncWrite for HelperStdin {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = this
-            .stdin
-            .poll_with(cx, |pipe, cx| pipe.poll_write(cx, buf));
-        if let Poll::Ready(Ok(written)) = polled {
-            this.forwarded.add_stdin(written);
-        }
-        polled
+        self.get_mut()
+            .0
+            .poll_write(cx, |pipe, cx| pipe.poll_write(cx, buf))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.stdin.poll_with(cx, |pipe, cx| pipe.poll_flush(cx)) {
-            // Nothing is buffered here: a closed pipe has nothing to flush.
-            Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
-                Poll::Ready(Ok(()))
-            }
-            polled => polled,
-        }
+        self.0.poll_flush(cx, |pipe, cx| pipe.poll_flush(cx))
     }
 
     /// Ends the caller's input (see the type's docs); always ready.
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().end();
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl Drop for HelperStdin {
-    fn drop(&mut self) {
-        self.end();
+        self.get_mut().0.poll_close()
     }
 }
 
@@ -123,24 +63,21 @@ impl Drop for HelperStdin {
 /// stderr's end finish the call, and the record counts the bytes read
 /// before that.
 #[derive(Debug)]
-pub struct HelperStdout {
-    stdout: ChildStdout,
-    forwarded: Arc<Forwarded>,
-    _present: Present,
-}
+pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Changed, Reply>);
 
+/// The kit's [`StdoutReader`] counts each read, here the bytes tokio's
+/// `ReadBuf` gained.
 impl AsyncRead for HelperStdout {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut this.stdout).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.forwarded.add_stdout(buf.filled().len() - before);
-        }
-        polled
+        let read = |pipe: Pin<&mut ChildStdout>, cx: &mut Context<'_>| {
+            let polled = pipe.poll_read(cx, buf);
+            polled.map_ok(|()| buf.filled().len() - before)
+        };
+        self.get_mut().0.poll_read(cx, read).map_ok(drop)
     }
 }

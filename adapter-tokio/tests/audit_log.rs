@@ -8,13 +8,12 @@
 #[path = "../../adapter-std/tests/support/mod.rs"]
 mod support;
 
-use spillguard_tokio::Approval;
 use std::sync::{Arc, Mutex};
 
 use spillguard_tokio::core::{Config, State};
 use spillguard_tokio::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
-use support::{ThreadNoting, spec, temp_path};
+use support::{LocalTest, ThreadNoting, temp_path};
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);
@@ -47,11 +46,9 @@ fn the_chained_log_is_written_off_the_executor() {
         let handles: Vec<_> = calls
             .iter()
             .map(|id| {
-                host.start(
-                    spec(id),
-                    HelperCommand::shell_script("echo x 1>&2"),
-                    Approval::NotRequired,
-                )
+                host.call(HelperCommand::shell_script("echo x 1>&2"))
+                    .local_test(id)
+                    .start()
             })
             .collect();
         let mut outcomes = Vec::new();

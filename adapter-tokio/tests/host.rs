@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use spillguard_tokio::core::{CancelReason, Config, DisconnectPolicy, State, StreamEnd};
 use spillguard_tokio::{HelperCommand, Host, HostError, HostOptions};
-use support::{assert_group_gone, become_subreaper, spec, temp_path};
+use support::{assert_group_gone, become_subreaper, temp_path};
 use tokio_support::{poll_until, records_of, wait_for_state};
 
 const MS: Duration = Duration::from_millis(1);
@@ -31,11 +31,9 @@ async fn the_command_keeps_its_own_process_group_pipes_and_stdin() {
     let script = "read -r pid comm state ppid pgrp rest < /proc/$$/stat; \
                   echo \"$pid $pgrp\"; wc -c 1>&2";
     let outcome = host
-        .start(
-            spec("c_group"),
-            HelperCommand::shell_script(script),
-            Approval::NotRequired,
-        )
+        .call(HelperCommand::shell_script(script))
+        .call_id("c_group")
+        .start()
         .wait()
         .await;
     let record = &outcome.record;
@@ -50,13 +48,13 @@ async fn the_command_keeps_its_own_process_group_pipes_and_stdin() {
     assert_eq!(outcome.stderr.render().trim(), "0");
 
     let fed = host
-        .start(
-            spec("c_fed"),
+        .call(
             HelperCommand::new("wc")
                 .arg("-c")
                 .stdin_bytes(vec![b'i'; 1 << 20]),
-            Approval::NotRequired,
         )
+        .call_id("c_fed")
+        .start()
         .wait()
         .await;
     assert_eq!(fed.record.state, State::Completed);
@@ -73,11 +71,10 @@ async fn a_wait_future_given_up_is_a_disconnect_and_the_call_still_ends() {
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host.start(
-        spec("c_gave_up"),
-        HelperCommand::new("sleep").arg("30"),
-        Approval::NotRequired,
-    );
+    let call = host
+        .call(HelperCommand::new("sleep").arg("30"))
+        .call_id("c_gave_up")
+        .start();
     wait_for_state(&call, State::Dispatched).await;
     // The caller's own timeout drops the `wait` future, and the handle in it.
     let gave_up = tokio::time::timeout(50 * MS, call.wait()).await;
@@ -121,11 +118,10 @@ fn a_host_made_with_a_runtime_handle_runs_calls_started_from_outside_it() {
     )
     .unwrap();
     // Started from a plain thread; the owner runs on the runtime's worker.
-    let call = host.start(
-        spec("c_outside"),
-        HelperCommand::new("true"),
-        Approval::NotRequired,
-    );
+    let call = host
+        .call(HelperCommand::new("true"))
+        .call_id("c_outside")
+        .start();
     let outcome = runtime.block_on(call.wait());
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.exit_status, Some(0));
@@ -167,11 +163,10 @@ fn a_runtime_shut_down_under_a_call_leaves_no_helper_running() {
     let script = format!("echo $$ > '{}'; exec sleep 30", pid_file.display());
     let (host, call) = runtime.block_on(async {
         let host = host(HostOptions::default());
-        let call = host.start(
-            spec("c_runtime_gone"),
-            HelperCommand::shell_script(script),
-            Approval::NotRequired,
-        );
+        let call = host
+            .call(HelperCommand::shell_script(script))
+            .call_id("c_runtime_gone")
+            .start();
         wait_for_state(&call, State::Dispatched).await;
         poll_until(Duration::from_secs(10), "the pid file", || {
             std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
@@ -205,11 +200,11 @@ fn handles_and_their_futures_can_move_across_tasks() {
     let _guard = runtime.enter();
     let host = host(HostOptions::default());
     send_sync(&host);
-    let call = host.start(
-        spec("c_send"),
-        HelperCommand::new("true"),
-        Approval::Required,
-    );
+    let call = host
+        .call(HelperCommand::new("true"))
+        .call_id("c_send")
+        .approval(Approval::Required)
+        .start();
     send_sync(&call);
     send_sync(&call.canceller());
     send(&call.wait_card(Duration::ZERO));

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use spillguard_tokio::core::{ApprovalDecision, CallError, CancelReason, Config, State};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
-use support::spec;
+
 use tokio::time::Instant;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -28,7 +28,11 @@ fn command() -> HelperCommand {
 async fn an_unanswered_card_expires_after_exactly_its_timeout() {
     let host = host();
     let t0 = Instant::now();
-    let call = host.start(spec("c_expiry"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_expiry")
+        .approval(Approval::Required)
+        .start();
     let card = call.wait_card(10 * SECOND).await.unwrap();
     assert_eq!(t0.elapsed(), Duration::ZERO, "the card is shown at once");
     assert_eq!(card.expires_in, 120 * SECOND);
@@ -49,7 +53,11 @@ async fn an_unanswered_card_expires_after_exactly_its_timeout() {
 #[tokio::test(start_paused = true)]
 async fn an_answer_after_expiry_is_refused_with_the_state_it_met() {
     let host = host();
-    let call = host.start(spec("c_late_answer"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_late_answer")
+        .approval(Approval::Required)
+        .start();
     tokio::time::sleep(121 * SECOND).await;
     assert_eq!(call.state(), State::ApprovalExpired);
     assert_eq!(
@@ -66,7 +74,11 @@ async fn an_answer_after_expiry_is_refused_with_the_state_it_met() {
 async fn a_cancel_while_awaiting_approval_ends_the_call_at_that_instant() {
     let host = host();
     let t0 = Instant::now();
-    let call = host.start(spec("c_cancel_card"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_cancel_card")
+        .approval(Approval::Required)
+        .start();
     tokio::time::sleep(45 * SECOND).await;
     call.cancel();
     let outcome = call.wait().await;
@@ -84,7 +96,11 @@ async fn a_cancel_while_awaiting_approval_ends_the_call_at_that_instant() {
 #[tokio::test(start_paused = true)]
 async fn a_denial_is_recorded_at_the_instant_it_was_given() {
     let host = host();
-    let call = host.start(spec("c_deny_late"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_deny_late")
+        .approval(Approval::Required)
+        .start();
     tokio::time::sleep(119 * SECOND).await;
     assert_eq!(call.deny().await, Ok(()));
     let record = call.wait().await.record;
@@ -96,7 +112,11 @@ async fn a_denial_is_recorded_at_the_instant_it_was_given() {
 async fn wait_timeout_gives_the_handle_back_after_exactly_its_timeout() {
     let host = host();
     let t0 = Instant::now();
-    let call = host.start(spec("c_wait_timeout"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_wait_timeout")
+        .approval(Approval::Required)
+        .start();
     let call = call.wait_timeout(30 * SECOND).await.unwrap_err();
     assert_eq!(t0.elapsed(), 30 * SECOND);
     assert_eq!(call.state(), State::AwaitingApproval);
@@ -110,7 +130,11 @@ async fn wait_timeout_gives_the_handle_back_after_exactly_its_timeout() {
 async fn shutdown_ends_a_call_awaiting_approval_without_waiting() {
     let host = host();
     let t0 = Instant::now();
-    let call = host.start(spec("c_shutdown_card"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_shutdown_card")
+        .approval(Approval::Required)
+        .start();
     assert!(call.wait_card(SECOND).await.is_some());
     let report = host.shutdown(10 * SECOND).await;
     assert_eq!((report.finished, report.unfinished), (1, 0));
@@ -125,7 +149,11 @@ async fn shutdown_ends_a_call_awaiting_approval_without_waiting() {
 #[tokio::test(start_paused = true)]
 async fn a_dropped_handle_leaves_a_record_under_the_finish_policy() {
     let host = host();
-    let call = host.start(spec("c_drop_card"), command(), Approval::Required);
+    let call = host
+        .call(command())
+        .call_id("c_drop_card")
+        .approval(Approval::Required)
+        .start();
     assert!(call.wait_card(SECOND).await.is_some());
     drop(call);
     tokio::time::sleep(200 * SECOND).await;

@@ -4,11 +4,13 @@
 //! takes edges of the transition table, and builds a consistent record.
 #![allow(clippy::unwrap_used)]
 
+mod sim;
+
 use std::time::{Duration, Instant, SystemTime};
 
 use proptest::prelude::*;
 use spillguard_core::{
-    Action, AuditKind, Call, CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config,
+    Action, AuditKind, Call, CallKind, CallRecord, CallSettings, CancelReason, Config,
     DisconnectPolicy, Diverted, ExitStatus, ResultKind, RetentionPool, State, StdoutMode,
     TRANSITIONS,
 };
@@ -322,18 +324,12 @@ fn run(s: &Schedule) -> State {
     if s.cancel_on_disconnect {
         settings.on_client_disconnect = DisconnectPolicy::Cancel;
     }
-    let spec = CallSpec {
-        call_id: "c_p".into(),
-        session_id: "s_p".into(),
-        kind: if s.discovery {
-            CallKind::Discovery
-        } else {
-            CallKind::Action
-        },
-        action: "a".into(),
-        target: "t".into(),
-        summary: String::new(),
+    let kind = if s.discovery {
+        CallKind::Discovery
+    } else {
+        CallKind::Action
     };
+    let spec = sim::spec("c_p", kind);
     #[allow(clippy::disallowed_methods)]
     let t0 = Instant::now();
     let mut d = Driver {

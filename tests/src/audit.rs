@@ -110,8 +110,8 @@ impl ScenarioLog {
 mod tests {
     use super::*;
     use crate::measure::{MeasuredCall, PoolUse};
-    use spillguard_core::{CallKind, CallSpec, Config, State};
-    use spillguard_std::{Approval, HelperCommand, Host, HostOptions};
+    use spillguard_core::{Config, State};
+    use spillguard_std::{Host, HostOptions};
 
     /// A run of one `true` call written to `log`, measured as a driver
     /// would.
@@ -124,17 +124,14 @@ mod tests {
             },
         )
         .unwrap();
-        let spec = CallSpec {
-            call_id: "c_s10".into(),
-            session_id: "s_scenarios".into(),
-            kind: CallKind::Action,
-            action: "local.helper".into(),
-            target: "localhost".into(),
-            summary: "true".into(),
-        };
         let outcome = host
-            .start(spec, HelperCommand::new("true"), Approval::NotRequired)
-            .wait();
+            .command("true")
+            .call_id("c_s10")
+            .session_id("s_scenarios")
+            .action("local.helper")
+            .target("localhost")
+            .summary("true")
+            .run();
         let mut call = MeasuredCall::new("c_s10".into());
         call.record = Some(outcome.record.clone());
         Measured {

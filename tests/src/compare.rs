@@ -170,9 +170,9 @@ mod tests {
     use super::*;
     use crate::expect::CallExpect;
     use spillguard_core::{
-        Action, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
-        RetentionPool,
+        Action, Call, CallSettings, CancelReason, Config, ExitStatus, RetentionPool,
     };
+    use spillguard_std::HelperCommand;
     use std::time::{Duration, Instant, SystemTime};
 
     /// A record made by the core itself: a helper with pid `pid` writes
@@ -181,17 +181,16 @@ mod tests {
     fn record(pid: u32, seen: u64, offset: u64, pipe: Option<u64>) -> CallRecord {
         let config = Config::default();
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
-        let spec = CallSpec {
-            call_id: "c_s9".into(),
-            session_id: "s".into(),
-            kind: CallKind::Action,
-            action: "a".into(),
-            target: "t".into(),
-            summary: "s".into(),
-        };
+        let resolved = crate::engine::request(HelperCommand::new("true"))
+            .call_id("c_s9")
+            .action("a")
+            .target("t")
+            .summary("s")
+            .start()
+            .resolve("s", |_| CallSettings::action(&config));
         let start = Instant::now();
         let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(offset);
-        let mut call = Call::new(spec, CallSettings::action(&config), &pool, start, wall);
+        let mut call = Call::new(resolved.spec, resolved.settings, &pool, start, wall);
         call.handle_validated(start, false).unwrap();
         let mut finished = None;
         let mut step = |call: &mut Call| {

@@ -11,9 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use spillguard_core::{
-    ApprovalCard, CallError, CallRecord, CallSpec, Outcome, RetentionPool, State,
-};
+use spillguard_core::{ApprovalCard, CallError, CallRecord, Outcome, RetentionPool, State};
 use spillguard_core::{DebugGrant, DebugGrantError};
 use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, ShutdownReport};
 
@@ -52,12 +50,6 @@ pub trait HostUnderTest: Send + Sync + 'static {
 
     /// Starts the call `request` describes; returns at once.
     fn launch(&self, request: CallRequest) -> Self::Call;
-
-    /// Starts a call of `command` described by `spec`; returns at once.
-    fn start(&self, spec: CallSpec, command: HelperCommand, needs_approval: bool) -> Self::Call {
-        let approval = crate::drivers::approval(needs_approval);
-        self.launch(request(command).spec(spec).approval(approval).start())
-    }
 
     /// Grants debug for `duration` with `per_call_bytes` of stderr per call.
     fn grant_debug(
@@ -374,11 +366,7 @@ impl Client {
             std::thread::sleep(delay);
         }
         let started = Instant::now();
-        let handle = host.start(
-            plan.spec(self.copy),
-            self.command.clone(),
-            plan.approver.needs_approval(),
-        );
+        let handle = host.launch(plan.request(self.copy, self.command.clone()));
         if plan.approver.needs_approval() {
             if handle.wait_card(CLIENT_LIMIT).is_some() {
                 m.time_to_card_us = Some(micros(started.elapsed()));

@@ -16,7 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use spillguard_core::{CallKind, CallSpec, Config, DisconnectPolicy};
+use spillguard_core::{CallKind, Config, DisconnectPolicy};
+use spillguard_kit::CallRequest;
 use spillguard_std::HelperCommand;
 
 use crate::expect::{CallExpect, ScenarioExpect};
@@ -279,18 +280,22 @@ impl CallPlan {
         }
     }
 
-    /// The spec of copy `copy`.
-    pub fn spec(&self, copy: usize) -> CallSpec {
-        CallSpec {
-            call_id: self.call_id(copy),
-            session_id: "s_scenarios".into(),
-            kind: self.kind,
-            action: match self.kind {
-                CallKind::Discovery => "local.discover".into(),
-                _ => "local.helper".into(),
-            },
-            target: "localhost".into(),
-            summary: self.invocation.display_line(),
-        }
+    /// The request of copy `copy`, running `command`, made with the
+    /// builder: its id, the session, kind, action, target and summary the
+    /// scenarios report, and approval if its approver is asked.
+    pub fn request(&self, copy: usize, command: HelperCommand) -> CallRequest {
+        let action = match self.kind {
+            CallKind::Discovery => "local.discover",
+            _ => "local.helper",
+        };
+        crate::engine::request(command)
+            .call_id(self.call_id(copy))
+            .session_id("s_scenarios")
+            .kind(self.kind)
+            .action(action)
+            .target("localhost")
+            .summary(self.invocation.display_line())
+            .approval(crate::drivers::approval(self.approver.needs_approval()))
+            .start()
     }
 }

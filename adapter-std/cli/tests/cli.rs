@@ -2,9 +2,10 @@
 //! exit codes and one-line errors.
 #![allow(clippy::unwrap_used)]
 
+// The std adapter's test helpers, shared rather than copied.
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
-use spillguard_std::Approval;
 use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -12,8 +13,8 @@ use std::time::Duration;
 use serde_json::Value;
 use spillguard_std::core::Config;
 use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
-use spillguard_std::{HelperCommand, Host, HostOptions};
-use support::{poll_until, spec, temp_path};
+use spillguard_std::{Host, HostOptions};
+use support::{poll_until, temp_path};
 
 fn spillguard(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spillguard"))
@@ -37,13 +38,7 @@ fn record_line(output: &Output) -> (String, Value) {
 /// Every field name of a call record, taken from a record made in-process.
 fn record_field_names() -> BTreeSet<String> {
     let host = Host::new(Config::default(), HostOptions::default()).unwrap();
-    let outcome = host
-        .start(
-            spec("c_names"),
-            HelperCommand::new("true"),
-            Approval::NotRequired,
-        )
-        .wait();
+    let outcome = host.command("true").call_id("c_names").run();
     let value = serde_json::to_value(&outcome.record).unwrap();
     value.as_object().unwrap().keys().cloned().collect()
 }

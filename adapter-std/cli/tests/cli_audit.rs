@@ -2,6 +2,8 @@
 //! verdict lines, exit statuses, differences and view rows.
 #![allow(clippy::unwrap_used)]
 
+// The std adapter's test helpers, shared rather than copied.
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

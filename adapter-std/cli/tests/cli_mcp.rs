@@ -2,6 +2,8 @@
 //! JSON line, exit codes and one-line errors.
 #![allow(clippy::unwrap_used)]
 
+// The std adapter's test helpers, shared rather than copied.
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::process::{Command, Output, Stdio};

@@ -3,6 +3,8 @@
 //! a signal, `--mcp` and `--forward-stderr`.
 #![allow(clippy::unwrap_used)]
 
+// The std adapter's test helpers, shared rather than copied.
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::io::{Read, Write};

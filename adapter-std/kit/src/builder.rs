@@ -587,6 +587,44 @@ mod tests {
         assert_eq!(resolved.settings, settings(CallKind::Action));
     }
 
+    /// A builder whose `start()` is the request.
+    struct Requests;
+
+    impl Launch for Requests {
+        type Handle = CallRequest;
+        type Run = CallRequest;
+
+        fn launch(&self, request: CallRequest) -> CallRequest {
+            request
+        }
+
+        fn wait(request: CallRequest) -> CallRequest {
+            request
+        }
+    }
+
+    /// About the spec's fields: `Host::start(spec, ..)` and `.spec(..)`
+    /// keep every one as given, whatever the builder said before.
+    #[test]
+    fn a_spec_given_whole_keeps_every_field() {
+        let spec = CallSpec {
+            call_id: "c_given".into(),
+            session_id: "s_given".into(),
+            kind: CallKind::Discovery,
+            action: "dns.lookup".into(),
+            target: "web-3".into(),
+            summary: "resolve web-3".into(),
+        };
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("/usr/bin/host"))
+            .call_id("c_replaced")
+            .target("replaced")
+            .spec(spec.clone())
+            .start()
+            .resolve("s_host", settings);
+        assert_eq!(resolved.spec, spec);
+        assert_eq!(resolved.settings, settings(CallKind::Discovery));
+    }
+
     #[test]
     fn two_calls_never_share_an_id() {
         let ids: std::collections::HashSet<String> = (0..1000)

@@ -8,7 +8,8 @@
 //!   [`ChainedFileAudit`]).
 //! * The adapter-author API: [`owner`] (the owner skeleton: the action
 //!   dispatch, the spawn, finishing and letting go of a call, the policy
-//!   for an owner that dies), [`host_state`] (config, options, pool,
+//!   for an owner that dies), [`handle`] (the caller's side of a call:
+//!   [`handle::HandleCore`], which every runtime's handle wraps), [`host_state`] (config, options, pool,
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
@@ -33,6 +34,7 @@ mod audit_log;
 mod builder;
 mod command;
 mod error;
+pub mod handle;
 pub mod host_death;
 pub mod host_state;
 mod ids;

@@ -66,6 +66,17 @@ impl std::fmt::Debug for Streams {
 }
 
 impl Snapshot {
+    /// Whether waiting for the approval card is over: it is shown, or the
+    /// call ended without one.
+    pub fn card_settled(&self) -> bool {
+        self.card.is_some() || self.finished
+    }
+
+    /// Whether the outcome is there to take.
+    pub fn outcome_ready(&self) -> bool {
+        self.outcome.is_some()
+    }
+
     /// Whether asking for the streams has an answer now: they are there,
     /// taken, never coming (not streamed), or the call ended.
     pub fn streams_settled(&self) -> bool {
@@ -111,6 +122,19 @@ pub enum Taken {
     OwnerGone,
     /// The call has not finished yet.
     NotYet,
+}
+
+impl Taken {
+    /// What a handle's `wait_timeout` or `try_outcome` gives: the outcome,
+    /// or `handle` back if the call has not finished yet; `gone` decides
+    /// for an owner that ended without an outcome (it panics).
+    pub fn or_handle<H>(self, handle: H, gone: impl FnOnce(H) -> Outcome) -> Result<Outcome, H> {
+        match self {
+            Taken::Outcome(outcome) => Ok(*outcome),
+            Taken::OwnerGone => Ok(gone(handle)),
+            Taken::NotYet => Err(handle),
+        }
+    }
 }
 
 impl Snapshot {
@@ -247,24 +271,18 @@ mod tests {
 
     use std::time::{Instant, SystemTime};
 
-    use spillguard_core::{
-        Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool,
-    };
+    use spillguard_core::{Action, Call, CallSettings, Config, ExitStatus, RetentionPool};
+
+    use crate::{CallRequest, HelperCommand};
 
     /// The outcome of a call of a helper that exited 0 at once.
     fn outcome() -> Outcome {
         let config = Config::default();
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
-        let spec = CallSpec {
-            call_id: "c".into(),
-            session_id: "s".into(),
-            kind: CallKind::Action,
-            action: "a".into(),
-            target: "t".into(),
-            summary: String::new(),
-        };
+        let resolved = CallRequest::new(HelperCommand::new("true"))
+            .resolve("s", |_| CallSettings::action(&config));
+        let (spec, settings) = (resolved.spec, resolved.settings);
         let now = Instant::now();
-        let settings = CallSettings::action(&config);
         let mut call = Call::new(spec, settings, &pool, now, SystemTime::UNIX_EPOCH);
         call.handle_validated(now, false).unwrap();
         while call.poll_action().is_some() {}

@@ -13,6 +13,11 @@
 //! * [`Presence`]: the caller is there while its handle or one of the
 //!   call's streams is; when the last goes before the call finished, the
 //!   owner hears of a client disconnect.
+//! * [`Handout`], [`StdinWriter`], [`StdoutReader`]: what the owner hands
+//!   out at the spawn and the caller's two streams made of it, counting
+//!   every read and write, ending the input once; a runtime's
+//!   `HelperStdin` and `HelperStdout` wrap them with its `Read`/`Write` or
+//!   `AsyncRead`/`AsyncWrite`, one line a method.
 //! * [`split_guarded`]: one chunk of an MCP server's stdout through a
 //!   [`StdoutLineGuard`]: protocol lines to the caller, the rest to the
 //!   stderr capture.
@@ -25,7 +30,9 @@ use std::task::{Context, Poll, Waker};
 
 use spillguard_core::{Call, Segment, StdoutLineGuard};
 
+use crate::handle::ToOwner;
 use crate::published::{Published, Wake};
+use crate::run_loop::Command;
 
 /// Bytes forwarded each way by a streamed call's caller, not yet reported
 /// to the core.
@@ -183,6 +190,201 @@ impl<W: Wake> Drop for Presence<W> {
         if !self.published.is_finished() {
             (self.gone)();
         }
+    }
+}
+
+/// What an owner hands out at a streamed call's spawn (boxed, through
+/// [`Effects::take_streams`](crate::owner::Effects::take_streams)), for the
+/// handle to finish ([`HandleCore::streams`](crate::handle::HandleCore::streams)):
+/// the runtime's stdin pipe `I` (shared with the owner) and stdout pipe
+/// `O`, and the counters both count into.
+#[derive(Debug)]
+pub struct Handout<I, O> {
+    /// The helper's stdin, shared with the owner.
+    pub stdin: Arc<SharedStdin<I>>,
+    /// The helper's stdout.
+    pub stdout: O,
+    /// What the caller's reads and writes count into.
+    pub forwarded: Arc<Forwarded>,
+}
+
+impl<I, O> Handout<I, O> {
+    /// The caller's two streams, each keeping `present`, ending the input
+    /// and diverting stdout through `to_owner`.
+    pub fn finish<W: Wake, R>(
+        self,
+        to_owner: &ToOwner<R>,
+        present: &Arc<Presence<W>>,
+    ) -> (StdinWriter<I, W, R>, StdoutReader<O, W, R>) {
+        let stdin = StdinWriter {
+            stdin: self.stdin,
+            forwarded: self.forwarded.clone(),
+            to_owner: to_owner.clone(),
+            ended: false,
+            _present: present.clone(),
+        };
+        let stdout = StdoutReader {
+            stdout: self.stdout,
+            forwarded: self.forwarded,
+            to_owner: to_owner.clone(),
+            _present: present.clone(),
+        };
+        (stdin, stdout)
+    }
+}
+
+/// The caller's writer of a streamed call's stdin, on any runtime: each
+/// write goes to the helper's pipe `I` and is counted; closing it (or
+/// dropping it) ends the caller's input, once: the pipe is closed and the
+/// owner told (`Command::InputEnded`), so the helper has
+/// `stdin_close_grace` to exit. Once the owner closed stdin (a stop), a
+/// write fails with `BrokenPipe`. A runtime's `HelperStdin` wraps it with
+/// its `Write` or `AsyncWrite`.
+#[derive(Debug)]
+pub struct StdinWriter<I, W: Wake, R> {
+    stdin: Arc<SharedStdin<I>>,
+    forwarded: Arc<Forwarded>,
+    to_owner: ToOwner<R>,
+    ended: bool,
+    _present: Arc<Presence<W>>,
+}
+
+impl<I, W: Wake, R> StdinWriter<I, W, R> {
+    /// Ends the caller's input (the first time only): closes the pipe and
+    /// tells the owner.
+    pub fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.stdin.close();
+            self.to_owner.command(Command::InputEnded);
+        }
+    }
+
+    /// A blocking write (or splice) with `write` on a clone of the open
+    /// pipe, made without the lock; counts what it wrote. `BrokenPipe`
+    /// once the pipe is closed.
+    pub fn write(&mut self, write: impl FnOnce(&I) -> io::Result<usize>) -> io::Result<usize>
+    where
+        I: Clone,
+    {
+        let Some(pipe) = self.stdin.get() else {
+            return Err(stdin_closed());
+        };
+        let written = write(&pipe)?;
+        self.forwarded.add_stdin(written);
+        Ok(written)
+    }
+
+    /// An async write: `poll` on the open pipe ([`SharedStdin::poll_with`]),
+    /// counting what it wrote.
+    pub fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut I>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>>
+    where
+        I: Unpin,
+    {
+        let polled = self.stdin.poll_with(cx, poll);
+        if let Poll::Ready(Ok(written)) = polled {
+            self.forwarded.add_stdin(written);
+        }
+        polled
+    }
+
+    /// An async flush: `poll` on the open pipe. Nothing is buffered here,
+    /// so a closed pipe has nothing to flush: `Ok`.
+    pub fn poll_flush(
+        &self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut I>, &mut Context<'_>) -> Poll<io::Result<()>>,
+    ) -> Poll<io::Result<()>>
+    where
+        I: Unpin,
+    {
+        match self.stdin.poll_with(cx, poll) {
+            Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
+                Poll::Ready(Ok(()))
+            }
+            polled => polled,
+        }
+    }
+
+    /// An async close: ends the caller's input ([`end`](Self::end));
+    /// always ready.
+    pub fn poll_close(&mut self) -> Poll<io::Result<()>> {
+        self.end();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I, W: Wake, R> Drop for StdinWriter<I, W, R> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// The caller's reader of a streamed call's stdout, on any runtime: each
+/// read comes from the helper's pipe `O` and is counted; `0` bytes read is
+/// its end-of-file. The call does not wait for it: the helper's exit and
+/// stderr's end finish the call, and the record counts the bytes read
+/// before that. A runtime's `HelperStdout` wraps it with its `Read` or
+/// `AsyncRead`.
+#[derive(Debug)]
+pub struct StdoutReader<O, W: Wake, R> {
+    stdout: O,
+    forwarded: Arc<Forwarded>,
+    to_owner: ToOwner<R>,
+    _present: Arc<Presence<W>>,
+}
+
+impl<O, W: Wake, R> StdoutReader<O, W, R> {
+    /// A blocking read (or splice) with `read` on the pipe; counts what it
+    /// read.
+    pub fn read(&mut self, read: impl FnOnce(&mut O) -> io::Result<usize>) -> io::Result<usize> {
+        let read = read(&mut self.stdout)?;
+        self.forwarded.add_stdout(read);
+        Ok(read)
+    }
+
+    /// An async read: `poll` on the pipe, counting the bytes it gives.
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut O>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>>
+    where
+        O: Unpin,
+    {
+        let polled = poll(Pin::new(&mut self.stdout), cx);
+        if let Poll::Ready(Ok(read)) = polled {
+            self.forwarded.add_stdout(read);
+        }
+        polled
+    }
+
+    /// One read with `read` into `buf`, through `guard` (an MCP server's
+    /// stdout kept protocol-only): the JSON object lines go to `forward`,
+    /// in order and without a copy (and are counted); every other byte goes
+    /// to the call's stderr capture (`Command::StdoutDiverted`). Returns
+    /// the bytes read, `0` at the end.
+    pub fn read_guarded(
+        &mut self,
+        guard: &mut StdoutLineGuard,
+        buf: &mut [u8],
+        read: impl FnOnce(&mut O, &mut [u8]) -> io::Result<usize>,
+        forward: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<usize> {
+        let read = read(&mut self.stdout, buf)?;
+        let chunk = buf.get(..read).unwrap_or_default();
+        let to_owner = &self.to_owner;
+        split_guarded(guard, chunk, &self.forwarded, forward, |bytes, lines| {
+            to_owner.command(Command::StdoutDiverted {
+                bytes: bytes.to_vec(),
+                lines,
+            });
+        })?;
+        Ok(read)
     }
 }
 

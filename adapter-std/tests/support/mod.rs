@@ -1,4 +1,5 @@
-//! Shared helpers for the adapter's real-process tests.
+//! Shared helpers for the real-process tests of the std adapter and of the
+//! CLI (which includes this file with `#[path]`).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::PathBuf;
@@ -6,24 +7,32 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_kit::core::{AuditEvent, CallKind, CallSpec};
-use spillguard_kit::{AuditSink, ChainedFileAudit};
+use spillguard_kit::core::AuditEvent;
+use spillguard_kit::{AuditSink, CallBuilder, ChainedFileAudit, Launch};
 
-/// A call spec for an action named `local.test` with this id.
-pub fn spec(call_id: &str) -> CallSpec {
-    CallSpec {
-        call_id: call_id.into(),
-        session_id: "s_test".into(),
-        kind: CallKind::Action,
-        action: "local.test".into(),
-        target: "localhost".into(),
-        summary: "test helper".into(),
+/// The description these tests give a call whose audit events they look
+/// into (their sizes, their clear text): an action named `local.test` on
+/// `localhost`, in session `s_test`, summary `test helper`.
+pub trait LocalTest {
+    /// Describes the call, with the id `call_id`.
+    fn local_test(self, call_id: &str) -> Self;
+}
+
+impl<H: Launch> LocalTest for CallBuilder<'_, H> {
+    fn local_test(self, call_id: &str) -> Self {
+        self.call_id(call_id)
+            .session_id("s_test")
+            .action("local.test")
+            .target("localhost")
+            .summary("test helper")
     }
 }
 
-/// A path in the temp dir unique to this test process and `name`.
+/// A path in the temp dir unique to this test package, its process and
+/// `name`.
 pub fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("spillguard-std-{}-{name}", std::process::id()))
+    let package = env!("CARGO_PKG_NAME");
+    std::env::temp_dir().join(format!("{package}-{}-{name}", std::process::id()))
 }
 
 /// Polls `done` every 5 ms until it holds; panics after `limit`.

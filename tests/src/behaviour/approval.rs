@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use spillguard_core::{ApprovalDecision, CallError, CallKind, CallSpec, State, StreamEnd};
-use spillguard_std::{HelperCommand, HostOptions};
+use spillguard_core::{ApprovalDecision, CallError, CallKind, State, StreamEnd};
+use spillguard_std::{Approval, HelperCommand, HostOptions};
 
-use super::{MS, Recorder, spec, states, temp_path, timed_check_turn, us, wait};
-use crate::engine::{CallUnderTest, HostUnderTest};
+use super::{MS, Recorder, states, temp_path, timed_check_turn, us, wait};
+use crate::engine::{CallUnderTest, HostUnderTest, request};
 
 /// A denied call shows its card once, refuses a second answer, spawns
 /// nothing, and audits its lifecycle in order.
@@ -24,7 +24,15 @@ pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
     let trace = temp_path("denied-ran");
     let _ = std::fs::remove_file(&trace);
     let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
-    let call = host.start(spec("c_denied"), command, true);
+    let call = host.launch(
+        request(command)
+            .call_id("c_denied")
+            .action("local.test")
+            .target("localhost")
+            .summary("test helper")
+            .approval(Approval::Required)
+            .start(),
+    );
 
     let card = call.wait_card(Duration::from_secs(10)).unwrap();
     assert_eq!(card.call_id, "c_denied");
@@ -75,7 +83,12 @@ pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
 pub fn an_approved_call_runs_its_helper<H: HostUnderTest>(host: fn(HostOptions) -> H) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("echo approved");
-    let call = host.start(spec("c_approved"), command, true);
+    let call = host.launch(
+        request(command)
+            .call_id("c_approved")
+            .approval(Approval::Required)
+            .start(),
+    );
     assert!(call.wait_card(Duration::from_secs(10)).is_some());
     assert_eq!(call.approve(), Ok(()));
     let outcome = wait(call);
@@ -104,7 +117,12 @@ pub fn an_unanswered_card_expires<H: HostUnderTest>(host: fn(HostOptions) -> H) 
         approval_timeout: Some(100 * MS),
         ..HostOptions::default()
     });
-    let call = host.start(spec("c_expired"), HelperCommand::new("true"), true);
+    let call = host.launch(
+        request(HelperCommand::new("true"))
+            .call_id("c_expired")
+            .approval(Approval::Required)
+            .start(),
+    );
     let outcome = wait(call);
     assert_eq!(outcome.record.state, State::ApprovalExpired);
     assert_eq!(outcome.record.approval, ApprovalDecision::Expired);
@@ -125,12 +143,9 @@ pub fn a_discovery_call_has_its_own_budget_and_no_attempt<H: HostUnderTest>(
         audit: Some(recorder.clone()),
         ..HostOptions::default()
     });
-    let discovery = CallSpec {
-        kind: CallKind::Discovery,
-        ..spec("c_discovery")
-    };
     let command = HelperCommand::shell_script("head -c 100000 /dev/zero 1>&2; echo web-3");
-    let outcome = wait(host.start(discovery.clone(), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_discovery").discovery().start()));
+    assert_eq!(outcome.record.kind, CallKind::Discovery);
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.stderr_bytes_seen, 100_000);
     assert_eq!(outcome.record.stderr_bytes_retained, 4096);
@@ -142,14 +157,16 @@ pub fn a_discovery_call_has_its_own_budget_and_no_attempt<H: HostUnderTest>(
     );
 
     // A discovery never acts, so it can never need approval.
-    let asked = wait(host.start(
-        CallSpec {
-            call_id: "c_discovery_approval".into(),
-            ..discovery
-        },
-        HelperCommand::new("true"),
-        true,
-    ));
+    let asked = wait(
+        host.launch(
+            request(HelperCommand::new("true"))
+                .call_id("c_discovery_approval")
+                .discovery()
+                .approval(Approval::Required)
+                .start(),
+        ),
+    );
+    assert_eq!(asked.record.kind, CallKind::Discovery);
     assert_eq!(asked.record.state, State::FailedBeforeDispatch);
     assert_eq!(
         asked.record.failure.as_deref(),

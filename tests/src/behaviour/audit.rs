@@ -14,8 +14,8 @@ use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, JsonLinesAudit,
 };
 
-use super::{spec, temp_path, wait};
-use crate::engine::HostUnderTest;
+use super::{temp_path, wait};
+use crate::engine::{HostUnderTest, request};
 
 /// The JSON-lines sink holds one line per event, in lifecycle order, the
 /// last being the record the caller got.
@@ -28,7 +28,13 @@ pub fn the_json_lines_audit_holds_the_lifecycle_in_order<H: HostUnderTest>(
         audit: Some(Arc::new(JsonLinesAudit::open(&path).unwrap())),
         ..HostOptions::default()
     });
-    let outcome = wait(host.start(spec("c_audited"), HelperCommand::new("true"), false));
+    let outcome = wait(
+        host.launch(
+            request(HelperCommand::new("true"))
+                .call_id("c_audited")
+                .start(),
+        ),
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     let lines: Vec<serde_json::Value> = text
@@ -78,8 +84,14 @@ pub fn the_chained_log_of_three_calls_verifies_and_holds_their_records<H: HostUn
         ..HostOptions::default()
     });
     let handles: Vec<_> = ["c_a", "c_b", "c_c"]
-        .iter()
-        .map(|id| host.start(spec(id), HelperCommand::shell_script("echo x 1>&2"), false))
+        .into_iter()
+        .map(|id| {
+            host.launch(
+                request(HelperCommand::shell_script("echo x 1>&2"))
+                    .call_id(id)
+                    .start(),
+            )
+        })
         .collect();
     let outcomes: Vec<_> = handles.into_iter().map(wait).collect();
     assert!(outcomes.iter().all(|o| o.record.state == State::Completed));
@@ -136,11 +148,13 @@ pub fn an_attempt_that_cannot_be_audited_spawns_nothing<H: HostUnderTest>(
         ..HostOptions::default()
     });
     let script = format!("touch {}", trace.display());
-    let outcome = wait(host.start(
-        spec("c_audit_full"),
-        HelperCommand::shell_script(script),
-        false,
-    ));
+    let outcome = wait(
+        host.launch(
+            request(HelperCommand::shell_script(script))
+                .call_id("c_audit_full")
+                .start(),
+        ),
+    );
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(
@@ -195,7 +209,7 @@ pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
-    let outcome = wait(host.start(spec("c_full"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_full").start()));
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use spillguard_core::{AuditEvent, CallKind, CallRecord, CallSpec, Signal, State};
+use spillguard_core::{AuditEvent, CallRecord, Signal, State};
 use spillguard_std::AuditSink;
 
 mod afterlife;
@@ -139,18 +139,6 @@ fn states(record: &CallRecord) -> Vec<State> {
 
 fn signals(record: &CallRecord) -> Vec<Signal> {
     record.signals.iter().map(|s| s.signal).collect()
-}
-
-/// A call spec for an action named `local.test` with this id.
-fn spec(call_id: &str) -> CallSpec {
-    CallSpec {
-        call_id: call_id.into(),
-        session_id: "s_test".into(),
-        kind: CallKind::Action,
-        action: "local.test".into(),
-        target: "localhost".into(),
-        summary: "test helper".into(),
-    }
 }
 
 /// A path in the temp dir unique to this process, its thread and `name`

@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
-use spillguard_std::{HelperCommand, HostOptions};
+use spillguard_std::{Approval, HelperCommand, HostOptions};
 
 use super::{
-    MS, Recorder, assert_group_gone, scenario_turn, signals, spec, states, timed_check_turn, us,
-    wait,
+    MS, Recorder, assert_group_gone, scenario_turn, signals, states, timed_check_turn, us, wait,
 };
-use crate::engine::{CallUnderTest, HostUnderTest};
+use crate::engine::{CallUnderTest, HostUnderTest, request};
 use crate::measure::become_subreaper;
 
 /// `yes` floods stderr past a 300 ms deadline: cancelled with one TERM
@@ -29,7 +28,7 @@ pub fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib<H: HostU
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
-    let outcome = wait(host.start(spec("c_flood"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_flood").start()));
     let record = &outcome.record;
 
     assert_eq!(record.state, State::CancelledAfterDispatch);
@@ -89,7 +88,7 @@ pub fn a_normal_run_reports_its_exit_code_and_exact_counts<H: HostUnderTest>(
 ) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("echo out; echo err 1>&2; exit 3");
-    let outcome = wait(host.start(spec("c_normal"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_normal").start()));
     let record = &outcome.record;
 
     assert_eq!(record.state, State::FailedLocal);
@@ -124,11 +123,13 @@ pub fn a_program_that_cannot_be_spawned_fails_before_dispatch<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
     let host = host(HostOptions::default());
-    let outcome = wait(host.start(
-        spec("c_missing"),
-        HelperCommand::new("/nonexistent/prog"),
-        false,
-    ));
+    let outcome = wait(
+        host.launch(
+            request(HelperCommand::new("/nonexistent/prog"))
+                .call_id("c_missing")
+                .start(),
+        ),
+    );
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(
@@ -159,7 +160,14 @@ pub fn an_invalid_command_fails_before_its_attempt_is_recorded<H: HostUnderTest>
         ..HostOptions::default()
     });
     let command = HelperCommand::new("echo").arg("a\0b");
-    let outcome = wait(host.start(spec("c_invalid"), command, true));
+    let outcome = wait(
+        host.launch(
+            request(command)
+                .call_id("c_invalid")
+                .approval(Approval::Required)
+                .start(),
+        ),
+    );
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(
@@ -182,10 +190,10 @@ pub fn wait_timeout_gives_the_handle_back_until_the_call_ends<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
     let host = host(HostOptions::default());
-    let call = host.start(
-        spec("c_slow"),
-        HelperCommand::new("sleep").arg("0.3"),
-        false,
+    let call = host.launch(
+        request(HelperCommand::new("sleep").arg("0.3"))
+            .call_id("c_slow")
+            .start(),
     );
     let Err(call) = call.wait_timeout(10 * MS) else {
         panic!("an outcome after 10 ms of a 300 ms sleep");
@@ -210,10 +218,10 @@ pub fn polling_try_outcome_always_gets_the_outcome<H: HostUnderTest>(host: fn(Ho
     let _alone = scenario_turn();
     let host = host(HostOptions::default());
     for i in 0..1000 {
-        let mut call = host.start(
-            spec(&format!("c_poll_{i}")),
-            HelperCommand::new("true"),
-            false,
+        let mut call = host.launch(
+            request(HelperCommand::new("true"))
+                .call_id(format!("c_poll_{i}"))
+                .start(),
         );
         let started = std::time::Instant::now();
         let outcome = loop {
@@ -237,18 +245,26 @@ pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest
 ) {
     let host = host(HostOptions::default());
     let input = vec![b'i'; 1 << 20];
-    let counted = wait(host.start(
-        spec("c_stdin"),
-        HelperCommand::new("wc").arg("-c").stdin_bytes(input),
-        false,
-    ));
+    let counted = wait(
+        host.launch(
+            request(HelperCommand::new("wc").arg("-c").stdin_bytes(input))
+                .call_id("c_stdin")
+                .start(),
+        ),
+    );
     assert_eq!(counted.record.state, State::Completed);
     assert_eq!(
         String::from_utf8_lossy(&counted.stdout.to_vec()).trim(),
         "1048576"
     );
 
-    let null = wait(host.start(spec("c_null"), HelperCommand::new("wc").arg("-c"), false));
+    let null = wait(
+        host.launch(
+            request(HelperCommand::new("wc").arg("-c"))
+                .call_id("c_null")
+                .start(),
+        ),
+    );
     assert_eq!(String::from_utf8_lossy(&null.stdout.to_vec()).trim(), "0");
 }
 
@@ -256,7 +272,7 @@ pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest
 pub fn every_byte_of_a_large_flood_is_counted<H: HostUnderTest>(host: fn(HostOptions) -> H) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("head -c 20000000 /dev/zero 1>&2");
-    let outcome = wait(host.start(spec("c_20mb"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_20mb").start()));
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.stderr_bytes_seen, 20_000_000);
     assert_eq!(outcome.record.stderr_bytes_retained, 16_384);

@@ -11,10 +11,10 @@ use spillguard_core::{
 use spillguard_std::{HelperCommand, HostOptions};
 
 use super::{
-    MS, Recorder, assert_group_gone, poll_until, records_of, signals, spec, temp_path,
-    timed_check_turn, us, wait, wait_for_state,
+    MS, Recorder, assert_group_gone, poll_until, records_of, signals, temp_path, timed_check_turn,
+    us, wait, wait_for_state,
 };
-use crate::engine::{CallUnderTest, HostUnderTest};
+use crate::engine::{CallUnderTest, HostUnderTest, request};
 use crate::measure::become_subreaper;
 
 /// A helper that traps TERM is killed once, after the 300 ms grace.
@@ -31,7 +31,11 @@ pub fn a_helper_that_ignores_term_is_killed_once_after_the_grace<H: HostUnderTes
     let ready = temp_path("trap-ready");
     let _ = std::fs::remove_file(&ready);
     let script = format!("trap '' TERM; touch '{}'; sleep 30", ready.display());
-    let call = host.start(spec("c_trap"), HelperCommand::shell_script(script), false);
+    let call = host.launch(
+        request(HelperCommand::shell_script(script))
+            .call_id("c_trap")
+            .start(),
+    );
     poll_until(Duration::from_secs(10), "the trap to be set", || {
         ready.exists()
     });
@@ -64,7 +68,7 @@ pub fn a_grandchild_holding_the_streams_is_signalled_after_the_drain_window<H: H
     let host = host(HostOptions::default());
     let started = Instant::now();
     let command = HelperCommand::shell_script("sleep 30 & exit 0");
-    let outcome = wait(host.start(spec("c_grandchild"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_grandchild").start()));
     let elapsed = started.elapsed();
     assert_completed_with_the_group_signalled_after(&outcome.record, 250 * MS);
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
@@ -105,7 +109,7 @@ pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
     });
     let command = HelperCommand::shell_script("yes flooding-grandchild >&2 & sleep 0.3; exit 0");
     let started = Instant::now();
-    let outcome = wait(host.start(spec("c_flooding_grandchild"), command, false));
+    let outcome = wait(host.launch(request(command).call_id("c_flooding_grandchild").start()));
     let elapsed = started.elapsed();
     let record = &outcome.record;
     assert_completed_with_the_group_signalled_after(record, drain);
@@ -149,7 +153,7 @@ pub fn answers_come_at_once_after_the_end_while_an_escaped_process_holds_the_str
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("setsid sleep 2 & exit 0");
-    let call = host.start(spec("c_escaped"), command, false);
+    let call = host.launch(request(command).call_id("c_escaped").start());
     poll_until(Duration::from_secs(10), "the call to end", || {
         call.state().is_terminal()
     });
@@ -181,7 +185,7 @@ pub fn dropping_the_handle_mid_run_still_finishes_and_records_the_call<H: HostUn
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("sleep 0.3; echo done");
-    let call = host.start(spec("c_dropped"), command, false);
+    let call = host.launch(request(command).call_id("c_dropped").start());
     wait_for_state(&call, State::Dispatched);
     drop(call);
     poll_until(Duration::from_secs(10), "the record", || {
@@ -220,10 +224,10 @@ pub fn dropping_the_handle_under_the_cancel_policy_stops_the_helper<H: HostUnder
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host.start(
-        spec("c_drop_cancel"),
-        HelperCommand::new("sleep").arg("30"),
-        false,
+    let call = host.launch(
+        request(HelperCommand::new("sleep").arg("30"))
+            .call_id("c_drop_cancel")
+            .start(),
     );
     wait_for_state(&call, State::Dispatched);
     drop(call);
@@ -249,10 +253,10 @@ pub fn shutdown_cancels_every_live_call_and_waits_for_their_records<H: HostUnder
     let host = host(HostOptions::default());
     let calls: Vec<_> = (0..3)
         .map(|i| {
-            host.start(
-                spec(&format!("c_live_{i}")),
-                HelperCommand::new("sleep").arg("30"),
-                false,
+            host.launch(
+                request(HelperCommand::new("sleep").arg("30"))
+                    .call_id(format!("c_live_{i}"))
+                    .start(),
             )
         })
         .collect();
@@ -278,7 +282,13 @@ pub fn shutdown_cancels_every_live_call_and_waits_for_their_records<H: HostUnder
         assert_group_gone(outcome.record.pgid.unwrap());
     }
     // After shutdown, a new call is cancelled before anything runs.
-    let late = wait(host.start(spec("c_late"), HelperCommand::new("true"), false));
+    let late = wait(
+        host.launch(
+            request(HelperCommand::new("true"))
+                .call_id("c_late")
+                .start(),
+        ),
+    );
     assert_eq!(late.record.state, State::CancelledBeforeDispatch);
     assert_eq!(late.record.cancel_reason, Some(CancelReason::HostShutdown));
     assert_eq!(late.record.pid, None);

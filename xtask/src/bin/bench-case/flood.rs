@@ -2,7 +2,6 @@
 //! exits 0; each case drains it one way and measures the wall time from
 //! spawn (or `Host::start`) to the reaped exit.
 
-use spillguard_std::Approval;
 use std::io::{self, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use spillguard_std::core::{CallRecord, Config, Signal, State};
 use spillguard_std::os::enlarge_pipe;
 use spillguard_std::{HelperCommand, HostOptions};
 
-use crate::{Args, FLOOD_CHUNK, Measured, READ_BUFFER, micros, spec};
+use crate::{Args, FLOOD_CHUNK, Measured, READ_BUFFER, micros};
 
 /// The helper's command line for the flood.
 fn command(args: &Args) -> Result<HelperCommand, String> {
@@ -34,12 +33,10 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
     let command = command(args)?;
     let start = Instant::now();
     let outcome = host
-        .start(
-            spec("c_flood".into(), "bench.flood"),
-            command,
-            Approval::NotRequired,
-        )
-        .wait();
+        .call(command)
+        .call_id("c_flood")
+        .action("bench.flood")
+        .run();
     Ok(from_record(
         "flood-std",
         args.bytes,
@@ -55,12 +52,10 @@ pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
     let command = command(args)?;
     let start = Instant::now();
     let outcome = smol::block_on(
-        host.start(
-            spec("c_flood".into(), "bench.flood"),
-            command,
-            Approval::NotRequired,
-        )
-        .wait(),
+        host.call(command)
+            .call_id("c_flood")
+            .action("bench.flood")
+            .run(),
     );
     Ok(from_record(
         "flood-smol",
@@ -79,12 +74,10 @@ pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
             .map_err(config_error)?;
         let start = Instant::now();
         let outcome = host
-            .start(
-                spec("c_flood".into(), "bench.flood"),
-                command,
-                Approval::NotRequired,
-            )
-            .wait()
+            .call(command)
+            .call_id("c_flood")
+            .action("bench.flood")
+            .run()
             .await;
         Ok::<_, String>((start.elapsed(), outcome))
     })?;

@@ -3,13 +3,12 @@
 //! every 50 ms). spillguard signals the group once its post-exit drain
 //! window has passed; `Command::output()` waits for the grandchild.
 
-use spillguard_std::Approval;
 use std::time::Instant;
 
 use spillguard_std::core::{CallKind, Config, Signal};
 use spillguard_std::{HelperCommand, Host, HostOptions};
 
-use crate::{Args, Measured, micros, spec};
+use crate::{Args, Measured, micros};
 
 fn command(args: &Args) -> Result<HelperCommand, String> {
     Ok(HelperCommand::new(args.helper()?.clone())
@@ -32,12 +31,10 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
     let command = command(args)?;
     let start = Instant::now();
     let outcome = host
-        .start(
-            spec("c_grandchild".into(), "bench.grandchild"),
-            command,
-            Approval::NotRequired,
-        )
-        .wait();
+        .call(command)
+        .call_id("c_grandchild")
+        .action("bench.grandchild")
+        .run();
     let wall = start.elapsed();
     let record = &outcome.record;
     let terminal = record.timeline.last().map(|mark| mark.offset_us);

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 use rustix::process::{Pid, WaitOptions};
-use spillguard_std::core::{CallKind, CallSpec, Signal};
+use spillguard_std::core::Signal;
 
 use crate::line::Line;
 
@@ -110,18 +110,6 @@ impl Measured {
         if !holds {
             self.problems.push(problem());
         }
-    }
-}
-
-/// A call spec for a benchmark call.
-pub fn spec(call_id: String, action: &str) -> CallSpec {
-    CallSpec {
-        call_id,
-        session_id: "s_bench".into(),
-        kind: CallKind::Action,
-        action: action.into(),
-        target: "localhost".into(),
-        summary: action.into(),
     }
 }
 

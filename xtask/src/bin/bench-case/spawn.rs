@@ -3,7 +3,6 @@
 //! own spawn + wait of the same std command (own process group, stdin null,
 //! stdout and stderr piped). [`SPAWN_WARMUP`] calls come first, unclocked.
 
-use spillguard_std::Approval;
 use std::io;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -12,7 +11,7 @@ use spillguard_std::core::{Config, Outcome, State};
 use spillguard_std::{HelperCommand, HostOptions};
 
 use crate::flood::tokio_runtime;
-use crate::{Args, Measured, SPAWN_WARMUP, micros, spec};
+use crate::{Args, Measured, SPAWN_WARMUP, micros};
 
 const PROGRAM: &str = "true";
 
@@ -93,12 +92,8 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
     let host =
         spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
     Ok(measure("spawn-std", args.count, |i| {
-        let call = spec(format!("c_{i}"), "bench.true");
-        check_outcome(
-            &host
-                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
-                .wait(),
-        )
+        let call = host.command(PROGRAM).call_id(format!("c_{i}"));
+        check_outcome(&call.action("bench.true").run())
     }))
 }
 
@@ -122,11 +117,8 @@ pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
             if i == SPAWN_WARMUP {
                 start = Instant::now();
             }
-            let call = spec(format!("c_{i}"), "bench.true");
-            let outcome = host
-                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
-                .wait()
-                .await;
+            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
+            let outcome = call.action("bench.true").run().await;
             if let Some(problem) = check_outcome(&outcome) {
                 failures += 1;
                 first_failure.get_or_insert(problem);
@@ -189,11 +181,8 @@ pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
             if i == SPAWN_WARMUP {
                 start = Instant::now();
             }
-            let call = spec(format!("c_{i}"), "bench.true");
-            let outcome = host
-                .start(call, HelperCommand::new(PROGRAM), Approval::NotRequired)
-                .wait()
-                .await;
+            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
+            let outcome = call.action("bench.true").run().await;
             if let Some(problem) = check_outcome(&outcome) {
                 failures += 1;
                 first_failure.get_or_insert(problem);
