@@ -473,9 +473,10 @@ await cardLatency('quiet');
         ensure() {
             if (running === null) {
                 const call = client.callTool({ name: 'flood', arguments: { bytes: BIG_FLOOD_BYTES } }, undefined, LONG);
-                const entry = { call, done: false };
+                const entry = { call, done: false, t0: performance.now() };
                 call.finally(() => {
                     entry.done = true;
+                    entry.elapsed = performance.now() - entry.t0;
                     if (running === entry) running = null;
                 });
                 floods.push(entry);
@@ -496,6 +497,7 @@ await cardLatency('quiet');
         check(`1 GiB flood ${i + 1}: state`, r.structuredContent.state, 'completed');
         check(`1 GiB flood ${i + 1}: stderr_bytes_seen`, r.structuredContent.stderr_bytes_seen, BIG_FLOOD_BYTES);
         check(`1 GiB flood ${i + 1}: result`, r.structuredContent.result, { ok: true, bytes: BIG_FLOOD_BYTES });
+        measured(`1 GiB flood ${i + 1}: call time`, ms(floods[i].elapsed));
     }
     measured('rounds that ended with a flood still running', `${overlapped} of ${LATENCY_ROUNDS} (${floods.length} flood call(s))`);
 }
@@ -560,7 +562,8 @@ await cardLatency('quiet');
 }
 
 // ---------------------------------------------------------------------------
-// Server 2: a disconnect mid-call under --on-disconnect cancel
+// Server 2: a disconnect mid-call under --on-disconnect cancel: two running
+// helpers and a card nobody answers
 
 {
     const log2 = path.join(dir, 'disconnect.log');
@@ -573,18 +576,26 @@ await cardLatency('quiet');
         calls.push(call.then(() => 'resolved', () => 'rejected'));
         pids.push(await waitPid(pidfile));
     }
+    // And a card nobody answers.
+    onElicit(gone.client);
+    answer = () => new Promise(() => {});
+    const before = elicitations.length;
+    const pending = gone.client.callTool({ name: 'touch', arguments: { path: path.join(dir, 'disconnect-card') } });
+    calls.push(pending.then(() => 'resolved', () => 'rejected'));
+    await until('the card on the disconnecting client', () => (elicitations.length > before ? true : undefined));
     checkThat('disconnect: helpers running', pids.every(alive), `pids ${pids.join(', ')}`);
     const t0 = performance.now();
     await gone.client.close();
     const status = await exitStatus(gone.server);
     const exited = performance.now() - t0;
     check('disconnect: server exit status', status, 0);
-    check('disconnect: pending calls rejected on the client', await Promise.all(calls), ['rejected', 'rejected']);
+    check('disconnect: pending calls rejected on the client', await Promise.all(calls), ['rejected', 'rejected', 'rejected']);
     const rows = activity(log2);
-    check('disconnect: calls in the audit log', rows.length, 2);
-    check('disconnect: every final record written', rows.map((r) => r.finished), [true, true]);
-    check('disconnect: states', rows.map((r) => r.state), ['cancelled_after_dispatch', 'cancelled_after_dispatch']);
-    check('disconnect: exit signals (TERM)', rows.map((r) => r.exit_signal), [15, 15]);
+    check('disconnect: calls in the audit log', rows.map((r) => r.action), ['sleep', 'sleep', 'touch']);
+    check('disconnect: every final record written', rows.map((r) => r.finished), [true, true, true]);
+    check('disconnect: states', rows.map((r) => r.state), ['cancelled_after_dispatch', 'cancelled_after_dispatch', 'cancelled_before_dispatch']);
+    check('disconnect: exit signals (TERM; none for the card)', rows.map((r) => r.exit_signal), [15, 15, null]);
+    check('disconnect: file of the unanswered card absent', fs.existsSync(path.join(dir, 'disconnect-card')), false);
     check('disconnect: no helper alive', pids.map(alive), [false, false]);
     measured('disconnect: close to server exit', ms(exited));
 }
