@@ -13,18 +13,21 @@
 // * a 64 MiB stderr flood: result intact, stderr counted, excerpt bounded
 //   and marked, pings answered while it ran;
 // * the approval card through elicitation/create: accepted, declined,
-//   expired (the client answers too late), and a client without the
-//   elicitation capability (refused, fail closed);
-// * invalid arguments: refused before dispatch with the exact failure text;
+//   dismissed, expired (the client answers too late), and a client without
+//   the elicitation capability (refused, fail closed);
+// * invalid arguments, and a helper that cannot be spawned: refused before
+//   dispatch with the exact failure text;
 // * a cancel mid-call (notifications/cancelled from an AbortSignal);
-// * a disconnect mid-call under `--on-disconnect cancel`;
+// * a disconnect under `--on-disconnect cancel` with two helpers running
+//   and a card nobody answers;
+// * the audit logs: every call's final state, in order, and the chain;
 // * stdout byte by byte: every line the server wrote is a JSON-RPC 2.0
-//   message;
+//   message, one response per client request, none for the cancelled one;
 // * the time from tools/call to the card, quiet and during a 1 GiB flood
 //   (printed, not asserted).
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -176,6 +179,12 @@ async function exitStatus(server, timeoutMs = 10_000) {
 function activity(log) {
     const out = execFileSync(spillguard, ['audit', 'activity', log, '--json'], { encoding: 'utf8' });
     return out.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
+}
+
+/** The verdict of `audit verify LOG --json` (exit 3: intact but unanchored). */
+function verify(log) {
+    const run = spawnSync(spillguard, ['audit', 'verify', log, '--json'], { encoding: 'utf8' });
+    return { status: run.status, ...JSON.parse(run.stdout) };
 }
 
 function sessions(log) {
@@ -348,6 +357,31 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     check('decline: file absent', fs.existsSync(file), false);
 }
 
+// The card dismissed (action "cancel"): nobody approved, nothing ran.
+{
+    const file = path.join(dir, 'dismissed');
+    answer = async () => ({ action: 'cancel' });
+    const result = await client.callTool({ name: 'touch', arguments: { path: file } });
+    expected.push('cancelled_before_dispatch');
+    check('dismiss: elicitation message is the card', elicitations.at(-1).message, card(file));
+    check('dismiss: isError', result.isError, true);
+    check('dismiss: state', result.structuredContent.state, 'cancelled_before_dispatch');
+    check('dismiss: pid (nothing spawned)', result.structuredContent.pid, null);
+    check('dismiss: file absent', fs.existsSync(file), false);
+}
+
+// A helper that cannot be spawned.
+{
+    const result = await client.callTool({ name: 'missing', arguments: {} });
+    expected.push('failed_before_dispatch');
+    const r = result.structuredContent;
+    check('missing: isError', result.isError, true);
+    check('missing: state', r.state, 'failed_before_dispatch');
+    check('missing: spawn_error_kind', r.spawn_error_kind, 'not_found');
+    check('missing: failure', r.failure, 'spawn failed: /nonexistent/spillguard-helper: NotFound: No such file or directory (os error 2)');
+    check('missing: pid and exit_status', [r.pid, r.exit_status], [null, null]);
+}
+
 // Approval expired: the client answers after 3 s, the card expires at 1.5 s.
 {
     const file = path.join(dir, 'expired');
@@ -509,6 +543,9 @@ await cardLatency('quiet');
     const rows = activity(log1);
     check('main: states of every call in the audit log, in order', rows.map((r) => r.state), expected);
     check('main: every call finished', rows.every((r) => r.finished), true);
+    const verdict = verify(log1);
+    check('main: audit verify (no anchor kept)', [verdict.verdict, verdict.status], ['unanchored', 3]);
+    measured('main: audit records', verdict.records);
     const sess = sessions(log1);
     check('main: one session', sess.length, 1);
     measured('main: session', show(sess[0]));
@@ -597,6 +634,8 @@ await cardLatency('quiet');
     check('disconnect: exit signals (TERM; none for the card)', rows.map((r) => r.exit_signal), [15, 15, null]);
     check('disconnect: file of the unanswered card absent', fs.existsSync(path.join(dir, 'disconnect-card')), false);
     check('disconnect: no helper alive', pids.map(alive), [false, false]);
+    const verdict = verify(log2);
+    check('disconnect: audit verify (no anchor kept)', [verdict.verdict, verdict.status], ['unanchored', 3]);
     measured('disconnect: close to server exit', ms(exited));
 }
 
