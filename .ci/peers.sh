@@ -2,7 +2,9 @@
 # Installs the MCP peers the real-peer tests drive, into target/peers
 # (ignored by git, reused by later runs): a Python venv with the official
 # MCP SDK (`mcp`) and `mcp-server-time` from PyPI, and an npm prefix with
-# `@modelcontextprotocol/server-everything`. Prints the paths it made.
+# `@modelcontextprotocol/server-everything` and the official TypeScript SDK
+# `@modelcontextprotocol/sdk` (its client drives `spillguard mcp` in
+# tests/peers/mcp_bridge.mjs). Prints the paths it made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peers="$PWD/target/peers"
@@ -21,9 +23,10 @@ sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10
     "$peers/venv/bin/pip" install --quiet --disable-pip-version-check "${python_peers[@]}"
 fi
 
-if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
+if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
+    [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
     npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error \
-        @modelcontextprotocol/server-everything
+        @modelcontextprotocol/server-everything @modelcontextprotocol/sdk@1.32.2
 fi
 
-echo "peers: $peers/venv (mcp, mcp-server-time), $peers/npm (server-everything)"
+echo "peers: $peers/venv (mcp, mcp-server-time), $peers/npm (server-everything, sdk)"
