@@ -26,7 +26,7 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{Receiver, Sender};
 use spillguard_core::CallError;
-use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
+use spillguard_kit::owner::{Blocking, HelperSlot, OwnerCore, Unblocked};
 use spillguard_kit::run_loop;
 
 use crate::handle::Changed;
@@ -155,7 +155,7 @@ impl Owner {
         self.stderr_first = !self.stderr_first;
         let mut none = [None, None];
         let pipes = match self.io.process_mut() {
-            Some(process) => &mut process.pipes,
+            Some(process) => &mut process.0.pipes,
             None => &mut none,
         };
         let (timer, events) = (&mut self.timer, &self.events);
@@ -187,7 +187,7 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end (0). Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let pipes = self.io.process_mut().map(|process| &mut process.pipes);
+        let pipes = self.io.process_mut().map(|process| &mut process.0.pipes);
         self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
@@ -196,20 +196,13 @@ impl Owner {
     /// ([`spillguard_kit::orphans`]), as duplicated descriptors (the
     /// stream itself leaves the reactor when dropped here).
     fn drain_unheard(&mut self) {
-        let Some(process) = self.io.process_mut() else {
-            return;
-        };
-        process.close_stdin();
-        let mut leftovers = Vec::new();
-        for stream in process.pipes.iter_mut().filter_map(Option::take) {
-            match spillguard_kit::os::duplicate(&stream) {
-                Ok(fd) => leftovers.push(fd),
-                // No descriptor left to duplicate it: closing it now is
-                // all that can be done.
-                Err(_) => drop(stream),
-            }
+        if let Some(process) = self.io.process_mut() {
+            // A stream with no descriptor left to duplicate is closed.
+            let leftovers = process
+                .0
+                .take_leftovers(|stream| spillguard_kit::os::duplicate(&stream));
+            self.core.hand_over_leftovers(leftovers);
         }
-        self.core.hand_over_leftovers(leftovers);
     }
 
     /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);

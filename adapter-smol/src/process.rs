@@ -23,30 +23,17 @@ use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_kit::{HelperCommand, StdinMode};
 
 use spillguard_kit::owner::Helper;
-use spillguard_kit::stream::{Forwarded, SharedStdin};
+use spillguard_kit::pipes::{AsyncPipes, Spawned};
+use spillguard_kit::stream::Forwarded;
 
 use crate::owner::Event;
 use crate::reader::{self, Stream};
-use crate::stream::{Raw, Stdin};
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), its output
-/// streams, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it: the kit's [`AsyncPipes`] of
+/// async-process pipes (its pid and pgid, its output streams, its stdin
+/// routed by the command's mode).
 #[derive(Debug)]
-pub(crate) struct Process {
-    /// The helper's pid, which is also its process group id.
-    pub(crate) pid: u32,
-    /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
-    /// asked or refused.
-    pub(crate) pipe_capacity: Option<u64>,
-    /// Stdout and stderr, each until it reaches end-of-file.
-    pub(crate) pipes: [Option<Stream>; 2],
-    /// Dropping it tells the stdin writer to stop and close the pipe.
-    stdin_open: Option<Sender<()>>,
-    /// A streamed call's stdin, shared with the caller's writer.
-    streamed_stdin: Option<Stdin>,
-    /// A streamed call's stdout, until handed to the caller.
-    streamed_stdout: Option<ChildStdout>,
-}
+pub(crate) struct Process(pub(crate) AsyncPipes<Stream, ChildStdin, ChildStdout, Sender<()>>);
 
 impl Helper for Process {
     type Events = Sender<Event>;
@@ -64,44 +51,32 @@ impl Helper for Process {
             signal_group(pid, Signal::Kill);
             return Err(io::Error::other("the helper's output pipes are missing"));
         };
-        let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let mut process = Self {
+        let spawned = Spawned {
             pid,
-            pipe_capacity,
-            pipes: [None, Some(Stream::Stderr(stderr))],
-            stdin_open: None,
-            streamed_stdin: None,
-            streamed_stdout: None,
+            pipe_capacity: enlarge_pipes(&stdout, &stderr, pipe_size),
+            mode: command.stdin,
+            stdin: child.stdin.take(),
+            stdout,
+            stderr: Stream::Stderr(stderr),
         };
-        match (command.stdin, child.stdin.take()) {
-            (StdinMode::Streamed, Some(pipe)) => {
-                process.streamed_stdin = Some(SharedStdin::new(pipe));
-                process.streamed_stdout = Some(stdout);
-            }
-            (StdinMode::Bytes(bytes), Some(pipe)) => {
-                process.stdin_open = Some(start_stdin_writer(pipe, bytes));
-                process.pipes[0] = Some(Stream::Stdout(stdout));
-            }
-            _ => process.pipes[0] = Some(Stream::Stdout(stdout)),
-        }
         start_waiter(child, events.clone());
-        Ok(process)
+        Ok(Self(AsyncPipes::new(
+            spawned,
+            Stream::Stdout,
+            start_stdin_writer,
+        )))
     }
 
     fn pid(&self) -> u32 {
-        self.pid
+        self.0.pid
     }
 
     fn pipe_capacity(&self) -> Option<u64> {
-        self.pipe_capacity
+        self.0.pipe_capacity
     }
 
-    /// Stops feeding stdin; the writer closes it at once, even mid-write.
     fn close_stdin(&mut self) {
-        self.stdin_open = None;
-        if let Some(stdin) = &self.streamed_stdin {
-            stdin.close();
-        }
+        self.0.close_stdin();
     }
 
     /// The handle reaches the owner its own way, not through `_events`.
@@ -110,11 +85,7 @@ impl Helper for Process {
         _events: &Self::Events,
         forwarded: Arc<Forwarded>,
     ) -> Option<Box<dyn Any + Send>> {
-        Some(Box::new(Raw {
-            stdin: self.streamed_stdin.clone()?,
-            stdout: self.streamed_stdout.take()?,
-            forwarded,
-        }))
+        self.0.take_streams(forwarded)
     }
 }
 

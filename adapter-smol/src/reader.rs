@@ -11,7 +11,6 @@
 //! [`spillguard_kit::orphans`]) reads and drops what comes, so the
 //! descendant never blocks on it.
 
-use std::future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
@@ -19,14 +18,14 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use async_process::{ChildStderr, ChildStdout};
-use futures_lite::{AsyncRead, AsyncReadExt};
+use futures_lite::AsyncRead;
 use smol::{Async, Timer};
 use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};
+use spillguard_kit::pipes::read_open_with;
 
 use crate::owner::Pipe;
 
 pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
-use spillguard_kit::read_buffers::bytes_read;
 
 /// One of the helper's output streams, so both can sit in one array.
 #[derive(Debug)]
@@ -59,21 +58,26 @@ impl AsyncRead for Stream {
     }
 }
 
-/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
+/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR
+/// (the tests read a source with it; the owner reads through `read_open`).
+#[cfg(test)]
 pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
-    loop {
-        if let Some(len) = bytes_read(source.read(buf).await) {
-            return len;
-        }
-    }
+    spillguard_kit::pipes::read_some_with(buf, |cx, buf| poll_chunk(source, cx, buf)).await
 }
 
-/// [`read_some`] of `stream` if it is still open; never ready otherwise.
+/// Bytes read from `stream` into `buf` while it is open (0 at end-of-file or
+/// on an error other than EINTR); never ready once it is `None`.
 pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> usize {
-    match stream {
-        Some(stream) => read_some(stream, buf).await,
-        None => future::pending().await,
-    }
+    read_open_with(stream, buf, poll_chunk).await
+}
+
+/// One poll of a read of `source` into `buf`.
+fn poll_chunk(
+    source: &mut (impl AsyncRead + Unpin),
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    Pin::new(source).poll_read(cx, buf)
 }
 
 /// A read of whichever of `pipes` (stdout, stderr) is ready first, into its

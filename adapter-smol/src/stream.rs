@@ -10,21 +10,14 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use async_process::{ChildStdin, ChildStdout};
 use futures_lite::{AsyncRead, AsyncWrite};
-use spillguard_kit::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
+use spillguard_kit::stream::{StdinWriter, StdoutReader};
 
 use crate::handle::Changed;
 use crate::owner::Reply;
-
-/// The helper's stdin as the caller and the owner share it.
-pub(crate) type Stdin = Arc<SharedStdin<ChildStdin>>;
-
-/// What the owner hands out at the spawn, for the handle to finish.
-pub(crate) type Raw = Handout<ChildStdin, ChildStdout>;
 
 /// The helper's stdin, for a streamed call's caller.
 ///

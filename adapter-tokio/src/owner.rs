@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use spillguard_core::CallError;
-use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
+use spillguard_kit::owner::{Blocking, HelperSlot, OwnerCore, Unblocked};
 use spillguard_kit::run_loop;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
@@ -153,7 +153,7 @@ impl Owner {
         self.stderr_first = !self.stderr_first;
         let mut none: [Option<Stream>; 2] = [None, None];
         let [stdout, stderr] = match self.io.process_mut() {
-            Some(process) => &mut process.pipes,
+            Some(process) => &mut process.0.pipes,
             None => &mut none,
         };
         let [stdout_buf, stderr_buf] = &mut self.bufs;
@@ -178,7 +178,7 @@ impl Owner {
     /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
     /// end. Nothing once the streams were abandoned.
     fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let pipes = self.io.process_mut().map(|process| &mut process.pipes);
+        let pipes = self.io.process_mut().map(|process| &mut process.0.pipes);
         self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
@@ -186,18 +186,11 @@ impl Owner {
     /// (an escaped descendant still holds them) to the host's drainer
     /// ([`spillguard_kit::orphans`]), taken out of the reactor.
     fn drain_unheard(&mut self) {
-        let Some(process) = self.io.process_mut() else {
-            return;
-        };
-        process.close_stdin();
-        let leftovers: Vec<_> = process
-            .pipes
-            .iter_mut()
-            .filter_map(Option::take)
+        if let Some(process) = self.io.process_mut() {
             // A stream that cannot leave the reactor is closed instead.
-            .filter_map(|stream| stream.into_owned_fd().ok())
-            .collect();
-        self.core.hand_over_leftovers(leftovers);
+            let leftovers = process.0.take_leftovers(Stream::into_owned_fd);
+            self.core.hand_over_leftovers(leftovers);
+        }
     }
 
     /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);

@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
+use spillguard_kit::HelperCommand;
 use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
-use spillguard_kit::{HelperCommand, StdinMode};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
@@ -25,29 +25,19 @@ use std::any::Any;
 use std::sync::Arc;
 
 use spillguard_kit::owner::Helper;
-use spillguard_kit::stream::{Forwarded, SharedStdin};
+use spillguard_kit::pipes::{AsyncPipes, Spawned};
+use spillguard_kit::stream::Forwarded;
 
 use crate::owner::Event;
 use crate::reader;
-use crate::stream::{Raw, Stdin};
 
-/// A spawned helper, as the owner holds it: its pid (and pgid), its output
-/// streams, and how to stop feeding its stdin.
+/// A spawned helper, as the owner holds it: the kit's [`AsyncPipes`] of
+/// tokio pipes (its pid and pgid, its output streams, its stdin routed by
+/// the command's mode).
 #[derive(Debug)]
-pub(crate) struct Process {
-    /// The helper's pid, which is also its process group id.
-    pub(crate) pid: u32,
-    /// Capacity of the stderr pipe after asking to enlarge it; `None` if not
-    /// asked or refused.
-    pub(crate) pipe_capacity: Option<u64>,
-    /// Stdout and stderr, each until it reaches end-of-file.
-    pub(crate) pipes: [Option<Stream>; 2],
-    stop_stdin: Option<oneshot::Sender<()>>,
-    /// A streamed call's stdin, shared with the caller's writer.
-    streamed_stdin: Option<Stdin>,
-    /// A streamed call's stdout, until handed to the caller.
-    streamed_stdout: Option<ChildStdout>,
-}
+pub(crate) struct Process(
+    pub(crate) AsyncPipes<Stream, ChildStdin, ChildStdout, oneshot::Sender<()>>,
+);
 
 /// One of the helper's output streams, so both can sit in one array.
 #[derive(Debug)]
@@ -101,46 +91,32 @@ impl Helper for Process {
                 "the helper's pid or output pipes are missing",
             ));
         };
-        let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
-        let mut process = Self {
+        let spawned = Spawned {
             pid,
-            pipe_capacity,
-            pipes: [None, Some(Stream::Stderr(stderr))],
-            stop_stdin: None,
-            streamed_stdin: None,
-            streamed_stdout: None,
+            pipe_capacity: enlarge_pipes(&stdout, &stderr, pipe_size),
+            mode: command.stdin,
+            stdin: child.stdin.take(),
+            stdout,
+            stderr: Stream::Stderr(stderr),
         };
-        match (command.stdin, child.stdin.take()) {
-            (StdinMode::Streamed, Some(pipe)) => {
-                process.streamed_stdin = Some(SharedStdin::new(pipe));
-                process.streamed_stdout = Some(stdout);
-            }
-            (StdinMode::Bytes(bytes), Some(pipe)) => {
-                process.stop_stdin = Some(start_stdin_writer(pipe, bytes));
-                process.pipes[0] = Some(Stream::Stdout(stdout));
-            }
-            _ => process.pipes[0] = Some(Stream::Stdout(stdout)),
-        }
         start_waiter(child, events.clone());
-        Ok(process)
+        Ok(Self(AsyncPipes::new(
+            spawned,
+            Stream::Stdout,
+            start_stdin_writer,
+        )))
     }
 
     fn pid(&self) -> u32 {
-        self.pid
+        self.0.pid
     }
 
     fn pipe_capacity(&self) -> Option<u64> {
-        self.pipe_capacity
+        self.0.pipe_capacity
     }
 
-    /// Stops feeding stdin; the writer drops (closes) it at once.
     fn close_stdin(&mut self) {
-        if let Some(stop) = self.stop_stdin.take() {
-            let _ = stop.send(());
-        }
-        if let Some(stdin) = &self.streamed_stdin {
-            stdin.close();
-        }
+        self.0.close_stdin();
     }
 
     /// The handle reaches the owner its own way, not through `_events`.
@@ -149,11 +125,7 @@ impl Helper for Process {
         _events: &Self::Events,
         forwarded: Arc<Forwarded>,
     ) -> Option<Box<dyn Any + Send>> {
-        Some(Box::new(Raw {
-            stdin: self.streamed_stdin.clone()?,
-            stdout: self.streamed_stdout.take()?,
-            forwarded,
-        }))
+        self.0.take_streams(forwarded)
     }
 }
 
@@ -177,8 +149,8 @@ fn reap_in_background(mut child: Child) {
 }
 
 /// Writes `bytes` to the helper's stdin in chunks, then closes it; stops
-/// at once when asked (or when the call's owner is gone). A helper that
-/// stops reading holds back only this task.
+/// at once when the returned sender is dropped (the owner stops feeding, or
+/// is gone). A helper that stops reading holds back only this task.
 fn start_stdin_writer(mut stdin: ChildStdin, bytes: Vec<u8>) -> oneshot::Sender<()> {
     let (stop, mut stopped) = oneshot::channel();
     tokio::spawn(async move {

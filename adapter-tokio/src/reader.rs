@@ -10,7 +10,6 @@
 //! [`spillguard_kit::orphans`]) reads and drops what comes, so the
 //! descendant never blocks on it.
 
-use std::future;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
@@ -18,30 +17,37 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime};
-use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use spillguard_kit::pipes::read_open_with;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::runtime::Handle;
 use tokio::time::Sleep;
 
 use crate::process::Stream;
 
 pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
-use spillguard_kit::read_buffers::bytes_read;
 
-/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR.
+/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR
+/// (the tests read a source with it; the owner reads through `read_open`).
+#[cfg(test)]
 pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
-    loop {
-        if let Some(len) = bytes_read(source.read(buf).await) {
-            return len;
-        }
-    }
+    spillguard_kit::pipes::read_some_with(buf, |cx, buf| poll_chunk(source, cx, buf)).await
 }
 
-/// [`read_some`] of `stream` if it is still open; never ready otherwise.
+/// Bytes read from `stream` into `buf` while it is open (0 at end-of-file or
+/// on an error other than EINTR); never ready once it is `None`.
 pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> usize {
-    match stream {
-        Some(stream) => read_some(stream, buf).await,
-        None => future::pending().await,
-    }
+    read_open_with(stream, buf, poll_chunk).await
+}
+
+/// One poll of a read of `source` into `buf`, as a count of bytes.
+fn poll_chunk(
+    source: &mut (impl AsyncRead + Unpin),
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    let mut filled = ReadBuf::new(buf);
+    ready!(Pin::new(source).poll_read(cx, &mut filled))?;
+    Poll::Ready(Ok(filled.filled().len()))
 }
 
 /// Where a tokio host's drainer runs and how it waits: one task on the

@@ -42,6 +42,7 @@ mod options;
 pub mod orphans;
 pub mod os;
 pub mod owner;
+pub mod pipes;
 pub mod published;
 pub mod read_buffers;
 pub mod run_loop;
