@@ -147,8 +147,9 @@ async fn shutdown_ends_a_call_awaiting_approval_without_waiting() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_dropped_handle_leaves_a_record_under_the_finish_policy() {
+async fn a_handle_dropped_while_its_card_is_shown_cancels_the_call_at_once() {
     let host = host();
+    let t0 = Instant::now();
     let call = host
         .call(command())
         .call_id("c_drop_card")
@@ -156,14 +157,23 @@ async fn a_dropped_handle_leaves_a_record_under_the_finish_policy() {
         .start();
     assert!(call.wait_card(SECOND).await.is_some());
     drop(call);
-    tokio::time::sleep(200 * SECOND).await;
+    // Nobody is left to answer the card, under the finish policy too: the
+    // call does not wait two minutes for it to expire.
+    while host.live_calls() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        t0.elapsed() <= Duration::from_millis(5),
+        "{:?}",
+        t0.elapsed()
+    );
     let records = host.finished_records();
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].state, State::ApprovalExpired);
-    assert!(records[0].client_disconnected);
+    assert_eq!(records[0].state, State::CancelledBeforeDispatch);
     assert_eq!(
-        records[0].offset_of(State::ApprovalExpired),
-        Some(120 * SECOND)
+        records[0].cancel_reason,
+        Some(CancelReason::ClientDisconnected)
     );
-    assert_eq!(host.live_calls(), 0);
+    assert!(records[0].client_disconnected);
+    assert_eq!(records[0].pid, None);
 }
