@@ -121,8 +121,11 @@ pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
         .unwrap()
         .offset_us;
     let exit_seen = record.exited_offset_us.unwrap() - dispatched;
+    // The shell's `sleep 0.3` starts at the fork, a little before the
+    // owner marks the dispatch once the spawn returned (299,952 us was
+    // seen): the lower bound allows for that, not for an early exit.
     assert!(
-        exit_seen >= us(300 * MS),
+        exit_seen >= us(250 * MS),
         "exit seen {exit_seen} us after dispatch"
     );
     assert!(
