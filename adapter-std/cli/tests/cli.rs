@@ -6,6 +6,10 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod binary;
+
+use binary::{spillguard, usage_failure};
+
 use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -15,14 +19,6 @@ use spillguard_std::core::Config;
 use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
 use spillguard_std::{Host, HostOptions};
 use support::{poll_until, temp_path};
-
-fn spillguard(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// The one line of JSON the run printed; the CLI's own stderr is empty.
 fn record_line(output: &Output) -> (String, Value) {
@@ -41,15 +37,6 @@ fn record_field_names() -> BTreeSet<String> {
     let outcome = host.command("true").call_id("c_names").run();
     let value = serde_json::to_value(&outcome.record).unwrap();
     value.as_object().unwrap().keys().cloned().collect()
-}
-
-fn usage_failure(args: &[&str]) -> String {
-    let output = spillguard(args);
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
-    assert_eq!(output.stdout, b"", "{args:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    stderr.trim_end().to_owned()
 }
 
 #[test]

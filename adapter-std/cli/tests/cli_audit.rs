@@ -6,20 +6,15 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod binary;
+
+use binary::spillguard;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use spillguard_std::core::audit::{Anchor, VerifyOptions, verify_and_read};
 use support::temp_path;
-
-fn spillguard(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// A directory of its own for one test.
 fn dir(name: &str) -> PathBuf {

@@ -6,29 +6,15 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::process::{Command, Output, Stdio};
+mod binary;
+
+use binary::{spillguard, usage_failure};
+
 
 use serde_json::{Value, json};
 use support::temp_path;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tools.toml");
-
-fn spillguard(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn usage_failure(args: &[&str]) -> String {
-    let output = spillguard(args);
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
-    assert_eq!(output.stdout, b"", "{args:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    stderr.trim_end().to_owned()
-}
 
 #[test]
 fn check_prints_the_tools_of_the_example_as_one_json_line() {
