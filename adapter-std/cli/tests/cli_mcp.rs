@@ -10,7 +10,6 @@ mod binary;
 
 use binary::{spillguard, usage_failure};
 
-
 use serde_json::{Value, json};
 use support::temp_path;
 
