@@ -88,6 +88,17 @@ impl Bounds {
         }
     }
 
+    /// A span the helper times itself (its own sleep), seen from the
+    /// dispatch mark: the helper's clock starts when it is spawned, a little
+    /// before the host marks the call dispatched, so the span may look up to
+    /// `lag` shorter than `nominal`.
+    pub fn timed_by_the_helper(nominal: Duration, lag: Duration, slack: Duration) -> Self {
+        Self {
+            min_us: micros(nominal.saturating_sub(lag)),
+            max_us: micros(nominal + slack),
+        }
+    }
+
     fn holds(self, us: u64) -> bool {
         (self.min_us..=self.max_us).contains(&us)
     }

@@ -160,7 +160,7 @@ pub(super) fn s8_disconnect_under_finish() -> Scenario {
                     intervals: vec![Interval {
                         from: Mark::State(State::Dispatched),
                         to: Mark::Exit,
-                        within: Bounds::at_least(ms(run_ms), SLACK),
+                        within: Bounds::timed_by_the_helper(ms(run_ms), SPAWN_LAG, SLACK),
                     }],
                     ..CallExpect::default()
                 },
