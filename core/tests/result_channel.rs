@@ -209,3 +209,68 @@ fn a_stdout_that_never_ends_yields_no_result() {
     );
     assert_eq!((r.result, outcome.result()), (None, None));
 }
+
+/// The result shown outside the process is redacted like every other view;
+/// the value handed to the caller in-process is the helper's own.
+#[test]
+fn a_secret_in_the_result_is_redacted_in_the_result_shown() {
+    let token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+    let stdout = format!(r#"{{"rows":3,"note":"pushed with {token}","password":"hunter2x"}}"#);
+    let world = run(stdout.as_bytes(), 0, |_, _| {});
+    let outcome = world.lanes[0].outcome.as_ref().unwrap();
+    let r = &outcome.record;
+    assert_eq!(
+        (r.state, r.result),
+        (State::Completed, Some(ResultKind::Success))
+    );
+    assert_eq!(r.stdout_redactions, 2);
+    assert_eq!(
+        outcome.result().unwrap()["note"],
+        format!("pushed with {token}")
+    );
+    assert_eq!(
+        outcome.redacted_result(),
+        Some(serde_json::json!({
+            "rows": 3,
+            "note": "pushed with [redacted: github-token]",
+            "password": "[redacted: password-assignment]",
+        }))
+    );
+}
+
+#[test]
+fn a_result_without_secrets_is_shown_as_parsed() {
+    let world = run(
+        br#"{"ok":true,"sha":"0123456789abcdef0123456789abcdef01234567"}"#,
+        0,
+        |_, _| {},
+    );
+    let outcome = world.lanes[0].outcome.as_ref().unwrap();
+    assert_eq!(outcome.record.stdout_redactions, 0);
+    assert_eq!(outcome.redacted_result().as_ref(), outcome.result());
+    assert!(outcome.redacted_result().is_some());
+}
+
+/// An extra pattern that spans the JSON's quotes leaves no JSON behind:
+/// the redacted text is shown as one string, never the raw value.
+#[test]
+fn a_redaction_that_breaks_the_json_shows_the_redacted_text() {
+    let world = run(br#"{"pin": "4321"}"#, 0, |s, _| {
+        s.stdout.redactor =
+            spillguard_core::Redactor::with_extra_patterns([r#""pin": "\d+""#]).unwrap();
+    });
+    let outcome = world.lanes[0].outcome.as_ref().unwrap();
+    assert_eq!(outcome.record.stdout_redactions, 1);
+    assert_eq!(outcome.result(), Some(&serde_json::json!({"pin": "4321"})));
+    assert_eq!(
+        outcome.redacted_result(),
+        Some(serde_json::Value::String("{[redacted: extra-0]}".into()))
+    );
+}
+
+#[test]
+fn no_result_shows_none() {
+    let world = run(b"not json", 0, |_, _| {});
+    let outcome = world.lanes[0].outcome.as_ref().unwrap();
+    assert_eq!(outcome.redacted_result(), None);
+}

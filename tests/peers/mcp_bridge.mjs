@@ -17,6 +17,8 @@
 //   the elicitation capability (refused, fail closed);
 // * invalid arguments, and a helper that cannot be spawned: refused before
 //   dispatch with the exact failure text;
+// * a made-up token on stderr and in results: redacted in the excerpt and
+//   the result, counted, and absent from stdout and the audit log;
 // * a cancel mid-call (notifications/cancelled from an AbortSignal);
 // * a disconnect under `--on-disconnect cancel` with two helpers running
 //   and a card nobody answers;
@@ -264,7 +266,7 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
 // tools/list
 {
     const { tools } = await client.listTools();
-    check('tool names', tools.map((t) => t.name).sort(), ['flood', 'missing', 'sleep', 'touch']);
+    check('tool names', tools.map((t) => t.name).sort(), ['flood', 'leak', 'leak_text', 'missing', 'sleep', 'touch']);
     const flood = tools.find((t) => t.name === 'flood');
     check('flood description', flood.description, 'write BYTES bytes to stderr, then a JSON result');
     check('flood inputSchema', flood.inputSchema, {
@@ -380,6 +382,21 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     check('missing: spawn_error_kind', r.spawn_error_kind, 'not_found');
     check('missing: failure', r.failure, 'spawn failed: /nonexistent/spillguard-helper: NotFound: No such file or directory (os error 2)');
     check('missing: pid and exit_status', [r.pid, r.exit_status], [null, null]);
+}
+
+// A made-up token on stderr and in the result: redacted in both, counted.
+const SECRET = 'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8';
+for (const [tool, shown] of [
+    ['leak', { note: 'pushed with [redacted: github-token]', rows: 3 }],
+    ['leak_text', 'pushed with [redacted: github-token]\n'],
+]) {
+    const result = await client.callTool({ name: tool, arguments: {} });
+    expected.push('completed');
+    const r = result.structuredContent;
+    check(`${tool}: state`, r.state, 'completed');
+    check(`${tool}: result`, r.result, shown);
+    check(`${tool}: stderr_excerpt`, r.stderr_excerpt, 'push failed for [redacted: github-token]\n');
+    check(`${tool}: redactions`, [r.stderr_redactions, r.stdout_redactions], [1, 1]);
 }
 
 // Approval expired: the client answers after 3 s, the card expires at 1.5 s.
@@ -586,6 +603,8 @@ await cardLatency('quiet');
         lines.filter((l) => l.includes(`"stderr_bytes_seen":${FLOOD_BYTES}`)).length,
         1,
     );
+    check('stdout: the leak tools\' token appears nowhere', bytes.includes(SECRET), false);
+    check('main: the leak tools\' token is not in the audit log', fs.readFileSync(log1).includes(SECRET), false);
     checkThat(
         'stdout: every line is a JSON-RPC 2.0 message',
         true,

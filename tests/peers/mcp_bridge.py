@@ -3,8 +3,9 @@
 The tools are those of mcp_tools.toml (next to this file). One session
 lists and calls them (a 64 MiB stderr flood, approvals accepted, declined,
 cancelled and expired, invalid arguments, a helper that cannot be spawned,
-a cancel mid-call), with the server's stdout copied byte for byte to a
-file that must hold JSON-RPC messages only. A client without the
+a made-up token on stderr and in results, a cancel mid-call), with the
+server's stdout copied byte for byte to a file that must hold JSON-RPC
+messages only, and neither it nor the audit log the token. A client without the
 elicitation capability is refused. Two disconnects mid-call, one per
 policy, must leave every record in the audit log and no helper alive.
 The time from tools/call to the elicitation request is measured quiet and
@@ -38,6 +39,7 @@ TOOLS = os.path.abspath(
 )
 FLOOD = 64 << 20
 EXCERPT = 4096
+SECRET = b"ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # the leak tools' made-up token
 WORK = tempfile.mkdtemp(prefix="spillguard-mcp-py-")
 
 
@@ -141,7 +143,7 @@ async def main_session():
             init = await client.initialize()
             equal(init.server_info.name, "spillguard", "server name")
             listed = await client.list_tools()
-            equal([t.name for t in listed.tools], ["flood", "missing", "sleep", "touch"], "tools")
+            equal([t.name for t in listed.tools], ["flood", "leak", "leak_text", "missing", "sleep", "touch"], "tools")
             touch_tool = next(t for t in listed.tools if t.name == "touch")
             equal(
                 touch_tool.input_schema,
@@ -225,6 +227,17 @@ async def main_session():
             result = await client.call_tool("missing", {})
             sc = content(result)
             equal((result.is_error, sc["state"], sc["spawn_error_kind"]), (True, "failed_before_dispatch", "not_found"), "missing")
+            # A made-up token on stderr and in the result: the client is
+            # shown the rule that replaced it, in both, and the counts.
+            for tool, shown in (
+                ("leak", {"note": "pushed with [redacted: github-token]", "rows": 3}),
+                ("leak_text", "pushed with [redacted: github-token]\n"),
+            ):
+                sc = content(await client.call_tool(tool, {}))
+                equal(sc["state"], "completed", f"{tool}: state")
+                equal(sc["result"], shown, f"{tool}: result")
+                equal(sc["stderr_excerpt"], "push failed for [redacted: github-token]\n", f"{tool}: excerpt")
+                equal((sc["stderr_redactions"], sc["stdout_redactions"]), (1, 1), f"{tool}: redactions")
             # An unknown tool is a protocol error: there is no call to record.
             try:
                 await client.call_tool("nope", {})
@@ -273,7 +286,8 @@ async def main_session():
     equal(by_state.get(("sleep", "cancelled_after_dispatch")), 1, "the cancelled call's record")
     equal(by_state.get(("flood", "completed")), 2, "the floods' records")
     equal(by_state.get(("touch", "denied")), 41, "the denied cards' records")
-    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 40, "every call has its record")
+    equal(by_state.get(("leak", "completed")), 1, "the leak's record")
+    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 40, "every call has its record")
     sessions = subprocess.run(
         [SPILLGUARD, "audit", "sessions", log, "--json"], check=True, capture_output=True, text=True
     ).stdout.splitlines()
@@ -292,6 +306,11 @@ async def main_session():
         equal(message.get("jsonrpc"), "2.0", "a JSON-RPC message")
         check("id" in message or "method" in message, f"a request, response or notification: {line[:80]!r}")
     print(f"stdout: {len(raw)} bytes, {len(lines)} lines, every one a JSON-RPC message")
+    # Nothing the server wrote, to the client or to the log, holds the token.
+    with open(log, "rb") as f:
+        logged = f.read()
+    for where, data in (("stdout", raw), ("the audit log", logged)):
+        check(SECRET not in data, f"the token is not in {where}")
 
 
 def ms(seconds):

@@ -582,6 +582,32 @@ impl Outcome {
     pub fn result(&self) -> Option<&serde_json::Value> {
         self.result_value.as_ref()
     }
+
+    /// [`result`](Self::result) as it may be shown outside the process:
+    /// the value parsed again from the redacted stdout, so a secret the
+    /// helper printed in its result reads `[redacted: RULE]` there, as in
+    /// every other view (it is counted in `stdout_redactions`). Should a
+    /// replacement leave the text no longer JSON (an extra pattern that
+    /// spans a quote), the value is the redacted text as one JSON string:
+    /// what a client is shown is never unredacted.
+    ///
+    /// ```
+    /// # use spillguard_core::Outcome;
+    /// fn shown(outcome: &Outcome) -> String {
+    ///     match outcome.redacted_result() {
+    ///         Some(value) => value.to_string(),
+    ///         None => outcome.record.result_error.clone().unwrap_or_default(),
+    ///     }
+    /// }
+    /// ```
+    pub fn redacted_result(&self) -> Option<serde_json::Value> {
+        let raw = self.result_value.as_ref()?;
+        if self.redactions.stdout.total() == 0 {
+            return Some(raw.clone());
+        }
+        let text = self.stdout.render();
+        Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    }
 }
 
 /// A caller misused the call: the input does not fit the state. The state

@@ -4,11 +4,13 @@
 //! (`call_id`, `state`, `exit_status`, `stderr_bytes_seen`, …), with three
 //! changes:
 //!
-//! * `result` is the helper's result: the JSON value it printed on stdout
-//!   for a `stdout_json` tool (`null` when it printed none or invalid JSON;
+//! * `result` is the helper's result, redacted like every other view (a
+//!   secret in it reads `[redacted: RULE]`, counted in
+//!   `stdout_redactions`): the JSON value it printed on stdout for a
+//!   `stdout_json` tool (`null` when it printed none or invalid JSON;
 //!   `result_error` then says why), its stdout as text for a `stdout_text`
-//!   tool (bounded by the stdout budget; `stdout_truncated` says whether it
-//!   was cut);
+//!   tool (bounded by the stdout budget, a truncation marker first when it
+//!   was cut, as `stdout_truncated` says);
 //! * `result_kind` is what the record calls `result`: what the helper
 //!   reported (`ok`, `remote_failure`, …), or `null`;
 //! * `stderr_excerpt` is the retained stderr as the agent sees it: the
@@ -51,10 +53,8 @@ pub fn structured_content(outcome: &Outcome, result: ToolResult) -> Value {
     let kind = fields.remove("result").unwrap_or(Value::Null);
     fields.insert("result_kind".into(), kind);
     let value = match result {
-        ToolResult::StdoutJson => outcome.result().cloned().unwrap_or(Value::Null),
-        ToolResult::StdoutText => {
-            Value::String(String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned())
-        }
+        ToolResult::StdoutJson => outcome.redacted_result().unwrap_or(Value::Null),
+        ToolResult::StdoutText => Value::String(outcome.stdout.render()),
     };
     fields.insert("result".into(), value);
     fields.insert("stderr_excerpt".into(), outcome.agent_excerpt().into());
