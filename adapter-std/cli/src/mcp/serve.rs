@@ -94,7 +94,7 @@ pub fn load(path: &Path) -> Result<ToolsFile, UsageError> {
 
 /// A duplicate of stdout for the transport; descriptor 1 then points at
 /// stderr, so that nothing else reaches the client.
-fn protocol_only_stdout() -> io::Result<File> {
+pub(super) fn protocol_only_stdout() -> io::Result<File> {
     io::stdout().lock().flush()?;
     let protocol: OwnedFd = rustix::io::fcntl_dupfd_cloexec(io::stdout().as_fd(), 3)?;
     rustix::stdio::dup2_stdout(io::stderr().as_fd())?;

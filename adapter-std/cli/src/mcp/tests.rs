@@ -870,3 +870,47 @@ fn the_tools_file_shown_in_the_readme_loads() {
     assert_eq!(tool.deadline, Some(Duration::from_millis(20_000)));
     assert_eq!(file.config.stderr_agent_excerpt_bytes, 4096);
 }
+
+/// Once the server holds its protocol descriptor, whatever else writes to
+/// stdout (a stray print, a panic's message) lands on stderr: the client's
+/// stream gets the protocol bytes and nothing else. Run in a child of this
+/// test binary whose descriptor 1 is a file, so libtest's own lines stay
+/// out of it.
+#[test]
+fn only_protocol_bytes_reach_stdout_past_a_print_and_a_panic() {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    const CHILD: &str = "SPILLGUARD_TEST_PROTOCOL_FILE";
+    const NAME: &str = "mcp::tests::only_protocol_bytes_reach_stdout_past_a_print_and_a_panic";
+    const FIRST: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n";
+    const SECOND: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    if let Some(path) = std::env::var_os(CHILD) {
+        let file = std::fs::File::create(path).unwrap();
+        rustix::stdio::dup2_stdout(file.as_fd()).unwrap();
+        let mut protocol = serve::protocol_only_stdout().unwrap();
+        protocol.write_all(FIRST).unwrap();
+        println!("a stray print");
+        std::io::stdout().flush().unwrap();
+        let panicked = std::thread::spawn(|| panic!("a handler panicked")).join();
+        assert!(panicked.is_err());
+        protocol.write_all(SECOND).unwrap();
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("spillguard-protocol-{}", std::process::id()));
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD, &path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let written = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&[FIRST, SECOND].concat())
+    );
+    assert_eq!(stderr.matches("a stray print\n").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("a handler panicked").count(), 1, "{stderr}");
+}
