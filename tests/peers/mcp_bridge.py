@@ -488,27 +488,41 @@ async def main():
 
 async def latency(blocks):
     """`--latency`: the time from tools/call to the elicitation request, in
-    blocks of 10 calls alternating quiet and with a helper flooding stderr
-    (a discovery writing 1 GiB, restarted as soon as it ends). Prints one
-    JSON line of milliseconds."""
+    blocks of 10 calls each: quiet; while the same flood runs outside
+    spillguard (`yes | head -c 1G | cat >/dev/null`, the CPU it takes on
+    this machine without any stderr to capture); and while a helper floods
+    stderr through spillguard (a discovery writing 1 GiB). Each flood is
+    restarted as soon as it ends. Prints one JSON line of milliseconds."""
     approver = Approver()
-    quiet, noisy = [], []
+    quiet, busy, noisy = [], [], []
     async with stdio_client(server([])) as (read, write):
         async with ClientSession(read, write, elicitation_callback=approver) as client:
             await client.initialize()
             await elicitation_latency(client, approver, 10)  # warm up
+
+            async def outside():
+                while True:
+                    await anyio.run_process(
+                        ["sh", "-c", "yes helper-diagnostic | head -c 1073741824 | cat >/dev/null"]
+                    )
+
+            async def through():
+                while True:
+                    await client.call_tool("flood", {"bytes": 1 << 30})
+
             for _ in range(blocks):
                 quiet += await elicitation_latency(client, approver, 10)
-                async with anyio.create_task_group() as group:
-                    async def flood():
-                        while True:
-                            await client.call_tool("flood", {"bytes": 1 << 30})
-
-                    group.start_soon(flood)
-                    await anyio.sleep(0.1)
-                    noisy += await elicitation_latency(client, approver, 10)
-                    group.cancel_scope.cancel()
-    print(json.dumps({"quiet_ms": [t * 1000 for t in quiet], "noisy_ms": [t * 1000 for t in noisy]}))
+                for flood, times in ((outside, busy), (through, noisy)):
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(flood)
+                        await anyio.sleep(0.1)
+                        times += await elicitation_latency(client, approver, 10)
+                        group.cancel_scope.cancel()
+    print(json.dumps({
+        "quiet_ms": [t * 1000 for t in quiet],
+        "busy_ms": [t * 1000 for t in busy],
+        "noisy_ms": [t * 1000 for t in noisy],
+    }))
 
 
 if sys.argv[1] == "--latency":

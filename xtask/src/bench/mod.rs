@@ -40,7 +40,8 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    -- cat` vs `cat`, and, when the MCP peers of
                    .ci/peers.sh are installed, rmcp round trips and
                    `spillguard mcp`'s time from tools/call to the
-                   approval card, quiet and while a helper floods)
+                   approval card: quiet, beside the same flood outside
+                   spillguard, and while a helper floods stderr)
   --plot [PATH]    instead of the tables: floods of 16, 64, 256 and 1024 MiB
                    through spillguard on std, smol and tokio and through
                    Command::output() (1 round unless --rounds), their peak
