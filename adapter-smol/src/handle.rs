@@ -151,6 +151,16 @@ impl CallHandle {
         self.core.card()
     }
 
+    /// Waits until the call has ended, leaving its outcome in the handle
+    /// for [`wait`](Self::wait) or [`try_outcome`](Self::try_outcome).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub async fn wait_finished(&self) {
+        drop(wait_until(self.core.published(), None, |s| s.finished).await);
+    }
+
     /// Waits at most `timeout` for the approval card. `None` if the call
     /// ended without asking for approval, or the time ran out.
     ///

@@ -212,18 +212,7 @@ impl Host {
         let targets = self.core.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
         let pending = || self.state().still_live(&ids);
-        let shared = self.core.shared();
-        let all_finished = async {
-            while pending() > 0 {
-                let listener = shared.call_ended.listen();
-                // Checked again once listening, so no change is missed.
-                if pending() == 0 {
-                    break;
-                }
-                listener.await;
-            }
-        };
-        future::or(all_finished, async {
+        future::or(self.until_none(pending), async {
             Timer::after(timeout).await;
         })
         .await;
@@ -231,6 +220,30 @@ impl Host {
         ShutdownReport {
             finished: ids.len() - unfinished,
             unfinished,
+        }
+    }
+
+    /// Waits until no call is live: every call started has finished and
+    /// its record is written. Calls started while it waits are waited for
+    /// too.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub async fn wait_idle(&self) {
+        self.until_none(|| self.live_calls()).await;
+    }
+
+    /// Returns once `pending` counts none, checked at each call's end.
+    async fn until_none(&self, pending: impl Fn() -> usize) {
+        let shared = self.core.shared();
+        while pending() > 0 {
+            let listener = shared.call_ended.listen();
+            // Checked again once listening, so no change is missed.
+            if pending() == 0 {
+                break;
+            }
+            listener.await;
         }
     }
 

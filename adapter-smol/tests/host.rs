@@ -16,7 +16,7 @@ use futures_lite::future;
 use spillguard_smol::core::{
     CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
-use spillguard_smol::{CallHandle, HelperCommand, Host, HostOptions};
+use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
 use support::{assert_group_gone, become_subreaper};
 
 const MS: Duration = Duration::from_millis(1);
@@ -222,4 +222,42 @@ fn the_public_futures_can_be_spawned_on_a_multi_threaded_executor() {
         host.shutdown(Duration::from_secs(1)).await
     })));
     assert_eq!((report.finished, report.unfinished), (0, 0));
+}
+
+/// `wait_finished` returns when the call ends and leaves the outcome in
+/// the handle; `wait_idle` returns when the last live call has ended.
+#[test]
+fn wait_finished_and_wait_idle_return_at_each_end() {
+    let host = host(HostOptions::default());
+    let card = |id: &str, timeout: Duration| {
+        host.call(HelperCommand::new("true"))
+            .call_id(id)
+            .approval(Approval::Required)
+            .approval_timeout(timeout)
+            .start()
+    };
+    smol::block_on(async {
+        let started = Instant::now();
+        let short = card("c_short", 200 * MS);
+        let long = card("c_long", 2000 * MS);
+        short.wait_finished().await;
+        let first = started.elapsed();
+        assert!(short.is_finished());
+        assert!(!long.is_finished(), "{first:?}");
+        assert_eq!(host.live_calls(), 1);
+        short.wait_finished().await;
+        let outcome = short.try_outcome().unwrap();
+        assert_eq!(outcome.record.state, State::ApprovalExpired);
+        assert!(first >= 200 * MS && first < 2000 * MS, "{first:?}");
+
+        host.wait_idle().await;
+        let last = started.elapsed();
+        assert_eq!(host.live_calls(), 0);
+        assert_eq!(
+            long.try_outcome().unwrap().record.state,
+            State::ApprovalExpired
+        );
+        assert!(last >= 2000 * MS && last < 5000 * MS, "{last:?}");
+        host.wait_idle().await;
+    });
 }

@@ -203,8 +203,9 @@ impl Owner {
     }
 
     /// Takes one input from each source in turn: an event (the mailbox is
-    /// always looked at: it costs nothing when empty), the exit, a chunk of
-    /// each pipe. A source found empty is no longer ready.
+    /// always looked at: it costs nothing when empty), the exit once the
+    /// mailbox is empty, a chunk of each pipe. A source found empty is no
+    /// longer ready.
     fn take_one_of_each(&mut self, now: Instant, buf: &mut [u8]) {
         match self.inbox.as_ref().and_then(Inbox::try_next) {
             Some(event) => {
@@ -215,7 +216,11 @@ impl Owner {
             }
             None => self.ready.inbox = false,
         }
-        if self.ready.exit && !self.core.call().has_pending_actions() {
+        // The exit waits until the events queued before it are taken: a
+        // command sent while the helper ran (the bytes a stdout pump
+        // diverted to the capture) reaches the call before its exit can
+        // end it.
+        if self.ready.exit && !self.ready.inbox && !self.core.call().has_pending_actions() {
             self.ready.exit = false;
             self.reap(now);
         }

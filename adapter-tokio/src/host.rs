@@ -242,24 +242,37 @@ impl Host {
         let targets = self.core.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
         let pending = || self.state().still_live(&ids);
-        let shared = self.core.shared();
-        let all_finished = async {
-            loop {
-                let notified = shared.call_ended.notified();
-                tokio::pin!(notified);
-                // Registered before the check, so no change is missed.
-                notified.as_mut().enable();
-                if pending() == 0 {
-                    break;
-                }
-                notified.await;
-            }
-        };
-        let _ = tokio::time::timeout(timeout, all_finished).await;
+        let _ = tokio::time::timeout(timeout, self.until_none(pending)).await;
         let unfinished = pending();
         ShutdownReport {
             finished: ids.len() - unfinished,
             unfinished,
+        }
+    }
+
+    /// Waits until no call is live: every call started has finished and
+    /// its record is written. Calls started while it waits are waited for
+    /// too.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub async fn wait_idle(&self) {
+        self.until_none(|| self.live_calls()).await;
+    }
+
+    /// Returns once `pending` counts none, checked at each call's end.
+    async fn until_none(&self, pending: impl Fn() -> usize) {
+        let shared = self.core.shared();
+        loop {
+            let notified = shared.call_ended.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so no change is missed.
+            notified.as_mut().enable();
+            if pending() == 0 {
+                return;
+            }
+            notified.await;
         }
     }
 

@@ -177,3 +177,41 @@ async fn a_handle_dropped_while_its_card_is_shown_cancels_the_call_at_once() {
     assert!(records[0].client_disconnected);
     assert_eq!(records[0].pid, None);
 }
+
+/// `wait_finished` returns when the call ends and leaves the outcome in
+/// the handle; `wait_idle` returns when the last live call has ended.
+#[tokio::test(start_paused = true)]
+async fn wait_finished_and_wait_idle_return_at_each_end() {
+    let host = host();
+    let t0 = Instant::now();
+    let card = |id: &str, timeout: Duration| {
+        host.call(command())
+            .call_id(id)
+            .approval(Approval::Required)
+            .approval_timeout(timeout)
+            .start()
+    };
+    let short = card("c_short", SECOND);
+    let long = card("c_long", 3 * SECOND);
+    assert_eq!(host.live_calls(), 2);
+    short.wait_finished().await;
+    assert_eq!(t0.elapsed(), SECOND);
+    assert!(short.is_finished());
+    assert_eq!(host.live_calls(), 1);
+    // Waiting again returns at once.
+    short.wait_finished().await;
+    assert_eq!(t0.elapsed(), SECOND);
+    let outcome = short.try_outcome().unwrap();
+    assert_eq!(outcome.record.state, State::ApprovalExpired);
+
+    host.wait_idle().await;
+    assert_eq!(t0.elapsed(), 3 * SECOND);
+    assert_eq!(host.live_calls(), 0);
+    assert_eq!(
+        long.try_outcome().unwrap().record.state,
+        State::ApprovalExpired
+    );
+    // Idle already: at once.
+    host.wait_idle().await;
+    assert_eq!(t0.elapsed(), 3 * SECOND);
+}

@@ -322,13 +322,14 @@ impl Bridge {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), Interrupted> {
         let gone = &self.inner.gone;
-        let Some(card) = self
+        if self
             .shown(handle)
             .await
             .map_err(|_| Interrupted::ClientGone)?
-        else {
+            .is_none()
+        {
             return Ok(());
-        };
+        }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(prepared)));
         let sent = context
             .peer
@@ -342,14 +343,10 @@ impl Bridge {
                 return Ok(());
             }
         };
-        let expired = async {
-            // The core ends the call `approval_expired` when the card's
-            // deadline passes; the owner publishes it just after.
-            tokio::time::sleep(card.expires_in).await;
-            while !handle.is_finished() {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        };
+        // The call ends while its card is out when the core's deadline
+        // passes (`approval_expired`) or the host shuts down: the
+        // elicitation is then withdrawn.
+        let ended = handle.wait_finished();
         tokio::select! {
             answer = &mut pending.rx => {
                 let action = match answer {
@@ -361,7 +358,7 @@ impl Bridge {
                 answer_card(handle, action).await;
                 Ok(())
             }
-            () = expired => {
+            () = ended => {
                 let _ = pending.cancel(Some("the approval card expired".into())).await;
                 Ok(())
             }

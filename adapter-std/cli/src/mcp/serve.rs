@@ -169,7 +169,7 @@ impl Ready {
         // that cannot come any more.
         waiting.forget_waiting();
         tokio::select! {
-            () = idle(&host) => {}
+            () = host.wait_idle() => {}
             number = signals.next() => {
                 host.shutdown(SHUTDOWN_WAIT).await;
                 return ExitCode::from(128 + number);
@@ -202,13 +202,6 @@ async fn serve_until_closed(
         .await
         .map(drop)
         .map_err(|e| format!("the MCP session failed: {e}"))
-}
-
-/// Returns once the host has no live call.
-async fn idle(host: &Host) {
-    while host.live_calls() > 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// SIGINT, SIGTERM and SIGHUP.
