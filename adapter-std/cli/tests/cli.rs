@@ -111,7 +111,10 @@ fn the_main_job_stops_a_flood_at_its_deadline_and_audits_it() {
         "--",
         "sh",
         "-c",
-        "yes helper-diagnostic 1>&2",
+        // `exec`: the flood is the helper itself, so its end is its exit
+        // (a `yes` forked by the shell could, on a loaded machine, still
+        // hold stderr when the shell's exit is seen).
+        "exec yes helper-diagnostic 1>&2",
     ]);
     let (_, line) = record_line(&output);
     assert_eq!(line["state"], "cancelled_after_dispatch");
