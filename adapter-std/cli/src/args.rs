@@ -85,6 +85,8 @@ Exit status of `audit`:
   7  wrong key: the key given is not the log's
   8  bad anchor: the anchor's MAC does not match it
   9  the log verified, but differs from the lifecycles in --expect
+ 10  the chain verified, but the log is sealed (or the anchor MACed) and
+     no --key-file was given: its seals were not checked
 `sessions` and `activity` exit 0 for a log that is ok, unanchored or torn at
 the tail, and with the verdict's status otherwise (nothing is shown).
 
@@ -431,7 +433,7 @@ pub struct VerifyArgs {
     /// The audit log
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// The anchor to verify the end of the log against, as text (`sga1.…`)
+    /// The anchor to verify the end of the log against, as text (`sga2.…`)
     #[arg(long, value_name = "ANCHOR", conflicts_with = "anchor_file")]
     pub anchor: Option<String>,
     /// A file holding the anchor, as `run --anchor-out` keeps it

@@ -19,6 +19,9 @@ const OUTPUT_FAILED: u8 = 1;
 const USAGE: u8 = 2;
 /// Exit status: the log verified but differs from `--expect`.
 const DIFFERS: u8 = 9;
+/// Exit status: the chain verified, but the log is sealed (or the anchor
+/// MACed) and no key was given, so the seals were not checked.
+const SEALS_UNCHECKED: u8 = 10;
 
 /// The exit status for a verdict (see the help text).
 fn verdict_status(verdict: &Verdict) -> u8 {
@@ -116,9 +119,20 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
             args.file.display()
         )));
     }
+    // Without the key, a sealed record or the anchor's MAC is checked by
+    // the chain alone: the verdict must say what was left unchecked.
+    let unchecked = key.is_none()
+        && (records.iter().any(|r| r.entry.is_none())
+            || anchor.as_ref().is_some_and(|a| a.mac.is_some()));
     let mut out = Vec::new();
     let status = match args.command {
-        AuditView::Verify => print_verdict(&mut out, args, &verdict, &records, expected.as_deref()),
+        AuditView::Verify => {
+            let checked = Checked {
+                seals: !unchecked,
+                expected: expected.as_deref(),
+            };
+            print_verdict(&mut out, args, &verdict, &records, checked)
+        }
         AuditView::Sessions | AuditView::Activity => {
             if verdict.is_rejected() {
                 return Err(Failure::Refused(verdict));
@@ -177,17 +191,33 @@ fn read_expectations(path: &std::path::Path) -> Result<Vec<ExpectedCall>, Failur
         .collect()
 }
 
+/// What `verify` checked besides the chain.
+struct Checked<'a> {
+    /// Whether the seals (and the anchor's MAC) were opened with the key;
+    /// `false` when the log is sealed or the anchor MACed and no key was
+    /// given.
+    seals: bool,
+    /// The lifecycles of `--expect`, when given.
+    expected: Option<&'a [ExpectedCall]>,
+}
+
+/// The line that says what a verify without the key left unchecked.
+const SEALS_NOT_CHECKED: &str = "seals not checked: the log is sealed or the anchor MACed, and \
+     no --key-file was given; the chain alone was verified";
+
 fn print_verdict(
     out: &mut Vec<u8>,
     args: &AuditArgs,
     verdict: &Verdict,
     records: &[Record],
-    expected: Option<&[ExpectedCall]>,
+    checked: Checked<'_>,
 ) -> u8 {
+    let expected = checked.expected;
     let differences = expected.map(|expected| compare(records, expected));
     if args.json {
         let json = VerifyJson {
             verdict,
+            seals_checked: checked.seals,
             differences: differences.as_deref(),
         };
         if let Ok(line) = serde_json::to_string(&json) {
@@ -195,6 +225,9 @@ fn print_verdict(
         }
     } else {
         let _ = writeln!(out, "{verdict}");
+        if !checked.seals {
+            let _ = writeln!(out, "{SEALS_NOT_CHECKED}");
+        }
         if let (Some(differences), Some(expected)) = (&differences, expected) {
             if differences.is_empty() {
                 let calls = match expected.len() {
@@ -216,6 +249,7 @@ fn print_verdict(
     }
     match verdict_status(verdict) {
         0 if differences.is_some_and(|d| !d.is_empty()) => DIFFERS,
+        0 if !checked.seals => SEALS_UNCHECKED,
         status => status,
     }
 }
@@ -226,6 +260,9 @@ fn print_verdict(
 struct VerifyJson<'a> {
     #[serde(flatten)]
     verdict: &'a Verdict,
+    /// `false` when the log is sealed (or the anchor MACed) and no key was
+    /// given: the chain alone was verified.
+    seals_checked: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     differences: Option<&'a [Difference]>,
 }

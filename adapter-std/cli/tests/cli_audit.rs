@@ -103,7 +103,7 @@ fn verify_is_ok_with_the_anchor_and_unanchored_without() {
         (
             0,
             format!(
-                "{{\"verdict\":\"ok\",\"records\":7,\"head\":\"{}\"}}\n",
+                "{{\"verdict\":\"ok\",\"records\":7,\"head\":\"{}\",\"seals_checked\":true}}\n",
                 anchor.head
             )
         )
@@ -121,7 +121,7 @@ fn verify_is_ok_with_the_anchor_and_unanchored_without() {
         (
             3,
             json!({"verdict": "unanchored", "records": 7,
-                   "head": anchor.head.to_string(), "vouched": 0})
+                   "head": anchor.head.to_string(), "vouched": 0, "seals_checked": true})
         )
     );
 
@@ -306,7 +306,7 @@ fn expect_compares_the_log_with_the_runs_own_record() {
         verify_json(&expect),
         (
             9,
-            json!({"verdict": "ok", "records": 7, "head": anchor.head.to_string(),
+            json!({"verdict": "ok", "records": 7, "head": anchor.head.to_string(), "seals_checked": true,
                    "differences": [{"difference": "final_state", "call_id": call_id,
                                     "expected": "failed_local", "found": "completed"}]})
         )
@@ -534,7 +534,53 @@ fn a_sealed_log_is_read_only_with_its_key() {
         (Some(call_id), Some("completed"))
     );
 
-    // Without the key: the views cannot be computed.
+    // Without the key: verify checks the chain alone and says so, with
+    // its own status, even for an anchor whose MAC was forged (only the
+    // key can tell).
+    let unchecked = format!(
+        "{}seals not checked: the log is sealed or the anchor MACed, and no --key-file was \
+         given; the chain alone was verified\n",
+        ok_line(&anchor)
+    );
+    let text = std::fs::read_to_string(&anchor_file).unwrap();
+    let text = text.trim_end();
+    let last = if text.ends_with('0') { '1' } else { '0' };
+    let forged = format!("{}{last}", &text[..text.len() - 1]);
+    for given in [
+        &["--anchor-file", s(&anchor_file)][..],
+        &["--anchor", &forged],
+    ] {
+        let args = [&["audit", "verify", s(&log)][..], given].concat();
+        assert_eq!(quiet(&args), (10, unchecked.clone()), "{given:?}");
+    }
+    let (status, json) = quiet_json(&[
+        "audit",
+        "verify",
+        s(&log),
+        "--anchor-file",
+        s(&anchor_file),
+        "--json",
+    ]);
+    assert_eq!(
+        (status, &json["verdict"], &json["seals_checked"]),
+        (10, &json!("ok"), &json!(false))
+    );
+    assert_eq!(
+        quiet(&[
+            "audit",
+            "verify",
+            s(&log),
+            "--anchor",
+            &forged,
+            "--key-file",
+            s(&key)
+        ]),
+        (
+            8,
+            "bad anchor: its MAC does not match its fields under the key\n".to_owned()
+        )
+    );
+    // The views cannot be computed.
     assert_eq!(
         failing(&["audit", "activity", s(&log)]),
         (
