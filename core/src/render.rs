@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::capture::StreamName;
 use crate::config::Retain;
-use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span};
+use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span, ends_cut_word};
 
 /// A borrowed view of retained bytes, and the text made of them. Made by
 /// [`StreamCapture::window`](crate::StreamCapture::window) or
@@ -48,9 +48,11 @@ use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span};
 /// recognisable start or end is gone, so at a cut edge:
 ///
 /// * the word cut by the edge (from the edge up to the first ASCII
-///   whitespace) is never shown: it is replaced by `[cut]` (the first word
-///   of a tail window, the last word of a head window, both inner edges of
-///   `head_and_tail`, and the edge a clamp cuts inside a word);
+///   whitespace or quote: no token holds a quote, and a long line of JSON
+///   loses only the value cut) is never shown: it is replaced by `[cut]`
+///   (the first word of a tail window, the last word of a head window,
+///   both inner edges of `head_and_tail`, and the edge a clamp cuts inside
+///   a word);
 /// * a private-key body whose `BEGIN` line was dropped is redacted from the
 ///   cut to its `END` line (or, with no `END` line, over the run of base64
 ///   lines that follows the cut);
@@ -655,13 +657,13 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
     }
     if start > floor
         && start < len
-        && !raw[start - 1].is_ascii_whitespace()
+        && !ends_cut_word(&raw[start - 1])
         && span_at(spans, start).is_none()
     {
         let limit = next_span_start(spans, start, len);
         let word_end = raw[start..limit]
             .iter()
-            .position(u8::is_ascii_whitespace)
+            .position(ends_cut_word)
             .map_or(limit, |i| start + i);
         if word_end > start {
             let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..word_end]);
@@ -716,11 +718,7 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
             end = nl + 1;
         }
     }
-    if end > 0
-        && end < ceil
-        && !raw[end].is_ascii_whitespace()
-        && !spans.iter().any(|s| s.end == end)
-    {
+    if end > 0 && end < ceil && !ends_cut_word(&raw[end]) && !spans.iter().any(|s| s.end == end) {
         let floor = spans
             .iter()
             .map(|s| s.end)
@@ -729,7 +727,7 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
             .unwrap_or(0);
         let word_start = raw[floor..end]
             .iter()
-            .rposition(u8::is_ascii_whitespace)
+            .rposition(ends_cut_word)
             .map_or(floor, |i| floor + i + 1);
         if word_start < end {
             let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[word_start..end]);

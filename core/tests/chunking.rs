@@ -167,12 +167,15 @@ const CREDENTIAL_KEYWORDS: &[&str] = &[
     "key:",
 ];
 
+/// Whether `b` ends a cut word: ASCII whitespace or a quote.
 fn is_ws(b: &u8) -> bool {
-    b.is_ascii_whitespace()
+    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'')
 }
 
 /// End of the word a window's start cuts: up to the first ASCII
-/// whitespace, and up to two words more after a possible keyword end.
+/// whitespace or quote, and up to two words more after a possible keyword
+/// end (the word read with what separates it from the next: blanks,
+/// quotes, `:` and `=`).
 fn cut_word_end(bytes: &[u8]) -> usize {
     let word_end = |from: usize| {
         bytes[from..]
@@ -180,13 +183,15 @@ fn cut_word_end(bytes: &[u8]) -> usize {
             .position(is_ws)
             .map_or(bytes.len(), |i| from + i)
     };
+    let gap = |b: &u8| is_ws(b) || matches!(b, b':' | b'=');
     let (mut start, mut end) = (0, word_end(0));
-    // A cut on the blank before a word: that word may be a value.
-    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
+    // A cut on the blank or quote before a word: that word may be a value.
+    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t' | b'"' | b'\''));
     for _ in 0..2 {
-        let word: Vec<u8> = bytes[start..end]
+        let next = bytes[end..].iter().position(|b| !gap(b)).map(|i| end + i);
+        let word: Vec<u8> = bytes[start..next.unwrap_or(bytes.len())]
             .iter()
-            .filter(|b| !matches!(b, b'"' | b'\''))
+            .filter(|b| !is_ws(b))
             .map(|&b| {
                 if b == b'=' {
                     b':'
@@ -201,9 +206,9 @@ fn cut_word_end(bytes: &[u8]) -> usize {
                     .iter()
                     .any(|k| k.as_bytes().ends_with(&word) || word.ends_with(k.as_bytes())));
         blank = false;
-        match bytes[end..].iter().position(|b| !is_ws(b)) {
-            Some(i) if keyword_end => {
-                start = end + i;
+        match next {
+            Some(next) if keyword_end => {
+                start = next;
                 end = word_end(start);
             }
             _ => break,

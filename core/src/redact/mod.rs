@@ -351,10 +351,7 @@ impl Redactor {
             }
         }
         if edges.end {
-            let word = hay
-                .iter()
-                .rposition(u8::is_ascii_whitespace)
-                .map_or(0, |i| i + 1);
+            let word = hay.iter().rposition(ends_cut_word).map_or(0, |i| i + 1);
             if word < hay.len() {
                 spans.push(Span {
                     start: word,
@@ -605,12 +602,12 @@ const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
 
 /// Whether `word` may be the end of a credential keyword (`…arer` of
 /// `Bearer`, `…ation:` of `Authorization:`, `d":` of `"password":`) or
-/// ends with one (`_key":` of `"api_key":`). Quotes are ignored and `=`
-/// counts as `:`.
+/// ends with one (`_key":` of `"api_key":`). Quotes and blanks are
+/// ignored and `=` counts as `:`.
 fn may_end_keyword(word: &[u8]) -> bool {
     let word: Vec<u8> = word
         .iter()
-        .filter(|&&b| b != b'"' && b != b'\'')
+        .filter(|&&b| b != b'"' && b != b'\'' && !b.is_ascii_whitespace())
         .map(|&b| {
             if b == b'=' {
                 b':'
@@ -625,31 +622,47 @@ fn may_end_keyword(word: &[u8]) -> bool {
             .any(|k| k.ends_with(&word) || word.ends_with(k))
 }
 
+/// Whether `b` ends a word cut by an edge: ASCII whitespace, or a quote.
+/// No token holds a quote, and JSON and most logs put values between
+/// them, so a cut in one value of a long line hides that value, not the
+/// whole line.
+pub(crate) fn ends_cut_word(b: &u8) -> bool {
+    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'')
+}
+
+/// Whether `b` may stand between a credential keyword and its value.
+fn between_key_and_value(b: &u8) -> bool {
+    ends_cut_word(b) || matches!(b, b':' | b'=')
+}
+
 /// The end of the word cut by the start of `hay` (up to the first ASCII
-/// whitespace). When that word may be the end of a credential keyword, or
-/// the cut fell on the blank between a keyword and its value, the
-/// credential that follows is hidden with it: up to two more words.
+/// whitespace or quote). When that word, with what follows it up to the
+/// next word, may be the end of a credential keyword, or the cut fell on
+/// the blank or quote before a word, the credential that follows is hidden
+/// with it: up to two more words.
 fn cut_word_end(hay: &[u8]) -> usize {
     let word_end = |from: usize| {
         hay[from..]
             .iter()
-            .position(u8::is_ascii_whitespace)
+            .position(ends_cut_word)
             .map_or(hay.len(), |i| from + i)
     };
-    let mut end = word_end(0);
-    let mut word = &hay[..end];
-    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t'));
-    for _ in 0..2 {
-        let keyword_end = blank_start || may_end_keyword(word);
-        blank_start = false;
-        let next = hay[end..]
+    let next_word = |from: usize| {
+        hay[from..]
             .iter()
-            .position(|b| !b.is_ascii_whitespace())
-            .map(|i| end + i);
+            .position(|b| !between_key_and_value(b))
+            .map(|i| from + i)
+    };
+    let (mut start, mut end) = (0, word_end(0));
+    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t' | b'"' | b'\''));
+    for _ in 0..2 {
+        let next = next_word(end);
+        let keyword_end = blank_start || may_end_keyword(&hay[start..next.unwrap_or(hay.len())]);
+        blank_start = false;
         match next {
-            Some(start) if keyword_end => {
-                end = word_end(start);
-                word = &hay[start..end];
+            Some(word) if keyword_end => {
+                start = word;
+                end = word_end(word);
             }
             _ => break,
         }

@@ -595,9 +595,22 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     let (out, _) = render(b"rd: hunter2 rest", start);
     assert_eq!(out, "[cut] rest");
     let (out, _) = render(b"_key\": \"k-1\" rest", start);
-    assert_eq!(out, "[cut] rest");
+    assert_eq!(out, "[cut]\" rest");
     let (out, _) = render(b"d\": \"hunter2\" rest", start);
-    assert_eq!(out, "[cut] rest");
+    assert_eq!(out, "[cut]\" rest");
+    let (out, _) = render(b"word\":\"hunter2\",\"n\":1}", start);
+    assert_eq!(out, "[cut]\",\"n\":1}");
+    let (out, _) = render(b"\"hunter2\",\"n\":1}", start);
+    assert_eq!(out, "[cut]\",\"n\":1}");
+    // A cut in one value of a long line without blanks (minified JSON)
+    // hides that value, not the line.
+    let (out, counts) = render(b"ror 42\",\"trace\":[\"a.py:1\"]}\n", start);
+    assert_eq!(out, "[cut] 42\",\"trace\":[\"a.py:1\"]}\n");
+    assert_eq!(counts.cut_words(), 1);
+    let (out, _) = render(b"42\",\"trace\":[\"a.py:1\"]}\n", start);
+    assert_eq!(out, "[cut]\",\"trace\":[\"a.py:1\"]}\n");
+    let (out, _) = render(b"{\"level\":\"error\",\"token\":\"ghp_01", end);
+    assert_eq!(out, "{\"level\":\"error\",\"token\":\"[cut]");
     // A cut on the blank before a word: the word may be a value.
     let (out, _) = render(b" hunter2 rest", start);
     assert_eq!(out, "[cut] rest");
