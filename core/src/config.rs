@@ -88,12 +88,14 @@ impl Retain {
         }
     }
 
-    /// Parses `tail`, `head` or `head_and_tail`.
+    /// Parses `tail`, `head` or `head_and_tail` (also spelt
+    /// `head-and-tail`, as on the command line).
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "tail" => Some(Retain::Tail),
             "head" => Some(Retain::Head),
-            "head_and_tail" => Some(Retain::HeadAndTail),
+            // The command line's spelling is accepted too.
+            "head_and_tail" | "head-and-tail" => Some(Retain::HeadAndTail),
             _ => None,
         }
     }
@@ -193,7 +195,14 @@ impl Config {
         let table = match doc.get("helper_output") {
             Some(toml::Value::Table(t)) => t,
             Some(_) => return Err(ConfigError::new("helper_output", Rule::NotATable)),
-            None => return Err(ConfigError::new("helper_output", Rule::Missing)),
+            None => {
+                let found = doc
+                    .iter()
+                    .filter(|(_, value)| value.is_table())
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                return Err(ConfigError::new("helper_output", Rule::Missing { found }));
+            }
         };
         let mut config = Config::default();
         for (key, value) in table {
@@ -402,8 +411,12 @@ impl ConfigError {
 pub enum Rule {
     /// The document is not valid TOML.
     Syntax(String),
-    /// There is no `[helper_output]` table.
-    Missing,
+    /// There is no `[helper_output]` table; the tables the file has
+    /// instead (a misspelt name would be among them).
+    Missing {
+        /// The names of the file's top-level tables.
+        found: Vec<String>,
+    },
     /// `helper_output` is not a table.
     NotATable,
     /// The key is not one of the known keys.
@@ -470,7 +483,16 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rule::Syntax(msg) => write!(f, "not valid TOML: {msg}"),
-            Rule::Missing => write!(f, "the [helper_output] table is missing"),
+            Rule::Missing { found } if found.is_empty() => write!(
+                f,
+                "the [helper_output] table is missing (the file has no table; \
+                 every key in it is optional, the table is not)"
+            ),
+            Rule::Missing { found } => write!(
+                f,
+                "the [helper_output] table is missing (the file's tables: {})",
+                found.join(", ")
+            ),
             Rule::NotATable => write!(f, "must be a table"),
             Rule::UnknownKey => write!(f, "unknown key (known keys: {})", KEYS.join(", ")),
             Rule::WrongType(expected) => write!(f, "must be {expected}"),
@@ -649,6 +671,11 @@ mod tests {
             err("retain = \"middle\""),
             "helper_output.retain: unknown mode \"middle\" (expected \"tail\", \"head\" or \"head_and_tail\")"
         );
+        for spelling in ["head_and_tail", "head-and-tail"] {
+            let text = format!("[helper_output]\nretain = \"{spelling}\"\n");
+            let config = Config::from_toml_str(&text).unwrap();
+            assert_eq!(config.retain, Retain::HeadAndTail, "{spelling}");
+        }
         assert!(err("quiet = true").starts_with(
             "helper_output.quiet: unknown key (known keys: stderr_retained_per_call_bytes, "
         ));
@@ -680,10 +707,9 @@ mod tests {
             err("debug_ceiling_bytes = 1000"),
             "helper_output.debug_ceiling_bytes: 1000 is smaller than stderr_retained_per_call_bytes (16384)"
         );
-        assert!(
-            err("redact_extra_patterns = [\"ok-[0-9]+\", \"(bad\"]").starts_with(
-                "helper_output.redact_extra_patterns: pattern \"(bad\" is not valid: "
-            )
+        assert_eq!(
+            err("redact_extra_patterns = [\"ok-[0-9]+\", \"(bad\"]"),
+            "helper_output.redact_extra_patterns: pattern \"(bad\" is not valid: unclosed group"
         );
         assert_eq!(
             err("redact_extra_patterns = [\"a?\"]"),
@@ -698,7 +724,19 @@ mod tests {
             Config::from_toml_str("[other]\nx = 1\n")
                 .unwrap_err()
                 .to_string(),
-            "helper_output: the [helper_output] table is missing"
+            "helper_output: the [helper_output] table is missing (the file's tables: other)"
+        );
+        assert_eq!(
+            Config::from_toml_str("[helper_outptu]\nretain = \"head\"\n[host]\n")
+                .unwrap_err()
+                .to_string(),
+            "helper_output: the [helper_output] table is missing (the file's tables: \
+             helper_outptu, host)"
+        );
+        assert_eq!(
+            Config::from_toml_str("").unwrap_err().to_string(),
+            "helper_output: the [helper_output] table is missing (the file has no table; \
+             every key in it is optional, the table is not)"
         );
         assert!(
             Config::from_toml_str("[helper_output\n")

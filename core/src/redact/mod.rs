@@ -130,7 +130,17 @@ fn build(patterns: &[&str]) -> Result<Regex, String> {
         .syntax(syntax_config())
         .configure(Regex::config().utf8_empty(false))
         .build_many(patterns)
-        .map_err(|e| e.to_string())
+        .map_err(|e| why(&e))
+}
+
+/// What is wrong with a pattern, in one line: the syntax error's own words
+/// (`unclosed group`) where there is one.
+fn why(error: &regex_automata::meta::BuildError) -> String {
+    match error.syntax_error() {
+        Some(regex_syntax::Error::Parse(e)) => e.kind().to_string(),
+        Some(regex_syntax::Error::Translate(e)) => e.kind().to_string(),
+        _ => error.to_string(),
+    }
 }
 
 /// The set of all rules: only where each match is, so no capture groups

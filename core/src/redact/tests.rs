@@ -553,9 +553,14 @@ fn extra_patterns_add_rules_after_the_builtin_ones() {
 fn bad_extra_patterns_are_refused_with_their_index() {
     let err = Redactor::with_extra_patterns(["ok", "(unclosed"]).unwrap_err();
     assert_eq!((err.index, err.pattern.as_str()), (1, "(unclosed"));
-    assert!(
-        err.to_string()
-            .starts_with("pattern 1 \"(unclosed\" is not valid: ")
+    assert_eq!(
+        err.to_string(),
+        "pattern 1 \"(unclosed\" is not valid: unclosed group"
+    );
+    let err = Redactor::with_extra_patterns(["[z-a]"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pattern 0 \"[z-a]\" is not valid: invalid character class range, the start must be <= the end"
     );
     let err = Redactor::with_extra_patterns(["x*"]).unwrap_err();
     assert_eq!(
