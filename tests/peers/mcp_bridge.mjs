@@ -266,7 +266,7 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
 // tools/list
 {
     const { tools } = await client.listTools();
-    check('tool names', tools.map((t) => t.name).sort(), ['flood', 'leak', 'leak_text', 'missing', 'sleep', 'touch']);
+    check('tool names', tools.map((t) => t.name).sort(), ['flood', 'leak', 'leak_text', 'missing', 'not_json', 'sleep', 'touch']);
     const flood = tools.find((t) => t.name === 'flood');
     check('flood description', flood.description, 'write BYTES bytes to stderr, then a JSON result');
     check('flood inputSchema', flood.inputSchema, {
@@ -397,6 +397,15 @@ for (const [tool, shown] of [
     check(`${tool}: result`, r.result, shown);
     check(`${tool}: stderr_excerpt`, r.stderr_excerpt, 'push failed for [redacted: github-token]\n');
     check(`${tool}: redactions`, [r.stderr_redactions, r.stdout_redactions], [1, 1]);
+}
+
+// A JSON result promised and not given: completed, but an error.
+{
+    const result = await client.callTool({ name: 'not_json', arguments: {} });
+    expected.push('completed');
+    const r = result.structuredContent;
+    check('not_json: isError, state, result', [result.isError, r.state, r.result], [true, 'completed', null]);
+    check('not_json: result_error', r.result_error, 'invalid JSON at line 1 column 2: expected ident');
 }
 
 // Approval expired: the client answers after 3 s, the card expires at 1.5 s.

@@ -143,7 +143,7 @@ async def main_session():
             init = await client.initialize()
             equal(init.server_info.name, "spillguard", "server name")
             listed = await client.list_tools()
-            equal([t.name for t in listed.tools], ["flood", "leak", "leak_text", "missing", "sleep", "touch"], "tools")
+            equal([t.name for t in listed.tools], ["flood", "leak", "leak_text", "missing", "not_json", "sleep", "touch"], "tools")
             touch_tool = next(t for t in listed.tools if t.name == "touch")
             equal(
                 touch_tool.input_schema,
@@ -238,6 +238,11 @@ async def main_session():
                 equal(sc["result"], shown, f"{tool}: result")
                 equal(sc["stderr_excerpt"], "push failed for [redacted: github-token]\n", f"{tool}: excerpt")
                 equal((sc["stderr_redactions"], sc["stdout_redactions"]), (1, 1), f"{tool}: redactions")
+            # A JSON result promised and not given: completed, but an error.
+            result = await client.call_tool("not_json", {})
+            sc = content(result)
+            equal((result.is_error, sc["state"], sc["result"]), (True, "completed", None), "not_json")
+            equal(sc["result_error"], "invalid JSON at line 1 column 2: expected ident", "not_json: result_error")
             # An unknown tool is a protocol error: there is no call to record.
             try:
                 await client.call_tool("nope", {})
@@ -287,7 +292,7 @@ async def main_session():
     equal(by_state.get(("flood", "completed")), 2, "the floods' records")
     equal(by_state.get(("touch", "denied")), 41, "the denied cards' records")
     equal(by_state.get(("leak", "completed")), 1, "the leak's record")
-    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 40, "every call has its record")
+    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 40, "every call has its record")
     sessions = subprocess.run(
         [SPILLGUARD, "audit", "sessions", log, "--json"], check=True, capture_output=True, text=True
     ).stdout.splitlines()

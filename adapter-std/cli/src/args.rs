@@ -35,13 +35,15 @@ Exit status of `run`: 0 when a record was printed, whatever the helper did
 (see `state`, `exit_status` and `exit_signal`); 2 on bad input (including an
 audit log that cannot be opened); 1 if the record could not be written.
 SIGINT, SIGTERM and SIGHUP cancel the helper (TERM, grace, KILL) and the
-record is still printed.
+record is still printed. The helper's stdin is /dev/null (`spillguard stdio`
+streams stdin and stdout).
 
 Examples:
   # A helper that floods stderr, stopped after half a second:
   spillguard run --deadline-ms 500 -- sh -c 'yes helper-diagnostic 1>&2'
   # Keep the first and the last bytes, and append the call to an audit log:
-  spillguard run --retain head-and-tail --audit calls.log --anchor-out calls.anchor -- ./helper --flag
+  spillguard run --retain head-and-tail --audit calls.log \\
+      --anchor-out calls.anchor -- ./helper --flag
   # Budgets from a file, one of them overridden:
   spillguard run --config spillguard.toml --excerpt-bytes 1024 -- ./helper"
     };
@@ -270,9 +272,9 @@ pub struct RunArgs {
     /// [default: 4096]
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub excerpt_bytes: Option<u64>,
-    /// Stop the helper (TERM, grace, KILL) N ms after it started
-    /// [default: no deadline]
-    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    /// Stop the helper (TERM, grace, KILL) N ms after it started; N is at
+    /// least 1 [default: no deadline]
+    #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub deadline_ms: Option<u64>,
     /// Time from TERM to KILL when the helper is stopped, in ms
     /// [default: 5000]
@@ -536,9 +538,15 @@ impl AuditArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
+/// Shown redacted by the built-in rules: a message may quote the input it
+/// refuses (a command line, a tools file's entry), secrets and all.
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(
+            &spillguard_std::core::Redactor::builtin()
+                .redact(&self.0)
+                .text,
+        )
     }
 }
 
@@ -551,6 +559,15 @@ fn number(value: &str) -> Result<u64, String> {
     value
         .parse()
         .map_err(|_| format!("`{value}` is not a non-negative integer"))
+}
+
+/// A number of at least 1: a deadline of 0 would stop every helper at
+/// once.
+fn positive(value: &str) -> Result<u64, String> {
+    match number(value)? {
+        0 => Err("0 would stop the helper at once (leave the option out for no deadline)".into()),
+        n => Ok(n),
+    }
 }
 
 /// How `run` reads the helper's result.
@@ -802,6 +819,10 @@ mod tests {
         assert_eq!(
             err(&["run", "--deadline-ms", "soon", "--", "ls"]),
             "`--deadline-ms`: `soon` is not a non-negative integer"
+        );
+        assert_eq!(
+            err(&["run", "--deadline-ms", "0", "--", "ls"]),
+            "`--deadline-ms`: 0 would stop the helper at once (leave the option out for no deadline)"
         );
         assert_eq!(
             err(&["run", "--grace-ms=-1", "--", "ls"]),

@@ -77,6 +77,20 @@ fn a_bad_tools_file_exits_2_with_one_line_naming_the_field() {
              invalid regex \"^[a-z\": found unclosed character class"
         )
     );
+    // An error that quotes the file quotes it redacted.
+    std::fs::write(
+        &path,
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"x\", \"{tok}\"]\n\
+         params.tok = { type = \"string\", pattern = \"^Bearer Q7x9abc123def456[\" }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        usage_failure(&["mcp", "--tools", &shown, "--check"]),
+        format!(
+            "spillguard: invalid tools file {shown}: tools.t.params.tok.pattern: \
+             invalid regex \"^Bearer [redacted: bearer-token][\": found unclosed character class"
+        )
+    );
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
         usage_failure(&["mcp", "--tools", &shown, "--check"]),

@@ -19,7 +19,9 @@
 //! The same object, as JSON text, is the result's one text content block,
 //! for clients that read only `content`. `isError` is true for every state
 //! but `completed`: a helper that failed, was refused, denied, expired or
-//! cancelled is an error the model must see as one.
+//! cancelled is an error the model must see as one. It is true, too, for a
+//! `completed` call of a `stdout_json` tool whose result could not be read
+//! (`result_error` says why): the tool promised a result and gave none.
 
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value};
@@ -31,7 +33,8 @@ use super::tools::ToolResult;
 /// returns its result as `result`.
 pub fn tool_result(outcome: &Outcome, result: ToolResult) -> CallToolResult {
     let content = structured_content(outcome, result);
-    if outcome.record.state == State::Completed {
+    let unread = result == ToolResult::StdoutJson && outcome.record.result_error.is_some();
+    if outcome.record.state == State::Completed && !unread {
         CallToolResult::structured(content)
     } else {
         CallToolResult::structured_error(content)
