@@ -225,6 +225,16 @@ fn print_verdict(
         }
     } else {
         let _ = writeln!(out, "{verdict}");
+        if let Verdict::Tampered {
+            record_index: 0, ..
+        } = verdict
+        {
+            let _ = writeln!(
+                out,
+                "(the first record is the file's start: a file that is not an audit log \
+                 is refused the same way)"
+            );
+        }
         if !checked.seals {
             let _ = writeln!(out, "{SEALS_NOT_CHECKED}");
         }

@@ -68,6 +68,10 @@ fn failing(args: &[&str]) -> (i32, String) {
     (output.status.code().unwrap(), stderr.trim_end().to_owned())
 }
 
+/// The line `verify` adds when the first record is refused.
+const FIRST_RECORD_HINT: &str = "(the first record is the file's start: a file that is not an \
+                                 audit log is refused the same way)\n";
+
 fn anchor_of(path: &Path) -> Anchor {
     std::fs::read_to_string(path).unwrap().parse().unwrap()
 }
@@ -142,6 +146,24 @@ fn verify_is_ok_with_the_anchor_and_unanchored_without() {
 }
 
 #[test]
+fn a_file_that_is_not_a_log_is_refused_at_its_first_record() {
+    let path = dir("cli-not-a-log").join("tools.toml");
+    std::fs::write(
+        &path,
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let (status, text) = quiet(&["audit", "verify", s(&path)]);
+    assert_eq!(status, 5);
+    let (verdict, hint) = text.split_once('\n').unwrap();
+    assert!(
+        verdict.starts_with("tampered: record 0 (byte 0): "),
+        "{verdict}"
+    );
+    assert_eq!(hint, FIRST_RECORD_HINT);
+}
+
+#[test]
 fn every_flipped_byte_is_reported_as_tampering_of_its_record() {
     let dir = dir("cli-flip");
     let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
@@ -159,10 +181,13 @@ fn every_flipped_byte_is_reported_as_tampering_of_its_record() {
             .iter()
             .rposition(|&start| start as usize <= at)
             .unwrap();
-        let expected = format!(
+        let mut expected = format!(
             "tampered: record {record} (byte {}): modified (its bytes do not match its hash)\n",
             starts[record]
         );
+        if record == 0 {
+            expected.push_str(FIRST_RECORD_HINT);
+        }
         let args = [
             "audit",
             "verify",
