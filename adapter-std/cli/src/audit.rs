@@ -393,7 +393,7 @@ fn print_activity(out: &mut Vec<u8>, rows: &[ActivityRow], json: bool) {
             let state = if row.finished {
                 row.state.as_str().to_owned()
             } else {
-                format!("{} (unfinished)", row.state.as_str())
+                format!("{} (no final record)", row.state.as_str())
             };
             vec![
                 row.call_id.clone(),

@@ -512,6 +512,31 @@ fn activity_and_sessions_rows_come_from_the_log_alone() {
             ],
         ]
     );
+
+    // A crash cut the second call's final record: its row says the state
+    // it last reached and that no final record follows.
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..bytes.len() - 10]).unwrap();
+    let (status, text) = quiet(&["audit", "activity", s(&log)]);
+    assert_eq!(status, 0);
+    let last: Vec<&str> = text.lines().last().unwrap().split_whitespace().collect();
+    assert_eq!(
+        last,
+        [
+            b,
+            "cli",
+            "completed",
+            "(no",
+            "final",
+            "record)",
+            "run",
+            "sh",
+            "-",
+            "-",
+            "-",
+            "-"
+        ]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
