@@ -465,6 +465,28 @@ impl ServerHandler for Bridge {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // On a task of its own, so that a panic while handling one call is
+        // that call's error answer, never a request left unanswered (the
+        // panic's message goes to stderr, like every diagnostic).
+        let bridge = self.clone();
+        let handled = tokio::spawn(async move { bridge.handle_call(request, context).await });
+        handled.await.unwrap_or_else(|_| {
+            Err(McpError::internal_error(
+                "the server failed while handling this tool call (see its stderr)",
+                None,
+            ))
+        })
+    }
+}
+
+impl Bridge {
+    /// `tools/call`: a new call, or the retry of one whose card went back
+    /// as `input_required`.
+    async fn handle_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = self.inner.tools.tool(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool {:?}", request.name),
