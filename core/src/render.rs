@@ -7,7 +7,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::capture::StreamName;
 use crate::config::Retain;
-use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span, ends_cut_word};
+use crate::redact::{
+    CUT, Edges, Label, RedactionCounts, Redactor, Span, ends_word_at, word_end, word_start,
+};
 
 /// A borrowed view of retained bytes, and the text made of them. Made by
 /// [`StreamCapture::window`](crate::StreamCapture::window) or
@@ -48,8 +50,9 @@ use crate::redact::{CUT, Edges, Label, RedactionCounts, Redactor, Span, ends_cut
 /// recognisable start or end is gone, so at a cut edge:
 ///
 /// * the word cut by the edge (from the edge up to the first ASCII
-///   whitespace or quote: no token holds a quote, and a long line of JSON
-///   loses only the value cut) is never shown: it is replaced by `[cut]`
+///   whitespace or quote that closes a value, or back to one that opens
+///   it: a long line of JSON loses only the value cut, and a quote inside
+///   a secret ends nothing) is never shown: it is replaced by `[cut]`
 ///   (the first word of a tail window, the last word of a head window,
 ///   both inner edges of `head_and_tail`, and the edge a clamp cuts inside
 ///   a word);
@@ -657,27 +660,24 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
     }
     if start > floor
         && start < len
-        && !ends_cut_word(&raw[start - 1])
+        && !ends_word_at(raw, start - 1)
         && span_at(spans, start).is_none()
     {
         let limit = next_span_start(spans, start, len);
-        let word_end = raw[start..limit]
-            .iter()
-            .position(ends_cut_word)
-            .map_or(limit, |i| start + i);
-        if word_end > start {
-            let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..word_end]);
+        let cut_end = word_end(raw, start).min(limit);
+        if cut_end > start {
+            let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..cut_end]);
             if shown + CUT.len() <= room {
                 insert_span(
                     spans,
                     Span {
                         start,
-                        end: word_end,
+                        end: cut_end,
                         label: Label::Cut,
                     },
                 );
             } else {
-                start = word_end;
+                start = cut_end;
             }
         }
     }
@@ -718,30 +718,27 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
             end = nl + 1;
         }
     }
-    if end > 0 && end < ceil && !ends_cut_word(&raw[end]) && !spans.iter().any(|s| s.end == end) {
+    if end > 0 && end < ceil && !ends_word_at(raw, end) && !spans.iter().any(|s| s.end == end) {
         let floor = spans
             .iter()
             .map(|s| s.end)
             .filter(|&e| e <= end)
             .max()
             .unwrap_or(0);
-        let word_start = raw[floor..end]
-            .iter()
-            .rposition(ends_cut_word)
-            .map_or(floor, |i| floor + i + 1);
-        if word_start < end {
-            let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[word_start..end]);
+        let cut_start = word_start(raw, floor, end);
+        if cut_start < end {
+            let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[cut_start..end]);
             if shown + CUT.len() <= room {
                 insert_span(
                     spans,
                     Span {
-                        start: word_start,
+                        start: cut_start,
                         end,
                         label: Label::Cut,
                     },
                 );
             } else {
-                end = word_start;
+                end = cut_start;
             }
         }
     }

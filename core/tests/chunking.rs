@@ -167,31 +167,60 @@ const CREDENTIAL_KEYWORDS: &[&str] = &[
     "key:",
 ];
 
-/// Whether `b` ends a cut word: ASCII whitespace or a quote.
 fn is_ws(b: &u8) -> bool {
-    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'')
+    b.is_ascii_whitespace()
 }
 
-/// End of the word a window's start cuts: up to the first ASCII
-/// whitespace or quote, and up to two words more after a possible keyword
-/// end (the word read with what separates it from the next: blanks,
-/// quotes, `:` and `=`).
+fn is_quote(b: u8) -> bool {
+    b == b'"' || b == b'\''
+}
+
+/// Whether a cut word running forwards ends at `bytes[i]`: a blank, or a
+/// quote that closes a value (not first, no backslash before it, then the
+/// end, a blank, `,`, `}`, `]`, `)`, `:` or `;`).
+fn ends_at(bytes: &[u8], i: usize) -> bool {
+    let b = bytes[i];
+    if is_ws(&b) {
+        return true;
+    }
+    if !is_quote(b) || i == 0 || bytes[i - 1] == b'\\' {
+        return false;
+    }
+    match bytes.get(i + 1) {
+        None => true,
+        Some(next) => is_ws(next) || b",}]):;".contains(next),
+    }
+}
+
+/// Whether a cut word running backwards starts after `bytes[i]`: a blank,
+/// or a quote that opens a value (first, or after a blank, `,`, `{`, `[`,
+/// `(`, `:` or `=`).
+fn starts_after(bytes: &[u8], i: usize) -> bool {
+    let b = bytes[i];
+    is_ws(&b)
+        || (is_quote(b) && (i == 0 || is_ws(&bytes[i - 1]) || b",{[(:=".contains(&bytes[i - 1])))
+}
+
+/// The first `i >= from` where a word ends, or the length.
+fn end_of_word(bytes: &[u8], from: usize) -> usize {
+    (from..bytes.len())
+        .find(|&i| ends_at(bytes, i))
+        .unwrap_or(bytes.len())
+}
+
+/// End of the word a window's start cuts, and up to two words more after a
+/// possible keyword end (the word read with what separates it from the
+/// next: blanks, quotes, `:` and `=`).
 fn cut_word_end(bytes: &[u8]) -> usize {
-    let word_end = |from: usize| {
-        bytes[from..]
-            .iter()
-            .position(is_ws)
-            .map_or(bytes.len(), |i| from + i)
-    };
-    let gap = |b: &u8| is_ws(b) || matches!(b, b':' | b'=');
-    let (mut start, mut end) = (0, word_end(0));
-    // A cut on the blank or quote before a word: that word may be a value.
-    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t' | b'"' | b'\''));
+    let gap = |b: &u8| is_ws(b) || is_quote(*b) || matches!(b, b':' | b'=');
+    let (mut start, mut end) = (0, end_of_word(bytes, 0));
+    // A cut on the blank before a word: that word may be a value.
+    let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
     for _ in 0..2 {
         let next = bytes[end..].iter().position(|b| !gap(b)).map(|i| end + i);
         let word: Vec<u8> = bytes[start..next.unwrap_or(bytes.len())]
             .iter()
-            .filter(|b| !is_ws(b))
+            .filter(|&&b| !is_ws(&b) && !is_quote(b))
             .map(|&b| {
                 if b == b'=' {
                     b':'
@@ -209,7 +238,7 @@ fn cut_word_end(bytes: &[u8]) -> usize {
         match next {
             Some(next) if keyword_end => {
                 start = next;
-                end = word_end(start);
+                end = end_of_word(bytes, start);
             }
             _ => break,
         }
@@ -225,17 +254,20 @@ fn after_window_cut(bytes: &[u8]) -> String {
     }
 }
 
-/// `bytes` shown after a clamp's cut start: only the cut word goes.
-fn after_clamp_cut(bytes: &[u8]) -> String {
-    match bytes.iter().position(is_ws).unwrap_or(bytes.len()) {
-        0 => lossy(bytes),
-        n => format!("{CUT}{}", lossy(&bytes[n..])),
+/// `raw[start..]` shown after a clamp's cut start: only the cut word goes.
+fn after_clamp_cut(raw: &[u8], start: usize) -> String {
+    match end_of_word(raw, start) {
+        n if n == start => lossy(&raw[start..]),
+        n => format!("{CUT}{}", lossy(&raw[n..])),
     }
 }
 
 /// `bytes` shown before a cut end: the last word goes.
 fn before_cut(bytes: &[u8]) -> String {
-    let start = bytes.iter().rposition(is_ws).map_or(0, |i| i + 1);
+    let start = (0..bytes.len())
+        .rev()
+        .find(|&i| starts_after(bytes, i))
+        .map_or(0, |i| i + 1);
     if start == bytes.len() {
         lossy(bytes)
     } else {
@@ -316,7 +348,8 @@ fn window_parts(w: &Window<'_>) -> (Vec<u8>, Vec<u8>) {
 // ---------------------------------------------------------------- inputs
 
 const TEXT_CHARS: &[char] = &[
-    'a', 'q', 'Z', '0', ' ', ':', '\n', '\n', 'é', 'ж', '€', '中', '✓', '😀', '𝄞',
+    'a', 'q', 'Z', '0', ' ', ':', '\n', '\n', 'é', 'ж', '€', '中', '✓', '😀', '𝄞', '"', '\'', ',',
+    '}', '\\', '=',
 ];
 
 /// Valid UTF-8 with 1- to 4-byte characters and newlines.
@@ -618,21 +651,27 @@ proptest! {
             // What the kept end shows: the window's cut word (with a
             // credential after a keyword) at the window's edge, the word the
             // clamp cut at a clamp edge, else all of it.
+            // The bytes each side of the clamp reads: the window's tail part
+            // and head part, or the whole text when nothing was dropped.
+            let tail_raw = if truncated { tail_floor } else { 0 };
+            let head_raw = if truncated { head_ceil } else { len };
             let shown_end = |start: usize, source_start: usize| {
                 let kept = &bytes[start..];
+                let raw = &bytes[tail_raw..];
                 if kept.is_empty() {
                     String::new()
                 } else if truncated && start == tail_floor {
                     after_window_cut(kept)
-                } else if start > source_start && !is_ws(&bytes[start - 1]) {
-                    after_clamp_cut(kept)
+                } else if start > source_start && !ends_at(raw, start - 1 - tail_raw) {
+                    after_clamp_cut(raw, start - tail_raw)
                 } else {
                     lossy(kept)
                 }
             };
             let shown_start = |end: usize, bound: usize| {
                 let kept = &bytes[..end];
-                let cut = (truncated && end == head_ceil) || (end < bound && !is_ws(&bytes[end]));
+                let cut = (truncated && end == head_ceil)
+                    || (end < bound && !ends_at(&bytes[..head_raw], end));
                 if cut { before_cut(kept) } else { lossy(kept) }
             };
             let expected = match case.mode {
@@ -848,6 +887,14 @@ fn secret_texts() -> Vec<String> {
         format!("Authorization: Bearer {}", sensitive(30)),
         format!("https://deploy:{}@git.example.com/x", sensitive(16)),
         format!("{{\"api_key\": \"{}\"}}", sensitive(24)),
+        // Quotes inside the value: they close nothing.
+        format!("{{\"password\": \"{}'{}\"}}", sensitive(14), sensitive(14)),
+        format!(
+            "{{\"password\":\"{}\\\"{}\"}}",
+            sensitive(14),
+            sensitive(14)
+        ),
+        format!("PGPASSWORD='{}\"{}' psql", sensitive(14), sensitive(14)),
         format!(
             "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----",
             sensitive(64),

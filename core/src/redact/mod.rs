@@ -361,7 +361,7 @@ impl Redactor {
             }
         }
         if edges.end {
-            let word = hay.iter().rposition(ends_cut_word).map_or(0, |i| i + 1);
+            let word = word_start(hay, 0, hay.len());
             if word < hay.len() {
                 spans.push(Span {
                     start: word,
@@ -632,39 +632,76 @@ fn may_end_keyword(word: &[u8]) -> bool {
             .any(|k| k.ends_with(&word) || word.ends_with(k))
 }
 
-/// Whether `b` ends a word cut by an edge: ASCII whitespace, or a quote.
-/// No token holds a quote, and JSON and most logs put values between
-/// them, so a cut in one value of a long line hides that value, not the
-/// whole line.
-pub(crate) fn ends_cut_word(b: &u8) -> bool {
-    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'')
+/// Whether a cut word running on from an edge ends at `hay[i]`: ASCII
+/// whitespace, or a quote that closes a value. A closing quote is not
+/// escaped (no backslash before it, and not the first byte, whose escape
+/// may have been cut away) and is followed by the end or by what follows a
+/// value (a blank, `,`, `}`, `]`, `)`, `:` or `;`). So a cut in one value of
+/// a long line of JSON hides that value, not the whole line, while a quote
+/// inside a secret (`Xy7'k9`, `hun\"ter`, SQL's `''`) ends nothing.
+pub(crate) fn ends_word_at(hay: &[u8], i: usize) -> bool {
+    let Some(&b) = hay.get(i) else {
+        return true;
+    };
+    b.is_ascii_whitespace()
+        || (matches!(b, b'"' | b'\'')
+            && i > 0
+            && hay[i - 1] != b'\\'
+            && hay.get(i + 1).is_none_or(|&next| {
+                next.is_ascii_whitespace()
+                    || matches!(next, b',' | b'}' | b']' | b')' | b':' | b';')
+            }))
+}
+
+/// Whether a cut word running back from an edge starts just after
+/// `hay[i]`: ASCII whitespace, or a quote that opens a value (at the start,
+/// or after a blank, `,`, `{`, `[`, `(`, `:` or `=`).
+pub(crate) fn starts_word_after(hay: &[u8], i: usize) -> bool {
+    let b = hay[i];
+    b.is_ascii_whitespace()
+        || (matches!(b, b'"' | b'\'')
+            && (i == 0 || {
+                let before = hay[i - 1];
+                before.is_ascii_whitespace()
+                    || matches!(before, b',' | b'{' | b'[' | b'(' | b':' | b'=')
+            }))
+}
+
+/// The end of the word that starts at `from`: the first `i` at which
+/// [`ends_word_at`] holds, or the end of `hay`.
+pub(crate) fn word_end(hay: &[u8], from: usize) -> usize {
+    (from..hay.len())
+        .find(|&i| ends_word_at(hay, i))
+        .unwrap_or(hay.len())
+}
+
+/// The start of the word that ends at `to` (no earlier than `floor`).
+pub(crate) fn word_start(hay: &[u8], floor: usize, to: usize) -> usize {
+    (floor..to)
+        .rev()
+        .find(|&i| starts_word_after(hay, i))
+        .map_or(floor, |i| i + 1)
 }
 
 /// Whether `b` may stand between a credential keyword and its value.
 fn between_key_and_value(b: &u8) -> bool {
-    ends_cut_word(b) || matches!(b, b':' | b'=')
+    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b':' | b'=')
 }
 
 /// The end of the word cut by the start of `hay` (up to the first ASCII
-/// whitespace or quote). When that word, with what follows it up to the
-/// next word, may be the end of a credential keyword, or the cut fell on
-/// the blank or quote before a word, the credential that follows is hidden
+/// whitespace or closing quote). When that word, with what follows it up
+/// to the next word, may be the end of a credential keyword, or the cut
+/// fell on the blank before a word, the credential that follows is hidden
 /// with it: up to two more words.
 fn cut_word_end(hay: &[u8]) -> usize {
-    let word_end = |from: usize| {
-        hay[from..]
-            .iter()
-            .position(ends_cut_word)
-            .map_or(hay.len(), |i| from + i)
-    };
     let next_word = |from: usize| {
         hay[from..]
             .iter()
             .position(|b| !between_key_and_value(b))
             .map(|i| from + i)
     };
-    let (mut start, mut end) = (0, word_end(0));
-    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t' | b'"' | b'\''));
+    let (mut start, mut end) = (0, word_end(hay, 0));
+    let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t'));
     for _ in 0..2 {
         let next = next_word(end);
         let keyword_end = blank_start || may_end_keyword(&hay[start..next.unwrap_or(hay.len())]);
@@ -672,7 +709,7 @@ fn cut_word_end(hay: &[u8]) -> usize {
         match next {
             Some(word) if keyword_end => {
                 start = word;
-                end = word_end(word);
+                end = word_end(hay, word);
             }
             _ => break,
         }

@@ -616,6 +616,37 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     assert_eq!(out, "[cut]\",\"trace\":[\"a.py:1\"]}\n");
     let (out, _) = render(b"{\"level\":\"error\",\"token\":\"ghp_01", end);
     assert_eq!(out, "{\"level\":\"error\",\"token\":\"[cut]");
+    // A quote inside a secret ends nothing: only a quote that closes a
+    // value (unescaped, then a blank, `,`, `}`, `]`, `)`, `:`, `;` or the
+    // end) ends the cut word; at an end edge, only one that opens a value.
+    for (cut, shown) in [
+        (&b"7'k9#mQw2\"}\n"[..], "[cut]\"}\n"),
+        (b"n\\\"ter2x\"}", "[cut]\"}"),
+        (b"7\"k9#mQ' psql", "[cut]' psql"),
+        (b"ter''2secret'", "[cut]'"),
+        (b"rd\\\":\\\"hunter2\\\"}\"}", "[cut]\"}"),
+        (b"\"x\", next", "[cut]\", next"),
+    ] {
+        assert_eq!(
+            render(cut, start).0,
+            shown,
+            "{}",
+            String::from_utf8_lossy(cut)
+        );
+    }
+    for (cut, shown) in [
+        (&b"{\"password\":\"Xy7'k9"[..], "{\"password\":\"[cut]"),
+        (b"PGPASSWORD='Xy7\"k9", "PGPASSWORD='[cut]"),
+        (b"{\"msg\":\"{\\\"password\\\":\\\"hunt", "{\"msg\":\"[cut]"),
+        (b"say \"it's", "say \"[cut]"),
+    ] {
+        assert_eq!(
+            render(cut, end).0,
+            shown,
+            "{}",
+            String::from_utf8_lossy(cut)
+        );
+    }
     // A cut on the blank before a word: the word may be a value.
     let (out, _) = render(b" hunter2 rest", start);
     assert_eq!(out, "[cut] rest");
