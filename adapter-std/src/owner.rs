@@ -54,6 +54,12 @@ pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
 /// rounds (at most one chunk of each pipe per round).
 const ROUNDS_PER_LOOK: usize = 16;
 
+/// Events taken after the exit was seen before it is reaped anyway: the
+/// commands queued while the helper ran go first, but a source that keeps
+/// sending (a stdout pump diverting an escapee's flood) cannot hold the
+/// exit back for ever.
+const EVENTS_BEFORE_EXIT: u32 = 1024;
+
 /// The longest single wait in `poll`; a later timeout is waited for in
 /// several.
 const LONGEST_WAIT: Duration = Duration::from_secs(3600);
@@ -130,6 +136,8 @@ pub(crate) struct Ready {
     inbox: bool,
     exit: bool,
     pipes: [bool; 2],
+    /// Events taken since the exit was seen.
+    exit_waited: u32,
 }
 
 impl Ready {
@@ -216,13 +224,17 @@ impl Owner {
             }
             None => self.ready.inbox = false,
         }
-        // The exit waits until the events queued before it are taken: a
-        // command sent while the helper ran (the bytes a stdout pump
-        // diverted to the capture) reaches the call before its exit can
-        // end it.
-        if self.ready.exit && !self.ready.inbox && !self.core.call().has_pending_actions() {
-            self.ready.exit = false;
-            self.reap(now);
+        // The exit waits until the events queued before it are taken (at
+        // most EVENTS_BEFORE_EXIT): a command sent while the helper ran
+        // (the bytes a stdout pump diverted to the capture) reaches the
+        // call before its exit can end it.
+        if self.ready.exit && !self.core.call().has_pending_actions() {
+            if self.ready.inbox && self.ready.exit_waited < EVENTS_BEFORE_EXIT {
+                self.ready.exit_waited += 1;
+            } else {
+                self.ready.exit = false;
+                self.reap(now);
+            }
         }
         for pipe in [Pipe::Stdout, Pipe::Stderr] {
             if self.ready.pipes[pipe as usize] && !self.core.call().has_pending_actions() {
