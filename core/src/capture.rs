@@ -498,6 +498,11 @@ impl Retained {
         self.stream
     }
 
+    /// The rules every rendering of this stream is redacted with.
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Renders marker and text, redacted. See [`Window::render`].
     pub fn render(&self) -> String {
         self.window().render()

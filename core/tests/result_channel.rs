@@ -268,6 +268,30 @@ fn a_redaction_that_breaks_the_json_shows_the_redacted_text() {
     );
 }
 
+/// A number after a credential key is redacted unquoted, which leaves the
+/// text no JSON: the result is then redacted member by member and keeps
+/// its shape; a JSON literal after such a key is no secret at all.
+#[test]
+fn a_result_the_text_redaction_breaks_keeps_its_shape() {
+    let token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+    let stdout = format!(
+        r#"{{"items":[1,2],"next_token":null,"refresh_token":123456,"note":"pushed with {token}"}}"#
+    );
+    let world = run(stdout.as_bytes(), 0, |_, _| {});
+    let outcome = world.lanes[0].outcome.as_ref().unwrap();
+    assert_eq!(outcome.record.stdout_redactions, 2);
+    assert_eq!(outcome.result().unwrap()["refresh_token"], 123456);
+    assert_eq!(
+        outcome.redacted_result(),
+        Some(serde_json::json!({
+            "items": [1, 2],
+            "next_token": null,
+            "refresh_token": "[redacted: token-assignment]",
+            "note": "pushed with [redacted: github-token]",
+        }))
+    );
+}
+
 #[test]
 fn no_result_shows_none() {
     let world = run(b"not json", 0, |_, _| {});

@@ -587,9 +587,14 @@ impl Outcome {
     /// the value parsed again from the redacted stdout, so a secret the
     /// helper printed in its result reads `[redacted: RULE]` there, as in
     /// every other view (it is counted in `stdout_redactions`). Should a
-    /// replacement leave the text no longer JSON (an extra pattern that
-    /// spans a quote), the value is the redacted text as one JSON string:
-    /// what a client is shown is never unredacted.
+    /// replacement leave the text no longer JSON (a number after a
+    /// credential key, an extra pattern that spans a quote), the value is
+    /// redacted member by member instead and keeps its shape: each string
+    /// on its own, and a member whose `"key": value` pair a rule matches
+    /// beyond its key and value alone becomes the string
+    /// `"[redacted: RULE]"`. Should that find fewer secrets than the text
+    /// did, the value is the redacted text as one JSON string. What a
+    /// client is shown is never unredacted.
     ///
     /// ```
     /// # use spillguard_core::Outcome;
@@ -606,7 +611,18 @@ impl Outcome {
             return Some(raw.clone());
         }
         let text = self.stdout.render();
-        Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+        if let Ok(value) = serde_json::from_str(&text) {
+            return Some(value);
+        }
+        // Member by member, unless that finds fewer secrets than the text
+        // did (an extra pattern that reads the text's own spacing): then
+        // the redacted text itself, as one string.
+        let (value, found) = crate::redact::redact_json(self.stdout.redactor(), raw);
+        Some(if found >= self.redactions.stdout.total() {
+            value
+        } else {
+            serde_json::Value::String(text)
+        })
     }
 }
 

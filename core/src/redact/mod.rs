@@ -610,6 +610,70 @@ const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
     b"key:",
 ];
 
+/// `value` redacted member by member (see `Outcome::redacted_result`),
+/// with the number of secrets replaced: every string on its own, object
+/// keys included; a scalar member whose `"key": value` pair has more
+/// secrets than its key and its value alone (a rule that reads across the
+/// JSON's syntax, as the assignment rules do) becomes the string
+/// `"[redacted: RULE]"`.
+pub(crate) fn redact_json(
+    redactor: &Redactor,
+    value: &serde_json::Value,
+) -> (serde_json::Value, u64) {
+    use serde_json::Value;
+    let text = |text: &str| {
+        let Redacted { text, counts } = redactor.redact(text);
+        (text, counts.total())
+    };
+    match value {
+        Value::String(s) => {
+            let (shown, found) = text(s);
+            (Value::String(shown), found)
+        }
+        Value::Array(items) => {
+            let mut found = 0;
+            let items = items
+                .iter()
+                .map(|item| {
+                    let (shown, n) = redact_json(redactor, item);
+                    found += n;
+                    shown
+                })
+                .collect();
+            (Value::Array(items), found)
+        }
+        Value::Object(fields) => {
+            let mut found = 0;
+            let mut shown = serde_json::Map::new();
+            for (key, member) in fields {
+                let (key_shown, in_key) = text(key);
+                let (member_shown, in_member) = redact_json(redactor, member);
+                let mut pair = serde_json::Map::new();
+                pair.insert(key.clone(), member.clone());
+                let across = match member {
+                    Value::Array(_) | Value::Object(_) => None,
+                    _ => {
+                        let pair = redactor.redact(&Value::Object(pair).to_string());
+                        let rule = pair.counts.iter().next().map(|(rule, _)| rule.to_owned());
+                        rule.filter(|_| pair.counts.total() > in_key + in_member)
+                    }
+                };
+                let member_shown = match across {
+                    Some(rule) => {
+                        found += 1;
+                        Value::String(format!("[redacted: {rule}]"))
+                    }
+                    None => member_shown,
+                };
+                found += in_key + in_member;
+                shown.insert(key_shown, member_shown);
+            }
+            (Value::Object(shown), found)
+        }
+        other => (other.clone(), 0),
+    }
+}
+
 /// Whether `word` may be the end of a credential keyword (`…arer` of
 /// `Bearer`, `…ation:` of `Authorization:`, `d":` of `"password":`) or
 /// ends with one (`_key":` of `"api_key":`). Quotes and blanks are

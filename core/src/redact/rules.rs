@@ -30,7 +30,10 @@ pub(crate) enum Secret {
     /// The match's last blank-separated word (`Bearer TOKEN`).
     LastWord,
     /// What follows the first `:` or `=` (and `=>`), blanks and an opening
-    /// quote; inside the quotes when quoted.
+    /// quote; inside the quotes when quoted. An unquoted `null`, `true` or
+    /// `false`, or one that opens a JSON object or array, is no secret
+    /// (`"next_token": null`, `"has_password": false`); a number is taken
+    /// without the brackets that close the JSON after it.
     Value,
     /// The password of `scheme://user:password@`.
     UrlPassword,
@@ -63,7 +66,12 @@ impl Secret {
                     Some(&q @ (b'"' | b'\'')) if len > start + 1 && m[len - 1] == q => {
                         (start + 1, len - 1)
                     }
-                    _ => (start, len),
+                    Some(b'{' | b'[') => (start, start),
+                    _ if is_literal(&m[start..]) => (start, start),
+                    _ => (
+                        start,
+                        start + number_len(&m[start..]).unwrap_or(len - start),
+                    ),
                 }
             }
             Secret::UrlPassword => {
@@ -90,6 +98,37 @@ impl Secret {
             }
         }
     }
+}
+
+/// The length of an unquoted value that is a number followed only by the
+/// brackets that close the JSON around it (`123}]`): the number alone.
+fn number_len(value: &[u8]) -> Option<usize> {
+    let closers = value
+        .iter()
+        .rev()
+        .take_while(|b| matches!(b, b'}' | b']'))
+        .count();
+    let number = &value[..value.len() - closers];
+    (closers > 0
+        && number.first().is_some_and(u8::is_ascii_digit)
+        && number
+            .iter()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E')))
+    .then_some(number.len())
+}
+
+/// Whether an unquoted value is a JSON (or YAML) literal, never a secret
+/// (with the brackets that close the JSON after it).
+fn is_literal(value: &[u8]) -> bool {
+    let closers = value
+        .iter()
+        .rev()
+        .take_while(|b| matches!(b, b'}' | b']'))
+        .count();
+    let value = &value[..value.len() - closers];
+    [&b"null"[..], b"true", b"false"]
+        .iter()
+        .any(|literal| value.eq_ignore_ascii_case(literal))
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -672,3 +672,16 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     assert_eq!(out, "[cut]\nhelper-diagnostic\n");
     assert_eq!(counts.total(), 0);
 }
+
+/// A JSON literal or structure after a credential key is no secret; a
+/// number may be (a PIN, a one-time code).
+#[test]
+fn json_literals_after_a_credential_key_are_left_alone() {
+    let text = r#"{"next_token":null,"has_password":false,"Token": TRUE,"token":{"a":1},"api_key":[1],"password":"hunter2","refresh_token":123,"x":{"token":null}}"#;
+    let out = Redactor::builtin().redact(text);
+    assert_eq!(
+        out.text,
+        r#"{"next_token":null,"has_password":false,"Token": TRUE,"token":{"a":1},"api_key":[1],"password":"[redacted: password-assignment]","refresh_token":[redacted: token-assignment],"x":{"token":null}}"#
+    );
+    assert_eq!(out.counts.total(), 2);
+}
