@@ -61,7 +61,7 @@ use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
-use spillguard_std::core::{ApprovalCard, DisconnectPolicy, Outcome};
+use spillguard_std::core::{ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio_util::sync::CancellationToken;
 
@@ -359,7 +359,12 @@ impl Bridge {
                 Ok(())
             }
             () = ended => {
-                let _ = pending.cancel(Some("the approval card expired".into())).await;
+                let reason = if handle.state() == State::ApprovalExpired {
+                    "the approval card expired"
+                } else {
+                    "the call ended before its card was answered"
+                };
+                let _ = pending.cancel(Some(reason.into())).await;
                 Ok(())
             }
             () = context.ct.cancelled() => {
