@@ -81,9 +81,7 @@ impl AsyncOrphans for TokioOrphans {
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        let mut buf = ReadBuf::new(buf);
-        ready!(Pin::new(pipe).poll_read(cx, &mut buf))?;
-        Poll::Ready(Ok(buf.filled().len()))
+        poll_chunk(pipe, cx, buf)
     }
 
     fn timer(at: Instant) -> Self::Timer {

@@ -100,15 +100,21 @@ impl Secret {
     }
 }
 
-/// The length of an unquoted value that is a number followed only by the
-/// brackets that close the JSON around it (`123}]`): the number alone.
-fn number_len(value: &[u8]) -> Option<usize> {
+/// An unquoted value without the brackets that close the JSON after it
+/// (`123}]` is `123`), and how many there were.
+fn without_closers(value: &[u8]) -> (&[u8], usize) {
     let closers = value
         .iter()
         .rev()
         .take_while(|b| matches!(b, b'}' | b']'))
         .count();
-    let number = &value[..value.len() - closers];
+    (&value[..value.len() - closers], closers)
+}
+
+/// The length of an unquoted value that is a number followed only by the
+/// brackets that close the JSON around it (`123}]`): the number alone.
+fn number_len(value: &[u8]) -> Option<usize> {
+    let (number, closers) = without_closers(value);
     (closers > 0
         && number.first().is_some_and(u8::is_ascii_digit)
         && number
@@ -120,12 +126,7 @@ fn number_len(value: &[u8]) -> Option<usize> {
 /// Whether an unquoted value is a JSON (or YAML) literal, never a secret
 /// (with the brackets that close the JSON after it).
 fn is_literal(value: &[u8]) -> bool {
-    let closers = value
-        .iter()
-        .rev()
-        .take_while(|b| matches!(b, b'}' | b']'))
-        .count();
-    let value = &value[..value.len() - closers];
+    let (value, _) = without_closers(value);
     [&b"null"[..], b"true", b"false"]
         .iter()
         .any(|literal| value.eq_ignore_ascii_case(literal))
