@@ -52,9 +52,10 @@ impl AsyncWrite for HelperStdin {
 }
 
 /// The helper's stdout, for a streamed call's caller; `0` bytes read is
-/// its end-of-file. The call does not wait for it: the helper's exit and
-/// stderr's end finish the call, and the record counts the bytes read
-/// before that.
+/// its end-of-file. After the helper's exit the call waits, at most the
+/// post-exit drain, for this reader to reach end-of-file or be dropped,
+/// so the record counts every byte read before it: read it to the end, or
+/// drop it.
 #[derive(Debug)]
 pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Changed, Reply>);
 
@@ -68,6 +69,6 @@ impl AsyncRead for HelperStdout {
     ) -> Poll<io::Result<usize>> {
         self.get_mut()
             .0
-            .poll_read(cx, |pipe, cx| pipe.poll_read(cx, buf))
+            .poll_read(cx, buf.len(), |pipe, cx| pipe.poll_read(cx, buf))
     }
 }

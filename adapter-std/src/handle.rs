@@ -92,7 +92,8 @@ impl CallHandle {
         let taken = published
             .wait_until(None, Snapshot::streams_settled)
             .take_streams();
-        self.core.streams(taken, HelperStdin, HelperStdout)
+        self.core
+            .streams(taken, HelperStdin::new, HelperStdout::new)
     }
 
     /// The call's id.

@@ -52,9 +52,10 @@ impl AsyncWrite for HelperStdin {
 }
 
 /// The helper's stdout, for a streamed call's caller; `0` bytes read is
-/// its end-of-file. The call does not wait for it: the helper's exit and
-/// stderr's end finish the call, and the record counts the bytes read
-/// before that.
+/// its end-of-file. After the helper's exit the call waits, at most the
+/// post-exit drain, for this reader to reach end-of-file or be dropped,
+/// so the record counts every byte read before it: read it to the end, or
+/// drop it.
 #[derive(Debug)]
 pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Changed, Reply>);
 
@@ -67,10 +68,11 @@ impl AsyncRead for HelperStdout {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
+        let asked = buf.remaining();
         let read = |pipe: Pin<&mut ChildStdout>, cx: &mut Context<'_>| {
             let polled = pipe.poll_read(cx, buf);
             polled.map_ok(|()| buf.filled().len() - before)
         };
-        self.get_mut().0.poll_read(cx, read).map_ok(drop)
+        self.get_mut().0.poll_read(cx, asked, read).map_ok(drop)
     }
 }

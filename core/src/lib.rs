@@ -111,7 +111,7 @@ pub mod audit;
 mod call;
 mod capture;
 mod config;
-mod line_guard;
+pub mod jsonrpc;
 mod pool;
 mod redact;
 mod render;
@@ -126,7 +126,10 @@ pub use call::{
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
-pub use line_guard::{Diverted, Segment, Segments, StdoutLineGuard};
+pub use jsonrpc::{
+    ClientLines, Diverted, MessageInfo, MessageKind, MessageScanner, PendingRequests, ProtocolLine,
+    RawValue, Segment, ServerGone, StdoutLineGuard,
+};
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions};
 pub use render::{Fingerprint, FingerprintParseError, Window};

@@ -1,161 +1,285 @@
-//! The MCP stdout line guard: what it forwards and diverts is the same for
-//! every chunking, every byte goes exactly one way, in order, as subslices
-//! of the input, and a line of any length passes without being held.
+//! The MCP stdout line guard: only whole JSON-RPC messages are forwarded,
+//! what it forwards and diverts is the same for every chunking and for
+//! both ways of feeding it, every byte goes exactly one way in order, and
+//! its verdict on each line is serde_json's.
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use spillguard_core::{Segment, StdoutLineGuard};
+use spillguard_core::{MessageKind, Segment, StdoutLineGuard};
 
-/// Forwarded bytes, diverted bytes, diverted lines counted by the
-/// segments, and the input rebuilt from the segments in order.
-fn split_all(input: &[u8], cuts: &[usize]) -> (Vec<u8>, Vec<u8>, u64, Vec<u8>) {
-    let mut guard = StdoutLineGuard::new();
-    let (mut forward, mut divert, mut lines, mut all) = (Vec::new(), Vec::new(), 0, Vec::new());
-    let mut at = 0;
+/// What a guard made of a stream.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Split {
+    /// Each forwarded line, whole.
+    forwarded: Vec<Vec<u8>>,
+    /// Every diverted byte, in order.
+    diverted: Vec<u8>,
+    /// Diverted lines counted by the segments.
+    lines: u64,
+    /// The input rebuilt from the segments in order.
+    all: Vec<u8>,
+}
+
+/// The guard fed `input` cut at `cuts`, by `feed` or by reading into
+/// `spare`, then finished.
+fn split_with(guard: &mut StdoutLineGuard, input: &[u8], cuts: &[usize], spare: bool) -> Split {
+    let mut split = Split::default();
     let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
     bounds.push(input.len());
     bounds.sort_unstable();
-    for end in bounds {
-        let chunk = &input[at..end];
-        for segment in guard.split(chunk) {
-            match segment {
-                Segment::Forward(bytes) => {
-                    assert!(!bytes.is_empty());
-                    forward.extend_from_slice(bytes);
-                    all.extend_from_slice(bytes);
-                }
-                Segment::Divert(d) => {
-                    assert!(!d.bytes.is_empty());
-                    divert.extend_from_slice(d.bytes);
-                    all.extend_from_slice(d.bytes);
-                    lines += d.lines;
-                }
+    let mut sink = |segment: Segment<'_>| {
+        match segment {
+            Segment::Forward(line) => {
+                assert!(!line.bytes.is_empty());
+                split.forwarded.push(line.bytes.to_vec());
+                split.all.extend_from_slice(line.bytes);
             }
+            Segment::Divert(d) => {
+                assert!(!d.bytes.is_empty());
+                split.diverted.extend_from_slice(d.bytes);
+                split.all.extend_from_slice(d.bytes);
+                split.lines += d.lines;
+            }
+        }
+        Ok::<(), ()>(())
+    };
+    let mut at = 0;
+    for end in bounds {
+        let mut chunk = &input[at..end];
+        if spare {
+            while !chunk.is_empty() {
+                let room = guard.spare();
+                let n = room.len().min(chunk.len());
+                room[..n].copy_from_slice(&chunk[..n]);
+                guard.filled(n, &mut sink).unwrap();
+                chunk = &chunk[n..];
+            }
+        } else {
+            guard.feed(chunk, &mut sink).unwrap();
         }
         at = end;
     }
-    assert_eq!(lines, guard.lines_diverted());
-    (forward, divert, lines, all)
+    guard.finish(&mut sink).unwrap();
+    split
 }
 
-fn split(input: &[u8]) -> (Vec<u8>, Vec<u8>, u64) {
-    let (f, d, l, _) = split_all(input, &[]);
-    (f, d, l)
+fn split(input: &[u8]) -> Split {
+    split_with(&mut StdoutLineGuard::new(), input, &[], false)
+}
+
+/// serde_json's verdict: one object with `"jsonrpc": "2.0"`.
+fn is_message(line: &[u8]) -> bool {
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+        v.as_object()
+            .is_some_and(|o| o.get("jsonrpc") == Some(&serde_json::json!("2.0")))
+    })
+}
+
+/// The reference: each line (the last one unterminated) forwarded iff
+/// serde_json calls it a message and it fits `max`.
+fn model(input: &[u8], max: usize) -> (Vec<Vec<u8>>, Vec<u8>, u64) {
+    let (mut forwarded, mut diverted, mut lines) = (Vec::new(), Vec::new(), 0);
+    for line in input.split_inclusive(|&b| b == b'\n') {
+        // An unterminated last line would be one byte longer with its `\n`.
+        let len = line.len() + usize::from(!line.ends_with(b"\n"));
+        if len <= max && is_message(line) {
+            forwarded.push(line.to_vec());
+        } else {
+            diverted.extend_from_slice(line);
+            lines += 1;
+        }
+    }
+    (forwarded, diverted, lines)
 }
 
 #[test]
 fn the_documented_rules() {
-    // JSON object lines are forwarded, `\r\n` and all.
-    assert_eq!(
-        split(b"{\"id\":1}\r\n{\"id\":2}\n"),
-        (b"{\"id\":1}\r\n{\"id\":2}\n".to_vec(), Vec::new(), 0)
-    );
-    // Anything else is diverted, one line each.
-    assert_eq!(
-        split(b"starting\n[1,2]\n\"text\"\nnull\n"),
-        (Vec::new(), b"starting\n[1,2]\n\"text\"\nnull\n".to_vec(), 4)
-    );
-    // Leading whitespace is diverted, the JSON line forwarded from `{`.
-    assert_eq!(
-        split(b"  \t{\"id\":3}\n"),
-        (b"{\"id\":3}\n".to_vec(), b"  \t".to_vec(), 0)
-    );
-    // Empty and blank lines are diverted lines.
-    assert_eq!(
-        split(b"\n \r\n{}\n"),
-        (b"{}\n".to_vec(), b"\n \r\n".to_vec(), 2)
-    );
-    // Only the deciding byte counts: a `{` later in a line changes nothing.
-    assert_eq!(
-        split(b"log {\"id\":4}\n"),
-        (Vec::new(), b"log {\"id\":4}\n".to_vec(), 1)
-    );
-    // An unterminated last line keeps its way.
-    assert_eq!(
-        split(b"{\"id\":5}\nbye"),
-        (b"{\"id\":5}\n".to_vec(), b"bye".to_vec(), 1)
-    );
-}
-
-/// Segments are subslices of the chunk (no copy): a forwarded chunk that
-/// is all protocol comes back as the very same slice.
-#[test]
-fn forwarding_returns_the_input_itself() {
-    let chunk: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1}\n{\"jsonrpc\":\"2.0\",\"id\":2}\n";
-    let mut guard = StdoutLineGuard::new();
-    let segments: Vec<Segment<'_>> = guard.split(chunk).collect();
-    assert_eq!(segments.len(), 1);
-    let Segment::Forward(bytes) = segments[0] else {
-        panic!("{segments:?}")
-    };
-    assert_eq!(bytes.as_ptr(), chunk.as_ptr());
-    assert_eq!(bytes.len(), chunk.len());
-}
-
-/// A 64 MiB JSON line passes intact, chunk by chunk, each chunk forwarded
-/// whole and as itself; the guard holds nothing of it.
-#[test]
-fn a_64_mib_json_line_passes_without_being_held() {
-    const LINE: usize = 64 << 20;
-    let mut line = vec![b'7'; LINE];
-    line[..9].copy_from_slice(b"{\"data\":\"");
-    line[LINE - 3..].copy_from_slice(b"\"}\n");
-    let mut guard = StdoutLineGuard::new();
-    let mut forwarded = 0usize;
-    for chunk in line.chunks(65_536) {
-        let segments: Vec<Segment<'_>> = guard.split(chunk).collect();
-        assert_eq!(segments.len(), 1);
-        let Segment::Forward(bytes) = segments[0] else {
-            panic!("diverted part of the line")
-        };
-        assert_eq!((bytes.as_ptr(), bytes.len()), (chunk.as_ptr(), chunk.len()));
-        forwarded += bytes.len();
+    let ok = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    // Messages are forwarded whole, `\r\n` and leading blanks and all.
+    let both = b"{\"jsonrpc\":\"2.0\",\"id\":1}\r\n  {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n";
+    let s = split(both);
+    assert_eq!(s.forwarded.len(), 2);
+    assert_eq!(s.forwarded.concat(), both);
+    assert_eq!(s.lines, 0);
+    // What the issue names is diverted, one line each: broken JSON, a
+    // brace that starts a log line, two objects on one line, structured
+    // logs without `jsonrpc`, a wrong version, a blank line.
+    let not: &[&[u8]] = &[
+        b"{broken json\n",
+        b"{DEBUG} x\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n",
+        b"{\"level\":30,\"time\":1700000000000,\"pid\":7,\"msg\":\"listening\"}\n",
+        b"{\"name\":\"srv\",\"hostname\":\"h\",\"pid\":7,\"level\":30,\"msg\":\"up\",\"v\":0}\n",
+        b"{\"event\": \"started\", \"level\": \"info\", \"timestamp\": \"2026-12-01T00:00:00Z\"}\n",
+        b"{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}\n",
+        b"\n",
+        b" \t\r\n",
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]\n",
+        b"\xff{\"jsonrpc\":\"2.0\",\"id\":1}\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xc3\x28\"}\n",
+    ];
+    for line in not {
+        let s = split(line);
+        assert_eq!(
+            s.forwarded,
+            Vec::<Vec<u8>>::new(),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+        assert_eq!((s.diverted.as_slice(), s.lines), (*line, 1));
     }
-    assert_eq!(forwarded, LINE);
-    assert_eq!((guard.lines_forwarded(), guard.lines_diverted()), (1, 0));
-    // Its state is a few words, whatever the line's length.
-    assert!(std::mem::size_of::<StdoutLineGuard>() <= 24);
+    // An unterminated last line is decided as it stands.
+    let s = split(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":1}");
+    assert_eq!(s.forwarded.len(), 1);
+    let s = split(b"bye");
+    assert_eq!((s.diverted.as_slice(), s.lines), (&b"bye"[..], 1));
+    // What a forwarded message is.
+    let mut guard = StdoutLineGuard::new();
+    let mut kinds = Vec::new();
+    guard
+        .feed(ok, |segment| {
+            if let Segment::Forward(line) = segment {
+                kinds.push((line.info.kind, line.info.id.unwrap().as_bytes().to_vec()));
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert_eq!(kinds, [(MessageKind::Response, b"1".to_vec())]);
+}
+
+/// A message read into the guard's own buffer is handed on as a slice of
+/// it: nothing copied.
+#[test]
+fn reading_into_spare_copies_nothing() {
+    let mut guard = StdoutLineGuard::new();
+    let room = guard.spare();
+    let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    room[..line.len()].copy_from_slice(line);
+    let at = room.as_ptr();
+    let mut seen = None;
+    guard
+        .filled(line.len(), |segment| {
+            if let Segment::Forward(l) = segment {
+                seen = Some(l.bytes.as_ptr());
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert_eq!(seen, Some(at));
+}
+
+/// A 64 MiB message passes intact and whole; one byte more than the
+/// maximum is diverted as it comes, as one line, and the guard never holds
+/// more than the maximum.
+#[test]
+fn a_64_mib_message_passes_and_a_longer_line_is_diverted() {
+    const LINE: usize = 64 << 20;
+    let message = |len: usize| {
+        let mut line = vec![b'7'; len];
+        let head = b"{\"jsonrpc\":\"2.0\",\"result\":\"";
+        line[..head.len()].copy_from_slice(head);
+        line[len - 3..].copy_from_slice(b"\"}\n");
+        line
+    };
+    let exact = message(LINE);
+    let mut guard = StdoutLineGuard::new();
+    let (mut forwarded, mut held_at_most) = (Vec::new(), 0);
+    for chunk in exact.chunks(65_536) {
+        guard
+            .feed(chunk, |segment| {
+                match segment {
+                    Segment::Forward(line) => forwarded.push(line.bytes.len()),
+                    Segment::Divert(_) => panic!("diverted part of the message"),
+                }
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        held_at_most = held_at_most.max(guard.held());
+    }
+    assert_eq!(forwarded, [LINE]);
+    assert_eq!(held_at_most, LINE - 65_536);
+
+    let over = message(LINE + 1);
+    let (mut diverted, mut lines, mut held_at_most) = (0, 0, 0);
+    for chunk in over.chunks(65_536) {
+        guard
+            .feed(chunk, |segment| {
+                match segment {
+                    Segment::Forward(_) => panic!("forwarded an oversized line"),
+                    Segment::Divert(d) => {
+                        diverted += d.bytes.len();
+                        lines += d.lines;
+                    }
+                }
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        held_at_most = held_at_most.max(guard.held());
+    }
+    assert_eq!((diverted, lines), (LINE + 1, 1));
+    assert!(held_at_most < LINE);
+    assert_eq!((guard.lines_forwarded(), guard.lines_diverted()), (1, 1));
     // The next line is decided afresh.
-    let after: Vec<Segment<'_>> = guard.split(b"done\n").collect();
-    assert!(matches!(after[..], [Segment::Divert(d)] if d.lines == 1));
+    let s = split_with(
+        &mut guard,
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":0}\n",
+        &[],
+        false,
+    );
+    assert_eq!(s.forwarded.len(), 1);
 }
 
 fn line() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        Just(b"{\"jsonrpc\":\"2.0\",\"id\":1}\n".to_vec()),
-        Just(b"{\"id\":2}\r\n".to_vec()),
-        Just(b"  {\"indented\":true}\n".to_vec()),
+        Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":[1,2,{\"b\":null}]}}\n".to_vec()),
+        Just(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"caf\\u00e9 \\\"q\\\"\"}}\r\n".to_vec()),
+        Just("  {\"jsonrpc\":\"2.0\",\"id\":\"\u{e9}\u{2603}\",\"result\":-1.5e-3}\n".as_bytes().to_vec()),
+        Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}{\"jsonrpc\":\"2.0\"}\n".to_vec()),
+        Just(b"{\"level\":30,\"msg\":\"listening\"}\n".to_vec()),
+        Just(b"{broken json\n".to_vec()),
+        Just(b"{DEBUG} x\n".to_vec()),
         Just(b"\n".to_vec()),
         Just(b" \t\r\n".to_vec()),
-        Just(b"log: {not protocol}\n".to_vec()),
         Just(b"[1,2,3]\n".to_vec()),
-        Just("caf\u{e9} \u{2603}\n".as_bytes().to_vec()),
+        Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xc3\"}\n".to_vec()),
+        // A message cut short, and one with a byte changed.
+        Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":[1,2\n".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..40),
+        proptest::collection::vec(
+            prop::sample::select(&b"{}[]\":,0123456789.eE+-\\ntrufalsejsonrpc2 \r\n"[..]),
+            0..60
+        ),
     ]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2_000))]
 
-    /// For every chunking of the same input: the same forwarded bytes, the
-    /// same diverted bytes and lines, and the segments in order are the
-    /// input.
+    /// For every chunking and both ways of feeding: the lines serde_json
+    /// calls messages forwarded whole, the rest diverted with one line
+    /// each, the segments in order the input.
     #[test]
-    fn every_chunking_splits_the_same(
+    fn every_chunking_splits_as_serde_json_decides(
         lines in proptest::collection::vec(line(), 0..30),
         cuts in proptest::collection::vec(any::<usize>(), 0..12),
+        max in prop_oneof![Just(usize::MAX), 1_usize..120],
     ) {
         let input: Vec<u8> = lines.concat();
-        let (f1, d1, l1, all1) = split_all(&input, &[]);
-        let (f2, d2, l2, all2) = split_all(&input, &cuts);
-        prop_assert_eq!(&f1, &f2);
-        prop_assert_eq!(&d1, &d2);
-        prop_assert_eq!(l1, l2);
-        prop_assert_eq!(&all1, &input);
-        prop_assert_eq!(&all2, &input);
+        let (forwarded, diverted, diverted_lines) = model(&input, max);
+        for (cuts, spare) in [(&[][..], false), (&cuts[..], false), (&cuts[..], true)] {
+            let mut guard = StdoutLineGuard::with_max_message(max);
+            let s = split_with(&mut guard, &input, cuts, spare);
+            prop_assert_eq!(&s.forwarded, &forwarded);
+            prop_assert_eq!(&s.diverted, &diverted);
+            prop_assert_eq!(s.lines, diverted_lines);
+            prop_assert_eq!(guard.lines_diverted(), diverted_lines);
+            prop_assert_eq!(guard.lines_forwarded(), forwarded.len() as u64);
+            prop_assert_eq!(&s.all, &input);
+        }
         // Byte by byte, too: the finest chunking.
         let every: Vec<usize> = (0..input.len()).collect();
-        let (f3, d3, l3, _) = split_all(&input, &every);
-        prop_assert_eq!((&f1, &d1, l1), (&f3, &d3, l3));
+        let s = split_with(&mut StdoutLineGuard::with_max_message(max), &input, &every, false);
+        prop_assert_eq!((&s.forwarded, &s.diverted, s.lines), (&forwarded, &diverted, diverted_lines));
     }
 }

@@ -320,10 +320,10 @@ fn finished(call: &mut Call) -> Option<CallRecord> {
     record
 }
 
-/// The call does not wait for a stdout end it does not own; the counters
-/// reach the record under their JSON names.
+/// The caller's stdout reader reports its end; the counters reach the
+/// record under their JSON names.
 #[test]
-fn a_streamed_call_ends_without_stdout_and_counts_both_ways() {
+fn a_streamed_call_awaits_the_readers_end_and_counts_both_ways() {
     let pool = RetentionPool::unlimited();
     let settings = streamed(&World::new(Config::default()));
     let (mut call, t0) = dispatched(settings, &pool);
@@ -332,25 +332,31 @@ fn a_streamed_call_ends_without_stdout_and_counts_both_ways() {
     call.handle_stdin_forwarded(8);
     call.handle_stdout_forwarded(24);
     let mut guard = StdoutLineGuard::new();
-    for segment in guard.split(b"{\"id\":1}\nstarting up\n  \n") {
-        match segment {
-            Segment::Forward(bytes) => call.handle_stdout_forwarded(bytes.len() as u64),
-            Segment::Divert(d) => call.handle_stdout_diverted(t0, d),
-        }
-    }
+    guard
+        .feed(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1}\nstarting up\n  \n",
+            |segment| {
+                match segment {
+                    Segment::Forward(line) => call.handle_stdout_forwarded(line.bytes.len() as u64),
+                    Segment::Divert(d) => call.handle_stdout_diverted(t0, d),
+                }
+                Ok::<(), ()>(())
+            },
+        )
+        .unwrap();
     call.handle_stderr(t0, b"warning\n");
     call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
-    // A stdout end reported anyway changes nothing.
-    call.handle_stdout_eof(t0 + ms(5)).unwrap();
+    call.handle_stderr_eof(t0 + ms(5)).unwrap();
+    // The reader has not reported stdout's end: the call waits for it.
     assert_eq!(call.state(), State::Dispatched);
-    call.handle_stderr_eof(t0 + ms(6)).unwrap();
+    call.handle_stdout_eof(t0 + ms(6)).unwrap();
     let r = finished(&mut call).unwrap();
     assert_eq!(r.state, State::Completed);
     assert_eq!(r.stream_end, StreamEnd::Eof);
     assert_eq!(r.offset_of(State::Completed), Some(ms(6)));
     assert_eq!(
         (r.stdin_bytes_forwarded, r.stdout_bytes_forwarded),
-        (50, 1_033)
+        (50, 1_049)
     );
     assert_eq!((r.stdout_lines_diverted, r.stdout_bytes_diverted), (2, 15));
     // Diverted bytes are stderr now: counted and retained with it.
@@ -358,7 +364,7 @@ fn a_streamed_call_ends_without_stdout_and_counts_both_ways() {
     assert_eq!((r.stdout_bytes_seen, r.stdout_truncated), (0, false));
     let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
     assert_eq!(json["stdout_mode"], "streamed");
-    assert_eq!(json["stdout_bytes_forwarded"], 1_033);
+    assert_eq!(json["stdout_bytes_forwarded"], 1_049);
     assert_eq!(json["stdin_bytes_forwarded"], 50);
     assert_eq!(json["stdout_lines_diverted"], 2);
     assert_eq!(json["stdout_bytes_diverted"], 15);
@@ -467,4 +473,38 @@ fn a_json_result_needs_a_captured_stdout() {
         err.to_string(),
         "call settings: result: stdout_json needs a captured stdout, not a streamed one"
     );
+}
+
+/// A caller that keeps stdout without reading it to its end holds the call
+/// up no longer than the post-exit drain, and the record says the stream
+/// was left open (as for a stream a descendant holds); a caller that went
+/// away is not waited for at all.
+#[test]
+fn the_readers_end_is_awaited_no_longer_than_the_post_exit_drain() {
+    let pool = RetentionPool::unlimited();
+    let mut settings = streamed(&World::new(Config::default()));
+    // (With `signal_descendants`, the default, the group then gets the
+    // escapee's TERM: a descendant may be what holds stdout open.)
+    settings.signal_descendants = false;
+    let drain = settings.post_exit_drain;
+    let (mut call, t0) = dispatched(settings, &pool);
+    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
+    call.handle_stderr_eof(t0 + ms(5)).unwrap();
+    assert_eq!(call.poll_timeout(), Some(t0 + ms(5) + drain));
+    call.handle_timeout(t0 + ms(5) + drain);
+    let r = finished(&mut call).unwrap();
+    assert_eq!(r.state, State::Completed);
+    assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(5) + drain));
+
+    let settings = streamed(&World::new(Config::default()));
+    let (mut call, t0) = dispatched(settings, &pool);
+    call.handle_stderr_eof(t0 + ms(1)).unwrap();
+    call.handle_client_disconnected(t0 + ms(2));
+    while call.poll_action().is_some() {}
+    call.handle_exit(t0 + ms(3), ExitStatus::code(0)).unwrap();
+    let r = finished(&mut call).unwrap();
+    assert_eq!(r.offset_of(State::Completed), Some(ms(3)));
+    assert_eq!(r.stream_end, StreamEnd::Eof);
+    assert!(r.client_disconnected);
 }

@@ -393,6 +393,13 @@ pub struct StdioArgs {
     /// Append the record line to FILE instead of writing it to stderr
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// With --mcp: the longest line forwarded as a message, newline
+    /// included; a longer one goes to the stderr capture [default:
+    /// 67108864 (64 MiB)]
+    #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true,
+          default_value_t = spillguard_std::core::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES,
+          hide_default_value = true)]
+    pub max_message_bytes: usize,
     /// How long PROGRAM may take to exit once its stdin is closed, before
     /// TERM, in ms [default: 2000]
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
@@ -567,6 +574,16 @@ fn positive(value: &str) -> Result<u64, String> {
     match number(value)? {
         0 => Err("0 would stop the helper at once (leave the option out for no deadline)".into()),
         n => Ok(n),
+    }
+}
+
+/// A byte count of at least 1 that fits in memory.
+fn positive_usize(value: &str) -> Result<usize, String> {
+    let n = number(value)?;
+    match usize::try_from(n) {
+        Ok(0) => Err("0 would divert every line".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{value}` is too large")),
     }
 }
 

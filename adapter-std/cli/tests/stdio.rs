@@ -127,54 +127,86 @@ fn the_helpers_stderr_is_captured_and_never_written_while_it_runs() {
 }
 
 #[test]
-fn mcp_diverts_every_line_that_is_not_a_json_object_to_the_capture() {
+fn mcp_forwards_whole_json_rpc_messages_and_diverts_every_other_line() {
     let mut child = stdio(&["--mcp", "--", "sh", "-c", "echo banner; exec cat"])
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
-    stdin
-        .write_all(b"not json\n{\"id\":1}\n\n[1]\n{\"id\":2}\n")
-        .unwrap();
+    let one = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    let two = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\n";
+    let not: &[&[u8]] = &[
+        b"not json\n",
+        b"{broken json\n",
+        b"{DEBUG} x\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":1}{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":2}\n",
+        b"{\"level\":30,\"time\":1764633600000,\"pid\":7,\"msg\":\"listening\"}\n",
+        b"{\"event\": \"started\", \"level\": \"info\"}\n",
+        b"\n",
+        b"[1]\n",
+    ];
+    stdin.write_all(&not.concat()).unwrap();
+    stdin.write_all(one).unwrap();
+    stdin.write_all(two).unwrap();
     // Once the last message is through, every diverted line before it has
     // reached the call.
-    assert_eq!(read_exactly(&mut stdout, 18), b"{\"id\":1}\n{\"id\":2}\n");
+    assert_eq!(
+        read_exactly(&mut stdout, one.len() + two.len()),
+        [&one[..], &two[..]].concat()
+    );
     drop(stdin);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(output.stdout, b"");
     let record = record_on_stderr(&output);
-    assert_eq!(record["stdout_bytes_forwarded"], 18);
-    assert_eq!(record["stdout_lines_diverted"], 4);
-    assert_eq!(record["stdout_bytes_diverted"], 7 + 9 + 1 + 4);
-    assert_eq!(record["stderr_bytes_seen"], 21);
-    assert_eq!(record["stderr_excerpt"], "banner\nnot json\n\n[1]\n");
+    let diverted_bytes: usize = 7 + not.iter().map(|l| l.len()).sum::<usize>();
+    assert_eq!(record["stdout_bytes_forwarded"], one.len() + two.len());
+    assert_eq!(record["stdout_lines_diverted"], 1 + not.len());
+    assert_eq!(record["stdout_bytes_diverted"], diverted_bytes);
+    assert_eq!(record["stderr_bytes_seen"], diverted_bytes);
+    let expected = format!("banner\n{}", String::from_utf8(not.concat()).unwrap());
+    assert_eq!(record["stderr_excerpt"], expected.as_str());
 }
 
+/// A message of 64 MiB (the default maximum, newline included) passes
+/// intact; one byte more goes to the capture, counted as one line.
 #[test]
-fn a_json_line_of_64_mib_passes_intact_under_mcp() {
-    let size = 64 << 20;
-    let mut line = Vec::with_capacity(size + 10);
-    line.extend_from_slice(b"{\"p\":\"");
-    line.resize(size, b'x');
-    line.extend_from_slice(b"\"}\n");
-    let mut child = stdio(&["--mcp", "--", "cat"]).spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let expected = line.clone();
-    let writer = std::thread::spawn(move || {
-        stdin.write_all(&line).unwrap();
-    });
-    let mut stdout = child.stdout.take().unwrap();
-    let mut echoed = Vec::new();
-    stdout.read_to_end(&mut echoed).unwrap();
-    writer.join().unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(echoed.len(), expected.len());
-    assert!(echoed == expected);
-    let record = record_on_stderr(&output);
-    assert_eq!(record["stdout_bytes_forwarded"], expected.len());
-    assert_eq!(record["stdout_lines_diverted"], 0);
+fn a_json_rpc_message_of_64_mib_passes_intact_under_mcp_and_a_longer_line_does_not() {
+    let message = |size: usize| {
+        let mut line = Vec::with_capacity(size);
+        line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"");
+        line.resize(size - 3, b'x');
+        line.extend_from_slice(b"\"}\n");
+        line
+    };
+    for (size, forwarded) in [(64 << 20, true), ((64 << 20) + 1, false)] {
+        let line = message(size);
+        let mut child = stdio(&["--mcp", "--", "cat"]).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let expected = line.clone();
+        let writer = std::thread::spawn(move || {
+            stdin.write_all(&line).unwrap();
+        });
+        let mut stdout = child.stdout.take().unwrap();
+        let mut echoed = Vec::new();
+        stdout.read_to_end(&mut echoed).unwrap();
+        writer.join().unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        let record = record_on_stderr(&output);
+        if forwarded {
+            assert_eq!(echoed.len(), expected.len());
+            assert!(echoed == expected);
+            assert_eq!(record["stdout_bytes_forwarded"], expected.len());
+            assert_eq!(record["stdout_lines_diverted"], 0);
+        } else {
+            assert_eq!(echoed.len(), 0);
+            assert_eq!(record["stdout_bytes_forwarded"], 0);
+            assert_eq!(record["stdout_lines_diverted"], 1);
+            assert_eq!(record["stdout_bytes_diverted"], size);
+            assert_eq!(record["stderr_bytes_seen"], size);
+        }
+    }
 }
 
 #[test]

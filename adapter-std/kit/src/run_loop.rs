@@ -72,6 +72,9 @@ pub enum Command<R> {
     /// A streamed call's caller has finished sending (it closed or dropped
     /// the helper's stdin).
     InputEnded,
+    /// A streamed call's caller read its helper's stdout to the end, or
+    /// dropped its reader.
+    StdoutEnded,
     /// Bytes of a streamed MCP server's stdout that are not protocol, with
     /// the lines decided in them, for the stderr capture.
     StdoutDiverted {
@@ -164,6 +167,7 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
             call.handle_input_ended(now);
             Ok(())
         }
+        Event::Command(Command::StdoutEnded) => call.handle_stdout_eof(now),
         Event::Command(Command::Debug(Some(grant))) => {
             call.handle_debug_grant(now, &grant);
             Ok(())

@@ -18,9 +18,9 @@
 //!   every read and write, ending the input once; a runtime's
 //!   `HelperStdin` and `HelperStdout` wrap them with its `Read`/`Write` or
 //!   `AsyncRead`/`AsyncWrite`, one line a method.
-//! * [`split_guarded`]: one chunk of an MCP server's stdout through a
-//!   [`StdoutLineGuard`]: protocol lines to the caller, the rest to the
-//!   stderr capture.
+//! * [`StdoutReader::read_guarded`]: one read of an MCP server's stdout
+//!   into a [`StdoutLineGuard`]: whole protocol messages to the caller,
+//!   the rest to the stderr capture.
 
 use std::io;
 use std::pin::Pin;
@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use spillguard_core::{Call, Segment, StdoutLineGuard};
+use spillguard_core::{Call, ProtocolLine, Segment, StdoutLineGuard};
 
 use crate::handle::ToOwner;
 use crate::published::{Published, Wake};
@@ -40,6 +40,7 @@ use crate::run_loop::Command;
 pub struct Forwarded {
     stdin: AtomicU64,
     stdout: AtomicU64,
+    undelivered: AtomicU64,
 }
 
 impl Forwarded {
@@ -53,9 +54,19 @@ impl Forwarded {
         self.stdout.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// `n` bytes the caller sent were dropped: the helper never took them.
+    pub fn add_undelivered(&self, n: u64) {
+        self.undelivered.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Reports what was counted since the last report to `call`
-    /// (`handle_stdin_forwarded`, `handle_stdout_forwarded`).
+    /// (`handle_stdin_forwarded`, `handle_stdout_forwarded`,
+    /// `handle_stdin_undelivered`).
     pub fn report(&self, call: &mut Call) {
+        let undelivered = self.undelivered.swap(0, Ordering::Relaxed);
+        if undelivered > 0 {
+            call.handle_stdin_undelivered(undelivered);
+        }
         let stdin = self.stdin.swap(0, Ordering::Relaxed);
         if stdin > 0 {
             call.handle_stdin_forwarded(stdin);
@@ -227,6 +238,7 @@ impl<I, O> Handout<I, O> {
             stdout: self.stdout,
             forwarded: self.forwarded,
             to_owner: to_owner.clone(),
+            ended: false,
             _present: present.clone(),
         };
         (stdin, stdout)
@@ -258,6 +270,12 @@ impl<I, W: Wake, R> StdinWriter<I, W, R> {
             self.stdin.close();
             self.to_owner.command(Command::InputEnded);
         }
+    }
+
+    /// The caller dropped `n` bytes it had for the helper, which stopped
+    /// taking them: counted as `stdin_bytes_undelivered`.
+    pub fn undelivered(&self, n: u64) {
+        self.forwarded.add_undelivered(n);
     }
 
     /// A blocking write (or splice) with `write` on a clone of the open
@@ -326,31 +344,39 @@ impl<I, W: Wake, R> Drop for StdinWriter<I, W, R> {
 
 /// The caller's reader of a streamed call's stdout, on any runtime: each
 /// read comes from the helper's pipe `O` and is counted; `0` bytes read is
-/// its end-of-file. The call does not wait for it: the helper's exit and
-/// stderr's end finish the call, and the record counts the bytes read
-/// before that. A runtime's `HelperStdout` wraps it with its `Read` or
-/// `AsyncRead`.
+/// its end-of-file. The call waits for that end (or the reader's drop),
+/// at most the post-exit drain after the helper's exit, so the record
+/// counts every byte read and diverted up to it. A runtime's
+/// `HelperStdout` wraps it with its `Read` or `AsyncRead`.
 #[derive(Debug)]
 pub struct StdoutReader<O, W: Wake, R> {
     stdout: O,
     forwarded: Arc<Forwarded>,
     to_owner: ToOwner<R>,
+    ended: bool,
     _present: Arc<Presence<W>>,
 }
 
 impl<O, W: Wake, R> StdoutReader<O, W, R> {
-    /// A blocking read (or splice) with `read` on the pipe; counts what it
-    /// read.
-    pub fn read(&mut self, read: impl FnOnce(&mut O) -> io::Result<usize>) -> io::Result<usize> {
+    /// A blocking read (or splice) with `read` on the pipe, of at most
+    /// `asked` bytes; counts what it read. `0` of a non-zero `asked` is
+    /// the end, reported to the owner.
+    pub fn read(
+        &mut self,
+        asked: usize,
+        read: impl FnOnce(&mut O) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let read = read(&mut self.stdout)?;
-        self.forwarded.add_stdout(read);
+        self.counted(asked, read);
         Ok(read)
     }
 
-    /// An async read: `poll` on the pipe, counting the bytes it gives.
+    /// An async read of at most `asked` bytes: `poll` on the pipe,
+    /// counting the bytes it gives (`0` of a non-zero `asked` is the end).
     pub fn poll_read(
         &mut self,
         cx: &mut Context<'_>,
+        asked: usize,
         poll: impl FnOnce(Pin<&mut O>, &mut Context<'_>) -> Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>>
     where
@@ -358,57 +384,69 @@ impl<O, W: Wake, R> StdoutReader<O, W, R> {
     {
         let polled = poll(Pin::new(&mut self.stdout), cx);
         if let Poll::Ready(Ok(read)) = polled {
-            self.forwarded.add_stdout(read);
+            self.counted(asked, read);
         }
         polled
     }
 
-    /// One read with `read` into `buf`, through `guard` (an MCP server's
-    /// stdout kept protocol-only): the JSON object lines go to `forward`,
-    /// in order and without a copy (and are counted); every other byte goes
-    /// to the call's stderr capture (`Command::StdoutDiverted`). Returns
-    /// the bytes read, `0` at the end.
+    /// One read with `read` into `guard`'s buffer (an MCP server's stdout
+    /// kept protocol-only): each whole JSON-RPC message line goes to
+    /// `forward`, in order and without a copy (and is counted); every
+    /// other byte goes to the call's stderr capture
+    /// (`Command::StdoutDiverted`), before the end is reported. At the end
+    /// an unterminated last line is decided too. Returns the bytes read,
+    /// `0` at the end.
     pub fn read_guarded(
         &mut self,
         guard: &mut StdoutLineGuard,
-        buf: &mut [u8],
         read: impl FnOnce(&mut O, &mut [u8]) -> io::Result<usize>,
-        forward: impl FnMut(&[u8]) -> io::Result<()>,
+        mut forward: impl FnMut(&ProtocolLine<'_>) -> io::Result<()>,
     ) -> io::Result<usize> {
-        let read = read(&mut self.stdout, buf)?;
-        let chunk = buf.get(..read).unwrap_or_default();
-        let to_owner = &self.to_owner;
-        split_guarded(guard, chunk, &self.forwarded, forward, |bytes, lines| {
-            to_owner.command(Command::StdoutDiverted {
-                bytes: bytes.to_vec(),
-                lines,
-            });
-        })?;
+        let read = read(&mut self.stdout, guard.spare())?;
+        let (forwarded, to_owner) = (&self.forwarded, &self.to_owner);
+        let mut sink = |segment: Segment<'_>| match segment {
+            Segment::Forward(line) => {
+                forward(&line)?;
+                forwarded.add_stdout(line.bytes.len());
+                Ok(())
+            }
+            Segment::Divert(diverted) => {
+                to_owner.command(Command::StdoutDiverted {
+                    bytes: diverted.bytes.to_vec(),
+                    lines: diverted.lines,
+                });
+                Ok::<(), io::Error>(())
+            }
+        };
+        if read == 0 {
+            guard.finish(&mut sink)?;
+            self.end();
+        } else {
+            guard.filled(read, &mut sink)?;
+        }
         Ok(read)
+    }
+
+    fn counted(&mut self, asked: usize, read: usize) {
+        self.forwarded.add_stdout(read);
+        if read == 0 && asked > 0 {
+            self.end();
+        }
+    }
+
+    /// Tells the owner, once, that the caller is done with stdout.
+    fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.to_owner.command(Command::StdoutEnded);
+        }
     }
 }
 
-/// One chunk of an MCP server's stdout, read into `chunk`, through `guard`:
-/// each protocol segment goes to `forward` (and is counted in `forwarded`),
-/// each other segment to `divert` (bytes and the lines decided in them),
-/// in order. Nothing is copied here; the first error of `forward` ends it.
-pub fn split_guarded(
-    guard: &mut StdoutLineGuard,
-    chunk: &[u8],
-    forwarded: &Forwarded,
-    mut forward: impl FnMut(&[u8]) -> io::Result<()>,
-    mut divert: impl FnMut(&[u8], u64),
-) -> io::Result<()> {
-    for segment in guard.split(chunk) {
-        match segment {
-            Segment::Forward(bytes) => {
-                forward(bytes)?;
-                forwarded.add_stdout(bytes.len());
-            }
-            Segment::Divert(diverted) => divert(diverted.bytes, diverted.lines),
-        }
+impl<O, W: Wake, R> Drop for StdoutReader<O, W, R> {
+    fn drop(&mut self) {
+        self.end();
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -442,30 +480,5 @@ mod tests {
         assert_eq!(gone.load(Ordering::Relaxed), 0);
         drop(stream);
         assert_eq!(gone.load(Ordering::Relaxed), 1);
-    }
-
-    #[test]
-    fn guarded_chunks_forward_protocol_and_divert_the_rest() {
-        let mut guard = StdoutLineGuard::new();
-        let forwarded = Forwarded::default();
-        let (mut out, mut diverted, mut lines) = (Vec::new(), Vec::new(), 0);
-        split_guarded(
-            &mut guard,
-            b"banner\n{\"id\":1}\n",
-            &forwarded,
-            |bytes| {
-                out.extend_from_slice(bytes);
-                Ok(())
-            },
-            |bytes, n| {
-                diverted.extend_from_slice(bytes);
-                lines += n;
-            },
-        )
-        .unwrap();
-        assert_eq!(out, b"{\"id\":1}\n");
-        assert_eq!(diverted, b"banner\n");
-        assert_eq!(lines, 1);
-        assert_eq!(forwarded.stdout.load(Ordering::Relaxed), 9);
     }
 }

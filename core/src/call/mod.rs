@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
-use crate::line_guard::Diverted;
+use crate::jsonrpc::Diverted;
 use crate::pool::RetentionPool;
 use crate::redact::{Redactor, StreamRedactions};
 
@@ -165,9 +165,12 @@ pub enum StdoutMode {
     /// The caller's protocol layer (e.g. an MCP client) owns the helper's
     /// stdin and stdout; the adapter forwards them and reports the bytes
     /// that went each way ([`Call::handle_stdin_forwarded`],
-    /// [`Call::handle_stdout_forwarded`]). The call does not wait for a
-    /// stdout end it does not own. Stderr stays bounded and marked as
-    /// ever. The end of the caller's input
+    /// [`Call::handle_stdout_forwarded`]). After the helper's exit the
+    /// call waits, at most `post_exit_drain` as for its own streams, for
+    /// the caller's reader to report stdout's end
+    /// ([`Call::handle_stdout_eof`]: end-of-file read, or the reader
+    /// dropped), so that what the caller forwarded or diverted up to the
+    /// end is in the record. Stderr stays bounded and marked as ever. The end of the caller's input
     /// ([`Call::handle_input_ended`]) and every stop run the MCP stdio
     /// shutdown: close stdin, wait `stdin_close_grace`, then SIGTERM to
     /// the group, the grace, SIGKILL.
@@ -824,6 +827,7 @@ pub struct Call {
     pub(crate) stdin_closed: bool,
     pub(crate) stdout_bytes_forwarded: u64,
     pub(crate) stdin_bytes_forwarded: u64,
+    pub(crate) stdin_bytes_undelivered: u64,
     pub(crate) stdout_lines_diverted: u64,
     pub(crate) stdout_bytes_diverted: u64,
     pub(crate) stop: Stop,
@@ -891,6 +895,7 @@ impl Call {
             stdin_closed: false,
             stdout_bytes_forwarded: 0,
             stdin_bytes_forwarded: 0,
+            stdin_bytes_undelivered: 0,
             stdout_lines_diverted: 0,
             stdout_bytes_diverted: 0,
             stop: Stop::Running,
@@ -1061,6 +1066,16 @@ impl Call {
         }
     }
 
+    /// A streamed call's adapter dropped `n` bytes the caller sent, which
+    /// the helper never took (it stopped reading its stdin). A counter
+    /// (`stdin_bytes_undelivered`): never fails, never a transition;
+    /// ignored once the call has ended.
+    pub fn handle_stdin_undelivered(&mut self, n: u64) {
+        if !self.state.is_terminal() {
+            self.stdin_bytes_undelivered = self.stdin_bytes_undelivered.saturating_add(n);
+        }
+    }
+
     /// Bytes of a streamed MCP server's stdout that are not protocol (see
     /// [`StdoutLineGuard`](crate::StdoutLineGuard)): fed to the stderr
     /// capture, exactly like [`handle_stderr`](Self::handle_stderr) (the
@@ -1134,8 +1149,9 @@ impl Call {
         self.handle_infallible(now, Input::CallerDone);
     }
 
-    /// The stdout reader reached end-of-file. For a streamed call, whose
-    /// stdout the caller owns, it is accepted and changes nothing.
+    /// The stdout reader reached end-of-file. For a streamed call, the
+    /// caller's reader reached it or was dropped; a second report is
+    /// accepted and changes nothing.
     pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::StdoutEof)
     }

@@ -363,11 +363,16 @@ pub struct CallRecord {
     /// Bytes from the caller the adapter wrote to a streamed helper's stdin.
     #[serde(default)]
     pub stdin_bytes_forwarded: u64,
+    /// Bytes the caller sent that never reached a streamed helper's stdin:
+    /// it had stopped reading, and they were dropped so that the caller's
+    /// end could still be seen (see `spillguard stdio`).
+    #[serde(default)]
+    pub stdin_bytes_undelivered: u64,
     /// Lines of a streamed MCP server's stdout that were not protocol and
     /// went to the stderr capture instead of the caller.
     #[serde(default)]
     pub stdout_lines_diverted: u64,
-    /// Bytes of those lines (and of leading whitespace of protocol lines).
+    /// Bytes of those lines.
     #[serde(default)]
     pub stdout_bytes_diverted: u64,
     /// Secrets replaced in the rendered stderr (its whole retained text).

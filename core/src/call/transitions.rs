@@ -165,8 +165,10 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             // The helper leads its own process group.
             call.pid = Some(pid);
             call.pgid = Some(pid);
-            // A streamed stdout belongs to the caller: its end is not awaited.
-            call.stdout_open = call.settings.stdout_mode == StdoutMode::Captured;
+            // A streamed stdout is read by the caller, whose reader
+            // reports its end: awaited like a captured one, so that what
+            // the caller diverts or forwards before the end is counted.
+            call.stdout_open = true;
             call.stderr_open = true;
             enter(call, now, Dispatched);
             if let Some(deadline) = call.settings.deadline {
@@ -190,7 +192,6 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             end(call, now, state);
         }
 
-        (Dispatched, Input::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
         (Dispatched, Input::StdoutEof) if call.stdout_open => {
             call.stdout_open = false;
             if call.settings.result == ResultChannel::StdoutJson {
@@ -198,6 +199,9 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             }
             stream_closed(call, now);
         }
+        // A caller's reader may report its end more than once (its end of
+        // file, then its drop).
+        (Dispatched, Input::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
         (Dispatched, Input::StderrEof) if call.stderr_open => {
             call.stderr_open = false;
             stream_closed(call, now);
@@ -286,7 +290,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
             }
             if call.settings.stdout_mode == StdoutMode::Streamed {
-                // Nobody is left to send anything: the input has ended.
+                // Nobody is left to read stdout or send anything: its end
+                // is not awaited, and the input has ended.
+                if state == Dispatched && call.stdout_open {
+                    call.stdout_open = false;
+                    stream_closed(call, now);
+                }
                 return apply(call, now, Input::CallerDone);
             }
         }
@@ -615,6 +624,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stdout_mode: call.settings.stdout_mode,
         stdout_bytes_forwarded: call.stdout_bytes_forwarded,
         stdin_bytes_forwarded: call.stdin_bytes_forwarded,
+        stdin_bytes_undelivered: call.stdin_bytes_undelivered,
         stdout_lines_diverted: call.stdout_lines_diverted,
         stdout_bytes_diverted: call.stdout_bytes_diverted,
         stderr_redactions: redactions.stderr.total(),

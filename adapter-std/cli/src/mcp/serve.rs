@@ -12,8 +12,10 @@
 //!   policy and writes the record, and the process exits once no call is
 //!   live.
 //! * **SIGINT, SIGTERM and SIGHUP** shut the host down (every live call
-//!   cancelled, TERM, grace, KILL, its record written) and the process
-//!   exits with 128 + the signal's number.
+//!   cancelled, TERM, grace, KILL, its record written), every request in
+//!   flight is answered (a tool call with its record), and the process
+//!   exits with 128 + the signal's number, whether or not the client
+//!   still holds stdin open.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -40,6 +42,15 @@ use crate::call::open_audit;
 
 /// How long a host shutting down on a signal waits for its calls' records.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// How long, after a signal stopped every call, the session may take to
+/// write the answers still on their way.
+const ANSWERS_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the runtime's threads get to end once the server is done: the
+/// thread reading stdin may be blocked in a read that only the client's
+/// end would finish, and is not waited for.
+const RUNTIME_END: Duration = Duration::from_millis(100);
 
 /// Runs the server until the client goes away (exit 0) or a signal stops
 /// it; bad input is a usage error (exit 2), a transport that fails exit 1.
@@ -115,7 +126,9 @@ impl Ready {
                 return ExitCode::from(1);
             }
         };
-        runtime.block_on(self.serve())
+        let status = runtime.block_on(self.serve());
+        runtime.shutdown_timeout(RUNTIME_END);
+        status
     }
 
     async fn serve(self) -> ExitCode {
@@ -154,10 +167,38 @@ impl Ready {
         let stdout = tokio::fs::File::from_std(protocol);
         let host = bridge.host().clone();
         let waiting = bridge.clone();
-        let served = tokio::select! {
-            served = serve_until_closed(bridge, stdin, stdout) => served,
+        let running = tokio::select! {
+            running = bridge.serve((stdin, stdout)) => running,
             number = signals.next() => {
+                // The client has not initialized a session yet: there is
+                // no request to answer.
                 host.shutdown(SHUTDOWN_WAIT).await;
+                return ExitCode::from(128 + number);
+            }
+        };
+        let running = match running {
+            Ok(running) => running,
+            // The client went away before it initialized the session: there
+            // is nothing to serve and nothing went wrong here.
+            Err(ServerInitializeError::ConnectionClosed(_)) => return ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("spillguard: the MCP session did not start: {error}");
+                return ExitCode::from(1);
+            }
+        };
+        let service = running.cancellation_token();
+        let mut session = Box::pin(running.waiting());
+        let served = tokio::select! {
+            served = &mut session => served,
+            number = signals.next() => {
+                // Every live call is stopped (TERM, grace, KILL) and
+                // recorded; each tool call then answers with its record.
+                // The session is cancelled after that: rmcp writes the
+                // answers still on their way, then closes stdout.
+                host.shutdown(SHUTDOWN_WAIT).await;
+                waiting.forget_waiting();
+                service.cancel();
+                let _ = tokio::time::timeout(ANSWERS_WAIT, session).await;
                 return ExitCode::from(128 + number);
             }
         };
@@ -176,32 +217,13 @@ impl Ready {
             }
         }
         match served {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("spillguard: {error}");
+                eprintln!("spillguard: the MCP session failed: {error}");
                 ExitCode::from(1)
             }
         }
     }
-}
-
-async fn serve_until_closed(
-    bridge: Bridge,
-    stdin: WatchedStdin,
-    stdout: tokio::fs::File,
-) -> Result<(), String> {
-    let running = match bridge.serve((stdin, stdout)).await {
-        Ok(running) => running,
-        // The client went away before it initialized the session: there
-        // is nothing to serve and nothing went wrong here.
-        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-        Err(error) => return Err(format!("the MCP session did not start: {error}")),
-    };
-    running
-        .waiting()
-        .await
-        .map(drop)
-        .map_err(|e| format!("the MCP session failed: {e}"))
 }
 
 /// SIGINT, SIGTERM and SIGHUP.

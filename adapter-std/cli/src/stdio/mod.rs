@@ -1,0 +1,266 @@
+//! `spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]`: a transparent guard
+//! between an MCP host and a stdio server.
+//!
+//! Two pump threads move this program's stdin to the server's stdin
+//! (`input.rs`) and the server's stdout to this program's stdout
+//! (`output.rs`), each chunk as soon as it arrives, whatever the
+//! descriptors are (`fds.rs`): `splice(2)` only between two pipes, a copy
+//! otherwise, and never a wait that could hide the client's end. The
+//! library's owner drains the server's stderr meanwhile; with
+//! `--forward-stderr` a tap copies each chunk to this program's stderr as
+//! far as it goes without blocking. The end of stdin, or SIGINT, SIGTERM
+//! or SIGHUP, starts the stdio shutdown the core decides.
+//!
+//! With `--mcp`, stdout carries whole JSON-RPC messages only, and the
+//! client's requests are noted as they go in and struck off as they are
+//! answered: when the server ends (or never starts) with requests left,
+//! each gets a JSON-RPC error carrying the exit status and the stderr
+//! excerpt, then stdout ends. At the end the record line is written and
+//! the exit status follows the server's.
+
+mod fds;
+mod input;
+mod output;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use spillguard_std::core::{CallRecord, ClientLines, PendingRequests, ServerGone};
+
+use crate::args::{StdioArgs, UsageError};
+use crate::call::{self, CallHandle, Host, StdioLine, TapFn};
+use output::{Forwarded, Mcp, Output};
+
+/// How long the stdout pump may still take, once the call finished, to
+/// reach end-of-file (a descendant that left the group may hold it open).
+const STDOUT_END_WAIT: Duration = Duration::from_secs(1);
+
+/// With `--mcp`, how long a guard whose server could not start waits for
+/// the client's first request, to answer it with the reason.
+const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
+
+/// Writes up to this many bytes to a pipe that `poll` says is writable
+/// never block (POSIX's `PIPE_BUF`).
+const PIPE_BUF: usize = 4096;
+
+/// Exit status when the helper could not be spawned.
+const NOT_SPAWNED: u8 = 127;
+
+/// Runs the guard; see the module docs.
+pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
+    let descriptors = fds::own("stdin", io::stdin().as_fd())
+        .and_then(|input| fds::own("stdout", io::stdout().as_fd()).map(|output| (input, output)));
+    let ((input, input_kind), (output, output_kind)) = match descriptors {
+        Ok(both) => both,
+        Err(error) => return usage(&error),
+    };
+    let mut record_file = match &args.record {
+        Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
+            Ok(file) => Some(file),
+            Err(error) => {
+                return usage(&UsageError(format!(
+                    "cannot open --record {}: {error}",
+                    path.display()
+                )));
+            }
+        },
+        None => None,
+    };
+    // Registered before the helper starts, so that no signal is missed.
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
+    let dropped = Arc::new(AtomicU64::new(0));
+    let tap = args
+        .forward_stderr
+        .then(own_stderr)
+        .flatten()
+        .map(|stderr| stderr_tap(stderr, dropped.clone()));
+    let call = call::start_stdio(host, args, tap);
+    if let Some(signals) = signals {
+        cancel_on_signals(signals, &call);
+    }
+    let output = Output::new(output, output_kind);
+    let pending = args
+        .mcp
+        .then(|| Arc::new(Mutex::new(PendingRequests::new())));
+    let (stdout_done, unused_input) = match call.streams() {
+        Ok((stdin, stdout)) => {
+            input::start(input, input_kind, stdin, pending.clone());
+            let mcp = pending.clone().map(|pending| Mcp {
+                max_message: args.max_message_bytes,
+                pending,
+            });
+            (
+                Some(output::start(stdout, output.clone(), mcp, &call)),
+                None,
+            )
+        }
+        Err(_) => (None, Some(input)),
+    };
+    let outcome = call.wait();
+    let mut record = outcome.record.clone();
+    if let Some(done) = stdout_done {
+        settle(&done, &mut record);
+    }
+    let stderr_excerpt = outcome.agent_excerpt();
+    if let Some(pending) = &pending {
+        if let Some(input) = &unused_input {
+            // The server never ran: the client's first requests are
+            // answered with why.
+            await_first_request(input, pending);
+        }
+        let gone = ServerGone {
+            exit_status: record.exit_status,
+            exit_signal: record.exit_signal,
+            stderr_excerpt: stderr_excerpt.clone(),
+            stderr_bytes_seen: record.stderr_bytes_seen,
+            call_id: record.call_id.clone(),
+            failure: record
+                .spawn_error_kind
+                .is_some()
+                .then(|| record.failure.clone())
+                .flatten(),
+        };
+        let answers = pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .answers(&gone);
+        // Stdout ends here: nothing the server still prints goes out.
+        let _ = output.close(&answers);
+    }
+    let line = StdioLine {
+        stderr_excerpt,
+        stderr_forward_dropped: args.forward_stderr.then(|| dropped.load(Ordering::Relaxed)),
+        record,
+    };
+    let status = exit_status(&line.record);
+    let written = serde_json::to_string(&line)
+        .map_err(io::Error::other)
+        .and_then(|json| match &mut record_file {
+            Some(file) => writeln!(file, "{json}"),
+            None => writeln!(io::stderr().lock(), "{json}"),
+        });
+    match written {
+        Ok(()) => ExitCode::from(status),
+        Err(error) => {
+            eprintln!("spillguard: cannot write the record: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn usage(error: &UsageError) -> ExitCode {
+    eprintln!("spillguard: {error}");
+    ExitCode::from(2)
+}
+
+/// Waits (bounded) for the stdout pump's end, then counts in `record`
+/// what it forwarded and diverted in all, lines the server printed after
+/// the call's last look at the counters included.
+fn settle(done: &mpsc::Receiver<Forwarded>, record: &mut CallRecord) {
+    if let Ok(forwarded) = done.recv_timeout(STDOUT_END_WAIT) {
+        record.stdout_bytes_forwarded = record.stdout_bytes_forwarded.max(forwarded.bytes);
+        record.stdout_lines_diverted = record.stdout_lines_diverted.max(forwarded.lines_diverted);
+        record.stdout_bytes_diverted = record.stdout_bytes_diverted.max(forwarded.bytes_diverted);
+    }
+}
+
+/// Reads the client until it has sent a request (or ended, or
+/// [`FIRST_REQUEST_WAIT`] passed), noting each request in `pending`.
+fn await_first_request(input: &File, pending: &Mutex<PendingRequests>) {
+    let started = Instant::now();
+    let mut lines = ClientLines::new();
+    let mut buf = vec![0; 64 * 1024];
+    loop {
+        let left = FIRST_REQUEST_WAIT.saturating_sub(started.elapsed());
+        let ready = fds::poll(
+            [(input.as_fd(), PollFlags::IN | PollFlags::RDHUP)],
+            Some(left),
+        );
+        if left.is_zero() || !matches!(ready, Ok([r]) if r.readable) {
+            return;
+        }
+        let read = fds::read_waiting(input, &mut buf).unwrap_or(0);
+        if read == 0 {
+            return;
+        }
+        let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
+        lines.feed(buf.get(..read).unwrap_or_default(), |info| {
+            pending.handle_client(info);
+        });
+        if !pending.is_empty() {
+            return;
+        }
+    }
+}
+
+/// The helper's exit code; 128+N if signal N ended it; 127 if it could not
+/// be spawned; 1 for any other end without an exit status.
+fn exit_status(record: &CallRecord) -> u8 {
+    match (record.exit_status, record.exit_signal) {
+        (Some(code), _) => (code & 0xff) as u8,
+        (None, Some(signal)) => 128_u8.saturating_add((signal & 0x7f) as u8),
+        (None, None) if record.spawn_error_kind.is_some() => NOT_SPAWNED,
+        (None, None) => 1,
+    }
+}
+
+/// Turns SIGINT, SIGTERM and SIGHUP into a cancel: the stdio shutdown
+/// (close stdin, the stdin close grace, TERM, grace, KILL).
+fn cancel_on_signals(mut signals: Signals, call: &CallHandle) {
+    let canceller = call.canceller();
+    let _ = std::thread::Builder::new()
+        .name("spillguard-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                canceller.cancel();
+            }
+        });
+}
+
+/// This program's stderr as a file of its own (a duplicate descriptor:
+/// writes go straight to it, unbuffered).
+fn own_stderr() -> Option<File> {
+    io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(File::from)
+}
+
+/// The tap that copies the helper's stderr to this program's stderr as far
+/// as it goes without blocking: while `poll` says the pipe is writable, at
+/// most `PIPE_BUF` bytes at a time (such a write never blocks); the rest
+/// of the chunk is dropped and counted in `dropped`.
+fn stderr_tap(stderr: File, dropped: Arc<AtomicU64>) -> Box<TapFn> {
+    Box::new(move |chunk: &[u8]| {
+        let mut rest = chunk;
+        while !rest.is_empty() && writable(&stderr) {
+            let piece = rest.get(..rest.len().min(PIPE_BUF)).unwrap_or(rest);
+            match rustix::io::write(&stderr, piece) {
+                Ok(written) => rest = rest.get(written..).unwrap_or_default(),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => break,
+            }
+        }
+        dropped.fetch_add(rest.len() as u64, Ordering::Relaxed);
+    })
+}
+
+/// Whether a write to `file` would not block now.
+fn writable(file: &File) -> bool {
+    let mut fds = [PollFd::new(file, PollFlags::OUT)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(1))
+        && fds[0].revents().contains(PollFlags::OUT)
+}

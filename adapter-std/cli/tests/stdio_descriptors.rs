@@ -1,0 +1,603 @@
+//! `spillguard stdio` with every kind of descriptor a host may hand it,
+//! as a black box: request/response round trips with stdin and stdout
+//! each a pipe, a stream socketpair (what Node and Bun hosts give), a
+//! regular file, `/dev/null` or a terminal; sockets half-closed either
+//! way; a server that stops reading; a server that prints and exits at
+//! once; a server that dies with requests pending.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rustix::net::{AddressFamily, Shutdown, SocketFlags, SocketType};
+use serde_json::Value;
+use support::temp_path;
+
+/// How long a test waits for a reply before it calls the guard stuck.
+const REPLY_WAIT: Duration = Duration::from_secs(10);
+
+/// A descriptor kind, as a pair of ends: the guard's and the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Pipe,
+    Socket,
+    Terminal,
+}
+
+/// (the guard's end, the host's end) for the guard's stdin (`input`) or
+/// stdout.
+fn ends(kind: Kind, input: bool) -> (OwnedFd, OwnedFd) {
+    match kind {
+        Kind::Pipe => {
+            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+            if input { (read, write) } else { (write, read) }
+        }
+        Kind::Socket => rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap(),
+        Kind::Terminal => {
+            let master = rustix::pty::openpt(
+                rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY,
+            )
+            .unwrap();
+            rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC).unwrap();
+            rustix::pty::grantpt(&master).unwrap();
+            rustix::pty::unlockpt(&master).unwrap();
+            let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+            let slave: OwnedFd = File::options()
+                .read(true)
+                .write(true)
+                .open(name.to_str().unwrap())
+                .unwrap()
+                .into();
+            // Raw: bytes as they are, no echo, no line discipline.
+            let mut termios = rustix::termios::tcgetattr(&slave).unwrap();
+            termios.make_raw();
+            rustix::termios::tcsetattr(&slave, rustix::termios::OptionalActions::Now, &termios)
+                .unwrap();
+            (slave, master)
+        }
+    }
+}
+
+fn guard(args: &[&str], stdin: Stdio, stdout: Stdio, record: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .arg("stdio")
+        .arg("--record")
+        .arg(record)
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The guard's exit status within `limit`, or a panic naming what hung.
+fn exit_within(child: &mut Child, limit: Duration, what: &str) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what}: the guard did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn record_in(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let _ = std::fs::remove_file(path);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    serde_json::from_str(text.trim_end()).unwrap()
+}
+
+/// Reads from `from` on a thread of its own, handing each chunk on.
+fn reader(from: OwnedFd) -> mpsc::Receiver<Vec<u8>> {
+    let (send, chunks) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut from = File::from(from);
+        let mut buf = vec![0; 65_536];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if send.send(buf[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    chunks
+}
+
+/// Exactly `n` bytes from `chunks` within [`REPLY_WAIT`].
+fn reply(chunks: &mpsc::Receiver<Vec<u8>>, n: usize, what: &str) -> Vec<u8> {
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < n {
+        let left = REPLY_WAIT.saturating_sub(started.elapsed());
+        match chunks.recv_timeout(left) {
+            Ok(chunk) => got.extend_from_slice(&chunk),
+            Err(_) => panic!(
+                "{what}: {} of {n} bytes came back within {REPLY_WAIT:?}",
+                got.len()
+            ),
+        }
+    }
+    got
+}
+
+/// The host ends its input: a socket is shut down for writing (a
+/// half-close), a pipe's or a terminal's end is closed.
+fn end_input(kind: Kind, host_end: OwnedFd) -> Option<OwnedFd> {
+    if kind == Kind::Socket {
+        rustix::net::shutdown(&host_end, Shutdown::Write).unwrap();
+        Some(host_end)
+    } else {
+        drop(host_end);
+        None
+    }
+}
+
+const REQUEST: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+const SECOND: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":\"two\",\"method\":\"tools/list\"}\n";
+
+/// What the round trips send through `cat`: a notification and a
+/// response (echoed, neither leaves a request pending).
+const NOTE: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+const ANSWER: &[u8] =
+    "{\"jsonrpc\":\"2.0\",\"id\":\"\u{e9}1\",\"result\":{\"content\":[]}}\r\n".as_bytes();
+
+/// Two request/response round trips through `stdio [--mcp] -- cat` for
+/// every pair of interactive kinds, then the host's end of input: each
+/// reply comes back before the next request is sent, the guard exits 0,
+/// and the record counts every byte each way.
+#[test]
+fn request_response_round_trips_work_with_every_interactive_descriptor_kind() {
+    let kinds = [Kind::Pipe, Kind::Socket, Kind::Terminal];
+    for input in kinds {
+        for output in kinds {
+            if input == Kind::Terminal && output == Kind::Terminal {
+                continue;
+            }
+            for mcp in [false, true] {
+                let what = format!("stdin {input:?}, stdout {output:?}, mcp {mcp}");
+                let record = temp_path(&format!("rt-{input:?}-{output:?}-{mcp}.jsonl"));
+                let (guard_in, host_in) = ends(input, true);
+                let (guard_out, host_out) = ends(output, false);
+                let args: &[&str] = if mcp {
+                    &["--mcp", "--", "cat"]
+                } else {
+                    &["--", "cat"]
+                };
+                let mut child = guard(args, guard_in.into(), guard_out.into(), &record);
+                let replies = reader(host_out);
+                let mut host_in = File::from(host_in);
+                host_in.write_all(NOTE).unwrap();
+                assert_eq!(reply(&replies, NOTE.len(), &what), NOTE, "{what}");
+                host_in.write_all(ANSWER).unwrap();
+                assert_eq!(reply(&replies, ANSWER.len(), &what), ANSWER, "{what}");
+                let kept = end_input(input, host_in.into());
+                let status = exit_within(&mut child, REPLY_WAIT, &what);
+                drop(kept);
+                assert_eq!(status, Some(0), "{what}");
+                let record = record_in(&record);
+                let both = (NOTE.len() + ANSWER.len()) as u64;
+                assert_eq!(record["state"], "completed", "{what}");
+                assert_eq!(record["stdin_bytes_forwarded"], both, "{what}");
+                assert_eq!(record["stdout_bytes_forwarded"], both, "{what}");
+                assert_eq!(record["stdin_bytes_undelivered"], 0, "{what}");
+                assert_eq!(record["stdout_lines_diverted"], 0, "{what}");
+            }
+        }
+    }
+}
+
+/// A regular file and `/dev/null` on either side: everything in the file
+/// reaches the server, everything the server writes reaches the file.
+#[test]
+fn files_and_dev_null_work_on_either_side() {
+    let requests = temp_path("requests.jsonl");
+    std::fs::write(&requests, [NOTE, ANSWER].concat()).unwrap();
+    let both = (NOTE.len() + ANSWER.len()) as u64;
+    for mcp in [false, true] {
+        let flags: &[&str] = if mcp {
+            &["--mcp", "--", "cat"]
+        } else {
+            &["--", "cat"]
+        };
+        // A file in, a file out.
+        let replies = temp_path(&format!("replies-{mcp}.jsonl"));
+        let record = temp_path(&format!("files-{mcp}.jsonl"));
+        let mut child = guard(
+            flags,
+            File::open(&requests).unwrap().into(),
+            File::create(&replies).unwrap().into(),
+            &record,
+        );
+        assert_eq!(exit_within(&mut child, REPLY_WAIT, "files"), Some(0));
+        assert_eq!(std::fs::read(&replies).unwrap(), [NOTE, ANSWER].concat());
+        let _ = std::fs::remove_file(&replies);
+        let r = record_in(&record);
+        assert_eq!(
+            (
+                r["stdin_bytes_forwarded"].as_u64(),
+                r["stdout_bytes_forwarded"].as_u64()
+            ),
+            (Some(both), Some(both))
+        );
+        // /dev/null in: the server's input ends at once.
+        let mut child = guard(flags, Stdio::null(), Stdio::piped(), &record);
+        assert_eq!(exit_within(&mut child, REPLY_WAIT, "/dev/null in"), Some(0));
+        let r = record_in(&record);
+        assert_eq!(r["stdin_bytes_forwarded"], 0);
+        assert_eq!(r["state"], "completed");
+        // /dev/null out: what the server writes goes nowhere, counted.
+        let mut child = guard(
+            flags,
+            File::open(&requests).unwrap().into(),
+            Stdio::null(),
+            &record,
+        );
+        assert_eq!(
+            exit_within(&mut child, REPLY_WAIT, "/dev/null out"),
+            Some(0)
+        );
+        let r = record_in(&record);
+        assert_eq!(r["stdout_bytes_forwarded"], both);
+    }
+    let _ = std::fs::remove_file(&requests);
+}
+
+/// A host whose end of the guard's stdin socket is non-blocking, and whose
+/// share of the guard's descriptors is non-blocking too (the flag is the
+/// open file's): the guard waits instead of taking `EAGAIN` for an end.
+#[test]
+fn non_blocking_descriptors_are_waited_on_not_taken_for_an_end() {
+    let record = temp_path("nonblocking.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    for fd in [&guard_in, &guard_out] {
+        let flags = rustix::fs::fcntl_getfl(fd).unwrap();
+        rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    }
+    let mut child = guard(
+        &["--mcp", "--", "sh", "-c", "sleep 0.3; exec cat"],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    let mut host_in = File::from(host_in);
+    std::thread::sleep(Duration::from_millis(100));
+    host_in.write_all(NOTE).unwrap();
+    assert_eq!(reply(&replies, NOTE.len(), "non-blocking"), NOTE);
+    drop(host_in);
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "non-blocking"), Some(0));
+    let r = record_in(&record);
+    assert_eq!(r["stdin_bytes_forwarded"], NOTE.len());
+}
+
+/// A host that shuts its socket down for writing only (a half-close) gets
+/// the MCP shutdown: the server that ignores its input's end is TERMed
+/// after the stdin close grace. A host that shuts down its reading side
+/// of the guard's stdout is gone: the guard stops the server.
+#[test]
+fn a_half_closed_socket_gets_the_mcp_shutdown_not_a_hang() {
+    let record = temp_path("half-close.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut child = guard(
+        &[
+            "--mcp",
+            "--stdin-close-grace-ms",
+            "200",
+            "--",
+            "sleep",
+            "30",
+        ],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let started = Instant::now();
+    rustix::net::shutdown(&host_in, Shutdown::Write).unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(5), "write half-close");
+    assert_eq!(status, Some(128 + 15));
+    assert!(started.elapsed() < Duration::from_millis(200 + 1_500));
+    let r = record_in(&record);
+    assert_eq!(r["state"], "cancelled_after_dispatch");
+    assert_eq!(r["cancel_reason"], "stdin_close_grace");
+    drop((host_in, host_out));
+
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut child = guard(
+        &[
+            "--",
+            "sh",
+            "-c",
+            "while :; do echo '{\"jsonrpc\":\"2.0\",\"method\":\"tick\"}'; sleep 0.02; done",
+        ],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let ticks = reader(host_out.try_clone().unwrap());
+    let _ = reply(&ticks, 10, "ticks");
+    rustix::net::shutdown(&host_out, Shutdown::Read).unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(10), "read half-close");
+    // The server dies of the stop, or of writing to a stdout nobody reads
+    // any more (SIGPIPE), whichever comes first.
+    assert!(matches!(status, Some(141 | 143)), "{status:?}");
+    let r = record_in(&record);
+    assert_eq!(r["state"], "cancelled_after_dispatch");
+    assert_eq!(r["cancel_reason"], "requested");
+    drop((host_in, host_out));
+}
+
+/// A directory is refused at the start, in one line, with status 2, and
+/// nothing runs. A descriptor that is not open at all reaches the guard as
+/// `/dev/null` (the Rust runtime opens it so before `main`): the server
+/// runs and its input ends at once.
+#[test]
+fn a_directory_is_refused_at_the_start_and_a_closed_descriptor_is_dev_null() {
+    let why = ": give `spillguard stdio` a pipe, a socket, a file, a terminal or /dev/null\n";
+    for (what, redirect, refused) in [
+        ("stdin a directory", "0</", Some("stdin is a directory")),
+        ("stdout a directory", "1</", Some("stdout is a directory")),
+        ("stdin closed", "0<&-", None),
+        ("stdout closed", "1>&-", None),
+    ] {
+        let marker = temp_path(&format!("marker-{}", redirect.len()));
+        let _ = std::fs::remove_file(&marker);
+        // The shell sets the descriptor up and execs the guard.
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" stdio -- touch \"$1\" {redirect}"))
+            .arg(env!("CARGO_BIN_EXE_spillguard"))
+            .arg(&marker)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        match refused {
+            Some(message) => {
+                assert_eq!(output.status.code(), Some(2), "{what}");
+                assert_eq!(stderr, format!("spillguard: {message}{why}"), "{what}");
+                assert!(!marker.exists(), "{what}: the server ran");
+            }
+            None => {
+                assert_eq!(output.status.code(), Some(0), "{what}: {stderr}");
+                assert!(marker.exists(), "{what}: the server did not run");
+                let record: Value = serde_json::from_str(stderr.trim_end()).unwrap();
+                assert_eq!(record["state"], "completed", "{what}");
+            }
+        }
+        let _ = std::fs::remove_file(&marker);
+    }
+}
+
+/// A server that never reads its stdin, fed 10 MB: the guard still sees
+/// the client's end, runs the MCP shutdown, and exits within the stdin
+/// close grace + the grace + 0.5 s (+ the stall rule's 250 ms); every
+/// byte is either forwarded into the server's pipe or counted as
+/// undelivered. With a server that ignores TERM too, KILL ends it.
+#[test]
+fn a_server_that_stops_reading_is_still_shut_down_at_the_clients_end() {
+    for (server, state, signals) in [
+        ("exec sleep 30", "cancelled_after_dispatch", &["TERM"][..]),
+        (
+            "trap '' TERM; exec sleep 30",
+            "killed",
+            &["TERM", "KILL"][..],
+        ),
+    ] {
+        let record = temp_path("wedged.jsonl");
+        let (grace_in, grace) = (300_u64, 300_u64);
+        let started = Instant::now();
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "head -c 10000000 /dev/zero | \"$0\" stdio --mcp --record \"$1\" \
+                 --stdin-close-grace-ms {grace_in} --grace-ms {grace} -- sh -c \"$2\""
+            ))
+            .arg(env!("CARGO_BIN_EXE_spillguard"))
+            .arg(&record)
+            .arg(server)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let elapsed = started.elapsed();
+        let limit = Duration::from_millis(grace_in + grace + 500 + 250);
+        assert!(elapsed < limit, "{server}: {elapsed:?} ≥ {limit:?}");
+        let r = record_in(&record);
+        assert_eq!(r["state"], state, "{server}");
+        let sent: Vec<&str> = r["signals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["signal"].as_str().unwrap())
+            .collect();
+        assert_eq!(sent, signals);
+        let forwarded = r["stdin_bytes_forwarded"].as_u64().unwrap();
+        let undelivered = r["stdin_bytes_undelivered"].as_u64().unwrap();
+        assert_eq!(forwarded + undelivered, 10_000_000, "{server}");
+        assert!(
+            undelivered >= 10_000_000 - (1 << 20),
+            "{server}: {undelivered}"
+        );
+        assert!(output.status.code().is_some());
+    }
+}
+
+/// A server that prints two lines that are not protocol and exits at once
+/// has both in the stderr capture, every time (the call waits for the
+/// stdout pump's end, which comes after what it diverted).
+#[test]
+fn no_diverted_line_is_lost_when_the_server_exits_at_once() {
+    for run in 0..100 {
+        let output = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args([
+                "stdio",
+                "--mcp",
+                "--",
+                "sh",
+                "-c",
+                "echo starting; echo 'ready on stdio'",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "run {run}");
+        assert_eq!(output.stdout, b"", "run {run}");
+        let r: Value = serde_json::from_slice(output.stderr.trim_ascii_end()).unwrap();
+        assert_eq!(
+            (
+                r["stdout_lines_diverted"].as_u64(),
+                r["stdout_bytes_diverted"].as_u64()
+            ),
+            (Some(2), Some(24)),
+            "run {run}"
+        );
+        assert_eq!(
+            r["stderr_excerpt"], "starting\nready on stdio\n",
+            "run {run}"
+        );
+        assert_eq!(r["stderr_bytes_seen"], 24, "run {run}");
+    }
+}
+
+/// The server dies with requests pending: each gets a JSON-RPC error with
+/// the exit status and the stderr excerpt (the traceback's last line in
+/// it), answered requests get nothing more, and stdout ends after them;
+/// within a second of the exit.
+#[test]
+fn requests_pending_when_the_server_dies_are_answered_with_its_stderr() {
+    let record = temp_path("crash.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let server = "import sys\n\
+                  sys.stdin.readline()\n\
+                  print('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}', flush=True)\n\
+                  sys.stdin.readline(); sys.stdin.readline()\n\
+                  sys.stderr.write('Traceback (most recent call last):\\n  File \"server.py\", line 9\\nKeyError: \\'DATABASE_URL\\'\\n')\n\
+                  sys.exit(3)\n";
+    let mut child = guard(
+        &["--mcp", "--", "python3", "-c", server],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    let mut host_in = File::from(host_in);
+    host_in.write_all(REQUEST).unwrap();
+    let first = reply(&replies, 37, "first answer");
+    assert_eq!(first, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+    host_in.write_all(SECOND).unwrap();
+    host_in
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\n")
+        .unwrap();
+    host_in
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .unwrap();
+    let mut answers = Vec::new();
+    let started = Instant::now();
+    while let Ok(chunk) = replies.recv_timeout(REPLY_WAIT) {
+        answers.extend_from_slice(&chunk);
+    }
+    // The stream ended: the reader saw end-of-file.
+    assert!(started.elapsed() < REPLY_WAIT);
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "crash"), Some(3));
+    let r = record_in(&record);
+    let lines: Vec<Value> = answers
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", String::from_utf8_lossy(&answers));
+    assert_eq!(lines[0]["id"], "two");
+    assert_eq!(lines[1]["id"], 3);
+    for line in &lines {
+        let error = &line["error"];
+        assert_eq!(error["code"], -32000);
+        assert_eq!(
+            error["message"],
+            "MCP server exited with status 3 before answering"
+        );
+        assert_eq!(error["data"]["exit_status"], 3);
+        assert_eq!(error["data"]["exit_signal"], Value::Null);
+        assert_eq!(error["data"]["call_id"], r["call_id"]);
+        assert_eq!(error["data"]["stderr_bytes_seen"], r["stderr_bytes_seen"]);
+        assert_eq!(error["data"]["stderr_excerpt"], r["stderr_excerpt"]);
+        let excerpt = error["data"]["stderr_excerpt"].as_str().unwrap();
+        assert!(excerpt.ends_with("KeyError: 'DATABASE_URL'\n"), "{excerpt}");
+        assert!(
+            excerpt.starts_with("Traceback (most recent call last):\n"),
+            "{excerpt}"
+        );
+    }
+    // Within a second of the exit (the record's clock).
+    let exited = r["exited_offset_us"].as_u64().unwrap();
+    let done = r["timeline"].as_array().unwrap().last().unwrap()["offset_us"]
+        .as_u64()
+        .unwrap();
+    assert!(done - exited < 1_000_000, "{done} - {exited}");
+}
+
+/// A server that cannot start: the client's first request is answered
+/// with why, and the guard exits 127.
+#[test]
+fn a_server_that_cannot_start_answers_the_first_request_with_why() {
+    let record = temp_path("not-started.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut host_in = File::from(host_in);
+    host_in.write_all(REQUEST).unwrap();
+    let mut child = guard(
+        &["--mcp", "--", "/nonexistent/server"],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    let mut answers = Vec::new();
+    while let Ok(chunk) = replies.recv_timeout(REPLY_WAIT) {
+        answers.extend_from_slice(&chunk);
+    }
+    assert_eq!(
+        exit_within(&mut child, REPLY_WAIT, "not started"),
+        Some(127)
+    );
+    let r = record_in(&record);
+    let line: Value = serde_json::from_slice(answers.trim_ascii_end()).unwrap();
+    assert_eq!(line["id"], 1);
+    let failure = r["failure"].as_str().unwrap();
+    assert_eq!(
+        line["error"]["message"],
+        format!("MCP server could not be started: {failure}")
+    );
+    assert_eq!(line["error"]["data"]["failure"], failure);
+    assert_eq!(line["error"]["data"]["exit_status"], Value::Null);
+    drop(host_in);
+}

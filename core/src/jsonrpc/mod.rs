@@ -1,0 +1,19 @@
+//! JSON-RPC over stdio, as an MCP guard sees it, sans IO.
+//!
+//! * [`MessageScanner`] (`scan.rs`): whether one line is exactly one
+//!   JSON-RPC message, and its `id`, `method` and kind, read incrementally
+//!   in any chunking without keeping the line.
+//! * [`StdoutLineGuard`] (`line_guard.rs`): the server's stdout held line
+//!   by line, whole messages forwarded, every other line diverted to the
+//!   diagnostics.
+//! * [`ClientLines`] and [`PendingRequests`] (`pending.rs`): the client's
+//!   requests not answered yet, and the errors that answer them when the
+//!   server is gone ([`ServerGone`]).
+
+mod line_guard;
+mod pending;
+mod scan;
+
+pub use line_guard::{DEFAULT_MAX_MESSAGE_BYTES, Diverted, ProtocolLine, Segment, StdoutLineGuard};
+pub use pending::{ClientLines, PendingRequests, SERVER_GONE_CODE, ServerGone};
+pub use scan::{MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

@@ -1,0 +1,354 @@
+//! The client's requests a server has not answered yet, and the answers a
+//! guard gives for them when the server is gone: see [`PendingRequests`].
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::scan::{MessageInfo, MessageKind, MessageScanner, RawValue};
+
+/// The JSON-RPC error code of an answer for a server that is gone: the
+/// implementation-defined range's first code, which the MCP SDKs already
+/// read as "connection closed".
+pub const SERVER_GONE_CODE: i64 = -32000;
+
+/// Requests tracked at most: a client that never sees answers cannot grow
+/// the table beyond this (later ones are counted in
+/// [`PendingRequests::untracked`], not answered).
+const MAX_PENDING: usize = 65_536;
+
+/// Reads the client's side of an MCP stdio session as it is forwarded
+/// (nothing is held: the bytes go on to the server as they are), and
+/// hands each whole line that is a JSON-RPC message to `sink`.
+///
+/// ```
+/// use spillguard_core::{ClientLines, MessageKind};
+///
+/// let mut client = ClientLines::new();
+/// let mut seen = Vec::new();
+/// client.feed(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"meth", |m| seen.push(m.kind));
+/// client.feed(b"od\":\"initialize\"}\nnot json\n", |m| seen.push(m.kind));
+/// assert_eq!(seen, [MessageKind::Request]);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ClientLines {
+    scanner: MessageScanner,
+}
+
+impl ClientLines {
+    /// At the start of the client's stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scans `chunk`; each message line it ends goes to `sink`.
+    pub fn feed(&mut self, chunk: &[u8], mut sink: impl FnMut(&MessageInfo)) {
+        let mut rest = chunk;
+        while let Some(newline) = memchr::memchr(b'\n', rest) {
+            let (line, after) = rest.split_at(newline);
+            self.scanner.feed(line);
+            if let Some(info) = self.scanner.finish() {
+                sink(&info);
+            }
+            self.scanner.reset();
+            rest = after.get(1..).unwrap_or_default();
+        }
+        self.scanner.feed(rest);
+    }
+}
+
+/// The requests a client sent that its server has not answered, in the
+/// order they were sent.
+///
+/// The guard tells it every message each way: the client's
+/// ([`handle_client`](Self::handle_client): a request is added, a
+/// `notifications/cancelled` removes the request it names) before they
+/// reach the server, the server's ([`handle_server`](Self::handle_server):
+/// a response removes its id). When the server has ended,
+/// [`answers`](Self::answers) gives one JSON-RPC error per request left,
+/// which the guard writes to the client instead of letting it wait for a
+/// timeout.
+///
+/// ```
+/// use spillguard_core::{MessageScanner, PendingRequests, ServerGone};
+///
+/// let info = |line: &[u8]| {
+///     let mut scanner = MessageScanner::new();
+///     scanner.feed(line);
+///     scanner.finish().expect("a message")
+/// };
+/// let mut pending = PendingRequests::new();
+/// pending.handle_client(&info(br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#));
+/// pending.handle_client(&info(br#"{"jsonrpc":"2.0","id":"b","method":"tools/list"}"#));
+/// pending.handle_server(&info(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+/// assert_eq!(pending.len(), 1);
+///
+/// let gone = ServerGone {
+///     call_id: "c_1".into(),
+///     exit_status: Some(1),
+///     exit_signal: None,
+///     stderr_excerpt: "ValueError: bad config\n".into(),
+///     stderr_bytes_seen: 23,
+///     failure: None,
+/// };
+/// let answers = String::from_utf8(pending.answers(&gone)).unwrap();
+/// assert_eq!(
+///     answers,
+///     concat!(
+///         r#"{"jsonrpc":"2.0","id":"b","error":{"code":-32000,"#,
+///         r#""message":"MCP server exited with status 1 before answering","#,
+///         r#""data":{"exit_status":1,"exit_signal":null,"#,
+///         r#""stderr_excerpt":"ValueError: bad config\n","stderr_bytes_seen":23,"#,
+///         r#""call_id":"c_1"}}}"#,
+///         "\n",
+///     )
+/// );
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PendingRequests {
+    /// Each pending id, with the order it came in.
+    ids: HashMap<RawValue, u64>,
+    next: u64,
+    untracked: u64,
+}
+
+/// Why a server can no longer answer, for [`PendingRequests::answers`]:
+/// what its call record and excerpt say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerGone {
+    /// The exit code, if it exited.
+    pub exit_status: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub exit_signal: Option<i32>,
+    /// Its stderr excerpt, redacted, marker first, within the excerpt
+    /// budget.
+    pub stderr_excerpt: String,
+    /// Every stderr byte it wrote.
+    pub stderr_bytes_seen: u64,
+    /// The guard's call id (the record's `call_id`).
+    pub call_id: String,
+    /// Why it could not run, when it never started (the record's
+    /// `failure`); left out of the answer otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl ServerGone {
+    /// The answer's `message`.
+    pub fn message(&self) -> String {
+        match (self.exit_status, self.exit_signal, &self.failure) {
+            (Some(code), _, _) => format!("MCP server exited with status {code} before answering"),
+            (None, Some(signal), _) => {
+                format!("MCP server was ended by signal {signal} before answering")
+            }
+            (None, None, Some(failure)) => format!("MCP server could not be started: {failure}"),
+            (None, None, None) => "MCP server ended before answering".to_owned(),
+        }
+    }
+}
+
+/// One error answer, as written.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: i64,
+    message: String,
+    data: &'a ServerGone,
+}
+
+impl PendingRequests {
+    /// No request pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Requests pending.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no request is pending.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Requests that came when the table was full: not tracked, so not
+    /// answered for.
+    pub fn untracked(&self) -> u64 {
+        self.untracked
+    }
+
+    /// A message from the client, before it reaches the server.
+    pub fn handle_client(&mut self, info: &MessageInfo) {
+        match info.kind {
+            MessageKind::Request => {
+                if let Some(id) = info.id {
+                    if self.ids.len() < MAX_PENDING || self.ids.contains_key(&id) {
+                        self.ids.insert(id, self.next);
+                        self.next += 1;
+                    } else {
+                        self.untracked += 1;
+                    }
+                }
+            }
+            MessageKind::Notification if info.is_method("notifications/cancelled") => {
+                // The server should not answer a request cancelled.
+                if let Some(id) = info.request_id {
+                    self.ids.remove(&id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A message from the server, as it is forwarded to the client.
+    pub fn handle_server(&mut self, info: &MessageInfo) {
+        if info.kind == MessageKind::Response
+            && let Some(id) = info.id
+        {
+            self.ids.remove(&id);
+        }
+    }
+
+    /// One JSON-RPC error line per pending request, oldest first (code
+    /// [`SERVER_GONE_CODE`], the message of [`ServerGone::message`],
+    /// `gone` as `data`); the table is empty afterwards.
+    pub fn answers(&mut self, gone: &ServerGone) -> Vec<u8> {
+        let mut ids: Vec<(u64, RawValue)> = self.ids.drain().map(|(id, at)| (at, id)).collect();
+        ids.sort_unstable_by_key(|(at, _)| *at);
+        let body = ErrorBody {
+            code: SERVER_GONE_CODE,
+            message: gone.message(),
+            data: gone,
+        };
+        let Ok(error) = serde_json::to_string(&body) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (_, id) in ids {
+            out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            // The id as the client spelt it: valid JSON, scanned.
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b",\"error\":");
+            out.extend_from_slice(error.as_bytes());
+            out.extend_from_slice(b"}\n");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(line: &str) -> MessageInfo {
+        let mut scanner = MessageScanner::new();
+        scanner.feed(line.as_bytes());
+        scanner.finish().unwrap()
+    }
+
+    fn gone() -> ServerGone {
+        ServerGone {
+            exit_status: None,
+            exit_signal: Some(9),
+            stderr_excerpt: String::new(),
+            stderr_bytes_seen: 0,
+            call_id: "c".into(),
+            failure: None,
+        }
+    }
+
+    #[test]
+    fn answered_cancelled_and_notified_requests_are_not_pending() {
+        let mut pending = PendingRequests::new();
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":1,"method":"a"}"#));
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":2,"method":"b"}"#));
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":"3","method":"c"}"#));
+        pending.handle_client(&info(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ));
+        pending.handle_client(&info(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#,
+        ));
+        // A response from the server to a request of its own is not one of
+        // the client's; a server's answer with another id type neither.
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#));
+        pending.handle_server(&info(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
+        pending.handle_server(&info(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#,
+        ));
+        assert_eq!(pending.len(), 1);
+        let answers = String::from_utf8(pending.answers(&gone())).unwrap();
+        assert_eq!(
+            answers,
+            "{\"jsonrpc\":\"2.0\",\"id\":\"3\",\"error\":{\"code\":-32000,\
+             \"message\":\"MCP server was ended by signal 9 before answering\",\
+             \"data\":{\"exit_status\":null,\"exit_signal\":9,\"stderr_excerpt\":\"\",\
+             \"stderr_bytes_seen\":0,\"call_id\":\"c\"}}}\n"
+        );
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn answers_come_oldest_first_and_parse() {
+        let mut pending = PendingRequests::new();
+        for id in [5, 3, 9, 1] {
+            pending.handle_client(&info(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#
+            )));
+        }
+        let answers = pending.answers(&ServerGone {
+            failure: Some("spawn failed: nope: NotFound".into()),
+            exit_signal: None,
+            ..gone()
+        });
+        let ids: Vec<i64> = answers
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|line| {
+                let value: serde_json::Value = serde_json::from_slice(line).unwrap();
+                assert_eq!(
+                    value["error"]["message"],
+                    "MCP server could not be started: spawn failed: nope: NotFound"
+                );
+                assert_eq!(
+                    value["error"]["data"]["failure"],
+                    "spawn failed: nope: NotFound"
+                );
+                value["id"].as_i64().unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [5, 3, 9, 1]);
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let mut pending = PendingRequests::new();
+        for id in 0..MAX_PENDING + 10 {
+            pending.handle_client(&info(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#
+            )));
+        }
+        assert_eq!(pending.len(), MAX_PENDING);
+        assert_eq!(pending.untracked(), 10);
+    }
+
+    #[test]
+    fn client_lines_are_the_same_for_every_chunking() {
+        let stream = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\nlog\n\
+                       {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\r\n{\"jsonrpc\":\"2.0\",\"id\":3";
+        let whole = {
+            let mut ids = Vec::new();
+            ClientLines::new().feed(stream, |m| ids.push(m.id));
+            ids
+        };
+        assert_eq!(whole.len(), 2);
+        for cut in 0..stream.len() {
+            let mut ids = Vec::new();
+            let mut client = ClientLines::new();
+            let (a, b) = stream.split_at(cut);
+            client.feed(a, |m| ids.push(m.id));
+            client.feed(b, |m| ids.push(m.id));
+            assert_eq!(ids, whole, "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,876 @@
+//! [`MessageScanner`]: an incremental JSON validator for one line, which
+//! also reads the few members of a JSON-RPC message that the guard needs.
+//!
+//! The scanner is fed the bytes of one line in any number of pieces (never
+//! the `\n` that ends it) and asked at the end whether they were exactly
+//! one JSON object with `"jsonrpc": "2.0"`. It keeps no copy of the line:
+//! its state is the grammar's position, one bit per open container, and
+//! the raw text of a few short members (`id`, `method`, the `requestId`
+//! of a cancellation's `params`), each at most [`RawValue::CAPACITY`]
+//! bytes. Feeding allocates nothing once the container stack has grown to
+//! the line's depth.
+//!
+//! What it checks is RFC 8259's grammar, byte for byte: strings (escapes,
+//! no raw control characters), numbers, `true`/`false`/`null`, nesting up
+//! to [`MAX_DEPTH`] containers, nothing but whitespace after the object.
+//! UTF-8 is left to the caller, which holds the line (see
+//! [`MessageScanner::saw_non_ascii`]); member names are compared as
+//! written, so a name spelt with escapes (`"json\u0072pc"`) is not the
+//! member.
+
+/// Containers deeper than this make a line not a message (a client's
+/// parser may refuse it, and the guard's stack stays small).
+pub const MAX_DEPTH: usize = 1024;
+
+/// The raw JSON text of a short scalar member (`"abc"` with its quotes,
+/// `42`), as the message spelt it.
+#[derive(Clone, Copy)]
+pub struct RawValue {
+    bytes: [u8; RawValue::CAPACITY],
+    len: u8,
+}
+
+impl RawValue {
+    /// The longest value kept: a longer `id` or `method` is not read (the
+    /// message is still forwarded; it is not tracked).
+    pub const CAPACITY: usize = 128;
+
+    const EMPTY: Self = Self {
+        bytes: [0; Self::CAPACITY],
+        len: 0,
+    };
+
+    /// The value's bytes, as written in the message.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    }
+
+    /// `bytes` as a raw value, if it fits.
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        let mut value = Self::EMPTY;
+        value.push(bytes).then_some(value)
+    }
+
+    /// Appends `more`; `false` (and nothing appended) if it would not fit.
+    fn push(&mut self, more: &[u8]) -> bool {
+        let at = usize::from(self.len);
+        let Some(end) = at.checked_add(more.len()).filter(|&e| e <= Self::CAPACITY) else {
+            return false;
+        };
+        if let Some(slot) = self.bytes.get_mut(at..end) {
+            slot.copy_from_slice(more);
+        }
+        self.len = u8::try_from(end).unwrap_or(u8::MAX);
+        true
+    }
+}
+
+impl PartialEq for RawValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RawValue {}
+
+impl std::hash::Hash for RawValue {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl std::fmt::Debug for RawValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// What a line that is one JSON-RPC message is, by its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageKind {
+    /// It has a `method` and an `id`: the peer waits for an answer.
+    Request,
+    /// It has a `method` and no `id`.
+    Notification,
+    /// It has no `method`, and a `result` or an `error`.
+    Response,
+    /// A `"jsonrpc": "2.0"` object that is none of these (forwarded as it
+    /// is: the protocol's peers judge it).
+    Other,
+}
+
+/// The members of one JSON-RPC message that the guard reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// What the message is.
+    pub kind: MessageKind,
+    /// Its `id`, when it has one that is a string or a number of at most
+    /// [`RawValue::CAPACITY`] bytes (`null` is no id).
+    pub id: Option<RawValue>,
+    /// Its `method`, with the quotes, when short enough.
+    pub method: Option<RawValue>,
+    /// `params.requestId`, when `params` is an object holding a short one
+    /// (what `notifications/cancelled` names).
+    pub request_id: Option<RawValue>,
+}
+
+impl MessageInfo {
+    /// Nothing known yet (the value a guard starts with).
+    pub(crate) const NONE: Self = Self {
+        kind: MessageKind::Other,
+        id: None,
+        method: None,
+        request_id: None,
+    };
+
+    /// Whether its method is `name` (compared with the quotes stripped).
+    pub fn is_method(&self, name: &str) -> bool {
+        self.method.as_ref().is_some_and(|m| {
+            m.as_bytes()
+                .strip_prefix(b"\"")
+                .and_then(|m| m.strip_suffix(b"\""))
+                == Some(name.as_bytes())
+        })
+    }
+}
+
+/// Where the grammar stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Leading whitespace, then the `{` of the message.
+    Top,
+    /// After `{`: a key or `}`.
+    FirstKey,
+    /// After a `,` in an object: a key.
+    Key,
+    /// After a key: `:`.
+    Colon,
+    /// After `:` or a `,` in an array: a value.
+    Value,
+    /// After `[`: a value or `]`.
+    FirstValue,
+    /// After a value: `,` or the container's closing bracket.
+    AfterValue,
+    /// Inside a string (a key if `key`).
+    Str { key: bool },
+    /// After a backslash in a string.
+    Escape { key: bool },
+    /// In the hex digits of a `\u` escape, `left` to go.
+    Unicode { key: bool, left: u8 },
+    /// Inside a number.
+    Number(Num),
+    /// Inside `true`, `false` or `null`: `at` bytes of `word` matched.
+    Literal { word: &'static [u8], at: u8 },
+    /// The message's object is closed: only whitespace may follow.
+    Done,
+    /// Not one JSON object.
+    Failed,
+}
+
+/// Where a number stands (RFC 8259's `number`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    /// After `-`.
+    Minus,
+    /// After a leading `0`.
+    Zero,
+    /// In the integer digits.
+    Int,
+    /// After `.`.
+    Dot,
+    /// In the fraction's digits.
+    Frac,
+    /// After `e` or `E`.
+    Exp,
+    /// After the exponent's sign.
+    ExpSign,
+    /// In the exponent's digits.
+    ExpDigits,
+}
+
+impl Num {
+    /// Whether a number may end here.
+    fn complete(self) -> bool {
+        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits)
+    }
+
+    /// The state after `byte`, or `None` if `byte` is not part of the
+    /// number (it ends it, or breaks it).
+    fn next(self, byte: u8) -> Option<Num> {
+        use Num::*;
+        Some(match (self, byte) {
+            (Minus, b'0') => Zero,
+            (Minus, b'1'..=b'9') => Int,
+            (Int, b'0'..=b'9') => Int,
+            (Zero | Int, b'.') => Dot,
+            (Dot | Frac, b'0'..=b'9') => Frac,
+            (Zero | Int | Frac, b'e' | b'E') => Exp,
+            (Exp, b'+' | b'-') => ExpSign,
+            (Exp | ExpSign | ExpDigits, b'0'..=b'9') => ExpDigits,
+            _ => return None,
+        })
+    }
+}
+
+/// Which member the value being read belongs to, if one the scanner keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// None of them.
+    None,
+    /// The top-level `jsonrpc`.
+    Jsonrpc,
+    /// The top-level `id`.
+    Id,
+    /// The top-level `method`.
+    Method,
+    /// The top-level `result`.
+    Result,
+    /// The top-level `error`.
+    Error,
+    /// The top-level `params`.
+    Params,
+    /// `params.requestId`.
+    RequestId,
+}
+
+/// The members found so far.
+#[derive(Debug, Clone, Copy)]
+struct Members {
+    jsonrpc: Option<RawValue>,
+    id: Option<RawValue>,
+    method: Option<RawValue>,
+    request_id: Option<RawValue>,
+    has_result: bool,
+    has_error: bool,
+}
+
+impl Members {
+    const NONE: Self = Self {
+        jsonrpc: None,
+        id: None,
+        method: None,
+        request_id: None,
+        has_result: false,
+        has_error: false,
+    };
+}
+
+/// An incremental validator of one line as one JSON-RPC message: see the
+/// [module docs](self).
+///
+/// ```
+/// use spillguard_core::{MessageKind, MessageScanner};
+///
+/// let mut scanner = MessageScanner::new();
+/// scanner.feed(br#"{"jsonrpc":"2.0","id":7,"met"#);
+/// scanner.feed(br#"hod":"tools/call","params":{"name":"x"}}"#);
+/// let info = scanner.finish().expect("one JSON-RPC message");
+/// assert_eq!(info.kind, MessageKind::Request);
+/// assert_eq!(info.id.unwrap().as_bytes(), b"7");
+/// assert!(info.is_method("tools/call"));
+///
+/// // A JSON object without `"jsonrpc": "2.0"` is not a message; nor are
+/// // two objects on one line.
+/// scanner.reset();
+/// scanner.feed(br#"{"level":30,"msg":"listening"}"#);
+/// assert_eq!(scanner.finish(), None);
+/// scanner.reset();
+/// scanner.feed(br#"{"jsonrpc":"2.0","id":1,"result":{}}{"jsonrpc":"2.0"}"#);
+/// assert_eq!(scanner.finish(), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct MessageScanner {
+    expect: Expect,
+    /// Open containers, one bit each (set: an object), `depth` of them.
+    containers: Vec<u64>,
+    depth: usize,
+    /// The key being read, if it is one the scanner may keep (at depth 1,
+    /// or at depth 2 inside `params`), and whether it still fits.
+    key: RawValue,
+    key_fits: bool,
+    /// The member whose value comes next (set by a key at a kept depth).
+    slot: Slot,
+    /// The raw text of the value being captured for `slot`.
+    value: RawValue,
+    value_fits: bool,
+    /// Whether the top-level `params` being read is an object (its keys at
+    /// depth 2 are looked at).
+    in_params: bool,
+    members: Members,
+    non_ascii: bool,
+}
+
+impl Default for MessageScanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MessageScanner {
+    /// A scanner at the start of a line.
+    pub fn new() -> Self {
+        Self {
+            expect: Expect::Top,
+            // 64 levels before the stack grows.
+            containers: vec![0],
+            depth: 0,
+            key: RawValue::EMPTY,
+            key_fits: false,
+            slot: Slot::None,
+            value: RawValue::EMPTY,
+            value_fits: false,
+            in_params: false,
+            members: Members::NONE,
+            non_ascii: false,
+        }
+    }
+
+    /// Back to the start of a line (keeping the container stack's memory).
+    pub fn reset(&mut self) {
+        self.expect = Expect::Top;
+        self.depth = 0;
+        self.slot = Slot::None;
+        self.in_params = false;
+        self.members = Members::NONE;
+        self.non_ascii = false;
+    }
+
+    /// Whether the line so far is still possibly one JSON object.
+    pub fn is_failed(&self) -> bool {
+        self.expect == Expect::Failed
+    }
+
+    /// Whether a byte of 0x80 or more was fed since the start of the line
+    /// (inside a string; anywhere else it fails the line): the caller
+    /// checks such a line's UTF-8.
+    pub fn saw_non_ascii(&self) -> bool {
+        self.non_ascii
+    }
+
+    /// The end of the line: what it was, if it was exactly one JSON object
+    /// with `"jsonrpc": "2.0"`. The scanner is left as it is; call
+    /// [`reset`](Self::reset) before the next line.
+    pub fn finish(&mut self) -> Option<MessageInfo> {
+        if self.expect != Expect::Done {
+            return None;
+        }
+        let members = &self.members;
+        if members.jsonrpc.as_ref().map(RawValue::as_bytes) != Some(b"\"2.0\"") {
+            return None;
+        }
+        let id = members.id.filter(|id| id.as_bytes() != b"null");
+        let kind = match (members.method.is_some(), id.is_some()) {
+            (true, true) => MessageKind::Request,
+            (true, false) => MessageKind::Notification,
+            (false, _) if members.has_result || members.has_error => MessageKind::Response,
+            (false, _) => MessageKind::Other,
+        };
+        Some(MessageInfo {
+            kind,
+            id,
+            method: members.method,
+            request_id: members.request_id,
+        })
+    }
+
+    /// Scans `bytes`, the next piece of the line (no `\n`).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let mut at = 0;
+        while at < bytes.len() {
+            at = match self.expect {
+                Expect::Failed => return,
+                Expect::Str { key } => self.string(bytes, at, key),
+                _ => self.step(bytes, at),
+            };
+        }
+    }
+
+    /// A run of string content from `at`, up to and including the byte
+    /// that ends the run (a quote, a backslash, or a control byte that
+    /// fails the line). Returns where to go on.
+    fn string(&mut self, bytes: &[u8], at: usize, key: bool) -> usize {
+        let rest = bytes.get(at..).unwrap_or_default();
+        let (plain, high) = plain_run(rest);
+        self.non_ascii |= high;
+        let run = rest.get(..plain).unwrap_or_default();
+        self.capture(run, key);
+        let end = at + plain;
+        let Some(&byte) = bytes.get(end) else {
+            return end;
+        };
+        match byte {
+            b'"' => {
+                self.capture(b"\"", key);
+                if key {
+                    self.key_done();
+                } else {
+                    self.value_done();
+                }
+            }
+            b'\\' => {
+                self.capture(b"\\", key);
+                self.expect = Expect::Escape { key };
+            }
+            // A raw control byte inside a string.
+            _ => self.expect = Expect::Failed,
+        }
+        end + 1
+    }
+
+    /// One byte of anything but string content.
+    fn step(&mut self, bytes: &[u8], at: usize) -> usize {
+        let Some(&byte) = bytes.get(at) else {
+            return at + 1;
+        };
+        let ws = matches!(byte, b' ' | b'\t' | b'\r' | b'\n');
+        match self.expect {
+            Expect::Top | Expect::Done if ws => {}
+            Expect::Top if byte == b'{' => self.open(true),
+            Expect::FirstKey
+            | Expect::Key
+            | Expect::Colon
+            | Expect::Value
+            | Expect::FirstValue
+            | Expect::AfterValue
+                if ws => {}
+            Expect::FirstKey if byte == b'}' => self.close(),
+            Expect::FirstKey | Expect::Key if byte == b'"' => {
+                self.key_fits = self.keeps_keys();
+                self.key = RawValue::EMPTY;
+                self.capture(b"\"", true);
+                self.expect = Expect::Str { key: true };
+            }
+            Expect::Colon if byte == b':' => self.expect = Expect::Value,
+            Expect::FirstValue if byte == b']' => self.close(),
+            Expect::Value | Expect::FirstValue => self.value_start(byte),
+            Expect::AfterValue => match byte {
+                b',' if self.in_object() => self.expect = Expect::Key,
+                b',' => self.expect = Expect::Value,
+                b'}' if self.in_object() => self.close(),
+                b']' if self.depth > 0 && !self.in_object() => self.close(),
+                _ => self.expect = Expect::Failed,
+            },
+            Expect::Escape { key } => {
+                self.capture(&[byte], key);
+                self.expect = match byte {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Expect::Str { key },
+                    b'u' => Expect::Unicode { key, left: 4 },
+                    _ => Expect::Failed,
+                };
+            }
+            Expect::Unicode { key, left } => {
+                self.capture(&[byte], key);
+                self.expect = if !byte.is_ascii_hexdigit() {
+                    Expect::Failed
+                } else if left > 1 {
+                    Expect::Unicode {
+                        key,
+                        left: left - 1,
+                    }
+                } else {
+                    Expect::Str { key }
+                };
+            }
+            Expect::Number(num) => match num.next(byte) {
+                Some(next) => {
+                    self.capture(&[byte], false);
+                    self.expect = Expect::Number(next);
+                }
+                None if num.complete() => {
+                    // The byte ends the number: look at it again after it.
+                    self.value_done();
+                    return at;
+                }
+                None => self.expect = Expect::Failed,
+            },
+            Expect::Literal { word, at: matched } => {
+                let matched = usize::from(matched);
+                if word.get(matched) == Some(&byte) {
+                    self.capture(&[byte], false);
+                    if matched + 1 == word.len() {
+                        self.value_done();
+                    } else {
+                        self.expect = Expect::Literal {
+                            word,
+                            at: u8::try_from(matched + 1).unwrap_or(u8::MAX),
+                        };
+                    }
+                } else {
+                    self.expect = Expect::Failed;
+                }
+            }
+            Expect::Top
+            | Expect::Done
+            | Expect::FirstKey
+            | Expect::Key
+            | Expect::Colon
+            | Expect::Str { .. }
+            | Expect::Failed => self.expect = Expect::Failed,
+        }
+        if byte >= 0x80 {
+            self.expect = Expect::Failed;
+        }
+        at + 1
+    }
+
+    /// The first byte of a value.
+    fn value_start(&mut self, byte: u8) {
+        self.value = RawValue::EMPTY;
+        self.value_fits = matches!(
+            self.slot,
+            Slot::Jsonrpc | Slot::Id | Slot::Method | Slot::RequestId
+        );
+        match byte {
+            b'"' => {
+                self.capture(b"\"", false);
+                self.expect = Expect::Str { key: false };
+            }
+            b'{' | b'[' => {
+                // Not a scalar: kept members are strings and numbers only.
+                self.value_fits = false;
+                if self.depth == 1 {
+                    match self.slot {
+                        Slot::Result => self.members.has_result = true,
+                        Slot::Error => self.members.has_error = true,
+                        Slot::Params => self.in_params = byte == b'{',
+                        _ => {}
+                    }
+                }
+                self.slot = Slot::None;
+                self.open(byte == b'{');
+            }
+            b'-' | b'0'..=b'9' => {
+                self.capture(&[byte], false);
+                self.expect = Expect::Number(if byte == b'-' {
+                    Num::Minus
+                } else if byte == b'0' {
+                    Num::Zero
+                } else {
+                    Num::Int
+                });
+            }
+            b't' | b'f' | b'n' => {
+                self.capture(&[byte], false);
+                let word: &'static [u8] = match byte {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                self.expect = Expect::Literal { word, at: 1 };
+            }
+            _ => self.expect = Expect::Failed,
+        }
+    }
+
+    /// A scalar value ended: keep it if its member is kept.
+    fn value_done(&mut self) {
+        let value = self.value_fits.then_some(self.value);
+        let members = &mut self.members;
+        match self.slot {
+            Slot::Jsonrpc => members.jsonrpc = value,
+            Slot::Id => members.id = value,
+            Slot::Method => members.method = value,
+            Slot::RequestId => members.request_id = value,
+            Slot::Result => members.has_result = true,
+            Slot::Error => members.has_error = true,
+            Slot::Params | Slot::None => {}
+        }
+        self.slot = Slot::None;
+        self.value_fits = false;
+        self.expect = Expect::AfterValue;
+    }
+
+    /// A key ended: which member its value is.
+    fn key_done(&mut self) {
+        self.slot = if !self.key_fits {
+            Slot::None
+        } else if self.depth == 1 {
+            match self.key.as_bytes() {
+                b"\"jsonrpc\"" => Slot::Jsonrpc,
+                b"\"id\"" => Slot::Id,
+                b"\"method\"" => Slot::Method,
+                b"\"result\"" => Slot::Result,
+                b"\"error\"" => Slot::Error,
+                b"\"params\"" => Slot::Params,
+                _ => Slot::None,
+            }
+        } else if self.key.as_bytes() == b"\"requestId\"" {
+            Slot::RequestId
+        } else {
+            Slot::None
+        };
+        self.key_fits = false;
+        self.expect = Expect::Colon;
+    }
+
+    /// Whether keys at the current depth are looked at.
+    fn keeps_keys(&self) -> bool {
+        self.depth == 1 || (self.depth == 2 && self.in_params)
+    }
+
+    /// Appends `bytes` to the key or value being kept, if any.
+    fn capture(&mut self, bytes: &[u8], key: bool) {
+        if key {
+            if self.key_fits {
+                self.key_fits = self.key.push(bytes);
+            }
+        } else if self.value_fits {
+            self.value_fits = self.value.push(bytes);
+        }
+    }
+
+    fn in_object(&self) -> bool {
+        self.depth > 0 && self.bit(self.depth - 1)
+    }
+
+    fn bit(&self, index: usize) -> bool {
+        self.containers
+            .get(index / 64)
+            .is_some_and(|word| word & (1 << (index % 64)) != 0)
+    }
+
+    /// A container opens (an object if `object`).
+    fn open(&mut self, object: bool) {
+        if self.depth >= MAX_DEPTH {
+            self.expect = Expect::Failed;
+            return;
+        }
+        let (word, bit) = (self.depth / 64, 1_u64 << (self.depth % 64));
+        if self.containers.len() <= word {
+            self.containers.resize(word + 1, 0);
+        }
+        if let Some(slot) = self.containers.get_mut(word) {
+            if object {
+                *slot |= bit;
+            } else {
+                *slot &= !bit;
+            }
+        }
+        self.depth += 1;
+        self.expect = if object {
+            Expect::FirstKey
+        } else {
+            Expect::FirstValue
+        };
+    }
+
+    /// The innermost container closes.
+    fn close(&mut self) {
+        self.depth -= 1;
+        if self.depth == 1 {
+            // A container that was the value of a top-level member ended.
+            self.in_params = false;
+        }
+        self.expect = if self.depth == 0 {
+            Expect::Done
+        } else {
+            Expect::AfterValue
+        };
+    }
+}
+
+/// Bytes from the start of `bytes` that a string holds as they are (no
+/// quote, backslash or control byte), and whether any was 0x80 or more.
+/// Eight bytes at a time: a string's long runs are most of a big message.
+fn plain_run(bytes: &[u8]) -> (usize, bool) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut high = 0_u64;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let mut eight = [0_u8; 8];
+        eight.copy_from_slice(word);
+        let w = u64::from_le_bytes(eight);
+        // The lowest set bit of each term is exact: a false positive only
+        // shows above a true match in the same word.
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let found = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w))
+            & HIGH;
+        if found != 0 {
+            let stop = at + (found.trailing_zeros() / 8) as usize;
+            let last = bytes.get(at..stop).unwrap_or_default();
+            return (stop, high & HIGH != 0 || last.iter().any(|&b| b >= 0x80));
+        }
+        high |= w;
+        at += 8;
+    }
+    let mut any_high = high & HIGH != 0;
+    for &byte in words.remainder() {
+        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+            return (at, any_high);
+        }
+        any_high |= byte >= 0x80;
+        at += 1;
+    }
+    (at, any_high)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(line: &[u8]) -> Option<MessageInfo> {
+        let mut scanner = MessageScanner::new();
+        scanner.feed(line);
+        scanner.finish()
+    }
+
+    /// Fed one byte at a time, the verdict is the same.
+    fn scan_bytewise(line: &[u8]) -> Option<MessageInfo> {
+        let mut scanner = MessageScanner::new();
+        for byte in line {
+            scanner.feed(std::slice::from_ref(byte));
+        }
+        scanner.finish()
+    }
+
+    #[test]
+    fn the_grammar_is_json_and_agrees_with_serde_json() {
+        let lines: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            br#"  {"jsonrpc" : "2.0" , "method":"ping"}  "#,
+            br#"{"jsonrpc":"2.0","id":"a\"b\\c\u00e9\n","result":[1,-2.5e+3,0.0,true,false,null,{"x":[]}]}"#,
+            br#"{"jsonrpc":"2.0","result":"caf\u00e9 \ud83d\ude00"}"#,
+            "{\"jsonrpc\":\"2.0\",\"result\":\"é中\"}".as_bytes(),
+            br#"{"jsonrpc":"2.0","id":1,"result":01}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":1.}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":-}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":.5}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":1e}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":tru}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"\x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"\u12g4"}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"tab\there\"}",
+            br#"{"jsonrpc":"2.0","id":1,"result":[1,]}"#,
+            br#"{"jsonrpc":"2.0","id":1,}"#,
+            br#"{"jsonrpc":"2.0","id":1"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":[1}]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{"a" 1}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{1:2}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{}} x"#,
+            br#"[{"jsonrpc":"2.0"}]"#,
+            br#""text""#,
+            b"",
+            b"   ",
+            b"{}",
+        ];
+        for line in lines {
+            let ours = scan(line).is_some();
+            let value: Option<serde_json::Value> = serde_json::from_slice(line).ok();
+            let theirs = value.is_some_and(|v| {
+                v.as_object()
+                    .is_some_and(|o| o.get("jsonrpc") == Some(&serde_json::json!("2.0")))
+            });
+            assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(line));
+            assert_eq!(scan_bytewise(line), scan(line));
+        }
+    }
+
+    #[test]
+    fn members_are_read_at_the_top_level_only() {
+        let info = scan(br#"{"params":{"id":9,"requestId":"r1"},"id":"x","jsonrpc":"2.0","method":"notifications/cancelled"}"#)
+            .unwrap();
+        assert_eq!(info.kind, MessageKind::Request);
+        assert_eq!(info.id.unwrap().as_bytes(), b"\"x\"");
+        assert_eq!(info.request_id.unwrap().as_bytes(), b"\"r1\"");
+        assert!(info.is_method("notifications/cancelled"));
+
+        let nested =
+            scan(br#"{"jsonrpc":"2.0","result":{"jsonrpc":"1.0","id":3,"method":"m"}}"#).unwrap();
+        assert_eq!(nested.kind, MessageKind::Response);
+        assert_eq!(nested.id, None);
+        assert_eq!(nested.method, None);
+
+        // `requestId` counts only inside `params`.
+        let elsewhere =
+            scan(br#"{"jsonrpc":"2.0","method":"m","result":{"requestId":1}}"#).unwrap();
+        assert_eq!(elsewhere.request_id, None);
+        assert_eq!(elsewhere.kind, MessageKind::Notification);
+    }
+
+    #[test]
+    fn kinds_follow_the_members() {
+        let kind = |line: &[u8]| scan(line).map(|i| i.kind);
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","id":1,"method":"a"}"#),
+            Some(MessageKind::Request)
+        );
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","method":"a"}"#),
+            Some(MessageKind::Notification)
+        );
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","id":null,"method":"a"}"#),
+            Some(MessageKind::Notification)
+        );
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1}}"#),
+            Some(MessageKind::Response)
+        );
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","id":1}"#),
+            Some(MessageKind::Other)
+        );
+        assert_eq!(kind(br#"{"jsonrpc":2.0,"id":1,"result":1}"#), None);
+        assert_eq!(kind(br#"{"jsonrpc":"2.0 ","id":1,"result":1}"#), None);
+        assert_eq!(kind(br#"{"id":1,"result":1}"#), None);
+    }
+
+    #[test]
+    fn a_long_id_is_not_kept_and_an_object_id_is_none() {
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","method":"m"}}"#,
+            "x".repeat(200)
+        );
+        let info = scan(long.as_bytes()).unwrap();
+        assert_eq!(info.id, None);
+        assert_eq!(info.kind, MessageKind::Notification);
+        let object = scan(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"m"}"#).unwrap();
+        assert_eq!(object.id, None);
+        let fits = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","method":"m"}}"#,
+            "y".repeat(126)
+        );
+        assert_eq!(
+            scan(fits.as_bytes()).unwrap().id.unwrap().as_bytes().len(),
+            128
+        );
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let deep = |n: usize| {
+            let mut line = br#"{"jsonrpc":"2.0","result":"#.to_vec();
+            line.extend(std::iter::repeat_n(b'[', n));
+            line.extend(std::iter::repeat_n(b']', n));
+            line.push(b'}');
+            line
+        };
+        assert!(scan(&deep(MAX_DEPTH - 1)).is_some());
+        assert!(scan(&deep(MAX_DEPTH)).is_none());
+    }
+
+    #[test]
+    fn plain_runs_stop_at_the_first_special_byte() {
+        for len in 0..40 {
+            for special in [b'"', b'\\', 0x00, 0x1f] {
+                let mut bytes = vec![b'a'; len];
+                bytes.push(special);
+                bytes.extend_from_slice(b"\"\\");
+                assert_eq!(plain_run(&bytes), (len, false), "{len} {special}");
+            }
+            let mut high = vec![b'a'; len];
+            high.push(0xc3);
+            high.push(0xa9);
+            high.push(b'"');
+            assert_eq!(plain_run(&high), (len + 2, true));
+        }
+        // 0x7f and 0x20 are plain.
+        assert_eq!(plain_run(b" \x7f \x7f \x7f \x7f\""), (8, false));
+    }
+}
