@@ -2,9 +2,10 @@
 # Installs the MCP peers the real-peer tests drive, into target/peers
 # (ignored by git, reused by later runs): a Python venv with the official
 # MCP SDK (`mcp`) and `mcp-server-time` from PyPI, and an npm prefix with
-# `@modelcontextprotocol/server-everything` and the official TypeScript SDK
+# `@modelcontextprotocol/server-everything`, the official TypeScript SDK
 # `@modelcontextprotocol/sdk` (its client drives `spillguard mcp` in
-# tests/peers/mcp_bridge.mjs). Prints the paths it made.
+# tests/peers/mcp_bridge.mjs and `spillguard stdio` in stdio_hosts.mjs),
+# Claude Code and the MCP Inspector. Prints the paths it made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peers="$PWD/target/peers"
@@ -23,10 +24,19 @@ sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10
     "$peers/venv/bin/pip" install --quiet --disable-pip-version-check "${python_peers[@]}"
 fi
 
+# Pinned too: Claude Code's `mcp list` health check and the Inspector's
+# CLI are the Node-based hosts tests/peers/stdio_hosts.mjs drives.
+npm_peers=(
+    @modelcontextprotocol/server-everything
+    @modelcontextprotocol/sdk@1.32.2
+    @anthropic-ai/claude-code@2.1.332
+    @modelcontextprotocol/inspector@2.12.0
+)
 if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
-    [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
-    npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error \
-        @modelcontextprotocol/server-everything @modelcontextprotocol/sdk@1.32.2
+    [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
+    [ ! -x "$peers/npm/node_modules/.bin/claude" ] ||
+    [ ! -x "$peers/npm/node_modules/.bin/mcp-inspector" ]; then
+    npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error "${npm_peers[@]}"
 fi
 
-echo "peers: $peers/venv (mcp, mcp-server-time), $peers/npm (server-everything, sdk)"
+echo "peers: $peers/venv (mcp, mcp-server-time), $peers/npm (server-everything, sdk, claude-code, inspector)"

@@ -186,8 +186,64 @@ def check_shutdown_by_sigterm():
     print(f"SIGTERM: stdin closed first, state {line['state']}, signals {line['signals']}, group gone")
 
 
+CRASH = """import sys
+sys.stdin.readline()
+sys.stderr.write('Traceback (most recent call last):\\n  File "server.py", line 12, in <module>\\n')
+sys.stderr.write("KeyError: 'DATABASE_URL'\\n")
+sys.exit(1)
+"""
+
+
+async def crashing_initialize(command, args):
+    """The error `initialize` gets from a server that crashes during it,
+    and how long it took."""
+    params = StdioServerParameters(command=command, args=args)
+    _, errlog = unread_pipe()
+    started = anyio.current_time()
+    with anyio.fail_after(30):
+        try:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as client:
+                    await client.initialize()
+        except BaseException as error:  # the SDK may wrap it in a group
+            found = error
+            while isinstance(found, BaseExceptionGroup):
+                found = found.exceptions[0]
+            return found, anyio.current_time() - started
+    raise AssertionError(f"{command}: initialize succeeded against a crashing server")
+
+
+def check_crash_diagnostics():
+    from mcp.shared.exceptions import MCPError
+
+    record = tempfile.mktemp(suffix=".jsonl")
+    error, elapsed = anyio.run(
+        crashing_initialize,
+        SPILLGUARD,
+        ["stdio", "--mcp", "--record", record, "--", sys.executable, "-c", CRASH],
+    )
+    assert isinstance(error, MCPError), repr(error)
+    assert error.error.code == -32000, error.error
+    assert error.error.message == "MCP server exited with status 1 before answering", error.error
+    data = error.error.data
+    assert (data["exit_status"], data["exit_signal"]) == (1, None), data
+    assert data["stderr_excerpt"].endswith("KeyError: 'DATABASE_URL'\n"), data["stderr_excerpt"]
+    assert elapsed < 1.0, elapsed
+    line = record_lines(record)[0]
+    os.unlink(record)
+    assert (line["state"], line["call_id"]) == ("failed_local", data["call_id"]), line
+    assert data["stderr_bytes_seen"] == line["stderr_bytes_seen"], (data, line)
+    control, _ = anyio.run(crashing_initialize, sys.executable, ["-c", CRASH])
+    assert "DATABASE_URL" not in str(control), control
+    print(
+        f"crash: initialize answered with exit status 1 and the traceback's last line "
+        f"in {elapsed * 1000:.0f} ms; the control says {control!r}"
+    )
+
+
 check_guarded()
 check_control()
+check_crash_diagnostics()
 check_shutdown_by_stdin_end()
 check_shutdown_by_sigterm()
 print("python sdk peers: ok")

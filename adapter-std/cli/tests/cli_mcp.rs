@@ -119,3 +119,85 @@ fn a_client_that_leaves_before_initialize_ends_the_server_quietly() {
     assert_eq!(output.stdout, b"");
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
+
+const PEER_TOOLS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/peers/mcp_tools.toml"
+);
+
+/// `spillguard mcp` with a client that keeps stdin open: SIGTERM, SIGINT
+/// and SIGHUP each end it within the grace + 1 s with 128 + N, after the
+/// tool call in flight (a helper sleeping 30 s) was stopped and answered
+/// with its record; stdout then ends.
+#[test]
+fn a_signal_ends_the_server_with_stdin_open_after_answering_the_call_in_flight() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use rustix::process::{Pid, Signal, kill_process};
+
+    for (signal, number) in [(Signal::TERM, 15), (Signal::INT, 2), (Signal::HUP, 1)] {
+        let pidfile = temp_path(&format!("mcp-signal-{number}.pid"));
+        let _ = std::fs::remove_file(&pidfile);
+        let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args(["mcp", "--tools", PEER_TOOLS])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = server.stdin.take().unwrap();
+        let mut stdout = BufReader::new(server.stdout.take().unwrap());
+        let mut send = |message: Value| {
+            stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "signals", "version": "1"}}}),
+        );
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["id"], 1);
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "sleep", "arguments": {"pidfile": pidfile.to_str().unwrap(), "seconds": 30}}}),
+        );
+        support::poll_until(Duration::from_secs(10), "the helper to start", || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|pid| pid.ends_with('\n'))
+        });
+        let signalled = Instant::now();
+        kill_process(Pid::from_child(&server), signal).unwrap();
+        // The answer to the call in flight, then the end of stdout.
+        let mut answers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            answers.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+        let status = server.wait().unwrap();
+        let elapsed = signalled.elapsed();
+        drop(stdin);
+        assert_eq!(status.code(), Some(128 + number), "signal {number}");
+        // The default grace is 5 s; sleep dies of TERM at once.
+        assert!(
+            elapsed < Duration::from_secs(5 + 1),
+            "signal {number}: {elapsed:?}"
+        );
+        let answer = answers.iter().find(|a| a["id"] == 2).unwrap_or_else(|| {
+            panic!("signal {number}: no answer for the call in flight: {answers:?}")
+        });
+        let record = &answer["result"]["structuredContent"];
+        assert_eq!(
+            record["state"], "cancelled_after_dispatch",
+            "signal {number}"
+        );
+        assert_eq!(record["cancel_reason"], "host_shutdown", "signal {number}");
+        assert_eq!(record["exit_signal"], 15, "signal {number}");
+        let _ = std::fs::remove_file(&pidfile);
+    }
+}

@@ -1,4 +1,5 @@
-//! `spillguard mcp` driven by the official MCP SDK clients, each from a
+//! `spillguard mcp` and `spillguard stdio` driven by real MCP clients and
+//! hosts (the official SDK clients, Claude Code, the Inspector), each from a
 //! script in `tests/peers` that checks every fact itself and exits non-zero
 //! at the first wrong one. The SDKs are installed into `target/peers` by
 //! `.ci/peers.sh` (or wherever `SPILLGUARD_PEERS` points); in CI
@@ -79,4 +80,31 @@ fn python_sdk_client_drives_spillguard_mcp() {
         .arg(env!("CARGO_BIN_EXE_spillguard"))
         .arg(root().join("tests/peers/mcp_tools.toml"));
     run_script(python, &peers);
+}
+
+/// `spillguard stdio` (and `spillguard mcp`) under the Node-based hosts:
+/// a plain `child_process` with socketpairs, the TypeScript SDK client to
+/// two real servers and to one that crashes, Claude Code's `mcp list`
+/// health check, and the MCP Inspector's CLI; each beside its control.
+#[test]
+fn node_based_hosts_drive_spillguard_stdio_beside_their_controls() {
+    let Some(peers) = peers("npm/node_modules/.bin/claude") else {
+        return;
+    };
+    for needs in [
+        "npm/node_modules/.bin/mcp-inspector",
+        "npm/node_modules/@modelcontextprotocol/sdk/package.json",
+        "venv/bin/mcp-server-time",
+    ] {
+        assert!(
+            peers.join(needs).exists(),
+            "{needs} is missing under {}: run .ci/peers.sh",
+            peers.display()
+        );
+    }
+    let mut node = Command::new("node");
+    node.arg(root().join("tests/peers/stdio_hosts.mjs"))
+        .arg(env!("CARGO_BIN_EXE_spillguard"))
+        .arg(root().join("tests/peers/mcp_tools.toml"));
+    run_script(node, &peers);
 }

@@ -104,6 +104,7 @@ macro_rules! behaviour_suite {
             an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound,
             the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted,
             a_streamed_call_forwards_each_way_and_counts_the_bytes,
+            a_streamed_call_counts_stdout_read_after_the_helpers_exit,
             a_streamed_helper_that_outlives_its_input_is_termed_then_killed,
             a_cancel_closes_stdin_under_the_callers_writer,
             dropping_the_handle_and_both_streams_is_a_client_disconnect,

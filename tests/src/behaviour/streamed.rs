@@ -45,6 +45,31 @@ pub fn a_streamed_call_forwards_each_way_and_counts_the_bytes<H: HostUnderTest>(
     assert_group_gone(record.pgid.unwrap());
 }
 
+/// The call waits for the caller's reader to reach stdout's end: what a
+/// helper wrote just before it exited, read by the caller after the exit,
+/// is in the record, and the call ends when the reader does.
+pub fn a_streamed_call_counts_stdout_read_after_the_helpers_exit<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let command = HelperCommand::shell_script("printf 'last words\\n'; echo diag 1>&2");
+    let call = host.launch(request(command).streamed().start());
+    let (stdin, mut stdout) = call.streams().unwrap();
+    drop(stdin);
+    // The helper has exited (and its stderr ended) well before this read.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut read = Vec::new();
+    stdout.read_to_end(&mut read).unwrap();
+    assert_eq!(read, b"last words\n");
+    drop(stdout);
+    let outcome = wait(call);
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.stdout_bytes_forwarded, 11);
+    assert_eq!(record.stream_end, spillguard_core::StreamEnd::Eof);
+    assert_eq!(outcome.agent_excerpt(), "diag\n");
+}
+
 /// A second `streams()` on the same call is refused, and a captured call
 /// has none.
 fn call_streams_are_given_once<H: HostUnderTest>(host: &H) -> bool {
