@@ -9,9 +9,9 @@ use super::scan::{MessageInfo, MessageScanner};
 /// than this is far more likely a runaway print than a message.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
 
-/// Room the guard offers for one read (and what it keeps beyond a held
-/// line): 128 KiB, the size `cat` reads with.
-const READ_ROOM: usize = 128 << 10;
+/// Room the guard makes for reads beyond a held line: 256 KiB (a read is
+/// offered at least half of it).
+const READ_ROOM: usize = 256 << 10;
 
 /// Splits the stdout of an MCP stdio server into the messages the client
 /// gets and the bytes it must not.
@@ -48,7 +48,7 @@ const READ_ROOM: usize = 128 << 10;
 /// straight into [`spare`](Self::spare) and tell [`filled`](Self::filled)
 /// how many bytes came: then nothing is copied except the unfinished tail
 /// of a read, moved to the front, and a segment borrows the guard's
-/// buffer. Memory: the longest line held, plus 128 KiB; no allocation
+/// buffer. Memory: the longest line held, plus 256 KiB; no allocation
 /// once the buffer has grown to that.
 ///
 /// # Examples
@@ -175,7 +175,7 @@ impl StdoutLineGuard {
         self.held
     }
 
-    /// Room to read the next bytes into (at least 64 KiB); then call
+    /// Room to read the next bytes into (at least 128 KiB); then call
     /// [`filled`](Self::filled) with how many came.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.buf.len() < self.held + READ_ROOM / 2 {
@@ -236,7 +236,9 @@ impl StdoutLineGuard {
             let bytes = self.buf.get(line_start..end).unwrap_or_default();
             return sink(Segment::Divert(Diverted { bytes, lines: 1 }));
         }
-        self.buf.copy_within(line_start..end, 0);
+        if line_start > 0 {
+            self.buf.copy_within(line_start..end, 0);
+        }
         self.held = rest;
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! change the exit status (machines differ), a failed case does: wrong byte
 //! counts in a record, an unexpected state, a process left behind.
 
+mod jsonrpc;
 mod line;
 mod plot;
 mod report;
@@ -37,11 +38,14 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio
                    (default all; stdio: 256 MiB through `spillguard stdio
-                   -- cat` vs `cat`, and, when the MCP peers of
-                   .ci/peers.sh are installed, rmcp round trips and
-                   `spillguard mcp`'s time from tools/call to the
-                   approval card: quiet, beside the same flood outside
-                   spillguard, and while a helper floods stderr)
+                   -- cat` vs `cat`, 256 JSON-RPC messages of 1 MiB
+                   through `stdio --mcp -- cat` vs `cat`, and, when the
+                   MCP peers of .ci/peers.sh are installed, rmcp round
+                   trips, `ping` round trips over socketpairs through
+                   `stdio --mcp` vs direct, and `spillguard mcp`'s time
+                   from tools/call to the approval card: quiet, beside
+                   the same flood outside spillguard, and while a helper
+                   floods stderr)
   --plot [PATH]    instead of the tables: floods of 16, 64, 256 and 1024 MiB
                    through spillguard on std, smol and tokio and through
                    Command::output() (1 round unless --rounds), their peak
@@ -186,6 +190,8 @@ struct Binaries {
     helper: PathBuf,
     spillguard: PathBuf,
     bench_rmcp: Option<PathBuf>,
+    /// The floor of a relay process, for the socketpair round trips.
+    bare_relay: Option<PathBuf>,
 }
 
 /// Every sample of every case, and what went wrong.
@@ -293,6 +299,22 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         }
         stdio::print(&measured);
         failed += measured.failures.len();
+        let time_server =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peers/venv/bin/mcp-server-time");
+        let server = time_server.exists().then_some(time_server.as_path());
+        if server.is_none() {
+            eprintln!(
+                "bench: no socketpair round trips: run .ci/peers.sh to install the MCP peers"
+            );
+        }
+        let rows = jsonrpc::measure(
+            &binaries.spillguard,
+            binaries.bare_relay.as_deref(),
+            server,
+            options.rounds,
+        );
+        jsonrpc::print(&rows);
+        failed += rows.failures.len();
     }
     if failed == 0 {
         ExitCode::SUCCESS
@@ -342,6 +364,8 @@ fn build() -> Result<Binaries, String> {
             "bench-case",
             "--bin",
             "bench-rmcp",
+            "--bin",
+            "bare-relay",
             "--package",
             "spillguard-tests",
             "--bin",
@@ -358,6 +382,7 @@ fn build() -> Result<Binaries, String> {
     let mut helper = None;
     let mut spillguard = None;
     let mut bench_rmcp = None;
+    let mut bare_relay = None;
     if let Some(stdout) = build.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let Some(path) = executable(&line) else {
@@ -368,6 +393,7 @@ fn build() -> Result<Binaries, String> {
                 Some("spillguard-test-helper") => helper = Some(path),
                 Some("spillguard") => spillguard = Some(path),
                 Some("bench-rmcp") => bench_rmcp = Some(path),
+                Some("bare-relay") => bare_relay = Some(path),
                 _ => {}
             }
         }
@@ -384,6 +410,7 @@ fn build() -> Result<Binaries, String> {
             helper,
             spillguard,
             bench_rmcp,
+            bare_relay,
         }),
         _ => Err(
             "cargo did not report the bench-case, spillguard-test-helper and spillguard binaries"

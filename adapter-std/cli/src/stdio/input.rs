@@ -46,7 +46,7 @@ pub const STALL: Duration = Duration::from_millis(250);
 const HOLD: Duration = Duration::from_millis(100);
 
 /// Bytes per read of the client.
-const READ_BYTES: usize = 64 * 1024;
+const READ_BYTES: usize = 256 * 1024;
 
 /// Bytes asked for per `splice(2)` between two pipes.
 #[cfg(target_os = "linux")]
@@ -66,6 +66,7 @@ pub fn start(
         stdin,
         queue: Vec::new(),
         head: 0,
+        tail: 0,
         ended: false,
         wedged: false,
         last_progress: Instant::now(),
@@ -81,9 +82,11 @@ struct Pump {
     stdin: HelperStdin,
     /// Whether to splice while the queue is empty (both ends are pipes).
     splice: bool,
-    /// Bytes read and not yet delivered: `queue[head..]`.
+    /// Bytes read and not yet delivered: `queue[head..tail]` (the rest of
+    /// the buffer is room for the next read).
     queue: Vec<u8>,
     head: usize,
+    tail: usize,
     /// The client's end was read.
     ended: bool,
     /// The server stopped reading: the client's bytes are dropped.
@@ -118,7 +121,7 @@ impl Pump {
     }
 
     fn pending(&self) -> usize {
-        self.queue.len() - self.head
+        self.tail - self.head
     }
 
     /// One round: deliver what can go without waiting, apply the stall
@@ -160,7 +163,7 @@ impl Pump {
     /// Writes as much of the queue as the server's pipe takes now.
     fn write_queue(&mut self) -> std::io::Result<()> {
         while self.pending() > 0 {
-            let bytes = self.queue.get(self.head..).unwrap_or_default();
+            let bytes = self.queue.get(self.head..self.tail).unwrap_or_default();
             match self.stdin.write(bytes) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(written) => {
@@ -173,8 +176,7 @@ impl Pump {
             }
         }
         if self.pending() == 0 {
-            self.queue.clear();
-            self.head = 0;
+            (self.head, self.tail) = (0, 0);
         }
         Ok(())
     }
@@ -184,8 +186,7 @@ impl Pump {
     fn wedge(&mut self) {
         self.wedged = true;
         self.stdin.count_undelivered(self.pending() as u64);
-        self.queue.clear();
-        self.head = 0;
+        (self.head, self.tail) = (0, 0);
     }
 
     /// Waits for the next thing to do: the client's bytes or end, room in
@@ -229,29 +230,32 @@ impl Pump {
     /// dropped and counted if the server is wedged; `0` is the client's
     /// end (a read error too: nothing more can come).
     fn read_client(&mut self) -> std::io::Result<()> {
-        let at = self.queue.len();
-        if self.head > 0 && self.head >= at / 2 {
-            self.queue.drain(..self.head);
-            self.head = 0;
+        if self.tail + READ_BYTES > self.queue.len() {
+            // Room at the end: the pending bytes move to the front, and
+            // the buffer grows only if that is not enough.
+            self.queue.copy_within(self.head..self.tail, 0);
+            (self.head, self.tail) = (0, self.tail - self.head);
+            if self.tail + READ_BYTES > self.queue.len() {
+                self.queue.resize(self.tail + READ_BYTES, 0);
+            }
         }
-        let at = self.queue.len();
-        self.queue.resize(at + READ_BYTES, 0);
+        let at = self.tail;
         // A read error ends the client's input too: nothing more can come.
-        let room = self.queue.get_mut(at..).unwrap_or_default();
+        let room = self.queue.get_mut(at..at + READ_BYTES).unwrap_or_default();
         let read = fds::read_waiting(&self.input, room).unwrap_or_default();
-        self.queue.truncate(at + read);
         if read == 0 {
             self.ended = true;
             return Ok(());
         }
-        let bytes = self.queue.get(at..).unwrap_or_default();
+        self.tail = at + read;
+        let bytes = self.queue.get(at..self.tail).unwrap_or_default();
         if let Some((lines, pending)) = &mut self.client {
             let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
             lines.feed(bytes, |info| pending.handle_client(info));
         }
         if self.wedged {
             self.stdin.count_undelivered(read as u64);
-            self.queue.truncate(at);
+            self.tail = at;
         }
         Ok(())
     }
