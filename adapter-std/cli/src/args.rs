@@ -55,12 +55,19 @@ macro_rules! stdio_after_help {
         "\
 `stdio` stands between an MCP host and a stdio server: this program's stdin
 goes to PROGRAM's stdin and PROGRAM's stdout to this program's stdout, byte
-for byte, as soon as they arrive. PROGRAM's stderr is captured within the
-budgets and, unless --forward-stderr, never written anywhere while it runs.
-The end of this program's stdin closes PROGRAM's stdin; it then has
+for byte, as soon as they arrive, whatever they are (pipes, sockets, files,
+terminals, /dev/null). PROGRAM's stderr is captured within the budgets and,
+unless --forward-stderr, never written anywhere while it runs. The end of
+this program's stdin closes PROGRAM's stdin; it then has
 --stdin-close-grace-ms to exit before its group gets TERM, the grace, KILL.
-SIGINT, SIGTERM and SIGHUP run the same sequence. At the end the call record
-and `stderr_excerpt` are written as one line of JSON to --record FILE
+SIGINT, SIGTERM and SIGHUP run the same sequence. A PROGRAM that stops
+reading does not hold it up: once it has taken nothing for 250 ms with the
+queue full (4 MiB) or the client gone, what it did not take is dropped and
+counted (`stdin_bytes_undelivered`). With --mcp, only whole JSON-RPC
+messages reach stdout, and requests still pending when PROGRAM exits (or
+cannot start) are answered with a JSON-RPC error (code -32000) carrying its
+exit status and stderr excerpt. At the end the call record and
+`stderr_excerpt` are written as one line of JSON to --record FILE
 (appended), or else to this program's stderr.
 
 Exit status of `stdio`: PROGRAM's exit code; 128+N if signal N ended it;
@@ -380,9 +387,11 @@ impl AuditFlags {
 /// The flags and the program of `spillguard stdio`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct StdioArgs {
-    /// Keep stdout protocol-only: a line that is not a JSON object is not
-    /// forwarded but goes to the stderr capture (counted in the record as
-    /// `stdout_lines_diverted` and `stdout_bytes_diverted`)
+    /// Keep stdout protocol-only: a line that is not exactly one JSON-RPC
+    /// message is not forwarded but goes to the stderr capture (counted in
+    /// the record as `stdout_lines_diverted` and `stdout_bytes_diverted`);
+    /// requests left unanswered when PROGRAM ends get an error with its
+    /// exit status and stderr excerpt
     #[arg(long)]
     pub mcp: bool,
     /// Copy PROGRAM's stderr to this program's stderr, never blocking:

@@ -256,8 +256,19 @@ impl Members {
     };
 }
 
-/// An incremental validator of one line as one JSON-RPC message: see the
-/// [module docs](self).
+/// An incremental validator of one line as one JSON-RPC message.
+///
+/// Fed the bytes of one line in any number of pieces (never the `\n` that
+/// ends it), it says at the end whether they were exactly one JSON object
+/// with `"jsonrpc": "2.0"` (RFC 8259's grammar byte by byte: strings with
+/// their escapes and no raw control characters, numbers, literals, at most
+/// [`MAX_DEPTH`] nested containers, only whitespace after the object), and
+/// what the message is ([`MessageInfo`]). It keeps no copy of the line:
+/// its state is the grammar's position, one bit per open container and a
+/// few short [`RawValue`]s; feeding allocates nothing once the container
+/// stack has grown to the line's depth. UTF-8 is left to the caller, which
+/// holds the line ([`saw_non_ascii`](Self::saw_non_ascii)); member names
+/// are compared as written, so a name spelt with escapes is not the member.
 ///
 /// ```
 /// use spillguard_core::{MessageKind, MessageScanner};
