@@ -766,7 +766,9 @@ mod tests {
             Config::from_toml_str("[helper_output]\nredact_extra_patterns = [\"corp-[0-9]{4}\"]\n")
                 .unwrap();
         assert_eq!(c.redact_extra_patterns.extra_patterns(), ["corp-[0-9]{4}"]);
-        let out = c.redact_extra_patterns.redact("id corp-1234 password=x");
+        let out = c
+            .redact_extra_patterns
+            .redact("id corp-1234 password=x7Kp2q");
         assert_eq!(
             out.text,
             "id [redacted: extra-0] password=[redacted: password-assignment]"

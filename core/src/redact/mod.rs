@@ -309,6 +309,10 @@ impl Redactor {
                 first_key_begin.get_or_insert(m.start());
             }
             let (mut start, mut end) = (m.start(), m.end());
+            if pid < BUILTIN_RULES.len() {
+                // The escape or terminal sequence before the secret stays.
+                start += rules::boundary_len(&hay[start..end]);
+            }
             match &c.secrets[pid] {
                 SecretIn::Builtin(secret) => {
                     let (from, to) = secret.find(&hay[start..end]);

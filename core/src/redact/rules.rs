@@ -41,6 +41,14 @@ pub(crate) enum Secret {
     SlackPath,
     /// The body between a key block's armour lines.
     KeyBody,
+    /// A flag's value, at the end of the match (inside its quotes, when
+    /// quoted); taken unless it is a placeholder or shell syntax
+    /// ([`plausible`], blanks allowed).
+    FlagValue,
+    /// What follows the last `-p` of the match (`mysql -pSECRET`).
+    DashP,
+    /// The password of the `user:password` word that ends the match.
+    UserPassword,
 }
 
 impl Secret {
@@ -62,9 +70,16 @@ impl Secret {
                 while m.get(start).is_some_and(blank) {
                     start += 1;
                 }
-                match m.get(start) {
+                let (from, to) = match m.get(start) {
                     Some(&q @ (b'"' | b'\'')) if len > start + 1 && m[len - 1] == q => {
                         (start + 1, len - 1)
+                    }
+                    Some(b'\\')
+                        if m[start..].starts_with(b"\\\"")
+                            && len >= start + 4
+                            && m.ends_with(b"\\\"") =>
+                    {
+                        (start + 2, len - 2)
                     }
                     Some(b'{' | b'[') => (start, start),
                     _ if is_literal(&m[start..]) => (start, start),
@@ -72,7 +87,68 @@ impl Secret {
                         start,
                         start + number_len(&m[start..]).unwrap_or(len - start),
                     ),
+                };
+                if looks_secret(&m[from..to]) {
+                    (from, to)
+                } else {
+                    (from, from)
                 }
+            }
+            Secret::FlagValue => {
+                let (from, to) = match m.last() {
+                    Some(&q @ (b'"' | b'\'')) => {
+                        let open = m[..len - 1].iter().rposition(|&b| b == q);
+                        open.map_or((len, len), |open| (open + 1, len - 1))
+                    }
+                    _ => {
+                        // After the flag's name and its `=` or blanks.
+                        let name = find(m, b"--").unwrap_or(0);
+                        let mut from = m[name..]
+                            .iter()
+                            .position(|&b| b == b'=' || b == b' ' || b == b'\t')
+                            .map_or(len, |i| name + i + 1);
+                        while m.get(from).is_some_and(|&b| b == b' ' || b == b'\t') {
+                            from += 1;
+                        }
+                        (from.min(len), len)
+                    }
+                };
+                // A flag's position says it is the credential: a blank
+                // inside its quotes is part of it.
+                if plausible(&m[from..to], true) {
+                    (from, to)
+                } else {
+                    (from, from)
+                }
+            }
+            Secret::DashP => {
+                let from = m
+                    .windows(2)
+                    .rposition(|w| w == b"-p")
+                    .map_or(len, |i| i + 2);
+                let to = if m.last() == Some(&b'\'') {
+                    len - 1
+                } else {
+                    len
+                };
+                (from.min(to), to)
+            }
+            Secret::UserPassword => {
+                let (word, to) = if m.last() == Some(&b'\'') {
+                    let open = m[..len - 1].iter().rposition(|&b| b == b'\'');
+                    (open.map_or(len, |i| i + 1), len - 1)
+                } else {
+                    let word = m
+                        .iter()
+                        .rposition(|&b| matches!(b, b'=' | b'"') || b.is_ascii_whitespace())
+                        .map_or(0, |i| i + 1);
+                    (word, len)
+                };
+                let from = m[word.min(to)..to]
+                    .iter()
+                    .position(|&b| b == b':')
+                    .map_or(to, |i| word + i + 1);
+                (from, to)
             }
             Secret::UrlPassword => {
                 let after_scheme = find(m, b"://").map_or(0, |i| i + 3);
@@ -132,8 +208,140 @@ fn is_literal(value: &[u8]) -> bool {
         .any(|literal| value.eq_ignore_ascii_case(literal))
 }
 
+/// The shortest value an assignment rule takes as a secret.
+pub(crate) const MIN_SECRET_BYTES: usize = 6;
+
+/// The least Shannon entropy, in bits per byte over the value's own byte
+/// frequencies, of a value an assignment rule takes as a secret: `hunter2`
+/// has 2.81, `abc123` 2.58, `aaaa1111` 1.0.
+pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
+
+/// Whether a value after a credential key (`password=`, `"token": `,
+/// `X-Api-Key:`) looks like a secret, so that ordinary words and shell
+/// syntax are never hidden:
+///
+/// * it is [`plausible`] (no blank, no shell or expansion syntax, not a
+///   placeholder);
+/// * it is not a word: letters only with no change of case after the first
+///   (`expired`, `Permission`, `INVALID`; `hUnTeR` is no word);
+/// * it has at least [`MIN_SECRET_BYTES`] bytes and at least
+///   [`MIN_SECRET_ENTROPY`] bits of entropy per byte.
+pub(crate) fn looks_secret(value: &[u8]) -> bool {
+    if !plausible(value, false) {
+        return false;
+    }
+    let letters = value.iter().all(u8::is_ascii_alphabetic);
+    let word = letters
+        && (value[1..].iter().all(u8::is_ascii_lowercase)
+            || value.iter().all(u8::is_ascii_uppercase));
+    !word && value.len() >= MIN_SECRET_BYTES && entropy(value) >= MIN_SECRET_ENTROPY
+}
+
+/// Whether a value could be a secret at all: not empty, no whitespace
+/// (unless `blanks`), no shell or expansion syntax (`$ ( ) \` ; | < > & { }`: a command, a
+/// variable or a template, shown as it is so that a redaction never hides
+/// what runs), and not a placeholder (`null`, `none`, `nil`, `true`,
+/// `false`, `undefined`, `empty`, `unset`, `redacted`, `hidden`, `n/a`,
+/// one character repeated as in `****`, `[...]`, `%s`).
+pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
+    const SHELL: &[u8] = b"$()`;|<>&{}";
+    const PLACEHOLDERS: &[&[u8]] = &[
+        b"null",
+        b"none",
+        b"nil",
+        b"true",
+        b"false",
+        b"undefined",
+        b"empty",
+        b"unset",
+        b"redacted",
+        b"hidden",
+        b"n/a",
+    ];
+    let Some(&first) = value.first() else {
+        return false;
+    };
+    let syntax = value
+        .iter()
+        .any(|b| (!blanks && b.is_ascii_whitespace()) || SHELL.contains(b));
+    let placeholder = PLACEHOLDERS.iter().any(|p| value.eq_ignore_ascii_case(p))
+        || value.iter().all(|&b| b == first)
+        || (first == b'[' && value.last() == Some(&b']'))
+        || first == b'%';
+    !(syntax || placeholder)
+}
+
+/// The Shannon entropy of `value`'s bytes, in bits per byte.
+fn entropy(value: &[u8]) -> f64 {
+    let mut counts = [0_u32; 256];
+    for &b in value {
+        counts[usize::from(b)] += 1;
+    }
+    let n = value.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Where a secret may begin: a word boundary, or right after what real
+/// output puts before a word without a blank: a JSON or C escape (`\n`,
+/// `\t`, `\r`, `\b`, `\f`, `\"`, `\\`, `\/`, `\uXXXX`), an ANSI CSI
+/// sequence (`ESC [ … final byte`: colours, cursor moves; also written
+/// into a JSON string as `\u001b[…`) or an OSC
+/// sequence (`ESC ] … BEL` or `ESC ] … ESC \\`: titles, hyperlinks). The
+/// escape or sequence is matched, and skipped before the secret is looked
+/// for ([`boundary_len`]). A carriage return is a boundary already.
+macro_rules! start {
+    () => {
+        concat!("(?:", sequence!(), r#"|\b)"#)
+    };
+}
+
+/// The escapes and terminal sequences of `start!`, without the boundary.
+macro_rules! sequence {
+    () => {
+        r#"\\u001[bB]\[[0-?]*[ -/]*[@-~]|\\(?:[nrtbf"\\/]|u[0-9A-Fa-f]{4})|\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)"#
+    };
+}
+
+/// The bytes of the escape or terminal sequence a match of a rule begins
+/// with (see `start!`), or 0.
+pub(crate) fn boundary_len(m: &[u8]) -> usize {
+    if m.len() > 7 && m[..7].eq_ignore_ascii_case(b"\\u001b[") {
+        // A colour written into a JSON string: `\u001b[31m`.
+        return m[7..]
+            .iter()
+            .position(|b| (0x40..=0x7e).contains(b))
+            .map_or(m.len(), |i| i + 8);
+    }
+    match m {
+        [b'\\', b'u', ..] => 6.min(m.len()),
+        [b'\\', _, ..] => 2,
+        [0x1b, b'[', rest @ ..] => rest
+            .iter()
+            .position(|b| (0x40..=0x7e).contains(b))
+            .map_or(m.len(), |i| i + 3),
+        [0x1b, b']', rest @ ..] => rest
+            .windows(2)
+            .enumerate()
+            .find_map(|(i, w)| match w {
+                [0x07, _] => Some(i + 3),
+                [0x1b, b'\\'] => Some(i + 4),
+                _ => None,
+            })
+            .or_else(|| (rest.last() == Some(&0x07)).then_some(m.len()))
+            .unwrap_or(m.len()),
+        _ => 0,
+    }
 }
 
 /// Characters of a token value in a header or after a scheme.
@@ -143,19 +351,37 @@ macro_rules! token {
     };
 }
 
-/// A value after `=` or `:`: double-quoted (to the closing quote),
-/// single-quoted, or bare (to whitespace, a quote, `,`, `;` or `&`).
+/// A value after `=` or `:`: double-quoted (to the closing quote), quoted
+/// with JSON-escaped quotes (`\"value\"`, inside a JSON string),
+/// single-quoted, or bare (to whitespace, a quote, a backslash, `,`, `;`,
+/// `&`, `<` or `>`).
 macro_rules! value {
     () => {
-        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|'([^'\r\n]*)'|([^\s"'\\,;&<>]+))"#
+        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|([^\s"'\\,;&<>]+))"#
+    };
+}
+
+/// What may stand right before a flag: the start, a blank, a quote, `=`,
+/// or an escape or terminal sequence as in `start!`.
+macro_rules! flag_start {
+    () => {
+        concat!(r#"(?:^|[\s'"=]|"#, sequence!(), ")")
+    };
+}
+
+/// A flag's value: single-quoted, double-quoted, or bare (to whitespace, a
+/// quote, a backslash or shell syntax).
+macro_rules! flag_value {
+    () => {
+        r#"(?:'([^'\r\n]*)'|"((?:[^"\\\r\n]|\\.)*)"|([^\s"'\\;&|<>]+))"#
     };
 }
 
 /// An optional quote after a key and the separator, as in `key=`,
-/// `key: `, `"key": ` and `'key' => `.
+/// `key: `, `"key": `, `'key' => ` and, inside a JSON string, `\"key\": `.
 macro_rules! assign {
     () => {
-        r#"["']?[ \t]*(?:[:=]|=>)[ \t]*"#
+        r#"(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*"#
     };
 }
 
@@ -191,11 +417,14 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: "bearer-token",
         pattern: concat!(
-            r#"(?i:\b(?:proxy-)?authorization)"#,
+            start!(),
+            r#"(?i:(?:proxy-)?authorization)"#,
             assign!(),
-            r#"["']?(?i:bearer)[ \t]+("#,
+            r#"(?:\\?["'])?(?i:bearer)[ \t]+("#,
             token!(),
-            r#"+=*)|\b[Bb]earer[ \t]+("#,
+            r#"+=*)|"#,
+            start!(),
+            r#"[Bb]earer[ \t]+("#,
             token!(),
             r#"{8,}=*)"#
         ),
@@ -204,9 +433,10 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: "authorization-header",
         pattern: concat!(
-            r#"(?i:\b(?:proxy-)?authorization)"#,
+            start!(),
+            r#"(?i:(?:proxy-)?authorization)"#,
             assign!(),
-            r#"["']?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?("#,
+            r#"(?:\\?["'])?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?("#,
             token!(),
             r#"+=*)"#
         ),
@@ -215,7 +445,8 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: "api-key-header",
         pattern: concat!(
-            r#"(?i:\b(?:x-[a-z0-9\-]*(?:api-?key|token|secret|auth)[a-z0-9\-]*|api-key|private-token))"#,
+            start!(),
+            r#"(?i:(?:x-[a-z0-9\-]*(?:api-?key|token|secret|auth)[a-z0-9\-]*|api-key|private-token))"#,
             r#"["']?[ \t]*:[ \t]*"#,
             value!()
         ),
@@ -223,13 +454,17 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "aws-access-key-id",
-        pattern: r#"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"#,
+        pattern: concat!(
+            start!(),
+            r#"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "aws-secret-access-key",
         pattern: concat!(
-            r#"(?i:\b[a-z0-9_]*(?:secret_?access_?key|session_?token))"#,
+            start!(),
+            r#"(?i:[a-z0-9_]*(?:secret_?access_?key|session_?token))"#,
             assign!(),
             value!()
         ),
@@ -237,87 +472,105 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "github-token",
-        pattern: r#"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"#,
+        pattern: concat!(
+            start!(),
+            r#"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "gitlab-token",
-        pattern: r#"\bgl(?:pat|dt|rt|ptt|soat|cbt)-[A-Za-z0-9_\-]{20,}"#,
+        pattern: concat!(
+            start!(),
+            r#"gl(?:pat|dt|rt|ptt|soat|cbt)-[A-Za-z0-9_\-]{20,}"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "slack-webhook",
-        pattern: r#"\bhttps://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9/_+\-]{8,})"#,
+        pattern: concat!(
+            start!(),
+            r#"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9/_+\-]{8,})"#
+        ),
         secret: Secret::SlackPath,
     },
     BuiltinRule {
         name: "slack-token",
-        pattern: r#"\bxox[abposre]-[A-Za-z0-9\-]{10,}|\bxapp-[0-9]-[A-Za-z0-9\-]{10,}"#,
+        pattern: concat!(
+            start!(),
+            r#"(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "stripe-key",
-        pattern: r#"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"#,
+        pattern: concat!(start!(), r#"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "google-api-key",
-        pattern: r#"\bAIza[0-9A-Za-z_\-]{35}"#,
+        pattern: concat!(start!(), r#"AIza[0-9A-Za-z_\-]{35}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "anthropic-key",
-        pattern: r#"\bsk-ant-[A-Za-z0-9_\-]{20,}"#,
+        pattern: concat!(start!(), r#"sk-ant-[A-Za-z0-9_\-]{20,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "openai-key",
-        pattern: r#"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"#,
+        pattern: concat!(
+            start!(),
+            r#"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "npm-token",
-        pattern: r#"\bnpm_[A-Za-z0-9]{36}"#,
+        pattern: concat!(start!(), r#"npm_[A-Za-z0-9]{36}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "pypi-token",
-        pattern: r#"\bpypi-[A-Za-z0-9_\-]{50,}"#,
+        pattern: concat!(start!(), r#"pypi-[A-Za-z0-9_\-]{50,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "jwt",
-        pattern: r#"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"#,
+        pattern: concat!(
+            start!(),
+            r#"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"#
+        ),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "sendgrid-key",
-        pattern: r#"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"#,
+        pattern: concat!(start!(), r#"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "digitalocean-token",
-        pattern: r#"\bdo[por]_v1_[a-f0-9]{64}"#,
+        pattern: concat!(start!(), r#"do[por]_v1_[a-f0-9]{64}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "vault-token",
-        pattern: r#"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}"#,
+        pattern: concat!(start!(), r#"hv[sbr]\.[A-Za-z0-9_\-]{20,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "shopify-token",
-        pattern: r#"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"#,
+        pattern: concat!(start!(), r#"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "huggingface-token",
-        pattern: r#"\b(?:hf|api_org)_[A-Za-z0-9]{30,}"#,
+        pattern: concat!(start!(), r#"(?:hf|api_org)_[A-Za-z0-9]{30,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "twilio-key",
-        pattern: r#"\b(?:AC|SK)[0-9a-f]{32}\b"#,
+        pattern: concat!(start!(), r#"(?:AC|SK)[0-9a-f]{32}\b"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
@@ -327,19 +580,60 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "azure-storage-key",
-        pattern: r#"(?i:\b(?:AccountKey|SharedAccessKey))=([A-Za-z0-9+/]+=*)"#,
+        pattern: concat!(
+            start!(),
+            r#"(?i:(?:AccountKey|SharedAccessKey))=([A-Za-z0-9+/]+=*)"#
+        ),
         secret: Secret::Value,
     },
     BuiltinRule {
         name: "url-userinfo",
         // scheme://user:PASSWORD@host: the password goes, user and host stay.
-        pattern: r#"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@"'<>\[\]]*:([^\s/?#"'<>]+)@"#,
+        pattern: concat!(
+            start!(),
+            r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@"'<>\[\]]*:([^\s/?#"'<>]+)@"#
+        ),
         secret: Secret::UrlPassword,
+    },
+    BuiltinRule {
+        name: "flag-argument",
+        // `--password X`, `--token=X`, `--api-key 'X'`, …: the value of a
+        // flag that takes a credential.
+        pattern: concat!(
+            flag_start!(),
+            r#"(?i:--(?:password|passwd|pass|passphrase|token|auth-token|access-token|api-key|apikey|secret|client-secret))"#,
+            r#"(?:=|[ \t]+)"#,
+            flag_value!()
+        ),
+        secret: Secret::FlagValue,
+    },
+    BuiltinRule {
+        name: "mysql-password",
+        // `mysql -pSECRET`: the MySQL and MariaDB clients take a password
+        // glued to `-p` (later arguments of the same command line).
+        pattern: concat!(
+            start!(),
+            r#"(?:mysql|mariadb|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb-dump)\b[^\r\n;|&]*?(?:[\s"]-p([^\s'"]+)|'-p([^'\r\n]+)')"#
+        ),
+        secret: Secret::DashP,
+    },
+    BuiltinRule {
+        name: "user-password-flag",
+        // `curl -u user:SECRET`, `--user user:SECRET`, `--user=user:SECRET`.
+        pattern: concat!(
+            r#"(?:"#,
+            start!(),
+            r#"curl\b[^\r\n;|&]*?[\s'"]-u|"#,
+            flag_start!(),
+            r#"--user)(?:=|[ \t]+)(?:'[^'\s:]*:([^'\r\n]+)'|"?[^\s:'"]*:([^\s'"]+))"#
+        ),
+        secret: Secret::UserPassword,
     },
     BuiltinRule {
         name: "password-assignment",
         pattern: concat!(
-            r#"(?i:\b[a-z0-9_.\-]*(?:password|passwd|passphrase))"#,
+            start!(),
+            r#"(?i:[a-z0-9_.\-]*(?:password|passwd|passphrase))"#,
             assign!(),
             value!()
         ),
@@ -348,7 +642,8 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: "api-key-assignment",
         pattern: concat!(
-            r#"(?i:\b[a-z0-9_.\-]*(?:api[_\-]?key|access_?key|access_?key_?id))"#,
+            start!(),
+            r#"(?i:[a-z0-9_.\-]*(?:api[_\-]?key|access_?key|access_?key_?id))"#,
             assign!(),
             value!()
         ),
@@ -357,7 +652,8 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: "secret-assignment",
         pattern: concat!(
-            r#"(?i:\b[a-z0-9_.\-]*secret(?:_?key)?)"#,
+            start!(),
+            r#"(?i:[a-z0-9_.\-]*secret(?:_?key)?)"#,
             assign!(),
             value!()
         ),
@@ -365,7 +661,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "token-assignment",
-        pattern: concat!(r#"(?i:\b[a-z0-9_.\-]*token)"#, assign!(), value!()),
+        pattern: concat!(start!(), r#"(?i:[a-z0-9_.\-]*token)"#, assign!(), value!()),
         secret: Secret::Value,
     },
 ];

@@ -29,7 +29,7 @@ fn r(rule: &str) -> String {
 #[test]
 fn every_builtin_rule_is_tested_here() {
     let names: Vec<&str> = Redactor::builtin_rule_names().collect();
-    assert_eq!(names.len(), 30);
+    assert_eq!(names.len(), 33);
     let source = include_str!("tests.rs");
     for name in names {
         assert!(
@@ -437,7 +437,7 @@ fn rule_password_assignment() {
     );
     check(
         "password-assignment",
-        "{\"user\": \"bob\", \"password\": \"correct horse battery\"}",
+        "{\"user\": \"bob\", \"password\": \"c0rrect-H0rse\"}",
         &format!(
             "{{\"user\": \"bob\", \"password\": \"{}\"}}",
             r("password-assignment")
@@ -445,7 +445,7 @@ fn rule_password_assignment() {
     );
     check(
         "password-assignment",
-        "DB_PASSWORD='x y'",
+        "DB_PASSWORD='x7#y2Q'",
         &format!("DB_PASSWORD='{}'", r("password-assignment")),
     );
     check(
@@ -453,9 +453,160 @@ fn rule_password_assignment() {
         "passwd: abc123",
         &format!("passwd: {}", r("password-assignment")),
     );
+    // Inside a JSON string, with its escaped quotes.
+    check(
+        "password-assignment",
+        r#"{"msg":"login {\"password\":\"Q7x9hunter2\"} failed"}"#,
+        &format!(
+            r#"{{"msg":"login {{\"password\":\"{}\"}} failed"}}"#,
+            r("password-assignment")
+        ),
+    );
     // An empty value hides nothing and counts nothing.
     let empty = "{\"password\": \"\"}";
     assert_eq!(Redactor::builtin().redact(empty).counts.total(), 0);
+}
+
+/// What follows a credential key is taken only if it looks like a secret:
+/// ordinary words, placeholders, blanks and shell syntax stay as they are.
+#[test]
+fn assignment_values_that_do_not_look_like_secrets_stay() {
+    for text in [
+        "error: invalid token: expired",
+        "open /etc/passwd: Permission denied",
+        "password: (none)",
+        "password: <your password here>",
+        "password=${DB_PASSWORD}",
+        "password=****",
+        "password: null",
+        "token: none",
+        "token=true",
+        "password: missing",
+        "token: INVALID",
+        "\"password\": \"correct horse battery\"",
+        "export API_TOKEN=$(touch${IFS}pwned;echo${IFS}x)",
+        "api_key=`cat key.txt`",
+        "secret=a|b",
+        "max_tokens: 4096",
+        "token: 12345",
+        "password=aaaa1111",
+        "password=%s",
+        "token: [hidden]",
+        "password='{{ vault_password }}'",
+    ] {
+        let out = Redactor::builtin().redact(text);
+        assert_eq!(out.text, text, "{text}");
+        assert_eq!(out.counts.total(), 0, "{text}");
+    }
+    // These do look like secrets.
+    for (text, shown) in [
+        ("token: hUnTeR", "token: [redacted: token-assignment]"),
+        (
+            "password=123456",
+            "password=[redacted: password-assignment]",
+        ),
+        (
+            "secret: 9f86d081884c",
+            "secret: [redacted: secret-assignment]",
+        ),
+    ] {
+        assert_eq!(Redactor::builtin().redact(text).text, shown, "{text}");
+    }
+}
+
+#[test]
+fn rule_flag_argument() {
+    for (flag, value) in [
+        ("--password", "hunter2"),
+        ("--token", "abc"),
+        ("--api-key", "k1"),
+        ("--secret", "s3"),
+        ("--client-secret", "xyz"),
+    ] {
+        check(
+            "flag-argument",
+            &format!("tool {flag} {value} --verbose"),
+            &format!("tool {flag} {} --verbose", r("flag-argument")),
+        );
+        check(
+            "flag-argument",
+            &format!("tool {flag}={value} --verbose"),
+            &format!("tool {flag}={} --verbose", r("flag-argument")),
+        );
+    }
+    check(
+        "flag-argument",
+        "deploy --token=dG9rZW4x== now",
+        &format!("deploy --token={} now", r("flag-argument")),
+    );
+    check(
+        "flag-argument",
+        "deploy --token 'a b c' now",
+        &format!("deploy --token '{}' now", r("flag-argument")),
+    );
+    // Shell syntax and placeholders are shown, as everywhere.
+    for text in [
+        "deploy --token $(cat t) now",
+        "deploy --password '****'",
+        "x --token-file /t",
+    ] {
+        assert_eq!(Redactor::builtin().redact(text).text, text);
+    }
+}
+
+#[test]
+fn rule_mysql_password() {
+    check(
+        "mysql-password",
+        "mysql -u root -phunter2 -h db app",
+        &format!("mysql -u root -p{} -h db app", r("mysql-password")),
+    );
+    check(
+        "mysql-password",
+        "mariadb-dump --single-transaction '-px y' app",
+        &format!(
+            "mariadb-dump --single-transaction '-p{}' app",
+            r("mysql-password")
+        ),
+    );
+    // `-p` alone prompts; `-P` is the port; other programs are left alone.
+    for text in [
+        "mysql -u root -p app",
+        "mysql -P3306 app",
+        "grep -pattern file",
+    ] {
+        assert_eq!(Redactor::builtin().redact(text).counts.total(), 0, "{text}");
+    }
+}
+
+#[test]
+fn rule_user_password_flag() {
+    check(
+        "user-password-flag",
+        "curl -sS -u admin:s3cr3t https://api.example/v1",
+        &format!(
+            "curl -sS -u admin:{} https://api.example/v1",
+            r("user-password-flag")
+        ),
+    );
+    check(
+        "user-password-flag",
+        "wget --user=admin:s3cr3t https://x",
+        &format!("wget --user=admin:{} https://x", r("user-password-flag")),
+    );
+    check(
+        "user-password-flag",
+        "http --user 'admin:p w' https://x",
+        &format!("http --user 'admin:{}' https://x", r("user-password-flag")),
+    );
+    // No password given: nothing to hide.
+    assert_eq!(
+        Redactor::builtin()
+            .redact("curl -u admin https://x")
+            .counts
+            .total(),
+        0
+    );
 }
 
 #[test]
@@ -475,7 +626,7 @@ fn rule_api_key_assignment() {
     }
     check(
         "api-key-assignment",
-        "\"api_key\": \"k-123\"",
+        "\"api_key\": \"k-12345\"",
         &format!("\"api_key\": \"{}\"", r("api-key-assignment")),
     );
 }
@@ -489,7 +640,7 @@ fn rule_secret_assignment() {
     );
     check(
         "secret-assignment",
-        "\"secret\": \"shh\"",
+        "\"secret\": \"shh-42x\"",
         &format!("\"secret\": \"{}\"", r("secret-assignment")),
     );
 }
@@ -503,7 +654,7 @@ fn rule_token_assignment() {
     );
     check(
         "token-assignment",
-        "{\"refresh_token\": \"r-1\"}",
+        "{\"refresh_token\": \"r-1x2y3z\"}",
         &format!("{{\"refresh_token\": \"{}\"}}", r("token-assignment")),
     );
 }
@@ -511,7 +662,7 @@ fn rule_token_assignment() {
 #[test]
 fn several_secrets_are_counted_per_rule() {
     let input = format!(
-        "password=a1 password=b2\nAuthorization: Bearer t0k3n\nghp_{}\n",
+        "password=a1b2c3 password=b2c3d4\nAuthorization: Bearer t0k3n\nghp_{}\n",
         fill(ALNUM, 36)
     );
     let out = Redactor::builtin().redact(&input);
@@ -530,7 +681,7 @@ fn several_secrets_are_counted_per_rule() {
 #[test]
 fn extra_patterns_add_rules_after_the_builtin_ones() {
     let redactor = Redactor::with_extra_patterns(["corp-[0-9]{4}", "pin: ([0-9]+)"]).unwrap();
-    let out = redactor.redact("id corp-1234, pin: 9876, password=x\n");
+    let out = redactor.redact("id corp-1234, pin: 9876, password=x7Kp2q\n");
     assert_eq!(
         out.text,
         format!(
@@ -545,7 +696,7 @@ fn extra_patterns_add_rules_after_the_builtin_ones() {
         redactor.extra_patterns(),
         ["corp-[0-9]{4}", "pin: ([0-9]+)"]
     );
-    assert_eq!(redactor.rule_names().count(), 32);
+    assert_eq!(redactor.rule_names().count(), 35);
     assert_ne!(redactor, Redactor::builtin());
 }
 
@@ -677,7 +828,7 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
 /// number may be (a PIN, a one-time code).
 #[test]
 fn json_literals_after_a_credential_key_are_left_alone() {
-    let text = r#"{"next_token":null,"has_password":false,"Token": TRUE,"token":{"a":1},"api_key":[1],"password":"hunter2","refresh_token":123,"x":{"token":null}}"#;
+    let text = r#"{"next_token":null,"has_password":false,"Token": TRUE,"token":{"a":1},"api_key":[1],"password":"hunter2","refresh_token":123456,"x":{"token":null}}"#;
     let out = Redactor::builtin().redact(text);
     assert_eq!(
         out.text,
