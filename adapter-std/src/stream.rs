@@ -22,11 +22,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::{Arc, Condvar};
 
-use rustix::event::{PollFd, PollFlags};
-use rustix::fs::FileType;
+use rustix::event::PollFlags;
 #[cfg(target_os = "linux")]
 use rustix::pipe::SpliceFlags;
 use spillguard_core::{ProtocolLine, StdoutLineGuard};
+use spillguard_kit::os::{is_pipe, poll, write_all_waiting};
 use spillguard_kit::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 
 use crate::owner::Reply;
@@ -40,12 +40,6 @@ pub(crate) type Raw = Handout<Arc<ChildStdin>, ChildStdout>;
 /// Bytes per copy of `splice_from` or `splice_to` between descriptors
 /// that are not both pipes.
 const COPY_BYTES: usize = 64 * 1024;
-
-/// Whether `fd` is a pipe (a FIFO): what `splice(2)` may wait on without
-/// holding another descriptor's lock.
-pub(crate) fn is_pipe(fd: BorrowedFd<'_>) -> bool {
-    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Fifo)
-}
 
 /// The helper's stdin, for a streamed call's caller.
 ///
@@ -124,8 +118,12 @@ impl HelperStdin {
     /// holding the helper's pipe. Made non-blocking
     /// ([`set_nonblocking`](Self::set_nonblocking)), a splice gives
     /// `WouldBlock` when either pipe cannot move a byte now; a copy never
-    /// loses what it read (it waits for the pipe to take it).
+    /// loses what it read (it waits for the pipe to take it; what a
+    /// failed write leaves is counted as `stdin_bytes_undelivered`).
     pub fn splice_from(&mut self, from: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        if max == 0 {
+            return Ok(0);
+        }
         #[cfg(target_os = "linux")]
         if is_pipe(from) {
             let flags = if self.nonblocking {
@@ -138,27 +136,40 @@ impl HelperStdin {
                 .write(|pipe| Ok(rustix::pipe::splice(from, None, &**pipe, None, max, flags)?));
         }
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.resize(max.clamp(1, COPY_BYTES), 0);
+        scratch.resize(max.min(COPY_BYTES), 0);
         let copied = match rustix::io::read(from, &mut scratch) {
-            Ok(read) => self.write_all_waiting(scratch.get(..read).unwrap_or_default()),
+            Ok(read) => self.write_all(scratch.get(..read).unwrap_or_default()),
             Err(errno) => Err(errno.into()),
         };
         self.scratch = scratch;
         copied
     }
 
-    /// Writes all of `bytes`, waiting for room even when non-blocking.
-    fn write_all_waiting(&mut self, mut bytes: &[u8]) -> io::Result<usize> {
+    /// Writes all of `bytes` (waiting for room even when non-blocking);
+    /// what a failure leaves unwritten is counted as undelivered.
+    fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<usize> {
         let total = bytes.len();
         while !bytes.is_empty() {
             match self.write(bytes) {
-                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(0) => {
+                    self.count_undelivered(bytes.len() as u64);
+                    return Err(ErrorKind::WriteZero.into());
+                }
                 Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
                 Err(error) if error.kind() == ErrorKind::WouldBlock => {
-                    self.with_fd(|fd| wait_for(fd, PollFlags::OUT))??;
+                    if let Err(error) = self
+                        .with_fd(|fd| poll([(fd, PollFlags::OUT)], None))
+                        .and_then(|polled| polled)
+                    {
+                        self.count_undelivered(bytes.len() as u64);
+                        return Err(error);
+                    }
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    self.count_undelivered(bytes.len() as u64);
+                    return Err(error);
+                }
             }
         }
         Ok(total)
@@ -217,6 +228,9 @@ impl HelperStdout {
     /// anything else (a socket, a file, a terminal) they are read and
     /// written through a buffer.
     pub fn splice_to(&mut self, to: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        if max == 0 {
+            return Ok(0);
+        }
         #[cfg(target_os = "linux")]
         if is_pipe(to) {
             return self.reader.read(max, |pipe| {
@@ -231,9 +245,9 @@ impl HelperStdout {
             });
         }
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.resize(max.clamp(1, COPY_BYTES), 0);
+        scratch.resize(max.min(COPY_BYTES), 0);
         let copied = self.read(&mut scratch).and_then(|read| {
-            write_all_fd(to, scratch.get(..read).unwrap_or_default())?;
+            write_all_waiting(to, scratch.get(..read).unwrap_or_default())?;
             Ok(read)
         });
         self.scratch = scratch;
@@ -244,31 +258,5 @@ impl HelperStdout {
 impl Read for HelperStdout {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.reader.read(buf.len(), |pipe| pipe.read(buf))
-    }
-}
-
-/// Writes all of `bytes` to `fd`, waiting for room if it is non-blocking.
-fn write_all_fd(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        match rustix::io::write(fd, bytes) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => wait_for(fd, PollFlags::OUT)?,
-            Err(errno) => return Err(errno.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Waits until `fd` is ready for `events` (or hung up, or failed).
-fn wait_for(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<()> {
-    let mut fds = [PollFd::from_borrowed_fd(fd, events)];
-    loop {
-        match rustix::event::poll(&mut fds, None) {
-            Ok(_) => return Ok(()),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(errno) => return Err(errno.into()),
-        }
     }
 }

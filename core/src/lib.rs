@@ -127,8 +127,8 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use jsonrpc::{
-    ClientLines, Diverted, MessageInfo, MessageKind, MessageScanner, PendingRequests, ProtocolLine,
-    RawValue, Segment, ServerGone, StdoutLineGuard,
+    ClientLines, Diverted, InputQueue, MessageInfo, MessageKind, MessageScanner, PendingRequests,
+    ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions};

@@ -61,9 +61,10 @@ unless --forward-stderr, never written anywhere while it runs. The end of
 this program's stdin closes PROGRAM's stdin; it then has
 --stdin-close-grace-ms to exit before its group gets TERM, the grace, KILL.
 SIGINT, SIGTERM and SIGHUP run the same sequence. A PROGRAM that stops
-reading does not hold it up: once it has taken nothing for 250 ms with the
-queue full (4 MiB) or the client gone, what it did not take is dropped and
-counted (`stdin_bytes_undelivered`). With --mcp, only whole JSON-RPC
+reading does not hold it up: once it has taken nothing for 1 s with the
+queue full (4 MiB), or for 250 ms after the client's end, what it did not
+take is dropped and counted (`stdin_bytes_undelivered`; with --mcp whole
+messages only, each request answered with an error). With --mcp, only whole JSON-RPC
 messages reach stdout, and requests still pending when PROGRAM exits (or
 cannot start) are answered with a JSON-RPC error (code -32000) carrying its
 exit status and stderr excerpt. At the end the call record and

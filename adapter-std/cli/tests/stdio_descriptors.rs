@@ -398,7 +398,7 @@ fn a_directory_is_refused_at_the_start_and_a_closed_descriptor_is_dev_null() {
 
 /// A server that never reads its stdin, fed 10 MB: the guard still sees
 /// the client's end, runs the MCP shutdown, and exits within the stdin
-/// close grace + the grace + 0.5 s (+ the stall rule's 250 ms); every
+/// close grace + the grace + 0.5 s of it (+ the stall rule's 1 s); every
 /// byte is either forwarded into the server's pipe or counted as
 /// undelivered. With a server that ignores TERM too, KILL ends it.
 #[test]
@@ -427,7 +427,10 @@ fn a_server_that_stops_reading_is_still_shut_down_at_the_clients_end() {
             .output()
             .unwrap();
         let elapsed = started.elapsed();
-        let limit = Duration::from_millis(grace_in + grace + 500 + 250);
+        // The client (blocked on a full pipe) reaches its end once the
+        // stall rule (1 s with the queue full) makes room; the shutdown
+        // starts there.
+        let limit = Duration::from_millis(1_000 + grace_in + grace + 500);
         assert!(elapsed < limit, "{server}: {elapsed:?} ≥ {limit:?}");
         let r = record_in(&record);
         assert_eq!(r["state"], state, "{server}");
@@ -600,4 +603,167 @@ fn a_server_that_cannot_start_answers_the_first_request_with_why() {
     assert_eq!(line["error"]["data"]["failure"], failure);
     assert_eq!(line["error"]["data"]["exit_status"], Value::Null);
     drop(host_in);
+}
+
+/// A busy server in a live session (it reads nothing for 1.5 s): the
+/// requests beyond the queue's 4 MiB are answered at once as dropped, the
+/// rest reach it whole once it reads, every request gets exactly one
+/// answer, and the bytes dropped are the dropped requests' bytes.
+#[test]
+fn a_busy_server_loses_whole_requests_beyond_the_queue_each_answered_and_recovers() {
+    let record = temp_path("busy.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut child = guard(
+        &["--mcp", "--", "sh", "-c", "sleep 1.5; exec cat"],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    let request = |id: usize| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"blob\":\"{}\"}}}}\n",
+            "z".repeat(200_000)
+        )
+    };
+    let mut host_in = File::from(host_in);
+    let writer = std::thread::spawn(move || {
+        for id in 1..=40 {
+            host_in.write_all(request(id).as_bytes()).unwrap();
+        }
+        host_in
+    });
+    let mut answered = std::collections::BTreeMap::new();
+    let mut buf = Vec::new();
+    let started = Instant::now();
+    while answered.len() < 40 && started.elapsed() < Duration::from_secs(30) {
+        let Ok(chunk) = replies.recv_timeout(Duration::from_secs(30)) else {
+            break;
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            let value: Value = serde_json::from_slice(&line).unwrap();
+            let id = value["id"].as_u64().unwrap();
+            let dropped = value["error"]["data"]["reason"] == "server_not_reading";
+            assert!(
+                answered.insert(id, dropped).is_none(),
+                "id {id} answered twice"
+            );
+        }
+    }
+    let host_in = writer.join().unwrap();
+    drop(host_in);
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "busy"), Some(0));
+    assert_eq!(answered.len(), 40, "{answered:?}");
+    let dropped = answered.values().filter(|d| **d).count() as u64;
+    assert!(dropped > 0 && dropped < 40, "{dropped} of 40 dropped");
+    let bytes = |want: bool| -> u64 {
+        answered
+            .iter()
+            .filter(|(_, dropped)| **dropped == want)
+            .map(|(id, _)| request(*id as usize).len() as u64)
+            .sum()
+    };
+    let r = record_in(&record);
+    assert_eq!(r["stdin_bytes_undelivered"].as_u64(), Some(bytes(true)));
+    assert_eq!(r["stdin_bytes_forwarded"].as_u64(), Some(bytes(false)));
+}
+
+/// A server that exits before the client said anything: the client's
+/// first request, sent later, is still answered with the exit status.
+#[test]
+fn a_server_that_exits_before_the_first_request_answers_it_with_its_status() {
+    let record = temp_path("early-exit.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut child = guard(
+        &[
+            "--mcp",
+            "--",
+            "sh",
+            "-c",
+            "echo 'config missing' >&2; exit 4",
+        ],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut host_in = File::from(host_in);
+    host_in.write_all(REQUEST).unwrap();
+    let mut answers = Vec::new();
+    while let Ok(chunk) = replies.recv_timeout(REPLY_WAIT) {
+        answers.extend_from_slice(&chunk);
+    }
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "early exit"), Some(4));
+    let line: Value = serde_json::from_slice(answers.trim_ascii_end()).unwrap();
+    assert_eq!(line["id"], 1);
+    assert_eq!(
+        line["error"]["message"],
+        "MCP server exited with status 4 before answering"
+    );
+    assert_eq!(line["error"]["data"]["stderr_excerpt"], "config missing\n");
+    let _ = record_in(&record);
+}
+
+/// A server's last message without a newline reaches the client with
+/// one, and answers its request: no error follows for it.
+#[test]
+fn a_last_message_without_its_newline_gets_one() {
+    let record = temp_path("unterminated.jsonl");
+    let (guard_in, host_in) = ends(Kind::Socket, true);
+    let (guard_out, host_out) = ends(Kind::Socket, false);
+    let mut child = guard(
+        &[
+            "--mcp",
+            "--",
+            "sh",
+            "-c",
+            "read line; printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'",
+        ],
+        guard_in.into(),
+        guard_out.into(),
+        &record,
+    );
+    let replies = reader(host_out);
+    let mut host_in = File::from(host_in);
+    host_in.write_all(REQUEST).unwrap();
+    let mut answers = Vec::new();
+    while let Ok(chunk) = replies.recv_timeout(REPLY_WAIT) {
+        answers.extend_from_slice(&chunk);
+    }
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "unterminated"), Some(0));
+    assert_eq!(answers, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+    let r = record_in(&record);
+    assert_eq!(r["stdout_lines_diverted"], 0);
+    drop(host_in);
+}
+
+/// Without `--mcp`, a stdout pipe the host made non-blocking is waited on
+/// (a splice that would block is retried), not taken for an end.
+#[test]
+fn a_non_blocking_stdout_pipe_is_waited_on_without_mcp() {
+    let record = temp_path("nonblocking-pipe.jsonl");
+    let (guard_out, host_out) = ends(Kind::Pipe, false);
+    let flags = rustix::fs::fcntl_getfl(&guard_out).unwrap();
+    rustix::fs::fcntl_setfl(&guard_out, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    let mut child = guard(
+        &["--", "head", "-c", "3000000", "/dev/zero"],
+        Stdio::null(),
+        guard_out.into(),
+        &record,
+    );
+    // Read slowly at first, so that the pipe is full when the guard writes.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut got = Vec::new();
+    File::from(host_out).read_to_end(&mut got).unwrap();
+    assert_eq!(
+        exit_within(&mut child, REPLY_WAIT, "non-blocking pipe"),
+        Some(0)
+    );
+    assert_eq!(got.len(), 3_000_000);
+    assert_eq!(record_in(&record)["stdout_bytes_forwarded"], 3_000_000);
 }

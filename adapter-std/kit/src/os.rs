@@ -87,3 +87,90 @@ mod tests {
         assert_eq!(rustix::pipe::fcntl_getpipe_size(&read).unwrap(), 256 * 1024);
     }
 }
+
+/// Whether `fd` is a pipe (a FIFO): the only kind `splice(2)` may wait on
+/// without holding another descriptor's lock.
+pub fn is_pipe(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    })
+}
+
+/// What `poll(2)` said of one descriptor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ready {
+    /// Bytes (or the end) can be read.
+    pub readable: bool,
+    /// A byte can be written.
+    pub writable: bool,
+    /// The other end is gone, for reading (`POLLHUP`, `POLLRDHUP`) or for
+    /// good (`POLLERR`, `POLLNVAL`).
+    pub hung_up: bool,
+}
+
+impl Ready {
+    fn of(flags: rustix::event::PollFlags) -> Self {
+        use rustix::event::PollFlags;
+        Self {
+            readable: flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::RDHUP),
+            writable: flags.intersects(PollFlags::OUT | PollFlags::ERR),
+            hung_up: flags
+                .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL),
+        }
+    }
+}
+
+/// Waits, at most `timeout` (`None`: for ever), until one of `fds` is
+/// ready for what it was asked; returns what each is. `EINTR` is retried.
+pub fn poll<const N: usize>(
+    fds: [(std::os::fd::BorrowedFd<'_>, rustix::event::PollFlags); N],
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<[Ready; N]> {
+    let mut polled = fds.map(|(fd, events)| rustix::event::PollFd::from_borrowed_fd(fd, events));
+    let timeout = timeout.map(|t| rustix::event::Timespec {
+        tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(t.subsec_nanos()),
+    });
+    loop {
+        match rustix::event::poll(&mut polled, timeout.as_ref()) {
+            Ok(_) => return Ok(polled.each_ref().map(|fd| Ready::of(fd.revents()))),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+}
+
+/// Reads into `buf` from `fd`, waiting (by `poll`) while it is
+/// non-blocking and empty: a descriptor shared with another process may
+/// have been made non-blocking there, and its flags are not changed here.
+pub fn read_waiting(fd: impl AsFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    let fd = fd.as_fd();
+    loop {
+        match rustix::io::read(fd, &mut *buf) {
+            Ok(read) => return Ok(read),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                poll([(fd, rustix::event::PollFlags::IN)], None)?;
+            }
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+}
+
+/// Writes all of `bytes` to `fd`, waiting (by `poll`) while it is
+/// non-blocking and full.
+pub fn write_all_waiting(fd: impl AsFd, mut bytes: &[u8]) -> std::io::Result<()> {
+    let fd = fd.as_fd();
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => bytes = bytes.get(written..).unwrap_or_default(),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                poll([(fd, rustix::event::PollFlags::OUT)], None)?;
+            }
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    Ok(())
+}

@@ -9,11 +9,15 @@
 //! * [`ClientLines`] and [`PendingRequests`] (`pending.rs`): the client's
 //!   requests not answered yet, and the errors that answer them when the
 //!   server is gone ([`ServerGone`]).
+//! * [`InputQueue`] (`queue.rs`): the client's bytes on their way to the
+//!   server, and the rule for a server that stops reading.
 
 mod line_guard;
 mod pending;
+mod queue;
 mod scan;
 
 pub use line_guard::{DEFAULT_MAX_MESSAGE_BYTES, Diverted, ProtocolLine, Segment, StdoutLineGuard};
 pub use pending::{ClientLines, PendingRequests, SERVER_GONE_CODE, ServerGone};
+pub use queue::{InputQueue, QueueEvent, QueueSettings};
 pub use scan::{MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

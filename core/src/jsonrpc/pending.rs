@@ -134,6 +134,23 @@ pub struct ServerGone {
 }
 
 impl ServerGone {
+    /// What a finished call's record and agent excerpt say of its server:
+    /// its exit, its stderr, and, when it could not be spawned, why.
+    pub fn from_record(record: &crate::CallRecord, stderr_excerpt: String) -> Self {
+        Self {
+            exit_status: record.exit_status,
+            exit_signal: record.exit_signal,
+            stderr_excerpt,
+            stderr_bytes_seen: record.stderr_bytes_seen,
+            call_id: record.call_id.clone(),
+            failure: record
+                .spawn_error_kind
+                .is_some()
+                .then(|| record.failure.clone())
+                .flatten(),
+        }
+    }
+
     /// The answer's `message`.
     pub fn message(&self) -> String {
         match (self.exit_status, self.exit_signal, &self.failure) {
@@ -207,6 +224,28 @@ impl PendingRequests {
         {
             self.ids.remove(&id);
         }
+    }
+
+    /// The error line for a request the guard dropped because the server
+    /// stopped reading its input (see [`InputQueue`](crate::InputQueue)),
+    /// if it is pending: it is no longer. Code [`SERVER_GONE_CODE`],
+    /// message `MCP server is not reading its input: the request was
+    /// dropped`, `data` the guard's `call_id` and `"reason":
+    /// "server_not_reading"`.
+    pub fn dropped(&mut self, info: &MessageInfo, call_id: &str) -> Option<Vec<u8>> {
+        let id = info.id?;
+        self.ids.remove(&id)?;
+        let error = serde_json::json!({
+            "code": SERVER_GONE_CODE,
+            "message": "MCP server is not reading its input: the request was dropped",
+            "data": { "call_id": call_id, "reason": "server_not_reading" },
+        });
+        let mut out = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(b",\"error\":");
+        out.extend_from_slice(error.to_string().as_bytes());
+        out.extend_from_slice(b"}\n");
+        Some(out)
     }
 
     /// One JSON-RPC error line per pending request, oldest first (code

@@ -13,6 +13,10 @@
 //! What it checks is RFC 8259's grammar, byte for byte: strings (escapes,
 //! no raw control characters), numbers, `true`/`false`/`null`, nesting up
 //! to [`MAX_DEPTH`] containers, nothing but whitespace after the object.
+//! Where parsers differ it takes the grammar's side: a `\uD800` escape
+//! alone (which JavaScript's `JSON.parse` accepts and serde_json refuses)
+//! passes, and so does nesting deeper than serde_json's default limit of
+//! 128 (up to 1024).
 //! UTF-8 is left to the caller, which holds the line (see
 //! [`MessageScanner::saw_non_ascii`]); member names are compared as
 //! written, so a name spelt with escapes (`"json\u0072pc"`) is not the
@@ -89,7 +93,8 @@ impl std::fmt::Debug for RawValue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MessageKind {
-    /// It has a `method` and an `id`: the peer waits for an answer.
+    /// It has a `method` and an `id` (of any value, `null` included): the
+    /// peer waits for an answer.
     Request,
     /// It has a `method` and no `id`.
     Notification,
@@ -105,8 +110,10 @@ pub enum MessageKind {
 pub struct MessageInfo {
     /// What the message is.
     pub kind: MessageKind,
-    /// Its `id`, when it has one that is a string or a number of at most
-    /// [`RawValue::CAPACITY`] bytes (`null` is no id).
+    /// Its `id`, when it is a string or a number of at most
+    /// [`RawValue::CAPACITY`] bytes (`null`, an object, an array or a longer
+    /// one: `None`, the request is not tracked). Compared as the message
+    /// spells it: a peer that writes `1.0` back for `1` answers another id.
     pub id: Option<RawValue>,
     /// Its `method`, with the quotes, when short enough.
     pub method: Option<RawValue>,
@@ -241,6 +248,8 @@ struct Members {
     id: Option<RawValue>,
     method: Option<RawValue>,
     request_id: Option<RawValue>,
+    /// An `id` member was there, whatever its value (kept or not).
+    has_id: bool,
     has_result: bool,
     has_error: bool,
 }
@@ -251,6 +260,7 @@ impl Members {
         id: None,
         method: None,
         request_id: None,
+        has_id: false,
         has_result: false,
         has_error: false,
     };
@@ -371,7 +381,9 @@ impl MessageScanner {
             return None;
         }
         let id = members.id.filter(|id| id.as_bytes() != b"null");
-        let kind = match (members.method.is_some(), id.is_some()) {
+        // A request has an `id`; one too long to keep (or `null`, or not a
+        // scalar) is still a request, only not tracked.
+        let kind = match (members.method.is_some(), members.has_id) {
             (true, true) => MessageKind::Request,
             (true, false) => MessageKind::Notification,
             (false, _) if members.has_result || members.has_error => MessageKind::Response,
@@ -542,6 +554,10 @@ impl MessageScanner {
                 self.value_fits = false;
                 if self.depth == 1 {
                     match self.slot {
+                        Slot::Id => {
+                            self.members.id = None;
+                            self.members.has_id = true;
+                        }
                         Slot::Result => self.members.has_result = true,
                         Slot::Error => self.members.has_error = true,
                         Slot::Params => self.in_params = byte == b'{',
@@ -580,7 +596,10 @@ impl MessageScanner {
         let members = &mut self.members;
         match self.slot {
             Slot::Jsonrpc => members.jsonrpc = value,
-            Slot::Id => members.id = value,
+            Slot::Id => {
+                members.id = value;
+                members.has_id = true;
+            }
             Slot::Method => members.method = value,
             Slot::RequestId => members.request_id = value,
             Slot::Result => members.has_result = true,
@@ -817,7 +836,7 @@ mod tests {
         );
         assert_eq!(
             kind(br#"{"jsonrpc":"2.0","id":null,"method":"a"}"#),
-            Some(MessageKind::Notification)
+            Some(MessageKind::Request)
         );
         assert_eq!(
             kind(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1}}"#),
@@ -840,7 +859,7 @@ mod tests {
         );
         let info = scan(long.as_bytes()).unwrap();
         assert_eq!(info.id, None);
-        assert_eq!(info.kind, MessageKind::Notification);
+        assert_eq!(info.kind, MessageKind::Request);
         let object = scan(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"m"}"#).unwrap();
         assert_eq!(object.id, None);
         let fits = format!(

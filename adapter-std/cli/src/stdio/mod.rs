@@ -27,17 +27,18 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::event::PollFlags;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use spillguard_std::core::{CallRecord, ClientLines, PendingRequests, ServerGone};
+use spillguard_kit::os::{poll, read_waiting};
+use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
 
 use crate::args::{StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TapFn};
-use output::{Forwarded, Mcp, Output};
+use output::{Mcp, Output};
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -87,15 +88,15 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         cancel_on_signals(signals, &call);
     }
     let output = Output::new(output, output_kind);
-    let pending = args
+    let requests = args
         .mcp
-        .then(|| Arc::new(Mutex::new(PendingRequests::new())));
+        .then(|| Requests::new(output.clone(), call.call_id()));
     let (stdout_done, unused_input) = match call.streams() {
         Ok((stdin, stdout)) => {
-            input::start(input, input_kind, stdin, pending.clone());
-            let mcp = pending.clone().map(|pending| Mcp {
+            input::start(input, input_kind, stdin, requests.clone());
+            let mcp = requests.clone().map(|requests| Mcp {
                 max_message: args.max_message_bytes,
-                pending,
+                requests,
             });
             (
                 Some(output::start(stdout, output.clone(), mcp, &call)),
@@ -105,35 +106,29 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         Err(_) => (None, Some(input)),
     };
     let outcome = call.wait();
-    let mut record = outcome.record.clone();
-    if let Some(done) = stdout_done {
-        settle(&done, &mut record);
-    }
+    let record = outcome.record.clone();
     let stderr_excerpt = outcome.agent_excerpt();
-    if let Some(pending) = &pending {
-        if let Some(input) = &unused_input {
-            // The server never ran: the client's first requests are
+    if let Some(requests) = &requests {
+        match &unused_input {
+            // The server could not start: the client's first requests are
             // answered with why.
-            await_first_request(input, pending);
+            Some(input) if record.spawn_error_kind.is_some() => {
+                read_first_request(input, requests);
+            }
+            Some(_) => {}
+            // The server ended before the client said anything: its first
+            // request is waited for, to be answered too.
+            None => requests.await_first_request(FIRST_REQUEST_WAIT),
         }
-        let gone = ServerGone {
-            exit_status: record.exit_status,
-            exit_signal: record.exit_signal,
-            stderr_excerpt: stderr_excerpt.clone(),
-            stderr_bytes_seen: record.stderr_bytes_seen,
-            call_id: record.call_id.clone(),
-            failure: record
-                .spawn_error_kind
-                .is_some()
-                .then(|| record.failure.clone())
-                .flatten(),
-        };
-        let answers = pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .answers(&gone);
-        // Stdout ends here: nothing the server still prints goes out.
-        let _ = output.close(&answers);
+        let gone = ServerGone::from_record(&record, stderr_excerpt.clone());
+        // Stdout ends here, after every message the server wrote and the
+        // answers for the requests it left.
+        let _ = output.close(|| requests.answers(&gone));
+    }
+    if let Some(done) = stdout_done {
+        // The pump has seen the server's stdout end (the call waited for
+        // it), or a descendant holds it: either way it writes no more.
+        let _ = done.recv_timeout(STDOUT_END_WAIT);
     }
     let line = StdioLine {
         stderr_excerpt,
@@ -161,43 +156,116 @@ fn usage(error: &UsageError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Waits (bounded) for the stdout pump's end, then counts in `record`
-/// what it forwarded and diverted in all, lines the server printed after
-/// the call's last look at the counters included.
-fn settle(done: &mpsc::Receiver<Forwarded>, record: &mut CallRecord) {
-    if let Ok(forwarded) = done.recv_timeout(STDOUT_END_WAIT) {
-        record.stdout_bytes_forwarded = record.stdout_bytes_forwarded.max(forwarded.bytes);
-        record.stdout_lines_diverted = record.stdout_lines_diverted.max(forwarded.lines_diverted);
-        record.stdout_bytes_diverted = record.stdout_bytes_diverted.max(forwarded.bytes_diverted);
-    }
-}
-
-/// Reads the client until it has sent a request (or ended, or
-/// [`FIRST_REQUEST_WAIT`] passed), noting each request in `pending`.
-fn await_first_request(input: &File, pending: &Mutex<PendingRequests>) {
+/// Reads the client (the server never ran, so nothing else does) until it
+/// has sent a request, or ended, or [`FIRST_REQUEST_WAIT`] passed, noting
+/// each request.
+fn read_first_request(input: &File, requests: &Requests) {
     let started = Instant::now();
     let mut lines = ClientLines::new();
     let mut buf = vec![0; 64 * 1024];
     loop {
         let left = FIRST_REQUEST_WAIT.saturating_sub(started.elapsed());
-        let ready = fds::poll(
+        let ready = poll(
             [(input.as_fd(), PollFlags::IN | PollFlags::RDHUP)],
             Some(left),
         );
         if left.is_zero() || !matches!(ready, Ok([r]) if r.readable) {
             return;
         }
-        let read = fds::read_waiting(input, &mut buf).unwrap_or(0);
+        let read = read_waiting(input, &mut buf).unwrap_or(0);
         if read == 0 {
             return;
         }
-        let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
         lines.feed(buf.get(..read).unwrap_or_default(), |info| {
-            pending.handle_client(info);
+            requests.note(info)
         });
-        if !pending.is_empty() {
+        if requests.any_pending() {
             return;
         }
+    }
+}
+
+/// The client's requests with `--mcp`, shared by the two pumps and the
+/// end: noted as they are read, struck off as they are answered, answered
+/// here when dropped for a server that does not read, and at the end for
+/// a server that is gone.
+#[derive(Debug)]
+pub struct Requests {
+    table: Mutex<Table>,
+    changed: Condvar,
+    output: Arc<Output>,
+    call_id: String,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    pending: PendingRequests,
+    /// The client has sent something (or ended).
+    heard: bool,
+}
+
+impl Requests {
+    fn new(output: Arc<Output>, call_id: &str) -> Arc<Self> {
+        Arc::new(Self {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            output,
+            call_id: call_id.to_owned(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A request read from the client, before the server can see it.
+    pub fn note(&self, info: &MessageInfo) {
+        self.lock().pending.handle_client(info);
+    }
+
+    /// The client sent bytes (or its end) for the first time.
+    pub fn input_read(&self) {
+        let mut table = self.lock();
+        if !table.heard {
+            table.heard = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// The client's input is over (its end, or the server's stdin gone).
+    pub fn input_over(&self) {
+        self.input_read();
+    }
+
+    /// A response from the server, as it is written to the client.
+    pub fn answered(&self, info: &MessageInfo) {
+        self.lock().pending.handle_server(info);
+    }
+
+    /// A request dropped because the server does not read: answered now.
+    pub fn answer_dropped(&self, info: &MessageInfo) {
+        let line = self.lock().pending.dropped(info, &self.call_id);
+        if let Some(line) = line {
+            let _ = self.output.write_all(&line);
+        }
+    }
+
+    fn any_pending(&self) -> bool {
+        !self.lock().pending.is_empty()
+    }
+
+    /// Waits, at most `limit`, until the client has sent something.
+    fn await_first_request(&self, limit: Duration) {
+        let table = self.lock();
+        let _ = self
+            .changed
+            .wait_timeout_while(table, limit, |table| !table.heard);
+    }
+
+    /// The answers for every request still pending (see
+    /// `PendingRequests::answers`).
+    fn answers(&self, gone: &ServerGone) -> Vec<u8> {
+        self.lock().pending.answers(gone)
     }
 }
 
@@ -256,11 +324,5 @@ fn stderr_tap(stderr: File, dropped: Arc<AtomicU64>) -> Box<TapFn> {
 
 /// Whether a write to `file` would not block now.
 fn writable(file: &File) -> bool {
-    let mut fds = [PollFd::new(file, PollFlags::OUT)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(1))
-        && fds[0].revents().contains(PollFlags::OUT)
+    matches!(poll([(file.as_fd(), PollFlags::OUT)], Some(Duration::ZERO)), Ok([r]) if r.writable)
 }

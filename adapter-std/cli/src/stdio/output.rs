@@ -5,8 +5,9 @@
 //! Without `--mcp` the bytes go on as they arrive: with `splice(2)` into a
 //! pipe, through a buffer into anything else. With `--mcp` each line goes
 //! through the [`StdoutLineGuard`]: whole JSON-RPC messages are written,
-//! each in one piece, and every response is struck off the client's
-//! [`PendingRequests`]; every other line goes to the stderr capture.
+//! each in one piece (a last one without a newline gets one), and every
+//! response is struck off the client's pending requests before anything
+//! else is written; every other line goes to the stderr capture.
 
 use std::fs::File;
 use std::io::{self, ErrorKind, Read};
@@ -15,9 +16,12 @@ use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use spillguard_std::core::{PendingRequests, StdoutLineGuard};
+use rustix::event::PollFlags;
+use spillguard_kit::os::{poll, write_all_waiting};
+use spillguard_std::core::StdoutLineGuard;
 
-use super::fds::{self, Kind};
+use super::Requests;
+use super::fds::Kind;
 use crate::call::{CallHandle, HelperStdout};
 
 /// Bytes asked for per `splice(2)` into a pipe.
@@ -50,32 +54,36 @@ impl Output {
 
     /// Writes `bytes` whole; `BrokenPipe` once closed.
     pub fn write_all(&self, bytes: &[u8]) -> io::Result<()> {
+        self.forward(bytes, || {})
+    }
+
+    /// Writes `bytes` whole, then runs `then`, both before any other write
+    /// or the close (a response is struck off the pending requests before
+    /// the last answers are made); `BrokenPipe` once closed.
+    pub fn forward(&self, bytes: &[u8], then: impl FnOnce()) -> io::Result<()> {
         match &*self.lock() {
-            Some(file) => fds::write_all_waiting(file, bytes),
+            Some(file) => {
+                write_all_waiting(file, bytes)?;
+                then();
+                Ok(())
+            }
             None => Err(ErrorKind::BrokenPipe.into()),
         }
     }
 
-    /// Writes `last` (if any), then closes this program's copy of stdout:
-    /// nothing the server still prints goes out after it.
-    pub fn close(&self, last: &[u8]) -> io::Result<()> {
-        let file = self.lock().take();
-        match file {
-            Some(file) if !last.is_empty() => fds::write_all_waiting(&file, last),
+    /// Writes what `last` makes (made after every earlier write), then
+    /// closes this program's copy of stdout: nothing the server still
+    /// prints goes out after it.
+    pub fn close(&self, last: impl FnOnce() -> Vec<u8>) -> io::Result<()> {
+        let mut file = self.lock();
+        let last = last();
+        let result = match &*file {
+            Some(out) if !last.is_empty() => write_all_waiting(out, &last),
             _ => Ok(()),
-        }
+        };
+        file.take();
+        result
     }
-}
-
-/// What the pump forwarded and, with `--mcp`, diverted.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Forwarded {
-    /// Bytes written to the client.
-    pub bytes: u64,
-    /// Lines sent to the stderr capture.
-    pub lines_diverted: u64,
-    /// Their bytes.
-    pub bytes_diverted: u64,
 }
 
 /// With `--mcp`: the guard's longest message, and the requests to strike
@@ -85,24 +93,25 @@ pub struct Mcp {
     /// `--max-message-bytes`.
     pub max_message: usize,
     /// The client's requests.
-    pub pending: Arc<Mutex<PendingRequests>>,
+    pub requests: Arc<Requests>,
 }
 
-/// Starts the pump from the server's `stdout` to `output`; the receiver
-/// gets what it forwarded once the server's stdout has ended. If this
-/// program's stdout is gone (the host went away), the call is cancelled.
+/// Starts the pump from the server's `stdout` to `output` (the call
+/// counts what it forwards and diverts); the receiver hears once the
+/// server's stdout has ended. If this program's stdout is gone (the host
+/// went away), the call is cancelled.
 pub fn start(
     stdout: HelperStdout,
     output: Arc<Output>,
     mcp: Option<Mcp>,
     call: &CallHandle,
-) -> mpsc::Receiver<Forwarded> {
+) -> mpsc::Receiver<()> {
     let (done, ended) = mpsc::channel();
     let canceller = call.canceller();
     let _ = std::thread::Builder::new()
         .name("spillguard-stdout".into())
         .spawn(move || {
-            let (forwarded, host_gone) = match mcp {
+            let host_gone = match mcp {
                 Some(mcp) => guarded(stdout, &output, &mcp),
                 None => plain(stdout, &output),
             };
@@ -110,80 +119,76 @@ pub fn start(
                 // Nobody reads our stdout any more: the host went away.
                 canceller.cancel();
             }
-            let _ = done.send(forwarded);
+            let _ = done.send(());
         });
     ended
 }
 
-/// Copies every byte; returns what it forwarded and whether this
-/// program's stdout is gone.
-fn plain(mut stdout: HelperStdout, output: &Output) -> (Forwarded, bool) {
-    let mut forwarded = Forwarded::default();
+/// Copies every byte; returns whether this program's stdout is gone.
+fn plain(mut stdout: HelperStdout, output: &Output) -> bool {
     #[cfg(target_os = "linux")]
     if output.kind == Kind::Pipe {
         // No `--mcp` answers to interleave: the pipe is written directly.
         let Some(pipe) = output.lock().as_ref().and_then(|f| f.try_clone().ok()) else {
-            return (forwarded, true);
+            return true;
         };
         loop {
             match stdout.splice_to(pipe.as_fd(), SPLICE_BYTES) {
-                Ok(0) => return (forwarded, false),
-                Ok(moved) => forwarded.bytes += moved as u64,
+                Ok(0) => return false,
+                Ok(_) => {}
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) if error.kind() == ErrorKind::BrokenPipe => return (forwarded, true),
-                Err(_) => return (forwarded, false),
+                // The host made its end non-blocking: wait for room.
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                    if poll([(pipe.as_fd(), PollFlags::OUT)], None).is_err() {
+                        return true;
+                    }
+                }
+                Err(error) if error.kind() == ErrorKind::BrokenPipe => return true,
+                Err(_) => return false,
             }
         }
     }
     let mut buf = vec![0; CHUNK];
     loop {
         let read = match stdout.read(&mut buf) {
-            Ok(0) => return (forwarded, false),
+            Ok(0) => return false,
             Ok(read) => read,
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return (forwarded, false),
+            Err(_) => return false,
         };
         if output
             .write_all(buf.get(..read).unwrap_or_default())
             .is_err()
         {
-            return (forwarded, true);
+            return true;
         }
-        forwarded.bytes += read as u64;
     }
 }
 
-/// Forwards whole messages only (see the module docs).
-fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp) -> (Forwarded, bool) {
+/// Forwards whole messages only (see the module docs); returns whether
+/// this program's stdout is gone.
+fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp) -> bool {
     let mut guard = StdoutLineGuard::with_max_message(mcp.max_message);
-    let (mut forwarded, mut read_in_all) = (0_u64, 0_u64);
     loop {
         let mut failed_write = false;
         let read = stdout.read_guarded(&mut guard, |line| {
-            output
-                .write_all(line.bytes)
-                .inspect_err(|_| failed_write = true)?;
-            forwarded += line.bytes.len() as u64;
-            mcp.pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .handle_server(line.info);
-            Ok(())
-        });
-        let done = |gone| {
-            let forwarded = Forwarded {
-                bytes: forwarded,
-                lines_diverted: guard.lines_diverted(),
-                bytes_diverted: read_in_all.saturating_sub(forwarded),
+            // A last message without its newline gets one: clients read
+            // by line.
+            let bytes = line.bytes;
+            let strike_off = || mcp.requests.answered(line.info);
+            let written = if bytes.last() == Some(&b'\n') {
+                output.forward(bytes, strike_off)
+            } else {
+                output.forward(&[bytes, b"\n"].concat(), strike_off)
             };
-            (forwarded, gone)
-        };
+            written.inspect_err(|_| failed_write = true)
+        });
         match read {
-            Ok(0) => return done(false),
-            Ok(read) => read_in_all += read as u64,
-            Err(_) if failed_write => return done(true),
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(_) if failed_write => return true,
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return done(false),
+            Err(_) => return false,
         }
     }
 }

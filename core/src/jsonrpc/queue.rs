@@ -1,0 +1,431 @@
+//! The client's bytes on their way to a stdio server, and what happens to
+//! them when the server stops reading: see [`InputQueue`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::scan::{MessageInfo, MessageKind, MessageScanner};
+
+/// How an [`InputQueue`] holds and gives up the client's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Bytes held at most for a server that is slow to read (beyond its
+    /// pipe). Default 4 MiB: a burst of requests, or one large upload,
+    /// waits; a client cannot make the guard hold more.
+    pub max_bytes: usize,
+    /// How long a server may take nothing, with the queue full and the
+    /// client still sending, before it is taken as not reading. Default
+    /// 1 s: a server busy with one request for longer, with 4 MiB more
+    /// behind it, is overloaded.
+    pub stall_open: Duration,
+    /// How long a server may take nothing once the client has ended with
+    /// bytes still queued. Default 250 ms: the client has gone, and the
+    /// shutdown must not wait on what it left.
+    pub stall_ended: Duration,
+    /// The bytes are JSON-RPC messages, one per line (`--mcp`): requests
+    /// are reported as they are read, and a server that is not reading
+    /// loses whole messages only, each request reported as dropped.
+    pub messages: bool,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            max_bytes: 4 << 20,
+            stall_open: Duration::from_secs(1),
+            stall_ended: Duration::from_millis(250),
+            messages: false,
+        }
+    }
+}
+
+/// What the queue tells its driver about the client's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueEvent<'a> {
+    /// A request was read; it reaches the server after this (note it as
+    /// pending before writing it).
+    Request(&'a MessageInfo),
+    /// A request the server will never get: it stopped reading, and the
+    /// request was dropped (answer it now).
+    Dropped(&'a MessageInfo),
+}
+
+/// A complete line still in the queue.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    /// Where it ends (its `\n` included), in bytes of the kept stream.
+    end: u64,
+    /// What it is, if a request.
+    request: Option<MessageInfo>,
+}
+
+/// The client's bytes between the reads of the client and the writes to
+/// the server, with the rule for a server that stops reading. Sans IO: the
+/// driver reads into [`room`](Self::room) and reports
+/// ([`handle_read`](Self::handle_read)), writes
+/// [`to_write`](Self::to_write) when the server's pipe takes bytes and
+/// reports ([`handle_written`](Self::handle_written)), and calls
+/// [`handle_timeout`](Self::handle_timeout) at
+/// [`poll_timeout`](Self::poll_timeout).
+///
+/// # The rule
+///
+/// While the server takes bytes, nothing is lost: the client is read as
+/// long as the queue has room ([`wants_input`](Self::wants_input)), then
+/// waits. When the queue is full and the server has taken nothing for
+/// [`stall_open`](QueueSettings::stall_open), it is not reading, and room
+/// is made so that the client never waits on it for long and its end is
+/// always seen:
+///
+/// * with [`messages`](QueueSettings::messages), whole lines are dropped,
+///   each request reported ([`QueueEvent::Dropped`]): every complete line
+///   the server has not begun (a line it began is kept, so that it gets it
+///   whole, unless that line alone fills the queue: then it is dropped up
+///   to its end). Lines read after that are queued as ever: a server that
+///   reads again gets them, one that does not loses them the same way the
+///   next time the queue is full;
+/// * without, every byte queued and every byte read from then on is
+///   dropped (a stream cut once cannot be resumed);
+/// * once the client has ended with bytes queued and the server has taken
+///   nothing for [`stall_ended`](QueueSettings::stall_ended), everything
+///   left is dropped, and the queue is [finished](Self::is_finished).
+///
+/// Every byte dropped is counted ([`take_undelivered`](Self::take_undelivered)).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use spillguard_core::{InputQueue, QueueEvent, QueueSettings};
+///
+/// let t0 = Instant::now();
+/// let settings = QueueSettings { max_bytes: 64, messages: true, ..QueueSettings::default() };
+/// let mut queue = InputQueue::new(settings, t0);
+/// let mut requests = Vec::new();
+/// let mut dropped = Vec::new();
+/// let mut read = |queue: &mut InputQueue, bytes: &[u8]| {
+///     queue.room()[..bytes.len()].copy_from_slice(bytes);
+///     queue.handle_read(bytes.len(), |event| match event {
+///         QueueEvent::Request(info) => requests.push(info.id.unwrap()),
+///         QueueEvent::Dropped(info) => dropped.push(info.id.unwrap()),
+///     });
+/// };
+/// let line = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}\n");
+/// read(&mut queue, line(1).as_bytes());
+/// // The server takes 10 bytes of the first request, then nothing more.
+/// queue.handle_written(t0, 10);
+/// read(&mut queue, line(2).as_bytes());
+/// assert!(!queue.wants_input()); // full: the client waits
+/// let stall = queue.poll_timeout().unwrap();
+/// assert_eq!(stall, t0 + Duration::from_secs(1));
+/// queue.handle_timeout(stall, |event| {
+///     if let QueueEvent::Dropped(info) = event {
+///         dropped.push(info.id.unwrap());
+///     }
+/// });
+/// // The request begun is kept whole; the next one is dropped, counted.
+/// assert_eq!(dropped.len(), 1);
+/// assert_eq!(queue.to_write(), &line(1).as_bytes()[10..]);
+/// assert_eq!(queue.take_undelivered(), line(2).len() as u64);
+/// # assert_eq!(requests.len(), 2);
+/// ```
+#[derive(Debug, Clone)]
+pub struct InputQueue {
+    settings: QueueSettings,
+    /// Queued bytes: `buf[head..tail]`.
+    buf: Vec<u8>,
+    head: usize,
+    tail: usize,
+    /// Bytes kept so far, and taken by the server, in the kept stream.
+    kept: u64,
+    taken: u64,
+    /// Where the line the server is in began, in the kept stream.
+    line_start: u64,
+    /// Complete lines not yet all taken (with `messages`).
+    lines: VecDeque<Line>,
+    scanner: MessageScanner,
+    /// The rest of a line dropped mid-way is dropped up to its end.
+    skipping: bool,
+    ended: bool,
+    wedged: bool,
+    last_taken: Instant,
+    undelivered: u64,
+}
+
+/// Bytes offered for one read.
+const READ_ROOM: usize = 256 << 10;
+
+impl InputQueue {
+    /// An empty queue; the server's last progress counts from `now`.
+    pub fn new(settings: QueueSettings, now: Instant) -> Self {
+        Self {
+            settings,
+            buf: Vec::new(),
+            head: 0,
+            tail: 0,
+            kept: 0,
+            taken: 0,
+            line_start: 0,
+            lines: VecDeque::new(),
+            scanner: MessageScanner::new(),
+            skipping: false,
+            ended: false,
+            wedged: false,
+            last_taken: now,
+            undelivered: 0,
+        }
+    }
+
+    /// Bytes queued for the server.
+    pub fn len(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// Without `messages`: whether the stream was cut (the server was
+    /// taken as not reading, and everything from then on is dropped).
+    pub fn is_wedged(&self) -> bool {
+        self.wedged
+    }
+
+    /// Whether the client's end was read.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether the client is to be read now: it has not ended, and the
+    /// queue has room (or the stream was cut, and what comes is dropped).
+    pub fn wants_input(&self) -> bool {
+        !self.ended && (self.wedged || self.len() < self.settings.max_bytes)
+    }
+
+    /// The client has ended and nothing is left for the server: close its
+    /// stdin.
+    pub fn is_finished(&self) -> bool {
+        self.ended && self.is_empty()
+    }
+
+    /// Room for the next read of the client (256 KiB).
+    pub fn room(&mut self) -> &mut [u8] {
+        if self.tail + READ_ROOM > self.buf.len() {
+            self.buf.copy_within(self.head..self.tail, 0);
+            (self.head, self.tail) = (0, self.tail - self.head);
+            if self.tail + READ_ROOM > self.buf.len() {
+                self.buf.resize(self.tail + READ_ROOM, 0);
+            }
+        }
+        let tail = self.tail;
+        self.buf.get_mut(tail..tail + READ_ROOM).unwrap_or_default()
+    }
+
+    /// `n` bytes were read into [`room`](Self::room) (`0`: the client
+    /// ended). With `messages`, each request among them goes to `sink`
+    /// before anything of it can be written; while the server is not
+    /// reading, what the rule drops goes too.
+    pub fn handle_read(&mut self, n: usize, mut sink: impl FnMut(QueueEvent<'_>)) {
+        if n == 0 {
+            self.ended = true;
+            if self.wedged {
+                self.drop_all(&mut sink);
+            }
+            return;
+        }
+        let from = self.tail;
+        let n = n.min(self.buf.len() - from);
+        self.tail += n;
+        self.kept += n as u64;
+        if self.settings.messages {
+            self.scan(from, &mut sink);
+            if self.skipping {
+                self.skip();
+            }
+        }
+        if self.wedged {
+            self.drop_all(&mut sink);
+        }
+    }
+
+    /// What to write to the server next.
+    pub fn to_write(&self) -> &[u8] {
+        self.buf.get(self.head..self.tail).unwrap_or_default()
+    }
+
+    /// The server took `n` bytes of [`to_write`](Self::to_write) at `now`.
+    pub fn handle_written(&mut self, now: Instant, n: usize) {
+        let n = n.min(self.len());
+        if n == 0 {
+            return;
+        }
+        self.head += n;
+        self.taken += n as u64;
+        self.last_taken = now;
+        while let Some(line) = self.lines.front().filter(|l| l.end <= self.taken) {
+            self.line_start = line.end;
+            self.lines.pop_front();
+        }
+        if self.head == self.tail {
+            (self.head, self.tail) = (0, 0);
+        }
+    }
+
+    /// When the stall rule next applies, if it can.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let full = self.len() >= self.settings.max_bytes;
+        if self.wedged || self.is_empty() || !(full || self.ended) {
+            return None;
+        }
+        let stall = if self.ended {
+            self.settings.stall_ended
+        } else {
+            self.settings.stall_open
+        };
+        self.last_taken.checked_add(stall)
+    }
+
+    /// Applies the stall rule at `now` (a no-op before
+    /// [`poll_timeout`](Self::poll_timeout)).
+    pub fn handle_timeout(&mut self, now: Instant, mut sink: impl FnMut(QueueEvent<'_>)) {
+        if self.poll_timeout().is_none_or(|at| now < at) {
+            return;
+        }
+        if self.ended || !self.settings.messages {
+            self.wedged = !self.settings.messages;
+            self.drop_all(&mut sink);
+        } else {
+            self.drop_lines(&mut sink);
+        }
+    }
+
+    /// Bytes dropped since the last call (the record's
+    /// `stdin_bytes_undelivered`).
+    pub fn take_undelivered(&mut self) -> u64 {
+        std::mem::take(&mut self.undelivered)
+    }
+
+    /// Everything still queued will never be delivered (the server's stdin
+    /// is gone): counted. Its requests are not reported: they stay pending,
+    /// for the answers given when the server has ended.
+    pub fn abandon(&mut self) {
+        self.drop_all(&mut |_| {});
+    }
+
+    /// The server took bytes at `now` without the queue (a splice while it
+    /// was empty): the stall rule counts from here.
+    pub fn handle_progress(&mut self, now: Instant) {
+        self.last_taken = now;
+    }
+
+    /// Scans the bytes read at `buf[from..tail]` line by line.
+    fn scan(&mut self, from: usize, sink: &mut impl FnMut(QueueEvent<'_>)) {
+        let mut at = from;
+        while let Some(newline) = self
+            .buf
+            .get(at..self.tail)
+            .and_then(|rest| memchr::memchr(b'\n', rest))
+        {
+            let end = at + newline;
+            if let Some(piece) = self.buf.get(at..end) {
+                self.scanner.feed(piece);
+            }
+            let info = self.scanner.finish();
+            self.scanner.reset();
+            at = end + 1;
+            let request = info.filter(|i| i.kind == MessageKind::Request);
+            if let Some(info) = &request {
+                sink(QueueEvent::Request(info));
+            }
+            let line_end = self.kept - (self.tail - at) as u64;
+            self.lines.push_back(Line {
+                end: line_end,
+                request,
+            });
+        }
+        if let Some(rest) = self.buf.get(at..self.tail) {
+            self.scanner.feed(rest);
+        }
+    }
+
+    /// The rest of a line dropped mid-way, up to its end, is dropped as it
+    /// comes.
+    fn skip(&mut self) {
+        match self.lines.pop_front() {
+            Some(line) => {
+                let end = self.head + (line.end - self.taken) as usize;
+                self.forget(self.head, end);
+                self.line_start = self.taken;
+                self.skipping = false;
+            }
+            None => self.forget(self.head, self.tail),
+        }
+    }
+
+    /// The server is not reading (with `messages`): every complete line it
+    /// has not begun is dropped; what is left (the line it began, the one
+    /// being read) is dropped too once it fills the queue.
+    fn drop_lines(&mut self, sink: &mut impl FnMut(QueueEvent<'_>)) {
+        let begun = self.taken > self.line_start;
+        let keep = usize::from(begun).min(self.lines.len());
+        if let Some(last) = self.lines.back().map(|l| l.end) {
+            let drop_from = match self.lines.front() {
+                Some(first) if keep == 1 => first.end,
+                _ => self.taken,
+            };
+            if last > drop_from {
+                for line in self.lines.iter().skip(keep) {
+                    if let Some(info) = &line.request {
+                        sink(QueueEvent::Dropped(info));
+                    }
+                }
+                let from = self.head + (drop_from - self.taken) as usize;
+                let to = self.head + (last - self.taken) as usize;
+                self.lines.truncate(keep);
+                self.forget(from, to);
+            }
+        }
+        if self.len() >= self.settings.max_bytes {
+            // An unfinished line goes on being dropped up to its end.
+            let unfinished = self.lines.back().is_none_or(|l| l.end < self.kept);
+            self.drop_all(sink);
+            self.skipping = unfinished;
+        }
+    }
+
+    /// Drops everything queued; what the client sends next is dropped too
+    /// (while the server is not reading).
+    fn drop_all(&mut self, sink: &mut impl FnMut(QueueEvent<'_>)) {
+        for line in self.lines.drain(..) {
+            if let Some(info) = &line.request {
+                sink(QueueEvent::Dropped(info));
+            }
+        }
+        self.undelivered += self.len() as u64;
+        self.kept = self.taken;
+        self.line_start = self.taken;
+        (self.head, self.tail) = (0, 0);
+    }
+
+    /// Drops the queued bytes `buf[from..to]` (counted), the rest closing
+    /// up; line ends after them move down.
+    fn forget(&mut self, from: usize, to: usize) {
+        let (from, to) = (
+            from.clamp(self.head, self.tail),
+            to.clamp(self.head, self.tail),
+        );
+        if from >= to {
+            return;
+        }
+        let gone = (to - from) as u64;
+        self.buf.copy_within(to..self.tail, from);
+        self.tail -= to - from;
+        self.kept -= gone;
+        self.undelivered += gone;
+        let at = self.taken + (from - self.head) as u64;
+        for line in &mut self.lines {
+            if line.end > at {
+                line.end -= gone;
+            }
+        }
+    }
+}
