@@ -131,5 +131,7 @@ pub use jsonrpc::{
     ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
-pub use redact::{PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions};
+pub use redact::{
+    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
+};
 pub use render::{Fingerprint, FingerprintParseError, Window};

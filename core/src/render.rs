@@ -8,7 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::capture::StreamName;
 use crate::config::Retain;
 use crate::redact::{
-    CUT, Edges, Label, RedactionCounts, Redactor, Span, ends_word_at, word_end, word_start,
+    CUT, Edges, Label, RedactionCounts, Redactor, Span, cut_limit_backward, cut_limit_forward,
+    ends_word_at, word_end, word_start,
 };
 
 /// A borrowed view of retained bytes, and the text made of them. Made by
@@ -664,7 +665,9 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
         && span_at(spans, start).is_none()
     {
         let limit = next_span_start(spans, start, len);
-        let cut_end = word_end(raw, start).min(limit);
+        let cut_end = word_end(raw, start)
+            .min(limit)
+            .min(cut_limit_forward(raw, start));
         if cut_end > start {
             let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..cut_end]);
             if shown + CUT.len() <= room {
@@ -725,7 +728,7 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
             .filter(|&e| e <= end)
             .max()
             .unwrap_or(0);
-        let cut_start = word_start(raw, floor, end);
+        let cut_start = word_start(raw, floor, end).max(cut_limit_backward(raw, end));
         if cut_start < end {
             let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[cut_start..end]);
             if shown + CUT.len() <= room {

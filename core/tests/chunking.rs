@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CaptureSettings, Config, Redactor, Retain, RetentionPool, StreamCapture, StreamName, Window,
+    CaptureSettings, Config, MAX_CUT_HIDDEN, Redactor, Retain, RetentionPool, StreamCapture,
+    StreamName, Window,
 };
 
 /// The retention modes, as a local enum so the test can match exhaustively.
@@ -165,6 +166,13 @@ const CREDENTIAL_KEYWORDS: &[&str] = &[
     "secret:",
     "token:",
     "key:",
+    "password",
+    "passwd",
+    "secret",
+    "api-key",
+    "apikey",
+    "-u",
+    "--user",
 ];
 
 fn is_ws(b: &u8) -> bool {
@@ -208,6 +216,39 @@ fn end_of_word(bytes: &[u8], from: usize) -> usize {
         .unwrap_or(bytes.len())
 }
 
+/// The model of how far a cut may hide from `from` on: at most
+/// [`MAX_CUT_HIDDEN`] bytes, and up to the first byte that is not ASCII or
+/// the start of the first run of 8 copies of one byte.
+fn hide_limit_forward(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while i < bytes.len() && i < from + MAX_CUT_HIDDEN {
+        if bytes[i] >= 0x80 {
+            return i;
+        }
+        if bytes.len() >= i + 8 && bytes[i..i + 8].iter().all(|&b| b == bytes[i]) {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The model of how far back a cut may hide from `to`: the same bounds,
+/// read backwards.
+fn hide_limit_backward(bytes: &[u8], to: usize) -> usize {
+    let mut i = to;
+    while i > 0 && to - i < MAX_CUT_HIDDEN {
+        if bytes[i - 1] >= 0x80 {
+            return i;
+        }
+        if i >= 8 && bytes[i - 8..i].iter().all(|&b| b == bytes[i - 1]) {
+            return i;
+        }
+        i -= 1;
+    }
+    i
+}
+
 /// End of the word a window's start cuts, and up to two words more after a
 /// possible keyword end (the word read with what separates it from the
 /// next: blanks, quotes, `:` and `=`).
@@ -248,7 +289,7 @@ fn cut_word_end(bytes: &[u8]) -> usize {
 
 /// `bytes` shown after a window's cut start.
 fn after_window_cut(bytes: &[u8]) -> String {
-    match cut_word_end(bytes) {
+    match cut_word_end(bytes).min(hide_limit_forward(bytes, 0)) {
         0 => lossy(bytes),
         n => format!("{CUT}{}", lossy(&bytes[n..])),
     }
@@ -256,7 +297,7 @@ fn after_window_cut(bytes: &[u8]) -> String {
 
 /// `raw[start..]` shown after a clamp's cut start: only the cut word goes.
 fn after_clamp_cut(raw: &[u8], start: usize) -> String {
-    match end_of_word(raw, start) {
+    match end_of_word(raw, start).min(hide_limit_forward(raw, start)) {
         n if n == start => lossy(&raw[start..]),
         n => format!("{CUT}{}", lossy(&raw[n..])),
     }
@@ -267,7 +308,8 @@ fn before_cut(bytes: &[u8]) -> String {
     let start = (0..bytes.len())
         .rev()
         .find(|&i| starts_after(bytes, i))
-        .map_or(0, |i| i + 1);
+        .map_or(0, |i| i + 1)
+        .max(hide_limit_backward(bytes, bytes.len()));
     if start == bytes.len() {
         lossy(bytes)
     } else {
@@ -840,8 +882,10 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
         "[stderr truncated: kept last 16384 of 1048576 bytes]"
     );
     assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
-    // Redacted, the retained part of the line is one cut word.
-    assert_eq!(capture.render(), format!("{first}\n[cut]"));
+    // Redacted, the cut hides the first 2048 bytes of the line (no secret
+    // is longer) and shows the rest: the end of a long line stays.
+    let shown = String::from_utf8(line[line.len() - 16_384 + MAX_CUT_HIDDEN..].to_vec()).unwrap();
+    assert_eq!(capture.render(), format!("{first}\n[cut]{shown}"));
 }
 
 #[test]
@@ -872,7 +916,7 @@ fn clamped_head_and_tail_fits_every_cap_when_all_four_counts_are_wide() {
 // ---------------------------------------------------------------- secrets
 
 /// The sensitive part of every secret below cycles through this alphabet,
-/// so any 12 bytes of it in an output is a leak.
+/// so any 8 bytes of it in an output is a leak.
 const SECRET_CYCLE: &str = "Q7x9K2m4P8z3W6v1";
 
 fn sensitive(n: usize) -> String {
@@ -895,6 +939,14 @@ fn secret_texts() -> Vec<String> {
             sensitive(14)
         ),
         format!("PGPASSWORD='{}\"{}' psql", sensitive(14), sensitive(14)),
+        format!("deploy --token {} --force", sensitive(24)),
+        format!("login --password {} now", sensitive(24)),
+        format!("mysql -u root -p{} app", sensitive(20)),
+        format!("curl -u admin:{} https://api.example", sensitive(20)),
+        // After an escape or a colour code, as JSON logs and terminals
+        // print them.
+        format!("{{\"msg\":\"push failed\\nghp_{}\"}}", sensitive(36)),
+        format!("warning: \x1b[1;33mghp_{}\x1b[0m", sensitive(36)),
         format!(
             "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----",
             sensitive(64),
@@ -911,7 +963,7 @@ fn secret_texts() -> Vec<String> {
 fn leaks(out: &str) -> Option<String> {
     let cycle = SECRET_CYCLE.repeat(2);
     (0..SECRET_CYCLE.len())
-        .map(|i| &cycle[i..i + 12])
+        .map(|i| &cycle[i..i + 8])
         .find(|part| out.contains(part))
         .map(|part| format!("{part:?} leaked in {out:?}"))
 }

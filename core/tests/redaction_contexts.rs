@@ -265,3 +265,74 @@ proptest! {
         prop_assert!(found >= 1, "{} in {:?}", rule, text);
     }
 }
+
+/// A capture of `bytes` with `retain` and a 16 KiB budget: its window's
+/// rendering and its 4 KiB excerpt.
+fn views(bytes: &[u8], retain: spillguard_core::Retain) -> (String, String) {
+    let settings = CaptureSettings {
+        retain,
+        head_bytes: 16_384,
+        ..CaptureSettings::tail(StreamName::Stderr, 16_384)
+    };
+    let mut capture = StreamCapture::new(settings, &RetentionPool::unlimited());
+    for piece in bytes.chunks(65_536) {
+        let _ = capture.feed(piece);
+    }
+    let window = capture.window();
+    (window.render(), window.render_clamped(4_096))
+}
+
+/// A cut edge hides only what could be the rest of a secret: at most
+/// `MAX_CUT_HIDDEN` bytes, never bytes no secret has (not ASCII, or a run
+/// of one byte); the far part of a long word shows.
+#[test]
+fn cut_edges_hide_only_what_could_be_a_secret() {
+    use spillguard_core::{MAX_CUT_HIDDEN, Retain};
+
+    // One 10 MiB line that ends with its error: the tail shows the end.
+    let mut line = vec![b'a'; 10 << 20];
+    line.extend_from_slice(b"END\n");
+    let (window, excerpt) = views(&line, Retain::Tail);
+    assert!(
+        window.ends_with("aaaaEND\n"),
+        "{}",
+        &window[window.len() - 20..]
+    );
+    assert!(!window.contains("[cut]"));
+    assert!(excerpt.ends_with("aaaaEND\n"));
+    assert_eq!(
+        window.len(),
+        "[stderr truncated: kept last 16384 of 10485764 bytes]\n".len() + 16_384
+    );
+
+    // 20,000 é in a row show as é (the window's cut character trimmed).
+    let accents = "é".repeat(20_000);
+    let (window, excerpt) = views(accents.as_bytes(), Retain::Tail);
+    let body = window.split_once('\n').unwrap().1;
+    assert_eq!(body, "é".repeat(8_192));
+    assert!(
+        excerpt
+            .split_once('\n')
+            .unwrap()
+            .1
+            .chars()
+            .all(|c| c == 'é')
+    );
+
+    // A head window over digits shows digits, then hides at most the
+    // bound before its cut end.
+    let digits: Vec<u8> = (0..100_000).map(|i| b'0' + (i % 10) as u8).collect();
+    let (window, _) = views(&digits, Retain::Head);
+    let body = window.split_once('\n').unwrap().1;
+    let shown = body.strip_suffix("[cut]").unwrap();
+    assert_eq!(shown.len(), 16_384 - MAX_CUT_HIDDEN);
+    assert!(shown.bytes().all(|b| b.is_ascii_digit()));
+
+    // A token cut by the window still shows none of its far part.
+    let mut text = b"x".repeat(20_000);
+    text.extend_from_slice(b" ghp_Q7x9K2m4P8z3W6v1Q7x9K2m4P8z3W6v1Q7x9 tail\n");
+    let keep = 16_384;
+    let cut_at = text.len() - keep;
+    let (window, _) = views(&text[..cut_at + 30], Retain::Tail);
+    assert!(!window.contains("Q7x9K2m4"), "{window}");
+}

@@ -81,6 +81,8 @@ struct Compiled {
     extra: Vec<String>,
     private_key: usize,
     key_end: usize,
+    /// The `mysql-password` and `user-password-flag` rules.
+    flag_rules: (usize, usize),
 }
 
 /// How a pattern's secret is found in its match.
@@ -238,6 +240,13 @@ impl Redactor {
             .position(|r| r.name == PRIVATE_KEY)
             .unwrap_or(0);
         let key_end = patterns.len() - 1;
+        let rule = |name: &str| {
+            BUILTIN_RULES
+                .iter()
+                .position(|r| r.name == name)
+                .unwrap_or(0)
+        };
+        let flag_rules = (rule("mysql-password"), rule("user-password-flag"));
         Ok(Self {
             inner: Arc::new(Compiled {
                 regex,
@@ -246,6 +255,7 @@ impl Redactor {
                 extra,
                 private_key,
                 key_end,
+                flag_rules,
             }),
         })
     }
@@ -355,7 +365,8 @@ impl Redactor {
                     label: Label::Rule(c.private_key),
                 });
             }
-            let word = cut_word_end(hay);
+            spans.extend(cut_context_flags(hay, c.flag_rules));
+            let word = cut_word_end(hay).min(cut_limit_forward(hay, 0));
             if word > 0 {
                 spans.push(Span {
                     start: 0,
@@ -365,7 +376,7 @@ impl Redactor {
             }
         }
         if edges.end {
-            let word = word_start(hay, 0, hay.len());
+            let word = word_start(hay, 0, hay.len()).max(cut_limit_backward(hay, hay.len()));
             if word < hay.len() {
                 spans.push(Span {
                     start: word,
@@ -442,6 +453,71 @@ impl Redactor {
 
 /// What shows a word cut by the edge of a window or a clamp.
 pub(crate) const CUT: &str = "[cut]";
+
+/// The most a cut hides: 2048 bytes, more than any secret shape the rules
+/// know has in one word (a GitHub token is at most 259 bytes, a cloud key
+/// far less, a JWT seldom over 1,500). A word cut by an edge that is
+/// longer shows its far part: the 10 MiB line a helper printed shows its
+/// end.
+pub const MAX_CUT_HIDDEN: usize = 2048;
+
+/// A run of this many copies of one byte holds no secret.
+const NO_SECRET_RUN: usize = 8;
+
+/// How far a cut that hides `hay[from..]` may go: no more than
+/// [`MAX_CUT_HIDDEN`] bytes, and not into bytes no secret has (a byte that
+/// is not ASCII, or a run of [`NO_SECRET_RUN`] copies of one byte): the
+/// first such byte, where its run begins.
+pub(crate) fn cut_limit_forward(hay: &[u8], from: usize) -> usize {
+    let end = hay.len().min(from.saturating_add(MAX_CUT_HIDDEN));
+    let (mut run_start, mut run_byte) = (from, None);
+    for (i, &b) in hay.iter().enumerate().take(end).skip(from) {
+        if b >= 0x80 {
+            return i;
+        }
+        if Some(b) != run_byte {
+            (run_start, run_byte) = (i, Some(b));
+        } else if i + 1 - run_start >= NO_SECRET_RUN {
+            return run_start;
+        }
+    }
+    // A run that goes on past the bound still ends the cut where it began.
+    let mut i = end;
+    while i < hay.len() && run_byte == Some(hay[i]) {
+        if i + 1 - run_start >= NO_SECRET_RUN {
+            return run_start;
+        }
+        i += 1;
+    }
+    end
+}
+
+/// How far back a cut that hides `hay[..to]` may go: the lowest start, by
+/// the same bounds as [`cut_limit_forward`] read backwards.
+pub(crate) fn cut_limit_backward(hay: &[u8], to: usize) -> usize {
+    let to = to.min(hay.len());
+    let floor = to.saturating_sub(MAX_CUT_HIDDEN);
+    let (mut run_end, mut run_byte) = (to, None);
+    for i in (floor..to).rev() {
+        let b = hay[i];
+        if b >= 0x80 {
+            return i + 1;
+        }
+        if Some(b) != run_byte {
+            (run_end, run_byte) = (i + 1, Some(b));
+        } else if run_end - i >= NO_SECRET_RUN {
+            return run_end;
+        }
+    }
+    let mut i = floor;
+    while i > 0 && run_byte == Some(hay[i - 1]) {
+        if run_end - (i - 1) >= NO_SECRET_RUN {
+            return run_end;
+        }
+        i -= 1;
+    }
+    floor
+}
 
 impl Default for Redactor {
     /// The built-in rules only.
@@ -612,6 +688,15 @@ const CREDENTIAL_KEYWORDS: &[&[u8]] = &[
     b"secret:",
     b"token:",
     b"key:",
+    // Flags that take a credential as the next argument (`--password X`).
+    b"password",
+    b"passwd",
+    b"secret",
+    b"api-key",
+    b"apikey",
+    // `curl -u user:SECRET`, `--user user:SECRET`.
+    b"-u",
+    b"--user",
 ];
 
 /// `value` redacted member by member (see `Outcome::redacted_result`),
@@ -749,6 +834,58 @@ pub(crate) fn word_start(hay: &[u8], floor: usize, to: usize) -> usize {
         .rev()
         .find(|&i| starts_word_after(hay, i))
         .map_or(floor, |i| i + 1)
+}
+
+/// On the first line of a text whose start was cut away, the arguments
+/// that rules take only after their program's name (`-pSECRET` after
+/// `mysql`, `-u user:SECRET` after `curl`): the cut may have taken the
+/// name, so they are taken without it. `rules` are the pattern ids of the
+/// `mysql-password` and `user-password-flag` rules.
+fn cut_context_flags(hay: &[u8], rules: (usize, usize)) -> Vec<Span> {
+    let line = &hay[..memchr::memchr(b'\n', hay).unwrap_or(hay.len())];
+    let mut spans = Vec::new();
+    let blank = |b: u8| b == b' ' || b == b'\t' || b == b'\'' || b == b'"';
+    let mut at = 0;
+    while at + 2 < line.len() {
+        let starts_arg = at == 0 || blank(line[at - 1]);
+        let arg_end = |from: usize| {
+            line[from..]
+                .iter()
+                .position(|&b| b.is_ascii_whitespace() || b == b'\'' || b == b'"')
+                .map_or(line.len(), |i| from + i)
+        };
+        if starts_arg && line[at..].starts_with(b"-p") {
+            let end = arg_end(at + 2);
+            if end > at + 2 && rules::plausible(&line[at + 2..end], true) {
+                spans.push(Span {
+                    start: at + 2,
+                    end,
+                    label: Label::Rule(rules.0),
+                });
+            }
+        } else if starts_arg
+            && line[at..].starts_with(b"-u")
+            && line.get(at + 2).is_some_and(|&b| b == b' ' || b == b'\t')
+        {
+            let mut user = at + 2;
+            while line.get(user).is_some_and(|&b| blank(b)) {
+                user += 1;
+            }
+            let end = arg_end(user);
+            if let Some(colon) = line[user..end].iter().position(|&b| b == b':') {
+                let from = user + colon + 1;
+                if from < end && rules::plausible(&line[from..end], true) {
+                    spans.push(Span {
+                        start: from,
+                        end,
+                        label: Label::Rule(rules.1),
+                    });
+                }
+            }
+        }
+        at += 1;
+    }
+    spans
 }
 
 /// Whether `b` may stand between a credential keyword and its value.

@@ -45,9 +45,11 @@ pub(crate) enum Secret {
     /// quoted); taken unless it is a placeholder or shell syntax
     /// ([`plausible`], blanks allowed).
     FlagValue,
-    /// What follows the last `-p` of the match (`mysql -pSECRET`).
+    /// What follows the last `-p` of the match (`mysql -pSECRET`), if
+    /// [`plausible`].
     DashP,
-    /// The password of the `user:password` word that ends the match.
+    /// The password of the `user:password` word that ends the match, if
+    /// [`plausible`].
     UserPassword,
 }
 
@@ -131,7 +133,12 @@ impl Secret {
                 } else {
                     len
                 };
-                (from.min(to), to)
+                let from = from.min(to);
+                if plausible(&m[from..to], true) {
+                    (from, to)
+                } else {
+                    (from, from)
+                }
             }
             Secret::UserPassword => {
                 let (word, to) = if m.last() == Some(&b'\'') {
@@ -148,7 +155,11 @@ impl Secret {
                     .iter()
                     .position(|&b| b == b':')
                     .map_or(to, |i| word + i + 1);
-                (from, to)
+                if plausible(&m[from..to], true) {
+                    (from, to)
+                } else {
+                    (from, from)
+                }
             }
             Secret::UrlPassword => {
                 let after_scheme = find(m, b"://").map_or(0, |i| i + 3);
@@ -242,7 +253,8 @@ pub(crate) fn looks_secret(value: &[u8]) -> bool {
 /// variable or a template, shown as it is so that a redaction never hides
 /// what runs), and not a placeholder (`null`, `none`, `nil`, `true`,
 /// `false`, `undefined`, `empty`, `unset`, `redacted`, `hidden`, `n/a`,
-/// one character repeated as in `****`, `[...]`, `%s`).
+/// one character repeated as in `****`, `[...]`, `%s`, fewer than two
+/// letters or digits as in `X`).
 pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
     const SHELL: &[u8] = b"$()`;|<>&{}";
     const PLACEHOLDERS: &[&[u8]] = &[
@@ -265,6 +277,8 @@ pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
         .iter()
         .any(|b| (!blanks && b.is_ascii_whitespace()) || SHELL.contains(b));
     let placeholder = PLACEHOLDERS.iter().any(|p| value.eq_ignore_ascii_case(p))
+        // `X`, `…,`: a letter standing for a value, as prose writes it.
+        || value.iter().filter(|b| b.is_ascii_alphanumeric()).count() < 2
         || value.iter().all(|&b| b == first)
         || (first == b'[' && value.last() == Some(&b']'))
         || first == b'%';
