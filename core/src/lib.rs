@@ -56,6 +56,7 @@
 //!     action: "http.get".into(),
 //!     target: "https://api.example".into(),
 //!     summary: "GET /status".into(),
+//!     card_lines: Vec::new(),
 //! };
 //! let start = Instant::now();
 //! let mut now = start;
@@ -121,8 +122,8 @@ pub use call::{
     Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, EveryAction,
     Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
-    SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, rfc3339,
-    spawn_error_kind,
+    SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text, rfc3339,
+    spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

@@ -34,6 +34,40 @@ fn every_kind_of_audit_event_round_trips_through_postcard() {
     }
 }
 
+/// The card's event round-trips too, and the views read it back: the
+/// card of the call that showed one is its text, byte for byte.
+#[test]
+fn the_card_event_round_trips_and_the_activity_view_shows_it() {
+    use spillguard_core::audit::activity;
+
+    let events = audit_support::call_events_with_card(1, 0, 1);
+    let cards: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AuditKind::CardShown { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        cards,
+        [
+            "action: ssh.exec\ntarget: deploy@web-1\nsummary: systemctl restart web\n\
+          approval expires: 120000 ms after it is shown"
+        ]
+    );
+    for event in &events {
+        let entry = LogEntry::Call(event.clone());
+        let back: LogEntry = postcard::from_bytes(&postcard::to_allocvec(&entry).unwrap()).unwrap();
+        assert_eq!(back, entry);
+    }
+    let log = write_log(&call_entries(&events), None, &mut Rng::new(3));
+    let (verdict, records) = verify_and_read(&log.bytes, VerifyOptions::default());
+    assert!(matches!(verdict, Verdict::Unanchored { .. }), "{verdict}");
+    let rows = activity(&records);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].card.as_deref(), Some(cards[0]));
+}
+
 #[test]
 fn a_log_reads_back_exactly_plain_and_sealed() {
     let entries = call_entries(&events(1_000));

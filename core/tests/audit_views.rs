@@ -197,6 +197,7 @@ fn the_activity_view_has_one_exact_row_per_call() {
         kind: Some(CallKind::Action),
         action: Some("ssh.exec".into()),
         target: Some(format!("deploy@web-{call}")),
+        card: None,
         state: State::Completed,
         finished: true,
         approval: Some(ApprovalDecision::Granted),

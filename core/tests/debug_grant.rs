@@ -55,6 +55,7 @@ fn calls_started_under_a_grant_retain_more_and_say_debug() {
         action: "a".into(),
         target: "t".into(),
         summary: String::new(),
+        card_lines: Vec::new(),
     };
     let during = CallSettings::action(&config).with_debug(
         &config,
@@ -119,6 +120,7 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
         action: "a".into(),
         target: "t".into(),
         summary: String::new(),
+        card_lines: Vec::new(),
     };
     let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
     call.handle_validated(t0, false).unwrap();
@@ -172,6 +174,7 @@ fn spec(id: &str) -> CallSpec {
         action: "a".into(),
         target: "t".into(),
         summary: String::new(),
+        card_lines: Vec::new(),
     }
 }
 

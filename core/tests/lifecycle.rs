@@ -781,6 +781,7 @@ fn the_attempt_is_audited_before_the_card_and_the_spawn() {
             "Audit(received->validated)",
             "Audit(attempt)",
             "Audit(validated->awaiting_approval)",
+            "Audit(card)",
             "ShowApprovalCard",
             "Audit(awaiting_approval->authorized)",
             "Spawn",

@@ -48,6 +48,7 @@ fn spec() -> CallSpec {
         action: "git.push".into(),
         target: format!("https://deploy:{URL_PASSWORD}@git.example.com/repo.git"),
         summary: format!("push as GITHUB_TOKEN={TOKEN} for ticket corp-4242"),
+        card_lines: Vec::new(),
     }
 }
 
@@ -150,8 +151,19 @@ fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
     assert_no_secret("the excerpt", outcome.agent_excerpt().as_bytes());
     assert_no_secret("the stdout", outcome.stdout.render().as_bytes());
 
-    // Audit: attempt, transitions, final record; the log holds no secret.
-    assert_eq!(seen.audit.len(), 7);
+    // Audit: attempt, transitions, the card, final record; the log holds
+    // no secret, and its card is the card shown, byte for byte.
+    assert_eq!(seen.audit.len(), 8);
+    let logged_card: Vec<&str> = seen
+        .audit
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AuditKind::CardShown { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged_card, [seen.cards[0].text.as_str()]);
+    assert_no_secret("the card", seen.cards[0].text.as_bytes());
     let attempts: Vec<&str> = seen
         .audit
         .iter()
@@ -166,8 +178,8 @@ fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
         .iter()
         .position(|e| matches!(e.kind, AuditKind::Attempt { .. }))
         .unwrap();
-    let AuditKind::Final(last) = &seen.audit[6].kind else {
-        panic!("{:?}", seen.audit[6]);
+    let AuditKind::Final(last) = &seen.audit[7].kind else {
+        panic!("{:?}", seen.audit[7]);
     };
     assert_eq!(**last, *record);
     let log = log_bytes(&seen.audit);

@@ -72,11 +72,22 @@ fn a_bounded_flood_prints_one_record_line_with_exact_counts() {
     assert_eq!(line["target"], "sh");
     assert_eq!(line["approval"], "not_required");
 
-    // One line of x with no blank: what the window kept of it is the word
-    // its edge cut, never shown (it could be the end of a secret).
+    // One line of x with no blank: a run of one byte holds no secret, so
+    // the excerpt (4 KiB) shows its end as it is, marker first.
+    let excerpt = line["stderr_excerpt"].as_str().unwrap();
+    let (marker, kept) = excerpt.split_once('\n').unwrap();
     assert_eq!(
-        line["stderr_excerpt"],
-        "[stderr truncated: kept last 16384 of 1000000 bytes]\n[cut]"
+        marker,
+        format!(
+            "[stderr truncated: kept last {} of 1000000 bytes]",
+            kept.len()
+        )
+    );
+    assert!(kept.bytes().all(|b| b == b'x'));
+    assert!(
+        excerpt.len() <= 4096 && excerpt.len() > 4000,
+        "{}",
+        excerpt.len()
     );
 }
 
@@ -280,11 +291,19 @@ fn flags_override_the_config_file() {
     assert_eq!(line["stderr_retain"], "head");
     assert_eq!(line["stderr_bytes_seen"], 50_000);
     assert_eq!(line["stderr_bytes_retained"], 2000);
-    // One line of y: the kept part is a cut word.
+    // One line of y, shown as it is (no secret is a run of one byte),
+    // within the excerpt budget the config file sets.
+    let excerpt = line["stderr_excerpt"].as_str().unwrap();
+    let (marker, kept) = excerpt.split_once('\n').unwrap();
     assert_eq!(
-        line["stderr_excerpt"],
-        "[stderr truncated: kept first 2000 of 50000 bytes]\n[cut]"
+        marker,
+        format!(
+            "[stderr truncated: kept first {} of 50000 bytes]",
+            kept.len()
+        )
     );
+    assert!(kept.bytes().all(|b| b == b'y'));
+    assert!(excerpt.len() <= 500 && excerpt.len() > 450, "{excerpt}");
 }
 
 #[test]

@@ -201,3 +201,104 @@ fn a_signal_ends_the_server_with_stdin_open_after_answering_the_call_in_flight()
         let _ = std::fs::remove_file(&pidfile);
     }
 }
+
+/// The approval card a client is shown is, byte for byte, the card the
+/// audit log keeps: redacted (a password given as a flag's argument), with
+/// line and paragraph separators, zero-width and bidi characters escaped;
+/// the password is nowhere in the log, the card or the result.
+#[test]
+fn the_card_the_client_sees_is_the_audit_logs_own() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    let password = "Q7x9hunter2P8z3";
+    let tools = temp_path("card-tools.toml");
+    std::fs::write(
+        &tools,
+        "[tools.login]\ndescription = \"log in as USER\"\n\
+         command = [\"sh\", \"-c\", \"exit 0\", \"login\", \"--user\", \"{user}\", \"--password\", \"{pw}\"]\n\
+         params.user = { type = \"string\" }\nparams.pw = { type = \"string\" }\n\
+         approval = \"required\"\ntarget = \"{user}\"\n",
+    )
+    .unwrap();
+    let log = temp_path("card-audit.log");
+    let _ = std::fs::remove_file(&log);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args([
+            "mcp",
+            "--tools",
+            tools.to_str().unwrap(),
+            "--audit",
+            log.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    };
+    let mut next = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "card", "version": "1"}}}),
+    );
+    assert_eq!(next()["id"], 1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let user = "ops\u{2028}approved by admin\u{200b}\u{202e}";
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "login", "arguments": {"user": user, "pw": password}}}),
+    );
+    let ask = next();
+    assert_eq!(ask["method"], "elicitation/create");
+    let shown = ask["params"]["message"].as_str().unwrap().to_owned();
+    send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}));
+    let answer = next();
+    assert_eq!(answer["id"], 2);
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+
+    assert_eq!(
+        shown,
+        "tool: login\n\
+         description: log in as USER\n\
+         target: ops\\u{2028}approved by admin\\u{200b}\\u{202e}\n\
+         command: sh -c 'exit 0' login --user 'ops\\u{2028}approved by admin\\u{200b}\\u{202e}' \
+         --password [redacted: flag-argument]\n\
+         deadline: host default\n\
+         approval expires: 120000 ms after it is shown"
+    );
+    assert_eq!(shown.lines().count(), 6);
+    // The log's card is the same text, byte for byte.
+    let activity = spillguard(&["audit", "activity", log.to_str().unwrap(), "--json"]);
+    let text = String::from_utf8(activity.stdout).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = rows
+        .iter()
+        .find(|r| r["card"].is_string())
+        .unwrap_or_else(|| panic!("no card in {text}"));
+    assert_eq!(row["card"].as_str().unwrap().as_bytes(), shown.as_bytes());
+    assert_eq!(row["state"], "completed");
+    // The password is nowhere.
+    let bytes = std::fs::read(&log).unwrap();
+    assert!(
+        !bytes
+            .windows(password.len())
+            .any(|w| w == password.as_bytes())
+    );
+    assert!(!answer.to_string().contains(password));
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&tools);
+}

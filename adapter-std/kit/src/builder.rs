@@ -66,6 +66,7 @@ pub struct CallRequest {
     action: Option<String>,
     target: Option<String>,
     summary: Option<String>,
+    card_lines: Vec<(String, String)>,
     approval: Approval,
     deadline: Option<Option<Duration>>,
     approval_timeout: Option<Duration>,
@@ -121,6 +122,7 @@ impl CallRequest {
             action: None,
             target: None,
             summary: None,
+            card_lines: Vec::new(),
             approval: Approval::NotRequired,
             deadline: None,
             approval_timeout: None,
@@ -157,6 +159,7 @@ impl CallRequest {
                 .target
                 .unwrap_or_else(|| self.command.program.to_string_lossy().into_owned()),
             summary: self.summary.unwrap_or_else(|| command_line(&self.command)),
+            card_lines: self.card_lines,
         };
         let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
         if let Some(deadline) = self.deadline {
@@ -327,6 +330,7 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
             action,
             target,
             summary,
+            card_lines,
         } = spec;
         self.request.call_id = Some(call_id);
         self.request.session_id = Some(session_id);
@@ -334,6 +338,16 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
         self.request.action = Some(action);
         self.request.target = Some(target);
         self.request.summary = Some(summary);
+        self.request.card_lines = card_lines;
+        self
+    }
+
+    /// A line of the approval card, `label: value` (in the order given;
+    /// without any, the card shows `action`, `target` and `summary`). The
+    /// value is redacted and made visible like the rest of the card
+    /// (`ApprovalCard::text`).
+    pub fn card_line(mut self, label: impl Into<String>, value: impl Into<String>) -> Self {
+        self.request.card_lines.push((label.into(), value.into()));
         self
     }
 
@@ -614,6 +628,7 @@ mod tests {
             action: "dns.lookup".into(),
             target: "web-3".into(),
             summary: "resolve web-3".into(),
+            card_lines: Vec::new(),
         };
         let resolved = CallBuilder::new(&Requests, HelperCommand::new("/usr/bin/host"))
             .call_id("c_replaced")

@@ -25,6 +25,10 @@ pub struct ActivityRow {
     pub action: Option<String>,
     /// The target as shown to the user.
     pub target: Option<String>,
+    /// The approval card exactly as it was shown, when the call showed one
+    /// (left out of the JSON otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<String>,
     /// The last state on record: the final record's, else the last
     /// transition's (`received` if neither is on record).
     pub state: State,
@@ -103,6 +107,7 @@ pub fn activity(records: &[Record]) -> Vec<ActivityRow> {
                 kind: None,
                 action: None,
                 target: None,
+                card: None,
                 state: State::Received,
                 finished: false,
                 approval: None,
@@ -137,6 +142,7 @@ pub fn activity(records: &[Record]) -> Vec<ActivityRow> {
                     row.state = *to;
                 }
             }
+            AuditKind::CardShown { text } => row.card = Some(text.clone()),
             AuditKind::Final(final_record) => {
                 let r = final_record.as_ref();
                 row.kind.get_or_insert(r.kind);

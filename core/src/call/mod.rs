@@ -93,6 +93,11 @@ pub struct CallSpec {
     pub target: String,
     /// A one-line summary of the parameters, shown on the approval card.
     pub summary: String,
+    /// The lines of the approval card, `label: value` in order, before its
+    /// expiry line; empty (the default), `action`, `target` and `summary`.
+    /// Redacted and made [`visible`] like every text of the card.
+    #[serde(default)]
+    pub card_lines: Vec<(String, String)>,
 }
 
 /// Budgets and timings for one call, derived from a [`Config`].
@@ -442,6 +447,14 @@ pub struct ApprovalCard {
     pub summary: String,
     /// How long the card stays valid from when it is shown.
     pub expires_in: Duration,
+    /// The card as it is shown, built once when it is shown and never
+    /// changed: one `label: value` line per
+    /// [`CallSpec::card_lines`] (by default `action`, `target`,
+    /// `summary`), then `approval expires: N ms after it is shown`. Every
+    /// value is redacted by the call's rules, as the record is, and made
+    /// [`visible`], so no value can add, hide or reorder a line. The audit
+    /// log keeps exactly this text ([`AuditKind::CardShown`]).
+    pub text: String,
 }
 
 /// A lifecycle event for the audit log (R6): written as it happens.
@@ -480,6 +493,12 @@ pub enum AuditKind {
     },
     /// The final record, after the terminal transition.
     Final(Box<CallRecord>),
+    /// The approval card, as shown, before it is shown: byte for byte
+    /// the [`ApprovalCard::text`] the approver sees.
+    CardShown {
+        /// The card's text.
+        text: String,
+    },
 }
 
 /// What the call asks its driver to do. Carry them out in order.
@@ -763,6 +782,7 @@ pub(crate) enum Stop {
 ///     action: "ssh.exec".into(),
 ///     target: "deploy@web-3".into(),
 ///     summary: "systemctl restart web".into(),
+///     card_lines: Vec::new(),
 /// };
 /// let t0 = Instant::now();
 /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
@@ -772,7 +792,7 @@ pub(crate) enum Stop {
 /// while let Some(action) = call.poll_action() {
 ///     shown.push(format!("{action:?}").split([' ', '(']).next().unwrap_or("").to_owned());
 /// }
-/// assert_eq!(shown, ["Audit", "Audit", "Audit", "ShowApprovalCard"]);
+/// assert_eq!(shown, ["Audit", "Audit", "Audit", "Audit", "ShowApprovalCard"]);
 /// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(120)));
 ///
 /// let t1 = t0 + Duration::from_secs(3);
@@ -1121,6 +1141,7 @@ impl Call {
     ///     action: "mcp.server".into(),
     ///     target: "files".into(),
     ///     summary: "serve the files tools".into(),
+    ///     card_lines: Vec::new(),
     /// };
     /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     /// let t0 = Instant::now();
@@ -1246,6 +1267,7 @@ impl Call {
     ///     action: "build".into(),
     ///     target: "ci".into(),
     ///     summary: "make".into(),
+    ///     card_lines: Vec::new(),
     /// };
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
@@ -1308,6 +1330,7 @@ impl Call {
     ///     action: "lint".into(),
     ///     target: "src/".into(),
     ///     summary: "cargo clippy".into(),
+    ///     card_lines: Vec::new(),
     /// };
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
@@ -1377,6 +1400,89 @@ fn redacted_spec(spec: CallSpec, redactor: &Redactor) -> CallSpec {
         action: redactor.redact_text(&spec.action),
         target: redactor.redact_text(&spec.target),
         summary: redactor.redact_text(&spec.summary),
+        card_lines: spec
+            .card_lines
+            .iter()
+            .map(|(label, value)| (redactor.redact_text(label), redactor.redact_text(value)))
+            .collect(),
         ..spec
+    }
+}
+
+/// `text` with every character that could hide, add or reorder what a
+/// reader sees written as an escape: control characters (`\n`, `\t`,
+/// `\u{1b}`), the line and paragraph separators (`\u{2028}`,
+/// `\u{2029}`), zero-width and byte-order marks (`\u{200b}`–`\u{200d}`,
+/// `\u{2060}`, `\u{feff}`, `\u{00ad}`) and the bidirectional formatting
+/// characters (`\u{061c}`, `\u{200e}`, `\u{200f}`, `\u{202a}`–`\u{202e}`,
+/// `\u{2066}`–`\u{2069}`). Everything else is kept as it is.
+///
+/// ```
+/// assert_eq!(
+///     spillguard_core::visible("web-3\u{2028}target: prod\u{202e}"),
+///     "web-3\\u{2028}target: prod\\u{202e}"
+/// );
+/// ```
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let invisible = matches!(
+            c,
+            '\u{00ad}'
+                | '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        );
+        if invisible {
+            out.extend(c.escape_unicode());
+        } else if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The text of an approval card with these `label: value` lines (each
+/// made [`visible`]) and its expiry line, as [`ApprovalCard::text`] is
+/// built from the call's redacted [`CallSpec::card_lines`].
+///
+/// ```
+/// use std::time::Duration;
+/// let lines = [("tool".to_owned(), "restart".to_owned()), ("target".to_owned(), "web-3\nprod".to_owned())];
+/// assert_eq!(
+///     spillguard_core::card_text(&lines, Duration::from_secs(60)),
+///     "tool: restart\ntarget: web-3\\nprod\napproval expires: 60000 ms after it is shown"
+/// );
+/// ```
+pub fn card_text(lines: &[(String, String)], expires_in: Duration) -> String {
+    let mut text = String::new();
+    for (label, value) in lines {
+        text.push_str(&visible(label));
+        text.push_str(": ");
+        text.push_str(&visible(value));
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "approval expires: {} ms after it is shown",
+        expires_in.as_millis()
+    ));
+    text
+}
+
+/// The approval card's text for the call's (redacted) spec.
+pub(crate) fn spec_card_text(spec: &CallSpec, expires_in: Duration) -> String {
+    if spec.card_lines.is_empty() {
+        let defaults = [
+            ("action".to_owned(), spec.action.clone()),
+            ("target".to_owned(), spec.target.clone()),
+            ("summary".to_owned(), spec.summary.clone()),
+        ];
+        card_text(&defaults, expires_in)
+    } else {
+        card_text(&spec.card_lines, expires_in)
     }
 }

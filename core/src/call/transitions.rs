@@ -377,12 +377,15 @@ fn show_card(call: &mut Call, now: Instant) {
     call.timers
         .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
     enter(call, now, State::AwaitingApproval);
+    let text = super::spec_card_text(&call.spec, call.settings.approval_timeout);
+    audit(call, now, AuditKind::CardShown { text: text.clone() });
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),
         action: call.spec.action.clone(),
         target: call.spec.target.clone(),
         summary: call.spec.summary.clone(),
         expires_in: call.settings.approval_timeout,
+        text,
     };
     call.actions.push_back(Action::ShowApprovalCard(card));
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::audit::{Anchor, Key, LogEntry, LogId, LogWriter, Nonce};
 use spillguard_core::{
-    Action, AuditEvent, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
-    RetentionPool,
+    Action, AuditEvent, AuditKind, Call, CallKind, CallSettings, CallSpec, CancelReason, Config,
+    ExitStatus, RetentionPool,
 };
 
 /// The virtual clock's origin, read once per call.
@@ -53,8 +53,18 @@ pub const PATHS: u64 = 8;
 
 /// The audit events of one call, driven through `path` (0..PATHS):
 /// completed, denied, cancelled after dispatch, failed locally, discovery,
-/// validation failed, approval expired, spawn failed.
+/// validation failed, approval expired, spawn failed. The lifecycle's
+/// events only: the card's text (`AuditKind::CardShown`) is left out, so
+/// that the logs these tests build keep their sizes and counts (the card
+/// event has tests of its own: `audit_roundtrip.rs`, `audit_views.rs`).
 pub fn call_events(call: u64, session: u64, path: u64) -> Vec<AuditEvent> {
+    let mut events = call_events_with_card(call, session, path);
+    events.retain(|e| !matches!(e.kind, AuditKind::CardShown { .. }));
+    events
+}
+
+/// [`call_events`] with the card's event where the call shows a card.
+pub fn call_events_with_card(call: u64, session: u64, path: u64) -> Vec<AuditEvent> {
     let config = Config::default();
     let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     let kind = if path == 4 {
@@ -69,6 +79,7 @@ pub fn call_events(call: u64, session: u64, path: u64) -> Vec<AuditEvent> {
         action: if path == 4 { "dns.lookup" } else { "ssh.exec" }.into(),
         target: format!("deploy@web-{}", call % 7),
         summary: "systemctl restart web".into(),
+        card_lines: Vec::new(),
     };
     let settings = if path == 4 {
         CallSettings::discovery(&config)

@@ -417,6 +417,7 @@ pub fn spec(call_id: &str, kind: CallKind) -> CallSpec {
         action: "helper.run".to_owned(),
         target: "web-3".to_owned(),
         summary: "run the helper".to_owned(),
+        card_lines: Vec::new(),
     }
 }
 
@@ -661,6 +662,7 @@ impl World {
                 AuditKind::Attempt { .. } => "Audit(attempt)".to_owned(),
                 AuditKind::Transition { from, to } => format!("Audit({from}->{to})"),
                 AuditKind::Final(r) => format!("Audit(final {})", r.state),
+                AuditKind::CardShown { .. } => "Audit(card)".to_owned(),
                 _ => "Audit(?)".to_owned(),
             },
             Action::ShowApprovalCard(_) => "ShowApprovalCard".to_owned(),

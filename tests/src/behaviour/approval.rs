@@ -41,6 +41,12 @@ pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
     assert_eq!(card.summary, "test helper");
     assert_eq!(card.expires_in, Duration::from_secs(120));
     assert_eq!(call.state(), State::AwaitingApproval);
+    assert_eq!(
+        card.text,
+        "action: local.test\ntarget: localhost\nsummary: test helper\n\
+         approval expires: 120000 ms after it is shown"
+    );
+    let shown = card.text.clone();
     assert_eq!(call.card(), Some(card));
 
     assert_eq!(call.deny(), Ok(()));
@@ -73,10 +79,13 @@ pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
             "transition:received->validated",
             "attempt",
             "transition:validated->awaiting_approval",
+            "card_shown",
             "transition:awaiting_approval->denied",
             "final"
         ]
     );
+    // The log keeps the card as the approver got it, byte for byte.
+    assert_eq!(recorder.card("c_denied"), Some(shown));
 }
 
 /// An approved call runs its helper to completion.

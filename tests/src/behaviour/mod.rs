@@ -228,4 +228,17 @@ impl Recorder {
             })
             .collect()
     }
+
+    /// The card `call_id`'s log keeps, if it showed one.
+    fn card(&self, call_id: &str) -> Option<String> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|e| e.call_id == call_id)
+            .find_map(|e| match &e.kind {
+                spillguard_core::AuditKind::CardShown { text } => Some(text.clone()),
+                _ => None,
+            })
+    }
 }

@@ -66,7 +66,6 @@ use spillguard_tokio::{CallHandle, Host};
 use tokio_util::sync::CancellationToken;
 
 use super::answer;
-use super::prepare::PreparedCall;
 use super::tools::{Tool, ToolsFile};
 
 /// The server: the tools, the host their calls run on, and the token
@@ -194,11 +193,9 @@ impl Bridge {
         }
         let handle = builder.start();
         if asks && modern {
-            return self
-                .input_required(handle, tool, arguments, &prepared, context)
-                .await;
+            return self.input_required(handle, tool, arguments, context).await;
         }
-        if asks && let Err(Interrupted::ClientGone) = self.ask(&handle, &prepared, context).await {
+        if asks && let Err(Interrupted::ClientGone) = self.ask(&handle, context).await {
             return Err(gone_error());
         }
         self.finish(handle, tool, context).await.map(Into::into)
@@ -211,7 +208,6 @@ impl Bridge {
         handle: CallHandle,
         tool: &Tool,
         arguments: &Map<String, Value>,
-        prepared: &PreparedCall,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(card) = self.shown(&handle).await? else {
@@ -240,7 +236,7 @@ impl Bridge {
         let mut requests = BTreeMap::new();
         requests.insert(
             APPROVAL_KEY.to_owned(),
-            InputRequest::Elicitation(ElicitRequest::new(elicitation(prepared))),
+            InputRequest::Elicitation(ElicitRequest::new(elicitation(&card))),
         );
         Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
     }
@@ -318,19 +314,17 @@ impl Bridge {
     async fn ask(
         &self,
         handle: &CallHandle,
-        prepared: &PreparedCall,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), Interrupted> {
         let gone = &self.inner.gone;
-        if self
+        let Some(card) = self
             .shown(handle)
             .await
             .map_err(|_| Interrupted::ClientGone)?
-            .is_none()
-        {
+        else {
             return Ok(());
-        }
-        let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(prepared)));
+        };
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(&card)));
         let sent = context
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -405,12 +399,13 @@ impl Bridge {
     }
 }
 
-/// The elicitation that shows the card: its text as the message, and no
-/// field to fill (the answer is the action: accept, decline or cancel).
-fn elicitation(prepared: &PreparedCall) -> ElicitRequestParams {
+/// The elicitation that shows the card: its text as the core built it
+/// (redacted, the audit log's own), and no field to fill (the answer is
+/// the action: accept, decline or cancel).
+fn elicitation(card: &ApprovalCard) -> ElicitRequestParams {
     ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: prepared.card.clone(),
+        message: card.text.clone(),
         requested_schema: ElicitationSchema::new(BTreeMap::new()),
     }
 }

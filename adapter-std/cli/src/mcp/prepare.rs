@@ -26,10 +26,13 @@
 //!
 //! # The approval card
 //!
-//! Built once, here, from the validated call, and never changed: five
-//! lines (six when the call waits for approval), each `label: value`, with every control or bidirectional
-//! formatting character written as an escape (`\n`, `\u{202e}`), so that a
-//! value can neither add a line nor reorder one:
+//! Its lines are made here from the validated call, and the core builds
+//! the card from them once, when it shows it (`ApprovalCard::text`): five
+//! lines and the expiry line, each `label: value`, every value redacted by
+//! the call's rules (the audit log keeps exactly that text), with every
+//! control, invisible or bidirectional formatting character written as an
+//! escape (`\n`, `\u{2028}`, `\u{202e}`), so that a value can neither add
+//! a line, hide one nor reorder one:
 //!
 //! ```text
 //! tool: remote_uptime
@@ -69,8 +72,10 @@ pub struct PreparedCall {
     pub target: String,
     /// The shell-quoted command line; the call's `summary`.
     pub summary: String,
-    /// The approval card's text (see the module docs for its format).
-    pub card: String,
+    /// The approval card's lines, `label: value` (see the module docs for
+    /// the card's format); the core redacts them, makes them visible and
+    /// adds the expiry line when it shows the card.
+    pub card_lines: Vec<(String, String)>,
     /// Action or discovery.
     pub kind: CallKind,
     /// Whether the call waits for approval.
@@ -84,17 +89,29 @@ pub struct PreparedCall {
 }
 
 impl PreparedCall {
+    /// The card the core shows for this call before redaction (its lines,
+    /// made visible, and the expiry line): what an approver sees when no
+    /// rule finds a secret in it.
+    #[cfg(test)]
+    pub fn card(&self) -> String {
+        spillguard_std::core::card_text(&self.card_lines, self.approval_timeout)
+    }
+
     /// The call on `host`, every field set from this one: the command,
-    /// `action` (the tool's name), kind, target, summary, approval, result
-    /// channel and deadline. The caller adds its ids and starts it.
+    /// `action` (the tool's name), kind, target, summary, card lines,
+    /// approval, result channel and deadline. The caller adds its ids and
+    /// starts it.
     pub fn builder<'h, H: Launch>(&self, host: &'h H) -> CallBuilder<'h, H> {
-        let builder = CallBuilder::new(host, self.command.clone())
-            .kind(self.kind)
-            .action(self.tool.clone())
-            .target(self.target.clone())
-            .summary(self.summary.clone())
-            .approval(self.approval)
-            .approval_timeout(self.approval_timeout);
+        let builder = self.card_lines.iter().fold(
+            CallBuilder::new(host, self.command.clone())
+                .kind(self.kind)
+                .action(self.tool.clone())
+                .target(self.target.clone())
+                .summary(self.summary.clone())
+                .approval(self.approval)
+                .approval_timeout(self.approval_timeout),
+            |builder, (label, value)| builder.card_line(label.clone(), value.clone()),
+        );
         let builder = match self.deadline {
             Some(deadline) => builder.deadline(deadline),
             None => builder,
@@ -207,26 +224,21 @@ impl Tool {
             Some(d) => format!("{} ms", d.as_millis()),
             None => "host default".to_owned(),
         };
-        let mut card = format!(
-            "tool: {}\ndescription: {}\ntarget: {}\ncommand: {}\ndeadline: {}",
-            visible(&self.name),
-            visible(&self.description),
-            visible(&target),
-            visible(&summary),
-            deadline,
-        );
-        if self.approval.is_required() {
-            card.push_str(&format!(
-                "\napproval expires: {} ms after it is shown",
-                self.approval_timeout.as_millis()
-            ));
-        }
+        let card_lines = [
+            ("tool", self.name.clone()),
+            ("description", self.description.clone()),
+            ("target", target.clone()),
+            ("command", summary.clone()),
+            ("deadline", deadline),
+        ]
+        .map(|(label, value)| (label.to_owned(), value))
+        .to_vec();
         Ok(PreparedCall {
             tool: self.name.clone(),
             command,
             target,
             summary,
-            card,
+            card_lines,
             kind: self.kind,
             approval: self.approval,
             result: self.result,
@@ -367,25 +379,4 @@ fn shown(value: &Value) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text,
     }
-}
-
-/// The text with every control character and bidirectional formatting
-/// character written as an escape, so that it stays on its line and in
-/// its order.
-pub(crate) fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(
-            c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        );
-        if bidi {
-            out.extend(c.escape_unicode());
-        } else if c.is_control() {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

@@ -454,13 +454,15 @@ fn the_example_prepares_its_call_and_card() {
             command: HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "uptime"]),
             target: "ssh -o BatchMode=yes web-3 uptime".into(),
             summary: "ssh -o BatchMode=yes web-3 uptime".into(),
-            card: "tool: remote_uptime\n\
-                   description: uptime of a host over ssh\n\
-                   target: ssh -o BatchMode=yes web-3 uptime\n\
-                   command: ssh -o BatchMode=yes web-3 uptime\n\
-                   deadline: 20000 ms\n\
-                   approval expires: 120000 ms after it is shown"
-                .into(),
+            card_lines: [
+                ("tool", "remote_uptime"),
+                ("description", "uptime of a host over ssh"),
+                ("target", "ssh -o BatchMode=yes web-3 uptime"),
+                ("command", "ssh -o BatchMode=yes web-3 uptime"),
+                ("deadline", "20000 ms"),
+            ]
+            .map(|(l, v)| (l.to_owned(), v.to_owned()))
+            .to_vec(),
             kind: CallKind::Action,
             approval: Approval::Required,
             result: ToolResult::StdoutJson,
@@ -514,7 +516,7 @@ fn every_type_is_substituted_as_its_text() {
     assert_eq!(call.approval, Approval::Required);
     assert_eq!(call.deadline, None);
     assert!(
-        call.card
+        call.card()
             .ends_with("\ndeadline: host default\napproval expires: 120000 ms after it is shown")
     );
 }
@@ -700,7 +702,7 @@ fn the_card_shows_the_target_and_escapes_what_could_forge_a_line() {
         .unwrap();
     assert_eq!(call.target, "deploy@web-3\ncommand: true\u{202e}");
     assert_eq!(
-        call.card,
+        call.card(),
         "tool: t\n\
          description: restart\\na service\n\
          target: deploy@web-3\\ncommand: true\\u{202e}\n\
@@ -708,12 +710,12 @@ fn the_card_shows_the_target_and_escapes_what_could_forge_a_line() {
          deadline: host default\n\
          approval expires: 120000 ms after it is shown"
     );
-    assert_eq!(call.card.lines().count(), 6);
+    assert_eq!(call.card().lines().count(), 6);
     // The card is made once: preparing again gives the same text.
     let again = tool
         .prepare(&args(json!({"host": "web-3\ncommand: true\u{202e}"})))
         .unwrap();
-    assert_eq!(again.card, call.card);
+    assert_eq!(again.card(), call.card());
 }
 
 /// A host that starts nothing: `start()` hands back the request.
@@ -780,7 +782,7 @@ fn the_example_file_of_the_readme_loads() {
     let call = uptime.prepare(&args(json!({"host": "web-3"}))).unwrap();
     assert_eq!(call.target, "web-3");
     assert_eq!(
-        call.card,
+        call.card(),
         "tool: remote_uptime\n\
          description: uptime of a host over ssh\n\
          target: web-3\n\
@@ -844,16 +846,21 @@ fn the_approval_timeout_is_the_cards_and_the_calls() {
     let call = tool.prepare(&args(json!({}))).unwrap();
     assert_eq!(call.approval_timeout, Duration::from_millis(1500));
     assert!(
-        call.card
+        call.card()
             .ends_with("\napproval expires: 1500 ms after it is shown"),
         "{}",
-        call.card
+        call.card()
     );
     let none =
         only_tool("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\napproval = \"none\"\n");
     let call = none.prepare(&args(json!({}))).unwrap();
-    assert_eq!(call.card.lines().count(), 5);
-    assert!(call.card.ends_with("\ndeadline: host default"));
+    // A call that needs no approval shows no card; its lines are made all
+    // the same.
+    assert_eq!(call.card_lines.len(), 5);
+    assert_eq!(
+        call.card_lines[4],
+        ("deadline".into(), "host default".into())
+    );
 }
 
 #[test]
