@@ -458,6 +458,15 @@ pub enum Rule {
     GraceTooLong(Duration),
     /// The value cannot be used with another setting; the text says why.
     Incompatible(&'static str),
+    /// The extra redaction patterns take longer than their budget to
+    /// redact a 16 KiB test window (checked by the host when it starts, on
+    /// its clock: see `spillguard_kit::REDACTION_BUDGET`).
+    TooSlow {
+        /// What they took, in microseconds.
+        micros: u64,
+        /// The budget, in microseconds.
+        budget_micros: u64,
+    },
     /// An extra redaction pattern does not compile or matches the empty
     /// string.
     BadPattern {
@@ -515,6 +524,15 @@ impl fmt::Display for Rule {
                 other,
                 limit,
             } => write!(f, "{value} is smaller than {other} ({limit})"),
+            Rule::TooSlow {
+                micros,
+                budget_micros,
+            } => write!(
+                f,
+                "the patterns took {micros} us to redact a 16 KiB test window, over the \
+                 budget of {budget_micros} us (the built-in rules take about 50): bound \
+                 their repetitions or anchor them on a literal"
+            ),
             Rule::GraceTooLong(d) => write!(
                 f,
                 "{:.3} s is longer than the maximum of {} s",

@@ -572,3 +572,58 @@ fn secrets_in_the_helpers_output_and_arguments_never_reach_the_json_line() {
     assert_eq!(line["stderr_redactions"], 1);
     assert_eq!(line["stdout_redactions"], 1);
 }
+
+/// The flag forms of a credential, in the arguments of `run` and `stdio`:
+/// none of them reaches the record line or the audit log (which name the
+/// program, never its arguments), and the call itself is untouched.
+#[test]
+fn credentials_given_as_flags_reach_neither_the_record_nor_the_audit_log() {
+    // `true` takes and ignores any argument: what is checked is what the
+    // guard writes about the call, not what the helper does with them.
+    let args = [
+        "mysql",
+        "-pQ7x9flag0my",
+        "--password",
+        "Q7x9flagA1pw",
+        "--token=Q7x9flagB2tk",
+        "--api-key",
+        "Q7x9flagC3ak",
+        "-u",
+        "admin:Q7x9flagD4up",
+        "--user=ops:Q7x9flagE5up",
+        "-H",
+        "Authorization: Bearer Q7x9flagF6bearer",
+    ];
+    for mode in ["run", "stdio"] {
+        let audit = temp_path(&format!("cli-flag-secrets-{mode}.log"));
+        let record = temp_path(&format!("cli-flag-secrets-{mode}.jsonl"));
+        let _ = std::fs::remove_file(&audit);
+        let _ = std::fs::remove_file(&record);
+        let mut argv = vec![mode, "--audit", audit.to_str().unwrap()];
+        if mode == "stdio" {
+            argv.extend(["--record", record.to_str().unwrap()]);
+        }
+        argv.extend(["--", "true"]);
+        argv.extend(args);
+        let output = spillguard(&argv);
+        let line = if mode == "run" {
+            record_line(&output).0
+        } else {
+            assert_eq!(output.status.code(), Some(0), "{output:?}");
+            std::fs::read_to_string(&record).unwrap()
+        };
+        let (verdict, events) = read_log(&audit);
+        let log = std::fs::read(&audit).unwrap();
+        let _ = std::fs::remove_file(&audit);
+        let _ = std::fs::remove_file(&record);
+        let value: Value = serde_json::from_str(line.trim_end()).unwrap();
+        assert_eq!(value["state"], "completed", "{mode}: {line}");
+        assert_eq!(value["target"], "true", "{mode}: {line}");
+        assert_eq!(events.len(), 7, "{mode}: {verdict}");
+        assert!(!line.contains("Q7x9"), "{mode}: {line}");
+        assert!(
+            !log.windows(4).any(|w| w == b"Q7x9"),
+            "{mode}: a credential in the audit log"
+        );
+    }
+}

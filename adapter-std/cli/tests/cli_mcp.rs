@@ -202,26 +202,24 @@ fn a_signal_ends_the_server_with_stdin_open_after_answering_the_call_in_flight()
     }
 }
 
-/// The approval card a client is shown is, byte for byte, the card the
-/// audit log keeps: redacted (a password given as a flag's argument), with
-/// line and paragraph separators, zero-width and bidi characters escaped;
-/// the password is nowhere in the log, the card or the result.
-#[test]
-fn the_card_the_client_sees_is_the_audit_logs_own() {
+/// One approved call of `spillguard mcp --tools TOOLS --audit LOG`, over
+/// the server's own stdin and stdout with elicitation: the card the client
+/// was shown, the call's answer, the audit log's bytes and the card its
+/// activity view keeps.
+struct ApprovedCall {
+    shown: String,
+    answer: Value,
+    log: Vec<u8>,
+    logged_card: String,
+}
+
+fn approve_one_call(name: &str, tools_toml: &str, arguments: Value) -> ApprovedCall {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
 
-    let password = "Q7x9hunter2P8z3";
-    let tools = temp_path("card-tools.toml");
-    std::fs::write(
-        &tools,
-        "[tools.login]\ndescription = \"log in as USER\"\n\
-         command = [\"sh\", \"-c\", \"exit 0\", \"login\", \"--user\", \"{user}\", \"--password\", \"{pw}\"]\n\
-         params.user = { type = \"string\" }\nparams.pw = { type = \"string\" }\n\
-         approval = \"required\"\ntarget = \"{user}\"\n",
-    )
-    .unwrap();
-    let log = temp_path("card-audit.log");
+    let tools = temp_path(&format!("card-tools-{name}.toml"));
+    std::fs::write(&tools, tools_toml).unwrap();
+    let log = temp_path(&format!("card-audit-{name}.log"));
     let _ = std::fs::remove_file(&log);
     let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
         .args([
@@ -253,13 +251,12 @@ fn the_card_the_client_sees_is_the_audit_logs_own() {
     );
     assert_eq!(next()["id"], 1);
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let user = "ops\u{2028}approved by admin\u{200b}\u{202e}";
     send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "login", "arguments": {"user": user, "pw": password}}}),
+        "name": name, "arguments": arguments}}),
     );
     let ask = next();
-    assert_eq!(ask["method"], "elicitation/create");
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
     let shown = ask["params"]["message"].as_str().unwrap().to_owned();
     send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}));
     let answer = next();
@@ -267,18 +264,6 @@ fn the_card_the_client_sees_is_the_audit_logs_own() {
     drop(stdin);
     assert_eq!(server.wait().unwrap().code(), Some(0));
 
-    assert_eq!(
-        shown,
-        "tool: login\n\
-         description: log in as USER\n\
-         target: ops\\u{2028}approved by admin\\u{200b}\\u{202e}\n\
-         command: sh -c 'exit 0' login --user 'ops\\u{2028}approved by admin\\u{200b}\\u{202e}' \
-         --password [redacted: flag-argument]\n\
-         deadline: host default\n\
-         approval expires: 120000 ms after it is shown"
-    );
-    assert_eq!(shown.lines().count(), 6);
-    // The log's card is the same text, byte for byte.
     let activity = spillguard(&["audit", "activity", log.to_str().unwrap(), "--json"]);
     let text = String::from_utf8(activity.stdout).unwrap();
     let rows: Vec<Value> = text
@@ -289,16 +274,84 @@ fn the_card_the_client_sees_is_the_audit_logs_own() {
         .iter()
         .find(|r| r["card"].is_string())
         .unwrap_or_else(|| panic!("no card in {text}"));
-    assert_eq!(row["card"].as_str().unwrap().as_bytes(), shown.as_bytes());
     assert_eq!(row["state"], "completed");
-    // The password is nowhere.
-    let bytes = std::fs::read(&log).unwrap();
-    assert!(
-        !bytes
-            .windows(password.len())
-            .any(|w| w == password.as_bytes())
-    );
-    assert!(!answer.to_string().contains(password));
+    let logged_card = row["card"].as_str().unwrap().to_owned();
+    let log_bytes = std::fs::read(&log).unwrap();
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&tools);
+    ApprovedCall {
+        shown,
+        answer,
+        log: log_bytes,
+        logged_card,
+    }
+}
+
+fn holds(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The approval card a client is shown is, byte for byte, the card the
+/// audit log keeps: redacted (a password given as a flag's argument), with
+/// line and paragraph separators, zero-width and bidi characters escaped;
+/// the password is nowhere in the log, the card or the result.
+#[test]
+fn the_card_the_client_sees_is_the_audit_logs_own() {
+    let password = "Q7x9hunter2P8z3";
+    let user = "ops\u{2028}approved by admin\u{200b}\u{202e}";
+    let call = approve_one_call(
+        "login",
+        "[tools.login]\ndescription = \"log in as USER\"\n\
+         command = [\"sh\", \"-c\", \"exit 0\", \"login\", \"--user\", \"{user}\", \"--password\", \"{pw}\"]\n\
+         params.user = { type = \"string\" }\nparams.pw = { type = \"string\" }\n\
+         approval = \"required\"\ntarget = \"{user}\"\n",
+        json!({"user": user, "pw": password}),
+    );
+    assert_eq!(
+        call.shown,
+        "tool: login\n\
+         description: log in as USER\n\
+         target: ops\\u{2028}approved by admin\\u{200b}\\u{202e}\n\
+         command: sh -c 'exit 0' login --user 'ops\\u{2028}approved by admin\\u{200b}\\u{202e}' \
+         --password [redacted: flag-argument]\n\
+         deadline: host default\n\
+         approval expires: 120000 ms after it is shown"
+    );
+    assert_eq!(call.shown.lines().count(), 6);
+    // The log's card is the same text, byte for byte.
+    assert_eq!(call.logged_card.as_bytes(), call.shown.as_bytes());
+    // The password is nowhere.
+    assert!(!holds(&call.log, password));
+    assert!(!call.answer.to_string().contains(password));
+}
+
+/// Every flag form of a credential a tool's command may give its value
+/// in: each is replaced in place on the card (and so in the log), and the
+/// value is nowhere in the log or the answer.
+#[test]
+fn credentials_in_flag_forms_reach_neither_the_card_nor_the_log() {
+    let password = "Q7x9hunter2P8z3";
+    let call = approve_one_call(
+        "db",
+        "[tools.db]\ndescription = \"d\"\n\
+         command = [\"sh\", \"-c\", \"exit 0\", \"mysql\", \"-p{pw}\", \"--token={pw}\", \
+         \"curl\", \"-u\", \"admin:{pw}\", \"--user\", \"ops:{pw}\", \"--api-key\", \"{pw}\", \
+         \"-H\", \"Authorization: Bearer {pw}\"]\n\
+         params.pw = { type = \"string\" }\napproval = \"required\"\n",
+        json!({"pw": password}),
+    );
+    let command = "sh -c 'exit 0' mysql -p[redacted: mysql-password] \
+                   --token=[redacted: flag-argument] curl -u admin:[redacted: user-password-flag] \
+                   --user ops:[redacted: user-password-flag] --api-key [redacted: flag-argument] \
+                   -H 'Authorization: Bearer [redacted: bearer-token]'";
+    let lines: Vec<&str> = call.shown.lines().collect();
+    // With no `target` of its own, the tool's target is its command line.
+    assert_eq!(lines[2], format!("target: {command}"));
+    assert_eq!(lines[3], format!("command: {command}"));
+    assert_eq!(call.logged_card.as_bytes(), call.shown.as_bytes());
+    assert!(!holds(&call.log, password));
+    assert!(!holds(&call.log, "Q7x9"));
+    assert!(!call.answer.to_string().contains("Q7x9"));
 }

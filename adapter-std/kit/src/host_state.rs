@@ -64,6 +64,7 @@ impl<S: Clone> HostState<S> {
         orphans: impl OrphanRuntime,
     ) -> Result<Self, HostError> {
         config.validate()?;
+        check_redaction_cost(&config.redact_extra_patterns, REDACTION_BUDGET)?;
         let pool = RetentionPool::new(config.stderr_retained_process_bytes);
         let session_id = options
             .session_id
@@ -274,5 +275,90 @@ impl<S: Clone> HostState<S> {
 
     fn lock_finished(&self) -> MutexGuard<'_, VecDeque<CallRecord>> {
         self.finished.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How long a host's redaction rules may take, at most, to redact a
+/// 16 KiB window of ordinary log text (after a first run that builds the
+/// regex's lazy automaton): 5 ms, a hundred times what the built-in rules
+/// take. Extra patterns over it are refused when the host is made
+/// (`helper_output.redact_extra_patterns`, `Rule::TooSlow`): every view of
+/// every call pays it.
+pub const REDACTION_BUDGET: Duration = Duration::from_millis(5);
+
+/// Refuses extra redaction patterns that take longer than `budget` on a
+/// 16 KiB test window (the best of three runs after a warm-up).
+pub(crate) fn check_redaction_cost(
+    redactor: &spillguard_core::Redactor,
+    budget: Duration,
+) -> Result<(), spillguard_core::ConfigError> {
+    if redactor.extra_patterns().is_empty() {
+        return Ok(());
+    }
+    let window = test_window();
+    let _ = redactor.redact(&window);
+    let took = (0..3)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            let _ = redactor.redact(&window);
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default();
+    if took > budget {
+        return Err(spillguard_core::ConfigError {
+            field: "redact_extra_patterns".to_owned(),
+            rule: spillguard_core::Rule::TooSlow {
+                micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                budget_micros: u64::try_from(budget.as_micros()).unwrap_or(u64::MAX),
+            },
+        });
+    }
+    Ok(())
+}
+
+/// 16 KiB of ordinary log lines, the cost check's window.
+fn test_window() -> String {
+    const LINES: [&str; 4] = [
+        "2026-12-01T10:00:00.123Z INFO request id=4f1c2a9e path=/api/v1/items status=200 took=12ms\n",
+        "{\"level\":\"warn\",\"msg\":\"retrying\\tattempt 3 of 5\",\"host\":\"web-3\"}\n",
+        "error: connection refused by server at 10.0.0.7:5432 (retry in 400 ms)\n",
+        "   Compiling serde_json v1.0.145 (registry+https://github.com/rust-lang/crates.io-index)\n",
+    ];
+    let mut window = String::with_capacity(16 * 1024 + 128);
+    for line in LINES.iter().cycle() {
+        if window.len() >= 16 * 1024 {
+            break;
+        }
+        window.push_str(line);
+    }
+    window
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    #[test]
+    fn extra_patterns_over_the_budget_are_refused_naming_the_field() {
+        let redactor = spillguard_core::Redactor::with_extra_patterns(["ticket-[0-9]{6}"]).unwrap();
+        // Any pattern is over a budget of nothing: the refusal names the
+        // field and both figures.
+        let refused = check_redaction_cost(&redactor, Duration::ZERO).unwrap_err();
+        assert_eq!(refused.field, "redact_extra_patterns");
+        let text = refused.to_string();
+        assert!(
+            text.starts_with("helper_output.redact_extra_patterns: the patterns took "),
+            "{text}"
+        );
+        assert!(text.contains(" us to redact a 16 KiB test window, over the budget of 0 us"));
+        // An ordinary pattern is far under the real budget; the built-in
+        // rules alone are not checked.
+        assert_eq!(check_redaction_cost(&redactor, REDACTION_BUDGET), Ok(()));
+        assert_eq!(
+            check_redaction_cost(&spillguard_core::Redactor::builtin(), Duration::ZERO),
+            Ok(())
+        );
+        assert!(test_window().len() >= 16 * 1024);
     }
 }

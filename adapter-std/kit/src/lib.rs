@@ -58,6 +58,7 @@ pub use builder::{
 };
 pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use error::HostError;
+pub use host_state::REDACTION_BUDGET;
 pub use ids::fresh_id;
 pub use options::{HostOptions, ShutdownReport};
 pub use orphans::OrphanStats;

@@ -15,6 +15,7 @@
 mod jsonrpc;
 mod line;
 mod plot;
+mod redact;
 mod report;
 mod stdio;
 mod svg;
@@ -36,7 +37,7 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    grandchild holding stderr 2 s
   --rounds K       rounds of the flood, grandchild and spawn cases
                    (default 5; the output() grandchild case runs once)
-  --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio
+  --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio, redact
                    (default all; stdio: 256 MiB through `spillguard stdio
                    -- cat` vs `cat`, 256 JSON-RPC messages of 1 MiB
                    through `stdio --mcp -- cat` vs `cat`, and, when the
@@ -96,6 +97,8 @@ pub struct Options {
     pub spawn: bool,
     /// Run the stdio section.
     pub stdio: bool,
+    /// Run the redaction section.
+    pub redact: bool,
     /// Draw the peak-memory chart at this path instead of the tables.
     pub plot: Option<PathBuf>,
 }
@@ -111,6 +114,7 @@ impl Options {
             grandchild: true,
             spawn: true,
             stdio: true,
+            redact: true,
             plot: None,
         };
         let mut gib = None;
@@ -144,13 +148,15 @@ impl Options {
                         options.grandchild,
                         options.spawn,
                         options.stdio,
-                    ) = (false, false, false, false);
+                        options.redact,
+                    ) = (false, false, false, false, false);
                     for section in sections.split(',') {
                         match section.trim() {
                             "flood" => options.flood = true,
                             "grandchild" => options.grandchild = true,
                             "spawn" => options.spawn = true,
                             "stdio" => options.stdio = true,
+                            "redact" => options.redact = true,
                             other => return Err(format!("--only: unknown section {other:?}")),
                         }
                     }
@@ -192,6 +198,8 @@ struct Binaries {
     bench_rmcp: Option<PathBuf>,
     /// The floor of a relay process, for the socketpair round trips.
     bare_relay: Option<PathBuf>,
+    /// What redaction costs a view.
+    bench_redact: Option<PathBuf>,
 }
 
 /// Every sample of every case, and what went wrong.
@@ -316,6 +324,19 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         jsonrpc::print(&rows);
         failed += rows.failures.len();
     }
+    if options.redact {
+        match binaries.bench_redact.as_deref().map(redact::measure) {
+            Some(Ok(rows)) => redact::print(&rows),
+            Some(Err(error)) => {
+                println!("\n== redact\n  FAILED: {error}");
+                failed += 1;
+            }
+            None => {
+                println!("\n== redact\n  FAILED: cargo did not report bench-redact");
+                failed += 1;
+            }
+        }
+    }
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -366,6 +387,8 @@ fn build() -> Result<Binaries, String> {
             "bench-rmcp",
             "--bin",
             "bare-relay",
+            "--bin",
+            "bench-redact",
             "--package",
             "spillguard-tests",
             "--bin",
@@ -383,6 +406,7 @@ fn build() -> Result<Binaries, String> {
     let mut spillguard = None;
     let mut bench_rmcp = None;
     let mut bare_relay = None;
+    let mut bench_redact = None;
     if let Some(stdout) = build.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let Some(path) = executable(&line) else {
@@ -394,6 +418,7 @@ fn build() -> Result<Binaries, String> {
                 Some("spillguard") => spillguard = Some(path),
                 Some("bench-rmcp") => bench_rmcp = Some(path),
                 Some("bare-relay") => bare_relay = Some(path),
+                Some("bench-redact") => bench_redact = Some(path),
                 _ => {}
             }
         }
@@ -411,6 +436,7 @@ fn build() -> Result<Binaries, String> {
             spillguard,
             bench_rmcp,
             bare_relay,
+            bench_redact,
         }),
         _ => Err(
             "cargo did not report the bench-case, spillguard-test-helper and spillguard binaries"
