@@ -75,8 +75,19 @@ function fail(message) {
 }
 const ms = (t) => `${t.toFixed(1)} ms`;
 
-function readRecord(file) {
-    const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
+/**
+ * The record the guard wrote: it writes it as it exits, which may be just
+ * after the client saw its answers, so a complete line is waited for
+ * (at most 5 s).
+ */
+async function readRecord(file) {
+    const deadline = performance.now() + 5000;
+    let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    while (!text.endsWith('\n') && performance.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    }
+    const lines = text.trim().split('\n');
     check(`${path.basename(file)}: one record line`, lines.length, 1);
     return JSON.parse(lines[0]);
 }
@@ -145,7 +156,7 @@ for (const [name, server, tool, toolArgs, expect] of [
     checkThat(`TS SDK, control ${name}: ${tool} answered`, expect(plain.result), JSON.stringify(plain.result.content[0]));
     checkThat(`TS SDK, guarded ${name}: ${tool} answered`, expect(guarded.result), JSON.stringify(guarded.result.content[0]));
     check(`TS SDK, guarded ${name}: the same tools as the control`, guarded.tools, plain.tools);
-    const r = readRecord(record);
+    const r = await readRecord(record);
     checkThat(`${name} record: ended by the client's close`, ['completed', 'cancelled_after_dispatch'].includes(r.state), `${r.state} ${r.cancel_reason}`);
     check(`${name} record: stdout mode, lines diverted`, [r.stdout_mode, r.stdout_lines_diverted], ['streamed', 0]);
     checkThat(`${name} record: bytes counted each way`, r.stdin_bytes_forwarded > 0 && r.stdout_bytes_forwarded > 0,
@@ -195,7 +206,7 @@ async function connectError(command, args) {
     checkThat('crash, guarded: the traceback\'s last line in the excerpt',
         data.stderr_excerpt.endsWith("KeyError: 'DATABASE_URL'\n"), JSON.stringify(data.stderr_excerpt));
     checkThat('crash, guarded: answered within a second of starting', guarded.elapsed < 1000, ms(guarded.elapsed));
-    const r = readRecord(record);
+    const r = await readRecord(record);
     check('crash record: state, excerpt, call id in the answer', [r.state, r.stderr_excerpt, r.call_id], ['failed_local', data.stderr_excerpt, data.call_id]);
     check('crash record: stderr bytes seen', data.stderr_bytes_seen, r.stderr_bytes_seen);
     checkThat('crash, control: no reason given', !/DATABASE_URL/.test(control.error.message), control.error.message);
