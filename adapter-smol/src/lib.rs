@@ -79,7 +79,8 @@ pub use spillguard_core as core;
 pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-    FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
-    KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StdinMode,
+    DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
+    JsonLinesAudit, KeyError, KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport,
+    StdinMode,
 };
 pub use stream::{HelperStdin, HelperStdout};

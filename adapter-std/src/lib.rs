@@ -103,7 +103,8 @@ pub use spillguard_core as core;
 pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-    FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError,
-    KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport, StderrTap, StdinMode, TapFn,
+    DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
+    JsonLinesAudit, KeyError, KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport,
+    StderrTap, StdinMode, TapFn,
 };
 pub use stream::{HelperStdin, HelperStdout};

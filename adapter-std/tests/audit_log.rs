@@ -467,20 +467,192 @@ fn concurrent_writers_never_interleave_frames() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The call events of `path`'s log, as `(call id, offset)` in file order;
+/// `Recovered` entries as `("recovered", dropped bytes)`.
+fn entries(path: &Path, key: Option<&Key>) -> Vec<(String, u64)> {
+    read(path, key)
+        .1
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Some(LogEntry::Call(e)) => Some((e.call_id.clone(), e.offset_us)),
+            Some(LogEntry::Recovered { dropped_bytes, .. }) => {
+                Some(("recovered".to_owned(), *dropped_bytes))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// An event of call `id` at `offset`.
+fn event_of(id: &str, offset: u64) -> AuditEvent {
+    let mut event = real_call_events()[0].clone();
+    event.call_id = id.to_owned();
+    event.offset_us = offset;
+    event
+}
+
 #[test]
-fn a_second_writer_is_kept_out() {
-    let path = fresh("locked.log");
-    let first = ChainedFileAudit::open(&path, plain()).unwrap();
-    let error = ChainedFileAudit::open(&path, plain()).unwrap_err();
+fn writers_on_one_file_take_turns_and_keep_one_chain() {
+    for key in [None, Some(Key::from_bytes([7; 32]))] {
+        let path = fresh("turns.log");
+        let options = || ChainedFileOptions {
+            key: key.clone(),
+            ..ChainedFileOptions::default()
+        };
+        // Two writers, as two processes would be: each its own open file.
+        let a = ChainedFileAudit::open(&path, options()).unwrap();
+        let b = ChainedFileAudit::open(&path, options()).unwrap();
+        assert_eq!(b.opened().records_found, 1);
+        for n in 0..5 {
+            a.write(&event_of("a", n)).unwrap();
+            b.write(&event_of("b", n)).unwrap();
+            b.write(&event_of("b", n + 100)).unwrap();
+        }
+        // Each writer's view of the chain is the file's: 2 `Opened`
+        // entries and 15 events, whichever wrote last.
+        assert_eq!((a.records(), b.records()), (15, 17));
+        a.write(&event_of("a", 5)).unwrap();
+        assert_eq!(a.records(), 18);
+        let anchor = a.anchor();
+        assert_eq!(check(&path, &anchor, key.as_ref()), ok(&anchor));
+        let expected: Vec<(String, u64)> = (0..5)
+            .flat_map(|n| [("a", n), ("b", n), ("b", n + 100)])
+            .chain([("a", 5)])
+            .map(|(id, n)| (id.to_owned(), n))
+            .collect();
+        assert_eq!(entries(&path, key.as_ref()), expected);
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[test]
+fn a_frame_torn_by_a_writer_that_died_is_recovered_by_the_next() {
+    let path = fresh("turns-torn.log");
+    let a = ChainedFileAudit::open(&path, plain()).unwrap();
+    a.write(&event_of("a", 1)).unwrap();
+    a.write(&event_of("a", 2)).unwrap();
+    // Another writer died halfway through an append: the first 20 bytes
+    // of its frame are in the file (made here by cutting its whole frame).
+    let b = ChainedFileAudit::open(&path, plain()).unwrap();
+    let before = std::fs::metadata(&path).unwrap().len();
+    b.write(&event_of("b", 1)).unwrap();
+    drop(b);
+    let after = std::fs::metadata(&path).unwrap().len();
+    assert!(after - before > 20);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(before + 20)
+        .unwrap();
+    a.write(&event_of("a", 3)).unwrap();
+    let anchor = a.anchor();
+    assert_eq!(check(&path, &anchor, None), ok(&anchor));
+    assert_eq!(
+        entries(&path, None),
+        [
+            ("a".to_owned(), 1),
+            ("a".to_owned(), 2),
+            ("recovered".to_owned(), 20),
+            ("a".to_owned(), 3)
+        ]
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_writer_that_cannot_get_its_turn_gives_up_and_says_so() {
+    use rustix::fs::{FlockOperation, flock};
+    use std::time::{Duration, Instant};
+    let path = fresh("turns-held.log");
+    let wait = Duration::from_millis(200);
+    let options = || ChainedFileOptions {
+        lock_wait: wait,
+        ..ChainedFileOptions::default()
+    };
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    // Someone holds the lock and does not let go.
+    let holder = std::fs::File::open(&path).unwrap();
+    flock(&holder, FlockOperation::LockExclusive).unwrap();
+    let started = Instant::now();
+    let error = ChainedFileAudit::open(&path, options()).unwrap_err();
+    assert!(started.elapsed() >= wait, "{:?}", started.elapsed());
+    assert!(matches!(error.failure, OpenFailure::InUse { waited } if waited == wait));
     assert_eq!(
         error.to_string(),
-        format!("audit log {}: in use by another writer", path.display())
+        format!(
+            "audit log {}: in use by another writer: gave up after waiting 200 ms for its lock",
+            path.display()
+        )
     );
-    drop(first);
-    let again = ChainedFileAudit::open(&path, plain()).unwrap();
-    assert_eq!(again.opened().records_found, 1);
-    drop(again);
+    let error = log.write(&event_of("a", 1)).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "audit log {}: gave up after waiting 200 ms for its lock (another writer holds it)",
+            path.display()
+        )
+    );
+    // Once it is let go, the writer goes on: nothing was written meanwhile.
+    flock(&holder, FlockOperation::Unlock).unwrap();
+    log.write(&event_of("a", 2)).unwrap();
+    let anchor = log.anchor();
+    assert_eq!(check(&path, &anchor, None), ok(&anchor));
+    assert_eq!(entries(&path, None), [("a".to_owned(), 2)]);
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
+    let fifo = fresh("not-a-log.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let dir = temp_path("not-a-log.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (path, kind) in [
+        (Path::new("/dev/zero"), "a character device"),
+        (Path::new("/dev/null"), "a character device"),
+        (fifo.as_path(), "a FIFO"),
+        (dir.as_path(), "a directory"),
+    ] {
+        let error = ChainedFileAudit::open(path, plain()).unwrap_err();
+        assert!(
+            matches!(error.failure, OpenFailure::NotAFile(k) if k == kind),
+            "{error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "audit log {}: not a regular file ({kind}): an audit log is a regular file",
+                path.display()
+            )
+        );
+    }
+    // The anchor file too.
+    let log = fresh("anchor-fifo.log");
+    let error = ChainedFileAudit::open(
+        &log,
+        ChainedFileOptions {
+            anchor_file: Some(fifo.clone()),
+            ..ChainedFileOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "audit log {}: bad anchor file: {} is a FIFO, not a regular file",
+            log.display(),
+            fifo.display()
+        )
+    );
+    let _ = std::fs::remove_file(&fifo);
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_dir(&dir);
 }
 
 // Reopening from the anchor file: only the anchored record and what

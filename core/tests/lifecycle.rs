@@ -1099,10 +1099,17 @@ fn with_fail_open_audit_failures_are_counted_and_the_call_runs() {
     let l = &world.lanes[lane];
     let r = l.record();
     assert_eq!((r.state, r.exit_status), (State::Completed, Some(0)));
-    // Attempt, two transitions; the final transition and the final record
-    // are emitted after the record was built.
-    assert_eq!(r.audit_failures, 3);
+    // Attempt, two transitions, the final transition and the final record:
+    // the last two failed after the record was built, and the outcome
+    // still counts them (the log's copy of the record cannot).
+    assert_eq!(r.audit_failures, 5);
     assert_eq!(l.audit_failures, 5);
+    let logged = l
+        .audit
+        .iter()
+        .filter(|e| matches!(e.kind, AuditKind::Final(_)))
+        .count();
+    assert_eq!(logged, 0);
 }
 
 /// A dispatched call (pid 4242) whose every delay is `long`, except those

@@ -33,7 +33,10 @@ macro_rules! run_after_help {
         "\
 Exit status of `run`: 0 when a record was printed, whatever the helper did
 (see `state`, `exit_status` and `exit_signal`); 2 on bad input (including an
-audit log that cannot be opened); 1 if the record could not be written.
+audit log that cannot be opened, or whose lock another writer held for all
+of --audit-wait-ms: then nothing ran); 3 when the record was printed but an
+audit event or the anchor could not be written (each error on stderr,
+counted in `audit_failures`); 1 if the record could not be written.
 SIGINT, SIGTERM and SIGHUP cancel the helper (TERM, grace, KILL) and the
 record is still printed. The helper's stdin is /dev/null (`spillguard stdio`
 streams stdin and stdout).
@@ -73,7 +76,9 @@ exit status and stderr excerpt. At the end the call record and
 
 Exit status of `stdio`: PROGRAM's exit code; 128+N if signal N ended it;
 127 if it could not be spawned (a record is still written); 2 on bad input;
-1 if it ended in any other way without an exit status.
+1 if it ended in any other way without an exit status, or if an audit event
+or the anchor could not be written (each error on stderr, counted in
+`audit_failures`).
 
 Example, in an MCP host's configuration:
   \"command\": \"spillguard\", \"args\": [\"stdio\", \"--mcp\", \"--\", \"npx\", \"server\"]"
@@ -311,6 +316,11 @@ pub struct RunArgs {
     /// stderr shrinks back to the per-call budget)
     #[arg(long, value_name = "S", value_parser = number, allow_hyphen_values = true)]
     pub debug_on_signal: Option<u64>,
+    /// The call's session in the record and the audit views, to group
+    /// several runs (1 to 64 of A-Z a-z 0-9 _ . : -) [default: a fresh
+    /// random id, s_ and 16 hex digits; the call id is always random]
+    #[arg(long, value_name = "ID", value_parser = session_id)]
+    pub session_id: Option<String>,
     /// The configuration file, a TOML file with a `helper_output` table.
     #[arg(
         long,
@@ -366,6 +376,13 @@ pub struct AuditFlags {
     /// --audit
     #[arg(long, value_name = "FILE")]
     pub anchor_out: Option<PathBuf>,
+    /// How long to wait for the audit log's lock while another writer
+    /// holds it (writers take turns, each holding it for one append),
+    /// when opening the log and for each event, in ms; past it, nothing
+    /// runs (the call fails before dispatch) [default: 10000]; needs
+    /// --audit
+    #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
+    pub audit_wait_ms: Option<u64>,
 }
 
 impl AuditFlags {
@@ -375,6 +392,7 @@ impl AuditFlags {
             for (given, flag) in [
                 (self.audit_key_file.is_some(), "--audit-key-file"),
                 (self.anchor_out.is_some(), "--anchor-out"),
+                (self.audit_wait_ms.is_some(), "--audit-wait-ms"),
             ] {
                 if given {
                     return Err(UsageError(format!("`{flag}` needs `--audit FILE`")));
@@ -584,6 +602,20 @@ fn positive(value: &str) -> Result<u64, String> {
     match number(value)? {
         0 => Err("0 would stop the helper at once (leave the option out for no deadline)".into()),
         n => Ok(n),
+    }
+}
+
+/// A session id a caller chose: short, and nothing a terminal or a column
+/// of the audit views would misread.
+fn session_id(value: &str) -> Result<String, String> {
+    let valid = (1..=64).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+    if valid {
+        Ok(value.to_owned())
+    } else {
+        Err("a session id is 1 to 64 of A-Z a-z 0-9 _ . : -".into())
     }
 }
 
@@ -800,7 +832,9 @@ mod tests {
                     audit: Some("log.jsonl".into()),
                     audit_key_file: None,
                     anchor_out: None,
+                    audit_wait_ms: None,
                 },
+                session_id: None,
                 command: vec!["sh".into(), "-c".into(), "exit 0".into()],
             }
         );
@@ -1001,6 +1035,7 @@ mod tests {
                         audit: Some("calls.log".into()),
                         audit_key_file: None,
                         anchor_out: Some("calls.anchor".into()),
+                        audit_wait_ms: None,
                     },
                 }
             ),

@@ -92,11 +92,45 @@ pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, Usag
     let options = ChainedFileOptions {
         key,
         anchor_file: flags.anchor_out.clone(),
+        lock_wait: flags
+            .audit_wait_ms
+            .map_or(spillguard_std::DEFAULT_LOCK_WAIT, Duration::from_millis),
         ..ChainedFileOptions::default()
     };
     let log = ChainedFileAudit::open(path, options)
         .map_err(|e| UsageError(format!("cannot open the {e}")))?;
-    Ok(Some(Arc::new(log) as Arc<dyn AuditSink>))
+    Ok(Some(Arc::new(Reported(log)) as Arc<dyn AuditSink>))
+}
+
+/// The audit log, every write that failed said on stderr at once and kept
+/// for the end of the command ([`audit_errors`]): the record counts them,
+/// and `run` and `stdio` exit non-zero.
+struct Reported(ChainedFileAudit);
+
+/// The failed audit writes of this process, in order (one log per
+/// process).
+static AUDIT_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+impl AuditSink for Reported {
+    fn write(&self, event: &spillguard_std::core::AuditEvent) -> std::io::Result<()> {
+        self.0.write(event).inspect_err(|error| {
+            let text = format!("audit log {}: {error}", self.0.path().display());
+            // Said at once (`mcp` serves on), kept for the exit status.
+            eprintln!("spillguard: {text}");
+            AUDIT_ERRORS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(text);
+        })
+    }
+}
+
+/// Why each audit write of this process failed so far, in order.
+pub fn audit_errors() -> Vec<String> {
+    AUDIT_ERRORS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
 }
 
 /// `--debug-on-signal S`: a thread that turns each SIGUSR1 into a debug
@@ -148,18 +182,19 @@ pub struct Line {
 }
 
 /// Runs the helper of `run` (its program and arguments, no shell) as one
-/// action call of the session `cli`; `started` is handed a function that
+/// action call with a random call id (`c_` and 16 hex digits) in a
+/// session of its own (`s_…`, as random); `started` is handed a function that
 /// cancels the call as soon as the call exists. Returns the line to print.
 pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Line {
     let mut words = run.command.into_iter();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
     let json = run.result == Some(ResultMode::Json);
-    let builder = host
-        .call(command)
-        .call_id(format!("c_{}_1", std::process::id()))
-        .session_id("cli")
-        .action("run");
+    let builder = host.call(command).action("run");
+    let builder = match &run.session_id {
+        Some(id) => builder.session_id(id.clone()),
+        None => builder,
+    };
     let call = if json { builder.result_json() } else { builder }.start();
     let canceller = call.canceller();
     started(Box::new(move || canceller.cancel()));
@@ -186,18 +221,18 @@ pub struct StdioLine {
 }
 
 /// Starts the streamed call of `stdio` (its program and arguments, no
-/// shell) as one action call of the session `cli`; `tap` sees each chunk
+/// shell) as one action call with a random call id (`c_` and 16 hex digits) in a
+/// session of its own (`s_…`, as random); `tap` sees each chunk
 /// of its stderr.
 pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> CallHandle {
     let mut words = stdio.run.command.iter().cloned();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
-    let builder = host
-        .call(command)
-        .call_id(format!("c_{}_1", std::process::id()))
-        .session_id("cli")
-        .action("stdio")
-        .streamed();
+    let builder = host.call(command).action("stdio").streamed();
+    let builder = match &stdio.run.session_id {
+        Some(id) => builder.session_id(id.clone()),
+        None => builder,
+    };
     match tap {
         Some(tap) => builder.stderr_tap(tap),
         None => builder,

@@ -27,6 +27,8 @@ use args::{Cli, Command, McpArgs, RunArgs, UsageError};
 
 /// Exit status: bad input on the command line (or a file it names).
 const USAGE: u8 = 2;
+/// `run`'s status when an audit write failed (the record was printed).
+const AUDIT_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -77,7 +79,13 @@ fn check_tools(args: &McpArgs) -> ExitCode {
         return usage_error(&error);
     }
     match mcp::check(&args.tools) {
-        Ok(json) => match writeln!(std::io::stdout().lock(), "{json}") {
+        Ok((json, warnings)) => match warnings
+            .iter()
+            .try_for_each(|warning| {
+                writeln!(std::io::stderr().lock(), "spillguard: warning: {warning}")
+            })
+            .and_then(|()| writeln!(std::io::stdout().lock(), "{json}"))
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("spillguard: cannot write the tools: {error}");
@@ -99,12 +107,20 @@ fn run(host: &call::Host, run: RunArgs) -> ExitCode {
     let written = serde_json::to_string(&line)
         .map_err(std::io::Error::other)
         .and_then(|json| writeln!(std::io::stdout().lock(), "{json}"));
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("spillguard: cannot write the record: {error}");
-            ExitCode::from(1)
-        }
+    if let Err(error) = written {
+        eprintln!("spillguard: cannot write the record: {error}");
+        return ExitCode::from(1);
+    }
+    audit_status(ExitCode::SUCCESS)
+}
+
+/// [`AUDIT_FAILED`] if an audit write failed (each was said on stderr as
+/// it failed; the record counts them in `audit_failures`), else `status`.
+fn audit_status(status: ExitCode) -> ExitCode {
+    if call::audit_errors().is_empty() {
+        status
+    } else {
+        ExitCode::from(AUDIT_FAILED)
     }
 }
 

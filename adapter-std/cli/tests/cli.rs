@@ -67,7 +67,14 @@ fn a_bounded_flood_prints_one_record_line_with_exact_counts() {
     assert_eq!(line["stderr_retain"], "tail");
     assert_eq!(line["stdout_bytes_seen"], 0);
     assert_eq!(line["stdout"], "");
-    assert_eq!(line["session_id"], "cli");
+    let random = |id: &Value, prefix: &str| {
+        let id = id.as_str().unwrap();
+        id.len() == prefix.len() + 16
+            && id.starts_with(prefix)
+            && id[prefix.len()..].bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    assert!(random(&line["call_id"], "c_"), "{}", line["call_id"]);
+    assert!(random(&line["session_id"], "s_"), "{}", line["session_id"]);
     assert_eq!(line["action"], "run");
     assert_eq!(line["target"], "sh");
     assert_eq!(line["approval"], "not_required");

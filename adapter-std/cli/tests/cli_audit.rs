@@ -385,11 +385,24 @@ fn expect_compares_the_log_with_the_runs_own_record() {
 fn activity_and_sessions_rows_come_from_the_log_alone() {
     let dir = dir("cli-views");
     let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
-    let (_, failed) = run_audited(&log, &anchor_file, &[], "echo warn 1>&2; exit 3");
+    // Two runs that name one session (by default each run is a session).
+    let (_, failed) = run_audited(
+        &log,
+        &anchor_file,
+        &["--session-id", "cli"],
+        "echo warn 1>&2; exit 3",
+    );
     let (_, done) = run_audited(
         &log,
         &anchor_file,
-        &["--per-call-bytes", "1000", "--excerpt-bytes", "500"],
+        &[
+            "--session-id",
+            "cli",
+            "--per-call-bytes",
+            "1000",
+            "--excerpt-bytes",
+            "500",
+        ],
         "head -c 3000 /dev/zero 1>&2",
     );
     let last_offset = |record: &Value| {

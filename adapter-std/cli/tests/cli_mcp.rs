@@ -17,7 +17,12 @@ const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tools.toml"
 
 #[test]
 fn check_prints_the_tools_of_the_example_as_one_json_line() {
-    let output = spillguard(&["mcp", "--tools", EXAMPLE, "--check"]);
+    // Its programs (ssh, tail) where --check looks for them.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["mcp", "--tools", EXAMPLE, "--check"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     let text = String::from_utf8(output.stdout).unwrap();
@@ -58,6 +63,51 @@ fn check_prints_the_tools_of_the_example_as_one_json_line() {
             "additionalProperties": false
         })
     );
+}
+
+#[test]
+fn check_warns_of_each_program_it_cannot_find_and_still_exits_0() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = temp_path("check-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let found = bin.join("found-tool");
+    std::fs::write(&found, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&found, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = bin.join("not-executable");
+    std::fs::write(&plain, "").unwrap();
+    let path = temp_path("check-path.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[tools.a]\ndescription = \"d\"\ncommand = [\"found-tool\"]\n\
+             [tools.b]\ndescription = \"d\"\ncommand = [\"no-such-program-anywhere\"]\n\
+             [tools.c]\ndescription = \"d\"\ncommand = [{:?}]\n\
+             [tools.d]\ndescription = \"d\"\ncommand = [{:?}]\n\
+             [tools.e]\ndescription = \"d\"\ncommand = [\"not-executable\"]\n",
+            found.display().to_string(),
+            bin.join("missing").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["mcp", "--tools", &path.display().to_string(), "--check"])
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(value["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        format!(
+            "spillguard: warning: tool b: program \"no-such-program-anywhere\" is not on PATH (a call of it would fail to start)\n\
+             spillguard: warning: tool d: program {:?} is not an executable file (a call of it would fail to start)\n\
+             spillguard: warning: tool e: program \"not-executable\" is not on PATH (a call of it would fail to start)\n",
+            bin.join("missing").display().to_string()
+        )
+    );
+    std::fs::remove_dir_all(&bin).unwrap();
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! ([`spillguard_core::audit`]); this module does the IO around them: it
 //! opens or recovers the file, draws the log id and the nonces from the
 //! operating system, appends each frame with one `write_all`, and syncs the
-//! file as its [`FsyncPolicy`] says.
+//! file as its [`FsyncPolicy`] says. Writers in several processes take
+//! turns on one file: each holds its lock only while it reads or appends.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -13,6 +14,7 @@ use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use spillguard_core::audit::{
     Anchor, Key, KeyId, LogEntry, LogId, LogWriter, Nonce, ResumeError, TornTail, Verdict,
@@ -94,7 +96,17 @@ pub struct ChainedFileOptions {
     /// is opened (who wrote what follows). Default: `spillguard-std` and
     /// its version; `None` writes no such entry.
     pub writer_name: Option<String>,
+    /// How long opening, or one append, waits for the file's lock while
+    /// another writer holds it (each writer holds it only to read what
+    /// others appended and to append its own frame, a few milliseconds).
+    /// Past it, opening fails with [`OpenFailure::InUse`] and an append
+    /// with an error (the call then fails closed before dispatch).
+    /// Default: [`DEFAULT_LOCK_WAIT`] (10 s).
+    pub lock_wait: Duration,
 }
+
+/// How long a writer waits for the log's lock by default: 10 s.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 impl Default for ChainedFileOptions {
     fn default() -> Self {
@@ -103,6 +115,7 @@ impl Default for ChainedFileOptions {
             fsync: FsyncPolicy::default(),
             anchor_file: None,
             writer_name: Some(format!("spillguard-std {}", env!("CARGO_PKG_VERSION"))),
+            lock_wait: DEFAULT_LOCK_WAIT,
         }
     }
 }
@@ -133,9 +146,15 @@ pub struct OpenedLog {
 pub enum OpenFailure {
     /// Reading, truncating, writing or syncing the file failed.
     Io(io::Error),
-    /// Another writer holds the file's lock: two writers would fork the
-    /// chain.
-    InUse,
+    /// Another writer held the file's lock for all of
+    /// [`ChainedFileOptions::lock_wait`]; nothing was read or written.
+    InUse {
+        /// How long opening waited.
+        waited: Duration,
+    },
+    /// The path is not a regular file (a device, a FIFO, a socket, a
+    /// directory); it is refused before anything is read from it.
+    NotAFile(&'static str),
     /// The log is sealed and no key was given.
     KeyRequired,
     /// A key was given but the log is in clear.
@@ -169,7 +188,17 @@ impl fmt::Display for AuditOpenError {
         write!(f, "audit log {}: ", self.path.display())?;
         match &self.failure {
             OpenFailure::Io(error) => write!(f, "{error}"),
-            OpenFailure::InUse => f.write_str("in use by another writer"),
+            OpenFailure::InUse { waited } => write!(
+                f,
+                "in use by another writer: gave up after waiting {} ms for its lock",
+                waited.as_millis()
+            ),
+            OpenFailure::NotAFile(kind) => {
+                write!(
+                    f,
+                    "not a regular file ({kind}): an audit log is a regular file"
+                )
+            }
             OpenFailure::KeyRequired => f.write_str("the log is sealed and no key was given"),
             OpenFailure::NotSealed => f.write_str("a key was given but the log is in clear"),
             OpenFailure::WrongKey { log_key, given_key } => write!(
@@ -287,8 +316,15 @@ impl KeySource {
 ///   whole frame) and recorded as a [`LogEntry::Recovered`] entry; every
 ///   whole record is kept. A log that fails verification is refused. With
 ///   an anchor file, only what follows the anchored record is verified
-///   (in time that does not grow with the log). An exclusive advisory
-///   lock (`flock`) keeps a second writer out.
+///   (in time that does not grow with the log). A path that is not a
+///   regular file (a device, a FIFO) is refused before it is read.
+/// * **Several writers** (processes, or several handles in one) take
+///   turns: each takes the file's exclusive advisory lock (`flock`) to
+///   open it and for each append, waiting at most
+///   [`lock_wait`](ChainedFileOptions::lock_wait), and first reads and
+///   verifies what the others appended since its last turn (from its own
+///   last record on, never the whole file), so the chain stays one chain.
+///   A torn frame a crashed writer left is recovered by the next one.
 /// * **Writing**: each event is one frame, appended with one `write_all`
 ///   under a mutex, so concurrent calls never interleave. A sealed log
 ///   draws a fresh 24-byte nonce from the operating system for each
@@ -338,6 +374,7 @@ pub struct ChainedFileAudit {
     path: PathBuf,
     fsync: FsyncPolicy,
     anchor_file: Option<PathBuf>,
+    lock_wait: Duration,
     opened: OpenedLog,
     fsyncs: AtomicU64,
     state: Mutex<WriterState>,
@@ -378,17 +415,36 @@ impl ChainedFileAudit {
             failure,
         };
         let io_fail = |error| fail(OpenFailure::Io(error));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(io_fail)?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => return Err(fail(OpenFailure::InUse)),
-            Err(error) => return Err(io_fail(error.into())),
+        // A FIFO would block the open and a device never ends: neither is
+        // opened for reading, and what was opened is checked again.
+        match std::fs::metadata(&path) {
+            Ok(meta) if !meta.is_file() => {
+                return Err(fail(OpenFailure::NotAFile(file_kind(&meta))));
+            }
+            _ => {}
         }
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+                .open(&path)
+                .map_err(io_fail)?
+        };
+        let meta = file.metadata().map_err(io_fail)?;
+        if !meta.is_file() {
+            return Err(fail(OpenFailure::NotAFile(file_kind(&meta))));
+        }
+        let turn = match take_turn(&file, options.lock_wait).map_err(io_fail)? {
+            Some(turn) => turn,
+            None => {
+                return Err(fail(OpenFailure::InUse {
+                    waited: options.lock_wait,
+                }));
+            }
+        };
         let key = options.key;
         let anchor = match &options.anchor_file {
             Some(anchor_path) => read_anchor_file(anchor_path).map_err(fail)?,
@@ -458,6 +514,7 @@ impl ChainedFileAudit {
             path: path.clone(),
             fsync: options.fsync,
             anchor_file: options.anchor_file,
+            lock_wait: options.lock_wait,
             opened,
             fsyncs: AtomicU64::new(1),
             state: Mutex::new(WriterState {
@@ -478,6 +535,7 @@ impl ChainedFileAudit {
                 write_anchor_file(anchor_path, &current).map_err(io_fail)?;
             }
         }
+        drop(turn);
         Ok(audit)
     }
 
@@ -541,6 +599,54 @@ impl ChainedFileAudit {
         }
     }
 
+    /// At the start of a turn: reads and verifies what other writers
+    /// appended since this one's last turn, from its own last record on
+    /// (recovering a torn frame a crashed writer left), so that the next
+    /// frame continues the file's chain, not this writer's memory of it.
+    fn catch_up(state: &mut WriterState) -> Result<(), String> {
+        let len = state
+            .file
+            .metadata()
+            .map_err(|e| format!("cannot read the log's length: {e}"))?
+            .len();
+        if len == state.len {
+            return Ok(());
+        }
+        if len < state.len {
+            return Err(format!(
+                "the log was cut from {} to {len} bytes by someone else",
+                state.len
+            ));
+        }
+        let anchor = state.writer.anchor();
+        let found = resume_after_anchor(&mut state.file, &anchor, state.key.as_ref())
+            .map_err(|e| format!("cannot read what other writers appended: {e}"))?
+            .ok_or_else(|| "what another writer appended does not continue the chain".to_owned())?;
+        if found.valid_len < found.file_len {
+            state
+                .file
+                .set_len(found.valid_len)
+                .map_err(|e| format!("cannot cut back a torn frame: {e}"))?;
+        }
+        state.writer = found.writer;
+        state.len = found.valid_len;
+        if found.torn.is_some() {
+            let nonce = fresh_nonce(state.key.is_some())
+                .map_err(|e| format!("cannot draw a nonce: {e}"))?;
+            let frame = state
+                .writer
+                .append_recovery(nonce)
+                .map_err(|e| format!("cannot record a recovery: {e}"))?;
+            state
+                .file
+                .write_all(&frame)
+                .map_err(|e| format!("cannot record a recovery: {e}"))?;
+            state.len += frame.len() as u64;
+            state.unsynced += 1;
+        }
+        Ok(())
+    }
+
     /// After a failed append: cuts the file back to its last whole frame
     /// and reloads the chain state from it.
     fn roll_back(state: &mut WriterState) -> Result<(), String> {
@@ -579,6 +685,20 @@ impl AuditSink for ChainedFileAudit {
         let mut guard = self.lock();
         let state = &mut *guard;
         state.usable()?;
+        let Some(_turn) = take_turn(&state.file, self.lock_wait)? else {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "audit log {}: gave up after waiting {} ms for its lock (another writer holds it)",
+                    self.path.display(),
+                    self.lock_wait.as_millis()
+                ),
+            ));
+        };
+        if let Err(why) = Self::catch_up(state) {
+            state.broken = Some(why.clone());
+            return Err(io::Error::other(format!("audit log unusable: {why}")));
+        }
         let nonce = fresh_nonce(state.key.is_some())?;
         let entry = LogEntry::Call(event.clone());
         state.frame.clear();
@@ -601,7 +721,15 @@ impl AuditSink for ChainedFileAudit {
             self.sync_locked(state)?;
         }
         if let (true, Some(anchor_path)) = (anchor_now, &self.anchor_file) {
-            write_anchor_file(anchor_path, &state.writer.anchor())?;
+            write_anchor_file(anchor_path, &state.writer.anchor()).map_err(|error| {
+                io::Error::new(
+                    error.kind(),
+                    format!(
+                        "the record was written, but not its anchor file {}: {error}",
+                        anchor_path.display()
+                    ),
+                )
+            })?;
         }
         Ok(())
     }
@@ -633,6 +761,15 @@ struct Found {
 
 /// The anchor kept in `anchor_path`, if that file exists.
 fn read_anchor_file(anchor_path: &Path) -> Result<Option<Anchor>, OpenFailure> {
+    if let Ok(meta) = std::fs::metadata(anchor_path)
+        && !meta.is_file()
+    {
+        return Err(OpenFailure::BadAnchorFile(format!(
+            "{} is {}, not a regular file",
+            anchor_path.display(),
+            file_kind(&meta)
+        )));
+    }
     let text = match std::fs::read_to_string(anchor_path) {
         Ok(text) => text,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -764,6 +901,63 @@ fn sync_parent_dir(path: &Path) -> io::Result<()> {
         _ => Path::new("."),
     };
     File::open(parent)?.sync_all()
+}
+
+/// The file's lock, held for one turn (opening, or one append); released
+/// when dropped. It holds a duplicate of the descriptor, which shares the
+/// lock of the open file.
+struct Turn(File);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Takes the file's exclusive lock, trying again (every 1 ms at first,
+/// then every 20 ms at most) while another writer holds it; `None` once
+/// `wait` has passed without it.
+fn take_turn(file: &File, wait: Duration) -> io::Result<Option<Turn>> {
+    let turn = Turn(file.try_clone()?);
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(
+            &turn.0,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        ) {
+            Ok(()) => return Ok(Some(turn)),
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(error) => return Err(error.into()),
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            // Never locked: dropping `turn` unlocks nothing.
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// What kind of file `meta` describes that is not a regular one, in words.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "an unknown kind of file"
+    }
 }
 
 /// A new log's id: 16 bytes from the operating system's CSPRNG.

@@ -50,8 +50,8 @@ pub mod stream;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 pub use audit_log::{
-    AuditOpenError, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, KeyError, KeySource,
-    OpenFailure, OpenedLog,
+    AuditOpenError, ChainedFileAudit, ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError,
+    KeySource, OpenFailure, OpenedLog,
 };
 pub use builder::{
     Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,

@@ -2,7 +2,8 @@
 //!
 //! [`apply`] is one `match (state, input)`: each arm is a row of the table.
 //! A pair with no row is a caller error that names both and changes
-//! nothing; a terminal state absorbs every input. [`TRANSITIONS`] lists the
+//! nothing; a terminal state absorbs every input (a failed audit write is
+//! still counted, in the outcome not yet taken too). [`TRANSITIONS`] lists the
 //! edges the table can take, so that the diagram in `ARCHITECTURE.md` can be
 //! checked against it.
 
@@ -91,6 +92,16 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
 pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), CallError> {
     use State::*;
     match (call.state, input) {
+        (state, Input::AuditFailed(_)) if state.is_terminal() => {
+            // The final record's own write failed: the outcome not yet
+            // taken counts it (the log's copy cannot).
+            call.audit_failures += 1;
+            for action in &mut call.actions {
+                if let Action::Finished(outcome) = action {
+                    outcome.record.audit_failures = call.audit_failures;
+                }
+            }
+        }
         (state, _) if state.is_terminal() => {}
 
         (Received, Input::Validated { needs_approval }) => {

@@ -38,9 +38,53 @@ use prepare::PreparedCall;
 use tools::{Tool, ToolResult, ToolsFile, is_tool_name};
 
 /// `spillguard mcp --tools FILE --check`: the file loaded and checked, and
-/// its tools as one line of JSON (a `tools/list` result, no newline).
-pub fn check(path: &Path) -> Result<String, UsageError> {
+/// its tools as one line of JSON (a `tools/list` result, no newline), with
+/// a warning for each tool whose program cannot be found (on `PATH`, or at
+/// its path when it names one): the file is valid, but a call of that tool
+/// would fail to start here.
+pub fn check(path: &Path) -> Result<(String, Vec<String>), UsageError> {
     let file = serve::load(path)?;
-    serde_json::to_string(&file.list_json())
-        .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    let warnings = file
+        .tools
+        .iter()
+        .filter(|tool| !program_found(&tool.program, &search))
+        .map(|tool| {
+            if tool.program.contains('/') {
+                format!(
+                    "tool {}: program {:?} is not an executable file (a call of it would fail to start)",
+                    tool.name, tool.program
+                )
+            } else {
+                format!(
+                    "tool {}: program {:?} is not on PATH (a call of it would fail to start)",
+                    tool.name, tool.program
+                )
+            }
+        })
+        .collect();
+    let json = serde_json::to_string(&file.list_json())
+        .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))?;
+    Ok((json, warnings))
+}
+
+/// Whether `program` names an executable file: itself when it holds a
+/// `/`, else in one of the directories of `search` (a `PATH` value; an
+/// empty entry is the current directory, as for `execvp`).
+fn program_found(program: &str, search: &std::ffi::OsStr) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::split_paths(search).any(|dir| {
+        let dir = if dir.as_os_str().is_empty() {
+            std::path::PathBuf::from(".")
+        } else {
+            dir
+        };
+        executable(&dir.join(program))
+    })
 }

@@ -40,7 +40,11 @@ impl ParamType {
 /// anchored at both ends, `^…$`: JSON Schema patterns match anywhere in the
 /// value, so an unanchored one would check only a part of it) and
 /// `max_length` (in characters, as JSON Schema counts them), for numbers
-/// `minimum` and `maximum` (inclusive; integers for an integer).
+/// `minimum` and `maximum` (inclusive; integers for an integer), and
+/// `allow_leading_dash` (default `false`): whether a value may make an
+/// argument word before the command's `--` begin with `-`, where the
+/// program would read it as an option. No `pattern`, `enum` or `minimum`
+/// stands in for it (see `prepare.rs`).
 #[derive(Debug, Clone)]
 pub struct Param {
     /// Its name: letters, digits and `_`, not starting with a digit.
@@ -61,9 +65,9 @@ pub struct Param {
     pub minimum: Option<Number>,
     /// Largest number allowed.
     pub maximum: Option<Number>,
-    /// Whether its value begins a word of the command before any `--` word
-    /// (where a leading `-` would make it an option).
-    pub(crate) leads_word: bool,
+    /// Whether a value may begin an argument word before the command's
+    /// `--` with `-` (`allow_leading_dash`; by default it may not).
+    pub allow_leading_dash: bool,
 }
 
 /// A compiled `pattern`, with its text as written.
@@ -83,6 +87,7 @@ const PARAM_KEYS: &[&str] = &[
     "max_length",
     "minimum",
     "maximum",
+    "allow_leading_dash",
 ];
 
 impl Param {
@@ -184,6 +189,16 @@ impl Param {
                 _ => Err(only(key, "an integer or a number")),
             }
         };
+        let allow_leading_dash = match table.get("allow_leading_dash") {
+            Some(toml::Value::Boolean(b)) => *b,
+            Some(_) => {
+                return Err(ToolsError::new(
+                    field("allow_leading_dash"),
+                    "must be true or false",
+                ));
+            }
+            None => false,
+        };
         let minimum = bound("minimum")?;
         let maximum = bound("maximum")?;
         if let (Some(min), Some(max)) = (&minimum, &maximum)
@@ -204,7 +219,7 @@ impl Param {
             max_length,
             minimum,
             maximum,
-            leads_word: false,
+            allow_leading_dash,
         })
     }
 }

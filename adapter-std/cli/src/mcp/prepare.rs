@@ -9,16 +9,19 @@
 //! receive:
 //!
 //! * **No NUL byte**, ever: an argument cannot carry one to the program.
-//! * **No option where a word begins with a value.** When a placeholder
-//!   starts a word of the command (`{host}`, `{user}@{host}`) before any
-//!   literal `--` word, a value whose text starts with `-` (`-rf`,
-//!   `-oProxyCommand=…`, a negative number) would be read by most programs
-//!   as an option: it is refused, unless the parameter says which values
-//!   it takes — a `pattern` or an `enum` for a string (the author wrote it,
-//!   anchored, so a leading `-` it admits is meant), an `enum` or a
-//!   `minimum` for a number (the author said how low it may go). Put the
-//!   value after a literal `--` word, or inside a word (`--host={host}`),
-//!   to take any value.
+//! * **No option made by a value.** Every argument word before the
+//!   command's first literal `--` word is checked as assembled, from all
+//!   its placeholders and literals: when it begins with `-` and that `-`
+//!   is not the template's own first character, the program would read a
+//!   value as an option (`-rf`, `-oProxyCommand=…`, a negative number,
+//!   `{a}{b}` with `a` empty and `b = "-rf"`). The call is refused unless
+//!   every parameter that begins the word declares
+//!   `allow_leading_dash = true`. No `pattern`, `enum` or `minimum` turns
+//!   the rule off: a pattern written to keep paths out admits `-v` as
+//!   easily as `web-3`. A word after the `--`, or one the template itself
+//!   begins with `-` (`--host={host}`, `-o{opt}`), takes any value. A tools
+//!   file whose `enum` or `minimum` admits such a value for a parameter
+//!   that does not allow it is refused when it is loaded.
 //!
 //! A value is substituted as text into its word: a string as it is, an
 //! integer in decimal, a number as its JSON text, a boolean as `true` or
@@ -207,11 +210,61 @@ impl Tool {
                 .map(|(_, t)| t.as_str())
         };
         // A word naming a left-out optional parameter is dropped whole.
-        let args: Vec<String> = self
-            .args
-            .iter()
-            .filter_map(|word| word.render(value))
-            .collect();
+        let mut args: Vec<String> = Vec::with_capacity(self.args.len());
+        for (at, word) in self.args.iter().enumerate() {
+            let Some(text) = word.render(value) else {
+                continue;
+            };
+            if at < self.options_end && text.starts_with('-') && !word.starts_with_dash() {
+                // The placeholder whose value gave the `-`; or, when the `-`
+                // is a literal's that empty values left in front, all of them.
+                let mut leads = word.leading_params(value);
+                if let Some(&last) = leads.last()
+                    && value(last).is_some_and(|v| !v.is_empty())
+                {
+                    leads = vec![last];
+                }
+                let refused: Vec<&str> = leads
+                    .iter()
+                    .copied()
+                    .filter(|name| {
+                        self.params
+                            .iter()
+                            .any(|p| p.name == *name && !p.allow_leading_dash)
+                    })
+                    .collect();
+                if let Some(&param) = refused.last() {
+                    let given = arguments
+                        .get(param)
+                        .map_or_else(|| "\"\"".to_owned(), shown);
+                    let opening = if value(param) == Some(text.as_str()) {
+                        format!("{given} begins an argument with \"-\"")
+                    } else {
+                        format!(
+                            "{given} makes the argument {} begin with \"-\"",
+                            shown(&Value::String(text.clone()))
+                        )
+                    };
+                    problems.push(ParamProblem {
+                        param: param.to_owned(),
+                        message: format!(
+                            "{opening}, which the command would read as an option (refused: \
+                             allow_leading_dash is not set for {})",
+                            refused.join(" and ")
+                        ),
+                    });
+                }
+            }
+            args.push(text);
+        }
+        if !problems.is_empty() {
+            problems.sort_by(|a, b| a.param.cmp(&b.param));
+            problems.dedup_by(|a, b| a.param == b.param);
+            return Err(InvalidParams {
+                tool: self.name.clone(),
+                problems,
+            });
+        }
         let command = HelperCommand::new(&self.program).args(args);
         let summary = command_line(&command);
         let target = match &self.target {
@@ -306,20 +359,6 @@ fn check(param: &Param, value: &Value) -> Result<String, String> {
             && compare(n, max).is_gt()
         {
             return Err(format!("{n} is above the maximum {max}"));
-        }
-    }
-    if param.leads_word && text.starts_with('-') {
-        let vouched = param.allowed.is_some()
-            || match param.kind {
-                ParamType::String => param.pattern.is_some(),
-                _ => param.minimum.is_some(),
-            };
-        if !vouched {
-            return Err(format!(
-                "{} starts with \"-\" where the command would read it as an option \
-                 (declare a pattern, an enum or a minimum that allows it)",
-                shown(value)
-            ));
         }
     }
     Ok(text)

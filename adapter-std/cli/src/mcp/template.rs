@@ -81,12 +81,46 @@ impl Template {
         })
     }
 
-    /// The parameter whose value begins the rendered text, if any.
-    pub(crate) fn leading_param(&self) -> Option<&str> {
-        match self.pieces.first() {
-            Some(Piece::Param(name)) => Some(name),
-            _ => None,
+    /// Whether the template itself begins with a literal `-` (`--host={host}`,
+    /// `-o{opt}`): then a leading dash is the author's, never a value's.
+    pub(crate) fn starts_with_dash(&self) -> bool {
+        matches!(self.pieces.first(), Some(Piece::Text(text)) if text.starts_with('-'))
+    }
+
+    /// The parameters that decide how the word, as assembled, begins: those
+    /// of every placeholder up to and including the first piece that renders
+    /// as something (`{a}{b}` with `a` empty: both). Empty when the template
+    /// begins with literal text.
+    pub(crate) fn leading_params<'v>(&self, value: impl Fn(&str) -> Option<&'v str>) -> Vec<&str> {
+        let mut names = Vec::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) if text.is_empty() => {}
+                Piece::Text(_) => break,
+                Piece::Param(name) => {
+                    names.push(name.as_str());
+                    if value(name).is_some_and(|v| !v.is_empty()) {
+                        break;
+                    }
+                }
+            }
         }
+        names
+    }
+
+    /// Every parameter that can begin the word, for some values (a
+    /// placeholder counts when all before it may be empty): those whose
+    /// leading dash would be refused.
+    pub(crate) fn possible_leading_params(&self) -> Vec<&str> {
+        let mut names = Vec::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) if text.is_empty() => {}
+                Piece::Text(_) => break,
+                Piece::Param(name) => names.push(name.as_str()),
+            }
+        }
+        names
     }
 
     /// The text with each placeholder replaced by `value(name)`; `None` when
@@ -168,7 +202,24 @@ mod tests {
     fn rendering_needs_every_value() {
         let t = Template::parse("{user}@{host}").unwrap();
         assert_eq!(t.params().collect::<Vec<_>>(), ["user", "host"]);
-        assert_eq!(t.leading_param(), Some("user"));
+        assert_eq!(t.possible_leading_params(), ["user"]);
+        assert_eq!(t.leading_params(|_| Some("x")), ["user"]);
+        assert_eq!(t.leading_params(|_| Some("")), ["user"]);
+        let adjacent = Template::parse("{a}{b}x").unwrap();
+        assert_eq!(adjacent.possible_leading_params(), ["a", "b"]);
+        assert_eq!(
+            adjacent.leading_params(|n| (n == "b").then_some("-rf")),
+            ["a", "b"]
+        );
+        assert_eq!(adjacent.leading_params(|_| Some("-")), ["a"]);
+        assert!(!t.starts_with_dash());
+        assert!(Template::parse("--host={host}").unwrap().starts_with_dash());
+        assert!(
+            Template::parse("--host={host}")
+                .unwrap()
+                .possible_leading_params()
+                .is_empty()
+        );
         let both = |name: &str| match name {
             "user" => Some("deploy"),
             "host" => Some("web-3"),

@@ -102,7 +102,7 @@ fn the_example_loads() {
         ("host", ParamType::String, true)
     );
     assert_eq!(host.pattern.as_ref().unwrap().source, "^[a-z0-9.-]+$");
-    assert!(host.leads_word);
+    assert!(!host.allow_leading_dash);
 }
 
 #[test]
@@ -350,7 +350,7 @@ fn param_errors_name_their_field() {
     let cases = [
         (
             "{ type = \"string\", patern = \"^a$\" }",
-            "tools.t.params.x.patern: unknown key (known keys: type, description, required, enum, pattern, max_length, minimum, maximum)",
+            "tools.t.params.x.patern: unknown key (known keys: type, description, required, enum, pattern, max_length, minimum, maximum, allow_leading_dash)",
         ),
         ("{ required = true }", "tools.t.params.x.type: is required"),
         (
@@ -615,46 +615,105 @@ fn a_value_is_one_argument_and_no_shell_reads_it() {
     assert_eq!(call.command.args.len(), 2);
 }
 
+/// The reason the rule gives, after its opening words.
+const AS_OPTION: &str =
+    "which the command would read as an option (refused: allow_leading_dash is not set for";
+
 #[test]
-fn a_value_that_would_be_an_option_is_refused() {
-    let bare = only_tool(
-        "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{host}\", \"uptime\"]\n\
-         params.host = { type = \"string\" }\n",
+fn a_value_that_would_be_an_option_is_refused_whatever_its_pattern() {
+    // The ssh case: a pattern written to keep paths out does not vouch for
+    // a leading dash.
+    let ssh = only_tool(
+        "[tools.t]\ndescription = \"d\"\n\
+         command = [\"ssh\", \"-o\", \"BatchMode=yes\", \"{host}\", \"uptime\"]\n\
+         params.host = { type = \"string\", pattern = \"^[^/ ]+$\" }\n",
     );
     assert_eq!(
-        invalid(&bare, json!({"host": "-oProxyCommand=sh"})),
-        "invalid arguments for tool t: host: \"-oProxyCommand=sh\" starts with \"-\" where the \
-         command would read it as an option (declare a pattern, an enum or a minimum that allows it)"
+        invalid(&ssh, json!({"host": "-oProxyCommand=touch${IFS}pwned"})),
+        format!(
+            "invalid arguments for tool t: host: \"-oProxyCommand=touch${{IFS}}pwned\" begins an \
+             argument with \"-\", {AS_OPTION} host)"
+        )
     );
-    // A pattern or an enum that admits it is the author's word.
-    let patterned = tool_with("{ type = \"string\", pattern = \"^-?[a-z]+$\" }");
     assert_eq!(
-        words(&patterned.prepare(&args(json!({"x": "-rf"}))).unwrap()),
+        words(&ssh.prepare(&args(json!({"host": "web-3"}))).unwrap()),
+        ["-o", "BatchMode=yes", "web-3", "uptime"]
+    );
+    // The README's own pattern admits `-v`; so do an enum and a minimum,
+    // which is why neither may list such a value without the key.
+    let readme = tool_with("{ type = \"string\", pattern = \"^[a-z0-9.-]+$\" }");
+    assert_eq!(
+        invalid(&readme, json!({"x": "-v"})),
+        format!(
+            "invalid arguments for tool t: x: \"-v\" begins an argument with \"-\", {AS_OPTION} x)"
+        )
+    );
+    let pid = tool_with("{ type = \"integer\" }");
+    assert_eq!(
+        invalid(&pid, json!({"x": -1})),
+        format!(
+            "invalid arguments for tool t: x: -1 begins an argument with \"-\", {AS_OPTION} x)"
+        )
+    );
+    assert_eq!(
+        words(&pid.prepare(&args(json!({"x": 42}))).unwrap()),
+        ["42"]
+    );
+    // Only `allow_leading_dash = true` takes such a value.
+    let allowed = tool_with("{ type = \"string\", allow_leading_dash = true }");
+    assert!(allowed.params[0].allow_leading_dash);
+    assert_eq!(
+        words(&allowed.prepare(&args(json!({"x": "-rf"}))).unwrap()),
         ["-rf"]
     );
-    let listed = tool_with("{ type = \"string\", enum = [\"-v\", \"-q\"] }");
+    let negative = tool_with("{ type = \"integer\", minimum = -5, allow_leading_dash = true }");
     assert_eq!(
-        words(&listed.prepare(&args(json!({"x": "-q"}))).unwrap()),
-        ["-q"]
+        words(&negative.prepare(&args(json!({"x": -1}))).unwrap()),
+        ["-1"]
     );
-    // After a literal `--`, or inside a word, a leading `-` is harmless.
-    let after = only_tool(
-        "[tools.t]\ndescription = \"d\"\ncommand = [\"grep\", \"--\", \"{re}\", \"f\"]\n\
-         params.re = { type = \"string\" }\n",
-    );
-    assert_eq!(
-        words(&after.prepare(&args(json!({"re": "-v"}))).unwrap()),
-        ["--", "-v", "f"]
-    );
-    let inside = only_tool(
-        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"--host={host}\"]\n\
-         params.host = { type = \"string\" }\n",
+}
+
+#[test]
+fn the_word_is_checked_as_assembled_from_all_its_pieces() {
+    let adjacent = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"rm\", \"{a}{b}\", \"file\"]\n\
+         params.a = { type = \"string\" }\nparams.b = { type = \"string\" }\n",
     );
     assert_eq!(
-        words(&inside.prepare(&args(json!({"host": "-rf"}))).unwrap()),
-        ["--host=-rf"]
+        invalid(&adjacent, json!({"a": "", "b": "-rf"})),
+        format!(
+            "invalid arguments for tool t: b: \"-rf\" begins an argument with \"-\", {AS_OPTION} b)"
+        )
     );
-    // Only the placeholder that begins the word is checked.
+    assert_eq!(
+        invalid(&adjacent, json!({"a": "-", "b": "rf"})),
+        format!(
+            "invalid arguments for tool t: a: \"-\" makes the argument \"-rf\" begin with \"-\", \
+             {AS_OPTION} a)"
+        )
+    );
+    assert_eq!(
+        words(
+            &adjacent
+                .prepare(&args(json!({"a": "x", "b": "-rf"})))
+                .unwrap()
+        ),
+        ["x-rf", "file"]
+    );
+    // A literal `-` that an empty value leaves at the front: the empty
+    // value is what made it an option.
+    let prefixed = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{p}-x\"]\n\
+         params.p = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        invalid(&prefixed, json!({"p": ""})),
+        format!(
+            "invalid arguments for tool t: p: \"\" makes the argument \"-x\" begin with \"-\", \
+             {AS_OPTION} p)"
+        )
+    );
+    // Inside a word, after a value that begins it, a dash is harmless.
     let joined = only_tool(
         "[tools.t]\ndescription = \"d\"\ncommand = [\"ssh\", \"{user}@{host}\"]\n\
          params.user = { type = \"string\" }\nparams.host = { type = \"string\" }\n",
@@ -669,24 +728,93 @@ fn a_value_that_would_be_an_option_is_refused() {
     );
     assert_eq!(
         invalid(&joined, json!({"user": "-o", "host": "h"})),
-        "invalid arguments for tool t: user: \"-o\" starts with \"-\" where the command would \
-         read it as an option (declare a pattern, an enum or a minimum that allows it)"
+        format!(
+            "invalid arguments for tool t: user: \"-o\" makes the argument \"-o@h\" begin with \
+             \"-\", {AS_OPTION} user)"
+        )
     );
-    // A negative number begins a word: refused unless a minimum is declared.
-    let pid = tool_with("{ type = \"integer\" }");
-    assert_eq!(
-        invalid(&pid, json!({"x": -1})),
-        "invalid arguments for tool t: x: -1 starts with \"-\" where the command would read it \
-         as an option (declare a pattern, an enum or a minimum that allows it)"
+}
+
+#[test]
+fn after_the_double_dash_or_behind_a_literal_flag_any_value_goes() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\n\
+         command = [\"grep\", \"--regexp={re}\", \"-e{re}\", \"{opt}\", \"--\", \"{re}\", \"{file}\"]\n\
+         params.re = { type = \"string\" }\nparams.opt = { type = \"string\" }\n\
+         params.file = { type = \"string\" }\n",
     );
     assert_eq!(
-        words(&pid.prepare(&args(json!({"x": 42}))).unwrap()),
-        ["42"]
+        words(
+            &tool
+                .prepare(&args(json!({"re": "-v", "opt": "x", "file": "-f"})))
+                .unwrap()
+        ),
+        ["--regexp=-v", "-e-v", "x", "--", "-v", "-f"]
     );
-    let bounded = tool_with("{ type = \"integer\", minimum = -5 }");
+    // Before the `--`, a bare placeholder is checked.
     assert_eq!(
-        words(&bounded.prepare(&args(json!({"x": -1}))).unwrap()),
-        ["-1"]
+        invalid(&tool, json!({"re": "a", "opt": "--exec=sh", "file": "f"})),
+        format!(
+            "invalid arguments for tool t: opt: \"--exec=sh\" begins an argument with \"-\", \
+             {AS_OPTION} opt)"
+        )
+    );
+    // Only a literal `--` word ends the options: a value of "--" is itself
+    // refused, and a word with text around `--` ends nothing.
+    let quoted = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"x--\", \"{v}\"]\n\
+         params.v = { type = \"string\" }\n",
+    );
+    assert_eq!(
+        invalid(&quoted, json!({"v": "--"})),
+        format!(
+            "invalid arguments for tool t: v: \"--\" begins an argument with \"-\", {AS_OPTION} v)"
+        )
+    );
+}
+
+#[test]
+fn an_enum_or_minimum_that_admits_a_dash_needs_the_key() {
+    assert_eq!(
+        err(
+            "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{x}\"]\n\
+             params.x = { type = \"string\", enum = [\"-v\", \"-q\"] }\n"
+        ),
+        "tools.t.params.x.enum: \"-v\" would begin an argument with \"-\", which is refused \
+         (set allow_leading_dash = true to accept it)"
+    );
+    assert_eq!(
+        err(
+            "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{x}\"]\n\
+             params.x = { type = \"integer\", minimum = -5 }\n"
+        ),
+        "tools.t.params.x.minimum: -5 admits negative values, which would begin an argument with \
+         \"-\" and are refused (set allow_leading_dash = true to accept them)"
+    );
+    assert_eq!(
+        err(
+            "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{x}\"]\n\
+             params.x = { type = \"string\", allow_leading_dash = \"yes\" }\n"
+        ),
+        "tools.t.params.x.allow_leading_dash: must be true or false"
+    );
+    // Where the value cannot begin a word, the same enum is fine.
+    let inside = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"--level={x}\", \"--\", \"{y}\"]\n\
+         params.x = { type = \"string\", enum = [\"-v\", \"-q\"] }\n\
+         params.y = { type = \"integer\", minimum = -5 }\n",
+    );
+    assert_eq!(
+        words(&inside.prepare(&args(json!({"x": "-q", "y": -2}))).unwrap()),
+        ["--level=-q", "--", "-2"]
+    );
+    let listed = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{x}\"]\n\
+         params.x = { type = \"string\", enum = [\"-v\", \"-q\"], allow_leading_dash = true }\n",
+    );
+    assert_eq!(
+        words(&listed.prepare(&args(json!({"x": "-q"}))).unwrap()),
+        ["-q"]
     );
 }
 

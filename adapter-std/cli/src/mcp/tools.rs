@@ -80,6 +80,9 @@ pub struct Tool {
     pub(crate) program: String,
     /// The arguments, each one word.
     pub(crate) args: Vec<Template>,
+    /// How many of `args` come before the first literal `--` word (all of
+    /// them when there is none): where a leading `-` makes an option.
+    pub(crate) options_end: usize,
     /// The target shown on the card; `None`: the command line.
     pub(crate) target: Option<Template>,
 }
@@ -332,19 +335,50 @@ impl Tool {
                 ),
             ));
         }
-        // Which parameters begin a word before a literal `--`.
-        let mut options_end = false;
-        for template in &args {
-            if template.pieces == [super::template::Piece::Text("--".into())] {
-                options_end = true;
-            }
-            if options_end {
+        // The words before a literal `--`, where a value that begins a word
+        // with `-` would be read as an option: a parameter that may begin one
+        // and does not allow a leading dash must not list such a value.
+        let options_end = args
+            .iter()
+            .position(|t| t.pieces == [super::template::Piece::Text("--".into())])
+            .unwrap_or(args.len());
+        for template in &args[..options_end] {
+            if template.starts_with_dash() {
                 continue;
             }
-            if let Some(lead) = template.leading_param()
-                && let Some(param) = params.iter_mut().find(|p| p.name == lead)
-            {
-                param.leads_word = true;
+            for lead in template.possible_leading_params() {
+                let Some(param) = params.iter().find(|p| p.name == lead) else {
+                    continue;
+                };
+                if param.allow_leading_dash {
+                    continue;
+                }
+                let at = format!("{path}.params.{lead}");
+                let dashed = param.allowed.iter().flatten().find(|value| match value {
+                    Value::String(s) => s.starts_with('-'),
+                    Value::Number(n) => n.to_string().starts_with('-'),
+                    _ => false,
+                });
+                if let Some(value) = dashed {
+                    return Err(ToolsError::new(
+                        format!("{at}.enum"),
+                        format!(
+                            "{value} would begin an argument with \"-\", which is refused \
+                             (set allow_leading_dash = true to accept it)"
+                        ),
+                    ));
+                }
+                if let Some(min) = &param.minimum
+                    && min.to_string().starts_with('-')
+                {
+                    return Err(ToolsError::new(
+                        format!("{at}.minimum"),
+                        format!(
+                            "{min} admits negative values, which would begin an argument with \"-\" \
+                             and are refused (set allow_leading_dash = true to accept them)"
+                        ),
+                    ));
+                }
             }
         }
 
@@ -435,6 +469,7 @@ impl Tool {
             approval_timeout,
             program: program.to_string(),
             args,
+            options_end,
             target,
         })
     }

@@ -142,12 +142,16 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
             Some(file) => writeln!(file, "{json}"),
             None => writeln!(io::stderr().lock(), "{json}"),
         });
-    match written {
-        Ok(()) => ExitCode::from(status),
-        Err(error) => {
-            eprintln!("spillguard: cannot write the record: {error}");
-            ExitCode::from(1)
-        }
+    if let Err(error) = written {
+        eprintln!("spillguard: cannot write the record: {error}");
+        return ExitCode::from(1);
+    }
+    // An audit write that failed was said as it failed; the status is then
+    // 1 (the record has PROGRAM's own and counts the failures).
+    if call::audit_errors().is_empty() {
+        ExitCode::from(status)
+    } else {
+        ExitCode::from(1)
     }
 }
 
