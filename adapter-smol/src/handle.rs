@@ -202,6 +202,19 @@ impl CallHandle {
         self.core.answered(ask, answer.recv().await.ok())
     }
 
+    /// Tells the call that its approval card reached the approver (the
+    /// caller wrote it where the approver reads it: an MCP server, once the
+    /// `elicitation/create` request was flushed): the approval deadline
+    /// then runs from now, once, so that time spent before delivery (many
+    /// calls at once, a slow audit log) is not taken from the approver. A
+    /// card never reported delivered expires `approval_timeout` after it
+    /// was shown. Returns at once; ignored unless the call awaits approval
+    /// and no delivery was reported yet. See
+    /// [`Call::handle_card_delivered`](spillguard_core::Call::handle_card_delivered).
+    pub fn card_delivered(&self) {
+        self.core.card_delivered();
+    }
+
     /// Asks the call to stop. Before dispatch it ends
     /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
     /// then SIGKILL after the grace. Returns at once; ignored once finished.

@@ -234,7 +234,7 @@ fn s4_success_with_full_stderr_then_cancel_during_cleanup_is_cancelled_after_dis
     // structured result is kept apart from stderr.
     assert_eq!(r.state, State::CancelledAfterDispatch);
     assert_eq!((r.exit_status, r.exit_signal), (Some(0), None));
-    assert_eq!(r.result, Some(ResultKind::Success));
+    assert_eq!(r.result_kind, Some(ResultKind::Success));
     assert_eq!(r.stdout_bytes_seen, 12);
     assert_eq!(
         l.outcome.as_ref().unwrap().stdout.to_vec(),
@@ -856,7 +856,7 @@ fn exit_codes_and_results_decide_the_state_without_a_cancel() {
         world.drive_bounded(1_000);
         let r = world.lanes[lane].record();
         assert_eq!(
-            (r.state, r.exit_status, r.result),
+            (r.state, r.exit_status, r.result_kind),
             (expected, Some(code), result)
         );
     }

@@ -45,7 +45,7 @@ fn a_json_result_is_parsed_and_handed_out() {
     let outcome = world.lanes[0].outcome.as_ref().unwrap();
     let r = &outcome.record;
     assert_eq!(r.state, State::Completed);
-    assert_eq!(r.result, Some(ResultKind::Success));
+    assert_eq!(r.result_kind, Some(ResultKind::Success));
     assert_eq!(r.result_error, None);
     assert_eq!(
         outcome.result(),
@@ -64,7 +64,7 @@ fn clean_stderr_and_exit_0_with_a_remote_failure_end_failed_remote() {
     assert_eq!(r.stderr_bytes_seen, 0);
     assert_eq!(r.exit_status, Some(0));
     assert_eq!(r.state, State::FailedRemote);
-    assert_eq!(r.result, Some(ResultKind::RemoteFailure));
+    assert_eq!(r.result_kind, Some(ResultKind::RemoteFailure));
     assert_eq!(outcome.result().unwrap()["error"], "quota exceeded");
 
     // Whatever the exit code.
@@ -86,7 +86,7 @@ fn a_stderr_flood_never_hides_the_result() {
     assert_eq!(r.stderr_bytes_seen, 11 * 65_536);
     assert!(r.stderr_truncated);
     assert_eq!(r.state, State::Completed);
-    assert_eq!(r.result, Some(ResultKind::Success));
+    assert_eq!(r.result_kind, Some(ResultKind::Success));
     assert_eq!(outcome.result(), Some(&serde_json::json!({"ok": true})));
 }
 
@@ -109,7 +109,7 @@ fn malformed_stdout_is_an_outcome_never_an_error() {
         let outcome = world.lanes[0].outcome.as_ref().unwrap();
         let r = &outcome.record;
         assert_eq!(r.result_error.as_deref(), Some(error), "{stdout:?}");
-        assert_eq!((r.result, outcome.result()), (None, None));
+        assert_eq!((r.result_kind, outcome.result()), (None, None));
         // No result: the exit decides.
         assert_eq!(r.state, State::Completed);
     }
@@ -128,7 +128,7 @@ fn a_stdout_over_its_budget_is_not_parsed() {
         r.result_error.as_deref(),
         Some("stdout exceeded its 16-byte budget")
     );
-    assert_eq!((r.result, outcome.result()), (None, None));
+    assert_eq!((r.result_kind, outcome.result()), (None, None));
     assert_eq!(r.state, State::Completed);
 }
 
@@ -148,7 +148,10 @@ fn a_classifier_replaces_the_convention() {
     // And the reverse: "ok": false is a success for this caller.
     let world = run(br#"{"status":"done","ok":false}"#, 0, classify);
     assert_eq!(world.lanes[0].record().state, State::Completed);
-    assert_eq!(world.lanes[0].record().result, Some(ResultKind::Success));
+    assert_eq!(
+        world.lanes[0].record().result_kind,
+        Some(ResultKind::Success)
+    );
 }
 
 /// Without a result channel nothing is parsed, whatever stdout holds.
@@ -158,7 +161,7 @@ fn without_a_channel_stdout_is_not_parsed() {
     let outcome = world.lanes[0].outcome.as_ref().unwrap();
     let r = &outcome.record;
     assert_eq!(r.state, State::Completed);
-    assert_eq!((r.result, r.result_error.as_deref()), (None, None));
+    assert_eq!((r.result_kind, r.result_error.as_deref()), (None, None));
     assert_eq!(outcome.result(), None);
     assert_eq!(outcome.stdout.to_vec(), br#"{"ok":false}"#);
 }
@@ -207,7 +210,7 @@ fn a_stdout_that_never_ends_yields_no_result() {
         r.result_error.as_deref(),
         Some("stdout did not reach end-of-file")
     );
-    assert_eq!((r.result, outcome.result()), (None, None));
+    assert_eq!((r.result_kind, outcome.result()), (None, None));
 }
 
 /// The result shown outside the process is redacted like every other view;
@@ -220,7 +223,7 @@ fn a_secret_in_the_result_is_redacted_in_the_result_shown() {
     let outcome = world.lanes[0].outcome.as_ref().unwrap();
     let r = &outcome.record;
     assert_eq!(
-        (r.state, r.result),
+        (r.state, r.result_kind),
         (State::Completed, Some(ResultKind::Success))
     );
     assert_eq!(r.stdout_redactions, 2);

@@ -58,7 +58,7 @@ const sdk = (file) => import(pathToFileURL(path.join(sdkRoot, 'dist/esm', file))
 
 const { Client } = await sdk('client/index.js');
 const { StdioClientTransport, getDefaultEnvironment } = await sdk('client/stdio.js');
-const { ElicitRequestSchema } = await sdk('types.js');
+const { CallToolResultSchema, ElicitRequestSchema } = await sdk('types.js');
 const sdkVersion = JSON.parse(fs.readFileSync(path.join(sdkRoot, 'package.json'), 'utf8')).version;
 
 // ---------------------------------------------------------------------------
@@ -323,7 +323,7 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     const keptBytes = keptLines * LINE.length + partial;
     check('flood 64 MiB: excerpt marker', marker, `[stderr truncated: kept last ${keptBytes} of ${FLOOD_BYTES} bytes]`);
     check('flood 64 MiB: excerpt text after the marker', kept, LINE.repeat(keptLines) + LINE.slice(0, partial));
-    check('flood 64 MiB: one text content block with the same object', JSON.parse(result.content[0].text), s);
+    check('flood 64 MiB: one text content block, the result itself', JSON.parse(result.content[0].text), s.result);
     checkThat('flood 64 MiB: pings answered while it ran', pings.length > 0, `${pings.length}, slowest ${ms(Math.max(...pings))}`);
     measured('flood 64 MiB: call time', ms(elapsed));
 }
@@ -382,6 +382,8 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     check('missing: spawn_error_kind', r.spawn_error_kind, 'not_found');
     check('missing: failure', r.failure, 'spawn failed: /nonexistent/spillguard-helper: NotFound: No such file or directory (os error 2)');
     check('missing: pid and exit_status', [r.pid, r.exit_status], [null, null]);
+    check('missing: the text a model reads', result.content,
+        [{ type: 'text', text: 'tool missing did not complete: state failed_before_dispatch, no exit status; spawn failed: /nonexistent/spillguard-helper: NotFound: No such file or directory (os error 2). No stderr.' }]);
 }
 
 // A made-up token on stderr and in the result: redacted in both, counted.
@@ -624,6 +626,40 @@ await cardLatency('quiet');
     const answered = main.server.sent.map((m) => m.id).filter((id) => id !== cancelledId);
     check('stdout: one response per client request, none for the cancelled call', [...responses].sort((a, b) => a - b), answered);
     measured('client-side errors on the main connection', show(main.server.clientErrors ?? []));
+}
+
+// ---------------------------------------------------------------------------
+// JSON-RPC corners through the SDK: a tools/call whose params are not a
+// tool call, and a duplicate id beside the first call's own answer.
+
+{
+    const wire = await connect('wire', {});
+    for (const [label, params, message] of [
+        ['without a name', { arguments: {} }, "MCP error -32602: Invalid params: tools/call needs params.name, the tool's name"],
+        ['with arguments that are not an object', { name: 'sleep', arguments: [1] }, 'MCP error -32602: Invalid params: tools/call: params.arguments must be an object'],
+    ]) {
+        const error = await wire.client.request({ method: 'tools/call', params }, CallToolResultSchema).then(
+            () => fail(`tools/call ${label}: answered as a result`),
+            (e) => e,
+        );
+        check(`JSON-RPC: tools/call ${label}: code and message`, [error.code, error.message], [-32602, message]);
+    }
+    // Two requests under one id, sent on the SDK's transport: the second
+    // gets an error of its own, the first its result.
+    const answers = [];
+    const deliver = wire.transport.onmessage;
+    wire.transport.onmessage = (message, extra) => {
+        if (message.id === 'dup') answers.push(message);
+        else deliver(message, extra);
+    };
+    const pidfile = path.join(dir, 'dup.pid');
+    await wire.transport.send({ jsonrpc: '2.0', id: 'dup', method: 'tools/call', params: { name: 'sleep', arguments: { pidfile, seconds: 1 } } });
+    await wire.transport.send({ jsonrpc: '2.0', id: 'dup', method: 'ping' });
+    await until('both answers to id "dup"', () => (answers.length === 2 ? true : undefined));
+    check('JSON-RPC: duplicate id: the second request\'s error first', [answers[0].error?.code, answers[0].error?.message],
+        [-32600, 'Invalid Request: a request with id "dup" is still in flight (an id is unique among the requests not yet answered); the first one goes on']);
+    check('JSON-RPC: duplicate id: then the first call\'s result', answers[1].result?.structuredContent?.state, 'completed');
+    await wire.client.close();
 }
 
 // ---------------------------------------------------------------------------

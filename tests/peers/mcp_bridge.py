@@ -129,8 +129,24 @@ class Approver:
 def content(result):
     sc = result.structured_content
     check(isinstance(sc, dict), f"structuredContent is an object: {result}")
-    # The text block carries the same object, for clients that read text.
-    equal(json.loads(result.content[0].text), sc, "text content")
+    text = result.content[0].text
+    if not result.is_error:
+        # A completed call: the text a model reads is the result itself.
+        value = sc["result"]
+        equal(text if isinstance(value, str) else json.loads(text), value, "text content: the result")
+        return sc
+    # Otherwise one paragraph: how it ended, then the stderr excerpt.
+    first = text.split("\n", 1)[0]
+    if sc["state"] == "completed":
+        check(" completed but gave no result: " in first, f"text content says there is no result: {text!r}")
+    else:
+        check(f" did not complete: state {sc['state']}, " in first, f"text content says how it ended: {text!r}")
+    if sc["exit_status"] is not None:
+        check(f"exit status {sc['exit_status']}" in first, f"text content: the exit status: {text!r}")
+    if sc["stderr_excerpt"]:
+        check(text.endswith(":\n" + sc["stderr_excerpt"]), f"text content ends with the excerpt: {text!r}")
+    else:
+        check(text.endswith(". No stderr."), f"text content: no stderr: {text!r}")
     return sc
 
 
@@ -481,8 +497,54 @@ async def disconnect(policy):
     )
 
 
+async def wire_corners():
+    """JSON-RPC corners through the SDK's stdio transport: requests the
+    session types could not even build (a tools/call without a name, with
+    arguments that are not an object), and a duplicate id."""
+    from mcp.shared.message import SessionMessage
+
+    Request = types.jsonrpc.JSONRPCRequest
+    Notification = types.jsonrpc.JSONRPCNotification
+
+    async with stdio_client(server([])) as (read, write):
+        async def send(message):
+            await write.send(SessionMessage(message))
+
+        async def receive():
+            with anyio.fail_after(10):
+                item = await read.receive()
+            check(not isinstance(item, Exception), f"the SDK read a message: {item!r}")
+            return item.message.model_dump(by_alias=True, exclude_none=True)
+
+        await send(Request(jsonrpc="2.0", id="init", method="initialize", params={
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "wire", "version": "1"}}))
+        equal((await receive())["id"], "init", "wire: initialized")
+        await send(Notification(jsonrpc="2.0", method="notifications/initialized"))
+        for request_id, params, message in [
+            (1, {"arguments": {}}, "Invalid params: tools/call needs params.name, the tool's name"),
+            (2, {"name": "sleep", "arguments": [1]}, "Invalid params: tools/call: params.arguments must be an object"),
+        ]:
+            await send(Request(jsonrpc="2.0", id=request_id, method="tools/call", params=params))
+            answer = await receive()
+            equal((answer["id"], answer["error"]["code"], answer["error"]["message"]),
+                  (request_id, -32602, message), f"wire: tools/call {params}")
+        pidfile = os.path.join(WORK, "dup.pid")
+        await send(Request(jsonrpc="2.0", id=7, method="tools/call",
+                           params={"name": "sleep", "arguments": {"pidfile": pidfile, "seconds": 1}}))
+        await send(Request(jsonrpc="2.0", id=7, method="ping"))
+        first, second = await receive(), await receive()
+        equal((first["id"], first["error"]["code"]), (7, -32600), "wire: the duplicate's own error")
+        equal(first["error"]["message"],
+              "Invalid Request: a request with id 7 is still in flight (an id is unique among "
+              "the requests not yet answered); the first one goes on", "wire: duplicate message")
+        equal((second["id"], second["result"]["structuredContent"]["state"]), (7, "completed"),
+              "wire: the first call's answer")
+
+
 async def main():
     started = time.monotonic()
+    await wire_corners()
     await main_session()
     await modern_session()
     await without_elicitation()

@@ -298,7 +298,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub drain_window_ms: Option<u64>,
     /// How the helper returns its result: `json`, a JSON value on stdout,
-    /// parsed within the stdout budget and printed as `result_value`; an object
+    /// parsed within the stdout budget and printed as `result` (what it says of
+    /// the call is `result_kind`); an object
     /// with `"ok": false` or a non-null `"error"` makes the call
     /// `failed_remote` whatever the exit code [default: stdout is text]
     #[arg(long, value_name = "json", value_parser = result_mode)]

@@ -169,15 +169,16 @@ fn debug_on_signals(host: &Host, duration: Duration) -> Result<(), UsageError> {
 pub type Cancel = Box<dyn Fn() + Send + 'static>;
 
 /// The line printed: every record field, then the excerpt and stdout,
-/// and with `--result json` the parsed result as `result_value` (null when
-/// there was none; the record's own `result` says what it reported).
+/// and with `--result json` the parsed result as `result` (null when
+/// there was none; the record's `result_kind` says what it reported).
 #[derive(Debug, Serialize)]
 pub struct Line {
     #[serde(flatten)]
     record: CallRecord,
     stderr_excerpt: String,
     stdout: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The value: with `--result json`, what the helper printed.
+    #[serde(rename = "result", skip_serializing_if = "Option::is_none")]
     result_value: Option<serde_json::Value>,
 }
 

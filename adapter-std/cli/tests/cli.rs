@@ -464,9 +464,10 @@ fn result_json_reports_a_remote_failure_and_keeps_the_result() {
     ]);
     let (_, line) = record_line(&output);
     assert_eq!(line["state"], "failed_remote");
-    assert_eq!(line["result"], "remote_failure");
-    assert_eq!(line["result_value"]["error"], "quota exceeded");
-    assert_eq!(line["result_value"]["ok"], false);
+    // The classification and the value, each under its own name.
+    assert_eq!(line["result_kind"], "remote_failure");
+    assert_eq!(line["result"]["error"], "quota exceeded");
+    assert_eq!(line["result"]["ok"], false);
     assert_eq!(line["exit_status"], 0);
     assert_eq!(line["stderr_bytes_seen"], 100_000);
     assert_eq!(line["stderr_truncated"], true);
@@ -475,8 +476,8 @@ fn result_json_reports_a_remote_failure_and_keeps_the_result() {
     let text = spillguard(&["run", "--result", "json", "--", "echo", "plain text"]);
     let (_, line) = record_line(&text);
     assert_eq!(line["state"], "completed");
+    assert_eq!(line["result_kind"], Value::Null);
     assert_eq!(line["result"], Value::Null);
-    assert_eq!(line["result_value"], Value::Null);
     let error = line["result_error"].as_str().unwrap();
     assert!(
         error.starts_with("invalid JSON at line 1 column"),
@@ -485,7 +486,8 @@ fn result_json_reports_a_remote_failure_and_keeps_the_result() {
 
     let without = spillguard(&["run", "--", "echo", "{}"]);
     let (_, line) = record_line(&without);
-    assert!(line.get("result_value").is_none(), "{line}");
+    assert!(line.get("result").is_none(), "{line}");
+    assert_eq!(line["result_kind"], Value::Null);
 
     assert_eq!(
         usage_failure(&["run", "--result", "xml", "--", "true"]),

@@ -32,6 +32,32 @@ fn check_prints_the_tools_of_the_example_as_one_json_line() {
     let tools = value["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["list_units", "remote_uptime", "tail_log"]);
+    // Every tool declares the shape of its structuredContent.
+    for tool in tools {
+        let schema = &tool["outputSchema"];
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], true);
+        assert_eq!(
+            schema["properties"]["state"]["enum"]
+                .as_array()
+                .unwrap()
+                .len(),
+            15
+        );
+    }
+    assert_eq!(
+        tools[1]["outputSchema"]["properties"]["result"]["type"],
+        "string"
+    );
+    let without_output: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            t.as_object_mut().unwrap().remove("outputSchema");
+            t
+        })
+        .collect();
+    let tools = &without_output;
     assert_eq!(
         tools[1],
         json!({

@@ -65,6 +65,11 @@ impl<R> ToOwner<R> {
     pub fn cancel(&self) {
         self.command(Command::Cancel(CancelReason::Requested));
     }
+
+    /// Tells the call its card reached the approver.
+    pub fn card_delivered(&self) {
+        self.command(Command::CardDelivered);
+    }
 }
 
 /// An approver's answer, as the handle sends it.
@@ -158,6 +163,11 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
     /// Asks the call to stop; returns at once, ignored once finished.
     pub fn cancel(&self) {
         self.to_owner.cancel();
+    }
+
+    /// The call's card reached the approver; returns at once.
+    pub fn card_delivered(&self) {
+        self.to_owner.card_delivered();
     }
 
     /// The way to the owner, for a canceller that outlives the handle.

@@ -66,6 +66,9 @@ pub enum Command<R> {
     Deny(R),
     /// Stop the call.
     Cancel(CancelReason),
+    /// The approval card reached the approver
+    /// ([`Call::handle_card_delivered`]).
+    CardDelivered,
     /// The handle (and, for a streamed call, both streams) was dropped
     /// without its outcome.
     ClientDisconnected,
@@ -157,6 +160,10 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         }
         Event::Command(Command::Cancel(reason)) => {
             call.handle_cancel(now, reason);
+            Ok(())
+        }
+        Event::Command(Command::CardDelivered) => {
+            call.handle_card_delivered(now);
             Ok(())
         }
         Event::Command(Command::ClientDisconnected) => {

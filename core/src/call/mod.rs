@@ -122,6 +122,12 @@ pub struct CallSettings {
     pub deadline: Option<Duration>,
     /// How long the approval card stays valid once shown.
     pub approval_timeout: Duration,
+    /// The driver reports when each approval card reaches the approver
+    /// ([`Call::handle_card_delivered`]): the approval deadline then runs
+    /// from that report, and not before it (a card still on its way, behind
+    /// many others or a client slow to read, cannot expire unseen). When
+    /// `false` (the default), it runs from the moment the card is shown.
+    pub deadline_from_delivery: bool,
     /// SIGTERM to SIGKILL while the direct child lives (after its exit,
     /// [`escapee_wait`](Self::escapee_wait) applies).
     pub shutdown_grace: Duration,
@@ -301,6 +307,7 @@ impl CallSettings {
             excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
             deadline: None,
             approval_timeout: Self::DEFAULT_APPROVAL_TIMEOUT,
+            deadline_from_delivery: false,
             shutdown_grace: config.shutdown_grace_seconds,
             post_exit_drain: Self::DEFAULT_POST_EXIT_DRAIN,
             kill_wait: Self::DEFAULT_KILL_WAIT,
@@ -701,6 +708,7 @@ pub(crate) enum Input {
     CallerDone,
     DebugGranted(DebugGrant),
     DebugRevoked,
+    CardDelivered,
     Timeout(Timer),
 }
 
@@ -724,6 +732,7 @@ impl Input {
             Input::CallerDone => "input_ended",
             Input::DebugGranted(_) => "debug_granted",
             Input::DebugRevoked => "debug_revoked",
+            Input::CardDelivered => "card_delivered",
             Input::Timeout(_) => "timeout",
         }
     }
@@ -853,6 +862,7 @@ pub struct Call {
     pub(crate) stop: Stop,
     pub(crate) cancel_reason: Option<CancelReason>,
     pub(crate) cancel_offset_us: Option<u64>,
+    pub(crate) card_delivered_offset_us: Option<u64>,
     pub(crate) exited_offset_us: Option<u64>,
     pub(crate) stop_before_exit: bool,
     pub(crate) kill_needed: bool,
@@ -921,6 +931,7 @@ impl Call {
             stop: Stop::Running,
             cancel_reason: None,
             cancel_offset_us: None,
+            card_delivered_offset_us: None,
             exited_offset_us: None,
             stop_before_exit: false,
             kill_needed: false,
@@ -1001,6 +1012,21 @@ impl Call {
     ) -> Result<(), CallError> {
         let reason = self.redacted(reason.into());
         self.handle(now, Input::ValidationFailed(reason))
+    }
+
+    /// The approval card is on its way to the approver: the driver wrote
+    /// it where the approver reads it (for an MCP server, the
+    /// `elicitation/create` request or the `input_required` result written
+    /// and flushed). With [`CallSettings::deadline_from_delivery`], the
+    /// approval deadline is fixed from here, once: the card expires
+    /// `approval_timeout` after its delivery, so that a busy driver (many
+    /// calls, a slow audit log, a client slow to read) does not eat the
+    /// approver's time; until then it has none. Without it, the deadline
+    /// ran from the show and is not moved. Valid in every state; ignored
+    /// unless the call awaits approval and no delivery was reported yet.
+    /// The record says when (`card_delivered_offset_us`).
+    pub fn handle_card_delivered(&mut self, now: Instant) {
+        self.handle_infallible(now, Input::CardDelivered);
     }
 
     /// The approver said yes.

@@ -390,9 +390,11 @@ pub struct CallRecord {
     pub client_disconnected: bool,
     /// The disconnect policy applied, when the client disconnected.
     pub on_client_disconnect: Option<DisconnectPolicy>,
-    /// The helper's structured result, if the host reported one or the
-    /// call parsed it from stdout.
-    pub result: Option<ResultKind>,
+    /// What the helper's result says of the call (`ok`, `remote_failure`,
+    /// …), if the host reported one or the call parsed it from stdout: the
+    /// classification, never the value (which is the outcome's, and
+    /// `result` wherever a view shows it).
+    pub result_kind: Option<ResultKind>,
     /// Why a call whose result comes on stdout as JSON has none: stdout
     /// exceeded its budget, was empty, was not valid JSON (`invalid JSON at
     /// line 1 column 5: expected value`), or never reached end-of-file.
@@ -425,6 +427,13 @@ pub struct CallRecord {
     pub signals: Vec<SignalMark>,
     /// Offset of the first stop request (cancel, deadline, ceiling).
     pub cancel_offset_us: Option<u64>,
+    /// Offset at which the driver reported the approval card delivered to
+    /// the approver ([`Call::handle_card_delivered`](crate::Call::handle_card_delivered)):
+    /// the approval deadline ran from then. `None` when it never did (no
+    /// card, or a driver that shows cards synchronously: the deadline ran
+    /// from `awaiting_approval`).
+    #[serde(default)]
+    pub card_delivered_offset_us: Option<u64>,
     /// Offset at which the helper's exit was observed.
     pub exited_offset_us: Option<u64>,
 }

@@ -154,6 +154,15 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.approval = ApprovalDecision::Denied;
             end(call, now, Denied);
         }
+        (AwaitingApproval, Input::CardDelivered) if call.card_delivered_offset_us.is_none() => {
+            call.card_delivered_offset_us = Some(call.offset_us(now));
+            if call.settings.deadline_from_delivery {
+                // Fixed here, once (R3.4).
+                call.timers
+                    .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
+            }
+        }
+        (_, Input::CardDelivered) => {}
         (AwaitingApproval, Input::Timeout(Timer::ApprovalDeadline)) => {
             call.approval = ApprovalDecision::Expired;
             end(call, now, ApprovalExpired);
@@ -384,9 +393,12 @@ fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
 }
 
 fn show_card(call: &mut Call, now: Instant) {
-    // Fixed once, here; nothing else ever moves it (R3.4).
-    call.timers
-        .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
+    // Fixed once: here, or when the driver reports the card delivered
+    // (`deadline_from_delivery`); stderr never moves it (R3.4).
+    if !call.settings.deadline_from_delivery {
+        call.timers
+            .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
+    }
     enter(call, now, State::AwaitingApproval);
     let text = super::spec_card_text(&call.spec, call.settings.approval_timeout);
     audit(call, now, AuditKind::CardShown { text: text.clone() });
@@ -649,7 +661,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         on_client_disconnect: call
             .client_disconnected
             .then_some(call.settings.on_client_disconnect),
-        result: call.result,
+        result_kind: call.result,
         result_error: call.result_error.clone(),
         failure: call.failure.clone(),
         spawn_error_kind: call.spawn_error_kind.map(str::to_owned),
@@ -661,6 +673,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         timeline: call.timeline.clone(),
         signals: call.signals.clone(),
         cancel_offset_us: call.cancel_offset_us,
+        card_delivered_offset_us: call.card_delivered_offset_us,
         exited_offset_us: call.exited_offset_us,
     };
     audit(call, now, AuditKind::Final(Box::new(record.clone())));

@@ -337,7 +337,7 @@ pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTes
         ),
     );
     assert_eq!(said_no.record.state, State::FailedRemote);
-    assert_eq!(said_no.record.result, Some(ResultKind::RemoteFailure));
+    assert_eq!(said_no.record.result_kind, Some(ResultKind::RemoteFailure));
     assert_eq!(said_no.exit(), Exit::Code(0));
     assert_eq!(said_no.record.stderr_bytes_seen, 0);
     assert_eq!(said_no.result().unwrap()["error"], "quota exceeded");
@@ -367,7 +367,7 @@ pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTes
         ),
     );
     assert_eq!(prose.record.state, State::Completed);
-    assert_eq!(prose.record.result, None);
+    assert_eq!(prose.record.result_kind, None);
     assert!(prose.result().is_none());
     let error = prose.record.result_error.as_deref().unwrap();
     assert!(
@@ -392,7 +392,7 @@ pub fn stderr_overflow_never_hides_the_result<H: HostUnderTest>(host: fn(HostOpt
     );
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);
-    assert_eq!(record.result, Some(ResultKind::Success));
+    assert_eq!(record.result_kind, Some(ResultKind::Success));
     assert_eq!(outcome.result().unwrap()["n"], 42);
     assert_eq!(
         (

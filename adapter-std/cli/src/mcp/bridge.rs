@@ -13,8 +13,11 @@
 //! 2. **The call starts** on the host: its attempt is in the audit log.
 //! 3. **The approval card**, for a tool that requires approval, is sent as
 //!    an `elicitation/create` request whose message is the card's text,
-//!    built once by [`Tool::prepare`] and never changed. Its deadline is
-//!    fixed by the core when the card is shown. The client's answer
+//!    built once by [`Tool::prepare`] and never changed. Its deadline runs
+//!    from the moment the request has been written and flushed to the
+//!    client (`deadline_from_delivery`), not from when the call began to
+//!    wait: a card behind many others, or a client slow to read, loses
+//!    none of the approver's time. The client's answer
 //!    maps: `accept` → approved, `decline` → `denied`, `cancel` →
 //!    `cancelled_before_dispatch`. Once the deadline has passed the call
 //!    ends `approval_expired` and the elicitation request is cancelled
@@ -67,6 +70,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::answer;
 use super::tools::{Tool, ToolsFile};
+use super::wire::Outbox;
 
 /// The server: the tools, the host their calls run on, and the token
 /// cancelled when the client goes away.
@@ -82,6 +86,8 @@ struct Inner {
     host: Host,
     on_disconnect: DisconnectPolicy,
     gone: CancellationToken,
+    /// The writer of the protocol, which says when a card is written.
+    outbox: Arc<Outbox>,
     /// The calls whose card went back as `input_required`, by the
     /// `requestState` that names them.
     waiting: Mutex<HashMap<String, Waiting>>,
@@ -110,13 +116,14 @@ enum Interrupted {
 }
 
 impl Bridge {
-    /// A server for `tools`, running their calls on `host`; `gone` is
-    /// cancelled when the client goes away.
+    /// A server for `tools`, running their calls on `host` and writing
+    /// through `outbox`; `gone` is cancelled when the client goes away.
     pub fn new(
         tools: ToolsFile,
         host: Host,
         on_disconnect: DisconnectPolicy,
         gone: CancellationToken,
+        outbox: Arc<Outbox>,
     ) -> Result<Self, String> {
         let mut list: ListToolsResult = serde_json::from_value(tools.list_json())
             .map_err(|e| format!("cannot list the tools: {e}"))?;
@@ -129,6 +136,7 @@ impl Bridge {
                 host,
                 on_disconnect,
                 gone,
+                outbox,
                 waiting: Mutex::new(HashMap::new()),
             }),
         })
@@ -233,6 +241,17 @@ impl Bridge {
             tokio::time::sleep(card.expires_in.saturating_add(KEEP_EXPIRED)).await;
             bridge.lock_waiting().remove(&key);
         });
+        // The card is delivered once this result is written and flushed:
+        // its deadline runs from then.
+        let written = self.inner.outbox.response_written(&context.id);
+        let (bridge, key) = (self.clone(), state.clone());
+        tokio::spawn(async move {
+            if written.await.is_ok()
+                && let Some(waiting) = bridge.lock_waiting().get(&key)
+            {
+                waiting.handle.card_delivered();
+            }
+        });
         let mut requests = BTreeMap::new();
         requests.insert(
             APPROVAL_KEY.to_owned(),
@@ -299,13 +318,17 @@ impl Bridge {
     }
 
     /// The settings every call of this server gets on top of the host's:
-    /// the disconnect policy.
+    /// the disconnect policy, and an approval deadline that runs from the
+    /// card's delivery (the bridge reports each card written and flushed).
     fn settings<'h>(&'h self, builder: CallBuilder<'h, Host>) -> CallBuilder<'h, Host> {
         let host = &self.inner.host;
         let policy = self.inner.on_disconnect;
         builder.edit_settings(
             |kind| host.settings_for(kind),
-            |settings| settings.on_client_disconnect = policy,
+            |settings| {
+                settings.on_client_disconnect = policy;
+                settings.deadline_from_delivery = true;
+            },
         )
     }
 
@@ -339,34 +362,56 @@ impl Bridge {
         };
         // The call ends while its card is out when the core's deadline
         // passes (`approval_expired`) or the host shuts down: the
-        // elicitation is then withdrawn.
+        // elicitation is then withdrawn. The deadline runs from the
+        // request's write.
         let ended = handle.wait_finished();
-        tokio::select! {
-            answer = &mut pending.rx => {
-                let action = match answer {
-                    Ok(Ok(ClientResult::ElicitResult(result))) => Some(result.action),
-                    // An error, an answer of another kind, or no answer
-                    // (the transport closed).
-                    _ => None,
-                };
-                answer_card(handle, action).await;
-                Ok(())
+        tokio::pin!(ended);
+        let outbox = self.inner.outbox.clone();
+        let id = pending.id.clone();
+        let written = outbox.request_written(&id);
+        tokio::pin!(written);
+        let mut delivered = false;
+        loop {
+            tokio::select! {
+                // The write is seen before the answer it made possible.
+                biased;
+                was_written = &mut written, if !delivered => {
+                    delivered = true;
+                    if was_written {
+                        handle.card_delivered();
+                    }
+                    continue;
+                }
+                answer = &mut pending.rx => {
+                if !delivered {
+                    // Answered before its write was seen: it was delivered.
+                    handle.card_delivered();
+                }
+                    let action = match answer {
+                        Ok(Ok(ClientResult::ElicitResult(result))) => Some(result.action),
+                        // An error, an answer of another kind, or no answer
+                        // (the transport closed).
+                        _ => None,
+                    };
+                    answer_card(handle, action).await;
+                    return Ok(());
+                }
+                () = &mut ended => {
+                    let reason = if handle.state() == State::ApprovalExpired {
+                        "the approval card expired"
+                    } else {
+                        "the call ended before its card was answered"
+                    };
+                    let _ = pending.cancel(Some(reason.into())).await;
+                    return Ok(());
+                }
+                () = context.ct.cancelled() => {
+                    handle.cancel();
+                    let _ = pending.cancel(Some("the tool call was cancelled".into())).await;
+                    return Ok(());
+                }
+                () = gone.cancelled() => return Err(Interrupted::ClientGone),
             }
-            () = ended => {
-                let reason = if handle.state() == State::ApprovalExpired {
-                    "the approval card expired"
-                } else {
-                    "the call ended before its card was answered"
-                };
-                let _ = pending.cancel(Some(reason.into())).await;
-                Ok(())
-            }
-            () = context.ct.cancelled() => {
-                handle.cancel();
-                let _ = pending.cancel(Some("the tool call was cancelled".into())).await;
-                Ok(())
-            }
-            () = gone.cancelled() => Err(Interrupted::ClientGone),
         }
     }
 
@@ -395,7 +440,7 @@ impl Bridge {
                 () = gone.cancelled() => return Err(gone_error()),
             }
         };
-        Ok(answer::tool_result(&outcome, tool.result))
+        Ok(answer::tool_result(&outcome, &tool.name, tool.result))
     }
 }
 

@@ -26,6 +26,7 @@ mod prepare;
 pub mod serve;
 mod template;
 mod tools;
+mod wire;
 
 #[cfg(test)]
 mod tests;

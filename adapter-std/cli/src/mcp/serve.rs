@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bridge::Bridge;
 use super::tools::ToolsFile;
+use super::wire::{Outbox, Wire};
 use crate::args::{McpArgs, OnDisconnect, UsageError};
 use crate::call::open_audit;
 
@@ -146,7 +147,8 @@ impl Ready {
             }
         };
         let gone = CancellationToken::new();
-        let bridge = match Bridge::new(tools, host, on_disconnect, gone.clone()) {
+        let outbox = Outbox::new(tokio::fs::File::from_std(protocol));
+        let bridge = match Bridge::new(tools, host, on_disconnect, gone.clone(), outbox.clone()) {
             Ok(bridge) => bridge,
             Err(error) => {
                 eprintln!("spillguard: {error}");
@@ -164,11 +166,10 @@ impl Ready {
             inner: tokio::io::stdin(),
             gone: gone.clone(),
         };
-        let stdout = tokio::fs::File::from_std(protocol);
         let host = bridge.host().clone();
         let waiting = bridge.clone();
         let running = tokio::select! {
-            running = bridge.serve((stdin, stdout)) => running,
+            running = bridge.serve(Wire::new(stdin, outbox)) => running,
             number = signals.next() => {
                 // The client has not initialized a session yet: there is
                 // no request to answer.

@@ -137,6 +137,7 @@ fn the_schema_of_the_example_is_exact() {
             "name": "remote_uptime",
             "description": "uptime of a host over ssh",
             "inputSchema": expected,
+            "outputSchema": super::answer::output_schema(ToolResult::StdoutJson),
         }]})
     );
 }

@@ -212,6 +212,7 @@ impl ToolsFile {
                     "name": tool.name,
                     "description": tool.description,
                     "inputSchema": tool.input_schema(),
+                    "outputSchema": super::answer::output_schema(tool.result),
                 })
             })
             .collect();

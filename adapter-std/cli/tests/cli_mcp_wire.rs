@@ -1,0 +1,398 @@
+//! `spillguard mcp` over raw bytes: every request answered (parse errors,
+//! invalid requests, invalid params, a duplicate id beside the first
+//! call's own answer), a result a model can read, and 200 approvals at
+//! once that all run because each card's deadline starts at its delivery.
+#![allow(clippy::unwrap_used)]
+
+// The std adapter's test helpers, shared rather than copied.
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::temp_path;
+
+/// A server of `tools_toml`, initialized (protocol 2025-06-18 unless said,
+/// with the elicitation capability), and the lines it writes, read on a
+/// thread.
+struct Session {
+    server: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Session {
+    fn start(name: &str, tools_toml: &str, extra: &[&str]) -> Session {
+        Self::start_paced(name, tools_toml, extra, None)
+    }
+
+    /// With `pace`, the server's stdout pipe holds one page (4 KiB) and
+    /// each `elicitation/create` is read `pace` after the line before it:
+    /// a client that reads slowly, so that later cards wait in the server.
+    fn start_paced(
+        name: &str,
+        tools_toml: &str,
+        extra: &[&str],
+        pace: Option<Duration>,
+    ) -> Session {
+        Self::open(name, tools_toml, extra, pace, "2025-06-18")
+    }
+
+    fn open(
+        name: &str,
+        tools_toml: &str,
+        extra: &[&str],
+        pace: Option<Duration>,
+        protocol: &str,
+    ) -> Session {
+        let tools = temp_path(&format!("wire-{name}.toml"));
+        std::fs::write(&tools, tools_toml).unwrap();
+        let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args(["mcp", "--tools", tools.to_str().unwrap()])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = server.stdin.take().unwrap();
+        let stdout = server.stdout.take().unwrap();
+        if pace.is_some() {
+            rustix::pipe::fcntl_setpipe_size(&stdout, 4096).unwrap();
+        }
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || read_lines(stdout, &tx, pace));
+        let mut session = Session {
+            server,
+            stdin,
+            lines,
+        };
+        session.send_line(
+            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+                "protocolVersion": protocol, "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "wire", "version": "1"}}})
+            .to_string(),
+        );
+        assert_eq!(session.next()["id"], "init");
+        session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string());
+    }
+
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line from the server within 30 s")
+    }
+
+    /// Ends the client's input; the server's exit status.
+    fn end(mut self) -> Option<i32> {
+        drop(self.stdin);
+        self.server.wait().unwrap().code()
+    }
+}
+
+fn read_lines(stdout: ChildStdout, tx: &mpsc::Sender<Value>, pace: Option<Duration>) {
+    // A small buffer, so that a paced reader leaves the rest in the pipe.
+    for line in BufReader::with_capacity(512, stdout).lines() {
+        let Ok(line) = line else { return };
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not JSON on the server's stdout ({e}): {line}"));
+        if let Some(pace) = pace
+            && value["method"] == "elicitation/create"
+        {
+            std::thread::sleep(pace);
+        }
+        if tx.send(value).is_err() {
+            return;
+        }
+    }
+}
+
+const NAP_TOOLS: &str = "[tools.nap]\ndescription = \"sleeps a little\"\n\
+    command = [\"sleep\", \"0.3\"]\napproval = \"none\"\n\
+    [tools.echo]\ndescription = \"echoes\"\ncommand = [\"echo\", \"{word}\"]\n\
+    params.word = { type = \"string\" }\napproval = \"none\"\n\
+    [tools.fail]\ndescription = \"fails\"\n\
+    command = [\"sh\", \"-c\", \"echo 'connect to web-3: refused' >&2; exit 255\"]\n\
+    approval = \"none\"\n";
+
+#[test]
+fn every_request_is_answered_even_when_it_cannot_be_served() {
+    let mut session = Session::start("corners", NAP_TOOLS, &[]);
+    let error = |code: i64, message: &str| json!({"code": code, "message": message});
+    let cases: Vec<(&str, Value)> = vec![
+        (
+            "{broken",
+            json!({"jsonrpc": "2.0", "id": null, "error": error(-32700,
+                "Parse error: key must be a string at line 1 column 2")}),
+        ),
+        (
+            "[1, 2]",
+            json!({"jsonrpc": "2.0", "id": null, "error": error(-32600,
+                "Invalid Request: a batch (a JSON array) is not supported: send one message per line")}),
+        ),
+        (
+            "\"ping\"",
+            json!({"jsonrpc": "2.0", "id": null, "error": error(-32600,
+                "Invalid Request: a message is a JSON object")}),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
+            json!({"jsonrpc": "2.0", "id": 3, "error": error(-32600,
+                "Invalid Request: \"jsonrpc\" must be \"2.0\"")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+            json!({"jsonrpc": "2.0", "id": null, "error": error(-32600,
+                "Invalid Request: \"id\" must be a string or an integer")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":7}"#,
+            json!({"jsonrpc": "2.0", "id": 4, "error": error(-32600,
+                "Invalid Request: \"method\" must be a string")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call"}"#,
+            json!({"jsonrpc": "2.0", "id": 5, "error": error(-32602,
+                "Invalid params: tools/call needs params: an object with the tool's name and its arguments")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":"nap"}"#,
+            json!({"jsonrpc": "2.0", "id": 6, "error": error(-32602,
+                "Invalid params: tools/call: params must be an object")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{}}}"#,
+            json!({"jsonrpc": "2.0", "id": 7, "error": error(-32602,
+                "Invalid params: tools/call needs params.name, the tool's name")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"nap","arguments":[1]}}"#,
+            json!({"jsonrpc": "2.0", "id": 8, "error": error(-32602,
+                "Invalid params: tools/call: params.arguments must be an object")}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":[]}"#,
+            json!({"jsonrpc": "2.0", "id": 9, "error": error(-32602,
+                "Invalid params: tools/list: params must be an object")}),
+        ),
+    ];
+    for (line, expected) in &cases {
+        session.send_line(line);
+        assert_eq!(&session.next(), expected, "{line}");
+    }
+    // An empty line is no message, and gets nothing; an unknown method is
+    // the session's own error. The next answer is the ping's.
+    session.send_line("");
+    session.send(json!({"jsonrpc": "2.0", "id": 10, "method": "no/such"}));
+    let unknown = session.next();
+    assert_eq!(
+        (unknown["id"].clone(), unknown["error"]["code"].clone()),
+        (json!(10), json!(-32601))
+    );
+    session.send(json!({"jsonrpc": "2.0", "id": 11, "method": "ping"}));
+    assert_eq!(
+        session.next(),
+        json!({"jsonrpc": "2.0", "id": 11, "result": {}})
+    );
+    assert_eq!(session.end(), Some(0));
+
+    // On protocol 2026-07-28 an error whose request id is unknown leaves
+    // `id` out (before it, JSON-RPC 2.0's `"id": null`).
+    let mut modern = Session::start("corners-modern", NAP_TOOLS, &[]);
+    modern.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+    );
+    assert_eq!(modern.next()["id"], 1);
+    modern.send_line("{broken");
+    assert_eq!(
+        modern.next(),
+        json!({"jsonrpc": "2.0", "error": error(-32700,
+            "Parse error: key must be a string at line 1 column 2")})
+    );
+    assert_eq!(modern.end(), Some(0));
+}
+
+#[test]
+fn a_duplicate_id_gets_its_own_error_and_the_first_calls_answer_still_arrives() {
+    let mut session = Session::start("duplicate", NAP_TOOLS, &[]);
+    session.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "nap", "arguments": {}}}));
+    session.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    let first = session.next();
+    assert_eq!(
+        first,
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message":
+            "Invalid Request: a request with id 7 is still in flight (an id is unique among the \
+             requests not yet answered); the first one goes on"}})
+    );
+    let second = session.next();
+    assert_eq!(second["id"], 7);
+    assert_eq!(second["result"]["structuredContent"]["state"], "completed");
+    // Answered, the id is free again.
+    session.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert_eq!(
+        session.next(),
+        json!({"jsonrpc": "2.0", "id": 7, "result": {}})
+    );
+    assert_eq!(session.end(), Some(0));
+}
+
+#[test]
+fn the_text_a_model_reads_is_the_result_or_one_paragraph_of_error() {
+    let mut session = Session::start("text", NAP_TOOLS, &[]);
+    session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"word": "web-3"}}}));
+    let ok = session.next();
+    assert_eq!(ok["result"]["isError"], false);
+    assert_eq!(
+        ok["result"]["content"],
+        json!([{"type": "text", "text": "web-3\n"}])
+    );
+    let record = &ok["result"]["structuredContent"];
+    assert_eq!(
+        (
+            record["state"].clone(),
+            record["result"].clone(),
+            record["result_kind"].clone()
+        ),
+        (json!("completed"), json!("web-3\n"), Value::Null)
+    );
+
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fail", "arguments": {}}}));
+    let failed = session.next();
+    assert_eq!(failed["result"]["isError"], true);
+    assert_eq!(
+        failed["result"]["content"],
+        json!([{"type": "text", "text":
+            "tool fail did not complete: state failed_local, exit status 255. \
+             stderr (26 bytes seen):\nconnect to web-3: refused\n"}])
+    );
+    let record = &failed["result"]["structuredContent"];
+    assert_eq!(record["exit_status"], 255);
+    assert_eq!(record["stderr_excerpt"], "connect to web-3: refused\n");
+    assert!(record["pid"].is_u64(), "the whole record stays structured");
+
+    // Invalid arguments: the paragraph names the parameter.
+    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"word": "-rf"}}}));
+    let refused = session.next();
+    assert_eq!(
+        refused["result"]["content"][0]["text"],
+        "tool echo did not complete: state failed_before_dispatch, no exit status; invalid \
+         arguments for tool echo: word: \"-rf\" begins an argument with \"-\", which the command \
+         would read as an option (refused: allow_leading_dash is not set for word). No stderr."
+    );
+
+    // Each tool declares the shape of its structuredContent.
+    session.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    let list = session.next();
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 3);
+    for tool in tools {
+        let schema = &tool["outputSchema"];
+        assert_eq!(schema["type"], "object", "{tool}");
+        assert_eq!(schema["properties"]["result"]["type"], "string", "{tool}");
+        assert_eq!(
+            schema["properties"]["result_kind"]["type"],
+            json!(["string", "null"])
+        );
+        for field in [
+            "call_id",
+            "state",
+            "result",
+            "result_kind",
+            "stderr_excerpt",
+        ] {
+            assert!(
+                schema["required"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!(field)),
+                "{field}"
+            );
+        }
+    }
+    assert_eq!(session.end(), Some(0));
+}
+
+/// 200 calls that need approval, at once, with a 5 s approval timeout,
+/// and a client that reads slowly (one card every 30 ms, through a 4 KiB
+/// pipe: the last cards reach it 6 s after they were shown) but answers
+/// each card as soon as it reads it. Every call runs: each card's deadline
+/// starts once its `elicitation/create` was written, not when the call
+/// began to wait.
+#[test]
+fn two_hundred_concurrent_approvals_answered_at_once_all_complete() {
+    const CALLS: u64 = 200;
+    let log = temp_path("wire-approvals.log");
+    let _ = std::fs::remove_file(&log);
+    let mut session = Session::start_paced(
+        "approvals",
+        "[tools.deploy]\ndescription = \"deploys\"\ncommand = [\"true\"]\n\
+         approval = \"required\"\napproval_timeout_ms = 5000\n",
+        &["--audit", log.to_str().unwrap()],
+        Some(Duration::from_millis(30)),
+    );
+    let started = Instant::now();
+    for id in 0..CALLS {
+        session.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "deploy", "arguments": {}}}));
+    }
+    let mut records: HashMap<u64, Value> = HashMap::new();
+    let mut cards = 0;
+    while records.len() < CALLS as usize {
+        let message = session.next();
+        if message["method"] == "elicitation/create" {
+            cards += 1;
+            session.send(json!({"jsonrpc": "2.0", "id": message["id"],
+                "result": {"action": "accept"}}));
+            continue;
+        }
+        if message["method"] == "notifications/cancelled" {
+            // A card withdrawn: its call's state says why.
+            continue;
+        }
+        let id = message["id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{message}"));
+        records.insert(id, message["result"]["structuredContent"].clone());
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(cards, CALLS);
+    // The last cards were delivered long after the calls began to wait.
+    assert!(elapsed > Duration::from_secs(5), "{elapsed:?}");
+    let late = records
+        .values()
+        .filter(|r| r["card_delivered_offset_us"].as_u64().unwrap_or(0) > 5_000_000)
+        .count();
+    assert!(late > 0, "no card was delivered after 5 s");
+    let states: HashMap<&str, usize> = records.values().fold(HashMap::new(), |mut n, r| {
+        *n.entry(r["state"].as_str().unwrap()).or_default() += 1;
+        n
+    });
+    assert_eq!(
+        states,
+        HashMap::from([("completed", CALLS as usize)]),
+        "after {elapsed:?}"
+    );
+    assert_eq!(session.end(), Some(0));
+    let _ = std::fs::remove_file(&log);
+}
