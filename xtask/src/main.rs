@@ -22,11 +22,14 @@ tasks:
                       a stderr flood (--gib N, default 1) through spillguard
                       on std, smol and tokio vs each runtime's raw read loop
                       (and std output()), a grandchild holding stderr after
-                      the helper's exit, and spawn overhead (`true` x1000).
+                      the helper's exit, spawn overhead (`true` x1000), and
+                      `spillguard audit verify|sessions|activity` on audit
+                      logs of 256 MiB and 1 GiB (time, MB/s, peak RSS).
                       Prints tables and ratios against the goals. ARGS:
                       --gib N, --quick (64 MiB smoke run), --rounds K,
-                      --only flood,grandchild,spawn, --plot [PATH] (peak
-                      memory of 16 MiB-1 GiB floods drawn as an SVG), --help.
+                      --only flood,grandchild,spawn,stdio,redact,verify,
+                      --plot [PATH] (peak memory of 16 MiB-1 GiB floods
+                      drawn as an SVG), --help.
                       Exit status 1 when a case failed (wrong counts in a
                       record, a process left behind), 0 otherwise, goals met
                       or not.

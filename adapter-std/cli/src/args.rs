@@ -92,7 +92,8 @@ macro_rules! audit_after_help {
 Exit status of `audit`:
   0  ok: the log verified against the anchor (and matches --expect)
   1  the output could not be written
-  2  bad input: usage, or a file, key or anchor that cannot be read
+  2  bad input: usage, or a file, key or anchor that cannot be read (FILE,
+     the anchor file and the --expect file must be regular files)
   3  unanchored: every record intact, but no anchor vouches for the end
   4  torn tail: the last record was cut by a crash
   5  tampered: a record was modified, moved, inserted, deleted or cut off
@@ -104,6 +105,8 @@ Exit status of `audit`:
      no --key-file was given: its seals were not checked
 `sessions` and `activity` exit 0 for a log that is ok, unanchored or torn at
 the tail, and with the verdict's status otherwise (nothing is shown).
+The log is streamed, in memory that does not grow with it; `activity`
+reads it twice (it verifies the whole log, then prints its rows).
 
 Examples:
   spillguard audit verify calls.log --anchor-file calls.anchor

@@ -1,22 +1,41 @@
 //! `spillguard audit verify|sessions|activity FILE`: the audit log read
 //! offline, with the core's verifier, comparison and views.
+//!
+//! The log is streamed, never held: it is read in chunks of
+//! [`CHUNK_BYTES`](input::CHUNK_BYTES) through a
+//! [bounded](Verifier::bounded) verifier, and its records go one by one
+//! into the core's folds ([`Comparison`], [`Sessions`], [`Activity`]), so
+//! memory does not grow with the log and time is linear in its size.
+//! `verify` and `sessions` read it once; `activity` reads it twice, as
+//! nothing may be shown of a log that fails verification and its rows
+//! are printed as they come: a first pass verifies (and measures the
+//! columns), a second reads the same bytes again and prints. FILE, the
+//! anchor file and the `--expect` file must be regular files.
 
-use std::io::Write;
+mod input;
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde::Serialize;
 use spillguard_std::KeySource;
 use spillguard_std::core::audit::{
-    ActivityRow, Anchor, Difference, ExpectedCall, Record, SessionRow, Transition, Verdict,
-    VerifyOptions, activity, compare, sessions, verify_and_read,
+    Activity, ActivityRow, Anchor, Comparison, Difference, ExpectedCall, Key, Record, SessionRow,
+    Sessions, Transition, Verdict, Verifier, VerifyOptions,
 };
 
+use self::input::{OpenError, ReadError, open_regular, read_log};
 use crate::args::{AnchorArg, AuditArgs, AuditView, UsageError};
 
 /// Exit status: the output could not be written.
 const OUTPUT_FAILED: u8 = 1;
 /// Exit status: bad input.
 const USAGE: u8 = 2;
+/// Exit status: a record was modified (here: the log changed between
+/// the two readings of `activity`).
+const TAMPERED: u8 = 5;
 /// Exit status: the log verified but differs from `--expect`.
 const DIFFERS: u8 = 9;
 /// Exit status: the chain verified, but the log is sealed (or the anchor
@@ -29,12 +48,12 @@ fn verdict_status(verdict: &Verdict) -> u8 {
         Verdict::Ok { .. } => 0,
         Verdict::Unanchored { .. } => 3,
         Verdict::TornTail { .. } => 4,
-        Verdict::Tampered { .. } => 5,
+        Verdict::Tampered { .. } => TAMPERED,
         Verdict::Malformed { .. } => 6,
         Verdict::WrongKey { .. } => 7,
         Verdict::BadAnchor => 8,
         // A verdict added later is not an ok one.
-        _ => 5,
+        _ => TAMPERED,
     }
 }
 
@@ -53,6 +72,17 @@ pub fn main(args: &AuditArgs) -> ExitCode {
             );
             ExitCode::from(verdict_status(&verdict))
         }
+        Err(Failure::Changed(verdict)) => {
+            eprintln!(
+                "spillguard: {}: changed while it was read, the second reading gave: {verdict}",
+                args.file.display()
+            );
+            let status = match verdict_status(&verdict) {
+                0 | 3 | 4 => TAMPERED,
+                status => status,
+            };
+            ExitCode::from(status)
+        }
         Err(Failure::Output(error)) => {
             eprintln!("spillguard: cannot write the output: {error}");
             ExitCode::from(OUTPUT_FAILED)
@@ -63,6 +93,9 @@ pub fn main(args: &AuditArgs) -> ExitCode {
 enum Failure {
     Usage(UsageError),
     Refused(Verdict),
+    /// `activity`'s second reading of the log did not give the first's
+    /// verdict: the bytes changed in between.
+    Changed(Verdict),
     Output(std::io::Error),
 }
 
@@ -72,8 +105,102 @@ impl From<UsageError> for Failure {
     }
 }
 
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        Failure::Output(error)
+    }
+}
+
 fn usage(message: String) -> Failure {
     Failure::Usage(UsageError(message))
+}
+
+/// Opens a file `audit` reads; `name` says which in a read error
+/// (`anchor file `), `role` in the refusal of a file that is not a
+/// regular one (`an anchor file`).
+fn open(path: &Path, name: &str, role: &str) -> Result<File, Failure> {
+    open_regular(path).map_err(|error| match error {
+        OpenError::Io(error) => usage(format!("cannot read {name}{}: {error}", path.display())),
+        OpenError::NotRegular(kind) => usage(format!(
+            "{} is not a regular file ({kind}): {role} is a regular file",
+            path.display()
+        )),
+    })
+}
+
+/// The whole text of a small file (an anchor, the expectations).
+fn read_text(path: &Path, name: &str, role: &str) -> Result<String, Failure> {
+    let mut text = String::new();
+    open(path, name, role)?
+        .read_to_string(&mut text)
+        .map_err(|e| usage(format!("cannot read {name}{}: {e}", path.display())))?;
+    Ok(text)
+}
+
+/// What a reading of the whole log found.
+struct Reading {
+    verdict: Verdict,
+    /// A record was accepted without its entry: the log is sealed and no
+    /// key was given.
+    sealed: bool,
+    /// Bytes read: the log's length when it was read.
+    end: u64,
+}
+
+/// The log open for reading, and how to verify it.
+struct Log<'a> {
+    file: File,
+    path: &'a Path,
+    anchor: Option<&'a Anchor>,
+    key: Option<&'a Key>,
+}
+
+impl Log<'_> {
+    /// Reads the log (up to byte `limit`) through a bounded verifier,
+    /// handing each record to `each`.
+    fn read(
+        &mut self,
+        limit: Option<u64>,
+        mut each: impl FnMut(&Record) -> Result<(), Failure>,
+    ) -> Result<Reading, Failure> {
+        let options = VerifyOptions {
+            anchor: self.anchor,
+            key: self.key,
+        };
+        let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
+        let mut sealed = false;
+        let end = read_log(&mut self.file, &mut verifier, limit, |record| {
+            sealed |= record.entry.is_none();
+            each(&record)
+        })
+        .map_err(|error| match error {
+            ReadError::Input(e) => usage(format!("cannot read {}: {e}", self.path.display())),
+            ReadError::Record(failure) => failure,
+        })?;
+        Ok(Reading {
+            verdict: verifier.finish(),
+            sealed,
+            end,
+        })
+    }
+
+    /// The error of what needs the entries (a view, `--expect`) on a
+    /// sealed log read without its key.
+    fn entries_readable(&self, reading: &Reading) -> Result<(), Failure> {
+        if self.key.is_none() && reading.sealed {
+            return Err(usage(format!(
+                "{} is sealed: give its key with --key-file",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Without the key, a sealed record or the anchor's MAC is checked by
+    /// the chain alone: the verdict must say what was left unchecked.
+    fn seals_unchecked(&self, reading: &Reading) -> bool {
+        self.key.is_none() && (reading.sealed || self.anchor.is_some_and(|a| a.mac.is_some()))
+    }
 }
 
 fn run(args: &AuditArgs) -> Result<u8, Failure> {
@@ -92,8 +219,7 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
                 .map_err(|e| usage(format!("`--anchor`: {e}")))?,
         ),
         Some(AnchorArg::File(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("cannot read anchor file {}: {e}", path.display())))?;
+            let text = read_text(path, "anchor file ", "an anchor file")?;
             Some(
                 text.parse::<Anchor>()
                     .map_err(|e| usage(format!("anchor file {}: {e}", path.display())))?,
@@ -104,61 +230,108 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
         Some(path) => Some(read_expectations(path)?),
         None => None,
     };
-    let bytes = std::fs::read(&args.file)
-        .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let options = VerifyOptions {
+    let mut log = Log {
+        file: open(&args.file, "", "an audit log")?,
+        path: &args.file,
         anchor: anchor.as_ref(),
         key: key.as_ref(),
     };
-    let (verdict, records) = verify_and_read(&bytes, options);
-
-    let needs_entries = args.command != AuditView::Verify || expected.is_some();
-    if needs_entries && key.is_none() && records.iter().any(|r| r.entry.is_none()) {
-        return Err(usage(format!(
-            "{} is sealed: give its key with --key-file",
-            args.file.display()
-        )));
-    }
-    // Without the key, a sealed record or the anchor's MAC is checked by
-    // the chain alone: the verdict must say what was left unchecked.
-    let unchecked = key.is_none()
-        && (records.iter().any(|r| r.entry.is_none())
-            || anchor.as_ref().is_some_and(|a| a.mac.is_some()));
-    let mut out = Vec::new();
+    let mut out = BufWriter::new(std::io::stdout().lock());
     let status = match args.command {
-        AuditView::Verify => {
-            let checked = Checked {
-                seals: !unchecked,
-                expected: expected.as_deref(),
-            };
-            print_verdict(&mut out, args, &verdict, &records, checked)
-        }
-        AuditView::Sessions | AuditView::Activity => {
-            if verdict.is_rejected() {
-                return Err(Failure::Refused(verdict));
-            }
-            if args.command == AuditView::Sessions {
-                print_sessions(&mut out, &sessions(&records), args.json);
-            } else {
-                print_activity(&mut out, &activity(&records), args.json);
-            }
-            0
-        }
+        AuditView::Verify => verify(&mut log, &mut out, args, expected.as_deref())?,
+        AuditView::Sessions => show_sessions(&mut log, &mut out, args.json)?,
+        AuditView::Activity => show_activity(&mut log, &mut out, args.json)?,
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(&out)
-        .and_then(|()| stdout.flush())
-        .map_err(Failure::Output)?;
+    out.flush()?;
     Ok(status)
+}
+
+/// `verify`: one reading, the comparison with `--expect` fed as it goes.
+fn verify(
+    log: &mut Log<'_>,
+    out: &mut impl Write,
+    args: &AuditArgs,
+    expected: Option<&[ExpectedCall]>,
+) -> Result<u8, Failure> {
+    let mut comparison = expected.map(Comparison::new);
+    let reading = log.read(None, |record| {
+        if let Some(comparison) = &mut comparison {
+            comparison.handle_record(record);
+        }
+        Ok(())
+    })?;
+    if expected.is_some() {
+        log.entries_readable(&reading)?;
+    }
+    let differences = comparison.map(Comparison::finish);
+    let checked = Checked {
+        seals: !log.seals_unchecked(&reading),
+        expected: expected.zip(differences.as_deref()),
+    };
+    print_verdict(out, args, &reading.verdict, checked)
+}
+
+/// `sessions`: one reading; the rows (one per session) once it is over.
+fn show_sessions(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<u8, Failure> {
+    let mut view = Sessions::new();
+    let reading = log.read(None, |record| {
+        view.handle_record(record);
+        Ok(())
+    })?;
+    log.entries_readable(&reading)?;
+    if reading.verdict.is_rejected() {
+        return Err(Failure::Refused(reading.verdict));
+    }
+    view.handle_end();
+    let rows: Vec<SessionRow> = std::iter::from_fn(|| view.poll_row()).collect();
+    print_sessions(out, &rows, json)?;
+    Ok(0)
+}
+
+/// `activity`: a first reading for the verdict (and the columns'
+/// widths), then, if the log may be shown, a second of the same bytes
+/// that prints each row as it is finished.
+fn show_activity(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<u8, Failure> {
+    let mut widths = (!json).then(|| ACTIVITY_HEADER.map(|h| h.chars().count()));
+    let mut view = Activity::new();
+    let first = log.read(None, |record| {
+        if let Some(widths) = &mut widths {
+            view.handle_record(record);
+            measure(&mut view, widths);
+        }
+        Ok(())
+    })?;
+    if let Some(widths) = &mut widths {
+        view.handle_end();
+        measure(&mut view, widths);
+    }
+    log.entries_readable(&first)?;
+    if first.verdict.is_rejected() {
+        return Err(Failure::Refused(first.verdict));
+    }
+    if let Some(widths) = &widths {
+        line(out, &ACTIVITY_HEADER, widths)?;
+    }
+    let mut view = Activity::new();
+    let widths = widths.as_ref();
+    let second = log.read(Some(first.end), |record| {
+        view.handle_record(record);
+        print_activity(out, &mut view, widths)
+    })?;
+    view.handle_end();
+    print_activity(out, &mut view, widths)?;
+    if second.verdict != first.verdict {
+        out.flush()?;
+        return Err(Failure::Changed(second.verdict));
+    }
+    Ok(0)
 }
 
 /// Reads `--expect`: JSON lines (or one JSON array), each a call record as
 /// `spillguard run` prints it or an [`ExpectedCall`].
 fn read_expectations(path: &std::path::Path) -> Result<Vec<ExpectedCall>, Failure> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("cannot read --expect file {shown}: {e}")))?;
+    let text = read_text(path, "--expect file ", "an --expect file")?;
     let values: Vec<(usize, serde_json::Value)> = if text.trim_start().starts_with('[') {
         let all: Vec<serde_json::Value> = serde_json::from_str(&text)
             .map_err(|e| usage(format!("--expect file {shown}: {e}")))?;
@@ -197,8 +370,9 @@ struct Checked<'a> {
     /// `false` when the log is sealed or the anchor MACed and no key was
     /// given.
     seals: bool,
-    /// The lifecycles of `--expect`, when given.
-    expected: Option<&'a [ExpectedCall]>,
+    /// The lifecycles of `--expect`, when given, and how the log differs
+    /// from them.
+    expected: Option<(&'a [ExpectedCall], &'a [Difference])>,
 }
 
 /// The line that says what a verify without the key left unchecked.
@@ -206,62 +380,58 @@ const SEALS_NOT_CHECKED: &str = "seals not checked: the log is sealed or the anc
      no --key-file was given; the chain alone was verified";
 
 fn print_verdict(
-    out: &mut Vec<u8>,
+    out: &mut impl Write,
     args: &AuditArgs,
     verdict: &Verdict,
-    records: &[Record],
     checked: Checked<'_>,
-) -> u8 {
-    let expected = checked.expected;
-    let differences = expected.map(|expected| compare(records, expected));
+) -> Result<u8, Failure> {
+    let differences = checked.expected.map(|(_, differences)| differences);
     if args.json {
         let json = VerifyJson {
             verdict,
             seals_checked: checked.seals,
-            differences: differences.as_deref(),
+            differences,
         };
-        if let Ok(line) = serde_json::to_string(&json) {
-            let _ = writeln!(out, "{line}");
-        }
+        json_line(out, &json)?;
     } else {
-        let _ = writeln!(out, "{verdict}");
+        writeln!(out, "{verdict}")?;
         if let Verdict::Tampered {
             record_index: 0, ..
         } = verdict
         {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "(the first record is the file's start: a file that is not an audit log \
                  is refused the same way)"
-            );
+            )?;
         }
         if !checked.seals {
-            let _ = writeln!(out, "{SEALS_NOT_CHECKED}");
+            writeln!(out, "{SEALS_NOT_CHECKED}")?;
         }
-        if let (Some(differences), Some(expected)) = (&differences, expected) {
+        if let Some((expected, differences)) = checked.expected {
             if differences.is_empty() {
                 let calls = match expected.len() {
                     1 => "1 call".to_owned(),
                     n => format!("{n} calls"),
                 };
-                let _ = writeln!(out, "expected lifecycle: no difference ({calls})");
+                writeln!(out, "expected lifecycle: no difference ({calls})")?;
             } else {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "expected lifecycle: {} difference(s)",
                     differences.len()
-                );
+                )?;
                 for difference in differences {
-                    let _ = writeln!(out, "  {}", describe(difference));
+                    writeln!(out, "  {}", describe(difference))?;
                 }
             }
         }
     }
-    match verdict_status(verdict) {
+    Ok(match verdict_status(verdict) {
         0 if differences.is_some_and(|d| !d.is_empty()) => DIFFERS,
         0 if !checked.seals => SEALS_UNCHECKED,
         status => status,
-    }
+    })
 }
 
 /// `verify --json`: the verdict's own JSON form, with the differences
@@ -332,17 +502,18 @@ fn describe(difference: &Difference) -> String {
     }
 }
 
-fn print_json_lines<T: Serialize>(out: &mut Vec<u8>, rows: &[T]) {
-    for row in rows {
-        if let Ok(line) = serde_json::to_string(row) {
-            let _ = writeln!(out, "{line}");
-        }
-    }
+/// One value as one line of JSON.
+fn json_line(out: &mut impl Write, value: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    writeln!(out)
 }
 
-fn print_sessions(out: &mut Vec<u8>, rows: &[SessionRow], json: bool) {
+fn print_sessions(out: &mut impl Write, rows: &[SessionRow], json: bool) -> Result<(), Failure> {
     if json {
-        return print_json_lines(out, rows);
+        for row in rows {
+            json_line(out, row)?;
+        }
+        return Ok(());
     }
     let header = [
         "session",
@@ -353,7 +524,7 @@ fn print_sessions(out: &mut Vec<u8>, rows: &[SessionRow], json: bool) {
         "last",
         "records",
     ];
-    let body: Vec<Vec<String>> = rows
+    let body: Vec<[String; 7]> = rows
         .iter()
         .map(|row| {
             let ended: Vec<String> = row
@@ -361,7 +532,7 @@ fn print_sessions(out: &mut Vec<u8>, rows: &[SessionRow], json: bool) {
                 .iter()
                 .map(|c| format!("{} {}", c.state.as_str(), c.calls))
                 .collect();
-            vec![
+            [
                 row.session_id.clone(),
                 row.calls.to_string(),
                 row.unfinished.to_string(),
@@ -372,67 +543,84 @@ fn print_sessions(out: &mut Vec<u8>, rows: &[SessionRow], json: bool) {
             ]
         })
         .collect();
-    columns(out, &header, &body);
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &body {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    line(out, &header, &widths)?;
+    for row in &body {
+        line(out, row, &widths)?;
+    }
+    Ok(())
 }
 
-fn print_activity(out: &mut Vec<u8>, rows: &[ActivityRow], json: bool) {
-    if json {
-        return print_json_lines(out, rows);
+/// The columns of `activity`.
+const ACTIVITY_HEADER: [&str; 9] = [
+    "call", "session", "state", "action", "target", "exit", "stderr", "kept", "received",
+];
+
+/// Widens `widths` to the rows `view` has finished.
+fn measure(view: &mut Activity, widths: &mut [usize; 9]) {
+    while let Some(row) = view.poll_row() {
+        for (width, cell) in widths.iter_mut().zip(activity_cells(&row)) {
+            *width = (*width).max(cell.chars().count());
+        }
     }
-    let header = [
-        "call", "session", "state", "action", "target", "exit", "stderr", "kept", "received",
-    ];
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| {
-            let exit = match (row.exit_status, row.exit_signal) {
-                (Some(code), _) => code.to_string(),
-                (None, Some(signal)) => format!("sig {signal}"),
-                (None, None) => "-".to_owned(),
-            };
-            let state = if row.finished {
-                row.state.as_str().to_owned()
-            } else {
-                format!("{} (no final record)", row.state.as_str())
-            };
-            vec![
-                row.call_id.clone(),
-                row.session_id.clone(),
-                state,
-                or_dash(row.action.clone()),
-                or_dash(row.target.clone()),
-                exit,
-                or_dash(row.stderr_bytes_seen.map(|n| n.to_string())),
-                or_dash(row.stderr_bytes_retained.map(|n| n.to_string())),
-                or_dash(row.received_at.clone()),
-            ]
-        })
-        .collect();
-    columns(out, &header, &body);
+}
+
+/// Prints the rows `view` has finished: columns of `widths`, or JSON lines.
+fn print_activity(
+    out: &mut impl Write,
+    view: &mut Activity,
+    widths: Option<&[usize; 9]>,
+) -> Result<(), Failure> {
+    while let Some(row) = view.poll_row() {
+        match widths {
+            Some(widths) => line(out, &activity_cells(&row), widths)?,
+            None => json_line(out, &row)?,
+        }
+    }
+    Ok(())
+}
+
+/// One row of `activity`'s columns.
+fn activity_cells(row: &ActivityRow) -> [String; 9] {
+    let exit = match (row.exit_status, row.exit_signal) {
+        (Some(code), _) => code.to_string(),
+        (None, Some(signal)) => format!("sig {signal}"),
+        (None, None) => "-".to_owned(),
+    };
+    let state = if row.finished {
+        row.state.as_str().to_owned()
+    } else {
+        format!("{} (no final record)", row.state.as_str())
+    };
+    [
+        row.call_id.clone(),
+        row.session_id.clone(),
+        state,
+        or_dash(row.action.clone()),
+        or_dash(row.target.clone()),
+        exit,
+        or_dash(row.stderr_bytes_seen.map(|n| n.to_string())),
+        or_dash(row.stderr_bytes_retained.map(|n| n.to_string())),
+        or_dash(row.received_at.clone()),
+    ]
 }
 
 fn or_dash(value: Option<String>) -> String {
     value.unwrap_or_else(|| "-".to_owned())
 }
 
-/// Left-aligned columns separated by two spaces, trailing spaces trimmed.
-fn columns(out: &mut Vec<u8>, header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: Vec<&str>| {
-        let text: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        let _ = writeln!(out, "{}", text.join("  ").trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
+/// One line of left-aligned columns of `widths` characters, separated by
+/// two spaces, trailing spaces trimmed.
+fn line<S: AsRef<str>>(out: &mut impl Write, cells: &[S], widths: &[usize]) -> std::io::Result<()> {
+    let text: Vec<String> = cells
+        .iter()
+        .zip(widths)
+        .map(|(cell, width)| format!("{:<width$}", cell.as_ref()))
+        .collect();
+    writeln!(out, "{}", text.join("  ").trim_end())
 }

@@ -770,3 +770,300 @@ fn bad_audit_input_is_one_line_and_status_2() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `spillguard ARGS`, which must end within 20 s (else it is killed and
+/// the test fails): exit status, stdout, stderr.
+fn within_time(args: &[&str]) -> (i32, String, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} did not end within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code().unwrap(), stdout, stderr)
+}
+
+#[test]
+fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
+    let dir = dir("cli-audit-not-regular");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    run_audited(&log, &anchor_file, &[], "true");
+    let fifo = dir.join("fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let zero = Path::new("/dev/zero");
+    let kinds = [
+        (zero, "a character device"),
+        (fifo.as_path(), "a FIFO"),
+        (dir.as_path(), "a directory"),
+    ];
+    let mut cases = 0;
+    for (path, kind) in kinds {
+        let refused = |role: &str| {
+            format!(
+                "spillguard: {} is not a regular file ({kind}): {role} is a regular file\n",
+                path.display()
+            )
+        };
+        for command in ["verify", "sessions", "activity"] {
+            let args = ["audit", command, s(path)];
+            assert_eq!(
+                within_time(&args),
+                (2, String::new(), refused("an audit log")),
+                "{args:?}"
+            );
+            let args = ["audit", command, s(path), "--json"];
+            assert_eq!(
+                within_time(&args),
+                (2, String::new(), refused("an audit log")),
+                "{args:?}"
+            );
+            cases += 2;
+        }
+        let args = ["audit", "verify", s(&log), "--anchor-file", s(path)];
+        assert_eq!(
+            within_time(&args),
+            (2, String::new(), refused("an anchor file")),
+            "{args:?}"
+        );
+        let args = ["audit", "verify", s(&log), "--expect", s(path)];
+        assert_eq!(
+            within_time(&args),
+            (2, String::new(), refused("an --expect file")),
+            "{args:?}"
+        );
+        cases += 2;
+    }
+    assert_eq!(cases, 24);
+    // A symbolic link to the log is the log.
+    let link = dir.join("link.log");
+    std::os::unix::fs::symlink(&log, &link).unwrap();
+    let anchor = anchor_of(&anchor_file);
+    assert_eq!(
+        quiet(&[
+            "audit",
+            "verify",
+            s(&link),
+            "--anchor-file",
+            s(&anchor_file)
+        ]),
+        (0, ok_line(&anchor))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A log of `calls` calls as `spillguard run --audit` writes them (an
+/// `opened` record, then the call's six events), made by writing the
+/// events of one real run again with other call ids; and its anchor.
+fn many_calls(dir: &Path, calls: usize) -> (PathBuf, Anchor, Vec<String>) {
+    use spillguard_std::core::audit::{LogEntry, LogId, LogWriter};
+    let (seed, seed_anchor) = (dir.join("seed.log"), dir.join("seed.anchor"));
+    run_audited(&seed, &seed_anchor, &[], "echo warn 1>&2");
+    let (_, records) = verify_and_read(&std::fs::read(&seed).unwrap(), VerifyOptions::default());
+    let entries: Vec<LogEntry> = records.into_iter().map(|r| r.entry.unwrap()).collect();
+    assert_eq!(entries.len(), 7);
+    let mut writer = LogWriter::create(LogId([5; 16]), None);
+    let mut bytes = Vec::new();
+    let mut ids = Vec::new();
+    for n in 0..calls {
+        let call_id = format!("c_bulk{n:06}");
+        for entry in &entries {
+            let mut entry = entry.clone();
+            if let LogEntry::Call(event) = &mut entry {
+                event.call_id = call_id.clone();
+                if let spillguard_std::core::AuditKind::Final(record) = &mut event.kind {
+                    record.call_id = call_id.clone();
+                }
+            }
+            writer.append_to(&entry, None, &mut bytes).unwrap();
+        }
+        ids.push(call_id);
+    }
+    let log = dir.join("many.log");
+    std::fs::write(&log, &bytes).unwrap();
+    (log, writer.anchor(), ids)
+}
+
+#[test]
+fn a_log_of_many_chunks_is_read_as_a_stream_with_the_same_rows() {
+    let dir = dir("cli-audit-stream");
+    let (log, anchor, ids) = many_calls(&dir, 300);
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size > 4 * 64 * 1024, "{size} bytes: several chunks");
+    let text = anchor.to_string();
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log), "--anchor", &text]),
+        (0, ok_line(&anchor))
+    );
+    assert_eq!(anchor.records, 2_100);
+
+    let (status, text) = quiet(&["audit", "activity", s(&log), "--json"]);
+    assert_eq!(status, 0);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let found: Vec<(&str, u64, u64, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["call_id"].as_str().unwrap(),
+                r["first_record"].as_u64().unwrap(),
+                r["last_record"].as_u64().unwrap(),
+                r["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(&str, u64, u64, &str)> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| (id.as_str(), 7 * n as u64 + 1, 7 * n as u64 + 6, "completed"))
+        .collect();
+    assert_eq!(found, want);
+
+    // The columns: as wide as the widest cell of all rows, measured by
+    // the first reading and printed by the second.
+    let (status, text) = quiet(&["audit", "activity", s(&log)]);
+    assert_eq!(status, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 301);
+    let state_column = lines[0].find("state").unwrap();
+    assert_eq!(state_column, "c_bulk000000  session  ".len());
+    for (line, id) in lines[1..].iter().zip(&ids) {
+        assert_eq!(&line[..state_column], format!("{id}  cli      "), "{line}");
+        assert_eq!(&line[state_column..state_column + 9], "completed");
+    }
+
+    let (status, text) = quiet(&["audit", "sessions", s(&log), "--json"]);
+    assert_eq!(status, 0);
+    let session: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(
+        (
+            &session["calls"],
+            &session["unfinished"],
+            &session["terminal"],
+            &session["first_record"],
+            &session["last_record"]
+        ),
+        (
+            &json!(300),
+            &json!(0),
+            &json!([{"state": "completed", "calls": 300}]),
+            &json!(1),
+            &json!(2_099)
+        )
+    );
+
+    // Every call's lifecycle as expected, through the streamed comparison.
+    let expect = dir.join("expect.jsonl");
+    let lifecycle = |id: &str| {
+        json!({"call_id": id, "attempt": true, "final_state": "completed", "transitions": [
+            {"from": "received", "to": "validated"},
+            {"from": "validated", "to": "authorized"},
+            {"from": "authorized", "to": "dispatched"},
+            {"from": "dispatched", "to": "completed"}]})
+        .to_string()
+    };
+    let lines: Vec<String> = ids.iter().take(299).map(|id| lifecycle(id)).collect();
+    std::fs::write(&expect, lines.join("\n")).unwrap();
+    let args = [
+        "audit",
+        "verify",
+        s(&log),
+        "--anchor",
+        &anchor.to_string(),
+        "--expect",
+        s(&expect),
+    ];
+    assert_eq!(
+        quiet(&args),
+        (
+            9,
+            format!(
+                "{}expected lifecycle: 1 difference(s)\n  c_bulk000299: not expected (first on \
+                 record at record 2094)\n",
+                ok_line(&anchor)
+            )
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_copy_of_a_record_older_than_the_verifiers_window_is_named() {
+    use spillguard_std::core::audit::{LogEntry, LogId, LogWriter, Verifier};
+    let dir = dir("cli-audit-recall");
+    let records = Verifier::WINDOW.get() as u64 + 5_000;
+    let mut writer = LogWriter::create(LogId([6; 16]), None);
+    let mut bytes = Vec::new();
+    let mut copied = Vec::new();
+    for n in 0..records {
+        let at = bytes.len();
+        let entry = LogEntry::Opened {
+            writer: format!("w{n}"),
+        };
+        writer.append_to(&entry, None, &mut bytes).unwrap();
+        if n == 17 {
+            copied = bytes[at..].to_vec();
+        }
+    }
+    let tampered_at = bytes.len();
+    bytes.extend(&copied);
+    let log = dir.join("copied.log");
+    std::fs::write(&log, &bytes).unwrap();
+    assert_eq!(
+        quiet(&["audit", "verify", s(&log)]),
+        (
+            5,
+            format!(
+                "tampered: record {records} (byte {tampered_at}): duplicated (a copy of record \
+                 17)\n"
+            )
+        )
+    );
+    assert_eq!(
+        failing(&["audit", "sessions", s(&log)]),
+        (
+            5,
+            format!(
+                "spillguard: {}: not shown, the log failed verification: tampered: record \
+                 {records} (byte {tampered_at}): duplicated (a copy of record 17)",
+                log.display()
+            )
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,5 +1,7 @@
 //! Comparison of a log with the lifecycle a test expected.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use super::LogEntry;
@@ -156,98 +158,182 @@ pub enum Difference {
     },
 }
 
-/// The events of one call, with their record indices, in log order.
-struct CallEvents<'a> {
-    call_id: &'a str,
-    events: Vec<(u64, &'a AuditEvent)>,
+/// The comparison of a log with expected lifecycles, fed one record at a
+/// time: [`compare`] without holding the records.
+///
+/// Call [`handle_record`](Self::handle_record) for each record of a
+/// verified log, in log order, then [`finish`](Self::finish) for the
+/// differences. Memory: the expectations and a few figures per expected
+/// call (its transitions are compared as they come), plus the id and
+/// first record of each call that was not expected (each one a
+/// difference reported): nothing grows with the expected calls' events.
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_core::audit::{Comparison, Difference, ExpectedCall, Record, compare};
+///
+/// let expected = [ExpectedCall {
+///     call_id: "c_1".into(),
+///     attempt: true,
+///     transitions: Vec::new(),
+///     final_state: spillguard_core::State::Completed,
+/// }];
+/// let records: Vec<Record> = Vec::new();
+/// let mut comparison = Comparison::new(&expected);
+/// for record in &records {
+///     comparison.handle_record(record);
+/// }
+/// let differences = comparison.finish();
+/// assert_eq!(differences, [Difference::MissingCall { call_id: "c_1".into() }]);
+/// assert_eq!(differences, compare(&records, &expected));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    expected: Vec<ExpectedCall>,
+    /// What was seen of each expected call, in the order given.
+    seen: Vec<SeenCall>,
+    /// Call id → the expectations that name it.
+    named: HashMap<String, Vec<usize>>,
+    /// The calls not expected, in order of first appearance, with their
+    /// first record.
+    unexpected: Vec<(String, u64)>,
+    unexpected_ids: HashSet<String>,
 }
 
-fn group_by_call(records: &[Record]) -> Vec<CallEvents<'_>> {
-    let mut calls: Vec<CallEvents<'_>> = Vec::new();
-    let mut position = std::collections::HashMap::new();
-    for record in records {
+/// What the log showed of one expected call, so far.
+#[derive(Debug, Clone, Default)]
+struct SeenCall {
+    /// Any event of it.
+    events: bool,
+    /// The records of its first two attempts.
+    attempts: [Option<u64>; 2],
+    /// The first transition to approval, authorisation or dispatch before
+    /// any attempt.
+    early: Option<(u64, Transition)>,
+    /// Transitions on record.
+    transitions: usize,
+    /// The first transition that differs from the expected one at its
+    /// position: (position, the transition found).
+    mismatch: Option<(usize, Transition)>,
+    /// The first final record: its record and state.
+    final_record: Option<(u64, State)>,
+    /// The first event after it.
+    after_final: Option<u64>,
+}
+
+/// The states a call reaches only after its attempt is on record.
+const ONWARD: [State; 3] = [
+    State::AwaitingApproval,
+    State::Authorized,
+    State::Dispatched,
+];
+
+impl Comparison {
+    /// A comparison with `expected`, before the first record.
+    pub fn new(expected: &[ExpectedCall]) -> Comparison {
+        let mut named: HashMap<String, Vec<usize>> = HashMap::new();
+        for (at, want) in expected.iter().enumerate() {
+            named.entry(want.call_id.clone()).or_default().push(at);
+        }
+        Comparison {
+            expected: expected.to_vec(),
+            seen: vec![SeenCall::default(); expected.len()],
+            named,
+            unexpected: Vec::new(),
+            unexpected_ids: HashSet::new(),
+        }
+    }
+
+    /// Takes the next record of the log, in log order. Records that are
+    /// not a call's event (or sealed and read without the key) are skipped.
+    pub fn handle_record(&mut self, record: &Record) {
         let Some(LogEntry::Call(event)) = &record.entry else {
-            continue;
+            return;
         };
-        let at = *position.entry(event.call_id.as_str()).or_insert_with(|| {
-            calls.push(CallEvents {
-                call_id: &event.call_id,
-                events: Vec::new(),
-            });
-            calls.len() - 1
-        });
-        calls[at].events.push((record.index, event));
-    }
-    calls
-}
-
-/// Compares the calls in `records` (from a verified log) with `expected`.
-/// Differences come per expected call, in the order given, then the
-/// unexpected calls in log order. An empty list means the log shows
-/// exactly the expected lifecycles.
-pub fn compare(records: &[Record], expected: &[ExpectedCall]) -> Vec<Difference> {
-    let calls = group_by_call(records);
-    let mut differences = Vec::new();
-    for want in expected {
-        match calls.iter().find(|c| c.call_id == want.call_id) {
-            None => differences.push(Difference::MissingCall {
-                call_id: want.call_id.clone(),
-            }),
-            Some(call) => compare_call(call, want, &mut differences),
+        let Some(wants) = self.named.get(event.call_id.as_str()) else {
+            if !self.unexpected_ids.contains(event.call_id.as_str()) {
+                self.unexpected_ids.insert(event.call_id.clone());
+                self.unexpected.push((event.call_id.clone(), record.index));
+            }
+            return;
+        };
+        for &at in wants {
+            if let (Some(seen), Some(want)) = (self.seen.get_mut(at), self.expected.get(at)) {
+                seen.handle(record.index, event, want);
+            }
         }
     }
-    for call in &calls {
-        if !expected.iter().any(|e| e.call_id == call.call_id) {
+
+    /// The differences, as [`compare`] lists them.
+    pub fn finish(self) -> Vec<Difference> {
+        let mut differences = Vec::new();
+        for (want, seen) in self.expected.iter().zip(&self.seen) {
+            seen.differences(want, &mut differences);
+        }
+        for (call_id, first_record) in self.unexpected {
             differences.push(Difference::UnexpectedCall {
-                call_id: call.call_id.to_owned(),
-                first_record: call.events.first().map_or(0, |(index, _)| *index),
+                call_id,
+                first_record,
             });
         }
+        differences
     }
-    differences
 }
 
-fn compare_call(call: &CallEvents<'_>, want: &ExpectedCall, out: &mut Vec<Difference>) {
-    let call_id = || call.call_id.to_owned();
-    let mut attempts = Vec::new();
-    let mut transitions = Vec::new();
-    let mut finals = Vec::new();
-    for &(index, event) in &call.events {
+impl SeenCall {
+    fn handle(&mut self, index: u64, event: &AuditEvent, want: &ExpectedCall) {
+        self.events = true;
+        if self.final_record.is_some() {
+            self.after_final.get_or_insert(index);
+        }
         match &event.kind {
-            AuditKind::Attempt { .. } => attempts.push(index),
-            AuditKind::Transition { from, to } => transitions.push((
-                index,
-                Transition {
+            AuditKind::Attempt { .. } => {
+                if let Some(slot) = self.attempts.iter_mut().find(|slot| slot.is_none()) {
+                    *slot = Some(index);
+                }
+            }
+            AuditKind::Transition { from, to } => {
+                let found = Transition {
                     from: *from,
                     to: *to,
-                },
-            )),
-            AuditKind::Final(record) => finals.push((index, record.state)),
+                };
+                if self.attempts[0].is_none() && self.early.is_none() && ONWARD.contains(to) {
+                    self.early = Some((index, found));
+                }
+                let position = self.transitions;
+                if self.mismatch.is_none() && want.transitions.get(position) != Some(&found) {
+                    self.mismatch = Some((position, found));
+                }
+                self.transitions += 1;
+            }
+            AuditKind::Final(record) => {
+                self.final_record.get_or_insert((index, record.state));
+            }
             // The card is not a step of the lifecycle compared.
             AuditKind::CardShown { .. } => {}
         }
     }
 
-    match (want.attempt, attempts.as_slice()) {
-        (true, []) => out.push(Difference::MissingAttempt { call_id: call_id() }),
-        (true, [_, extra, ..]) | (false, [extra, ..]) => {
-            out.push(Difference::UnexpectedAttempt {
-                call_id: call_id(),
-                record: *extra,
-            });
+    fn differences(&self, want: &ExpectedCall, out: &mut Vec<Difference>) {
+        let call_id = || want.call_id.clone();
+        if !self.events {
+            out.push(Difference::MissingCall { call_id: call_id() });
+            return;
         }
-        _ => {}
-    }
-    if let (true, Some(&attempt)) = (want.attempt, attempts.first()) {
-        let onward = [
-            State::AwaitingApproval,
-            State::Authorized,
-            State::Dispatched,
-        ];
-        let early = transitions
-            .iter()
-            .find(|(index, t)| *index < attempt && onward.contains(&t.to));
-        if let Some(&(transition_record, transition)) = early {
+        match (want.attempt, self.attempts) {
+            (true, [None, _]) => out.push(Difference::MissingAttempt { call_id: call_id() }),
+            (true, [_, Some(extra)]) | (false, [Some(extra), _]) => {
+                out.push(Difference::UnexpectedAttempt {
+                    call_id: call_id(),
+                    record: extra,
+                });
+            }
+            _ => {}
+        }
+        if let (true, Some(attempt), Some((transition_record, transition))) =
+            (want.attempt, self.attempts[0], self.early)
+        {
             out.push(Difference::LateAttempt {
                 call_id: call_id(),
                 attempt_record: attempt,
@@ -255,40 +341,50 @@ fn compare_call(call: &CallEvents<'_>, want: &ExpectedCall, out: &mut Vec<Differ
                 transition_record,
             });
         }
-    }
 
-    let found: Vec<Transition> = transitions.iter().map(|(_, t)| *t).collect();
-    if found != want.transitions {
-        let position = found
-            .iter()
-            .zip(&want.transitions)
-            .take_while(|(a, b)| a == b)
-            .count();
-        out.push(Difference::Transitions {
-            call_id: call_id(),
-            position,
-            expected: want.transitions.get(position).copied(),
-            found: found.get(position).copied(),
-        });
-    }
+        let mismatch = match self.mismatch {
+            Some((position, found)) => Some((position, Some(found))),
+            None if self.transitions < want.transitions.len() => Some((self.transitions, None)),
+            None => None,
+        };
+        if let Some((position, found)) = mismatch {
+            out.push(Difference::Transitions {
+                call_id: call_id(),
+                position,
+                expected: want.transitions.get(position).copied(),
+                found,
+            });
+        }
 
-    match finals.first() {
-        None => out.push(Difference::MissingFinal { call_id: call_id() }),
-        Some(&(final_record, state)) => {
-            if state != want.final_state {
-                out.push(Difference::FinalState {
-                    call_id: call_id(),
-                    expected: want.final_state,
-                    found: state,
-                });
-            }
-            let after = call.events.iter().find(|(index, _)| *index > final_record);
-            if let Some(&(record, _)) = after {
-                out.push(Difference::AfterFinal {
-                    call_id: call_id(),
-                    record,
-                });
+        match self.final_record {
+            None => out.push(Difference::MissingFinal { call_id: call_id() }),
+            Some((_, state)) => {
+                if state != want.final_state {
+                    out.push(Difference::FinalState {
+                        call_id: call_id(),
+                        expected: want.final_state,
+                        found: state,
+                    });
+                }
+                if let Some(record) = self.after_final {
+                    out.push(Difference::AfterFinal {
+                        call_id: call_id(),
+                        record,
+                    });
+                }
             }
         }
     }
+}
+
+/// Compares the calls in `records` (from a verified log) with `expected`.
+/// Differences come per expected call, in the order given, then the
+/// unexpected calls in log order. An empty list means the log shows
+/// exactly the expected lifecycles. (A [`Comparison`] fed every record.)
+pub fn compare(records: &[Record], expected: &[ExpectedCall]) -> Vec<Difference> {
+    let mut comparison = Comparison::new(expected);
+    for record in records {
+        comparison.handle_record(record);
+    }
+    comparison.finish()
 }

@@ -130,7 +130,12 @@
 //!
 //! [`compare`] checks the calls of a verified log against the lifecycle a
 //! test expected; [`sessions`] and [`activity`] are the Sessions
-//! and Activity views, computed from the log alone.
+//! and Activity views, computed from the log alone. Each is a fold fed one
+//! record at a time ([`Comparison`], [`Sessions`], [`Activity`]), so a
+//! reader streams a log of any length through a
+//! [bounded](Verifier::bounded) [`Verifier`] and these folds in memory
+//! that does not grow with the log: the calls still open, one aggregate
+//! per session, the expected calls.
 
 mod anchor;
 mod chain;
@@ -148,12 +153,12 @@ use crate::call::AuditEvent;
 
 pub use anchor::{Anchor, AnchorMac, AnchorParseError};
 pub use chain::{ChainHash, HexParseError, LogId};
-pub use expect::{Difference, ExpectedCall, Transition, compare};
+pub use expect::{Comparison, Difference, ExpectedCall, Transition, compare};
 pub use frame::MAX_BODY_BYTES;
 pub use seal::{Key, KeyId, Nonce};
 pub use verdict::{MalformedReason, Record, TamperKind, Verdict};
 pub use verify::{Verifier, VerifyOptions, verify, verify_and_read};
-pub use views::{ActivityRow, SessionRow, StateCount, activity, sessions};
+pub use views::{Activity, ActivityRow, SessionRow, Sessions, StateCount, activity, sessions};
 pub use writer::{AppendError, LogWriter, Resume, ResumeError, TornTail};
 
 /// One record's content. Variant order is part of the format (postcard

@@ -2,6 +2,7 @@
 //! The exact rules are in the [module docs](super#verification-rules).
 
 use std::collections::VecDeque;
+use std::num::NonZeroUsize;
 
 use super::LogEntry;
 use super::anchor::{Anchor, MacCheck};
@@ -54,12 +55,43 @@ impl Lookahead {
     }
 }
 
+/// A record that repeats the sequence number of one too old for the
+/// window of hash prefixes: is it a copy of it? The log is read again
+/// from the checkpoint before record `seq`, to compare its hash.
+#[derive(Debug, Clone)]
+struct Recall {
+    record_index: u64,
+    offset: u64,
+    seq: u64,
+    hash: u64,
+    /// Frames still to pass, from the checkpoint, before record `seq`.
+    skip: u64,
+}
+
+impl Recall {
+    fn verdict(&self, copy: bool) -> Verdict {
+        let kind = if copy {
+            TamperKind::Duplicated { of: self.seq }
+        } else {
+            TamperKind::Inserted
+        };
+        Verdict::Tampered {
+            record_index: self.record_index,
+            offset: self.offset,
+            kind,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Phase {
     /// Accepting records.
     Reading,
     /// A fault was found; the rest is scanned only to name its kind.
     Classifying(Lookahead),
+    /// A record repeats an old sequence number: the log is read again
+    /// from a checkpoint to tell a copy from an insertion.
+    Recalling(Recall),
     /// The verdict is known; further input is ignored.
     Decided(Verdict),
 }
@@ -83,8 +115,12 @@ pub(crate) struct Summary {
 /// [`poll_record`](Self::poll_record) until `None` after each (records are
 /// queued until drained), and call [`finish`](Self::finish) at the end of
 /// the input. The verdict does not depend on how the input was cut into
-/// chunks. Memory: one incomplete frame, plus 8 bytes per record (to
-/// recognise duplicates).
+/// chunks. Memory: one incomplete frame, the records not yet drained, plus
+/// 8 bytes per record (to recognise duplicates), or, once
+/// [`bounded`](Self::bounded), 8 bytes for each of the last `window`
+/// records and 16 per `window` records before them: memory then does not
+/// grow with the log, and the driver also drains
+/// [`poll_seek`](Self::poll_seek).
 ///
 /// # Examples
 ///
@@ -125,8 +161,17 @@ pub struct Verifier {
     last_offset: Option<u64>,
     pending: Vec<u8>,
     /// Hash prefixes of the records accepted, from record `seen_from` on.
-    seen: Vec<u64>,
+    seen: VecDeque<u64>,
     seen_from: u64,
+    /// The first record this verifier reads (0, or the anchored one).
+    first_index: u64,
+    /// At most this many hash prefixes are kept, when bounded.
+    window: Option<NonZeroUsize>,
+    /// `(index, offset)` of every `window`-th record from `first_index`,
+    /// when bounded: where a recall starts reading again.
+    checkpoints: Vec<(u64, u64)>,
+    /// Where the driver must feed the log from, until it asks.
+    seek: Option<u64>,
     /// Started at an anchored record whose predecessor was not read: that
     /// record's previous hash is taken from it (its hash, which covers it,
     /// must be the anchor's head).
@@ -153,8 +198,12 @@ impl Verifier {
             offset: 0,
             last_offset: None,
             pending: Vec::new(),
-            seen: Vec::new(),
+            seen: VecDeque::new(),
             seen_from: 0,
+            first_index: 0,
+            window: None,
+            checkpoints: Vec::new(),
+            seek: None,
             link_from_anchor: false,
             ready: VecDeque::new(),
             phase: Phase::Reading,
@@ -202,9 +251,82 @@ impl Verifier {
         });
         verifier.next_index = last;
         verifier.seen_from = last;
+        verifier.first_index = last;
         verifier.offset = offset;
         verifier.link_from_anchor = true;
         Some(verifier)
+    }
+
+    /// The window of [`bounded`](Self::bounded) that keeps a verifier's
+    /// memory under 1 MiB: 65,536 records (512 KiB of hash prefixes). A
+    /// recall then reads at most 65,536 records again, once per log.
+    pub const WINDOW: NonZeroUsize = NonZeroUsize::new(65_536).expect("not zero");
+
+    /// Keeps the hash prefixes of the last `window` records only, so that
+    /// memory does not grow with the log (see [`WINDOW`](Self::WINDOW)).
+    /// The verdict stays the same: a record that repeats the sequence
+    /// number of an older record is told apart (a copy of it,
+    /// [`TamperKind::Duplicated`], or not, [`TamperKind::Inserted`]) by
+    /// reading the log again from a checkpoint at most `window` records
+    /// before that one. [`poll_seek`](Self::poll_seek) then says from which
+    /// byte the driver must feed the log, so a driver of a bounded verifier
+    /// drains it after each [`handle_bytes`](Self::handle_bytes) and must
+    /// be able to read the log again (a file, not a pipe).
+    ///
+    /// It bounds what follows: on a verifier that has already accepted a
+    /// record it changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use spillguard_core::audit::{LogEntry, LogId, LogWriter, TamperKind, Verdict, Verifier};
+    ///
+    /// let mut writer = LogWriter::create(LogId([7; 16]), None);
+    /// let mut log = Vec::new();
+    /// let mut frames = Vec::new();
+    /// for n in 0..6 {
+    ///     let frame = writer.append(&LogEntry::Opened { writer: format!("host {n}") }, None)?;
+    ///     frames.push(frame.clone());
+    ///     log.extend(frame);
+    /// }
+    /// // Record 1, copied to the end: too old for a window of 2 records.
+    /// log.extend(&frames[1]);
+    ///
+    /// let window = NonZeroUsize::new(2).expect("not zero");
+    /// let mut verifier = Verifier::new(Default::default()).bounded(window);
+    /// let mut at = 0;
+    /// while at < log.len() {
+    ///     let end = (at + 16).min(log.len());
+    ///     verifier.handle_bytes(&log[at..end]);
+    ///     while let Some(_record) = verifier.poll_record() {}
+    ///     at = match verifier.poll_seek() {
+    ///         Some(offset) => offset as usize,
+    ///         None => end,
+    ///     };
+    /// }
+    /// let duplicated = TamperKind::Duplicated { of: 1 };
+    /// assert!(matches!(verifier.finish(), Verdict::Tampered { record_index: 6, kind, .. } if kind == duplicated));
+    /// # Ok::<(), spillguard_core::audit::AppendError>(())
+    /// ```
+    pub fn bounded(mut self, window: NonZeroUsize) -> Verifier {
+        if self.next_index == self.first_index {
+            self.window = Some(window);
+        }
+        self
+    }
+
+    /// The byte offset from which the driver must feed the log next, once:
+    /// a [`bounded`](Self::bounded) verifier found a record that repeats an
+    /// old sequence number and reads the log again from a checkpoint to
+    /// name the fault. Bytes fed after the record that asked and before
+    /// this is drained are ignored; the bytes fed after it are taken as
+    /// the log's from that offset on. A verifier that is not bounded never
+    /// asks. If the log ends before the recalled record, the verdict calls
+    /// the record [`TamperKind::Inserted`].
+    #[must_use = "a bounded verifier must be fed again from this offset"]
+    pub fn poll_seek(&mut self) -> Option<u64> {
+        self.seek.take()
     }
 
     /// From now on, records are checked but not queued.
@@ -225,7 +347,7 @@ impl Verifier {
     /// the log is the verdict's business.
     pub fn handle_bytes(&mut self, mut chunk: &[u8]) {
         loop {
-            if matches!(self.phase, Phase::Decided(_)) {
+            if matches!(self.phase, Phase::Decided(_)) || self.seek.is_some() {
                 return;
             }
             if self.pending.is_empty() {
@@ -305,6 +427,7 @@ impl Verifier {
         match &self.phase {
             Phase::Decided(verdict) => return verdict.clone(),
             Phase::Classifying(lookahead) => return lookahead.verdict(),
+            Phase::Recalling(recall) => return recall.verdict(false),
             Phase::Reading => {}
         }
         let torn = !self.pending.is_empty();
@@ -389,6 +512,7 @@ impl Verifier {
         let verdict = match &self.phase {
             Phase::Reading => self.tampered(TamperKind::Modified),
             Phase::Classifying(lookahead) => lookahead.verdict(),
+            Phase::Recalling(recall) => recall.verdict(false),
             Phase::Decided(verdict) => verdict.clone(),
         };
         self.decide(verdict);
@@ -398,9 +522,55 @@ impl Verifier {
         match &self.phase {
             Phase::Reading => self.accept(bytes),
             Phase::Classifying(_) => self.scan(bytes),
+            // The offset stays the fault's: these bytes are read again.
+            Phase::Recalling(_) => return self.recall(bytes),
             Phase::Decided(_) => return,
         }
         self.offset += bytes.len() as u64;
+    }
+
+    /// A frame read again after a seek: the recalled record, or one before
+    /// it.
+    fn recall(&mut self, bytes: &[u8]) {
+        let Phase::Recalling(recall) = &mut self.phase else {
+            return;
+        };
+        if recall.skip > 0 {
+            recall.skip -= 1;
+            return;
+        }
+        let copy =
+            Frame::new(bytes).is_some_and(|frame| frame.stored_hash().prefix() == recall.hash);
+        let verdict = recall.verdict(copy);
+        self.decide(verdict);
+    }
+
+    /// Whether record `seq` (before the window) must be recalled to tell
+    /// whether `hash` is a copy of it, and from where.
+    fn start_recall(&mut self, seq: u64, hash: &ChainHash) -> bool {
+        let Some(window) = self.window else {
+            return false;
+        };
+        if seq < self.first_index || seq >= self.seen_from {
+            return false;
+        }
+        let slot = (seq - self.first_index) / window.get() as u64;
+        let Some(&(from, offset)) = usize::try_from(slot)
+            .ok()
+            .and_then(|slot| self.checkpoints.get(slot))
+        else {
+            return false;
+        };
+        self.phase = Phase::Recalling(Recall {
+            record_index: self.next_index,
+            offset: self.offset,
+            seq,
+            hash: hash.prefix(),
+            skip: seq - from,
+        });
+        self.pending.clear();
+        self.seek = Some(offset);
+        true
     }
 
     /// After a fault: notes whether the sequence numbers the fault skipped,
@@ -473,6 +643,9 @@ impl Verifier {
             return;
         }
         if body.seq < index {
+            if self.start_recall(body.seq, &hash) {
+                return;
+            }
             let copy = body
                 .seq
                 .checked_sub(self.seen_from)
@@ -548,7 +721,7 @@ impl Verifier {
             return self.decide(self.tampered(TamperKind::Rewritten));
         }
         self.head = hash;
-        self.seen.push(hash.prefix());
+        self.remember(index, hash);
         self.last_offset = Some(self.offset);
         self.link_from_anchor = false;
         self.next_index += 1;
@@ -559,6 +732,23 @@ impl Verifier {
                 hash,
                 entry,
             });
+        }
+    }
+
+    /// Keeps the accepted record's hash prefix (and, when bounded, drops
+    /// the oldest beyond the window, and notes a checkpoint every window).
+    fn remember(&mut self, index: u64, hash: ChainHash) {
+        self.seen.push_back(hash.prefix());
+        let Some(window) = self.window else {
+            return;
+        };
+        let window = window.get();
+        if (index - self.first_index).is_multiple_of(window as u64) {
+            self.checkpoints.push((index, self.offset));
+        }
+        if self.seen.len() > window {
+            self.seen.pop_front();
+            self.seen_from += 1;
         }
     }
 

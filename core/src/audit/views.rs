@@ -1,13 +1,26 @@
 //! The Sessions and Activity views, computed from the log alone —
 //! never from helper transcripts. Plain data, serialisable for `--json`.
+//!
+//! Both are folds over the records, fed one at a time ([`Activity`],
+//! [`Sessions`]), so a log of any length is read in one pass, keeping
+//! only the calls still open (and, for the activity, the finished rows
+//! waiting for an earlier call to finish); [`activity`] and [`sessions`]
+//! fold a slice.
+//!
+//! **A row is one call from its first event to its final record.** An
+//! event of the same call id after its final record starts another row,
+//! and a writer opening the log ([`LogEntry::Opened`],
+//! [`LogEntry::Recovered`]) ends the rows of the calls it finds without a
+//! final record: the writer before it is gone (the log is locked by one
+//! writer at a time), so no later event can be theirs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::LogEntry;
 use super::verdict::Record;
-use crate::call::{ApprovalDecision, AuditKind, CallKind, State, StreamEnd};
+use crate::call::{ApprovalDecision, AuditEvent, AuditKind, CallKind, State, StreamEnd};
 
 /// One call, as the log tells it (the Activity view).
 ///
@@ -91,127 +104,379 @@ pub struct SessionRow {
     pub last_record: u64,
 }
 
-/// The Activity view: one row per call, in order of first appearance.
+/// The Activity view, fed one record at a time: one row per call, in
+/// order of first appearance.
+///
+/// Call [`handle_record`](Self::handle_record) for each record in log
+/// order and drain [`poll_row`](Self::poll_row) until `None` after each;
+/// at the end of the log call [`handle_end`](Self::handle_end) and drain
+/// it again. A row comes out once its call is over (its final record, or
+/// a writer's opening after it) and every call that appeared before it
+/// is over too, so the rows come out in order of first appearance. The
+/// rows are those of [`activity`] on the same records, however the log
+/// was cut into records' batches.
+///
+/// Memory: one row per call still open, plus the finished rows that wait
+/// for an older call to finish ([`rows_held`](Self::rows_held)): at most
+/// the calls that overlap in time, as a writer's concurrency bounds them.
 /// Records without an entry (sealed, read without the key) are skipped.
-pub fn activity(records: &[Record]) -> Vec<ActivityRow> {
-    let mut rows: Vec<ActivityRow> = Vec::new();
-    let mut position: HashMap<&str, usize> = HashMap::new();
-    for record in records {
-        let Some(LogEntry::Call(event)) = &record.entry else {
-            continue;
-        };
-        let at = *position.entry(event.call_id.as_str()).or_insert_with(|| {
-            rows.push(ActivityRow {
-                call_id: event.call_id.clone(),
-                session_id: event.session_id.clone(),
-                kind: None,
-                action: None,
-                target: None,
-                card: None,
-                state: State::Received,
-                finished: false,
-                approval: None,
-                exit_status: None,
-                exit_signal: None,
-                stream_end: None,
-                stderr_bytes_seen: None,
-                stderr_bytes_retained: None,
-                stderr_truncated: None,
-                received_at: None,
-                last_offset_us: 0,
-                first_record: record.index,
-                last_record: record.index,
-            });
-            rows.len() - 1
-        });
-        let row = &mut rows[at];
-        row.last_record = record.index;
-        row.last_offset_us = row.last_offset_us.max(event.offset_us);
-        match &event.kind {
-            AuditKind::Attempt {
-                kind,
-                action,
-                target,
-            } => {
-                row.kind.get_or_insert(*kind);
-                row.action.get_or_insert_with(|| action.clone());
-                row.target.get_or_insert_with(|| target.clone());
-            }
-            AuditKind::Transition { to, .. } => {
-                if !row.finished {
-                    row.state = *to;
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_core::audit::{Activity, LogEntry, LogId, LogWriter, Verifier, VerifyOptions};
+/// use spillguard_core::{AuditEvent, AuditKind, State};
+///
+/// let mut writer = LogWriter::create(LogId([1; 16]), None);
+/// let mut log = Vec::new();
+/// for (call_id, to) in [("c_1", State::Validated), ("c_2", State::Validated), ("c_1", State::Dispatched)] {
+///     let event = AuditEvent {
+///         call_id: call_id.into(),
+///         session_id: "s".into(),
+///         offset_us: 0,
+///         kind: AuditKind::Transition { from: State::Received, to },
+///     };
+///     log.extend(writer.append(&LogEntry::Call(event), None)?);
+/// }
+///
+/// let mut verifier = Verifier::new(VerifyOptions::default());
+/// let mut view = Activity::new();
+/// let mut rows = Vec::new();
+/// verifier.handle_bytes(&log);
+/// while let Some(record) = verifier.poll_record() {
+///     view.handle_record(&record);
+///     rows.extend(std::iter::from_fn(|| view.poll_row()));
+/// }
+/// assert!(rows.is_empty(), "no call has finished");
+/// view.handle_end();
+/// rows.extend(std::iter::from_fn(|| view.poll_row()));
+/// let states: Vec<_> = rows.iter().map(|r| (r.call_id.as_str(), r.state, r.finished)).collect();
+/// assert_eq!(states, [("c_1", State::Dispatched, false), ("c_2", State::Validated, false)]);
+/// # Ok::<(), spillguard_core::audit::AppendError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Activity {
+    /// Rows in order of first appearance, each with whether its call is
+    /// over; row number `front` first.
+    rows: VecDeque<(bool, ActivityRow)>,
+    front: u64,
+    /// The calls still open: call id → row number.
+    open: HashMap<String, u64>,
+    ended: bool,
+}
+
+impl Activity {
+    /// An empty view, before the first record.
+    pub fn new() -> Activity {
+        Activity::default()
+    }
+
+    /// Takes the next record of the log, in log order. After
+    /// [`handle_end`](Self::handle_end) records are ignored.
+    pub fn handle_record(&mut self, record: &Record) {
+        if self.ended {
+            return;
+        }
+        match &record.entry {
+            Some(LogEntry::Call(event)) => {
+                let number = match self.open.get(event.call_id.as_str()) {
+                    Some(number) => *number,
+                    None => {
+                        let number = self.front + self.rows.len() as u64;
+                        self.rows.push_back((false, new_row(event, record.index)));
+                        self.open.insert(event.call_id.clone(), number);
+                        number
+                    }
+                };
+                let Some((over, row)) = usize::try_from(number - self.front)
+                    .ok()
+                    .and_then(|at| self.rows.get_mut(at))
+                else {
+                    return;
+                };
+                apply(row, record.index, event);
+                if row.finished {
+                    *over = true;
+                    self.open.remove(event.call_id.as_str());
                 }
             }
-            AuditKind::CardShown { text } => row.card = Some(text.clone()),
-            AuditKind::Final(final_record) => {
-                let r = final_record.as_ref();
-                row.kind.get_or_insert(r.kind);
-                row.action.get_or_insert_with(|| r.action.clone());
-                row.target.get_or_insert_with(|| r.target.clone());
-                row.state = r.state;
-                row.finished = true;
-                row.approval = Some(r.approval);
-                row.exit_status = r.exit_status;
-                row.exit_signal = r.exit_signal;
-                row.stream_end = Some(r.stream_end);
-                row.stderr_bytes_seen = Some(r.stderr_bytes_seen);
-                row.stderr_bytes_retained = Some(r.stderr_bytes_retained);
-                row.stderr_truncated = Some(r.stderr_truncated);
-                row.received_at = Some(r.received_at.clone());
+            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) => self.close_open(),
+            None => {}
+        }
+    }
+
+    /// The end of the log: every call still open is over, without a final
+    /// record. Drain [`poll_row`](Self::poll_row) for their rows.
+    pub fn handle_end(&mut self) {
+        self.close_open();
+        self.ended = true;
+    }
+
+    /// The next row whose call and every earlier call are over, until
+    /// `None`.
+    #[must_use = "finished rows are held until drained"]
+    pub fn poll_row(&mut self) -> Option<ActivityRow> {
+        if !self.rows.front().is_some_and(|(over, _)| *over) {
+            return None;
+        }
+        self.front += 1;
+        self.rows.pop_front().map(|(_, row)| row)
+    }
+
+    /// Rows held: the calls still open and the finished rows waiting for
+    /// an earlier call (what the view's memory grows with).
+    pub fn rows_held(&self) -> usize {
+        self.rows.len()
+    }
+
+    fn close_open(&mut self) {
+        for (_, number) in self.open.drain() {
+            let at = usize::try_from(number - self.front).ok();
+            if let Some((over, _)) = at.and_then(|at| self.rows.get_mut(at)) {
+                *over = true;
             }
         }
     }
+}
+
+/// A call's row at its first event.
+fn new_row(event: &AuditEvent, index: u64) -> ActivityRow {
+    ActivityRow {
+        call_id: event.call_id.clone(),
+        session_id: event.session_id.clone(),
+        kind: None,
+        action: None,
+        target: None,
+        card: None,
+        state: State::Received,
+        finished: false,
+        approval: None,
+        exit_status: None,
+        exit_signal: None,
+        stream_end: None,
+        stderr_bytes_seen: None,
+        stderr_bytes_retained: None,
+        stderr_truncated: None,
+        received_at: None,
+        last_offset_us: 0,
+        first_record: index,
+        last_record: index,
+    }
+}
+
+/// One event of an open call, at record `index`, applied to its row.
+fn apply(row: &mut ActivityRow, index: u64, event: &AuditEvent) {
+    row.last_record = index;
+    row.last_offset_us = row.last_offset_us.max(event.offset_us);
+    match &event.kind {
+        AuditKind::Attempt {
+            kind,
+            action,
+            target,
+        } => {
+            row.kind.get_or_insert(*kind);
+            row.action.get_or_insert_with(|| action.clone());
+            row.target.get_or_insert_with(|| target.clone());
+        }
+        AuditKind::Transition { to, .. } => row.state = *to,
+        AuditKind::CardShown { text } => row.card = Some(text.clone()),
+        AuditKind::Final(final_record) => {
+            let r = final_record.as_ref();
+            row.kind.get_or_insert(r.kind);
+            row.action.get_or_insert_with(|| r.action.clone());
+            row.target.get_or_insert_with(|| r.target.clone());
+            row.state = r.state;
+            row.finished = true;
+            row.approval = Some(r.approval);
+            row.exit_status = r.exit_status;
+            row.exit_signal = r.exit_signal;
+            row.stream_end = Some(r.stream_end);
+            row.stderr_bytes_seen = Some(r.stderr_bytes_seen);
+            row.stderr_bytes_retained = Some(r.stderr_bytes_retained);
+            row.stderr_truncated = Some(r.stderr_truncated);
+            row.received_at = Some(r.received_at.clone());
+        }
+    }
+}
+
+/// The Activity view of a slice of records: one row per call, in order
+/// of first appearance (an [`Activity`] fed every record).
+/// Records without an entry (sealed, read without the key) are skipped.
+pub fn activity(records: &[Record]) -> Vec<ActivityRow> {
+    let mut view = Activity::new();
+    let mut rows = Vec::new();
+    for record in records {
+        view.handle_record(record);
+        rows.extend(std::iter::from_fn(|| view.poll_row()));
+    }
+    view.handle_end();
+    rows.extend(std::iter::from_fn(|| view.poll_row()));
     rows
 }
 
-/// The Sessions view: one row per session, in order of first appearance.
-pub fn sessions(records: &[Record]) -> Vec<SessionRow> {
-    let mut rows: Vec<SessionRow> = Vec::new();
-    let mut per_state: Vec<[u64; State::ALL.len()]> = Vec::new();
-    let mut position: HashMap<String, usize> = HashMap::new();
-    for call in activity(records) {
-        let at = *position.entry(call.session_id.clone()).or_insert_with(|| {
-            rows.push(SessionRow {
-                session_id: call.session_id.clone(),
-                calls: 0,
-                unfinished: 0,
-                terminal: Vec::new(),
-                first_received_at: None,
-                last_received_at: None,
-                first_record: call.first_record,
-                last_record: call.last_record,
-            });
-            per_state.push([0; State::ALL.len()]);
-            rows.len() - 1
+/// The Sessions view, fed one record at a time: one row per session, in
+/// order of first appearance, counting the calls as [`Activity`] rows
+/// them.
+///
+/// Call [`handle_record`](Self::handle_record) for each record in log
+/// order, then [`handle_end`](Self::handle_end), then drain
+/// [`poll_row`](Self::poll_row) until `None` (a session's figures are
+/// known only at the end of the log). Memory: one aggregate per session
+/// and one row per call still open; a call is counted into its session
+/// as soon as it is over.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    rows: Vec<SessionRow>,
+    /// Finished calls per terminal state, per session, in
+    /// [`State::ALL`] order.
+    per_state: Vec<[u64; State::ALL.len()]>,
+    /// Session id → its row.
+    position: HashMap<String, usize>,
+    /// The calls still open: call id → (its session's row, its row).
+    open: HashMap<String, (usize, ActivityRow)>,
+    ended: bool,
+    /// Rows handed out so far, after the end.
+    taken: usize,
+}
+
+impl Sessions {
+    /// An empty view, before the first record.
+    pub fn new() -> Sessions {
+        Sessions::default()
+    }
+
+    /// Takes the next record of the log, in log order. After
+    /// [`handle_end`](Self::handle_end) records are ignored.
+    pub fn handle_record(&mut self, record: &Record) {
+        if self.ended {
+            return;
+        }
+        match &record.entry {
+            Some(LogEntry::Call(event)) => {
+                if !self.open.contains_key(event.call_id.as_str()) {
+                    let session = self.session(&event.session_id, record.index);
+                    let row = new_row(event, record.index);
+                    self.open.insert(event.call_id.clone(), (session, row));
+                }
+                let Some((_, row)) = self.open.get_mut(event.call_id.as_str()) else {
+                    return;
+                };
+                apply(row, record.index, event);
+                if row.finished
+                    && let Some((session, row)) = self.open.remove(event.call_id.as_str())
+                {
+                    self.count(session, &row);
+                }
+            }
+            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) => self.close_open(),
+            None => {}
+        }
+    }
+
+    /// The end of the log: the calls still open are counted as
+    /// unfinished, and the rows are ready.
+    pub fn handle_end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.close_open();
+        for (row, counts) in self.rows.iter_mut().zip(&self.per_state) {
+            row.terminal = State::ALL
+                .iter()
+                .zip(counts)
+                .filter(|(_, calls)| **calls > 0)
+                .map(|(state, calls)| StateCount {
+                    state: *state,
+                    calls: *calls,
+                })
+                .collect();
+        }
+        self.ended = true;
+    }
+
+    /// The next session's row, in order of first appearance, once
+    /// [`handle_end`](Self::handle_end) was called; until `None`.
+    #[must_use = "the rows are held until drained"]
+    pub fn poll_row(&mut self) -> Option<SessionRow> {
+        if !self.ended {
+            return None;
+        }
+        let row = self.rows.get_mut(self.taken)?;
+        self.taken += 1;
+        // Leave a husk: the row is the caller's now.
+        Some(std::mem::replace(row, empty_session()))
+    }
+
+    /// The row of `session_id`, made at its first call's first record.
+    fn session(&mut self, session_id: &str, index: u64) -> usize {
+        if let Some(at) = self.position.get(session_id) {
+            return *at;
+        }
+        self.rows.push(SessionRow {
+            session_id: session_id.to_owned(),
+            first_record: index,
+            last_record: index,
+            ..empty_session()
         });
-        let row = &mut rows[at];
+        self.per_state.push([0; State::ALL.len()]);
+        let at = self.rows.len() - 1;
+        self.position.insert(session_id.to_owned(), at);
+        at
+    }
+
+    /// Counts a call that is over into its session.
+    fn count(&mut self, session: usize, call: &ActivityRow) {
+        let (Some(row), Some(counts)) =
+            (self.rows.get_mut(session), self.per_state.get_mut(session))
+        else {
+            return;
+        };
         row.calls += 1;
         row.first_record = row.first_record.min(call.first_record);
         row.last_record = row.last_record.max(call.last_record);
         if !call.finished {
             row.unfinished += 1;
         } else if let Some(slot) = State::ALL.iter().position(|s| *s == call.state) {
-            per_state[at][slot] += 1;
+            counts[slot] += 1;
         }
-        if let Some(at_time) = call.received_at {
-            if row.first_received_at.as_ref().is_none_or(|t| at_time < *t) {
+        if let Some(at_time) = &call.received_at {
+            if row.first_received_at.as_ref().is_none_or(|t| at_time < t) {
                 row.first_received_at = Some(at_time.clone());
             }
-            if row.last_received_at.as_ref().is_none_or(|t| at_time > *t) {
-                row.last_received_at = Some(at_time);
+            if row.last_received_at.as_ref().is_none_or(|t| at_time > t) {
+                row.last_received_at = Some(at_time.clone());
             }
         }
     }
-    for (row, counts) in rows.iter_mut().zip(&per_state) {
-        row.terminal = State::ALL
-            .iter()
-            .zip(counts)
-            .filter(|(_, calls)| **calls > 0)
-            .map(|(state, calls)| StateCount {
-                state: *state,
-                calls: *calls,
-            })
-            .collect();
+
+    fn close_open(&mut self) {
+        let open = std::mem::take(&mut self.open);
+        for (session, row) in open.into_values() {
+            self.count(session, &row);
+        }
     }
-    rows
+}
+
+fn empty_session() -> SessionRow {
+    SessionRow {
+        session_id: String::new(),
+        calls: 0,
+        unfinished: 0,
+        terminal: Vec::new(),
+        first_received_at: None,
+        last_received_at: None,
+        first_record: 0,
+        last_record: 0,
+    }
+}
+
+/// The Sessions view of a slice of records: one row per session, in order
+/// of first appearance (a [`Sessions`] fed every record).
+pub fn sessions(records: &[Record]) -> Vec<SessionRow> {
+    let mut view = Sessions::new();
+    for record in records {
+        view.handle_record(record);
+    }
+    view.handle_end();
+    std::iter::from_fn(|| view.poll_row()).collect()
 }

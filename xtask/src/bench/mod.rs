@@ -19,6 +19,7 @@ mod redact;
 mod report;
 mod stdio;
 mod svg;
+mod verify;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
@@ -34,11 +35,16 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
 
   --gib N          flood size in GiB (default 1)
   --quick          small smoke run: 64 MiB flood, 1 round, `true` x100,
-                   grandchild holding stderr 2 s
-  --rounds K       rounds of the flood, grandchild and spawn cases
+                   grandchild holding stderr 2 s, audit logs of 16 and
+                   64 MiB
+  --rounds K       rounds of the flood, grandchild, spawn and verify cases
                    (default 5; the output() grandchild case runs once)
-  --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio, redact
-                   (default all; stdio: 256 MiB through `spillguard stdio
+  --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio, redact,
+                   verify (default all; verify: the release `spillguard
+                   audit verify`, `sessions --json` and `activity --json`
+                   on clear logs of 256 MiB and 1 GiB as `run --audit`
+                   writes them, kept in target/bench-audit/: wall time,
+                   MB/s, peak RSS, the time ratio; stdio: 256 MiB through `spillguard stdio
                    -- cat` vs `cat`, 256 JSON-RPC messages of 1 MiB
                    through `stdio --mcp -- cat` vs `cat`, and, when the
                    MCP peers of .ci/peers.sh are installed, rmcp round
@@ -99,6 +105,10 @@ pub struct Options {
     pub stdio: bool,
     /// Run the redaction section.
     pub redact: bool,
+    /// Run the audit reading section.
+    pub verify: bool,
+    /// The small smoke run.
+    pub quick: bool,
     /// Draw the peak-memory chart at this path instead of the tables.
     pub plot: Option<PathBuf>,
 }
@@ -115,6 +125,8 @@ impl Options {
             spawn: true,
             stdio: true,
             redact: true,
+            verify: true,
+            quick: false,
             plot: None,
         };
         let mut gib = None;
@@ -149,7 +161,8 @@ impl Options {
                         options.spawn,
                         options.stdio,
                         options.redact,
-                    ) = (false, false, false, false, false);
+                        options.verify,
+                    ) = (false, false, false, false, false, false);
                     for section in sections.split(',') {
                         match section.trim() {
                             "flood" => options.flood = true,
@@ -157,6 +170,7 @@ impl Options {
                             "spawn" => options.spawn = true,
                             "stdio" => options.stdio = true,
                             "redact" => options.redact = true,
+                            "verify" => options.verify = true,
                             other => return Err(format!("--only: unknown section {other:?}")),
                         }
                     }
@@ -173,6 +187,7 @@ impl Options {
             options.rounds = 1;
             options.spawn_count = 100;
             options.hold_ms = 2_000;
+            options.quick = true;
         }
         if let Some(gib) = gib {
             options.bytes = u64::from(gib) << 30;
@@ -336,6 +351,11 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
                 failed += 1;
             }
         }
+    }
+    if options.verify {
+        let measured = verify::measure(&binaries, &options);
+        verify::print(&measured, &options);
+        failed += measured.results.failures.len();
     }
     if failed == 0 {
         ExitCode::SUCCESS

@@ -44,13 +44,16 @@ pub fn print(results: &Results, options: &Options, helper: &str) {
 }
 
 /// Median, min and max of one figure over a case's successful samples.
-struct Spread {
-    median: u64,
+pub(super) struct Spread {
+    pub(super) median: u64,
     min: u64,
     max: u64,
 }
 
-fn spread(samples: &[&Fields], figure: impl Fn(&Fields) -> Option<u64>) -> Option<Spread> {
+pub(super) fn spread(
+    samples: &[&Fields],
+    figure: impl Fn(&Fields) -> Option<u64>,
+) -> Option<Spread> {
     let values: Vec<u64> = samples.iter().filter_map(|f| figure(f)).collect();
     Some(Spread {
         min: *values.iter().min()?,
@@ -93,13 +96,13 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(super) fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "MISSED" }
 }
 
 /// `a (b-c)` with `scale` applied and `decimals` shown; the spread only
 /// when there was more than one sample.
-fn with_spread(spread: &Spread, scale: f64, decimals: usize) -> String {
+pub(super) fn with_spread(spread: &Spread, scale: f64, decimals: usize) -> String {
     let median = spread.median as f64 * scale;
     if spread.min == spread.max {
         format!("{median:.decimals$}")

@@ -12,6 +12,7 @@
 //! to it) and the helper's process group is checked to be gone. A case whose
 //! checks failed prints `"ok":false` with the reasons and exits with 1.
 
+mod audit;
 mod flood;
 mod grandchild;
 mod line;
@@ -29,6 +30,7 @@ use crate::line::Line;
 
 const USAGE: &str = "\
 usage: bench-case CASE [--helper PATH] [--bytes N] [--hold-ms MS] [--drain-ms MS] [--count N]
+                      [--spillguard PATH] [--log PATH] [--command C] [--calls N] [--records N]
 
 cases:
   idle                   nothing; the peak RSS baseline
@@ -47,6 +49,13 @@ cases:
                          `true` --count times through the runtime's adapter
   spawn-std-raw, spawn-smol-raw, spawn-tokio-raw
                          `true` --count times: the runtime's spawn + wait
+  audit-log              writes a clear audit log of --bytes at --log (and
+                         its anchor): one real call of `--spillguard run
+                         --audit`, its records written again per call id
+  audit-read             `--spillguard audit --command --log` (verify,
+                         sessions --json or activity --json): wall time and
+                         the child's peak RSS (getrusage RUSAGE_CHILDREN),
+                         checked against --calls and --records
 
 --helper is the spillguard-test-helper binary (flood and grandchild cases).
 ";
@@ -73,6 +82,16 @@ pub struct Args {
     pub drain_ms: Option<u64>,
     /// Spawns per spawn case.
     pub count: u32,
+    /// The release `spillguard` binary (audit cases).
+    pub spillguard: Option<PathBuf>,
+    /// The audit log (audit cases).
+    pub log: Option<PathBuf>,
+    /// `verify`, `sessions` or `activity` (`audit-read`).
+    pub command: Option<String>,
+    /// Calls in the log (`audit-read` checks the rows).
+    pub calls: u64,
+    /// Records in the log (`audit-read` checks the verdict).
+    pub records: u64,
 }
 
 impl Args {
@@ -160,6 +179,8 @@ fn main() -> ExitCode {
         "spawn-smol-raw" => spawn::smol_raw(&args),
         "spawn-tokio" => spawn::tokio_spillguard(&args),
         "spawn-tokio-raw" => spawn::tokio_raw(&args),
+        "audit-log" => audit::write_log(&args),
+        "audit-read" => audit::read_log(&args),
         other => {
             eprint!("bench-case: unknown case `{other}`\n{USAGE}");
             return ExitCode::from(2);
@@ -202,6 +223,11 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         hold_ms: 20_000,
         drain_ms: None,
         count: 1000,
+        spillguard: None,
+        log: None,
+        command: None,
+        calls: 0,
+        records: 0,
     };
     while let Some(flag) = argv.next() {
         let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -214,6 +240,11 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--bytes" => args.bytes = number(value()?)?,
             "--hold-ms" => args.hold_ms = number(value()?)?,
             "--drain-ms" => args.drain_ms = Some(number(value()?)?),
+            "--spillguard" => args.spillguard = Some(PathBuf::from(value()?)),
+            "--log" => args.log = Some(PathBuf::from(value()?)),
+            "--command" => args.command = Some(value()?),
+            "--calls" => args.calls = number(value()?)?,
+            "--records" => args.records = number(value()?)?,
             "--count" => {
                 args.count =
                     u32::try_from(number(value()?)?).map_err(|_| format!("{flag}: too large"))?;

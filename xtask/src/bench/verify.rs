@@ -1,0 +1,298 @@
+//! The `verify` section: the release `spillguard audit verify`, `sessions
+//! --json` and `activity --json` on clear logs of 256 MiB and 1 GiB (16
+//! and 64 MiB with `--quick`), as `spillguard run --audit` writes them.
+//! Each log is written once (`bench-case audit-log`) into
+//! `target/bench-audit/` and reused while its size and anchor are there.
+//! Each command runs as the only child of a `bench-case audit-read`,
+//! which reads its `ru_maxrss`. Goals: time linear in the log's size (the
+//! larger log's time over the smaller's is their size ratio, 4.0) and at
+//! most 16 MiB peak for the larger log.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::line::Fields;
+use super::report::{Spread, spread, verdict, with_spread};
+use super::{Binaries, Options, Results, run_case, shown};
+
+/// The commands measured, in the order they run.
+pub const COMMANDS: [&str; 3] = ["verify", "sessions", "activity"];
+
+/// Goal: the peak RSS of every command on the larger log, at most.
+const PEAK_GOAL_MIB: f64 = 16.0;
+/// Goal: the larger log's time over the smaller's at most this much above
+/// their size ratio (below it is better than linear: the start of a
+/// process weighs more on the smaller log).
+const LINEAR_TOLERANCE: f64 = 0.15;
+
+/// The two log sizes.
+pub fn sizes(options: &Options) -> [u64; 2] {
+    if options.quick {
+        [16 << 20, 64 << 20]
+    } else {
+        [256 << 20, 1 << 30]
+    }
+}
+
+/// A log written for the bench.
+#[derive(Debug, Clone)]
+pub struct BenchLog {
+    /// Its target size.
+    pub size: u64,
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its real length.
+    pub bytes: u64,
+    /// Calls in it.
+    pub calls: u64,
+    /// Records in it.
+    pub records: u64,
+}
+
+/// What the section measured.
+#[derive(Debug, Default)]
+pub struct Measured {
+    /// The logs, smaller first.
+    pub logs: Vec<BenchLog>,
+    /// Every run.
+    pub results: Results,
+}
+
+/// Where the logs are kept.
+fn directory() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).join("target/bench-audit")
+}
+
+fn key(command: &str, size: u64) -> String {
+    format!("audit-{command}-{}", size >> 20)
+}
+
+/// Writes the logs that are missing, then runs every command on each,
+/// rounds interleaved.
+pub fn measure(binaries: &Binaries, options: &Options) -> Measured {
+    let mut measured = Measured::default();
+    let spillguard = binaries.spillguard.display().to_string();
+    for size in sizes(options) {
+        match ensure_log(binaries, size) {
+            Ok(log) => measured.logs.push(log),
+            Err(error) => measured
+                .results
+                .failures
+                .push(format!("audit log of {} MiB: {error}", size >> 20)),
+        }
+    }
+    for round in 1..=options.rounds {
+        for log in &measured.logs {
+            for command in COMMANDS {
+                let key = key(command, log.size);
+                eprint!("bench round {round}/{}: {key} ... ", options.rounds);
+                let extra = [
+                    "--spillguard".to_owned(),
+                    spillguard.clone(),
+                    "--log".into(),
+                    log.path.display().to_string(),
+                    "--command".into(),
+                    command.into(),
+                    "--calls".into(),
+                    log.calls.to_string(),
+                    "--records".into(),
+                    log.records.to_string(),
+                ];
+                let timeout = Duration::from_secs(60 + 240 * log.bytes.div_ceil(1 << 30));
+                let sample = run_case(binaries, "audit-read", &extra, timeout);
+                measured.results.record(&key, round, sample);
+            }
+        }
+    }
+    measured
+}
+
+/// The log of `size` in `target/bench-audit/`, written unless it is there
+/// already (with its anchor, and the figures of its writing).
+fn ensure_log(binaries: &Binaries, size: u64) -> Result<BenchLog, String> {
+    let dir = directory();
+    std::fs::create_dir_all(&dir)
+        .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    let path = dir.join(format!("clear-{}MiB.log", size >> 20));
+    let figures = path.with_extension("json");
+    let anchor = path.with_extension("anchor");
+    let read = |fields: &Fields| -> Option<BenchLog> {
+        let bytes = std::fs::metadata(&path).ok()?.len();
+        (anchor.exists() && fields.number("log_bytes") == Some(bytes)).then(|| BenchLog {
+            size,
+            path: path.clone(),
+            bytes,
+            calls: fields.number("calls").unwrap_or(0),
+            records: fields.number("records").unwrap_or(0),
+        })
+    };
+    if let Some(log) = std::fs::read_to_string(&figures)
+        .ok()
+        .and_then(|text| super::line::parse(&text).ok())
+        .and_then(|fields| read(&fields))
+    {
+        eprintln!(
+            "bench: reusing {} ({} calls, {} records)",
+            shown(&log.path),
+            log.calls,
+            log.records
+        );
+        return Ok(log);
+    }
+    eprint!("bench: writing {} ... ", shown(&path));
+    let extra = [
+        "--spillguard".to_owned(),
+        binaries.spillguard.display().to_string(),
+        "--log".into(),
+        path.display().to_string(),
+        "--bytes".into(),
+        size.to_string(),
+    ];
+    let fields = run_case(binaries, "audit-log", &extra, Duration::from_secs(900))?;
+    if fields.boolean("ok") != Some(true) {
+        eprintln!("FAILED");
+        return Err(fields.text("error").unwrap_or("no reason given").to_owned());
+    }
+    eprintln!(
+        "{:.1} s",
+        fields.number("wall_us").unwrap_or(0) as f64 / 1e6
+    );
+    let line = format!(
+        "{{\"log_bytes\":{},\"calls\":{},\"records\":{}}}\n",
+        fields.number("log_bytes").unwrap_or(0),
+        fields.number("calls").unwrap_or(0),
+        fields.number("records").unwrap_or(0)
+    );
+    std::fs::write(&figures, line)
+        .map_err(|error| format!("cannot write {}: {error}", figures.display()))?;
+    read(&fields).ok_or_else(|| "the log written is not the size reported".to_owned())
+}
+
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}
+
+/// Prints the section.
+pub fn print(measured: &Measured, options: &Options) {
+    let [small, large] = sizes(options);
+    println!(
+        "\n== verify: `spillguard audit` (release) on clear logs as `spillguard run --audit` writes \
+         them, {} round(s), rounds interleaved",
+        options.rounds
+    );
+    for log in &measured.logs {
+        println!(
+            "   {}: {} bytes, {} calls of 7 records ({} records), {}",
+            size(log.size),
+            log.bytes,
+            log.calls,
+            log.records,
+            shown(&log.path)
+        );
+    }
+    println!(
+        "   commands: verify --anchor-file A, sessions --json, activity --json (which reads the \
+         log twice)"
+    );
+    println!(
+        "   wall: median (min-max) of the rounds, spawn to reaped exit; MB/s (10^6 bytes) from \
+         the median;"
+    );
+    println!("   peak: the highest ru_maxrss of the spillguard process over the rounds");
+    println!();
+    println!(
+        "{:<10}{:>8}{:>24}{:>9}{:>10}{:>10}",
+        "command", "log", "wall s", "MB/s", "peak MiB", "lines"
+    );
+    let results = &measured.results;
+    let mut walls: Vec<(&str, u64, Spread)> = Vec::new();
+    for command in COMMANDS {
+        for log in &measured.logs {
+            let key = key(command, log.size);
+            let samples = results.of(&key);
+            let failed = results.failed(&key);
+            let Some(wall) = spread(&samples, |f| f.number("wall_us")) else {
+                println!(
+                    "{command:<10}{:>8}  no successful run ({failed} failed)",
+                    size(log.size)
+                );
+                continue;
+            };
+            let mbs = log.bytes as f64 / 1e6 / (wall.median as f64 / 1e6);
+            let peak = samples
+                .iter()
+                .filter_map(|f| f.number("child_maxrss_kib"))
+                .max()
+                .unwrap_or(0);
+            let lines = samples
+                .iter()
+                .filter_map(|f| f.number("lines"))
+                .max()
+                .unwrap_or(0);
+            let note = if failed > 0 {
+                format!("  ({failed} run(s) FAILED)")
+            } else {
+                String::new()
+            };
+            println!(
+                "{command:<10}{:>8}{:>24}{mbs:>9.1}{:>10.1}{lines:>10}{note}",
+                size(log.size),
+                with_spread(&wall, 1e-6, 3),
+                peak as f64 / 1024.0,
+            );
+            walls.push((command, log.size, wall));
+        }
+    }
+    println!(
+        "\n== verify goals: {} over {} time (linear: {:.2}), peak for {}",
+        size(large),
+        size(small),
+        large as f64 / small as f64,
+        size(large)
+    );
+    let linear = large as f64 / small as f64;
+    for command in COMMANDS {
+        let wall = |size: u64| {
+            walls
+                .iter()
+                .find(|(c, s, _)| *c == command && *s == size)
+                .map(|(_, _, wall)| wall.median as f64)
+        };
+        let peak = results
+            .of(&key(command, large))
+            .iter()
+            .filter_map(|f| f.number("child_maxrss_kib"))
+            .max();
+        if let (Some(small_wall), Some(large_wall)) = (wall(small), wall(large)) {
+            let ratio = large_wall / small_wall;
+            let bound = linear * (1.0 + LINEAR_TOLERANCE);
+            println!(
+                "{command:<10}time {} / {}           {:>8}   goal <= {bound:.1} (linear {linear:.1})   {}",
+                size(large),
+                size(small),
+                format!("{ratio:.2}"),
+                verdict(ratio <= bound),
+            );
+        }
+        if let Some(peak) = peak {
+            let mib = peak as f64 / 1024.0;
+            println!(
+                "{command:<10}peak RSS for {}              {:>8}   goal <= {PEAK_GOAL_MIB:.0} MiB   {}",
+                size(large),
+                format!("{mib:.1} MiB"),
+                verdict(mib <= PEAK_GOAL_MIB),
+            );
+        }
+    }
+    if !results.failures.is_empty() {
+        println!("\n== failed verify runs");
+        for failure in &results.failures {
+            println!("  {failure}");
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The `verify` section's cases: a clear audit log as `spillguard run
+//! --audit` writes it, made once (`audit-log`), and the release
+//! `spillguard audit verify|sessions|activity` reading it (`audit-read`),
+//! its wall time and its peak resident set (`ru_maxrss` of
+//! `getrusage(RUSAGE_CHILDREN)`: this process's only child is the
+//! `spillguard` it waits for).
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use nix::sys::resource::{UsageWho, getrusage};
+use spillguard_std::core::AuditKind;
+use spillguard_std::core::audit::{LogEntry, LogId, LogWriter, VerifyOptions, verify_and_read};
+
+use crate::{Args, Measured, micros};
+
+/// The seed call's helper: a line on stderr and one on stdout, as a
+/// short command prints them.
+const SEED_SCRIPT: &str = "echo 'building target x86_64-unknown-linux-gnu' 1>&2; echo done";
+
+fn spillguard(args: &Args) -> Result<&PathBuf, String> {
+    args.spillguard
+        .as_ref()
+        .ok_or_else(|| "this case needs --spillguard PATH".to_owned())
+}
+
+fn log_path(args: &Args) -> Result<&PathBuf, String> {
+    args.log
+        .as_ref()
+        .ok_or_else(|| "this case needs --log PATH".to_owned())
+}
+
+/// The anchor file kept next to a log.
+pub fn anchor_path(log: &Path) -> PathBuf {
+    log.with_extension("anchor")
+}
+
+/// `audit-log`: runs one real call through `spillguard run --audit` and
+/// writes its seven records (the writer's `opened`, the call's six
+/// events) again and again, each time with a call id of its own, until
+/// the log holds `--bytes`; then its anchor. The frames are built by the
+/// core's `LogWriter`, as `ChainedFileAudit` builds them (without its
+/// fsyncs).
+pub fn write_log(args: &Args) -> Result<Measured, String> {
+    let spillguard = spillguard(args)?;
+    let log = log_path(args)?;
+    let seed = log.with_extension("seed");
+    let seed_anchor = log.with_extension("seed-anchor");
+    let _ = std::fs::remove_file(&seed);
+    let output = Command::new(spillguard)
+        .arg("run")
+        .arg("--audit")
+        .arg(&seed)
+        .arg("--anchor-out")
+        .arg(&seed_anchor)
+        .args(["--", "sh", "-c", SEED_SCRIPT])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", spillguard.display()))?;
+    if !output.status.success() {
+        return Err(format!("the seed call ended with {}", output.status));
+    }
+    let bytes = std::fs::read(&seed).map_err(|error| format!("cannot read the seed: {error}"))?;
+    let (verdict, records) = verify_and_read(&bytes, VerifyOptions::default());
+    let entries: Vec<LogEntry> = records.into_iter().filter_map(|r| r.entry).collect();
+    let _ = std::fs::remove_file(&seed);
+    let _ = std::fs::remove_file(&seed_anchor);
+    if verdict.is_rejected() || entries.len() != 7 {
+        return Err(format!(
+            "the seed log: {verdict}, {} entries (7 expected)",
+            entries.len()
+        ));
+    }
+
+    let partial = log.with_extension("partial");
+    let file = File::create(&partial)
+        .map_err(|error| format!("cannot create {}: {error}", partial.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut writer = LogWriter::create(LogId(*b"spillguard bench"), None);
+    let mut frame = Vec::new();
+    let (mut written, mut calls, mut records) = (0u64, 0u64, 0u64);
+    let started = Instant::now();
+    while written < args.bytes {
+        let call_id = format!("c_{calls:016x}");
+        for entry in &entries {
+            let mut entry = entry.clone();
+            if let LogEntry::Call(event) = &mut entry {
+                event.call_id.clone_from(&call_id);
+                if let AuditKind::Final(record) = &mut event.kind {
+                    record.call_id.clone_from(&call_id);
+                }
+            }
+            frame.clear();
+            writer
+                .append_to(&entry, None, &mut frame)
+                .map_err(|error| format!("cannot append: {error}"))?;
+            out.write_all(&frame)
+                .map_err(|error| format!("cannot write {}: {error}", partial.display()))?;
+            written += frame.len() as u64;
+            records += 1;
+        }
+        calls += 1;
+    }
+    out.flush()
+        .map_err(|error| format!("cannot write {}: {error}", partial.display()))?;
+    drop(out);
+    std::fs::write(anchor_path(log), format!("{}\n", writer.anchor()))
+        .map_err(|error| format!("cannot write the anchor: {error}"))?;
+    std::fs::rename(&partial, log)
+        .map_err(|error| format!("cannot rename {}: {error}", partial.display()))?;
+    let mut measured = Measured::new("audit-log");
+    measured
+        .line
+        .number("wall_us", micros(started.elapsed()))
+        .number("log_bytes", written)
+        .number("calls", calls)
+        .number("records", records);
+    Ok(measured)
+}
+
+/// `audit-read`: `spillguard audit --command LOG` (`verify` with the
+/// log's anchor file; `sessions` and `activity` with `--json`), its
+/// output read and counted as it comes, then its wall time and peak RSS.
+/// Checks: exit status 0, the verdict `ok` for `--records`, one session
+/// of `--calls` calls, one activity row per call.
+pub fn read_log(args: &Args) -> Result<Measured, String> {
+    let spillguard = spillguard(args)?;
+    let log = log_path(args)?;
+    let command = args
+        .command
+        .as_deref()
+        .ok_or_else(|| "this case needs --command verify|sessions|activity".to_owned())?;
+    let mut child = Command::new(spillguard);
+    child.arg("audit").arg(command).arg(log);
+    match command {
+        "verify" => child.arg("--anchor-file").arg(anchor_path(log)),
+        "sessions" | "activity" => child.arg("--json"),
+        other => return Err(format!("unknown audit command {other:?}")),
+    };
+    let started = Instant::now();
+    let mut child = child
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot run {}: {error}", spillguard.display()))?;
+    let (mut output_bytes, mut lines) = (0u64, 0u64);
+    let mut first_line = Vec::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let mut buffer = vec![0; 1 << 16];
+        loop {
+            match stdout.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let chunk = &buffer[..n];
+                    if lines == 0 {
+                        let end = chunk.iter().position(|&b| b == b'\n').unwrap_or(n);
+                        first_line.extend_from_slice(&chunk[..end]);
+                    }
+                    output_bytes += n as u64;
+                    lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(format!("cannot read the output: {error}")),
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|error| format!("cannot wait for spillguard: {error}"))?;
+    let wall = started.elapsed();
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map_err(|error| format!("getrusage(RUSAGE_CHILDREN): {error}"))?;
+    let log_bytes = std::fs::metadata(log)
+        .map_err(|error| format!("cannot stat {}: {error}", log.display()))?
+        .len();
+
+    let mut measured = Measured::new(&format!("audit-{command}"));
+    measured
+        .line
+        .number("wall_us", micros(wall))
+        .number(
+            "child_maxrss_kib",
+            u64::try_from(usage.max_rss()).unwrap_or(0),
+        )
+        .number("log_bytes", log_bytes)
+        .number("output_bytes", output_bytes)
+        .number("lines", lines);
+    let first = String::from_utf8_lossy(&first_line);
+    measured.check(status.success(), || {
+        format!("{command} ended with {status}")
+    });
+    match command {
+        "verify" => {
+            let ok = format!("ok: {} records, as anchored", args.records);
+            measured.check(lines == 1 && first.starts_with(&ok), || {
+                format!("verify printed {lines} line(s), first {first:?}")
+            });
+        }
+        "sessions" => {
+            let calls = format!("\"calls\":{},\"unfinished\":0,", args.calls);
+            measured.check(lines == 1 && first.contains(&calls), || {
+                format!("sessions printed {lines} line(s), first {first:?}")
+            });
+        }
+        _ => {
+            measured.check(lines == args.calls, || {
+                format!(
+                    "activity printed {lines} rows, {} calls expected",
+                    args.calls
+                )
+            });
+            measured.check(first.contains("\"state\":\"completed\""), || {
+                format!("activity's first row: {first:?}")
+            });
+        }
+    }
+    Ok(measured)
+}
