@@ -386,8 +386,8 @@ fn a_duplicate_older_than_the_window_is_named_by_one_recall() {
 }
 
 /// The activity holds a finished row only while a call that appeared
-/// before it is open, and a writer's opening ends the calls a crash left
-/// open.
+/// before it is open; a writer's opening ends no call (writers take turns
+/// on one log), the end of the log does.
 #[test]
 fn the_activity_holds_only_rows_behind_an_open_call() {
     let first = call_events(1, 0, 0);
@@ -426,18 +426,22 @@ fn the_activity_holds_only_rows_behind_an_open_call() {
         [
             (first_final, "c_00001".to_owned()),
             (first_final, "c_00002".to_owned()),
-            (third_cut + 1, "c_00003".to_owned()),
         ]
     );
     // Held: 1 row, then 2 while the second call runs and after it ended
     // (behind the first), 0 after the first's final record, 1 while the
-    // third is open, 0 after the recovery.
+    // third is open, through the recovery and the next writer's opening.
     let mut want = vec![1, 1];
     want.extend(vec![2; b]);
     want.extend(vec![2; a - 3]);
-    want.extend([0, 1, 1, 1, 0, 0]);
+    want.extend([0, 1, 1, 1, 1, 1]);
     assert_eq!(held, want);
+    let _ = third_cut;
     view.handle_end();
+    assert_eq!(
+        view.poll_row().map(|r| r.call_id),
+        Some("c_00003".to_owned())
+    );
     assert_eq!(view.poll_row(), None);
     let rows = activity(&records);
     assert_eq!(
@@ -450,6 +454,45 @@ fn the_activity_holds_only_rows_behind_an_open_call() {
             ("c_00003", State::AwaitingApproval, false),
         ]
     );
+}
+
+/// A call a dead writer left open holds back at most `HELD_MAX` rows: then
+/// it is shown as it stands, and the rows behind it come out.
+#[test]
+fn a_call_left_open_holds_back_at_most_held_max_rows() {
+    let mut entries: Vec<LogEntry> = Vec::new();
+    let orphan = call_events(1, 0, 0);
+    entries.extend(orphan[..2].iter().cloned().map(LogEntry::Call));
+    let later = Activity::HELD_MAX + 10;
+    for n in 0..later {
+        entries.extend(
+            call_events(2 + n as u64, 0, 0)
+                .into_iter()
+                .map(LogEntry::Call),
+        );
+    }
+    let log = write_log(&entries, None, &mut Rng::new(4));
+    let mut view = Activity::new();
+    let mut out = Vec::new();
+    let mut most = 0;
+    for record in records_of(&log.bytes) {
+        view.handle_record(&record);
+        most = most.max(view.rows_held());
+        while let Some(row) = view.poll_row() {
+            out.push(row);
+        }
+    }
+    view.handle_end();
+    while let Some(row) = view.poll_row() {
+        out.push(row);
+    }
+    assert_eq!(most, Activity::HELD_MAX + 1);
+    assert_eq!(out.len(), later + 1);
+    assert_eq!(
+        (out[0].call_id.as_str(), out[0].finished),
+        ("c_00001", false)
+    );
+    assert!(out[1..].iter().all(|row| row.finished));
 }
 
 /// The whole-log algorithms the folds replaced, kept as the model.

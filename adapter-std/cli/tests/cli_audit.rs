@@ -891,7 +891,12 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
 fn many_calls(dir: &Path, calls: usize) -> (PathBuf, Anchor, Vec<String>) {
     use spillguard_std::core::audit::{LogEntry, LogId, LogWriter};
     let (seed, seed_anchor) = (dir.join("seed.log"), dir.join("seed.anchor"));
-    run_audited(&seed, &seed_anchor, &[], "echo warn 1>&2");
+    run_audited(
+        &seed,
+        &seed_anchor,
+        &["--session-id", "cli"],
+        "echo warn 1>&2",
+    );
     let (_, records) = verify_and_read(&std::fs::read(&seed).unwrap(), VerifyOptions::default());
     let entries: Vec<LogEntry> = records.into_iter().map(|r| r.entry.unwrap()).collect();
     assert_eq!(entries.len(), 7);

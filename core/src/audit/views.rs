@@ -8,11 +8,13 @@
 //! fold a slice.
 //!
 //! **A row is one call from its first event to its final record.** An
-//! event of the same call id after its final record starts another row,
-//! and a writer opening the log ([`LogEntry::Opened`],
-//! [`LogEntry::Recovered`]) ends the rows of the calls it finds without a
-//! final record: the writer before it is gone (the log is locked by one
-//! writer at a time), so no later event can be theirs.
+//! event of the same call id after its final record starts another row.
+//! Several writers may append to one log in turns, so a writer opening
+//! the log ([`LogEntry::Opened`], [`LogEntry::Recovered`]) ends nothing:
+//! the calls of the others go on. A call left open by a writer that died
+//! (no final record ever comes) holds the activity's later rows back only
+//! until [`Activity::HELD_MAX`] rows wait behind it: it is then shown as
+//! it stands, unfinished, and an event of it after that starts a new row.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -166,6 +168,11 @@ pub struct Activity {
 }
 
 impl Activity {
+    /// The most rows held waiting behind a call still open: past it, the
+    /// oldest open call's row is shown as it stands (16,384 rows, a few
+    /// MiB).
+    pub const HELD_MAX: usize = 16_384;
+
     /// An empty view, before the first record.
     pub fn new() -> Activity {
         Activity::default()
@@ -199,9 +206,21 @@ impl Activity {
                     *over = true;
                     self.open.remove(event.call_id.as_str());
                 }
+                if self.rows.len() > Self::HELD_MAX {
+                    self.release_front();
+                }
             }
-            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) => self.close_open(),
-            None => {}
+            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) | None => {}
+        }
+    }
+
+    /// Shows the oldest row as it stands: its call is no longer open here.
+    fn release_front(&mut self) {
+        if let Some((over, row)) = self.rows.front_mut()
+            && !*over
+        {
+            *over = true;
+            self.open.remove(row.call_id.as_str());
         }
     }
 
@@ -368,8 +387,7 @@ impl Sessions {
                     self.count(session, &row);
                 }
             }
-            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) => self.close_open(),
-            None => {}
+            Some(LogEntry::Opened { .. } | LogEntry::Recovered { .. }) | None => {}
         }
     }
 
