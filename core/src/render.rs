@@ -130,15 +130,19 @@ impl Window<'_> {
             &head,
             Edges {
                 start: false,
+                start_trimmed: false,
                 end: true,
             },
         );
-        let tail = self.tail_bytes();
-        let tail = trim_start(&tail).to_vec();
+        let kept = self.tail_bytes();
+        let tail = trim_start(&kept).to_vec();
         let tail_spans = r.spans(
             &tail,
             Edges {
                 start: true,
+                // The rest of a character cut by the window was dropped
+                // from the view: the text starts after it, not at the cut.
+                start_trimmed: tail.len() < kept.len(),
                 end: false,
             },
         );

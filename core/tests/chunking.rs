@@ -1157,3 +1157,56 @@ fn every_cut_edge_hides_what_it_cuts() {
         40
     );
 }
+
+/// A window whose start falls inside a character glued to `-p`: the rest
+/// of the character is trimmed, and `-p…` is the word the window cut, not
+/// a password flag (in the whole line a flag needs a blank before it, and
+/// the character stands there). A window that starts at `-p` itself may
+/// have cut the blank and `mysql` before it: that one takes the password.
+#[test]
+fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
+    // The case the rendering property found (the regression file's last
+    // line): NULs, then two continuation bytes right before `-p`.
+    let mut input = vec![0u8; 271];
+    // `-p`, then its value up to the blank (in three literals, so that
+    // the NUL before `0` reads as two bytes).
+    input.extend_from_slice(b"\x80\x80-p");
+    input.extend_from_slice(b"\0\x0e\0\0\0*\0??*\0\x0e\x0e\x0e\x0e\0\0\0\0\0\x0e*\0");
+    input.extend_from_slice(b"0??0\0\0\0\0 ");
+    input.extend_from_slice(&[0; 27]);
+    assert_eq!(input.len(), 334);
+    let found = settings(Mode::HeadAndTail, 331, 268);
+    for chunks in [vec![&input[..]], input.chunks(1).collect()] {
+        let capture = feed_all(&found, chunks);
+        let (text, counts) = capture.window().render_with_redactions();
+        assert_eq!(
+            text,
+            format!(
+                "{}\n[stderr truncated: kept first 268 and last 63 of 334 bytes, 3 omitted between them]\n[cut] {}",
+                "\0".repeat(268),
+                "\0".repeat(27)
+            )
+        );
+        assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    }
+
+    // The same in text: "é" is C3 A9; the window keeps its A9.
+    let line = "mysql -u root \u{e9}-phunter2 -h db app\n".as_bytes();
+    assert_eq!(line.len(), 36);
+    let capture = feed_all(&settings(Mode::Tail, 21, 0), [line]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        "[stderr truncated: kept last 21 of 36 bytes]\n[cut] -h db app\n"
+    );
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    // The window starts at `-p`: the byte before it, dropped, may have
+    // been the blank after `mysql`.
+    let capture = feed_all(&settings(Mode::Tail, 20, 0), [line]);
+    let (text, counts) = capture.window().render_with_redactions();
+    assert_eq!(
+        text,
+        "[stderr truncated: kept last 20 of 36 bytes]\n[redacted: mysql-password] -h db app\n"
+    );
+    assert_eq!((counts.rule("mysql-password"), counts.cut_words()), (1, 0));
+}

@@ -365,7 +365,7 @@ impl Redactor {
                     label: Label::Rule(c.private_key),
                 });
             }
-            spans.extend(cut_context_flags(hay, c.flag_rules));
+            spans.extend(cut_context_flags(hay, !edges.start_trimmed, c.flag_rules));
             let word = cut_word_end(hay).min(cut_limit_forward(hay, 0));
             if word > 0 {
                 spans.push(Span {
@@ -607,6 +607,11 @@ pub struct StreamRedactions {
 pub(crate) struct Edges {
     /// Bytes were dropped before the text.
     pub(crate) start: bool,
+    /// With `start`: the text does not begin at the cut, but after the rest
+    /// of a character the cut split (continuation bytes, trimmed from the
+    /// view). Its first byte then follows a retained byte that is no blank,
+    /// so it starts no argument.
+    pub(crate) start_trimmed: bool,
     /// Bytes were dropped after the text.
     pub(crate) end: bool,
 }
@@ -614,6 +619,7 @@ pub(crate) struct Edges {
 impl Edges {
     pub(crate) const NONE: Edges = Edges {
         start: false,
+        start_trimmed: false,
         end: false,
     };
 }
@@ -839,15 +845,20 @@ pub(crate) fn word_start(hay: &[u8], floor: usize, to: usize) -> usize {
 /// On the first line of a text whose start was cut away, the arguments
 /// that rules take only after their program's name (`-pSECRET` after
 /// `mysql`, `-u user:SECRET` after `curl`): the cut may have taken the
-/// name, so they are taken without it. `rules` are the pattern ids of the
-/// `mysql-password` and `user-password-flag` rules.
-fn cut_context_flags(hay: &[u8], rules: (usize, usize)) -> Vec<Span> {
+/// name, so they are taken without it. An argument starts after a blank or
+/// a quote, as in the rules, or at the text's first byte when `at_cut`:
+/// the byte before it was dropped and may have been a blank. When the
+/// text begins after the trimmed rest of a character the cut split, that
+/// character stands before the first byte, which so starts no argument
+/// (`mysql é-pX` is no password either). `rules` are the pattern ids of
+/// the `mysql-password` and `user-password-flag` rules.
+fn cut_context_flags(hay: &[u8], at_cut: bool, rules: (usize, usize)) -> Vec<Span> {
     let line = &hay[..memchr::memchr(b'\n', hay).unwrap_or(hay.len())];
     let mut spans = Vec::new();
     let blank = |b: u8| b == b' ' || b == b'\t' || b == b'\'' || b == b'"';
     let mut at = 0;
     while at + 2 < line.len() {
-        let starts_arg = at == 0 || blank(line[at - 1]);
+        let starts_arg = if at == 0 { at_cut } else { blank(line[at - 1]) };
         let arg_end = |from: usize| {
             line[from..]
                 .iter()

@@ -731,10 +731,12 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     };
     let start = Edges {
         start: true,
+        start_trimmed: false,
         end: false,
     };
     let end = Edges {
         start: false,
+        start_trimmed: false,
         end: true,
     };
     let (out, counts) = render(b"123abc more words\nend", start);
@@ -822,6 +824,52 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     let (out, counts) = render(b"gnostic\nhelper-diagnostic\n", start);
     assert_eq!(out, "[cut]\nhelper-diagnostic\n");
     assert_eq!(counts.total(), 0);
+}
+
+/// A window that cut a program's name still takes `-pX` and `-u user:X`
+/// where the cut may have been the blank before them; not after the
+/// trimmed rest of a character the cut split, which stands before them as
+/// it would before `-p` in the whole line (`mysql é-pX` is no password).
+#[test]
+fn a_cut_program_name_takes_flags_only_where_an_argument_may_start() {
+    let redactor = Redactor::builtin();
+    let render = |hay: &[u8], start_trimmed: bool| {
+        let edges = Edges {
+            start: true,
+            start_trimmed,
+            end: false,
+        };
+        let spans = redactor.spans(hay, edges);
+        let mut out = String::new();
+        redactor.write(hay, &spans, &mut out);
+        (out, redactor.count(&spans))
+    };
+    // At the cut: the byte before `-p` was dropped, maybe a blank.
+    let (out, counts) = render(b"-phunter2 -h db app\n", false);
+    assert_eq!(out, format!("{} -h db app\n", r("mysql-password")));
+    assert_eq!((counts.rule("mysql-password"), counts.cut_words()), (1, 0));
+    let (out, counts) = render(b"-u admin:s3cr3t https://x\n", false);
+    assert_eq!(out, format!("{} https://x\n", r("user-password-flag")));
+    assert_eq!(counts.rule("user-password-flag"), 1);
+    // After trimmed continuation bytes: no argument starts there, so only
+    // the cut word is hidden, as a cut word.
+    let (out, counts) = render(b"-phunter2 -h db app\n", true);
+    assert_eq!(out, "[cut] -h db app\n");
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    let (out, counts) = render(b"-u admin:s3cr3t https://x\n", true);
+    assert_eq!(out, "[cut] https://x\n");
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+    // Later arguments of the first line are taken either way.
+    let (out, counts) = render(b"-x -phunter2 app\n", true);
+    assert_eq!(out, format!("[cut] -p{} app\n", r("mysql-password")));
+    assert_eq!((counts.rule("mysql-password"), counts.cut_words()), (1, 1));
+    // The whole line agrees: a character glued before `-p` makes no flag.
+    for text in [
+        "mysql -u root \u{e9}-phunter2 app",
+        "curl \u{e9}-u admin:s3cr3t https://x",
+    ] {
+        assert_eq!(redactor.redact(text).counts.total(), 0, "{text}");
+    }
 }
 
 /// A JSON literal or structure after a credential key is no secret; a
