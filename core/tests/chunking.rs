@@ -400,9 +400,16 @@ fn text(max_chars: usize) -> impl Strategy<Value = Vec<u8>> {
         .prop_map(|chars| chars.into_iter().collect::<String>().into_bytes())
 }
 
-/// Arbitrary bytes, mostly not UTF-8.
+/// Arbitrary bytes, mostly not UTF-8, but no `-`: a `-p…` or `-u …` at
+/// the start of a window that cut the blank before it is a credential
+/// flag (the redaction's cut rule, whose own tests are in
+/// `redaction_contexts.rs`), a secret shape this file's model does not
+/// hold.
 fn raw(max_len: usize) -> impl Strategy<Value = Vec<u8>> {
-    vec(any::<u8>(), 0..max_len)
+    vec(
+        any::<u8>().prop_map(|b| if b == b'-' { b'.' } else { b }),
+        0..max_len,
+    )
 }
 
 const MAX_INPUT: usize = 3000;

@@ -191,7 +191,11 @@ Usage errors exit with status 2 and one line on stderr."
         "\n\n",
         audit_after_help!(),
         "\n\n",
-        mcp_after_help!()
+        mcp_after_help!(),
+        "\n\n",
+        "Install (uvx, npx, cargo install) and the configuration entry for each MCP host\n\
+         (Claude Code, Claude Desktop, Cursor, VS Code, Codex): the package README,\n\
+         https://docs.rs/crate/spillguard-cli/latest (also on PyPI and npm)."
     ),
     flatten_help = true,
     max_term_width = 100,

@@ -419,7 +419,9 @@ impl ChainedFileAudit {
         // opened for reading, and what was opened is checked again.
         match std::fs::metadata(&path) {
             Ok(meta) if !meta.is_file() => {
-                return Err(fail(OpenFailure::NotAFile(file_kind(&meta))));
+                return Err(fail(OpenFailure::NotAFile(crate::os::file_kind(
+                    meta.file_type(),
+                ))));
             }
             _ => {}
         }
@@ -435,7 +437,9 @@ impl ChainedFileAudit {
         };
         let meta = file.metadata().map_err(io_fail)?;
         if !meta.is_file() {
-            return Err(fail(OpenFailure::NotAFile(file_kind(&meta))));
+            return Err(fail(OpenFailure::NotAFile(crate::os::file_kind(
+                meta.file_type(),
+            ))));
         }
         let turn = match take_turn(&file, options.lock_wait).map_err(io_fail)? {
             Some(turn) => turn,
@@ -767,7 +771,7 @@ fn read_anchor_file(anchor_path: &Path) -> Result<Option<Anchor>, OpenFailure> {
         return Err(OpenFailure::BadAnchorFile(format!(
             "{} is {}, not a regular file",
             anchor_path.display(),
-            file_kind(&meta)
+            crate::os::file_kind(meta.file_type())
         )));
     }
     let text = match std::fs::read_to_string(anchor_path) {
@@ -938,25 +942,6 @@ fn take_turn(file: &File, wait: Duration) -> io::Result<Option<Turn>> {
         }
         std::thread::sleep(pause.min(left));
         pause = (pause * 2).min(Duration::from_millis(20));
-    }
-}
-
-/// What kind of file `meta` describes that is not a regular one, in words.
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let kind = meta.file_type();
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "an unknown kind of file"
     }
 }
 

@@ -174,3 +174,29 @@ pub fn write_all_waiting(fd: impl AsFd, mut bytes: &[u8]) -> std::io::Result<()>
     }
     Ok(())
 }
+
+/// What a file that is not a regular one is, in words for an error: `a
+/// directory`, `a character device`, `a block device`, `a FIFO`, `a
+/// socket`, or `of an unknown kind`.
+///
+/// ```
+/// let meta = std::fs::metadata("/dev/null")?;
+/// assert_eq!(spillguard_kit::os::file_kind(meta.file_type()), "a character device");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "of an unknown kind"
+    }
+}

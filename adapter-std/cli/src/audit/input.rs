@@ -1,9 +1,8 @@
 //! What `audit` reads: regular files only, opened without blocking, and
 //! the log fed to the core in fixed chunks, never held whole.
 
-use std::fs::{File, FileType, Metadata};
+use std::fs::{File, Metadata};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
@@ -32,7 +31,9 @@ pub enum OpenError {
 pub fn open_regular(path: &Path) -> Result<File, OpenError> {
     let not_regular = |metadata: &Metadata| match metadata.is_file() {
         true => Ok(()),
-        false => Err(OpenError::NotRegular(kind(metadata.file_type()))),
+        false => Err(OpenError::NotRegular(spillguard_std::os::file_kind(
+            metadata.file_type(),
+        ))),
     };
     not_regular(&std::fs::metadata(path).map_err(OpenError::Io)?)?;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -41,23 +42,6 @@ pub fn open_regular(path: &Path) -> Result<File, OpenError> {
     let file = File::from(fd);
     not_regular(&file.metadata().map_err(OpenError::Io)?)?;
     Ok(file)
-}
-
-/// What a file that is not a regular one is, as the error says it.
-fn kind(file_type: FileType) -> &'static str {
-    if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else if file_type.is_fifo() {
-        "a FIFO"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else {
-        "of an unknown kind"
-    }
 }
 
 /// Why reading the log stopped.
