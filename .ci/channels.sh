@@ -7,6 +7,7 @@
 #        and every JSON and TOML host entry of the package README
 #        (tests/peers/readme_configs.py);
 #   uvx: `uvx --from WHEEL spillguard`, offline: --version and a round trip;
+#   cargo: `cargo install --path adapter-std/cli` into a fresh root;
 #   npm: both tarballs into a fresh prefix, offline; the TypeScript SDK
 #        drives `npx spillguard mcp --tools …` and the launcher's bad cases
 #        (tests/peers/npm_channel.mjs); Claude Code runs the README's
@@ -45,6 +46,13 @@ mkdir -p "$check/npm"
 npm install --prefix "$check/npm" --offline --no-audit --no-fund --loglevel=error \
     "$dist/spillguard-linux-x64-$version.tgz" "$dist/spillguard-$version.tgz"
 SPILLGUARD_PEERS="$peers" node tests/peers/npm_channel.mjs "$check/npm" tests/peers/mcp_tools.toml "$version"
+
+echo "== channel cargo: cargo install --path adapter-std/cli, offline"
+cargo install --quiet --offline --locked --path adapter-std/cli --root "$check/cargo" \
+    --target-dir "$root/target/cargo-install"
+test "$("$check/cargo/bin/spillguard" --version)" = "spillguard $version"
+echoed=$(printf '%s\n' "$ping" | "$check/cargo/bin/spillguard" stdio --record "$check/cargo.jsonl" -- cat)
+test "$echoed" = "$ping"
 
 echo "== the package README's host entries, as written"
 "$peers/venv/bin/python" tests/peers/readme_configs.py adapter-std/cli/README.md \

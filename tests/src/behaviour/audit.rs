@@ -161,11 +161,12 @@ pub fn an_attempt_that_cannot_be_audited_spawns_nothing<H: HostUnderTest>(
         record.failure.as_deref(),
         Some("audit log: no space left on device")
     );
-    assert_eq!((record.pid, record.audit_failures), (None, 1));
     assert!(!trace.exists(), "the helper must not have run");
     // The transition into `validated`, the attempt, and the events after the
-    // record: every write failed and was counted by the host.
+    // record: every write failed and was counted by the host, and by the
+    // outcome (the log's own copy of the record cannot count itself).
     assert_eq!(host.audit_failures(), 5);
+    assert_eq!((record.pid, record.audit_failures), (None, 5));
 }
 
 /// A disk that fills up after `left` events: the writes after that fail
@@ -216,11 +217,11 @@ pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
         record.failure.as_deref(),
         Some("audit log: No space left on device (os error 28)")
     );
-    assert_eq!((record.pid, record.audit_failures), (None, 1));
-    assert!(!trace.exists(), "nothing was spawned");
     // The `opened` entry and the transition to `validated` reached the
     // log, which verifies; the attempt and the three events after it
-    // failed and were counted.
+    // failed and were counted, in the outcome too.
+    assert_eq!((record.pid, record.audit_failures), (None, 4));
+    assert!(!trace.exists(), "nothing was spawned");
     let anchor = sink.log.anchor();
     assert_eq!(anchor.records, 2);
     let (verdict, _) = read_log(&path, &anchor);
