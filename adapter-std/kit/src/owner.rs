@@ -372,6 +372,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     refused: Option<String>,
     finished: bool,
     released: bool,
+    /// The host no longer counts the call as live.
+    uncounted: bool,
     #[cfg(feature = "tracing")]
     span: tracing::Span,
     /// The helper's group, while the process's supervisor lists it.
@@ -428,6 +430,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             refused: None,
             finished: false,
             released: false,
+            uncounted: false,
             #[cfg(feature = "tracing")]
             span,
             watched: None,
@@ -648,7 +651,13 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
         self.host.state().record_finished(outcome.record.clone());
-        self.published.finish(outcome);
+        // The host stops counting the call while the outcome is published,
+        // under the lock of what is published: a caller that saw the end
+        // sees `live_calls` without the call, and one that saw the host
+        // idle finds the outcome there.
+        let (host, id) = (&self.host, self.id);
+        self.published.finish_then(outcome, || host.call_ended(id));
+        self.uncounted = true;
         if Arc::strong_count(&self.published) == 1 {
             // No handle is left to take the outcome: its retained text goes
             // now, and its share of the pool with it, not when a drain of
@@ -668,8 +677,16 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             self.released = true;
             // The host stops counting the call before its waiters wake, so
             // a caller that saw the end also sees `live_calls` without it.
-            self.host.call_ended(self.id);
+            self.stop_counting();
             self.published.owner_ended();
+        }
+    }
+
+    /// The host stops counting the call as live (once).
+    fn stop_counting(&mut self) {
+        if !self.uncounted {
+            self.uncounted = true;
+            self.host.call_ended(self.id);
         }
     }
 }

@@ -195,10 +195,18 @@ impl<W: Wake> Published<W> {
 
     /// The call finished with `outcome`.
     pub fn finish(&self, outcome: Outcome) {
+        self.finish_then(outcome, || {});
+    }
+
+    /// [`finish`](Self::finish), running `then` while the outcome is being
+    /// published: before any waiter of this call wakes, and while whoever
+    /// `then` wakes cannot read this call's state until it is published.
+    pub fn finish_then(&self, outcome: Outcome, then: impl FnOnce()) {
         self.update(|snapshot| {
             snapshot.state = outcome.record.state;
             snapshot.finished = true;
             snapshot.outcome = Some(outcome);
+            then();
         });
     }
 
