@@ -4,7 +4,8 @@
 //! `spillguard-tests` (`the_chained_log_of_three_calls_verifies_and_holds_their_records`).
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../adapter-std/tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -5,8 +5,8 @@
 //! `spillguard-tests` (`behaviour_suite!`).
 #![allow(clippy::unwrap_used)]
 
-// The reaping and audit helpers are the std adapter's, not a copy.
-#[path = "../../adapter-std/tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::future::Future;

@@ -5,7 +5,8 @@
 //! runtime, by `spillguard-tests` (`behaviour_suite!`).
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../adapter-std/tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 mod tokio_support;
 

@@ -3,7 +3,8 @@
 //! checked to the microsecond of virtual time.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../adapter-std/tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use spillguard_tokio::Approval;

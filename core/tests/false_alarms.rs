@@ -110,6 +110,15 @@ fn git_log_with_hashes_and_paths_has_no_false_alarms() {
     // `Authorization: Bearer …`), and this is about ordinary log text.
     const UNTIL: &str = "4f423bc970b44d0e949b06f74ccf4b3c86463af8";
     let root = workspace_root();
+    if Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cargo_vcs_info.json")
+        .exists()
+    {
+        // Unpacked from the published crate: no repository history around
+        // it (the corpus's `git-log-stat.txt` holds the same kind of text).
+        eprintln!("skipped: a packaged crate has no history of its own");
+        return;
+    }
     let Some(log) = output_of(&root, "git", &["log", "--stat", "-n", "300", UNTIL]) else {
         return;
     };

@@ -2,8 +2,8 @@
 //! exit codes and one-line errors.
 #![allow(clippy::unwrap_used)]
 
-// The std adapter's test helpers, shared rather than copied.
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 mod binary;

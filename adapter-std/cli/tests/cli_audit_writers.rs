@@ -5,8 +5,8 @@
 //! the record, and a path that is not a regular file is refused at open.
 #![allow(clippy::unwrap_used)]
 
-// The std adapter's test helpers, shared rather than copied.
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::collections::BTreeSet;

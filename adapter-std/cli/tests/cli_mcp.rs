@@ -2,8 +2,8 @@
 //! JSON line, exit codes and one-line errors.
 #![allow(clippy::unwrap_used)]
 
-// The std adapter's test helpers, shared rather than copied.
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 mod binary;
@@ -196,10 +196,7 @@ fn a_client_that_leaves_before_initialize_ends_the_server_quietly() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
-const PEER_TOOLS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/peers/mcp_tools.toml"
-);
+const PEER_TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_tools.toml");
 
 /// `spillguard mcp` with a client that keeps stdin open: SIGTERM, SIGINT
 /// and SIGHUP each end it within the grace + 1 s with 128 + N, after the

@@ -10,9 +10,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The repository's root.
+/// The repository's root, where `.ci/peers.sh` installs the peers.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file of this package's `tests/peers`.
+fn peer_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(name)
 }
 
 /// The installed peers, or `None` (outside CI) when `needs` is missing.
@@ -39,7 +46,7 @@ fn run_script(mut command: Command, peers: &Path) {
     let shown = format!("{command:?}");
     let output = command
         .env("SPILLGUARD_PEERS", peers)
-        .current_dir(root())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -63,9 +70,9 @@ fn typescript_sdk_client_drives_spillguard_mcp() {
         return;
     }
     let mut node = Command::new("node");
-    node.arg(root().join("tests/peers/mcp_bridge.mjs"))
+    node.arg(peer_file("mcp_bridge.mjs"))
         .arg(env!("CARGO_BIN_EXE_spillguard"))
-        .arg(root().join("tests/peers/mcp_tools.toml"));
+        .arg(peer_file("mcp_tools.toml"));
     run_script(node, &peers);
 }
 
@@ -76,9 +83,9 @@ fn python_sdk_client_drives_spillguard_mcp() {
     };
     let mut python = Command::new(peers.join("venv/bin/python"));
     python
-        .arg(root().join("tests/peers/mcp_bridge.py"))
+        .arg(peer_file("mcp_bridge.py"))
         .arg(env!("CARGO_BIN_EXE_spillguard"))
-        .arg(root().join("tests/peers/mcp_tools.toml"));
+        .arg(peer_file("mcp_tools.toml"));
     run_script(python, &peers);
 }
 
@@ -103,8 +110,8 @@ fn node_based_hosts_drive_spillguard_stdio_beside_their_controls() {
         );
     }
     let mut node = Command::new("node");
-    node.arg(root().join("tests/peers/stdio_hosts.mjs"))
+    node.arg(peer_file("stdio_hosts.mjs"))
         .arg(env!("CARGO_BIN_EXE_spillguard"))
-        .arg(root().join("tests/peers/mcp_tools.toml"));
+        .arg(peer_file("mcp_tools.toml"));
     run_script(node, &peers);
 }

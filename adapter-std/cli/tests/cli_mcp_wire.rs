@@ -4,8 +4,8 @@
 //! once that all run because each card's deadline starts at its delivery.
 #![allow(clippy::unwrap_used)]
 
-// The std adapter's test helpers, shared rather than copied.
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::collections::HashMap;

@@ -3,8 +3,8 @@
 //! a signal, `--mcp` and `--forward-stderr`.
 #![allow(clippy::unwrap_used)]
 
-// The std adapter's test helpers, shared rather than copied.
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::io::{Read, Write};

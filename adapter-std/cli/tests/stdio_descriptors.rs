@@ -6,7 +6,8 @@
 //! once; a server that dies with requests pending.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/mod.rs"]
+// tests/support links to the std adapter's test helpers: one source, whose
+// files each package carries.
 mod support;
 
 use std::fs::File;

@@ -1,5 +1,6 @@
-//! Shared helpers for the real-process tests of the std adapter and of the
-//! CLI (which includes this file with `#[path]`).
+//! Shared helpers for the real-process tests of the std adapter, the smol
+//! and tokio adapters and the CLI. Their `tests/support` is a symbolic link
+//! to this folder, so a packaged crate carries these files itself.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::PathBuf;

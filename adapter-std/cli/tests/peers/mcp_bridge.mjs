@@ -52,7 +52,7 @@ if (process.argv.length !== 4) {
 const spillguard = path.resolve(process.argv[2]);
 const toolsFile = path.resolve(process.argv[3]);
 const here = path.dirname(fileURLToPath(import.meta.url));
-const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../target/peers'));
+const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../../../target/peers'));
 const sdkRoot = path.join(peers, 'npm/node_modules/@modelcontextprotocol/sdk');
 const sdk = (file) => import(pathToFileURL(path.join(sdkRoot, 'dist/esm', file)).href);
 

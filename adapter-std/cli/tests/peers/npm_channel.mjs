@@ -19,7 +19,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const [prefix, toolsFile, version] = process.argv.slice(2).map((a, i) => (i < 2 ? path.resolve(a) : a));
 const here = path.dirname(fileURLToPath(import.meta.url));
-const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../target/peers'));
+const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../../../target/peers'));
 const sdk = (file) => import(pathToFileURL(path.join(peers, 'npm/node_modules/@modelcontextprotocol/sdk/dist/esm', file)).href);
 const { Client } = await sdk('client/index.js');
 const { StdioClientTransport, getDefaultEnvironment } = await sdk('client/stdio.js');

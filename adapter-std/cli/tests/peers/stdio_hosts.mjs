@@ -42,7 +42,7 @@ if (process.argv.length !== 4) {
 const spillguard = path.resolve(process.argv[2]);
 const toolsFile = path.resolve(process.argv[3]);
 const here = path.dirname(fileURLToPath(import.meta.url));
-const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../target/peers'));
+const peers = path.resolve(process.env.SPILLGUARD_PEERS ?? path.join(here, '../../../../target/peers'));
 const npm = path.join(peers, 'npm/node_modules');
 const sdk = (file) => import(pathToFileURL(path.join(npm, '@modelcontextprotocol/sdk/dist/esm', file)).href);
 const { Client } = await sdk('client/index.js');
