@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The published crates as crates.io will hold them: `cargo package
-# --workspace`, then every publishable .crate unpacked into
-# target/package-check/src, and the tests of all of them built and run
-# there. That workspace holds nothing but the unpacked packages: its
-# [patch.crates-io] serves each spillguard-* dependency from its sibling
-# package, as the registry would, so a test that reads a file outside its
-# own package fails here. Building the packages' tests also does what
-# `cargo package`'s verification step does (build each one from its
-# tarball), so that step is skipped. --allow-dirty: a local run packages
-# the work tree as it is (CI's checkout is clean).
+# --workspace`, every publishable .crate unpacked into a temporary folder
+# outside the checkout, and the tests of all of them built and run there,
+# with every feature. That workspace holds nothing but the unpacked
+# packages: its [patch.crates-io] serves each spillguard-* dependency from
+# its sibling package, as the registry would, so a test that reads a file
+# outside its own package fails here, and neither `../..` nor `git` finds
+# the checkout. This builds every package from its tarball, as `cargo
+# package`'s verification does (though in one workspace, so with the
+# features its siblings ask for), so that step is skipped. --allow-dirty:
+# a local run packages the work tree as it is (CI's checkout is clean).
 #
 # Needs the peers of .ci/peers.sh (SPILLGUARD_PEERS, default target/peers):
-# the CLI's tests drive the MCP SDKs and Claude Code from its package.
+# the CLI's tests drive the MCP SDKs and Claude Code from its package, the
+# tokio adapter's drive rmcp against Python and npm servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+# The build is kept with the repository's; the sources are not.
 check="$root/target/package-check"
+sources=$(mktemp -d "${TMPDIR:-/tmp}/spillguard-packages.XXXXXX")
+trap 'rm -rf "$sources"' EXIT
 version=$(cargo metadata --no-deps --format-version 1 \
     | python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "spillguard-cli"))')
 crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
@@ -23,12 +28,10 @@ crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard
 echo "-- cargo package --workspace (version $version)"
 cargo package --workspace --no-verify --allow-dirty --quiet
 
-rm -rf "$check/src"
-mkdir -p "$check/src"
 members=""
 patches=""
 for crate in "${crates[@]}"; do
-    tar xzf "target/package/$crate-$version.crate" -C "$check/src"
+    tar xzf "target/package/$crate-$version.crate" -C "$sources"
     members+="    \"$crate-$version\",\n"
     patches+="$crate = { path = \"$crate-$version\" }\n"
 done
@@ -43,19 +46,13 @@ $patches
 # As the repository's workspace builds its tests.
 [profile.dev.package.\"*\"]
 opt-level = 2
-" >"$check/src/Cargo.toml"
+" >"$sources/Cargo.toml"
 # The same dependency versions as the repository's tests ran with.
-cp Cargo.lock "$check/src/Cargo.lock"
-
-for crate in "${crates[@]}"; do
-    outside=$(cd "$check/src/$crate-$version" && find . -type l | head -1)
-    if [ -n "$outside" ]; then
-        echo "$crate: the package holds a symbolic link ($outside)" >&2
-        exit 1
-    fi
-done
+cp Cargo.lock "$sources/Cargo.lock"
 
 echo "-- the tests of every package, from the packages alone"
 export SPILLGUARD_PEERS="${SPILLGUARD_PEERS:-$root/target/peers}"
-cd "$check/src"
-CARGO_TARGET_DIR="$check/target" cargo test --workspace
+cd "$sources"
+# Every feature: the tokio adapter's `rmcp` transport and its tests against
+# the real peers, the `tracing` events.
+CARGO_TARGET_DIR="$check/target" cargo test --workspace --all-features

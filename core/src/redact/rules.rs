@@ -368,10 +368,11 @@ macro_rules! token {
 /// A value after `=` or `:`: double-quoted (to the closing quote), quoted
 /// with JSON-escaped quotes (`\"value\"`, inside a JSON string),
 /// single-quoted, or bare (to whitespace, a quote, a backslash, `,`, `;`,
-/// `&`, `<` or `>`).
+/// `&`, `<`, `>`, BEL or ESC: a colour or the end of a title follows a
+/// value, it is not part of it).
 macro_rules! value {
     () => {
-        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|([^\s"'\\,;&<>]+))"#
+        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|([^\s"'\\,;&<>\x07\x1b]+))"#
     };
 }
 
@@ -384,10 +385,10 @@ macro_rules! flag_start {
 }
 
 /// A flag's value: single-quoted, double-quoted, or bare (to whitespace, a
-/// quote, a backslash or shell syntax).
+/// quote, a backslash, shell syntax, BEL or ESC).
 macro_rules! flag_value {
     () => {
-        r#"(?:'([^'\r\n]*)'|"((?:[^"\\\r\n]|\\.)*)"|([^\s"'\\;&|<>]+))"#
+        r#"(?:'([^'\r\n]*)'|"((?:[^"\\\r\n]|\\.)*)"|([^\s"'\\;&|<>\x07\x1b]+))"#
     };
 }
 

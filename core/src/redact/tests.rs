@@ -908,6 +908,31 @@ fn a_secret_right_after_an_osc_sequence_of_any_length_is_redacted() {
 }
 
 #[test]
+fn a_value_ends_at_a_colour_or_a_title_end() {
+    // A bare value stops at BEL or ESC: an assignment inside a title does
+    // not swallow the title's end and the flag after it, and a colour
+    // reset after a value is kept.
+    for end in ["\u{7}", "\u{1b}\\"] {
+        let title = format!("\u{1b}]0;token=abc{end}");
+        let out = Redactor::builtin().redact(&format!("{title}--token S3cr3tPw9 db"));
+        assert_eq!(
+            out.text,
+            format!("{title}--token {} db", r("flag-argument")),
+            "{end:?}"
+        );
+        assert_eq!(out.counts.total(), 1);
+    }
+    check(
+        "password-assignment",
+        "\u{1b}[31mpassword=hunter2x\u{1b}[0m retry",
+        &format!(
+            "\u{1b}[31mpassword={}\u{1b}[0m retry",
+            r("password-assignment")
+        ),
+    );
+}
+
+#[test]
 fn the_compiled_builtin_set_stays_small() {
     // The built-in rules compiled into one automaton (forward and
     // reverse). A rule that repeats a counted class ({0,512}) in every
