@@ -488,7 +488,9 @@ async def disconnect(policy):
     for record in records.values():
         check(record["finished"], f"{policy}: {record['action']} has its final record")
     expected = "completed" if policy == "finish" else "cancelled_after_dispatch"
-    equal(records["sleep"]["state"], expected, f"{policy}: the running call")
+    # The whole row when it fails: its exit status or signal tells a stop
+    # by the server from one by the helper.
+    equal(records["sleep"]["state"], expected, f"{policy}: the running call {records['sleep']}")
     equal(records["touch"]["state"], "cancelled_before_dispatch", f"{policy}: the card on screen")
     check(not os.path.exists(pidfile + ".touched"), f"{policy}: the unapproved helper did not run")
     print(
