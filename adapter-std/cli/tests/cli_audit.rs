@@ -771,6 +771,72 @@ fn bad_audit_input_is_one_line_and_status_2() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_key_file_is_read_up_to_4_kib_and_may_be_a_pipe() {
+    let dir = dir("cli-audit-key-file");
+    let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
+    let key = "2a".repeat(32);
+    let key_file = dir.join("audit.key");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    run_audited(
+        &log,
+        &anchor_file,
+        &["--audit-key-file", s(&key_file)],
+        "true",
+    );
+    let not_a_key = |path: &Path| {
+        format!(
+            "spillguard: key file {}: a key is 64 hex digits (32 bytes)\n",
+            path.display()
+        )
+    };
+    // An endless device ends at once, refused as what it is not.
+    let zero = Path::new("/dev/zero");
+    for command in ["verify", "sessions", "activity"] {
+        let args = ["audit", command, s(&log), "--key-file", s(zero)];
+        assert_eq!(
+            within_time(&args),
+            (2, String::new(), not_a_key(zero)),
+            "{args:?}"
+        );
+    }
+    let args = [
+        "run",
+        "--audit",
+        s(&log),
+        "--audit-key-file",
+        s(zero),
+        "--",
+        "true",
+    ];
+    assert_eq!(within_time(&args), (2, String::new(), not_a_key(zero)));
+    // A key padded past 4 KiB is refused too; 4 KiB exactly is read.
+    let long = dir.join("long.key");
+    std::fs::write(&long, format!("{key}{}", "\n".repeat(4096 - 64 + 1))).unwrap();
+    let args = ["audit", "sessions", s(&log), "--key-file", s(&long)];
+    assert_eq!(within_time(&args), (2, String::new(), not_a_key(&long)));
+    let exact = dir.join("exact.key");
+    std::fs::write(&exact, format!("{key}{}", "\n".repeat(4096 - 64))).unwrap();
+    let args = ["audit", "sessions", s(&log), "--key-file", s(&exact)];
+    assert_eq!(within_time(&args).0, 0, "{args:?}");
+    // A pipe (what `<(…)` gives): read to its end.
+    let fifo = dir.join("key.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let writer = {
+        let (fifo, key) = (fifo.clone(), key.clone());
+        std::thread::spawn(move || std::fs::write(fifo, format!("{key}\n")).unwrap())
+    };
+    let args = ["audit", "sessions", s(&log), "--key-file", s(&fifo)];
+    assert_eq!(within_time(&args).0, 0, "{args:?}");
+    writer.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `spillguard ARGS`, which must end within 20 s (else it is killed and
 /// the test fails): exit status, stdout, stderr.
 fn within_time(args: &[&str]) -> (i32, String, String) {

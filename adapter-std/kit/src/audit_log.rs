@@ -270,8 +270,15 @@ impl fmt::Display for KeyError {
 
 impl std::error::Error for KeyError {}
 
+/// The most of a key file that is read: a key is 64 hex digits, with room
+/// for blanks and a newline around them. A longer file (`/dev/zero`, a
+/// log given by mistake) is refused as not a key, without reading on.
+const KEY_FILE_MAX_BYTES: u64 = 4096;
+
 impl KeySource {
-    /// Reads the key. Its text is wiped from memory once parsed.
+    /// Reads the key. Its text is wiped from memory once parsed. A key
+    /// file may be a pipe (a shell's `<(…)`); it is read up to 4 KiB, and
+    /// one longer than that is not a key ([`KeyError::NotHex`]).
     ///
     /// # Examples
     ///
@@ -288,14 +295,21 @@ impl KeySource {
     pub fn load(&self) -> Result<Key, KeyError> {
         let (text, source) = match self {
             KeySource::File(path) => {
-                let mut text = Zeroizing::new(String::new());
+                // Reserved at once, so that no copy of the key is left
+                // behind by a reallocation.
+                let mut text =
+                    Zeroizing::new(String::with_capacity(KEY_FILE_MAX_BYTES as usize + 1));
                 File::open(path)
-                    .and_then(|mut file| file.read_to_string(&mut text))
+                    .and_then(|file| file.take(KEY_FILE_MAX_BYTES + 1).read_to_string(&mut text))
                     .map_err(|error| KeyError::Read {
                         path: path.clone(),
                         error,
                     })?;
-                (text, format!("key file {}", path.display()))
+                let source = format!("key file {}", path.display());
+                if text.len() as u64 > KEY_FILE_MAX_BYTES {
+                    return Err(KeyError::NotHex { source });
+                }
+                (text, source)
             }
             KeySource::Env(name) => {
                 let text = std::env::var(name).map_err(|_| KeyError::EnvNotSet(name.clone()))?;
