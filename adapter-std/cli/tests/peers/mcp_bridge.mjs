@@ -271,7 +271,7 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     check('flood description', flood.description, 'write BYTES bytes to stderr, then a JSON result');
     check('flood inputSchema', flood.inputSchema, {
         type: 'object',
-        properties: { bytes: { type: 'integer', minimum: 0, maximum: 1073741824 } },
+        properties: { bytes: { type: 'integer', minimum: 0, maximum: 4294967296 } },
         required: ['bytes'],
         additionalProperties: false,
     });

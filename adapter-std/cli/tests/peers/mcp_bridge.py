@@ -285,17 +285,21 @@ async def main_session():
                 flood_done = anyio.Event()
 
                 async def flood():
-                    await client.call_tool("flood", {"bytes": 1 << 30})
+                    await client.call_tool("flood", {"bytes": 2 << 30})
                     flood_done.set()
 
                 group.start_soon(flood)
                 await anyio.sleep(0.2)
-                noisy = await elicitation_latency(client, approver, 20)
-                check(not flood_done.is_set(), "the flood ran through the noisy rounds")
+                # Only rounds that ended while the flood ran count; on a
+                # loaded machine the flood may end before all 20 did.
+                cards_before = len(approver.arrived)
+                noisy = await elicitation_latency(client, approver, 20, while_running=flood_done)
+                noisy_calls = len(approver.arrived) - cards_before
+                check(len(noisy) >= 5, f"5 rounds or more while the flood ran: {len(noisy)}")
             print(
                 "tools/call -> elicitation/create: "
                 f"quiet median {ms(statistics.median(quiet))} p90 {ms(p90(quiet))}; "
-                f"with a 1 GiB stderr flood running median {ms(statistics.median(noisy))} p90 {ms(p90(noisy))}"
+                f"with a 2 GiB stderr flood running ({len(noisy)} rounds) median {ms(statistics.median(noisy))} p90 {ms(p90(noisy))}"
             )
 
     records = activity(log)
@@ -306,7 +310,7 @@ async def main_session():
         by_state[(record["action"], record["state"])] += 1
     equal(by_state.get(("sleep", "cancelled_after_dispatch")), 1, "the cancelled call's record")
     equal(by_state.get(("flood", "completed")), 2, "the floods' records")
-    equal(by_state.get(("touch", "denied")), 41, "the denied cards' records")
+    equal(by_state.get(("touch", "denied")), 21 + noisy_calls, "the denied cards' records")
     equal(by_state.get(("leak", "completed")), 1, "the leak's record")
     equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 40, "every call has its record")
     sessions = subprocess.run(
@@ -342,7 +346,10 @@ def p90(values):
     return sorted(values)[int(len(values) * 0.9) - 1]
 
 
-async def elicitation_latency(client, approver, rounds):
+async def elicitation_latency(client, approver, rounds, while_running=None):
+    """Seconds from each `tools/call` to its card, for `rounds` declined
+    calls; with `while_running`, only the rounds that ended before that
+    event was set."""
     took = []
     for i in range(rounds):
         approver.answers.append(("decline", 0))
@@ -351,6 +358,8 @@ async def elicitation_latency(client, approver, rounds):
         result = await client.call_tool("touch", {"path": os.path.join(WORK, f"never-{i}")})
         equal(result.structured_content["state"], "denied", "a declined round")
         equal(len(approver.arrived), before + 1, "one card per call")
+        if while_running is not None and while_running.is_set():
+            break
         took.append(approver.arrived[-1] - sent)
     return took
 
