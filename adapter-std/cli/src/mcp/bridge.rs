@@ -383,19 +383,27 @@ impl Bridge {
                     continue;
                 }
                 answer = &mut pending.rx => {
-                if !delivered {
-                    // Answered before its write was seen: it was delivered.
-                    handle.card_delivered();
-                }
+                    if !delivered {
+                        // Answered before its write was seen: it was delivered.
+                        handle.card_delivered();
+                    }
                     let action = match answer {
                         Ok(Ok(ClientResult::ElicitResult(result))) => Some(result.action),
                         // An error, an answer of another kind, or no answer
                         // (the transport closed).
                         _ => None,
                     };
+                    if action.is_none() && gone.is_cancelled() {
+                        // No answer because the client went away: a
+                        // disconnect, not a cancel.
+                        return Err(Interrupted::ClientGone);
+                    }
                     answer_card(handle, action).await;
                     return Ok(());
                 }
+                // Before the request's own token: the end of the session
+                // cancels that too, and it is a disconnect, not a cancel.
+                () = gone.cancelled() => return Err(Interrupted::ClientGone),
                 () = &mut ended => {
                     let reason = if handle.state() == State::ApprovalExpired {
                         "the approval card expired"
@@ -410,7 +418,6 @@ impl Bridge {
                     let _ = pending.cancel(Some("the tool call was cancelled".into())).await;
                     return Ok(());
                 }
-                () = gone.cancelled() => return Err(Interrupted::ClientGone),
             }
         }
     }
@@ -430,14 +437,18 @@ impl Bridge {
         let mut cancelled = false;
         let outcome: Outcome = loop {
             tokio::select! {
+                // The client's end cancels the request's token too, just
+                // after `gone`: seen first, it is a disconnect under the
+                // call's policy (`finish` lets it run), not a cancel.
+                biased;
                 outcome = &mut wait => break outcome,
+                // Dropping the wait drops the handle: a client disconnect,
+                // under the policy the call was started with.
+                () = gone.cancelled() => return Err(gone_error()),
                 () = context.ct.cancelled(), if !cancelled => {
                     canceller.cancel();
                     cancelled = true;
                 }
-                // Dropping the wait drops the handle: a client disconnect,
-                // under the policy the call was started with.
-                () = gone.cancelled() => return Err(gone_error()),
             }
         };
         Ok(answer::tool_result(&outcome, &tool.name, tool.result))

@@ -79,7 +79,8 @@ def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-    except FileNotFoundError:
+    # ESRCH: it was reaped between the open and the read.
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat[stat.rindex(")") + 2] != "Z"
 
