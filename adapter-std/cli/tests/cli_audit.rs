@@ -817,24 +817,33 @@ fn a_key_file_is_read_up_to_4_kib_and_may_be_a_pipe() {
     assert_eq!(within_time(&args), (2, String::new(), not_a_key(&long)));
     let exact = dir.join("exact.key");
     std::fs::write(&exact, format!("{key}{}", "\n".repeat(4096 - 64))).unwrap();
+    let plain = within_time(&["audit", "sessions", s(&log), "--key-file", s(&key_file)]);
+    assert_eq!((plain.0, plain.2.as_str()), (0, ""));
+    // A header and one row: one `run`, one session.
+    assert_eq!(plain.1.lines().count(), 2, "{plain:?}");
     let args = ["audit", "sessions", s(&log), "--key-file", s(&exact)];
-    assert_eq!(within_time(&args).0, 0, "{args:?}");
+    assert_eq!(within_time(&args), plain, "{args:?}");
     // A pipe (what `<(…)` gives): read to its end.
     let fifo = dir.join("key.fifo");
-    rustix::fs::mkfifoat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let writer = {
         let (fifo, key) = (fifo.clone(), key.clone());
         std::thread::spawn(move || std::fs::write(fifo, format!("{key}\n")).unwrap())
     };
     let args = ["audit", "sessions", s(&log), "--key-file", s(&fifo)];
-    assert_eq!(within_time(&args).0, 0, "{args:?}");
+    assert_eq!(within_time(&args), plain, "{args:?}");
     writer.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Makes a FIFO at `path`.
+fn make_fifo(path: &Path) {
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
 }
 
 /// `spillguard ARGS`, which must end within 20 s (else it is killed and
@@ -884,12 +893,7 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
     let (log, anchor_file) = (dir.join("audit.log"), dir.join("audit.anchor"));
     run_audited(&log, &anchor_file, &[], "true");
     let fifo = dir.join("fifo");
-    rustix::fs::mkfifoat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let zero = Path::new("/dev/zero");
     let kinds = [
         (zero, "a character device"),
