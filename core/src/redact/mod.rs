@@ -2,6 +2,7 @@
 //! See [`Redactor`].
 
 mod rules;
+mod scanners;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -351,6 +352,7 @@ impl Redactor {
                 });
             }
         }
+        scanners::scan(hay, &mut spans);
         if edges.start {
             // A key block whose BEGIN line was cut away: its body runs from
             // the cut to the first END line (or is a run of base64 lines).
@@ -393,6 +395,7 @@ impl Redactor {
         match label {
             Label::Cut => CUT.len(),
             Label::Rule(pid) => "[redacted: ]".len() + self.inner.names[pid].len(),
+            Label::Named(name) => "[redacted: ]".len() + name.len(),
         }
     }
 
@@ -402,6 +405,11 @@ impl Redactor {
             Label::Rule(pid) => {
                 out.push_str("[redacted: ");
                 out.push_str(&self.inner.names[pid]);
+                out.push(']');
+            }
+            Label::Named(name) => {
+                out.push_str("[redacted: ");
+                out.push_str(name);
                 out.push(']');
             }
         }
@@ -445,6 +453,7 @@ impl Redactor {
                         .entry(self.inner.names[pid].clone())
                         .or_insert(0) += 1
                 }
+                Label::Named(name) => *counts.rules.entry(name.to_owned()).or_insert(0) += 1,
             }
         }
         counts
@@ -631,6 +640,9 @@ pub(crate) enum Label {
     Rule(usize),
     /// A word cut by an edge.
     Cut,
+    /// A secret found by one of the scanners that work outside the rules'
+    /// regex set (see `scanners`), with its rule name.
+    Named(&'static str),
 }
 
 /// Bytes `start..end` of a text are replaced by the placeholder of `label`.
