@@ -63,7 +63,7 @@ fn shapes() -> Vec<(&'static str, String, String)> {
             format!("sk-ant-api03-{}", alnum(30)),
             alnum(30),
         ),
-        ("openai-key", format!("sk-proj-{}", alnum(30)), alnum(30)),
+        ("openai-key", format!("sk-proj-{}", alnum(48)), alnum(48)),
         ("npm-token", format!("npm_{}", alnum(36)), alnum(36)),
         ("pypi-token", format!("pypi-{}", alnum(60)), alnum(60)),
         (
@@ -130,6 +130,29 @@ fn shapes() -> Vec<(&'static str, String, String)> {
             "token-assignment",
             "access_token=Q7x9K2m4P8".into(),
             "Q7x9K2m4P8".into(),
+        ),
+        (
+            "signed-url-parameter",
+            format!(
+                "https://acct.blob.core.windows.net/c?sp=r&sig={}",
+                alnum(32)
+            ),
+            alnum(32),
+        ),
+        (
+            "xml-credential",
+            format!("<SecretAccessKey>{}$&amp;</SecretAccessKey>", alnum(30)),
+            alnum(30),
+        ),
+        (
+            "password-argument",
+            format!("sshpass -p {} ssh web-3", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "credential-assignment",
+            format!("private_key='{}$k'", alnum(24)),
+            alnum(24),
         ),
     ]
 }

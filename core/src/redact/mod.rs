@@ -1,6 +1,7 @@
 //! Redaction of well-known secret shapes in every text the library makes.
 //! See [`Redactor`].
 
+mod cookies;
 mod rules;
 mod scanners;
 
@@ -1004,3 +1005,5 @@ fn key_body_run(hay: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_syntax;

@@ -35,8 +35,24 @@ pub(crate) enum Secret {
     /// (`"next_token": null`, `"has_password": false`); a number is taken
     /// without the brackets that close the JSON after it.
     Value,
-    /// The password of `scheme://user:password@`.
-    UrlPassword,
+    /// The match's last blank-separated word, a header's credential
+    /// (`Authorization: Bearer TOKEN`, `authorization=TOKEN`): after a
+    /// known scheme (`Bearer`, `Basic`, `token`, …) it is taken if
+    /// [`plausible`]; alone or after another word it must look like a
+    /// secret ([`looks_secret`]), so `Authorization: required` and
+    /// `Bearer authentication required` stay.
+    HeaderToken,
+    /// The credentials of a URL's userinfo (everything between `://` and
+    /// the last `@` before the host): the password after the first `:`
+    /// (any character), or a user that is token-shaped.
+    UrlCredentials,
+    /// The text of an XML element (`<Password>…</Password>`), taken as a
+    /// quoted value ([`looks_secret_quoted`]).
+    ElementText,
+    /// The last word of the match, a program's password argument
+    /// (`sshpass -p SECRET`, `.netrc`'s `password SECRET`): inside its
+    /// quotes when quoted.
+    NextWord,
     /// The path after `https://hooks.slack.com/services/`.
     SlackPath,
     /// The body between a key block's armour lines.
@@ -72,29 +88,35 @@ impl Secret {
                 while m.get(start).is_some_and(blank) {
                     start += 1;
                 }
-                let (from, to) = match m.get(start) {
+                let quoted_key = sep > 0 && matches!(m[sep - 1], b'"' | b'\'');
+                let (from, to, quoted) = match m.get(start) {
                     Some(&q @ (b'"' | b'\'')) if len > start + 1 && m[len - 1] == q => {
-                        (start + 1, len - 1)
+                        (start + 1, len - 1, true)
                     }
                     Some(b'\\')
                         if m[start..].starts_with(b"\\\"")
                             && len >= start + 4
                             && m.ends_with(b"\\\"") =>
                     {
-                        (start + 2, len - 2)
+                        (start + 2, len - 2, true)
                     }
-                    Some(b'{' | b'[') => (start, start),
-                    _ if is_literal(&m[start..]) => (start, start),
+                    // A Go map's value: `Password:[p$ss]`.
+                    Some(b'[') if !quoted_key && start == sep + 1 && m[len - 1] == b']' => {
+                        (start + 1, len - 1, true)
+                    }
+                    Some(b'{' | b'[') => (start, start, false),
+                    _ if is_literal(&m[start..]) => (start, start, false),
                     _ => (
                         start,
                         start + number_len(&m[start..]).unwrap_or(len - start),
+                        false,
                     ),
                 };
-                if looks_secret(&m[from..to]) {
-                    (from, to)
-                } else {
-                    (from, from)
-                }
+                let secret = match quoted {
+                    true => looks_secret_quoted(&m[from..to]),
+                    false => looks_secret(&m[from..to]),
+                };
+                if secret { (from, to) } else { (from, from) }
             }
             Secret::FlagValue => {
                 let (from, to) = match m.last() {
@@ -115,13 +137,17 @@ impl Secret {
                         (from.min(len), len)
                     }
                 };
-                // A flag's position says it is the credential: a blank
-                // inside its quotes is part of it.
-                if plausible(&m[from..to], true) {
-                    (from, to)
-                } else {
-                    (from, from)
-                }
+                // A flag's position says it is the credential: inside its
+                // quotes any character is part of it; a bare one must be
+                // plausible.
+                let quoted = matches!(m.last(), Some(b'"' | b'\''));
+                // A bare value that begins with `-` is the next flag
+                // (`--no-password --verbose`).
+                let secret = match quoted {
+                    true => takes(&m[from..to], true),
+                    false => m.get(from) != Some(&b'-') && takes(&m[from..to], false),
+                };
+                if secret { (from, to) } else { (from, from) }
             }
             Secret::DashP => {
                 let from = m
@@ -134,7 +160,7 @@ impl Secret {
                     len
                 };
                 let from = from.min(to);
-                if plausible(&m[from..to], true) {
+                if takes(&m[from..to], to < len) {
                     (from, to)
                 } else {
                     (from, from)
@@ -155,19 +181,85 @@ impl Secret {
                     .iter()
                     .position(|&b| b == b':')
                     .map_or(to, |i| word + i + 1);
-                if plausible(&m[from..to], true) {
+                if takes(&m[from..to], to < len) {
                     (from, to)
                 } else {
                     (from, from)
                 }
             }
-            Secret::UrlPassword => {
-                let after_scheme = find(m, b"://").map_or(0, |i| i + 3);
-                let colon = m[after_scheme..]
+            Secret::HeaderToken => {
+                let from = m.iter().rposition(blank).map_or(0, |i| i + 1);
+                let token = &m[from..];
+                let before = m[..from].trim_ascii_end();
+                let scheme = &before[before
                     .iter()
-                    .position(|&b| b == b':')
-                    .map_or(after_scheme, |i| after_scheme + i + 1);
-                (colon, len.saturating_sub(1).max(colon))
+                    .rposition(|&b| !is_scheme_byte(b))
+                    .map_or(0, |i| i + 1)..];
+                // After a header's name and a known scheme; a bare
+                // `Bearer X` has no header name before it.
+                let keyed = before.len() > scheme.len();
+                let known = keyed && is_known_scheme(scheme);
+                let secret = match known {
+                    true => plausible(token, false),
+                    false => looks_secret(token),
+                };
+                if secret { (from, len) } else { (from, from) }
+            }
+            Secret::UrlCredentials => {
+                let after_scheme = find(m, b"://").map_or(0, |i| i + 3);
+                let at = m.iter().rposition(|&b| b == b'@').unwrap_or(len);
+                let userinfo = &m[after_scheme..at.max(after_scheme)];
+                match userinfo.iter().position(|&b| b == b':') {
+                    Some(colon) => {
+                        let from = after_scheme + colon + 1;
+                        let password = &m[from..at];
+                        // `host:8443/path@x`: a port and a path, no password.
+                        let port_path =
+                            password
+                                .iter()
+                                .position(|&b| b == b'/')
+                                .is_some_and(|slash| {
+                                    slash > 0 && password[..slash].iter().all(u8::is_ascii_digit)
+                                });
+                        let secret = !port_path
+                            && !password.is_empty()
+                            && !is_placeholder(password)
+                            && !is_reference(password);
+                        if secret { (from, at) } else { (from, from) }
+                    }
+                    None if is_token_user(userinfo) => (after_scheme, at),
+                    None => (after_scheme, after_scheme),
+                }
+            }
+            Secret::ElementText => {
+                let from = m.iter().position(|&b| b == b'>').map_or(len, |i| i + 1);
+                let to = len.saturating_sub(2).max(from);
+                if looks_secret_quoted(&m[from..to]) {
+                    (from, to)
+                } else {
+                    (from, from)
+                }
+            }
+            Secret::NextWord => {
+                let (from, to, quoted) = match m.last() {
+                    Some(&q @ (b'"' | b'\'')) => {
+                        let open = m[..len - 1].iter().rposition(|&b| b == q);
+                        let (from, to) = open.map_or((len, len), |open| (open + 1, len - 1));
+                        (from, to, true)
+                    }
+                    _ => (
+                        m.iter()
+                            .rposition(|b| b.is_ascii_whitespace())
+                            .map_or(0, |i| i + 1),
+                        len,
+                        false,
+                    ),
+                };
+                if takes(&m[from..to], quoted) {
+                    (from, to)
+                } else {
+                    (from, from)
+                }
             }
             Secret::SlackPath => {
                 let start = m
@@ -185,6 +277,59 @@ impl Secret {
             }
         }
     }
+}
+
+/// Whether an argument in a credential's place is taken as the secret:
+/// when `quoted`, any text but a placeholder or a reference (`'p$ss'` is
+/// a password, `"$PASS"` a variable); bare, it must be [`plausible`].
+fn takes(value: &[u8], quoted: bool) -> bool {
+    match quoted {
+        true => !is_placeholder(value) && !is_reference(value),
+        false => plausible(value, false),
+    }
+}
+
+/// A byte of an authorization scheme's name.
+fn is_scheme_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-'
+}
+
+/// The authorization schemes whose next word is the credential.
+fn is_known_scheme(scheme: &[u8]) -> bool {
+    const SCHEMES: &[&[u8]] = &[
+        b"bearer",
+        b"basic",
+        b"token",
+        b"digest",
+        b"negotiate",
+        b"ntlm",
+        b"apikey",
+        b"api-key",
+        b"key",
+        b"sso-key",
+        b"ssws",
+        b"splunk",
+        b"oauth",
+        b"mac",
+        b"hawk",
+        b"aws4-hmac-sha256",
+        b"dpop",
+        b"klaviyo-api-key",
+        b"gitlab-ci-token",
+    ];
+    SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s))
+}
+
+/// A URL's user that is a token, not a name: 16 or more characters of
+/// `[A-Za-z0-9_-]` with letters and digits, that looks like a secret.
+fn is_token_user(user: &[u8]) -> bool {
+    user.len() >= 16
+        && user
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && user.iter().any(u8::is_ascii_digit)
+        && user.iter().any(u8::is_ascii_alphabetic)
+        && looks_secret(user)
 }
 
 /// An unquoted value without the brackets that close the JSON after it
@@ -222,12 +367,16 @@ fn is_literal(value: &[u8]) -> bool {
 /// The shortest value an assignment rule takes as a secret.
 pub(crate) const MIN_SECRET_BYTES: usize = 6;
 
+/// The shortest quoted value an assignment rule takes as a secret: the
+/// quotes say where it begins and ends, so a short one is taken too.
+pub(crate) const MIN_QUOTED_SECRET_BYTES: usize = 4;
+
 /// The least Shannon entropy, in bits per byte over the value's own byte
 /// frequencies, of a value an assignment rule takes as a secret: `hunter2`
 /// has 2.81, `abc123` 2.58, `aaaa1111` 1.0.
 pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
 
-/// Whether a value after a credential key (`password=`, `"token": `,
+/// Whether a bare value after a credential key (`password=`, `token: `,
 /// `X-Api-Key:`) looks like a secret, so that ordinary words and shell
 /// syntax are never hidden:
 ///
@@ -235,28 +384,107 @@ pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
 ///   placeholder);
 /// * it is not a word: letters only with no change of case after the first
 ///   (`expired`, `Permission`, `INVALID`; `hUnTeR` is no word);
+/// * it is not a path (`/home/user`, `./certs/key.pem`: where a secret is
+///   kept, not the secret);
 /// * it has at least [`MIN_SECRET_BYTES`] bytes and at least
 ///   [`MIN_SECRET_ENTROPY`] bits of entropy per byte.
 pub(crate) fn looks_secret(value: &[u8]) -> bool {
-    if !plausible(value, false) {
+    if !plausible(value, false) || is_word(value) || is_path(value) {
         return false;
     }
-    let letters = value.iter().all(u8::is_ascii_alphabetic);
-    let word = letters
-        && (value[1..].iter().all(u8::is_ascii_lowercase)
-            || value.iter().all(u8::is_ascii_uppercase));
-    !word && value.len() >= MIN_SECRET_BYTES && entropy(value) >= MIN_SECRET_ENTROPY
+    value.len() >= MIN_SECRET_BYTES && entropy(value) >= MIN_SECRET_ENTROPY
 }
 
-/// Whether a value could be a secret at all: not empty, no whitespace
-/// (unless `blanks`), no shell or expansion syntax (`$ ( ) \` ; | < > & { }`: a command, a
-/// variable or a template, shown as it is so that a redaction never hides
-/// what runs), and not a placeholder (`null`, `none`, `nil`, `true`,
-/// `false`, `undefined`, `empty`, `unset`, `redacted`, `hidden`, `n/a`,
-/// one character repeated as in `****`, `[...]`, `%s`, fewer than two
-/// letters or digits as in `X`).
-pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
-    const SHELL: &[u8] = b"$()`;|<>&{}";
+/// Whether a quoted value after a credential key (`"password": "…"`,
+/// `PASSWORD='…'`, `<Password>…</Password>`) is a secret. The quotes say
+/// where it begins and ends, so any character may be in it, shell
+/// metacharacters and blanks included (`"Xy$7&k(9)|<z>;"` is a password,
+/// not a command). It is no secret when it is:
+///
+/// * a placeholder (see [`plausible`]): `null`, `****`, `[hidden]`, `%s`,
+///   `<password>`;
+/// * wholly a reference to where the value comes from: `$NAME`,
+///   `${NAME:-x}`, `$(cat file)`, `` `cmd` ``, `{{ .Values.x }}`,
+///   `${{ secrets.X }}`, `%NAME%`;
+/// * a word (letters only, one case after the first: `required`,
+///   `Invalid`), or prose (three or more blank-separated words of
+///   letters: `must not be empty`);
+/// * shorter than [`MIN_QUOTED_SECRET_BYTES`].
+pub(crate) fn looks_secret_quoted(value: &[u8]) -> bool {
+    value.len() >= MIN_QUOTED_SECRET_BYTES
+        && !is_placeholder(value)
+        && !is_reference(value)
+        && !is_word(value)
+        && !is_prose(value)
+}
+
+/// Letters only, with no change of case after the first.
+fn is_word(value: &[u8]) -> bool {
+    !value.is_empty()
+        && value.iter().all(u8::is_ascii_alphabetic)
+        && (value[1..].iter().all(u8::is_ascii_lowercase)
+            || value.iter().all(u8::is_ascii_uppercase))
+}
+
+/// Three or more blank-separated words, each letters only (a trailing
+/// `.`, `,`, `:` or `!` allowed): a message, not a passphrase of symbols.
+fn is_prose(value: &[u8]) -> bool {
+    let mut words = 0;
+    for word in value.split(|&b| b == b' ') {
+        let word = match word.last() {
+            Some(b'.' | b',' | b':' | b'!') => &word[..word.len() - 1],
+            _ => word,
+        };
+        if word.is_empty() || !word.iter().all(u8::is_ascii_alphabetic) {
+            return false;
+        }
+        words += 1;
+    }
+    words >= 3
+}
+
+/// An absolute or relative file path: `/`, `./`, `../` or `~/` followed by
+/// path characters only.
+fn is_path(value: &[u8]) -> bool {
+    let rest = [&b"/"[..], b"./", b"../", b"~/"]
+        .iter()
+        .find_map(|p| value.strip_prefix(*p));
+    rest.is_some_and(|rest| {
+        rest.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-'))
+    })
+}
+
+/// Wholly a reference to where a value comes from: a shell variable or
+/// command substitution, a template or a Windows variable.
+fn is_reference(value: &[u8]) -> bool {
+    let name = |v: &[u8]| {
+        !v.is_empty()
+            && v.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')
+            && !v[0].is_ascii_digit()
+    };
+    let wrapped = |open: &[u8], close: &[u8]| {
+        value.len() > open.len() + close.len()
+            && value.starts_with(open)
+            && value.ends_with(close)
+            && !value[open.len()..value.len() - close.len()]
+                .windows(close.len())
+                .any(|w| w == close)
+    };
+    (value.first() == Some(&b'$') && name(&value[1..]))
+        || wrapped(b"${", b"}")
+        || wrapped(b"$(", b")")
+        || wrapped(b"`", b"`")
+        || wrapped(b"{{", b"}}")
+        || wrapped(b"${{", b"}}")
+        || wrapped(b"%", b"%") && name(&value[1..value.len() - 1])
+}
+
+/// Whether a value is a placeholder, never a secret: `null`, `none`,
+/// `nil`, `true`, `false`, `undefined`, `empty`, `unset`, `redacted`,
+/// `hidden`, `n/a`, one character repeated as in `****`, `[...]`, `<...>`,
+/// a format directive (`%s`), fewer than two letters or digits (`X`).
+fn is_placeholder(value: &[u8]) -> bool {
     const PLACEHOLDERS: &[&[u8]] = &[
         b"null",
         b"none",
@@ -271,18 +499,37 @@ pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
         b"n/a",
     ];
     let Some(&first) = value.first() else {
-        return false;
+        return true;
     };
-    let syntax = value
-        .iter()
-        .any(|b| (!blanks && b.is_ascii_whitespace()) || SHELL.contains(b));
-    let placeholder = PLACEHOLDERS.iter().any(|p| value.eq_ignore_ascii_case(p))
+    PLACEHOLDERS.iter().any(|p| value.eq_ignore_ascii_case(p))
         // `X`, `…,`: a letter standing for a value, as prose writes it.
         || value.iter().filter(|b| b.is_ascii_alphanumeric()).count() < 2
         || value.iter().all(|&b| b == first)
         || (first == b'[' && value.last() == Some(&b']'))
-        || first == b'%';
-    !(syntax || placeholder)
+        || (first == b'<' && value.last() == Some(&b'>') && !value[1..value.len() - 1].contains(&b'<'))
+        || (first == b'%' && value.len() <= 3)
+        || value.starts_with(b"%(")
+}
+
+/// Whether a bare value could be a secret at all: not a placeholder (see
+/// [`is_placeholder`]), no whitespace (unless `blanks`), and no shell or
+/// expansion syntax: none of `( ) \` ; | < > & { }`, and no `$` that
+/// begins it or begins a `${…}` or `$(…)` (a command, a variable or a
+/// template is shown as it is, so that a redaction never hides what runs;
+/// a `$` inside a value, as in `ab$cd`, is a character of the secret).
+pub(crate) fn plausible(value: &[u8], blanks: bool) -> bool {
+    const SHELL: &[u8] = b"()`;|<>&{}";
+    if is_placeholder(value) {
+        return false;
+    }
+    let expansion = value.first() == Some(&b'$')
+        || value
+            .windows(2)
+            .any(|w| w[0] == b'$' && matches!(w[1], b'{' | b'('));
+    let syntax = value
+        .iter()
+        .any(|b| (!blanks && b.is_ascii_whitespace()) || SHELL.contains(b));
+    !(syntax || expansion)
 }
 
 /// The Shannon entropy of `value`'s bytes, in bits per byte.
@@ -372,7 +619,7 @@ macro_rules! token {
 /// value, it is not part of it).
 macro_rules! value {
     () => {
-        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|([^\s"'\\,;&<>\x07\x1b]+))"#
+        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|\[([^\[\]\r\n]*)\]|([^\s"'\\,;&<>\x07\x1b]+))"#
     };
 }
 
@@ -435,7 +682,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             start!(),
             r#"(?i:(?:proxy-)?authorization)"#,
             assign!(),
-            r#"(?:\\?["'])?(?i:bearer)[ \t]+("#,
+            r#"\[?(?:\\?["'])?(?i:bearer)[ \t]+("#,
             token!(),
             r#"+=*)|"#,
             start!(),
@@ -443,7 +690,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             token!(),
             r#"{8,}=*)"#
         ),
-        secret: Secret::LastWord,
+        secret: Secret::HeaderToken,
     },
     BuiltinRule {
         name: "authorization-header",
@@ -451,17 +698,17 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             start!(),
             r#"(?i:(?:proxy-)?authorization)"#,
             assign!(),
-            r#"(?:\\?["'])?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?("#,
+            r#"\[?(?:\\?["'])?(?:[A-Za-z][A-Za-z0-9\-]*[ \t]+)?("#,
             token!(),
             r#"+=*)"#
         ),
-        secret: Secret::LastWord,
+        secret: Secret::HeaderToken,
     },
     BuiltinRule {
         name: "api-key-header",
         pattern: concat!(
             start!(),
-            r#"(?i:(?:x-[a-z0-9\-]*(?:api-?key|token|secret|auth)[a-z0-9\-]*|api-key|private-token))"#,
+            r#"(?i:(?:x-(?:[a-z0-9]+-)*(?:api-?key|key|token|secret|auth|password|credentials?|signature|session)|api-key|private-token))"#,
             r#"["']?[ \t]*:[ \t]*"#,
             value!()
         ),
@@ -536,7 +783,11 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         name: "openai-key",
         pattern: concat!(
             start!(),
-            r#"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"#
+            // Project, service-account and admin keys carry a long body
+            // with `-` and `_`; the older keys are 48 alphanumerics (with
+            // `T3BlbkFJ` inside). `sk-proxy-7d9f8b6c5-x2k4l`, a pod name,
+            // is neither.
+            r#"(?:sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}|sk-[A-Za-z0-9]{48}\b|sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}\b)"#
         ),
         secret: Secret::Whole,
     },
@@ -603,12 +854,47 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "url-userinfo",
-        // scheme://user:PASSWORD@host: the password goes, user and host stay.
+        // scheme://user:PASSWORD@host (the password may hold any character
+        // but blanks and quotes, `@`, `/` and `#` included: the userinfo
+        // runs to the last `@` before a host), or scheme://TOKEN@host.
         pattern: concat!(
             start!(),
-            r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@"'<>\[\]]*:([^\s/?#"'<>]+)@"#
+            r#"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s:/?#@"'<>\[\]]*:([^\s"'<>\\]+)|([A-Za-z0-9_\-]{16,}))@[A-Za-z0-9\-._~%]+(?::[0-9]*)?(?:[/?#\s"'<>\\)\]]|\z)"#
         ),
-        secret: Secret::UrlPassword,
+        secret: Secret::UrlCredentials,
+    },
+    BuiltinRule {
+        name: "signed-url-parameter",
+        // The signature of a signed URL (`?sig=…` of an Azure SAS,
+        // `&X-Amz-Signature=…`) and the code of an OAuth redirect
+        // (`?code=…`); its tokens (`access_token=`, `X-Amz-Security-Token=`)
+        // are the token rule's.
+        pattern: concat!(
+            r#"(?:\b(?i:sig|signature|x-amz-signature|x-goog-signature|x-goog-credential)|[?&](?i:code))=([^\s&#"'<>\\\x07\x1b]+)"#
+        ),
+        secret: Secret::Value,
+    },
+    BuiltinRule {
+        name: "xml-credential",
+        // `<SecretAccessKey>…</SecretAccessKey>`, `<ns:Password>…</`.
+        pattern: concat!(
+            r#"<(?:[A-Za-z0-9_\-]+:)?(?i:[A-Za-z0-9_\-]*(?:password|passwd|pwd|passphrase|secret|secretkey|secretaccesskey|sessiontoken|token|credential|credentials|privatekey|private_key|clientsecret|client_secret|apikey|api_key))>([^<\r\n]+)</"#
+        ),
+        secret: Secret::ElementText,
+    },
+    BuiltinRule {
+        name: "password-argument",
+        // Programs that take a password as the next argument of `-p` or
+        // `-a` (`sshpass -p X`, `docker login -u u -p X`, `redis-cli -a X`),
+        // and `.netrc`'s `machine HOST login USER password X`.
+        pattern: concat!(
+            r#"(?:"#,
+            start!(),
+            r#"(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login|redis-cli|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)\b[^\r\n;|&]*?[ \t]-[pa][ \t]+|"#,
+            r#"\b(?:machine[ \t\r\n]+[^\s]+|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]+)*[ \t\r\n]+password[ \t]+)"#,
+            flag_value!()
+        ),
+        secret: Secret::NextWord,
     },
     BuiltinRule {
         name: "flag-argument",
@@ -616,7 +902,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         // flag that takes a credential.
         pattern: concat!(
             flag_start!(),
-            r#"(?i:--(?:password|passwd|pass|passphrase|token|auth-token|access-token|api-key|apikey|secret|client-secret))"#,
+            r#"(?i:--(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|token|api-key|apikey|secret|cookie|credentials?|private-key))"#,
             r#"(?:=|[ \t]+)"#,
             flag_value!()
         ),
@@ -648,7 +934,11 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         name: "password-assignment",
         pattern: concat!(
             start!(),
-            r#"(?i:[a-z0-9_.\-]*(?:password|passwd|passphrase))"#,
+            // `*password`, `*passwd`, `*passphrase`; `pwd` and `pass` alone
+            // (ODBC's `Pwd=`) or after a separator (`MYSQL_PWD`,
+            // `REDIS_PASS`, `ansible_become_pass`), never inside a word
+            // (`OLDPWD`, `bypass`).
+            r#"(?i:[a-z0-9_.\-]*(?:password|passwd|passphrase)|(?:[a-z0-9_.\-]*[_.\-])?(?:pwd|pass))"#,
             assign!(),
             value!()
         ),
@@ -669,6 +959,20 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         pattern: concat!(
             start!(),
             r#"(?i:[a-z0-9_.\-]*secret(?:_?key)?)"#,
+            assign!(),
+            value!()
+        ),
+        secret: Secret::Value,
+    },
+    BuiltinRule {
+        name: "credential-assignment",
+        // `credentials=`, `private_key:`, docker's `"auth":`, npm's
+        // `_auth=`, a session's key (`session=`, `sessionid=`,
+        // `session_token:`), never an `author=` or a `session_id=` that
+        // names a session.
+        pattern: concat!(
+            start!(),
+            r#"(?i:[a-z0-9_.\-]*(?:credentials?|private[_\-]?key|auth)|(?:[a-z0-9_.\-]*[_.\-])?(?:session|sessionid|session[_\-]?key|session[_\-]?secret|phpsessid|jsessionid))"#,
             assign!(),
             value!()
         ),
