@@ -27,8 +27,6 @@ pub(crate) struct BuiltinRule {
 pub(crate) enum Secret {
     /// The whole match.
     Whole,
-    /// The match's last blank-separated word (`Bearer TOKEN`).
-    LastWord,
     /// What follows the first `:` or `=` (and `=>`), blanks and an opening
     /// quote; inside the quotes when quoted. An unquoted `null`, `true` or
     /// `false`, or one that opens a JSON object or array, is no secret
@@ -76,7 +74,6 @@ impl Secret {
         let blank = |b: &u8| *b == b' ' || *b == b'\t';
         match self {
             Secret::Whole => (0, len),
-            Secret::LastWord => (m.iter().rposition(blank).map_or(0, |i| i + 1), len),
             Secret::Value => {
                 let Some(sep) = m.iter().position(|&b| b == b':' || b == b'=') else {
                     return (0, len);
@@ -112,6 +109,12 @@ impl Secret {
                         false,
                     ),
                 };
+                // A bracket that closes around a bare value is not part of
+                // it: `[--token=abc123]`.
+                let to = match quoted {
+                    true => to,
+                    false => from + without_unopened_closers(&m[from..to]).len(),
+                };
                 let secret = match quoted {
                     true => looks_secret_quoted(&m[from..to]),
                     false => looks_secret(&m[from..to]),
@@ -142,10 +145,20 @@ impl Secret {
                 // plausible.
                 let quoted = matches!(m.last(), Some(b'"' | b'\''));
                 // A bare value that begins with `-` is the next flag
-                // (`--no-password --verbose`).
+                // (`--no-password --verbose`); a word, an identifier or a
+                // `key=value` spec is what help texts and resource names
+                // put there (`--password string`, `--secret=my-secret`,
+                // `--secret id=npmrc,src=.npmrc`).
                 let secret = match quoted {
                     true => takes(&m[from..to], true),
-                    false => m.get(from) != Some(&b'-') && takes(&m[from..to], false),
+                    false => {
+                        let value = &m[from..to];
+                        m.get(from) != Some(&b'-')
+                            && takes(value, false)
+                            && !is_word(value)
+                            && !is_identifier(value)
+                            && !is_spec(value)
+                    }
                 };
                 if secret { (from, to) } else { (from, from) }
             }
@@ -389,7 +402,7 @@ pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
 /// * it has at least [`MIN_SECRET_BYTES`] bytes and at least
 ///   [`MIN_SECRET_ENTROPY`] bits of entropy per byte.
 pub(crate) fn looks_secret(value: &[u8]) -> bool {
-    if !plausible(value, false) || is_word(value) || is_path(value) {
+    if !plausible(value, false) || is_word(value) || is_identifier(value) || is_path(value) {
         return false;
     }
     value.len() >= MIN_SECRET_BYTES && entropy(value) >= MIN_SECRET_ENTROPY
@@ -415,7 +428,53 @@ pub(crate) fn looks_secret_quoted(value: &[u8]) -> bool {
         && !is_placeholder(value)
         && !is_reference(value)
         && !is_word(value)
+        && !is_identifier(value)
         && !is_prose(value)
+}
+
+/// Two or more lowercase words joined by `_`, `-` or `.` (a word may end
+/// in digits): a name, as help texts and examples put after a key
+/// (`bearer_token`, `my-secret`, `test-session`, `basic_password`,
+/// `api.v2`), not a secret.
+fn is_identifier(value: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in value.split(|&b| matches!(b, b'_' | b'-' | b'.')) {
+        let letters = part.iter().take_while(|b| b.is_ascii_lowercase()).count();
+        if letters == 0 || !part[letters..].iter().all(u8::is_ascii_digit) {
+            return false;
+        }
+        parts += 1;
+    }
+    parts >= 2
+}
+
+/// A `key=value` list, as `--secret id=npmrc,src=.npmrc` takes: a
+/// lowercase word, then `=`.
+fn is_spec(value: &[u8]) -> bool {
+    value
+        .iter()
+        .position(|&b| b == b'=')
+        .is_some_and(|eq| eq > 0 && value[..eq].iter().all(u8::is_ascii_lowercase))
+}
+
+/// `value` without the `]` and `)` at its end that close a bracket it
+/// does not open.
+fn without_unopened_closers(value: &[u8]) -> &[u8] {
+    let mut value = value;
+    while let Some((&last, rest)) = value.split_last() {
+        let opener = if last == b']' {
+            b'['
+        } else if last == b')' {
+            b'('
+        } else {
+            break;
+        };
+        if rest.contains(&opener) {
+            break;
+        }
+        value = rest;
+    }
+    value
 }
 
 /// Letters only, with no change of case after the first.
@@ -443,16 +502,26 @@ fn is_prose(value: &[u8]) -> bool {
     words >= 3
 }
 
-/// An absolute or relative file path: `/`, `./`, `../` or `~/` followed by
-/// path characters only.
+/// A file path: `/`, `./`, `../` or `~/` followed by path characters
+/// only, or two or more segments of lowercase names joined by `/`
+/// (`path/to/id_rsa`; base64, with both cases, is no path).
 fn is_path(value: &[u8]) -> bool {
     let rest = [&b"/"[..], b"./", b"../", b"~/"]
         .iter()
         .find_map(|p| value.strip_prefix(*p));
-    rest.is_some_and(|rest| {
+    let anchored = rest.is_some_and(|rest| {
         rest.iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-'))
-    })
+    });
+    let relative = value.contains(&b'/')
+        && value.split(|&b| b == b'/').all(|segment| {
+            !segment.is_empty()
+                && segment.iter().any(u8::is_ascii_lowercase)
+                && segment.iter().all(|&b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+                })
+        });
+    anchored || relative
 }
 
 /// Wholly a reference to where a value comes from: a shell variable or
@@ -869,17 +938,13 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         // `&X-Amz-Signature=…`) and the code of an OAuth redirect
         // (`?code=…`); its tokens (`access_token=`, `X-Amz-Security-Token=`)
         // are the token rule's.
-        pattern: concat!(
-            r#"(?:\b(?i:sig|signature|x-amz-signature|x-goog-signature|x-goog-credential)|[?&](?i:code))=([^\s&#"'<>\\\x07\x1b]+)"#
-        ),
+        pattern: r#"(?:\b(?i:sig|signature|x-amz-signature|x-goog-signature|x-goog-credential)|[?&](?i:code))=([^\s&#"'<>\\\x07\x1b]+)"#,
         secret: Secret::Value,
     },
     BuiltinRule {
         name: "xml-credential",
         // `<SecretAccessKey>…</SecretAccessKey>`, `<ns:Password>…</`.
-        pattern: concat!(
-            r#"<(?:[A-Za-z0-9_\-]+:)?(?i:[A-Za-z0-9_\-]*(?:password|passwd|pwd|passphrase|secret|secretkey|secretaccesskey|sessiontoken|token|credential|credentials|privatekey|private_key|clientsecret|client_secret|apikey|api_key))>([^<\r\n]+)</"#
-        ),
+        pattern: r#"<(?:[A-Za-z0-9_\-]+:)?(?i:[A-Za-z0-9_\-]*(?:password|passwd|pwd|passphrase|secret|secretkey|secretaccesskey|sessiontoken|token|credential|credentials|privatekey|private_key|clientsecret|client_secret|apikey|api_key))>([^<\r\n]+)</"#,
         secret: Secret::ElementText,
     },
     BuiltinRule {

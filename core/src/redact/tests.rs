@@ -518,10 +518,10 @@ fn assignment_values_that_do_not_look_like_secrets_stay() {
 fn rule_flag_argument() {
     for (flag, value) in [
         ("--password", "hunter2"),
-        ("--token", "abc"),
+        ("--token", "ab3"),
         ("--api-key", "k1"),
         ("--secret", "s3"),
-        ("--client-secret", "xyz"),
+        ("--client-secret", "xYz"),
     ] {
         check(
             "flag-argument",
@@ -549,6 +549,12 @@ fn rule_flag_argument() {
         "deploy --token $(cat t) now",
         "deploy --password '****'",
         "x --token-file /t",
+        // What help texts and examples put there: a type, a name, a spec.
+        "  -p, --password string   Password or Personal Access Token (PAT)",
+        "      --secret map        Cluster Volume secrets (default map[])",
+        "gcloud secrets versions access 123 --secret=my-secret",
+        "kubectl config set-credentials NAME [--token=bearer_token] [--password=basic_password]",
+        "docker build --secret id=npmrc,src=.npmrc .",
     ] {
         assert_eq!(Redactor::builtin().redact(text).text, text);
     }
