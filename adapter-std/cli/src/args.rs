@@ -36,7 +36,10 @@ Exit status of `run`: 0 when a record was printed, whatever the helper did
 audit log that cannot be opened, or whose lock another writer held for all
 of --audit-wait-ms: then nothing ran); 3 when the record was printed but an
 audit event or the anchor could not be written (each error on stderr,
-counted in `audit_failures`); 1 if the record could not be written.
+counted in `audit_failures`), or when opening the audit log could not
+write it (a full disk: nothing ran, and the log was cut back to its last
+whole record, so it verifies as before); 1 if the record could not be
+written.
 SIGINT, SIGTERM and SIGHUP cancel the helper (TERM, grace, KILL) and the
 record is still printed. The helper's stdin is /dev/null (`spillguard stdio`
 streams stdin and stdout).
@@ -78,7 +81,8 @@ Exit status of `stdio`: PROGRAM's exit code; 128+N if signal N ended it;
 127 if it could not be spawned (a record is still written); 2 on bad input;
 1 if it ended in any other way without an exit status, or if an audit event
 or the anchor could not be written (each error on stderr, counted in
-`audit_failures`).
+`audit_failures`); 3 when opening the audit log could not write it (a full
+disk: nothing ran, and the log verifies as before).
 
 Example, in an MCP host's configuration:
   \"command\": \"spillguard\", \"args\": [\"stdio\", \"--mcp\", \"--\", \"npx\", \"server\"]"

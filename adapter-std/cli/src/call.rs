@@ -97,8 +97,19 @@ pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, Usag
             .map_or(spillguard_std::DEFAULT_LOCK_WAIT, Duration::from_millis),
         ..ChainedFileOptions::default()
     };
-    let log = ChainedFileAudit::open(path, options)
-        .map_err(|e| UsageError(format!("cannot open the {e}")))?;
+    let log = ChainedFileAudit::open(path, options).map_err(|e| {
+        let message = format!("cannot open the {e}");
+        if e.is_write_failure() {
+            // Not bad input: the log could not be written (a full disk).
+            // Kept with the audit failures, so the command exits with
+            // their status.
+            AUDIT_ERRORS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(message.clone());
+        }
+        UsageError(message)
+    })?;
     Ok(Some(Arc::new(Reported(log)) as Arc<dyn AuditSink>))
 }
 

@@ -27,7 +27,9 @@ use args::{Cli, Command, McpArgs, RunArgs, UsageError};
 
 /// Exit status: bad input on the command line (or a file it names).
 const USAGE: u8 = 2;
-/// `run`'s status when an audit write failed (the record was printed).
+/// `run`'s status when an audit write failed (the record was printed),
+/// and every command's when the audit log could not be written as it was
+/// opened (a full disk: nothing ran).
 const AUDIT_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
@@ -68,9 +70,11 @@ fn parse_failed(error: &clap::Error, args: &[OsString]) -> ExitCode {
     }
 }
 
+/// One line on stderr; the usage status, or the audit-failure status
+/// when the error is that the audit log could not be written.
 fn usage_error(error: &UsageError) -> ExitCode {
     eprintln!("spillguard: {error}");
-    ExitCode::from(USAGE)
+    audit_status(ExitCode::from(USAGE))
 }
 
 /// `mcp --check`: the tools as one line of JSON, or a usage error.

@@ -171,6 +171,25 @@ pub enum OpenFailure {
     Rejected(Verdict),
     /// The anchor file exists but does not hold an anchor.
     BadAnchorFile(String),
+    /// What opening appends (the writer's `opened` record, a recovery) or
+    /// the anchor file could not be written, as on a full disk. The log
+    /// was cut back to its last whole record, as it was before opening,
+    /// which its anchor file still vouches for.
+    Write {
+        /// Why the write failed (`No space left on device`).
+        error: io::Error,
+        /// The log's length after it was cut back, or why it could not be.
+        kept: io::Result<u64>,
+    },
+}
+
+impl AuditOpenError {
+    /// Whether opening failed while writing (a full disk, an I/O error),
+    /// not because of the log, its path or its key: an audit failure
+    /// rather than bad input.
+    pub fn is_write_failure(&self) -> bool {
+        matches!(self.failure, OpenFailure::Write { .. })
+    }
 }
 
 /// A log that [`ChainedFileAudit::open`] could not open or would not
@@ -209,6 +228,16 @@ impl fmt::Display for AuditOpenError {
                 write!(f, "refused, it failed verification: {verdict}")
             }
             OpenFailure::BadAnchorFile(problem) => write!(f, "bad anchor file: {problem}"),
+            OpenFailure::Write { error, kept } => match kept {
+                Ok(len) => write!(
+                    f,
+                    "cannot append to it: {error}; nothing of this writer was kept (the log ends at its last whole record, {len} bytes)"
+                ),
+                Err(cut) => write!(
+                    f,
+                    "cannot append to it: {error}; and cutting it back to its last whole record failed too: {cut}"
+                ),
+            },
         }
     }
 }
@@ -216,7 +245,7 @@ impl fmt::Display for AuditOpenError {
 impl std::error::Error for AuditOpenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.failure {
-            OpenFailure::Io(error) => Some(error),
+            OpenFailure::Io(error) | OpenFailure::Write { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -516,10 +545,25 @@ impl ChainedFileAudit {
                 .append_to(&LogEntry::Opened { writer: name }, nonce, &mut frame)
                 .map_err(|error| io_fail(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
         }
-        file.write_all(&frame).map_err(io_fail)?;
-        file.sync_data().map_err(io_fail)?;
-        if created {
-            sync_parent_dir(&path).map_err(io_fail)?;
+        // What opening appends (a recovery, the writer's name) is taken
+        // back if it cannot all be kept: the file ends at its last whole
+        // record again, which the anchor file still vouches for.
+        let cut_back = |file: &File, error: io::Error| {
+            let kept = file.set_len(valid_len).map(|()| valid_len);
+            fail(OpenFailure::Write { error, kept })
+        };
+        let appended = file
+            .write_all(&frame)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                if created {
+                    sync_parent_dir(&path)
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(error) = appended {
+            return Err(cut_back(&file, error));
         }
         let opened = OpenedLog {
             created,
@@ -549,8 +593,18 @@ impl ChainedFileAudit {
         if let Some(anchor_path) = &audit.anchor_file {
             let current = audit.lock().writer.anchor();
             // Rewritten (and synced) only if opening changed it.
-            if anchor.as_ref() != Some(&current) {
-                write_anchor_file(anchor_path, &current).map_err(io_fail)?;
+            if anchor.as_ref() != Some(&current)
+                && let Err(error) = write_anchor_file(anchor_path, &current)
+            {
+                let state = audit.lock();
+                let error = io::Error::new(
+                    error.kind(),
+                    format!(
+                        "cannot write its anchor file {}: {error}",
+                        anchor_path.display()
+                    ),
+                );
+                return Err(cut_back(&state.file, error));
             }
         }
         drop(turn);
@@ -725,10 +779,18 @@ impl AuditSink for ChainedFileAudit {
             .append_to(&entry, nonce, &mut state.frame)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
         if let Err(error) = state.file.write_all(&state.frame) {
-            if let Err(why) = Self::roll_back(state) {
-                state.broken = Some(why);
-            }
-            return Err(error);
+            let message = match Self::roll_back(state) {
+                Ok(()) => format!(
+                    "{error}; the record was not kept (the log ends at its last whole record, {} bytes)",
+                    state.len
+                ),
+                Err(why) => {
+                    let message = format!("{error}; and then {why}");
+                    state.broken = Some(why);
+                    message
+                }
+            };
+            return Err(io::Error::new(error.kind(), message));
         }
         state.len += state.frame.len() as u64;
         state.written += 1;

@@ -54,13 +54,18 @@ const ANSWERS_WAIT: Duration = Duration::from_secs(1);
 const RUNTIME_END: Duration = Duration::from_millis(100);
 
 /// Runs the server until the client goes away (exit 0) or a signal stops
-/// it; bad input is a usage error (exit 2), a transport that fails exit 1.
+/// it; bad input is a usage error (exit 2), an audit log that opening
+/// could not write exit 3 (nothing was served), a transport that fails
+/// exit 1.
 pub fn main(args: &McpArgs) -> ExitCode {
     match start(args) {
         Ok(ready) => ready.run(),
         Err(error) => {
             eprintln!("spillguard: {error}");
-            ExitCode::from(2)
+            match crate::call::audit_errors().is_empty() {
+                true => ExitCode::from(2),
+                false => ExitCode::from(3),
+            }
         }
     }
 }
