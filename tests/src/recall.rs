@@ -1,0 +1,733 @@
+//! The redaction recall corpus: secrets of every class, in every syntax a
+//! tool prints them in, carried the ways output reaches a view, generated
+//! from a small deterministic generator. `tests/redaction_recall.rs`
+//! measures spillguard on it; `cargo xtask bench --only redact` measures
+//! spillguard and detect-secrets side by side.
+//!
+//! # What an item is
+//!
+//! An [`Item`] is one secret in one text: its [`Class`], its context (the
+//! syntax around it, or how the text is carried), the full text a tool
+//! printed (one or more lines, ending with a newline), the secret's bytes as
+//! they stand in that text (JSON-escaped inside a JSON string), and how the
+//! text is fed to a capture ([`Feed`]).
+//!
+//! Each class has its forms (the syntax it appears in, e.g. an XML element,
+//! a `.netrc` line). Each form is carried six ways: as printed (the context
+//! is the form's syntax), inside a JSON string as `serde_json` encodes a log
+//! line (`json-escaped`), after an ANSI colour (`ansi`), after a progress
+//! line ended by a carriage return (`cr`), fed in two writes split at a
+//! random byte inside the secret (`split`), and in a tail window whose
+//! edge cuts the secret at a random byte, at least [`leak_len`]` + 1`
+//! bytes of it left visible (`window-edge`).
+//!
+//! # When an item is recalled
+//!
+//! The text is fed to a [`StreamCapture`] (whole, in two writes, or into a
+//! tail window of the item's budget) and its window rendered. With `n` the
+//! secret's length and `L = min(8, ceil(n / 2))` ([`leak_len`]), the item
+//! is **recalled** when the rendering holds no `L`-byte substring of the
+//! secret (so no longer one either) **and** at least one secret was
+//! counted as redacted (a `[cut]` alone is not a redaction). A provider
+//! token's fixed prefix is part of its secret: a rendering that keeps
+//! `ghp_` and hides the rest holds no 8-byte substring.
+//!
+//! Provider tokens stand after a neutral key (`value`, `Value:`, `?v=`), so
+//! their class measures the provider formats, not the key vocabulary.
+
+use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
+
+/// A class of secret, reported on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// A provider's token format (`ghp_…`, `AKIA…`, a JWT).
+    ProviderToken,
+    /// A quoted value after a credential key, holding shell symbols.
+    QuotedSymbolValue,
+    /// A credential key in XML, Go maps, cookies, next-word forms,
+    /// connection strings and key names with prefixes and suffixes.
+    KeySyntax,
+    /// A URL's userinfo or signed-URL parameter.
+    Url,
+    /// A base64-encoded credential (docker `auth`, Kubernetes `data:`,
+    /// `Authorization: Basic`).
+    Encoded,
+    /// A PEM or OpenSSH private-key block.
+    PrivateKey,
+}
+
+impl Class {
+    /// Every class, in report order.
+    pub const ALL: [Class; 6] = [
+        Class::ProviderToken,
+        Class::QuotedSymbolValue,
+        Class::KeySyntax,
+        Class::Url,
+        Class::Encoded,
+        Class::PrivateKey,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::ProviderToken => "provider-token",
+            Class::QuotedSymbolValue => "quoted-symbol-value",
+            Class::KeySyntax => "key-syntax",
+            Class::Url => "url",
+            Class::Encoded => "encoded",
+            Class::PrivateKey => "private-key",
+        }
+    }
+}
+
+/// How an item's text reaches the capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    /// In one write, into a window that keeps all of it.
+    Whole,
+    /// In two writes, the first of this many bytes.
+    Split(usize),
+    /// In one write, into a tail window of this many bytes, whose edge
+    /// cuts the secret.
+    Tail(usize),
+}
+
+/// One secret in one text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// Its class.
+    pub class: Class,
+    /// The form: the provider (`github`) or the syntax (`xml-element`).
+    pub form: &'static str,
+    /// The context: the form's syntax (`json`, `netrc`, …) when printed as
+    /// is, else how it is carried (`json-escaped`, `ansi`, `cr`, `split`,
+    /// `window-edge`).
+    pub context: &'static str,
+    /// The full text, ending with a newline.
+    pub text: String,
+    /// The secret's bytes as they stand in `text`.
+    pub secret: String,
+    /// How `text` is fed.
+    pub feed: Feed,
+}
+
+/// The carriers every form goes through, after its own syntax.
+pub const CARRIERS: [&str; 5] = ["json-escaped", "ansi", "cr", "split", "window-edge"];
+
+/// The length of the shortest substring of a secret of `n` bytes whose
+/// presence in a rendering counts as a leak: `min(8, ceil(n / 2))`.
+pub fn leak_len(n: usize) -> usize {
+    n.div_ceil(2).clamp(1, 8)
+}
+
+/// The first substring of `secret`, [`leak_len`] bytes long, that
+/// `rendering` holds, if any.
+pub fn leak<'a>(rendering: &str, secret: &'a str) -> Option<&'a str> {
+    let bytes = secret.as_bytes();
+    let len = leak_len(bytes.len());
+    (0..=bytes.len().saturating_sub(len))
+        .filter_map(|i| secret.get(i..i + len))
+        .find(|part| rendering.contains(part))
+}
+
+/// An item rendered through a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendering {
+    /// The window's rendering.
+    pub text: String,
+    /// Secrets counted as redacted in it.
+    pub redactions: u64,
+}
+
+impl Item {
+    /// The raw bytes the capture's window holds once fed: the whole text,
+    /// or its last `budget` bytes for [`Feed::Tail`]. This is what another
+    /// scanner is given to read.
+    pub fn window_bytes(&self) -> &str {
+        match self.feed {
+            Feed::Tail(budget) => &self.text[self.text.len() - budget..],
+            _ => &self.text,
+        }
+    }
+
+    /// Feeds the text to a stderr capture with the built-in rules, as its
+    /// [`Feed`] says, and renders the window.
+    pub fn render(&self) -> Rendering {
+        let bytes = self.text.as_bytes();
+        let budget = match self.feed {
+            Feed::Tail(budget) => budget,
+            _ => bytes.len(),
+        };
+        let pool = RetentionPool::unlimited();
+        let mut capture =
+            StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, budget), &pool);
+        match self.feed {
+            Feed::Split(at) => {
+                let _ = capture.feed(&bytes[..at]);
+                let _ = capture.feed(&bytes[at..]);
+            }
+            _ => {
+                let _ = capture.feed(bytes);
+            }
+        }
+        let (text, counts) = capture.window().render_with_redactions();
+        Rendering {
+            text,
+            redactions: counts.total(),
+        }
+    }
+
+    /// Whether `rendering` recalls this item: no leak of the secret, and at
+    /// least one redaction counted.
+    pub fn recalled_by(&self, rendering: &Rendering) -> bool {
+        rendering.redactions > 0 && leak(&rendering.text, &self.secret).is_none()
+    }
+
+    /// Where the secret starts in the text.
+    fn secret_at(&self) -> usize {
+        self.text.find(&self.secret).unwrap_or(0)
+    }
+}
+
+/// A small deterministic generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+const LOWER: &[u8] = b"abcdefghijklmnopqrstuvwxyz";
+const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+const DIGITS: &[u8] = b"0123456789";
+const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const HEX: &[u8] = b"0123456789abcdef";
+const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// The symbols a shell would read as syntax.
+const SHELL_SYMBOLS: &[u8] = b"$&();|<>{}`";
+/// Other symbols passwords hold.
+const OTHER_SYMBOLS: &[u8] = b"!@#%^*-_=+.,:?~";
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `low..=high`.
+    pub fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next_u64() % (high - low + 1) as u64) as usize
+    }
+
+    fn pick(&mut self, alphabet: &[u8]) -> u8 {
+        alphabet[self.range(0, alphabet.len() - 1)]
+    }
+
+    /// `n` characters of `alphabet`.
+    pub fn draw(&mut self, alphabet: &[u8], n: usize) -> String {
+        (0..n).map(|_| char::from(self.pick(alphabet))).collect()
+    }
+
+    /// `n` bytes.
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// A password of 14 to 24 characters with both cases, digits and at
+    /// least two shell symbols (no quote or backslash).
+    pub fn symbol_password(&mut self) -> String {
+        let n = self.range(14, 24);
+        let mut chars: Vec<u8> = Vec::with_capacity(n);
+        chars.extend([
+            self.pick(UPPER),
+            self.pick(LOWER),
+            self.pick(DIGITS),
+            self.pick(DIGITS),
+            self.pick(SHELL_SYMBOLS),
+            self.pick(SHELL_SYMBOLS),
+        ]);
+        let all = [ALNUM, ALNUM, SHELL_SYMBOLS, OTHER_SYMBOLS].concat();
+        while chars.len() < n {
+            chars.push(self.pick(&all));
+        }
+        // Shuffle, so the symbols stand anywhere.
+        for i in (1..chars.len()).rev() {
+            let j = self.range(0, i);
+            chars.swap(i, j);
+        }
+        chars.into_iter().map(char::from).collect()
+    }
+
+    /// An alphanumeric password of 12 to 32 characters with both cases and
+    /// a digit.
+    pub fn password(&mut self) -> String {
+        let n = self.range(12, 32);
+        format!(
+            "{}{}{}{}",
+            self.draw(UPPER, 1),
+            self.draw(LOWER, 1),
+            self.draw(ALNUM, n - 3),
+            self.draw(DIGITS, 1)
+        )
+    }
+}
+
+/// Standard base64 with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(B64[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `text` with every byte outside `A-Za-z0-9-._~` percent-escaped.
+pub fn percent_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A form before its carriers: (form, syntax, text, secret).
+type Base = (&'static str, &'static str, String, String);
+
+/// A PEM block of `label` whose body is `lines` lines of base64 (64 per
+/// line, the last shorter), body joined with `newline`: (block, body).
+fn pem(rng: &mut Rng, label: &str, lines: usize, newline: &str) -> (String, String) {
+    let mut body: Vec<String> = (0..lines).map(|_| rng.draw(B64, 64)).collect();
+    let last = rng.range(8, 60);
+    body.push(format!("{}==", rng.draw(B64, last)));
+    let body = body.join(newline);
+    (
+        format!("-----BEGIN {label}-----{newline}{body}{newline}-----END {label}-----"),
+        body,
+    )
+}
+
+fn provider_forms(seed: u64) -> Vec<Base> {
+    let mut out = Vec::new();
+    for round in 0..2 {
+        for (provider, token) in spillguard_core::provider_samples(seed ^ (round * 0x5151)) {
+            let t = &token;
+            let forms: [(&'static str, String); 11] = [
+                ("alone", format!("{t}\n")),
+                ("json", format!("{{\"id\":\"req-7\",\"value\":\"{t}\"}}\n")),
+                ("yaml", format!("item:\n  value: {t}\n")),
+                ("ini", format!("[upload]\nvalue = {t}\n")),
+                ("env", format!("VALUE={t}\n")),
+                ("xml", format!("<Item><Value>{t}</Value></Item>\n")),
+                ("header", format!("X-Debug-Value: {t}\n")),
+                ("flag", format!("deploy --value {t} --region eu-west-1\n")),
+                ("next-word", format!("uploading with {t} now\n")),
+                (
+                    "url",
+                    format!("GET https://api.example.com/v1/items?v={t}&page=2\n"),
+                ),
+                (
+                    "go-map",
+                    format!("fields=map[Accept:[*/*] Value:[{t}] Retry:[3]]\n"),
+                ),
+            ];
+            for (syntax, text) in forms {
+                out.push((provider, syntax, text, token.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn quoted_symbol_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let forms: [(&'static str, fn(&str) -> String); 8] = [
+            ("json", |p| {
+                format!("{{\"user\":\"deploy\",\"password\":\"{p}\",\"port\":5432}}\n")
+            }),
+            ("yaml-double", |p| {
+                format!("database:\n  password: \"{p}\"\n")
+            }),
+            ("yaml-single", |p| format!("db:\n  db_password: '{p}'\n")),
+            ("ini", |p| format!("[client]\npassword = \"{p}\"\n")),
+            ("env", |p| format!("X_PASSWORD=\"{p}\"\n")),
+            ("export", |p| format!("+ export API_TOKEN='{p}'\n")),
+            ("flag", |p| {
+                format!("+ pg_dump --username app --password '{p}' app\n")
+            }),
+            ("flag-secret", |p| {
+                format!("+ oauth-cli login --client-secret \"{p}\"\n")
+            }),
+        ];
+        for (syntax, make) in forms {
+            let secret = rng.symbol_password();
+            out.push((syntax, syntax, make(&secret), secret));
+        }
+    }
+    out
+}
+
+fn key_syntax_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        let aws_secret = rng.draw(B64, 40);
+        let session_len = rng.range(300, 420);
+        let session = rng.draw(B64, session_len);
+        let forms: [(&'static str, String, fn(&str) -> String); 19] = [
+            ("xml-secret-access-key", aws_secret, |s| {
+                format!("      <SecretAccessKey>{s}</SecretAccessKey>\n")
+            }),
+            ("xml-session-token", session, |s| {
+                format!("      <SessionToken>{s}</SessionToken>\n")
+            }),
+            ("xml-password", rng.password(), |s| {
+                format!("  <password>{s}</password>\n")
+            }),
+            ("xml-attribute", rng.password(), |s| {
+                format!("<user name=\"deploy\" password=\"{s}\" roles=\"admin\"/>\n")
+            }),
+            ("go-map", rng.draw(ALNUM, 40), |s| {
+                format!(
+                    "req.Header=map[Accept:[*/*] Authorization:[Bearer {s}] User-Agent:[Go-http-client/1.1]]\n"
+                )
+            }),
+            ("cookie", rng.draw(ALNUM, 32), |s| {
+                format!("> Cookie: session={s}; theme=dark; lang=en\n")
+            }),
+            ("set-cookie", rng.draw(ALNUM, 32), |s| {
+                format!("< Set-Cookie: sid={s}; Path=/; HttpOnly; Secure\n")
+            }),
+            ("netrc", rng.password(), |s| {
+                format!("machine api.example.com login deploy password {s}\n")
+            }),
+            ("docker-login", rng.password(), |s| {
+                format!("+ docker login -u deploy -p {s} registry.example.com\n")
+            }),
+            ("sshpass", rng.password(), |s| {
+                format!("+ sshpass -p {s} ssh deploy@10.0.0.7 uptime\n")
+            }),
+            ("odbc-pwd", rng.password(), |s| {
+                format!(
+                    "Driver={{ODBC Driver 18}};Server=db.example.com;Database=app;Uid=app;Pwd={s};\n"
+                )
+            }),
+            ("connection-password", rng.password(), |s| {
+                format!("Host=db.example.com;Username=app;Password={s};Database=app\n")
+            }),
+            ("mysql-pwd", rng.password(), |s| format!("MYSQL_PWD={s}\n")),
+            ("redis-pass", rng.password(), |s| {
+                format!("REDIS_PASS={s}\n")
+            }),
+            ("ansible-become-pass", rng.password(), |s| {
+                format!("ansible_become_pass: {s}\n")
+            }),
+            ("db-passwd", rng.password(), |s| format!("DB_PASSWD={s}\n")),
+            ("x-auth-token", rng.draw(ALNUM, 32), |s| {
+                format!("x-auth-token: {s}\n")
+            }),
+            ("client-secret", rng.draw(ALNUM, 40), |s| {
+                format!("client_secret={s}\n")
+            }),
+            ("private-key-name", rng.draw(HEX, 64), |s| {
+                format!("private_key: {s}\n")
+            }),
+        ];
+        for (form, secret, make) in forms {
+            out.push((form, form, make(&secret), secret));
+        }
+    }
+    out
+}
+
+fn url_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let symbols = format!(
+            "{}/{}#{}",
+            rng.draw(ALNUM, 6),
+            rng.draw(ALNUM, 5),
+            rng.draw(ALNUM, 6)
+        );
+        let escaped = percent_escape(&format!(
+            "{}/{}#{}@{}",
+            rng.draw(ALNUM, 5),
+            rng.draw(ALNUM, 4),
+            rng.draw(ALNUM, 4),
+            rng.draw(ALNUM, 3)
+        ));
+        let sig = percent_escape(&base64(&rng.bytes(32)));
+        let security_len = rng.range(200, 300);
+        let security = percent_escape(&base64(&rng.bytes(security_len)));
+        let forms: [(&'static str, String, fn(&str) -> String); 9] = [
+            ("token-user", rng.draw(ALNUM, 40), |s| {
+                format!("Cloning into 'repo'... https://{s}@github.com/org/repo.git\n")
+            }),
+            ("userinfo-symbols", symbols, |s| {
+                format!("fatal: unable to access 'https://deploy:{s}@git.example.com/r.git/'\n")
+            }),
+            ("userinfo-escaped", escaped, |s| {
+                format!("fetching https://deploy:{s}@pkgs.example.com/simple/\n")
+            }),
+            ("azure-sas", sig, |s| {
+                format!(
+                    "GET https://acct.blob.core.windows.net/c/file.bin?sv=2022-11-02&ss=b&srt=co&sp=rl&se=2026-12-31T00:00:00Z&spr=https&sig={s}\n"
+                )
+            }),
+            ("x-amz-signature", rng.draw(HEX, 64), |s| {
+                format!(
+                    "https://bucket.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature={s}\n"
+                )
+            }),
+            ("x-amz-security-token", security, |s| {
+                format!(
+                    "https://bucket.s3.amazonaws.com/k.tar?X-Amz-Security-Token={s}&X-Amz-Expires=3600\n"
+                )
+            }),
+            ("access-token", rng.draw(ALNUM, 48), |s| {
+                format!("GET https://graph.example.com/me?fields=id&access_token={s}\n")
+            }),
+            ("token", rng.draw(ALNUM, 32), |s| {
+                format!("connecting to wss://stream.example.com/v2?token={s}&v=3\n")
+            }),
+            ("oauth-code", rng.draw(ALNUM, 40), |s| {
+                format!(
+                    "redirect: https://app.example.com/oauth/callback?code={s}&state=af0ifjsldkj\n"
+                )
+            }),
+        ];
+        for (form, secret, make) in forms {
+            out.push((form, form, make(&secret), secret));
+        }
+    }
+    out
+}
+
+fn encoded_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let docker_auth = base64(format!("deploy:{}", rng.password()).as_bytes());
+        let (key, _) = pem(rng, "RSA PRIVATE KEY", 4, "\n");
+        let pem_b64 = base64(format!("{key}\n").as_bytes());
+        let password_b64 = base64(rng.password().as_bytes());
+        let dockerconfig = base64(
+            format!(
+                "{{\"auths\":{{\"registry.example.com\":{{\"username\":\"deploy\",\"password\":\"{}\",\"auth\":\"{}\"}}}}}}",
+                rng.password(),
+                base64(b"deploy:x")
+            )
+            .as_bytes(),
+        );
+        let basic = base64(format!("admin:{}", rng.password()).as_bytes());
+        let json_password = base64(rng.password().as_bytes());
+        let forms: [(&'static str, String, fn(&str) -> String); 6] = [
+            ("docker-config-auth", docker_auth, |s| {
+                format!(
+                    "{{\n  \"auths\": {{\n    \"registry.example.com\": {{\n      \"auth\": \"{s}\"\n    }}\n  }}\n}}\n"
+                )
+            }),
+            ("kubernetes-pem", pem_b64, |s| {
+                format!(
+                    "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n  tls.key: {s}\n"
+                )
+            }),
+            ("kubernetes-password", password_b64, |s| {
+                format!("apiVersion: v1\nkind: Secret\ndata:\n  password: {s}\n")
+            }),
+            ("kubernetes-dockerconfigjson", dockerconfig, |s| {
+                format!(
+                    "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: {s}\n"
+                )
+            }),
+            ("basic-auth", basic, |s| {
+                format!("> Authorization: Basic {s}\n")
+            }),
+            ("kubernetes-json", json_password, |s| {
+                format!("{{\"kind\":\"Secret\",\"data\":{{\"db-pass\":\"{s}\"}}}}\n")
+            }),
+        ];
+        for (form, secret, make) in forms {
+            out.push((form, form, make(&secret), secret));
+        }
+    }
+    out
+}
+
+fn private_key_forms(rng: &mut Rng) -> Vec<Base> {
+    let labels = [
+        "RSA PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+    ];
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        for label in labels {
+            let lines = rng.range(3, 8);
+            let (block, body) = pem(rng, label, lines, "\n");
+            out.push(("pem", "alone", format!("{block}\n"), body));
+            let (block, body) = pem(rng, label, lines, "\\n");
+            out.push((
+                "pem",
+                "json",
+                format!(
+                    "{{\"type\":\"service_account\",\"private_key_id\":\"k1\",\"private_key\":\"{block}\\n\"}}\n"
+                ),
+                body,
+            ));
+            let (block, body) = pem(rng, label, lines, "\n    ");
+            out.push((
+                "pem",
+                "yaml",
+                format!("tls:\n  key: |\n    {block}\n"),
+                body,
+            ));
+        }
+    }
+    out
+}
+
+/// `base` as printed, and through each of the [`CARRIERS`].
+fn carried(class: Class, base: Base, rng: &mut Rng, out: &mut Vec<Item>) {
+    let (form, syntax, text, secret) = base;
+    let plain = Item {
+        class,
+        form,
+        context: syntax,
+        text,
+        secret,
+        feed: Feed::Whole,
+    };
+    let line = plain.text.strip_suffix('\n').unwrap_or(&plain.text);
+    let escaped = |s: &str| {
+        let json = serde_json::Value::String(s.to_owned()).to_string();
+        json[1..json.len() - 1].to_owned()
+    };
+    let with = |context, text: String, secret: String, feed| Item {
+        class,
+        form,
+        context,
+        text,
+        secret,
+        feed,
+    };
+    out.push(with(
+        "json-escaped",
+        format!(
+            "{{\"level\":\"info\",\"ts\":1767225600.5,\"msg\":\"{}\"}}\n",
+            escaped(line)
+        ),
+        escaped(&plain.secret),
+        Feed::Whole,
+    ));
+    out.push(with(
+        "ansi",
+        format!("\u{1b}[32m{line}\u{1b}[0m\n"),
+        plain.secret.clone(),
+        Feed::Whole,
+    ));
+    out.push(with(
+        "cr",
+        format!("Downloading 45% ########\r{line}\n"),
+        plain.secret.clone(),
+        Feed::Whole,
+    ));
+    let at = plain.secret_at();
+    let n = plain.secret.len();
+    let split = at + rng.range(1, n - 1);
+    out.push(with(
+        "split",
+        plain.text.clone(),
+        plain.secret.clone(),
+        Feed::Split(split),
+    ));
+    let cut = at + rng.range(1, n - leak_len(n) - 1);
+    out.push(with(
+        "window-edge",
+        plain.text.clone(),
+        plain.secret.clone(),
+        Feed::Tail(plain.text.len() - cut),
+    ));
+    out.push(plain);
+}
+
+/// The corpus drawn from `seed`: every class's forms, each as printed and
+/// through every carrier (2,000 items or more, at least 100 per class).
+pub fn corpus(seed: u64) -> Vec<Item> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::new();
+    let classes: [(Class, Vec<Base>); 6] = [
+        (Class::ProviderToken, provider_forms(seed)),
+        (Class::QuotedSymbolValue, quoted_symbol_forms(&mut rng)),
+        (Class::KeySyntax, key_syntax_forms(&mut rng)),
+        (Class::Url, url_forms(&mut rng)),
+        (Class::Encoded, encoded_forms(&mut rng)),
+        (Class::PrivateKey, private_key_forms(&mut rng)),
+    ];
+    for (class, bases) in classes {
+        for base in bases {
+            carried(class, base, &mut rng, &mut out);
+        }
+    }
+    out
+}
+
+/// The seed of the corpus the test and the bench measure.
+pub const SEED: u64 = 0x5EC2_E7C0_2B05;
+
+/// Recall of one class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Items of the class.
+    pub items: usize,
+    /// Items recalled.
+    pub recalled: usize,
+}
+
+impl Tally {
+    /// Recalled items over items, in percent.
+    pub fn percent(&self) -> f64 {
+        if self.items == 0 {
+            return 0.0;
+        }
+        100.0 * self.recalled as f64 / self.items as f64
+    }
+}
+
+/// The tally per class (in [`Class::ALL`] order) of `recalled`, one flag
+/// per item of `items`.
+pub fn tally(items: &[Item], recalled: &[bool]) -> Vec<(Class, Tally)> {
+    Class::ALL
+        .iter()
+        .map(|&class| {
+            let mut tally = Tally::default();
+            for (item, &hit) in items.iter().zip(recalled) {
+                if item.class == class {
+                    tally.items += 1;
+                    tally.recalled += usize::from(hit);
+                }
+            }
+            (class, tally)
+        })
+        .collect()
+}
