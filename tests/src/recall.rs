@@ -103,6 +103,9 @@ pub struct Item {
     /// is, else how it is carried (`json-escaped`, `ansi`, `cr`, `split`,
     /// `window-edge`).
     pub context: &'static str,
+    /// The form's own syntax (`json`, `yaml`, `netrc`, …), whatever the
+    /// carrier.
+    pub syntax: &'static str,
     /// The full text, ending with a newline.
     pub text: String,
     /// The secret's bytes as they stand in `text`.
@@ -181,6 +184,27 @@ impl Item {
     /// least one redaction counted.
     pub fn recalled_by(&self, rendering: &Rendering) -> bool {
         rendering.redactions > 0 && leak(&rendering.text, &self.secret).is_none()
+    }
+
+    /// The file name extension a file scanner is given this item under:
+    /// `yaml` or `ini` where the text as printed is YAML or INI (scanners
+    /// read those without quotes around values), else `log`.
+    pub fn extension(&self) -> &'static str {
+        if matches!(self.context, "json-escaped" | "ansi" | "cr") {
+            return "log";
+        }
+        match self.syntax {
+            "yaml"
+            | "yaml-double"
+            | "yaml-single"
+            | "kubernetes-pem"
+            | "kubernetes-password"
+            | "kubernetes-dockerconfigjson"
+            | "ansible-become-pass"
+            | "private-key-name" => "yaml",
+            "ini" => "ini",
+            _ => "log",
+        }
     }
 
     /// Where the secret starts in the text.
@@ -614,6 +638,7 @@ fn carried(class: Class, base: Base, rng: &mut Rng, out: &mut Vec<Item>) {
         class,
         form,
         context: syntax,
+        syntax,
         text,
         secret,
         feed: Feed::Whole,
@@ -627,6 +652,7 @@ fn carried(class: Class, base: Base, rng: &mut Rng, out: &mut Vec<Item>) {
         class,
         form,
         context,
+        syntax,
         text,
         secret,
         feed,
