@@ -5,7 +5,9 @@
 # `@modelcontextprotocol/server-everything`, the official TypeScript SDK
 # `@modelcontextprotocol/sdk` (its client drives `spillguard mcp` in
 # adapter-std/cli/tests/peers/mcp_bridge.mjs and `spillguard stdio` in stdio_hosts.mjs),
-# Claude Code and the MCP Inspector. Prints the paths it made.
+# Claude Code and the MCP Inspector; and detect-secrets from PyPI, the
+# scanner `cargo xtask bench --only redact` measures beside spillguard's
+# redaction. Prints the paths it made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peers="$PWD/target/peers"
@@ -16,10 +18,12 @@ if [ ! -x "$peers/venv/bin/python" ]; then
 fi
 # Pinned: the tests use this SDK's API (its ClientSession and its Client,
 # which negotiates protocol 2026-07-28); a new release is taken on purpose.
-python_peers=(mcp==2.3.0 mcp-server-time==2026.10.19)
+# detect-secrets: its recall and false alarms are the bench's figures.
+python_peers=(mcp==2.3.0 mcp-server-time==2026.10.19 detect-secrets==1.5.0)
 if ! "$peers/venv/bin/python" -c '
 import importlib.metadata as m, sys
-sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10.19")
+sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10.19"
+         or m.version("detect-secrets") != "1.5.0")
 ' 2>/dev/null; then
     "$peers/venv/bin/pip" install --quiet --disable-pip-version-check "${python_peers[@]}"
 fi
@@ -39,4 +43,4 @@ if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/packa
     npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error "${npm_peers[@]}"
 fi
 
-echo "peers: $peers/venv (mcp, mcp-server-time), $peers/npm (server-everything, sdk, claude-code, inspector)"
+echo "peers: $peers/venv (mcp, mcp-server-time, detect-secrets), $peers/npm (server-everything, sdk, claude-code, inspector)"

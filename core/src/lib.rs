@@ -132,6 +132,8 @@ pub use jsonrpc::{
     ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
+#[doc(hidden)]
+pub use redact::provider_samples; // TEMPORARY: replaced at merge
 pub use redact::{
     MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
 };

@@ -39,6 +39,7 @@ pub mod drivers;
 pub mod engine;
 pub mod expect;
 pub mod measure;
+pub mod recall;
 pub mod report;
 pub mod scenario;
 pub mod soak;

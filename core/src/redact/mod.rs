@@ -2,6 +2,7 @@
 //! See [`Redactor`].
 
 mod cookies;
+mod provider_samples_stub; // TEMPORARY: replaced at merge
 mod rules;
 mod scanners;
 
@@ -16,6 +17,9 @@ use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
+
+#[doc(hidden)]
+pub use provider_samples_stub::provider_samples; // TEMPORARY: replaced at merge
 
 /// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
 /// text around them: `Authorization: Bearer [redacted: bearer-token]`.

@@ -15,6 +15,7 @@
 mod jsonrpc;
 mod line;
 mod plot;
+mod recall;
 mod redact;
 mod report;
 mod stdio;
@@ -40,7 +41,11 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
   --rounds K       rounds of the flood, grandchild, spawn and verify cases
                    (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio, redact,
-                   verify (default all; verify: the release `spillguard
+                   verify (default all; redact: rendering a 16 KiB window
+                   with 0, 1 and 50 secrets, and recall per class on the
+                   generated corpus and false alarms on core/tests/corpus,
+                   spillguard beside detect-secrets when .ci/peers.sh
+                   installed it; verify: the release `spillguard
                    audit verify`, `sessions --json` and `activity --json`
                    on clear logs of 256 MiB and 1 GiB as `run --audit`
                    writes them, kept in target/bench-audit/: wall time,
@@ -348,6 +353,19 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
             }
             None => {
                 println!("\n== redact\n  FAILED: cargo did not report bench-redact");
+                failed += 1;
+            }
+        }
+        match recall::measure() {
+            Ok(measured) => {
+                recall::print(&measured);
+                // In CI the peer is installed: a missing one is a failure.
+                if measured.skipped.is_some() && std::env::var("CI").as_deref() == Ok("true") {
+                    failed += 1;
+                }
+            }
+            Err(error) => {
+                println!("\n== redact: recall\n  FAILED: {error}");
                 failed += 1;
             }
         }
