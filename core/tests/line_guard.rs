@@ -232,6 +232,39 @@ fn a_64_mib_message_passes_and_a_longer_line_is_diverted() {
     assert_eq!(s.forwarded.len(), 1);
 }
 
+/// A held message costs about its own size: the buffer reserves at most
+/// an eighth more (8 MiB at most) plus the 256 KiB read room, and never
+/// more than the maximum plus that room, at the maximum and just over it.
+#[test]
+fn a_held_message_reserves_about_its_own_size() {
+    const ROOM: usize = 256 << 10;
+    for (max, len) in [
+        (16 << 20, 16 << 20),
+        (16 << 20, (16 << 20) + 1024),
+        (64 << 20, 40 << 20),
+        (64 << 20, 64 << 20),
+        (64 << 20, (64 << 20) + 1024),
+    ] {
+        let mut guard = StdoutLineGuard::with_max_message(max);
+        let mut bytes = vec![b'7'; len];
+        bytes[len - 1] = b'\n';
+        let mut reserved_at_most = 0;
+        for chunk in bytes.chunks(ROOM / 2) {
+            let room = guard.spare();
+            room[..chunk.len()].copy_from_slice(chunk);
+            guard.filled(chunk.len(), |_| Ok::<(), ()>(())).unwrap();
+            reserved_at_most = reserved_at_most.max(guard.bytes_reserved());
+        }
+        let held = len.min(max);
+        let bound = (held + (held / 8).min(8 << 20) + ROOM).min(max + ROOM);
+        assert!(
+            reserved_at_most <= bound,
+            "max {max}, line {len}: reserved {reserved_at_most} > {bound}"
+        );
+        assert!(reserved_at_most as f64 <= 1.1 * held as f64 + (8 << 20) as f64);
+    }
+}
+
 fn line() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":[1,2,{\"b\":null}]}}\n".to_vec()),

@@ -13,6 +13,16 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// offered at least half of it).
 const READ_ROOM: usize = 256 << 10;
 
+/// The capacity the guard's buffer grows to when it must hold `want`
+/// bytes: an eighth more (at most 8 MiB more), never past the longest line
+/// plus the read room. A vector that doubles would hold up to twice the
+/// longest message; this holds it plus at most 8 MiB (a 64 MiB message
+/// costs 64 MiB and 256 KiB at the maximum, not 128 MiB).
+fn grown_capacity(want: usize, max_message: usize) -> usize {
+    let ceiling = max_message.saturating_add(READ_ROOM).max(want);
+    want.saturating_add((want / 8).min(8 << 20)).min(ceiling)
+}
+
 /// Splits the stdout of an MCP stdio server into the messages the client
 /// gets and the bytes it must not.
 ///
@@ -175,11 +185,23 @@ impl StdoutLineGuard {
         self.held
     }
 
+    /// Bytes the guard's buffer has reserved: at most the longest line
+    /// held plus an eighth of it (no more than 8 MiB) and 256 KiB of read
+    /// room, and never more than the maximum plus that room.
+    pub fn bytes_reserved(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Room to read the next bytes into (at least 128 KiB); then call
     /// [`filled`](Self::filled) with how many came.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.buf.len() < self.held + READ_ROOM / 2 {
-            self.buf.resize(self.held + READ_ROOM, 0);
+            let want = self.held + READ_ROOM;
+            if want > self.buf.capacity() {
+                self.buf
+                    .reserve_exact(grown_capacity(want, self.max_message) - self.buf.len());
+            }
+            self.buf.resize(want, 0);
         }
         self.buf.get_mut(self.held..).unwrap_or_default()
     }
