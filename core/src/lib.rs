@@ -133,6 +133,7 @@ pub use jsonrpc::{
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{
-    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
+    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, STREAM_BEHIND, STREAM_HOLD,
+    StreamRedactions, StreamRedactor,
 };
 pub use render::{Fingerprint, FingerprintParseError, Window};

@@ -3,6 +3,7 @@
 
 mod rules;
 mod scanners;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,6 +16,7 @@ use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
+pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 
 /// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
 /// text around them: `Authorization: Bearer [redacted: bearer-token]`.
