@@ -427,9 +427,10 @@ pub struct StdioArgs {
     /// exit status and stderr excerpt
     #[arg(long)]
     pub mcp: bool,
-    /// Copy PROGRAM's stderr to this program's stderr, never blocking:
-    /// bytes that would block are dropped and counted
-    /// (`stderr_forward_dropped`)
+    /// Copy PROGRAM's stderr to this program's stderr, redacted as it
+    /// streams (`stderr_forward_redactions`; a line is held until it ends,
+    /// or 100 ms of quiet), never blocking: bytes that would block are
+    /// dropped and counted (`stderr_forward_dropped`)
     #[arg(long)]
     pub forward_stderr: bool,
     /// Append the record line to FILE instead of writing it to stderr
