@@ -126,6 +126,12 @@ impl StreamRedactor {
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         self.flushed = false;
         self.buf.extend_from_slice(chunk);
+        // Without a new line end and within the hold, nothing can be
+        // released: no scan (a server writing a byte at a time costs a
+        // copy per byte, not a scan of all that is held).
+        if memchr::memchr(b'\n', chunk).is_none() && self.held() <= STREAM_HOLD {
+            return;
+        }
         self.release(Release::Feed, out);
     }
 
