@@ -135,6 +135,7 @@ pub use pool::{PoolLease, RetentionPool};
 #[doc(hidden)]
 pub use redact::provider_samples; // TEMPORARY: replaced at merge
 pub use redact::{
-    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
+    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, STREAM_BEHIND, STREAM_HOLD,
+    StreamRedactions, StreamRedactor,
 };
 pub use render::{Fingerprint, FingerprintParseError, Window};

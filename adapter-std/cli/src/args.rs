@@ -133,8 +133,11 @@ capability is refused, never approved silently), runs the tool's command
 in structuredContent (state, exit_status, result_kind, result,
 stderr_excerpt, counters). A value that would make an argument before the
 command's `--` begin with `-` is refused unless its parameter says
-allow_leading_dash = true. Every request is answered (-32700, -32600,
--32602 for what cannot be served).
+allow_leading_dash = true. A secret parameter (secret = true, or a string
+parameter named as a credential key: password, db_password, api_key, ...)
+reaches the command and reads [redacted: secret-parameter] on the card, in
+the audit log, the record and the result. Every request is answered
+(-32700, -32600, -32602 for what cannot be served).
 stdout carries JSON-RPC messages only; diagnostics go to stderr. When stdin
 ends, live calls get the --on-disconnect policy, every record is written,
 then the server exits 0 (2 on bad input; 1 if the transport fails).
@@ -142,7 +145,8 @@ then the server exits 0 (2 on bad input; 1 if the transport fails).
 `mcp --check` loads the tools file, checks every rule (every error names
 its field, e.g. `tools.remote_uptime.params.host.pattern`) and prints
 {\"tools\": [{name, description, inputSchema, outputSchema}, ...]} as one line
-of JSON, with a warning on stderr for each program not found.
+of JSON (a secret parameter has \"writeOnly\": true), with a warning on
+stderr for each program not found.
 Exit status: 0 when the file is valid; 2 when it cannot be read or breaks a
 rule (one line on stderr); 1 if the output could not be written.
 
@@ -431,9 +435,10 @@ pub struct StdioArgs {
     /// exit status and stderr excerpt
     #[arg(long)]
     pub mcp: bool,
-    /// Copy PROGRAM's stderr to this program's stderr, never blocking:
-    /// bytes that would block are dropped and counted
-    /// (`stderr_forward_dropped`)
+    /// Copy PROGRAM's stderr to this program's stderr, redacted as it
+    /// streams (`stderr_forward_redactions`; a line is held until it ends,
+    /// or 100 ms of quiet), never blocking: bytes that would block are
+    /// dropped and counted (`stderr_forward_dropped`)
     #[arg(long)]
     pub forward_stderr: bool,
     /// Append the record line to FILE instead of writing it to stderr

@@ -221,8 +221,9 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
 }
 
 /// The line `stdio` writes at the end: every record field, the excerpt,
-/// and with `--forward-stderr` the stderr bytes that could not be copied
-/// without blocking.
+/// and with `--forward-stderr` the bytes of the (redacted) stderr copy
+/// that could not be written without blocking and the secrets replaced in
+/// it.
 #[derive(Debug, Serialize)]
 pub struct StdioLine {
     #[serde(flatten)]
@@ -230,6 +231,8 @@ pub struct StdioLine {
     pub stderr_excerpt: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_forward_dropped: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_forward_redactions: Option<u64>,
 }
 
 /// Starts the streamed call of `stdio` (its program and arguments, no

@@ -396,3 +396,83 @@ fn two_hundred_concurrent_approvals_answered_at_once_all_complete() {
     assert_eq!(session.end(), Some(0));
     let _ = std::fs::remove_file(&log);
 }
+
+/// A password with every shell symbol in it.
+const SYMBOLS: &str = "Xy$7&k(9)|<z>;";
+
+#[test]
+fn a_secret_parameter_is_on_no_card_in_no_log_and_in_no_result() {
+    let log = temp_path("wire-secret.log");
+    let _ = std::fs::remove_file(&log);
+    let tools = "[tools.login]\ndescription = \"logs in\"\n\
+        command = [\"printf\", \"{{\\\"user\\\":\\\"%s\\\",\\\"echo\\\":\\\"%s\\\"}}\", \"{user}\", \"{password}\"]\n\
+        params.user = { type = \"string\" }\nparams.password = { type = \"string\" }\n\
+        result = \"stdout_json\"\ntarget = \"{user}:{password}@db\"\n\
+        [tools.say]\ndescription = \"says\"\ncommand = [\"echo\", \"said\", \"{db_pass}\"]\n\
+        params.db_pass = { type = \"string\" }\napproval = \"none\"\n";
+    let mut session = Session::start("secret", tools, &["--audit", log.to_str().unwrap()]);
+    session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "login", "arguments": {"user": "admin", "password": SYMBOLS}}}));
+    let card = session.next();
+    assert_eq!(card["method"], "elicitation/create");
+    assert_eq!(
+        card["params"]["message"],
+        "tool: login\n\
+         description: logs in\n\
+         target: admin:[redacted: secret-parameter]@db\n\
+         command: printf '{\"user\":\"%s\",\"echo\":\"%s\"}' admin '[redacted: secret-parameter]'\n\
+         deadline: host default\n\
+         approval expires: 120000 ms after it is shown"
+    );
+    session.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"action": "accept"}}));
+    let done = session.next();
+    assert_eq!(done["id"], 1);
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    // The helper received the real value: it printed it back, and the
+    // result shows it replaced.
+    assert_eq!(
+        result["structuredContent"]["result"],
+        json!({"user": "admin", "echo": "[redacted: secret-parameter]"})
+    );
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text",
+            "text": "{\"echo\":\"[redacted: secret-parameter]\",\"user\":\"admin\"}"}])
+    );
+    assert_eq!(
+        result["structuredContent"]["target"],
+        "admin:[redacted: secret-parameter]@db"
+    );
+
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "say", "arguments": {"db_pass": SYMBOLS}}}));
+    let said = session.next();
+    assert_eq!(
+        said["result"]["content"],
+        json!([{"type": "text", "text": "said [redacted: secret-parameter]\n"}])
+    );
+    assert_eq!(
+        said["result"]["structuredContent"]["result"],
+        "said [redacted: secret-parameter]\n"
+    );
+    let whole = format!("{done}{said}");
+    assert!(!whole.contains(SYMBOLS), "{whole}");
+    assert_eq!(session.end(), Some(0));
+
+    let bytes = std::fs::read(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains(SYMBOLS), "{text}");
+    assert!(!text.contains("Xy$7"), "{text}");
+    // The log is readable text that holds the placeholder where the value
+    // was (the card, the target and the summary of both calls).
+    assert!(
+        text.contains("admin:[redacted: secret-parameter]@db"),
+        "{text}"
+    );
+    assert!(
+        text.contains("echo said '[redacted: secret-parameter]'"),
+        "{text}"
+    );
+}

@@ -355,3 +355,82 @@ fn audit_writes_the_streamed_calls_lifecycle_to_the_log() {
     assert_eq!(final_record["stdout_mode"], "streamed");
     assert_eq!(final_record["stdin_bytes_forwarded"], 3);
 }
+
+#[test]
+fn forward_stderr_is_redacted_as_it_streams_and_keeps_every_other_byte() {
+    // A token and a quoted password each split across two writes 50 ms
+    // apart, a colour, `\r` progress and bytes that are not UTF-8.
+    let script = r#"printf 'token ghp_0123456789abcdef' >&2; sleep 0.05
+printf '0123456789abcdefABCD used\n' >&2
+printf 'db password="p$ss w' >&2; sleep 0.05; printf '&rd" ok\n' >&2
+printf '\033[31mred\033[0m \r 10%%\r100%%\n' >&2
+printf 'raw \377\376 bytes\n' >&2"#;
+    let record_file = temp_path("stdio-forward-redacted.jsonl");
+    let _ = std::fs::remove_file(&record_file);
+    let output = feed(
+        &[
+            "--forward-stderr",
+            "--record",
+            record_file.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        b"",
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let password_line = "db password=\"p$ss w&rd\" ok\n";
+    let redacted_password = spillguard_std::core::Redactor::builtin()
+        .redact(password_line)
+        .text;
+    let mut expected = b"token [redacted: github-token] used\n".to_vec();
+    expected.extend_from_slice(redacted_password.as_bytes());
+    expected.extend_from_slice(b"\x1b[31mred\x1b[0m \r 10%\r100%\n");
+    expected.extend_from_slice(b"raw \xff\xfe bytes\n");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&expected)
+    );
+    assert_eq!(output.stderr, expected);
+    let text = std::fs::read_to_string(&record_file).unwrap();
+    let _ = std::fs::remove_file(&record_file);
+    let record: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(record["stderr_forward_dropped"], 0);
+    let secrets = if redacted_password == password_line {
+        1
+    } else {
+        2
+    };
+    assert_eq!(record["stderr_forward_redactions"], secrets);
+    assert_eq!(record["stderr_redactions"], secrets);
+}
+
+#[test]
+fn forward_stderr_shows_a_partial_line_once_the_server_goes_quiet() {
+    let mut child = stdio(&[
+        "--forward-stderr",
+        "--",
+        "sh",
+        "-c",
+        "printf 'loading 45%%' >&2; sleep 2; printf ' done\\n' >&2",
+    ])
+    .spawn()
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut shown = vec![0; "loading 45%".len()];
+    stderr.read_exact(&mut shown).unwrap();
+    // Two quiet intervals of 100 ms, not the server's 2 s.
+    assert!(started.elapsed() < std::time::Duration::from_millis(1500));
+    assert_eq!(shown, b"loading 45%");
+    drop(child.stdin.take());
+    let mut rest = Vec::new();
+    stderr.read_to_end(&mut rest).unwrap();
+    assert!(
+        rest.starts_with(b" done\n"),
+        "{:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -5,6 +5,7 @@ mod cookies;
 mod provider_samples_stub; // TEMPORARY: replaced at merge
 mod rules;
 mod scanners;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,6 +18,7 @@ use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
+pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 
 #[doc(hidden)]
 pub use provider_samples_stub::provider_samples; // TEMPORARY: replaced at merge

@@ -32,6 +32,10 @@
 //! the same two names as in `spillguard run`'s line. Each tool declares
 //! the shape as its `outputSchema` ([`output_schema`]).
 //!
+//! A value given to a secret parameter (see `secret.rs`) reads
+//! `[redacted: secret-parameter]` wherever it occurs in the result: the
+//! text, the structured content's strings and the result value.
+//!
 //! `isError` is true for every state but `completed`: a helper that
 //! failed, was refused, denied, expired or cancelled is an error the model
 //! must see as one. It is true, too, for a `completed` call of a
@@ -42,12 +46,20 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use spillguard_std::core::{Outcome, State};
 
+use super::secret::SecretValues;
 use super::tools::ToolResult;
 
 /// The `tools/call` result for `outcome`, a call of `tool` whose helper
-/// returns its result as `result`.
-pub fn tool_result(outcome: &Outcome, tool: &str, result: ToolResult) -> CallToolResult {
-    let content = structured_content(outcome, result);
+/// returns its result as `result`; every occurrence of a value in
+/// `secrets` (its secret parameters' values) replaced, in the text and in
+/// every string of the structured content.
+pub fn tool_result(
+    outcome: &Outcome,
+    tool: &str,
+    result: ToolResult,
+    secrets: &SecretValues,
+) -> CallToolResult {
+    let content = secrets.mask_json(&structured_content(outcome, result));
     let unread = result == ToolResult::StdoutJson && outcome.record.result_error.is_some();
     let ok = outcome.record.state == State::Completed && !unread;
     let text = if ok {
@@ -57,7 +69,7 @@ pub fn tool_result(outcome: &Outcome, tool: &str, result: ToolResult) -> CallToo
             None => String::new(),
         }
     } else {
-        error_text(outcome, tool)
+        secrets.mask(&error_text(outcome, tool))
     };
     let mut answer = if ok {
         CallToolResult::success(vec![ContentBlock::text(text)])

@@ -172,7 +172,10 @@ impl Bridge {
             Ok(prepared) => prepared,
             Err(invalid) => {
                 let refused = self.builder_for(tool).refuse(invalid.to_string()).start();
-                return self.finish(refused, tool, context).await.map(Into::into);
+                return self
+                    .finish(refused, tool, arguments, context)
+                    .await
+                    .map(Into::into);
             }
         };
         let asks = prepared.approval.is_required();
@@ -197,7 +200,10 @@ impl Bridge {
                      capability: no approval card can be shown, so the call is refused",
                 )
                 .start();
-            return self.finish(refused, tool, context).await.map(Into::into);
+            return self
+                .finish(refused, tool, arguments, context)
+                .await
+                .map(Into::into);
         }
         let handle = builder.start();
         if asks && modern {
@@ -206,7 +212,9 @@ impl Bridge {
         if asks && let Err(Interrupted::ClientGone) = self.ask(&handle, context).await {
             return Err(gone_error());
         }
-        self.finish(handle, tool, context).await.map(Into::into)
+        self.finish(handle, tool, arguments, context)
+            .await
+            .map(Into::into)
     }
 
     /// The card as the result `input_required` (protocol 2026-07-28 and
@@ -219,7 +227,10 @@ impl Bridge {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(card) = self.shown(&handle).await? else {
-            return self.finish(handle, tool, context).await.map(Into::into);
+            return self
+                .finish(handle, tool, arguments, context)
+                .await
+                .map(Into::into);
         };
         let state = format!(
             "{}{}",
@@ -290,7 +301,7 @@ impl Bridge {
             .and_then(|responses| responses.get(APPROVAL_KEY))
             .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok());
         answer_card(&waiting.handle, answer.map(|answer| answer.action)).await;
-        self.finish(waiting.handle, tool, context)
+        self.finish(waiting.handle, tool, arguments, context)
             .await
             .map(Into::into)
     }
@@ -423,11 +434,13 @@ impl Bridge {
     }
 
     /// Waits for the call to end (cancelling it if the client cancels the
-    /// tool call) and answers with its result.
+    /// tool call) and answers with its result, the values of the tool's
+    /// secret parameters in `arguments` replaced.
     async fn finish(
         &self,
         handle: CallHandle,
         tool: &Tool,
+        arguments: &Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let canceller = handle.canceller();
@@ -451,7 +464,13 @@ impl Bridge {
                 }
             }
         };
-        Ok(answer::tool_result(&outcome, &tool.name, tool.result))
+        let secrets = tool.secret_values(arguments);
+        Ok(answer::tool_result(
+            &outcome,
+            &tool.name,
+            tool.result,
+            &secrets,
+        ))
     }
 }
 

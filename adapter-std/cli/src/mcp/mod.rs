@@ -23,6 +23,7 @@ mod answer;
 mod bridge;
 mod params;
 mod prepare;
+mod secret;
 pub mod serve;
 mod template;
 mod tools;

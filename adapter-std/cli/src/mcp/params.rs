@@ -44,7 +44,10 @@ impl ParamType {
 /// `allow_leading_dash` (default `false`): whether a value may make an
 /// argument word before the command's `--` begin with `-`, where the
 /// program would read it as an option. No `pattern`, `enum` or `minimum`
-/// stands in for it (see `prepare.rs`).
+/// stands in for it (see `prepare.rs`). `secret` (`true` or `false`):
+/// whether the value is a credential, shown nowhere but in the helper's
+/// argument; by default a string parameter whose name is a credential key
+/// (`password`, `db_password`, `apiKey`, …) is one (see `secret.rs`).
 #[derive(Debug, Clone)]
 pub struct Param {
     /// Its name: letters, digits and `_`, not starting with a digit.
@@ -68,6 +71,18 @@ pub struct Param {
     /// Whether a value may begin an argument word before the command's
     /// `--` with `-` (`allow_leading_dash`; by default it may not).
     pub allow_leading_dash: bool,
+    /// `secret` as the file sets it; `None`: by the name.
+    pub secret: Option<bool>,
+}
+
+impl Param {
+    /// Whether the value is a credential (see `secret.rs`): `secret`, or
+    /// else a string parameter with a credential key for a name.
+    pub fn is_secret(&self) -> bool {
+        self.secret.unwrap_or_else(|| {
+            self.kind == ParamType::String && super::secret::is_credential_name(&self.name)
+        })
+    }
 }
 
 /// A compiled `pattern`, with its text as written.
@@ -88,6 +103,7 @@ const PARAM_KEYS: &[&str] = &[
     "minimum",
     "maximum",
     "allow_leading_dash",
+    "secret",
 ];
 
 impl Param {
@@ -199,6 +215,11 @@ impl Param {
             }
             None => false,
         };
+        let secret = match table.get("secret") {
+            Some(toml::Value::Boolean(b)) => Some(*b),
+            Some(_) => return Err(ToolsError::new(field("secret"), "must be true or false")),
+            None => None,
+        };
         let minimum = bound("minimum")?;
         let maximum = bound("maximum")?;
         if let (Some(min), Some(max)) = (&minimum, &maximum)
@@ -220,6 +241,7 @@ impl Param {
             minimum,
             maximum,
             allow_leading_dash,
+            secret,
         })
     }
 }

@@ -47,7 +47,9 @@
 //! ```
 //!
 //! `command` is the shell-quoted command line (exactly what runs, one
-//! quoted word per argument); `deadline` is `host default` when the tool
+//! quoted word per argument, except that a secret parameter's value reads
+//! `[redacted: secret-parameter]` there, as in the target: see
+//! `secret.rs`); `deadline` is `host default` when the tool
 //! sets none; `approval expires` is the tool's `approval_timeout_ms`.
 
 use std::cmp::Ordering;
@@ -60,6 +62,7 @@ use spillguard_std::core::CallKind;
 use spillguard_std::{Approval, HelperCommand};
 
 use super::params::{Param, ParamType};
+use super::secret::SECRET_PARAMETER;
 use super::tools::{Tool, ToolResult};
 
 /// A validated call of a tool: what runs and everything the approval card
@@ -209,12 +212,20 @@ impl Tool {
                 .find(|(n, _)| *n == name)
                 .map(|(_, t)| t.as_str())
         };
+        // What the views show: a secret parameter's value replaced.
+        let secret = |name: &str| self.params.iter().any(|p| p.name == name && p.is_secret());
+        let masked = |name: &str| match secret(name) {
+            true => value(name).map(|_| SECRET_PARAMETER),
+            false => value(name),
+        };
+        let mut shown_args: Vec<String> = Vec::with_capacity(self.args.len());
         // A word naming a left-out optional parameter is dropped whole.
         let mut args: Vec<String> = Vec::with_capacity(self.args.len());
         for (at, word) in self.args.iter().enumerate() {
             let Some(text) = word.render(value) else {
                 continue;
             };
+            let shown_text = word.render(masked).unwrap_or_default();
             if at < self.options_end && text.starts_with('-') && !word.starts_with_dash() {
                 // The placeholder whose value gave the `-`; or, when the `-`
                 // is a literal's that empty values left in front, all of them.
@@ -234,15 +245,17 @@ impl Tool {
                     })
                     .collect();
                 if let Some(&param) = refused.last() {
-                    let given = arguments
-                        .get(param)
-                        .map_or_else(|| "\"\"".to_owned(), shown);
+                    let given = match arguments.get(param) {
+                        Some(_) if secret(param) => SECRET_PARAMETER.to_owned(),
+                        Some(given) => shown(given),
+                        None => "\"\"".to_owned(),
+                    };
                     let opening = if value(param) == Some(text.as_str()) {
                         format!("{given} begins an argument with \"-\"")
                     } else {
                         format!(
                             "{given} makes the argument {} begin with \"-\"",
-                            shown(&Value::String(text.clone()))
+                            shown(&Value::String(shown_text.clone()))
                         )
                     };
                     problems.push(ParamProblem {
@@ -256,6 +269,7 @@ impl Tool {
                 }
             }
             args.push(text);
+            shown_args.push(shown_text);
         }
         if !problems.is_empty() {
             problems.sort_by(|a, b| a.param.cmp(&b.param));
@@ -266,10 +280,10 @@ impl Tool {
             });
         }
         let command = HelperCommand::new(&self.program).args(args);
-        let summary = command_line(&command);
+        let summary = command_line(&HelperCommand::new(&self.program).args(shown_args));
         let target = match &self.target {
             Some(template) => template
-                .render(|name| Some(value(name).unwrap_or("")))
+                .render(|name| Some(masked(name).unwrap_or("")))
                 .unwrap_or_default(),
             None => summary.clone(),
         };
@@ -301,8 +315,13 @@ impl Tool {
     }
 }
 
-/// The value's text for the command, or why it is refused.
+/// The value's text for the command, or why it is refused (a secret
+/// parameter's value is not shown in the reason).
 fn check(param: &Param, value: &Value) -> Result<String, String> {
+    let shown = |value: &Value| match param.is_secret() {
+        true => SECRET_PARAMETER.to_owned(),
+        false => shown(value),
+    };
     let text = match (param.kind, value) {
         (ParamType::String, Value::String(s)) => s.clone(),
         (ParamType::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),

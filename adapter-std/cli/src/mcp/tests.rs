@@ -351,7 +351,7 @@ fn param_errors_name_their_field() {
     let cases = [
         (
             "{ type = \"string\", patern = \"^a$\" }",
-            "tools.t.params.x.patern: unknown key (known keys: type, description, required, enum, pattern, max_length, minimum, maximum, allow_leading_dash)",
+            "tools.t.params.x.patern: unknown key (known keys: type, description, required, enum, pattern, max_length, minimum, maximum, allow_leading_dash, secret)",
         ),
         ("{ required = true }", "tools.t.params.x.type: is required"),
         (
@@ -1051,4 +1051,191 @@ fn only_protocol_bytes_reach_stdout_past_a_print_and_a_panic() {
     );
     assert_eq!(stderr.matches("a stray print\n").count(), 1, "{stderr}");
     assert_eq!(stderr.matches("a handler panicked").count(), 1, "{stderr}");
+}
+
+/// A password with every shell symbol in it.
+const SYMBOLS: &str = "Xy$7&k(9)|<z>;";
+
+const LOGIN: &str = r#"
+[tools.db_login]
+description = "logs in"
+command = ["dbcli", "--user={user}", "--password={password}", "{note}"]
+params.user = { type = "string" }
+params.password = { type = "string" }
+params.note = { type = "string", secret = true, required = false }
+target = "{user}:{password}@db"
+"#;
+
+#[test]
+fn a_credential_key_is_known_by_its_words() {
+    let secret = [
+        "password",
+        "db_password",
+        "DB_PASSWORD",
+        "passwd",
+        "mysql_pwd",
+        "redis_pass",
+        "passphrase",
+        "client_secret",
+        "clientSecret",
+        "token",
+        "x_auth_token",
+        "authToken",
+        "credential",
+        "aws_credentials",
+        "auth",
+        "api_key",
+        "apiKey",
+        "apikey",
+        "access_key",
+        "private_key",
+        "session",
+        "cookie",
+        "signature",
+    ];
+    let ordinary = [
+        "passenger",
+        "bypass",
+        "author",
+        "max_tokens",
+        "tokenizer",
+        "host",
+        "key",
+        "user",
+        "session_count_x",
+        "compass",
+    ];
+    for name in secret {
+        assert!(secret::is_credential_name(name), "{name}");
+    }
+    // `session_count_x` has the word `session`: it is a credential key.
+    let shown: Vec<&str> = ordinary
+        .into_iter()
+        .filter(|name| !secret::is_credential_name(name))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "passenger",
+            "bypass",
+            "author",
+            "max_tokens",
+            "tokenizer",
+            "host",
+            "key",
+            "user",
+            "compass"
+        ]
+    );
+}
+
+#[test]
+fn a_secret_parameter_reaches_the_helper_and_no_view() {
+    let tool = only_tool(LOGIN);
+    let call = tool
+        .prepare(&args(
+            json!({"user": "admin", "password": SYMBOLS, "note": "nb-1234"}),
+        ))
+        .unwrap();
+    // The helper receives the real values.
+    assert_eq!(
+        call.command,
+        HelperCommand::new("dbcli").args([
+            "--user=admin".to_owned(),
+            format!("--password={SYMBOLS}"),
+            "nb-1234".to_owned()
+        ])
+    );
+    assert_eq!(call.target, "admin:[redacted: secret-parameter]@db");
+    assert_eq!(
+        call.summary,
+        "dbcli --user=admin '--password=[redacted: secret-parameter]' \
+         '[redacted: secret-parameter]'"
+    );
+    assert_eq!(
+        call.card(),
+        "tool: db_login\n\
+         description: logs in\n\
+         target: admin:[redacted: secret-parameter]@db\n\
+         command: dbcli --user=admin '--password=[redacted: secret-parameter]' \
+         '[redacted: secret-parameter]'\n\
+         deadline: host default\n\
+         approval expires: 120000 ms after it is shown"
+    );
+    for (_, line) in &call.card_lines {
+        assert!(
+            !line.contains(SYMBOLS) && !line.contains("nb-1234"),
+            "{line}"
+        );
+    }
+    // The published schema says which values are never shown back.
+    let schema = tool.input_schema();
+    assert_eq!(schema["properties"]["password"]["writeOnly"], true);
+    assert_eq!(schema["properties"]["note"]["writeOnly"], true);
+    assert_eq!(schema["properties"]["user"].get("writeOnly"), None);
+}
+
+#[test]
+fn a_refused_secret_value_is_not_quoted_in_the_error() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"prog\", \"{token}\", \"{api_key}\"]\n\
+         params.token = { type = \"string\", pattern = \"^[a-z]+$\" }\n\
+         params.api_key = { type = \"string\" }\n",
+    );
+    let refused = tool
+        .prepare(&args(json!({"token": "Sekr3t-Value", "api_key": "Sekr3t"})))
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid arguments for tool t: token: [redacted: secret-parameter] does not match \
+         ^[a-z]+$"
+    );
+    let refused = tool
+        .prepare(&args(json!({"token": "abc", "api_key": "-Sekr3t"})))
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid arguments for tool t: api_key: [redacted: secret-parameter] begins an \
+         argument with \"-\", which the command would read as an option (refused: \
+         allow_leading_dash is not set for api_key)"
+    );
+}
+
+#[test]
+fn secret_false_keeps_a_credential_named_value_shown() {
+    let tool = only_tool(
+        "[tools.t]\ndescription = \"d\"\ncommand = [\"lex\", \"{token}\"]\n\
+         params.token = { type = \"string\", secret = false }\n",
+    );
+    let call = tool.prepare(&args(json!({"token": "ident"}))).unwrap();
+    assert_eq!(call.summary, "lex ident");
+    assert_eq!(
+        tool.input_schema()["properties"]["token"].get("writeOnly"),
+        None
+    );
+    assert_eq!(
+        tool_err("command = [\"p\", \"{x}\"]\nparams.x = { type = \"string\", secret = 1 }"),
+        "tools.t.params.x.secret: must be true or false"
+    );
+}
+
+#[test]
+fn secret_values_are_replaced_in_result_text_and_json() {
+    let tool = only_tool(LOGIN);
+    let secrets = tool.secret_values(&args(
+        json!({"user": "admin", "password": SYMBOLS, "note": "ab"}),
+    ));
+    // `ab` is shorter than MIN_MASKED: replaced in the views made from the
+    // arguments, not wherever it occurs.
+    assert_eq!(
+        secrets.mask(&format!("login admin/{SYMBOLS} ab ok")),
+        "login admin/[redacted: secret-parameter] ab ok"
+    );
+    assert_eq!(
+        secrets.mask_json(
+            &json!({"user": "admin", "echo": SYMBOLS, "list": [format!("p={SYMBOLS}"), 1]})
+        ),
+        json!({"user": "admin", "echo": "[redacted: secret-parameter]",
+               "list": ["p=[redacted: secret-parameter]", 1]})
+    );
 }

@@ -34,7 +34,10 @@
 //!   default 120000 (two minutes). Once it has passed, the call ends
 //!   `approval_expired`.
 //!
-//! See [`Param`] for the parameters' keys (`params.rs`).
+//! See [`Param`] for the parameters' keys (`params.rs`); a parameter that
+//! is `secret` (by `secret = true`, or a credential key for a name) is
+//! published with `"writeOnly": true`, and its value is shown nowhere but
+//! in the helper's argument (`secret.rs`).
 
 use std::fmt;
 use std::time::Duration;
@@ -44,6 +47,7 @@ use spillguard_std::Approval;
 use spillguard_std::core::{CallKind, Config};
 
 use super::params::Param;
+use super::secret::SecretValues;
 use super::template::Template;
 
 /// A loaded, validated tools file.
@@ -85,6 +89,16 @@ pub struct Tool {
     pub(crate) options_end: usize,
     /// The target shown on the card; `None`: the command line.
     pub(crate) target: Option<Template>,
+}
+
+impl Tool {
+    /// The values `arguments` gives the tool's secret parameters (see
+    /// `secret.rs`), to be replaced in what the call shows.
+    pub fn secret_values(&self, arguments: &serde_json::Map<String, Value>) -> SecretValues {
+        SecretValues::of(arguments, |name| {
+            self.params.iter().any(|p| p.name == name && p.is_secret())
+        })
+    }
 }
 
 /// How a tool's helper returns its result.
@@ -503,6 +517,10 @@ impl Tool {
             }
             if let Some(n) = &param.maximum {
                 schema.insert("maximum".into(), Value::Number(n.clone()));
+            }
+            if param.is_secret() {
+                // JSON Schema's word for a value sent but never shown back.
+                schema.insert("writeOnly".into(), true.into());
             }
             properties.insert(param.name.clone(), Value::Object(schema));
             if param.required {

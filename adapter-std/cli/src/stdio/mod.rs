@@ -7,8 +7,9 @@
 //! descriptors are (`fds.rs`): `splice(2)` only between two pipes, a copy
 //! otherwise, and never a wait that could hide the client's end. The
 //! library's owner drains the server's stderr meanwhile; with
-//! `--forward-stderr` a tap copies each chunk to this program's stderr as
-//! far as it goes without blocking. The end of stdin, or SIGINT, SIGTERM
+//! `--forward-stderr` a tap copies each chunk to this program's stderr,
+//! redacted as it streams, as far as it goes without blocking
+//! (`forward.rs`). The end of stdin, or SIGINT, SIGTERM
 //! or SIGHUP, starts the stdio shutdown the core decides.
 //!
 //! With `--mcp`, stdout carries whole JSON-RPC messages only, and the
@@ -19,6 +20,7 @@
 //! the exit status follows the server's.
 
 mod fds;
+mod forward;
 mod input;
 mod output;
 
@@ -26,7 +28,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,8 @@ use spillguard_kit::os::{poll, read_waiting};
 use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
 
 use crate::args::{StdioArgs, UsageError};
-use crate::call::{self, CallHandle, Host, StdioLine, TapFn};
+use crate::call::{self, CallHandle, Host, StdioLine};
+use forward::Forward;
 use output::{Mcp, Output};
 
 /// How long the stdout pump may still take, once the call finished, to
@@ -47,10 +49,6 @@ const STDOUT_END_WAIT: Duration = Duration::from_secs(1);
 /// With `--mcp`, how long a guard whose server could not start waits for
 /// the client's first request, to answer it with the reason.
 const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
-
-/// Writes up to this many bytes to a pipe that `poll` says is writable
-/// never block (POSIX's `PIPE_BUF`).
-const PIPE_BUF: usize = 4096;
 
 /// Exit status when the helper could not be spawned.
 const NOT_SPAWNED: u8 = 127;
@@ -77,13 +75,12 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
     };
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
-    let dropped = Arc::new(AtomicU64::new(0));
-    let tap = args
+    let forward = args
         .forward_stderr
         .then(own_stderr)
         .flatten()
-        .map(|stderr| stderr_tap(stderr, dropped.clone()));
-    let call = call::start_stdio(host, args, tap);
+        .map(|stderr| Forward::start(stderr, host.config().redact_extra_patterns.clone()));
+    let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap));
     if let Some(signals) = signals {
         cancel_on_signals(signals, &call);
     }
@@ -106,6 +103,8 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         Err(_) => (None, Some(input)),
     };
     let outcome = call.wait();
+    // The server's stderr is over (the call waited for its end).
+    let forwarded = forward.map(|forward| forward.finish());
     let record = outcome.record.clone();
     let stderr_excerpt = outcome.agent_excerpt();
     if let Some(requests) = &requests {
@@ -132,7 +131,12 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
     }
     let line = StdioLine {
         stderr_excerpt,
-        stderr_forward_dropped: args.forward_stderr.then(|| dropped.load(Ordering::Relaxed)),
+        stderr_forward_dropped: args
+            .forward_stderr
+            .then(|| forwarded.map_or(0, |f| f.dropped)),
+        stderr_forward_redactions: args
+            .forward_stderr
+            .then(|| forwarded.map_or(0, |f| f.redactions)),
         record,
     };
     let status = exit_status(&line.record);
@@ -305,28 +309,4 @@ fn own_stderr() -> Option<File> {
         .try_clone_to_owned()
         .ok()
         .map(File::from)
-}
-
-/// The tap that copies the helper's stderr to this program's stderr as far
-/// as it goes without blocking: while `poll` says the pipe is writable, at
-/// most `PIPE_BUF` bytes at a time (such a write never blocks); the rest
-/// of the chunk is dropped and counted in `dropped`.
-fn stderr_tap(stderr: File, dropped: Arc<AtomicU64>) -> Box<TapFn> {
-    Box::new(move |chunk: &[u8]| {
-        let mut rest = chunk;
-        while !rest.is_empty() && writable(&stderr) {
-            let piece = rest.get(..rest.len().min(PIPE_BUF)).unwrap_or(rest);
-            match rustix::io::write(&stderr, piece) {
-                Ok(written) => rest = rest.get(written..).unwrap_or_default(),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => break,
-            }
-        }
-        dropped.fetch_add(rest.len() as u64, Ordering::Relaxed);
-    })
-}
-
-/// Whether a write to `file` would not block now.
-fn writable(file: &File) -> bool {
-    matches!(poll([(file.as_fd(), PollFlags::OUT)], Some(Duration::ZERO)), Ok([r]) if r.writable)
 }
