@@ -133,6 +133,6 @@ pub use jsonrpc::{
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{
-    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
+    CUT_MARGIN, MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
 };
-pub use render::{Fingerprint, FingerprintParseError, Window};
+pub use render::{Fingerprint, FingerprintParseError, Margins, Window};
