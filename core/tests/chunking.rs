@@ -3,12 +3,14 @@
 //! model computed here from the input alone.
 #![allow(clippy::unwrap_used)]
 
+use std::ops::Range;
+
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CaptureSettings, Config, MAX_CUT_HIDDEN, Redactor, Retain, RetentionPool, StreamCapture,
+    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Redactor, Retain, RetentionPool, StreamCapture,
     StreamName, Window,
 };
 
@@ -83,6 +85,52 @@ impl Model {
 
     fn truncated(&self) -> bool {
         self.seen > self.h + self.t
+    }
+
+    /// The margins a capture keeps, as ranges of the input: the first
+    /// dropped bytes after a non-empty head (`head`, `head_and_tail`) and
+    /// the last dropped bytes before the tail (`tail`, `head_and_tail`),
+    /// at most [`CUT_MARGIN`] each.
+    fn margins(&self, mode: Mode) -> (Range<usize>, Range<usize>) {
+        let gap = self.seen - self.h - self.t;
+        let after = match mode != Mode::Tail && self.h > 0 {
+            true => self.h..self.h + gap.min(CUT_MARGIN),
+            false => self.h..self.h,
+        };
+        let tail_at = self.seen - self.t;
+        let before = match mode != Mode::Head {
+            true => tail_at - gap.min(CUT_MARGIN)..tail_at,
+            false => tail_at..tail_at,
+        };
+        (after, before)
+    }
+
+    /// Whether one margin holds every dropped byte: the rules read the
+    /// whole stream, with no cut edge.
+    fn contiguous(&self, mode: Mode) -> bool {
+        let gap = self.seen - self.h - self.t;
+        let (after, before) = self.margins(mode);
+        gap > 0 && (after.len() == gap || before.len() == gap)
+    }
+
+    /// Where the bytes the rules read for the tail start (the margin
+    /// before it, a character cut at its outer edge trimmed), in `input`.
+    fn tail_hay_start(&self, mode: Mode, input: &[u8]) -> usize {
+        if self.contiguous(mode) {
+            return 0;
+        }
+        let (_, before) = self.margins(mode);
+        before.start + shown_tail_start(&input[before.start..])
+    }
+
+    /// Where the bytes the rules read for the head end (the margin after
+    /// it, a character cut at its outer edge trimmed), in `input`.
+    fn head_hay_end(&self, mode: Mode, input: &[u8]) -> usize {
+        if self.contiguous(mode) {
+            return input.len();
+        }
+        let (after, _) = self.margins(mode);
+        shown_head_end(&input[..after.end])
     }
 
     fn marker(&self, mode: Mode) -> String {
@@ -252,11 +300,12 @@ fn hide_limit_backward(bytes: &[u8], to: usize) -> usize {
 /// End of the word a window's start cuts, and up to two words more after a
 /// possible keyword end (the word read with what separates it from the
 /// next: blanks, quotes, `:` and `=`).
-fn cut_word_end(bytes: &[u8]) -> usize {
+fn cut_word_end(bytes: &[u8]) -> (usize, bool) {
     let gap = |b: &u8| is_ws(b) || is_quote(*b) || matches!(b, b':' | b'=');
     let (mut start, mut end) = (0, end_of_word(bytes, 0));
     // A cut on the blank before a word: that word may be a value.
     let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
+    let mut extended = false;
     for _ in 0..2 {
         let next = bytes[end..].iter().position(|b| !gap(b)).map(|i| end + i);
         let word: Vec<u8> = bytes[start..next.unwrap_or(bytes.len())]
@@ -280,41 +329,97 @@ fn cut_word_end(bytes: &[u8]) -> usize {
             Some(next) if keyword_end => {
                 start = next;
                 end = end_of_word(bytes, start);
+                extended = true;
             }
             _ => break,
         }
     }
-    end
+    (end, extended)
 }
 
-/// `bytes` shown after a window's cut start.
-fn after_window_cut(bytes: &[u8]) -> String {
-    match cut_word_end(bytes).min(hide_limit_forward(bytes, 0)) {
-        0 => lossy(bytes),
-        n => format!("{CUT}{}", lossy(&bytes[n..])),
-    }
+/// Whether a run cut by an edge could hold a secret: it has a letter.
+fn has_letter(run: &[u8]) -> bool {
+    run.iter().any(u8::is_ascii_alphabetic)
 }
 
-/// `raw[start..]` shown after a clamp's cut start: only the cut word goes.
-fn after_clamp_cut(raw: &[u8], start: usize) -> String {
-    match end_of_word(raw, start).min(hide_limit_forward(raw, start)) {
-        n if n == start => lossy(&raw[start..]),
-        n => format!("{CUT}{}", lossy(&raw[n..])),
-    }
-}
-
-/// `bytes` shown before a cut end: the last word goes.
-fn before_cut(bytes: &[u8]) -> String {
-    let start = (0..bytes.len())
+/// The start of the word that ends at `to`, no earlier than `floor`.
+fn start_of_word(bytes: &[u8], floor: usize, to: usize) -> usize {
+    (floor..to)
         .rev()
         .find(|&i| starts_after(bytes, i))
-        .map_or(0, |i| i + 1)
-        .max(hide_limit_backward(bytes, bytes.len()));
-    if start == bytes.len() {
-        lossy(bytes)
+        .map_or(floor, |i| i + 1)
+}
+
+/// The tail shown after a window's cut start, and where the `[cut]` it
+/// shows ends (in `hay`): `hay` is what the rules read (the margin and the
+/// tail, a character cut at its start trimmed), shown from `shown`. The
+/// word cut at the hay's start (with a credential after a keyword) is
+/// hidden over its visible part when it reaches past the margin and could
+/// hold a secret.
+fn after_window_cut(hay: &[u8], shown: usize) -> (String, Option<usize>) {
+    let (word, extended) = cut_word_end(hay);
+    let n = word.min(hide_limit_forward(hay, 0));
+    if n > shown && (extended || has_letter(&hay[..n])) {
+        (format!("{CUT}{}", lossy(&hay[n..])), Some(n))
     } else {
-        format!("{}{CUT}", lossy(&bytes[..start]))
+        (lossy(&hay[shown..]), None)
     }
+}
+
+/// `raw[start..]` shown after a clamp's cut start: the word it cuts is
+/// hidden when it covers the whole margin before the edge and could hold
+/// a secret. `floor`: where the word search stops (the end of a span).
+fn after_clamp_cut(raw: &[u8], start: usize, floor: usize) -> String {
+    let word = start_of_word(raw, floor, start);
+    let outer = start.saturating_sub(CUT_MARGIN);
+    let cut_end = end_of_word(raw, start).min(hide_limit_forward(raw, outer));
+    if start - word >= CUT_MARGIN && cut_end > start && has_letter(&raw[outer..cut_end]) {
+        format!("{CUT}{}", lossy(&raw[cut_end..]))
+    } else {
+        lossy(&raw[start..])
+    }
+}
+
+/// The head shown before a window's cut end: `hay` is what the rules read
+/// (the head and the margin after it), shown up to `shown`. The word cut
+/// at the hay's end is hidden over its visible part when it could hold a
+/// secret.
+fn before_window_cut(hay: &[u8], shown: usize) -> String {
+    let start = start_of_word(hay, 0, hay.len()).max(hide_limit_backward(hay, hay.len()));
+    if start < shown && has_letter(&hay[start..]) {
+        format!("{}{CUT}", lossy(&hay[..start]))
+    } else {
+        lossy(&hay[..shown])
+    }
+}
+
+/// `raw[..end]` shown before a clamp's cut end: the word it cuts is hidden
+/// when it covers the whole margin after the edge and could hold a secret.
+fn before_clamp_cut(raw: &[u8], end: usize) -> String {
+    let outer = (end + CUT_MARGIN).min(raw.len());
+    let start = start_of_word(raw, 0, end).max(hide_limit_backward(raw, outer));
+    if end_of_word(raw, end) - end >= CUT_MARGIN && start < end && has_letter(&raw[start..outer]) {
+        format!("{}{CUT}", lossy(&raw[..start]))
+    } else {
+        lossy(&raw[..end])
+    }
+}
+
+/// The window's head and tail texts from the model, and where the tail's
+/// `[cut]` ends in the input (no secret shapes occur in these inputs).
+fn window_texts(input: &[u8], mode: Mode, model: Model) -> (String, String, Option<usize>) {
+    let head = &input[..model.h];
+    let tail_at = input.len() - model.t;
+    let head_end = shown_head_end(head);
+    let tail_start = tail_at + shown_tail_start(&input[tail_at..]);
+    if model.contiguous(mode) {
+        return (lossy(&head[..head_end]), lossy(&input[tail_start..]), None);
+    }
+    let hay_end = model.head_hay_end(mode, input);
+    let head_text = before_window_cut(&input[..hay_end], head_end);
+    let hay_start = model.tail_hay_start(mode, input);
+    let (tail_text, cut_end) = after_window_cut(&input[hay_start..], tail_start - hay_start);
+    (head_text, tail_text, cut_end.map(|n| hay_start + n))
 }
 
 /// The rendering expected from the model: cut characters trimmed, the
@@ -324,10 +429,7 @@ fn expected_render(input: &[u8], mode: Mode, model: Model) -> String {
     if !model.truncated() {
         return lossy(input);
     }
-    let head = &input[..model.h];
-    let tail = &input[input.len() - model.t..];
-    let head_text = before_cut(&head[..shown_head_end(head)]);
-    let tail_text = after_window_cut(&tail[shown_tail_start(tail)..]);
+    let (head_text, tail_text, _) = window_texts(input, mode, model);
     let marker = model.marker(mode);
     match mode {
         Mode::Tail => format!("{marker}\n{tail_text}"),
@@ -697,31 +799,42 @@ proptest! {
             let truncated = model.truncated();
             let tail_floor = len - model.t + shown_tail_start(&bytes[len - model.t..]);
             let head_ceil = shown_head_end(&bytes[..model.h]);
-            // What the kept end shows: the window's cut word (with a
-            // credential after a keyword) at the window's edge, the word the
-            // clamp cut at a clamp edge, else all of it.
-            // The bytes each side of the clamp reads: the window's tail part
-            // and head part, or the whole text when nothing was dropped.
-            let tail_raw = if truncated { tail_floor } else { 0 };
-            let head_raw = if truncated { head_ceil } else { len };
+            // What the kept end shows: the window's own rendering at the
+            // window's edge, the clamp's rule at a clamp edge (the bytes
+            // the rules read beyond it being its margin), else all of it.
+            // The bytes each side of the clamp reads: the window's parts
+            // with their margins, or the whole text when nothing was
+            // dropped (the tail of head_and_tail from the head's end).
+            let (head_text, tail_text, tail_cut) = window_texts(bytes, case.mode, model);
+            let head_raw = if truncated { model.head_hay_end(case.mode, bytes) } else { len };
             let shown_end = |start: usize, source_start: usize| {
                 let kept = &bytes[start..];
+                let tail_raw = match (truncated, case.mode) {
+                    (true, _) => model.tail_hay_start(case.mode, bytes),
+                    (false, Mode::HeadAndTail) => source_start,
+                    (false, _) => 0,
+                };
                 let raw = &bytes[tail_raw..];
                 if kept.is_empty() {
                     String::new()
                 } else if truncated && start == tail_floor {
-                    after_window_cut(kept)
+                    tail_text.clone()
                 } else if start > source_start && !ends_at(raw, start - 1 - tail_raw) {
-                    after_clamp_cut(raw, start - tail_raw)
+                    let floor = tail_cut.filter(|&n| n <= start).unwrap_or(tail_raw);
+                    after_clamp_cut(raw, start - tail_raw, floor - tail_raw)
                 } else {
                     lossy(kept)
                 }
             };
             let shown_start = |end: usize, bound: usize| {
-                let kept = &bytes[..end];
-                let cut = (truncated && end == head_ceil)
-                    || (end < bound && !ends_at(&bytes[..head_raw], end));
-                if cut { before_cut(kept) } else { lossy(kept) }
+                let raw = &bytes[..head_raw];
+                if truncated && end == head_ceil {
+                    head_text.clone()
+                } else if end < bound && !ends_at(raw, end) {
+                    before_clamp_cut(raw, end)
+                } else {
+                    lossy(&bytes[..end])
+                }
             };
             let expected = match case.mode {
                 Mode::Tail => {
