@@ -801,16 +801,23 @@ mod tests {
         for chunk in [&[b'a'; 700][..], &[b'b'; 700][..]] {
             let _ = c.feed(chunk);
         }
-        assert_eq!((c.bytes_retained(), pool.in_use()), (1000, 1000));
+        // The pool holds the window and the margin before it.
+        let margin = CUT_MARGIN as u64;
+        assert_eq!((c.bytes_retained(), pool.in_use()), (1000, 1000 + margin));
         c.shrink_budget(100);
         assert_eq!(
             (c.bytes_seen(), c.bytes_retained(), pool.in_use()),
-            (1400, 100, 100)
+            (1400, 100, 100 + margin)
         );
+        // The margin holds the last 512 bytes dropped, right before the
+        // window.
+        let w = c.window();
+        let before = [w.margins.before_tail[0], w.margins.before_tail[1]].concat();
+        assert_eq!(before, [b'b'; 512]);
         assert_eq!(contents(&c), [b'b'; 100]);
         let _ = c.feed(b"xyz");
         assert_eq!(&contents(&c)[97..], b"xyz");
-        assert_eq!(pool.in_use(), 100);
+        assert_eq!(pool.in_use(), 100 + margin);
     }
 
     #[test]
