@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Redactor, Retain, RetentionPool, StreamCapture,
+    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Margins, Redactor, Retain, RetentionPool, StreamCapture,
     StreamName, Window,
 };
 
@@ -485,6 +485,15 @@ fn expected_render_of_text(s: &str, mode: Mode, model: Model) -> String {
     }
 }
 
+/// `w` without its margins: the rules stop at the window's edges, as in
+/// a window built by hand or one whose margins the pool refused.
+fn bare(w: Window<'_>) -> Window<'_> {
+    Window {
+        margins: Margins::NONE,
+        ..w
+    }
+}
+
 fn window_parts(w: &Window<'_>) -> (Vec<u8>, Vec<u8>) {
     (w.head.to_vec(), [w.tail[0], w.tail[1]].concat())
 }
@@ -880,14 +889,15 @@ fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
     let rendered = capture.render();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
-    // The window starts 14 bytes into a line: "stic" is a cut word.
+    // The window starts 14 bytes into a line: the margin holds the
+    // line's start, so "tic" is shown as the end of a word the rules saw.
     assert_eq!(
         rest,
-        format!("[cut]\n{}", "helper-diagnostic\n".repeat(910))
+        format!("tic\n{}", "helper-diagnostic\n".repeat(910))
     );
     let raw = capture.window().render_unredacted();
     assert_eq!(raw.split_once('\n').unwrap().1, &input[184_320 - 16_384..]);
-    assert_eq!(pool.in_use(), 16_384);
+    assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
 }
 
 #[test]
@@ -922,9 +932,12 @@ fn head_and_tail_marker_states_both_counts_and_the_gap() {
         capture.window().render_unredacted(),
         format!("{head}\n{marker}\n{tail}")
     );
-    // Both inner edges cut a word: "helper-dia" and "-diagnostic".
+    // Both inner edges cut a word, "helper-dia" and "-diagnostic", whose
+    // whole the rules read in the margins: they are shown.
+    assert_eq!(rendered, format!("{head}\n{marker}\n{tail}"));
+    // Without the margins, both are hidden.
     assert_eq!(
-        rendered,
+        bare(capture.window()).render(),
         format!("{}[cut]\n{marker}\n[cut]{}", &input[..4086], &tail[11..])
     );
 }
@@ -965,9 +978,11 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
         capture.window().render_unredacted(),
         "[stderr truncated: kept last 4 of 7 bytes]\ncd"
     );
-    // Redacted, "cd" is the end of a cut word.
+    // The margin holds the dropped "ab" and the start of "€": redacted,
+    // the same. Without the margin, "cd" is the end of a cut word.
+    assert_eq!(capture.render(), capture.window().render_unredacted());
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         "[stderr truncated: kept last 4 of 7 bytes]\n[cut]"
     );
     let capture = feed_all(&settings(Mode::Head, 4, 0), ["ab€cd".as_bytes()]);
@@ -975,8 +990,9 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
         capture.window().render_unredacted(),
         "[stderr truncated: kept first 4 of 7 bytes]\nab"
     );
+    assert_eq!(capture.render(), capture.window().render_unredacted());
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         "[stderr truncated: kept first 4 of 7 bytes]\n[cut]"
     );
 }
@@ -989,9 +1005,9 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
     let _ = capture.feed(&line);
     assert_eq!(capture.bytes_seen(), 1 << 20);
     assert_eq!(capture.bytes_retained(), 16_384);
-    assert!(capture.bytes_reserved() <= 16_384);
-    assert_eq!(capture.bytes_reserved(), 16_384);
-    assert_eq!(pool.in_use(), 16_384);
+    // The budget and the margin kept before the window.
+    assert_eq!(capture.bytes_reserved(), 16_384 + CUT_MARGIN as u64);
+    assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
     let (head, tail) = window_parts(&capture.window());
     assert!(head.is_empty());
     assert_eq!(tail.as_slice(), &line[line.len() - 16_384..]);
@@ -1002,9 +1018,11 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
         "[stderr truncated: kept last 16384 of 1048576 bytes]"
     );
     assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
-    // Redacted, the cut hides the first 2048 bytes of the line (no secret
-    // is longer) and shows the rest: the end of a long line stays.
-    let shown = String::from_utf8(line[line.len() - 16_384 + MAX_CUT_HIDDEN..].to_vec()).unwrap();
+    // Redacted, the cut hides the first 2048 bytes of the line from the
+    // margin's outer edge (no secret is longer), 1,536 of the window, and
+    // shows the rest: the end of a long line stays.
+    let hidden = MAX_CUT_HIDDEN - CUT_MARGIN;
+    let shown = String::from_utf8(line[line.len() - 16_384 + hidden..].to_vec()).unwrap();
     assert_eq!(capture.render(), format!("{first}\n[cut]{shown}"));
 }
 
@@ -1076,6 +1094,18 @@ fn secret_texts() -> Vec<String> {
             "\"-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n{}\\n-----END OPENSSH PRIVATE KEY-----\\n\"",
             sensitive(70),
             sensitive(70)
+        ),
+        // Longer than the margin: a window edge inside them finds their
+        // start neither in the window nor in the margin.
+        format!(
+            "jwt eyJ{}.{}.{} ok",
+            sensitive(300),
+            sensitive(300),
+            sensitive(100)
+        ),
+        format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----",
+            (0..12).map(|_| sensitive(64)).collect::<Vec<_>>().join("\n")
         ),
     ]
 }
@@ -1201,7 +1231,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Tail: the window starts inside the token.
     let capture = feed_all(&settings(Mode::Tail, line.len() - 8, 0), [line.as_bytes()]);
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         format!(
             "[stderr truncated: kept last {} of {} bytes]\n[cut] end\n",
             line.len() - 8,
@@ -1211,7 +1241,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Head: the window ends inside the token.
     let capture = feed_all(&settings(Mode::Head, 10, 0), [line.as_bytes()]);
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         format!(
             "[stderr truncated: kept first 10 of {} bytes]\nok [cut]",
             line.len()
@@ -1220,7 +1250,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Head and tail: both inner edges inside tokens.
     let two = format!("{token} middle words {token}\n");
     let capture = feed_all(&settings(Mode::HeadAndTail, 20, 10), [two.as_bytes()]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1240,7 +1270,7 @@ fn every_cut_edge_hides_what_it_cuts() {
         &settings(Mode::Tail, block.len() - 40, 0),
         [block.as_bytes()],
     );
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1252,7 +1282,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
     // A BEGIN line whose END was dropped: redacted to the cut.
     let capture = feed_all(&settings(Mode::Head, 80, 0), [block.as_bytes()]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1298,7 +1328,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     let found = settings(Mode::HeadAndTail, 331, 268);
     for chunks in [vec![&input[..]], input.chunks(1).collect()] {
         let capture = feed_all(&found, chunks);
-        let (text, counts) = capture.window().render_with_redactions();
+        let (text, counts) = bare(capture.window()).render_with_redactions();
         assert_eq!(
             text,
             format!(
@@ -1314,7 +1344,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     let line = "mysql -u root \u{e9}-phunter2 -h db app\n".as_bytes();
     assert_eq!(line.len(), 36);
     let capture = feed_all(&settings(Mode::Tail, 21, 0), [line]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         "[stderr truncated: kept last 21 of 36 bytes]\n[cut] -h db app\n"
@@ -1323,7 +1353,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     // The window starts at `-p`: the byte before it, dropped, may have
     // been the blank after `mysql`.
     let capture = feed_all(&settings(Mode::Tail, 20, 0), [line]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         "[stderr truncated: kept last 20 of 36 bytes]\n[redacted: mysql-password] -h db app\n"

@@ -235,22 +235,22 @@ fn a_private_key_body_whose_begin_line_is_in_the_margin_is_redacted() {
 
 #[test]
 fn a_clamp_edge_reads_the_retained_bytes_beyond_it_as_its_margin() {
-    let text = prose(4000);
+    // One long line of prose: no line boundary, the clamp cuts inside a
+    // word ("configuration") and shows its end.
+    let text = prose(4000).replace('\n', " ");
     let capture = capture(Retain::Tail, 4096, 0, text.as_bytes());
     let out = capture.window().render_clamped(100);
-    // Marker 47 bytes and its newline: 52 bytes of room. A line boundary
-    // lies in none of the outer half, so the clamp cuts inside a word and
-    // shows it.
     assert_eq!(
         out,
-        format!("[stderr truncated: kept last 50 of 4000 bytes]\n{}", &text[3950..])
+        format!("[stderr truncated: kept last 51 of 4000 bytes]\n{}", &text[3949..])
     );
+    assert!(text[3949..].starts_with("ation and waits the deploy"));
     // A base64 word longer than the margin cut by the clamp is hidden.
     let word: String = "aZ09+/bY18xW27".chars().cycle().take(3000).collect();
     let input = format!("{word} end\n");
     let capture = capture_of(&input);
     let out = capture.window().render_clamped(100);
-    assert_eq!(out, "[stderr truncated: kept last 50 of 3005 bytes]\n[cut] end\n");
+    assert_eq!(out, "[stderr truncated: kept last 51 of 3005 bytes]\n[cut] end\n");
 }
 
 fn capture_of(input: &str) -> StreamCapture {
