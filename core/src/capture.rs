@@ -440,9 +440,10 @@ impl StreamCapture {
     /// let _ = capture.feed(b"more\n");
     /// // The 6 bytes dropped before stay dropped; the ring grew with the next 5.
     /// assert_eq!((capture.bytes_seen(), capture.bytes_retained()), (17, 11));
+    /// // The margin holds the dropped "noise ": the cut word is shown.
     /// assert_eq!(
     ///     capture.render(),
-    ///     "[stderr truncated: kept last 11 of 17 bytes]\n[cut]\nmore\n"
+    ///     "[stderr truncated: kept last 11 of 17 bytes]\nnoise\nmore\n"
     /// );
     /// ```
     pub fn raise_budget(&mut self, budget: usize) {

@@ -249,7 +249,7 @@ impl Window<'_> {
     /// let _ = capture.feed(b"start\nnoise noise noise\nend\n");
     /// assert_eq!(
     ///     capture.render(),
-    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\n[cut]\nend\n"
+    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\ne\nend\n"
     /// );
     /// ```
     pub fn render(&self) -> String {
@@ -436,7 +436,13 @@ impl Window<'_> {
                 // the room and whatever a short tail leaves unused, so the
                 // excerpt fills its cap.
                 let known_tail = tail_part.map(|part| {
-                    let tail_out = out_len(r, &part.bytes, &part.spans, part.shown.start, part.shown.end);
+                    let tail_out = out_len(
+                        r,
+                        &part.bytes,
+                        &part.spans,
+                        part.shown.start,
+                        part.shown.end,
+                    );
                     (part, tail_out)
                 });
                 let head_room = match &known_tail {
@@ -774,8 +780,7 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
         let cut_end = word_end(raw, start)
             .min(limit)
             .min(cut_limit_forward(raw, outer));
-        if start - word >= CUT_MARGIN && cut_end > start && may_hold_secret(&raw[outer..cut_end])
-        {
+        if start - word >= CUT_MARGIN && cut_end > start && may_hold_secret(&raw[outer..cut_end]) {
             let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..cut_end]);
             if shown + CUT.len() <= room {
                 insert_span(

@@ -17,7 +17,9 @@ use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use spillguard_core::{CUT_MARGIN, CaptureSettings, Retain, RetentionPool, StreamCapture, StreamName};
+use spillguard_core::{
+    CUT_MARGIN, CaptureSettings, Retain, RetentionPool, StreamCapture, StreamName,
+};
 
 struct CountingAllocator;
 

@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Margins, Redactor, Retain, RetentionPool, StreamCapture,
-    StreamName, Window,
+    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Margins, Redactor, Retain, RetentionPool,
+    StreamCapture, StreamName, Window,
 };
 
 /// The retention modes, as a local enum so the test can match exhaustively.
@@ -891,10 +891,7 @@ fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
     assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
     // The window starts 14 bytes into a line: the margin holds the
     // line's start, so "tic" is shown as the end of a word the rules saw.
-    assert_eq!(
-        rest,
-        format!("tic\n{}", "helper-diagnostic\n".repeat(910))
-    );
+    assert_eq!(rest, format!("tic\n{}", "helper-diagnostic\n".repeat(910)));
     let raw = capture.window().render_unredacted();
     assert_eq!(raw.split_once('\n').unwrap().1, &input[184_320 - 16_384..]);
     assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
@@ -1105,7 +1102,10 @@ fn secret_texts() -> Vec<String> {
         ),
         format!(
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----",
-            (0..12).map(|_| sensitive(64)).collect::<Vec<_>>().join("\n")
+            (0..12)
+                .map(|_| sensitive(64))
+                .collect::<Vec<_>>()
+                .join("\n")
         ),
     ]
 }

@@ -22,8 +22,15 @@ fn capture(retain: Retain, budget: usize, head_bytes: usize, input: &[u8]) -> St
 }
 
 /// The rendering, the same fed byte by byte, with its counts.
-fn render(retain: Retain, budget: usize, head_bytes: usize, input: &[u8]) -> (String, RedactionCounts) {
-    let whole = capture(retain, budget, head_bytes, input).window().render_with_redactions();
+fn render(
+    retain: Retain,
+    budget: usize,
+    head_bytes: usize,
+    input: &[u8],
+) -> (String, RedactionCounts) {
+    let whole = capture(retain, budget, head_bytes, input)
+        .window()
+        .render_with_redactions();
     let settings = CaptureSettings {
         retain,
         head_bytes,
@@ -80,7 +87,14 @@ fn a_github_token_cut_by_a_tail_window_is_redacted_by_its_rule() {
             input.len()
         )
     );
-    assert_eq!((counts.rule("github-token"), counts.total(), counts.cut_words()), (1, 1, 0));
+    assert_eq!(
+        (
+            counts.rule("github-token"),
+            counts.total(),
+            counts.cut_words()
+        ),
+        (1, 1, 0)
+    );
 
     // The same token cut by a head window: its visible half is redacted.
     let head = token_at + 20;
@@ -111,7 +125,11 @@ fn an_assignment_whose_key_is_in_the_margin_is_redacted_by_its_rule() {
         )
     );
     assert_eq!(
-        (counts.rule("password-assignment"), counts.total(), counts.cut_words()),
+        (
+            counts.rule("password-assignment"),
+            counts.total(),
+            counts.cut_words()
+        ),
         (1, 1, 0)
     );
 }
@@ -168,7 +186,10 @@ fn prose_cut_mid_word_shows_the_word() {
     let (out, _) = render(Retain::Head, at, 0, text.as_bytes());
     assert_eq!(
         out,
-        format!("[stderr truncated: kept first {at} of 3000 bytes]\n{}", &text[..at])
+        format!(
+            "[stderr truncated: kept first {at} of 3000 bytes]\n{}",
+            &text[..at]
+        )
     );
     assert!(text[..at].ends_with("its config"));
     // Both inner edges of head_and_tail.
@@ -242,7 +263,10 @@ fn a_clamp_edge_reads_the_retained_bytes_beyond_it_as_its_margin() {
     let out = capture.window().render_clamped(100);
     assert_eq!(
         out,
-        format!("[stderr truncated: kept last 51 of 4000 bytes]\n{}", &text[3949..])
+        format!(
+            "[stderr truncated: kept last 51 of 4000 bytes]\n{}",
+            &text[3949..]
+        )
     );
     assert!(text[3949..].starts_with("ation and waits the deploy"));
     // A base64 word longer than the margin cut by the clamp is hidden.
@@ -250,7 +274,10 @@ fn a_clamp_edge_reads_the_retained_bytes_beyond_it_as_its_margin() {
     let input = format!("{word} end\n");
     let capture = capture_of(&input);
     let out = capture.window().render_clamped(100);
-    assert_eq!(out, "[stderr truncated: kept last 51 of 3005 bytes]\n[cut] end\n");
+    assert_eq!(
+        out,
+        "[stderr truncated: kept last 51 of 3005 bytes]\n[cut] end\n"
+    );
 }
 
 fn capture_of(input: &str) -> StreamCapture {
@@ -265,7 +292,10 @@ fn margins_are_reserved_from_the_pool_once_bytes_are_dropped() {
     let _ = c.feed(&[b'x'; 1000]);
     assert_eq!((c.bytes_reserved(), pool.in_use()), (1000, 1000));
     let _ = c.feed(b"y");
-    assert_eq!((c.bytes_retained(), c.bytes_reserved()), (1000, 1000 + CUT_MARGIN as u64));
+    assert_eq!(
+        (c.bytes_retained(), c.bytes_reserved()),
+        (1000, 1000 + CUT_MARGIN as u64)
+    );
     let head_and_tail = CaptureSettings {
         retain: Retain::HeadAndTail,
         head_bytes: 200,
@@ -273,7 +303,10 @@ fn margins_are_reserved_from_the_pool_once_bytes_are_dropped() {
     };
     let mut c = StreamCapture::new(head_and_tail, &pool);
     let _ = c.feed(&[b'x'; 5000]);
-    assert_eq!((c.bytes_retained(), c.bytes_reserved()), (1000, 1000 + 2 * CUT_MARGIN as u64));
+    assert_eq!(
+        (c.bytes_retained(), c.bytes_reserved()),
+        (1000, 1000 + 2 * CUT_MARGIN as u64)
+    );
     let retained = c.finish();
     drop(retained);
     c = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 10), &pool);

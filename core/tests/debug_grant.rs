@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    Action, Call, CallKind, CallSettings, CallSpec, CaptureSettings, Config, DebugGrant,
-    CUT_MARGIN, DebugGrantError, ExitStatus, RetentionPool,
+    Action, CUT_MARGIN, Call, CallKind, CallSettings, CallSpec, CaptureSettings, Config,
+    DebugGrant, DebugGrantError, ExitStatus, RetentionPool,
 };
 
 #[allow(clippy::disallowed_methods)]
@@ -233,13 +233,19 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
     let t0 = epoch();
     let mut call = running("c_live", CallSettings::action(&config), &pool, t0);
     call.handle_stderr(t0 + Duration::from_secs(1), &[b'x'; 20_000]);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
 
     let t2 = t0 + Duration::from_secs(2);
     let grant = DebugGrant::new(&config, t2, Duration::from_secs(10), 65_536).unwrap();
     call.handle_debug_grant(t2, &grant);
     // Nothing comes back: the 3,616 bytes dropped before stay dropped.
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.settings().stderr.budget, 65_536);
     assert!(call.settings().stderr.debug);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(12)));
@@ -247,9 +253,15 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
 
     let t3 = t0 + Duration::from_secs(3);
     call.handle_stderr(t3, &b"y\n".repeat(15_000));
-    assert_eq!((retained(&call), pool.in_use()), (46_384, 46_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (46_384, 46_384 + CUT_MARGIN as u64)
+    );
     call.handle_stderr(t3, &b"z\n".repeat(15_000));
-    assert_eq!((retained(&call), pool.in_use()), (65_536, 65_536 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (65_536, 65_536 + CUT_MARGIN as u64)
+    );
 
     let outcome = end(&mut call, t0 + Duration::from_secs(4));
     let r = &outcome.record;
@@ -347,18 +359,27 @@ fn when_a_grant_given_mid_call_ends_the_window_shrinks_back_and_debug_stays_true
     let grant = DebugGrant::new(&config, t1, Duration::from_secs(5), 131_072).unwrap();
     call.handle_debug_grant(t1, &grant);
     call.handle_stderr(t1, &b"y\n".repeat(50_000));
-    assert_eq!((retained(&call), pool.in_use()), (116_384, 116_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (116_384, 116_384 + CUT_MARGIN as u64)
+    );
     // The grant's end is the call's next wake-up, exactly.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(6)));
     call.handle_timeout(t0 + Duration::from_secs(6));
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.settings().stderr.budget, 16_384);
     assert_eq!(call.settings().debug_until, None);
     assert_eq!(call.poll_timeout(), None);
     // New bytes are retained under the normal budget again.
     let t7 = t0 + Duration::from_secs(7);
     call.handle_stderr(t7, b"after\n");
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     let outcome = end(&mut call, t7);
     let r = &outcome.record;
     assert_eq!(
@@ -419,22 +440,34 @@ fn a_grant_that_replaces_another_sets_the_budget_and_the_end_anew() {
     let big = DebugGrant::new(&config, t0, Duration::from_secs(60), 100_000).unwrap();
     call.handle_debug_grant(t0, &big);
     call.handle_stderr(t0, &[b'x'; 150_000]);
-    assert_eq!((retained(&call), pool.in_use()), (100_000, 100_000 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (100_000, 100_000 + CUT_MARGIN as u64)
+    );
     let t1 = t0 + Duration::from_secs(1);
     let small = DebugGrant::new(&config, t1, Duration::from_secs(5), 40_000).unwrap();
     call.handle_debug_grant(t1, &small);
-    assert_eq!((retained(&call), pool.in_use()), (40_000, 40_000 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (40_000, 40_000 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(5)));
     // Below the normal budget, a grant raises nothing but still marks.
     let tiny = DebugGrant::new(&config, t1, Duration::from_secs(5), 1_000).unwrap();
     call.handle_debug_grant(t1, &tiny);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     // A grant already over when the call handles it ends the call's grant.
     call.handle_debug_grant(t1, &big);
     call.handle_stderr(t1, &[b'y'; 100_000]);
     assert_eq!(retained(&call), 100_000);
     call.handle_debug_grant(t0 + Duration::from_secs(61), &big);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384 + CUT_MARGIN as u64));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.poll_timeout(), None);
     let r = end(&mut call, t0 + Duration::from_secs(62)).record;
     assert_eq!((r.stderr_bytes_seen, r.debug), (250_000, true));

@@ -8,7 +8,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use spillguard_core::{
-    CUT_MARGIN, CaptureSettings, Config, Redactor, Retain, Retained, RetentionPool, StreamCapture, StreamName,
+    CUT_MARGIN, CaptureSettings, Config, Redactor, Retain, Retained, RetentionPool, StreamCapture,
+    StreamName,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,7 +297,11 @@ fn fifty_calls_at_their_limit_share_the_process_budget() {
         assert_eq!(call.bytes_seen(), 20_480, "call {i}");
         if i < 15 {
             assert_eq!(call.bytes_retained(), 16_384, "call {i}");
-            assert_eq!(call.bytes_reserved(), 16_384 + CUT_MARGIN as u64, "call {i}");
+            assert_eq!(
+                call.bytes_reserved(),
+                16_384 + CUT_MARGIN as u64,
+                "call {i}"
+            );
             assert!(!call.retention_limited(), "call {i}");
         } else if i == 15 {
             assert_eq!(call.bytes_retained(), 8_704, "call {i}");
