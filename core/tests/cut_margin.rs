@@ -323,3 +323,49 @@ fn margins_are_reserved_from_the_pool_once_bytes_are_dropped() {
     let _ = c.feed(b"0123456789abc");
     assert_eq!(c.bytes_reserved(), 10 + CUT_MARGIN as u64);
 }
+
+#[test]
+fn both_inner_edges_of_head_and_tail_read_their_margins() {
+    let token = format!("ghp_{TOKEN_BODY}");
+    let input = format!("{} {token} {} {token} end\n", prose(300), prose(3000));
+    // The head ends 10 bytes into the first token, the tail starts 10
+    // bytes into the second: both halves are redacted by the rule.
+    let head = 300 + 1 + 10;
+    let tail = token.len() - 10 + " end\n".len();
+    let (text, counts) = render(Retain::HeadAndTail, head + tail, head, input.as_bytes());
+    assert_eq!(
+        text,
+        format!(
+            "{} [redacted: github-token]\n[stderr truncated: kept first {head} and last {tail} of {} bytes, {} omitted between them]\n[redacted: github-token] end\n",
+            prose(300),
+            input.len(),
+            input.len() - head - tail
+        )
+    );
+    assert_eq!((counts.rule("github-token"), counts.cut_words()), (2, 0));
+}
+
+#[test]
+fn a_shrunk_budget_keeps_the_dropped_bytes_next_to_the_window_as_its_margin() {
+    let input = format!("{}db: password=Xk29fQ7mZpL4 connecting\n", prose(2000));
+    let pool = RetentionPool::unlimited();
+    let mut c = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 4096), &pool);
+    let _ = c.feed(input.as_bytes());
+    assert!(!c.truncated());
+    // The shrink drops all but the value's end: `password=` is in the
+    // margin.
+    c.shrink_budget(20);
+    let (text, counts) = c.window().render_with_redactions();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last 20 of {} bytes]\n[redacted: password-assignment] connecting\n",
+            input.len()
+        )
+    );
+    assert_eq!(
+        (counts.rule("password-assignment"), counts.cut_words()),
+        (1, 0)
+    );
+    assert_eq!(pool.in_use(), 20 + CUT_MARGIN as u64);
+}
