@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, DebugGrant, Retain};
 use crate::pool::{PoolLease, RetentionPool};
-use crate::redact::{RedactionCounts, Redactor};
-use crate::render::Window;
+use crate::redact::{CUT_MARGIN, RedactionCounts, Redactor};
+use crate::render::{Margins, Window};
 
 /// Which stream of a helper a capture is for. Its name appears in the marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -48,7 +48,10 @@ pub struct CaptureSettings {
     pub stream: StreamName,
     /// Retention mode.
     pub retain: Retain,
-    /// Most bytes retained in total (prefix plus ring).
+    /// Most bytes retained in total (prefix plus ring). Once bytes are
+    /// dropped, a capture also keeps up to [`CUT_MARGIN`] bytes beyond each
+    /// cut edge (never shown, never counted as retained; see
+    /// [`Margins`]), reserved from the pool on top of the budget.
     pub budget: usize,
     /// Prefix size for [`Retain::HeadAndTail`]; ignored by the other modes.
     /// Clamped to `budget`.
@@ -153,12 +156,22 @@ pub enum Fed {
 /// `tail_cap == 0`). The retained window is therefore always "the first `h`
 /// bytes and the last `t` bytes of the stream", which is what the marker says.
 ///
+/// Beyond each cut edge the capture also keeps a context margin of up to
+/// [`CUT_MARGIN`] bytes that the rendering reads but never shows (see
+/// [`Margins`]): in `tail` mode the last bytes dropped before the ring's
+/// oldest byte, in `head` mode the first bytes dropped after the prefix,
+/// in `head_and_tail` both. A margin is reserved from the pool when the
+/// capture first drops a byte, on top of the budget, and never grows: a
+/// capture holds at most its budget plus 512 bytes (`tail`, `head`) or
+/// 1,024 (`head_and_tail`). A margin the pool refuses is kept shorter or
+/// not at all; the window and its counts are the same either way.
+///
 /// Memory comes from the process-wide [`RetentionPool`] as the buffers grow
 /// (doubling, never past the budget); when the pool cannot grant more, the
 /// capture keeps what it has, goes on counting and reports
 /// [`retention_limited`](StreamCapture::retention_limited). In steady state
-/// (buffers at their size) feeding allocates nothing and copies at most the
-/// budget per chunk.
+/// (buffers and margins at their size) feeding allocates nothing and copies
+/// at most the budget and the margins per chunk.
 ///
 /// # Examples
 ///
@@ -187,6 +200,14 @@ pub struct StreamCapture {
     tail: Ring,
     tail_cap: usize,
     tail_reserved: usize,
+    /// The first bytes dropped after the prefix (`head`, `head_and_tail`).
+    after_head: Vec<u8>,
+    /// The last bytes dropped before the ring's oldest byte (`tail`,
+    /// `head_and_tail`).
+    before_tail: Ring,
+    /// The capacity of each margin, once reserved from the pool.
+    after_head_cap: Option<usize>,
+    before_tail_cap: Option<usize>,
     lease: PoolLease,
     limited: bool,
     ceiling_reported: bool,
@@ -209,6 +230,10 @@ impl StreamCapture {
             tail: Ring::default(),
             tail_cap,
             tail_reserved: 0,
+            after_head: Vec::new(),
+            before_tail: Ring::default(),
+            after_head_cap: None,
+            before_tail_cap: None,
             lease: pool.lease(),
             limited: false,
             ceiling_reported: false,
@@ -243,6 +268,10 @@ impl StreamCapture {
                 self.head_closed = true;
             }
         }
+        if !rest.is_empty() && self.tail_cap == 0 {
+            // No ring: every byte past the prefix is dropped.
+            self.keep_dropped(rest.len(), rest);
+        }
         if !rest.is_empty() && self.tail_cap > 0 {
             let wanted = self.tail_cap.min(self.tail.len() + rest.len());
             if wanted > self.tail_reserved {
@@ -253,6 +282,8 @@ impl StreamCapture {
                     self.limited = true;
                 }
             }
+            let dropped = (self.tail.len() + rest.len()).saturating_sub(self.tail_reserved);
+            self.keep_dropped(dropped, rest);
             self.tail.push(rest, self.tail_reserved);
         }
         match self.settings.kill_after_bytes {
@@ -261,6 +292,64 @@ impl StreamCapture {
                 Fed::CeilingCrossed
             }
             _ => Fed::Accepted,
+        }
+    }
+
+    /// The capacity of the margin after the prefix, reserved from the pool
+    /// on first use.
+    fn after_head_cap(&mut self) -> usize {
+        if let Some(cap) = self.after_head_cap {
+            return cap;
+        }
+        let cap = to_usize(self.lease.grow(CUT_MARGIN as u64));
+        self.after_head.reserve_exact(cap);
+        self.after_head_cap = Some(cap);
+        cap
+    }
+
+    /// The capacity of the margin before the ring, reserved from the pool
+    /// on first use.
+    fn before_tail_cap(&mut self) -> usize {
+        if let Some(cap) = self.before_tail_cap {
+            return cap;
+        }
+        let cap = to_usize(self.lease.grow(CUT_MARGIN as u64));
+        self.before_tail_cap = Some(cap);
+        cap
+    }
+
+    /// Keeps in the margins what is about to be dropped: the `dropped`
+    /// first bytes of the ring followed by `rest`, oldest first. The
+    /// margin after a prefix takes the first bytes ever dropped, the
+    /// margin before the ring the last ones.
+    fn keep_dropped(&mut self, dropped: usize, rest: &[u8]) {
+        if dropped == 0 {
+            return;
+        }
+        let retain = self.settings.retain;
+        let after_cap = match retain != Retain::Tail && !self.head.is_empty() {
+            true => self.after_head_cap(),
+            false => 0,
+        };
+        let before_cap = match retain != Retain::Head {
+            true => self.before_tail_cap(),
+            false => 0,
+        };
+        let after_room = dropped.min(after_cap.saturating_sub(self.after_head.len()));
+        let from = dropped - dropped.min(before_cap);
+        let (older, newer) = self.tail.as_slices();
+        let mut pos = 0;
+        for part in [older, newer, rest] {
+            let end = pos + part.len();
+            let hi = after_room.min(end);
+            if pos < hi {
+                self.after_head.extend_from_slice(&part[..hi - pos]);
+            }
+            let (lo, hi) = (from.max(pos), dropped.min(end));
+            if lo < hi {
+                self.before_tail.push(&part[lo - pos..hi - pos], before_cap);
+            }
+            pos = end;
         }
     }
 
@@ -291,17 +380,36 @@ impl StreamCapture {
         let (head_cap, tail_cap) = self.caps_for(budget);
         self.settings.budget = budget;
         if self.head.len() > head_cap {
-            self.head.truncate(head_cap);
+            // The bytes cut from the prefix are dropped before all others.
+            let cut = self.head.split_off(head_cap);
             self.head_closed = true;
+            let cap = self.after_head_cap();
+            let mut after = cut.clone();
+            after.extend_from_slice(&self.after_head);
+            after.truncate(cap);
+            self.after_head.clear();
+            self.after_head.extend_from_slice(&after);
+            if self.settings.retain != Retain::Head {
+                let cap = self.before_tail_cap();
+                let (older, newer) = self.before_tail.as_slices();
+                let kept = [older, newer].concat();
+                let mut before = Ring::default();
+                before.push(&cut, cap);
+                before.push(&kept, cap);
+                self.before_tail = before;
+            }
         }
         self.head.shrink_to(head_cap);
         self.head_cap = head_cap;
         self.head_reserved = self.head_reserved.min(head_cap);
+        let dropped = self.tail.len().saturating_sub(tail_cap);
+        self.keep_dropped(dropped, &[]);
         self.tail.shrink(tail_cap);
         self.tail_cap = tail_cap;
         self.tail_reserved = self.tail_reserved.min(tail_cap);
+        let margins = self.after_head_cap.unwrap_or(0) + self.before_tail_cap.unwrap_or(0);
         self.lease
-            .shrink_to((self.head_reserved + self.tail_reserved) as u64);
+            .shrink_to((self.head_reserved + self.tail_reserved + margins) as u64);
     }
 
     /// Raises the budget while the stream runs (a debug grant given to a
@@ -332,9 +440,10 @@ impl StreamCapture {
     /// let _ = capture.feed(b"more\n");
     /// // The 6 bytes dropped before stay dropped; the ring grew with the next 5.
     /// assert_eq!((capture.bytes_seen(), capture.bytes_retained()), (17, 11));
+    /// // The margin holds the dropped "noise ": the cut word is shown.
     /// assert_eq!(
     ///     capture.render(),
-    ///     "[stderr truncated: kept last 11 of 17 bytes]\n[cut]\nmore\n"
+    ///     "[stderr truncated: kept last 11 of 17 bytes]\nnoise\nmore\n"
     /// );
     /// ```
     pub fn raise_budget(&mut self, budget: usize) {
@@ -381,7 +490,8 @@ impl StreamCapture {
     }
 
     /// Bytes this capture holds from the process-wide pool (at least
-    /// [`bytes_retained`](Self::bytes_retained)).
+    /// [`bytes_retained`](Self::bytes_retained); the margins beyond the cut
+    /// edges included, once bytes were dropped).
     pub fn bytes_reserved(&self) -> u64 {
         self.lease.bytes()
     }
@@ -401,6 +511,13 @@ impl StreamCapture {
             head: &self.head,
             tail: [older, newer],
             redactor: &self.settings.redactor,
+            margins: Margins {
+                after_head: &self.after_head,
+                before_tail: {
+                    let (older, newer) = self.before_tail.as_slices();
+                    [older, newer]
+                },
+            },
         }
     }
 
@@ -421,6 +538,8 @@ impl StreamCapture {
             limited: self.limited,
             head: self.head,
             tail: self.tail.into_vec(),
+            after_head: self.after_head,
+            before_tail: self.before_tail.into_vec(),
             redactor: self.settings.redactor,
             _lease: self.lease,
         }
@@ -446,6 +565,8 @@ pub struct Retained {
     limited: bool,
     head: Vec<u8>,
     tail: Vec<u8>,
+    after_head: Vec<u8>,
+    before_tail: Vec<u8>,
     redactor: Redactor,
     _lease: PoolLease,
 }
@@ -460,6 +581,10 @@ impl Retained {
             head: &self.head,
             tail: [&self.tail, &[]],
             redactor: &self.redactor,
+            margins: Margins {
+                after_head: &self.after_head,
+                before_tail: [&self.before_tail, &[]],
+            },
         }
     }
 
@@ -677,16 +802,23 @@ mod tests {
         for chunk in [&[b'a'; 700][..], &[b'b'; 700][..]] {
             let _ = c.feed(chunk);
         }
-        assert_eq!((c.bytes_retained(), pool.in_use()), (1000, 1000));
+        // The pool holds the window and the margin before it.
+        let margin = CUT_MARGIN as u64;
+        assert_eq!((c.bytes_retained(), pool.in_use()), (1000, 1000 + margin));
         c.shrink_budget(100);
         assert_eq!(
             (c.bytes_seen(), c.bytes_retained(), pool.in_use()),
-            (1400, 100, 100)
+            (1400, 100, 100 + margin)
         );
+        // The margin holds the last 512 bytes dropped, right before the
+        // window.
+        let w = c.window();
+        let before = [w.margins.before_tail[0], w.margins.before_tail[1]].concat();
+        assert_eq!(before, [b'b'; 512]);
         assert_eq!(contents(&c), [b'b'; 100]);
         let _ = c.feed(b"xyz");
         assert_eq!(&contents(&c)[97..], b"xyz");
-        assert_eq!(pool.in_use(), 100);
+        assert_eq!(pool.in_use(), 100 + margin);
     }
 
     #[test]

@@ -17,9 +17,10 @@
 //! assert_eq!(stderr.bytes_seen(), 560_000);
 //! assert_eq!(stderr.bytes_retained(), 16_384);
 //!
-//! // The retained bytes keep their share of the pool until dropped.
+//! // The retained bytes keep their share of the pool until dropped, with
+//! // the 512-byte margin kept, never shown, before the window's first byte.
 //! let retained = stderr.finish();
-//! assert_eq!(pool.in_use(), 16_384);
+//! assert_eq!(pool.in_use(), 16_384 + 512);
 //! let excerpt = retained.render_clamped(config.stderr_agent_excerpt_bytes as usize);
 //! assert!(excerpt.starts_with("[stderr truncated: kept last 40"));
 //! assert!(excerpt.len() <= 4096);
@@ -135,7 +136,7 @@ pub use pool::{PoolLease, RetentionPool};
 #[doc(hidden)]
 pub use redact::provider_samples; // TEMPORARY: replaced at merge
 pub use redact::{
-    MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, STREAM_BEHIND, STREAM_HOLD,
-    StreamRedactions, StreamRedactor,
+    CUT_MARGIN, MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, STREAM_BEHIND,
+    STREAM_HOLD, StreamRedactions, StreamRedactor,
 };
-pub use render::{Fingerprint, FingerprintParseError, Window};
+pub use render::{Fingerprint, FingerprintParseError, Margins, Window};

@@ -2,14 +2,15 @@
 //! [`Window`].
 
 use std::fmt;
+use std::ops::Range;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::capture::StreamName;
 use crate::config::Retain;
 use crate::redact::{
-    CUT, Edges, Label, RedactionCounts, Redactor, Span, cut_limit_backward, cut_limit_forward,
-    ends_word_at, word_end, word_start,
+    CUT, CUT_MARGIN, Edges, Label, RedactionCounts, Redactor, Span, cut_limit_backward,
+    cut_limit_forward, ends_word_at, may_hold_secret, word_end, word_start,
 };
 
 /// A borrowed view of retained bytes, and the text made of them. Made by
@@ -47,20 +48,36 @@ use crate::redact::{
 /// replaced by `[redacted: RULE]` and the text around it is kept. The raw
 /// bytes are never changed (the fingerprint covers them); only
 /// [`render_unredacted`](Self::render_unredacted) shows them as text.
-/// Where bytes were dropped, a cut edge may fall inside a secret whose
-/// recognisable start or end is gone, so at a cut edge:
+/// Where bytes were dropped, a cut edge may fall inside a secret. The rules
+/// read, with the retained bytes, the invisible [`margins`](Self::margins)
+/// beyond each cut edge (up to [`CUT_MARGIN`] bytes, never shown, never
+/// counted as retained, not in the fingerprint), and what they find is
+/// clipped to the window:
 ///
-/// * the word cut by the edge (from the edge up to the first ASCII
-///   whitespace or quote that closes a value, or back to one that opens
-///   it: a long line of JSON loses only the value cut, and a quote inside
-///   a secret ends nothing) is never shown: it is replaced by `[cut]`
-///   (the first word of a tail window, the last word of a head window,
-///   both inner edges of `head_and_tail`, and the edge a clamp cuts inside
-///   a word);
-/// * a private-key body whose `BEGIN` line was dropped is redacted from the
-///   cut to its `END` line (or, with no `END` line, over the run of base64
-///   lines that follows the cut);
-/// * a `BEGIN` line whose `END` line was dropped is redacted to the cut.
+/// * a secret that straddles the edge is found whole and its visible part
+///   is replaced by `[redacted: RULE]` (a token half in the margin, a
+///   `password=` value whose key is in the margin, a private-key body
+///   whose `BEGIN` line is in the margin);
+/// * a word cut by the edge whose start the rules saw is shown as it is
+///   (the rest of a line of prose, of a JSON value, of a number);
+/// * a word that covers the whole margin (longer than it, so its start is
+///   gone) and could hold a secret (it has an ASCII letter) is hidden as
+///   `[cut]`, from the margin's outer edge up to the first ASCII
+///   whitespace or quote that closes a value (or back to one that opens
+///   it), at most [`MAX_CUT_HIDDEN`](crate::MAX_CUT_HIDDEN) bytes and never
+///   past a byte no secret has (not ASCII, a run of 8 copies of one byte);
+///   a credential keyword cut at the margin's outer edge hides the value
+///   after it too;
+/// * a private-key body whose `BEGIN` line was dropped beyond the margin is
+///   redacted from the cut to its `END` line (or, with no `END` line, over
+///   the run of base64 lines that follows the cut), and a `BEGIN` line
+///   whose `END` line was dropped is redacted to the cut.
+///
+/// A window without margins (built by hand with [`Margins::NONE`], or whose
+/// capture the pool refused them) treats its own edges as the margins'
+/// outer edges. The edge a clamp cuts inside a word follows the same rule,
+/// the retained bytes beyond the clamp edge being its margin: ordinary text
+/// never shows `[cut]`.
 ///
 /// Secrets are found in the whole retained text before a clamp selects from
 /// it, so a clamp keeps a replaced secret whole or leaves it out. Hidden cut
@@ -81,6 +98,32 @@ pub struct Window<'a> {
     pub tail: [&'a [u8]; 2],
     /// The rules that redact the rendered text.
     pub redactor: &'a Redactor,
+    /// The dropped bytes just beyond the cut edges, read by the rules and
+    /// never shown.
+    pub margins: Margins<'a>,
+}
+
+/// The dropped bytes a capture keeps just beyond the cut edges of its
+/// window, at most [`CUT_MARGIN`] of each: context for the rules, never
+/// shown, never counted as retained, not in the fingerprint.
+///
+/// A margin longer than the bytes dropped at its edge is read only as far
+/// as those bytes go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Margins<'a> {
+    /// The first bytes dropped after the head (`head`, `head_and_tail`).
+    pub after_head: &'a [u8],
+    /// The last bytes dropped before the tail, in order, as two slices
+    /// (`tail`, `head_and_tail`).
+    pub before_tail: [&'a [u8]; 2],
+}
+
+impl Margins<'_> {
+    /// No margins: the window's edges are where the rules stop reading.
+    pub const NONE: Margins<'static> = Margins {
+        after_head: &[],
+        before_tail: [&[], &[]],
+    };
 }
 
 impl Window<'_> {
@@ -114,47 +157,77 @@ impl Window<'_> {
 
     /// The shown parts of the window with the spans to redact in each: the
     /// whole stream when nothing was dropped; else the head (its end cut,
-    /// a character cut by it trimmed) and the tail (its start cut).
+    /// a character cut by it trimmed) and the tail (its start cut), each
+    /// read by the rules with its margin and the spans clipped to it.
     fn parts(&self) -> Parts {
         let r = self.redactor;
         if !self.truncated() {
             let all = [self.head, self.tail[0], self.tail[1]].concat();
             let spans = r.spans(&all, Edges::NONE);
             return Parts {
-                head: Part { bytes: all, spans },
+                head: Part {
+                    shown: 0..all.len(),
+                    bytes: all,
+                    spans,
+                },
                 tail: None,
             };
         }
-        let head = trim_end(self.head).to_vec();
+        let gap = self.seen - self.retained();
+        let known = |len: usize| to_usize(gap).min(len);
+        let after = &self.margins.after_head[..known(self.margins.after_head.len())];
+        let before = [self.margins.before_tail[0], self.margins.before_tail[1]].concat();
+        let before = &before[before.len() - known(before.len())..];
+        let kept = self.tail_bytes();
+        let head_end = trim_end(self.head).len();
+        let tail_skip = kept.len() - trim_start(&kept).len();
+        let contiguous = [after, before]
+            .into_iter()
+            .find(|margin| margin.len() as u64 == gap);
+        if let Some(margin) = contiguous {
+            // One margin holds every dropped byte: the stream is known.
+            let all = [self.head, margin, &kept].concat();
+            let spans = r.spans(&all, Edges::NONE);
+            let tail_start = self.head.len() + margin.len() + tail_skip;
+            let head = Part::clipped(all.clone(), 0..head_end, &spans);
+            let tail = Part::clipped(all, tail_start..tail_start + kept.len() - tail_skip, &spans);
+            return Parts {
+                head,
+                tail: Some(tail),
+            };
+        }
+        // Bytes beyond the margins were dropped: the hays' far ends are
+        // cut (a character they split trimmed, as at the window's edges).
+        let head_hay = [self.head, after].concat();
+        let head_hay = trim_end(&head_hay).to_vec();
         let head_spans = r.spans(
-            &head,
+            &head_hay,
             Edges {
                 start: false,
                 start_trimmed: false,
                 end: true,
             },
         );
-        let kept = self.tail_bytes();
-        let tail = trim_start(&kept).to_vec();
+        let head = Part::clipped(head_hay, 0..head_end, &head_spans);
+        let tail_hay = [before, &kept].concat();
+        let trimmed = tail_hay.len() - trim_start(&tail_hay).len();
+        let tail_hay = tail_hay[trimmed..].to_vec();
         let tail_spans = r.spans(
-            &tail,
+            &tail_hay,
             Edges {
                 start: true,
-                // The rest of a character cut by the window was dropped
-                // from the view: the text starts after it, not at the cut.
-                start_trimmed: tail.len() < kept.len(),
+                // The rest of a character cut at the hay's start was
+                // dropped from the view: the text starts after it.
+                start_trimmed: trimmed > 0,
                 end: false,
             },
         );
+        let tail_start = (before.len() + tail_skip).saturating_sub(trimmed);
+        let shown = tail_start..tail_hay.len();
+        let tail = Part::clipped(tail_hay, shown, &tail_spans);
         Parts {
-            head: Part {
-                bytes: head,
-                spans: head_spans,
-            },
-            tail: Some(Part {
-                bytes: tail,
-                spans: tail_spans,
-            }),
+            head,
+            tail: Some(tail),
         }
     }
 
@@ -176,7 +249,7 @@ impl Window<'_> {
     /// let _ = capture.feed(b"start\nnoise noise noise\nend\n");
     /// assert_eq!(
     ///     capture.render(),
-    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\n[cut]\nend\n"
+    ///     "start\n[stderr truncated: kept first 6 and last 6 of 28 bytes, 16 omitted between them]\ne\nend\n"
     /// );
     /// ```
     pub fn render(&self) -> String {
@@ -198,8 +271,14 @@ impl Window<'_> {
     fn write_parts(&self, parts: &Parts) -> String {
         let r = self.redactor;
         let text = |part: &Part| {
-            let mut out = String::with_capacity(part.bytes.len());
-            r.write(&part.bytes, &part.spans, &mut out);
+            let mut out = String::with_capacity(part.shown.len());
+            r.write_range(
+                &part.bytes,
+                &part.spans,
+                part.shown.start,
+                part.shown.end,
+                &mut out,
+            );
             out
         };
         let Some(tail) = &parts.tail else {
@@ -294,7 +373,6 @@ impl Window<'_> {
             m.truncate(cap);
             return m;
         };
-        let tail = self.tail_bytes();
         let Parts {
             head,
             tail: tail_part,
@@ -302,7 +380,9 @@ impl Window<'_> {
         match (retain, tail_part) {
             (Retain::Tail, None) => {
                 // Nothing dropped: the whole stream, no cut edge.
-                let Part { bytes, mut spans } = head;
+                let Part {
+                    bytes, mut spans, ..
+                } = head;
                 let start = fit_suffix(r, &bytes, 0, &mut spans, room);
                 let mut out = marker(stream, retain, 0, (bytes.len() - start) as u64, seen);
                 out.push('\n');
@@ -310,7 +390,9 @@ impl Window<'_> {
                 out
             }
             (Retain::Head, None) => {
-                let Part { bytes, mut spans } = head;
+                let Part {
+                    bytes, mut spans, ..
+                } = head;
                 let end = fit_prefix(r, &bytes, bytes.len(), &mut spans, room);
                 let mut out = marker(stream, retain, end as u64, 0, seen);
                 out.push('\n');
@@ -318,31 +400,32 @@ impl Window<'_> {
                 out
             }
             (Retain::Tail, Some(part)) => {
-                let floor = tail.len() - part.bytes.len();
-                let mut spans = shift(part.spans, floor);
-                let start = fit_suffix(r, &tail, floor, &mut spans, room);
-                let mut out = marker(stream, retain, 0, (tail.len() - start) as u64, seen);
+                let Part {
+                    bytes,
+                    shown,
+                    mut spans,
+                } = part;
+                let start = fit_suffix(r, &bytes[..shown.end], shown.start, &mut spans, room);
+                let mut out = marker(stream, retain, 0, (shown.end - start) as u64, seen);
                 out.push('\n');
-                r.write_range(&tail, &spans, start, tail.len(), &mut out);
+                r.write_range(&bytes, &spans, start, shown.end, &mut out);
                 out
             }
             (Retain::Head, Some(_)) => {
-                let Part { bytes, mut spans } = head;
-                let end = fit_prefix(r, self.head, bytes.len(), &mut spans, room);
+                let Part {
+                    bytes,
+                    shown,
+                    mut spans,
+                } = head;
+                let end = fit_prefix(r, &bytes, shown.end, &mut spans, room);
                 let mut out = marker(stream, retain, end as u64, 0, seen);
                 out.push('\n');
-                r.write_range(self.head, &spans, 0, end, &mut out);
+                r.write_range(&bytes, &spans, 0, end, &mut out);
                 out
             }
             (_, tail_part) => {
                 let truncated = tail_part.is_some();
-                let joined;
-                let (first, ceil, mut first_spans) = if truncated {
-                    (self.head, head.bytes.len(), head.spans)
-                } else {
-                    joined = head.bytes;
-                    (&joined[..], joined.len(), head.spans)
-                };
+                let (first, ceil, mut first_spans) = (head.bytes, head.shown.end, head.spans);
                 let all_spans = if truncated {
                     Vec::new()
                 } else {
@@ -353,20 +436,23 @@ impl Window<'_> {
                 // the room and whatever a short tail leaves unused, so the
                 // excerpt fills its cap.
                 let known_tail = tail_part.map(|part| {
-                    let floor = tail.len() - part.bytes.len();
-                    (floor, shift(part.spans, floor))
+                    let tail_out = out_len(
+                        r,
+                        &part.bytes,
+                        &part.spans,
+                        part.shown.start,
+                        part.shown.end,
+                    );
+                    (part, tail_out)
                 });
                 let head_room = match &known_tail {
-                    Some((floor, spans)) => {
-                        let tail_out = out_len(r, &tail, spans, *floor, tail.len());
-                        (room / 4).max(room.saturating_sub(tail_out))
-                    }
+                    Some((_, tail_out)) => (room / 4).max(room.saturating_sub(*tail_out)),
                     None => room / 4,
                 };
-                let end = fit_prefix(r, first, ceil, &mut first_spans, head_room);
-                let used = out_len(r, first, &first_spans, 0, end);
-                let (last, floor, mut last_spans) = match known_tail {
-                    Some((floor, spans)) => (&tail[..], floor, spans),
+                let end = fit_prefix(r, &first, ceil, &mut first_spans, head_room);
+                let used = out_len(r, &first, &first_spans, 0, end);
+                let (last, floor, stop, mut last_spans) = match known_tail {
+                    Some((part, _)) => (part.bytes, part.shown.start, part.shown.end, part.spans),
                     None => {
                         let spans = all_spans
                             .iter()
@@ -377,21 +463,17 @@ impl Window<'_> {
                                 label: s.label,
                             })
                             .collect();
-                        (&first[end..], 0, spans)
+                        let rest = first[end..].to_vec();
+                        let stop = rest.len();
+                        (rest, 0, stop, spans)
                     }
                 };
-                let start = fit_suffix(r, last, floor, &mut last_spans, room - used);
-                let m = marker(
-                    stream,
-                    retain,
-                    end as u64,
-                    (last.len() - start) as u64,
-                    seen,
-                );
+                let start = fit_suffix(r, &last[..stop], floor, &mut last_spans, room - used);
+                let m = marker(stream, retain, end as u64, (stop - start) as u64, seen);
                 let mut head_text = String::new();
-                r.write_range(first, &first_spans, 0, end, &mut head_text);
+                r.write_range(&first, &first_spans, 0, end, &mut head_text);
                 let mut tail_text = String::new();
-                r.write_range(last, &last_spans, start, last.len(), &mut tail_text);
+                r.write_range(&last, &last_spans, start, stop, &mut tail_text);
                 join_around_marker(&head_text, &m, &tail_text)
             }
         }
@@ -560,10 +642,37 @@ fn lossy_len(bytes: &[u8]) -> usize {
         .sum()
 }
 
-/// The shown bytes of one part of a window and the spans to redact.
+/// One part of a window: the bytes the rules read (the shown bytes with
+/// their margins), the range shown, and the spans to redact in it.
 struct Part {
     bytes: Vec<u8>,
+    shown: Range<usize>,
     spans: Vec<Span>,
+}
+
+impl Part {
+    /// `bytes` showing `shown`, with `spans` clipped to it: a secret that
+    /// straddles an edge is replaced over its visible part.
+    fn clipped(bytes: Vec<u8>, shown: Range<usize>, spans: &[Span]) -> Part {
+        let spans = spans
+            .iter()
+            .filter(|s| s.end > shown.start && s.start < shown.end)
+            .map(|s| Span {
+                start: s.start.max(shown.start),
+                end: s.end.min(shown.end),
+                label: s.label,
+            })
+            .collect();
+        Part {
+            bytes,
+            shown,
+            spans,
+        }
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 /// The whole stream in `head` when nothing was dropped; else the head and
@@ -571,18 +680,6 @@ struct Part {
 struct Parts {
     head: Part,
     tail: Option<Part>,
-}
-
-/// Spans of a text that starts `by` bytes into the slice they index.
-fn shift(spans: Vec<Span>, by: usize) -> Vec<Span> {
-    spans
-        .into_iter()
-        .map(|s| Span {
-            start: s.start + by,
-            end: s.end + by,
-            label: s.label,
-        })
-        .collect()
 }
 
 /// Bytes of `raw[from..to]` rendered: decoded lossily, spans replaced.
@@ -635,7 +732,9 @@ fn insert_span(spans: &mut Vec<Span>, span: Span) {
 /// The start of the longest suffix of `raw` whose rendering fits in `room`
 /// bytes and starts on a character (preferably a line) boundary, never
 /// inside a span. Nothing before `floor` is shown. A word the new start
-/// cuts gets a `[cut]` span (or is left out when that does not fit).
+/// cuts that covers the whole margin before it ([`CUT_MARGIN`] bytes) and
+/// could hold a secret gets a `[cut]` span (or is left out when that does
+/// not fit); a shorter word, whose start the rules saw, is shown.
 fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, room: usize) -> usize {
     let len = raw.len();
     let mut start = len.saturating_sub(room).max(floor);
@@ -669,10 +768,19 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
         && span_at(spans, start).is_none()
     {
         let limit = next_span_start(spans, start, len);
+        let after_span = spans
+            .iter()
+            .map(|s| s.end)
+            .filter(|&e| e <= start)
+            .max()
+            .unwrap_or(0);
+        let word = word_start(raw, after_span, start);
+        // The margin's outer edge, reached by a word that covers it.
+        let outer = start.saturating_sub(CUT_MARGIN);
         let cut_end = word_end(raw, start)
             .min(limit)
-            .min(cut_limit_forward(raw, start));
-        if cut_end > start {
+            .min(cut_limit_forward(raw, outer));
+        if start - word >= CUT_MARGIN && cut_end > start && may_hold_secret(&raw[outer..cut_end]) {
             let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[start..cut_end]);
             if shown + CUT.len() <= room {
                 insert_span(
@@ -694,7 +802,9 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
 /// The end of the longest prefix of `raw` whose rendering fits in `room`
 /// bytes and ends on a character (preferably a line) boundary, never
 /// inside a span. Nothing from `ceil` on is shown. A word the new end cuts
-/// gets a `[cut]` span (or is left out when that does not fit).
+/// that covers the whole margin after it ([`CUT_MARGIN`] bytes) and could
+/// hold a secret gets a `[cut]` span (or is left out when that does not
+/// fit); a shorter word, whose end the rules saw, is shown.
 fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room: usize) -> usize {
     let mut used = 0;
     let mut end = 0;
@@ -732,8 +842,12 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
             .filter(|&e| e <= end)
             .max()
             .unwrap_or(0);
-        let cut_start = word_start(raw, floor, end).max(cut_limit_backward(raw, end));
-        if cut_start < end {
+        let outer = end.saturating_add(CUT_MARGIN).min(raw.len());
+        let cut_start = word_start(raw, floor, end).max(cut_limit_backward(raw, outer));
+        if word_end(raw, end) - end >= CUT_MARGIN
+            && cut_start < end
+            && may_hold_secret(&raw[cut_start..outer])
+        {
             let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[cut_start..end]);
             if shown + CUT.len() <= room {
                 insert_span(
@@ -769,6 +883,7 @@ mod tests {
             head,
             tail: [tail, &[]],
             redactor: builtin(),
+            margins: Margins::NONE,
         }
     }
 

@@ -17,7 +17,9 @@ use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use spillguard_core::{CaptureSettings, Retain, RetentionPool, StreamCapture, StreamName};
+use spillguard_core::{
+    CUT_MARGIN, CaptureSettings, Retain, RetentionPool, StreamCapture, StreamName,
+};
 
 struct CountingAllocator;
 
@@ -158,17 +160,18 @@ fn feeding_a_full_head_and_tail_allocates_nothing() {
 }
 
 #[test]
-fn feeding_a_one_mebibyte_chunk_allocates_only_the_budget() {
+fn feeding_a_one_mebibyte_chunk_allocates_only_the_budget_and_the_margin() {
     let big = chunk(1 << 20);
     let pool = RetentionPool::unlimited();
     let mut capture = StreamCapture::new(CaptureSettings::tail(StreamName::Stderr, 16_384), &pool);
     let (allocations, bytes) = allocations_during(|| {
         let _ = capture.feed(&big);
     });
-    // One buffer of exactly the budget, however large the chunk.
-    assert_eq!((allocations, bytes), (1, 16_384));
+    // One buffer of exactly the budget, however large the chunk, and one
+    // of the margin kept before the window's first byte.
+    assert_eq!((allocations, bytes), (2, 16_384 + CUT_MARGIN as u64));
     assert_eq!(capture.bytes_retained(), 16_384);
-    assert_eq!(capture.bytes_reserved(), 16_384);
+    assert_eq!(capture.bytes_reserved(), 16_384 + CUT_MARGIN as u64);
 }
 
 /// The MCP stdout line guard allocates nothing, per chunk or per line,

@@ -3,13 +3,15 @@
 //! model computed here from the input alone.
 #![allow(clippy::unwrap_used)]
 
+use std::ops::Range;
+
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
 use spillguard_core::{
-    CaptureSettings, Config, MAX_CUT_HIDDEN, Redactor, Retain, RetentionPool, StreamCapture,
-    StreamName, Window,
+    CUT_MARGIN, CaptureSettings, Config, MAX_CUT_HIDDEN, Margins, Redactor, Retain, RetentionPool,
+    StreamCapture, StreamName, Window,
 };
 
 /// The retention modes, as a local enum so the test can match exhaustively.
@@ -83,6 +85,52 @@ impl Model {
 
     fn truncated(&self) -> bool {
         self.seen > self.h + self.t
+    }
+
+    /// The margins a capture keeps, as ranges of the input: the first
+    /// dropped bytes after a non-empty head (`head`, `head_and_tail`) and
+    /// the last dropped bytes before the tail (`tail`, `head_and_tail`),
+    /// at most [`CUT_MARGIN`] each.
+    fn margins(&self, mode: Mode) -> (Range<usize>, Range<usize>) {
+        let gap = self.seen - self.h - self.t;
+        let after = match mode != Mode::Tail && self.h > 0 {
+            true => self.h..self.h + gap.min(CUT_MARGIN),
+            false => self.h..self.h,
+        };
+        let tail_at = self.seen - self.t;
+        let before = match mode != Mode::Head {
+            true => tail_at - gap.min(CUT_MARGIN)..tail_at,
+            false => tail_at..tail_at,
+        };
+        (after, before)
+    }
+
+    /// Whether one margin holds every dropped byte: the rules read the
+    /// whole stream, with no cut edge.
+    fn contiguous(&self, mode: Mode) -> bool {
+        let gap = self.seen - self.h - self.t;
+        let (after, before) = self.margins(mode);
+        gap > 0 && (after.len() == gap || before.len() == gap)
+    }
+
+    /// Where the bytes the rules read for the tail start (the margin
+    /// before it, a character cut at its outer edge trimmed), in `input`.
+    fn tail_hay_start(&self, mode: Mode, input: &[u8]) -> usize {
+        if self.contiguous(mode) {
+            return 0;
+        }
+        let (_, before) = self.margins(mode);
+        before.start + shown_tail_start(&input[before.start..])
+    }
+
+    /// Where the bytes the rules read for the head end (the margin after
+    /// it, a character cut at its outer edge trimmed), in `input`.
+    fn head_hay_end(&self, mode: Mode, input: &[u8]) -> usize {
+        if self.contiguous(mode) {
+            return input.len();
+        }
+        let (after, _) = self.margins(mode);
+        shown_head_end(&input[..after.end])
     }
 
     fn marker(&self, mode: Mode) -> String {
@@ -252,11 +300,12 @@ fn hide_limit_backward(bytes: &[u8], to: usize) -> usize {
 /// End of the word a window's start cuts, and up to two words more after a
 /// possible keyword end (the word read with what separates it from the
 /// next: blanks, quotes, `:` and `=`).
-fn cut_word_end(bytes: &[u8]) -> usize {
+fn cut_word_end(bytes: &[u8]) -> (usize, bool) {
     let gap = |b: &u8| is_ws(b) || is_quote(*b) || matches!(b, b':' | b'=');
     let (mut start, mut end) = (0, end_of_word(bytes, 0));
     // A cut on the blank before a word: that word may be a value.
     let mut blank = end == 0 && matches!(bytes.first(), Some(b' ' | b'\t'));
+    let mut extended = false;
     for _ in 0..2 {
         let next = bytes[end..].iter().position(|b| !gap(b)).map(|i| end + i);
         let word: Vec<u8> = bytes[start..next.unwrap_or(bytes.len())]
@@ -280,41 +329,97 @@ fn cut_word_end(bytes: &[u8]) -> usize {
             Some(next) if keyword_end => {
                 start = next;
                 end = end_of_word(bytes, start);
+                extended = true;
             }
             _ => break,
         }
     }
-    end
+    (end, extended)
 }
 
-/// `bytes` shown after a window's cut start.
-fn after_window_cut(bytes: &[u8]) -> String {
-    match cut_word_end(bytes).min(hide_limit_forward(bytes, 0)) {
-        0 => lossy(bytes),
-        n => format!("{CUT}{}", lossy(&bytes[n..])),
-    }
+/// Whether a run cut by an edge could hold a secret: it has a letter.
+fn has_letter(run: &[u8]) -> bool {
+    run.iter().any(u8::is_ascii_alphabetic)
 }
 
-/// `raw[start..]` shown after a clamp's cut start: only the cut word goes.
-fn after_clamp_cut(raw: &[u8], start: usize) -> String {
-    match end_of_word(raw, start).min(hide_limit_forward(raw, start)) {
-        n if n == start => lossy(&raw[start..]),
-        n => format!("{CUT}{}", lossy(&raw[n..])),
-    }
-}
-
-/// `bytes` shown before a cut end: the last word goes.
-fn before_cut(bytes: &[u8]) -> String {
-    let start = (0..bytes.len())
+/// The start of the word that ends at `to`, no earlier than `floor`.
+fn start_of_word(bytes: &[u8], floor: usize, to: usize) -> usize {
+    (floor..to)
         .rev()
         .find(|&i| starts_after(bytes, i))
-        .map_or(0, |i| i + 1)
-        .max(hide_limit_backward(bytes, bytes.len()));
-    if start == bytes.len() {
-        lossy(bytes)
+        .map_or(floor, |i| i + 1)
+}
+
+/// The tail shown after a window's cut start, and where the `[cut]` it
+/// shows ends (in `hay`): `hay` is what the rules read (the margin and the
+/// tail, a character cut at its start trimmed), shown from `shown`. The
+/// word cut at the hay's start (with a credential after a keyword) is
+/// hidden over its visible part when it reaches past the margin and could
+/// hold a secret.
+fn after_window_cut(hay: &[u8], shown: usize) -> (String, Option<usize>) {
+    let (word, extended) = cut_word_end(hay);
+    let n = word.min(hide_limit_forward(hay, 0));
+    if n > shown && (extended || has_letter(&hay[..n])) {
+        (format!("{CUT}{}", lossy(&hay[n..])), Some(n))
     } else {
-        format!("{}{CUT}", lossy(&bytes[..start]))
+        (lossy(&hay[shown..]), None)
     }
+}
+
+/// `raw[start..]` shown after a clamp's cut start: the word it cuts is
+/// hidden when it covers the whole margin before the edge and could hold
+/// a secret. `floor`: where the word search stops (the end of a span).
+fn after_clamp_cut(raw: &[u8], start: usize, floor: usize) -> String {
+    let word = start_of_word(raw, floor, start);
+    let outer = start.saturating_sub(CUT_MARGIN);
+    let cut_end = end_of_word(raw, start).min(hide_limit_forward(raw, outer));
+    if start - word >= CUT_MARGIN && cut_end > start && has_letter(&raw[outer..cut_end]) {
+        format!("{CUT}{}", lossy(&raw[cut_end..]))
+    } else {
+        lossy(&raw[start..])
+    }
+}
+
+/// The head shown before a window's cut end: `hay` is what the rules read
+/// (the head and the margin after it), shown up to `shown`. The word cut
+/// at the hay's end is hidden over its visible part when it could hold a
+/// secret.
+fn before_window_cut(hay: &[u8], shown: usize) -> String {
+    let start = start_of_word(hay, 0, hay.len()).max(hide_limit_backward(hay, hay.len()));
+    if start < shown && has_letter(&hay[start..]) {
+        format!("{}{CUT}", lossy(&hay[..start]))
+    } else {
+        lossy(&hay[..shown])
+    }
+}
+
+/// `raw[..end]` shown before a clamp's cut end: the word it cuts is hidden
+/// when it covers the whole margin after the edge and could hold a secret.
+fn before_clamp_cut(raw: &[u8], end: usize) -> String {
+    let outer = (end + CUT_MARGIN).min(raw.len());
+    let start = start_of_word(raw, 0, end).max(hide_limit_backward(raw, outer));
+    if end_of_word(raw, end) - end >= CUT_MARGIN && start < end && has_letter(&raw[start..outer]) {
+        format!("{}{CUT}", lossy(&raw[..start]))
+    } else {
+        lossy(&raw[..end])
+    }
+}
+
+/// The window's head and tail texts from the model, and where the tail's
+/// `[cut]` ends in the input (no secret shapes occur in these inputs).
+fn window_texts(input: &[u8], mode: Mode, model: Model) -> (String, String, Option<usize>) {
+    let head = &input[..model.h];
+    let tail_at = input.len() - model.t;
+    let head_end = shown_head_end(head);
+    let tail_start = tail_at + shown_tail_start(&input[tail_at..]);
+    if model.contiguous(mode) {
+        return (lossy(&head[..head_end]), lossy(&input[tail_start..]), None);
+    }
+    let hay_end = model.head_hay_end(mode, input);
+    let head_text = before_window_cut(&input[..hay_end], head_end);
+    let hay_start = model.tail_hay_start(mode, input);
+    let (tail_text, cut_end) = after_window_cut(&input[hay_start..], tail_start - hay_start);
+    (head_text, tail_text, cut_end.map(|n| hay_start + n))
 }
 
 /// The rendering expected from the model: cut characters trimmed, the
@@ -324,10 +429,7 @@ fn expected_render(input: &[u8], mode: Mode, model: Model) -> String {
     if !model.truncated() {
         return lossy(input);
     }
-    let head = &input[..model.h];
-    let tail = &input[input.len() - model.t..];
-    let head_text = before_cut(&head[..shown_head_end(head)]);
-    let tail_text = after_window_cut(&tail[shown_tail_start(tail)..]);
+    let (head_text, tail_text, _) = window_texts(input, mode, model);
     let marker = model.marker(mode);
     match mode {
         Mode::Tail => format!("{marker}\n{tail_text}"),
@@ -380,6 +482,15 @@ fn expected_render_of_text(s: &str, mode: Mode, model: Model) -> String {
         Mode::Tail => format!("{marker}\n{tail_text}"),
         Mode::Head => format!("{marker}\n{head_text}"),
         Mode::HeadAndTail => join_around_marker(head_text, &marker, tail_text),
+    }
+}
+
+/// `w` without its margins: the rules stop at the window's edges, as in
+/// a window built by hand or one whose margins the pool refused.
+fn bare(w: Window<'_>) -> Window<'_> {
+    Window {
+        margins: Margins::NONE,
+        ..w
     }
 }
 
@@ -697,31 +808,42 @@ proptest! {
             let truncated = model.truncated();
             let tail_floor = len - model.t + shown_tail_start(&bytes[len - model.t..]);
             let head_ceil = shown_head_end(&bytes[..model.h]);
-            // What the kept end shows: the window's cut word (with a
-            // credential after a keyword) at the window's edge, the word the
-            // clamp cut at a clamp edge, else all of it.
-            // The bytes each side of the clamp reads: the window's tail part
-            // and head part, or the whole text when nothing was dropped.
-            let tail_raw = if truncated { tail_floor } else { 0 };
-            let head_raw = if truncated { head_ceil } else { len };
+            // What the kept end shows: the window's own rendering at the
+            // window's edge, the clamp's rule at a clamp edge (the bytes
+            // the rules read beyond it being its margin), else all of it.
+            // The bytes each side of the clamp reads: the window's parts
+            // with their margins, or the whole text when nothing was
+            // dropped (the tail of head_and_tail from the head's end).
+            let (head_text, tail_text, tail_cut) = window_texts(bytes, case.mode, model);
+            let head_raw = if truncated { model.head_hay_end(case.mode, bytes) } else { len };
             let shown_end = |start: usize, source_start: usize| {
                 let kept = &bytes[start..];
+                let tail_raw = match (truncated, case.mode) {
+                    (true, _) => model.tail_hay_start(case.mode, bytes),
+                    (false, Mode::HeadAndTail) => source_start,
+                    (false, _) => 0,
+                };
                 let raw = &bytes[tail_raw..];
                 if kept.is_empty() {
                     String::new()
                 } else if truncated && start == tail_floor {
-                    after_window_cut(kept)
+                    tail_text.clone()
                 } else if start > source_start && !ends_at(raw, start - 1 - tail_raw) {
-                    after_clamp_cut(raw, start - tail_raw)
+                    let floor = tail_cut.filter(|&n| n <= start).unwrap_or(tail_raw);
+                    after_clamp_cut(raw, start - tail_raw, floor - tail_raw)
                 } else {
                     lossy(kept)
                 }
             };
             let shown_start = |end: usize, bound: usize| {
-                let kept = &bytes[..end];
-                let cut = (truncated && end == head_ceil)
-                    || (end < bound && !ends_at(&bytes[..head_raw], end));
-                if cut { before_cut(kept) } else { lossy(kept) }
+                let raw = &bytes[..head_raw];
+                if truncated && end == head_ceil {
+                    head_text.clone()
+                } else if end < bound && !ends_at(raw, end) {
+                    before_clamp_cut(raw, end)
+                } else {
+                    lossy(&bytes[..end])
+                }
             };
             let expected = match case.mode {
                 Mode::Tail => {
@@ -767,14 +889,12 @@ fn seed_flood_keeps_the_last_16384_of_184320_bytes() {
     let rendered = capture.render();
     let (first, rest) = rendered.split_once('\n').unwrap();
     assert_eq!(first, "[stderr truncated: kept last 16384 of 184320 bytes]");
-    // The window starts 14 bytes into a line: "stic" is a cut word.
-    assert_eq!(
-        rest,
-        format!("[cut]\n{}", "helper-diagnostic\n".repeat(910))
-    );
+    // The window starts 14 bytes into a line: the margin holds the
+    // line's start, so "tic" is shown as the end of a word the rules saw.
+    assert_eq!(rest, format!("tic\n{}", "helper-diagnostic\n".repeat(910)));
     let raw = capture.window().render_unredacted();
     assert_eq!(raw.split_once('\n').unwrap().1, &input[184_320 - 16_384..]);
-    assert_eq!(pool.in_use(), 16_384);
+    assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
 }
 
 #[test]
@@ -809,9 +929,12 @@ fn head_and_tail_marker_states_both_counts_and_the_gap() {
         capture.window().render_unredacted(),
         format!("{head}\n{marker}\n{tail}")
     );
-    // Both inner edges cut a word: "helper-dia" and "-diagnostic".
+    // Both inner edges cut a word, "helper-dia" and "-diagnostic", whose
+    // whole the rules read in the margins: they are shown.
+    assert_eq!(rendered, format!("{head}\n{marker}\n{tail}"));
+    // Without the margins, both are hidden.
     assert_eq!(
-        rendered,
+        bare(capture.window()).render(),
         format!("{}[cut]\n{marker}\n[cut]{}", &input[..4086], &tail[11..])
     );
 }
@@ -852,9 +975,11 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
         capture.window().render_unredacted(),
         "[stderr truncated: kept last 4 of 7 bytes]\ncd"
     );
-    // Redacted, "cd" is the end of a cut word.
+    // The margin holds the dropped "ab" and the start of "€": redacted,
+    // the same. Without the margin, "cd" is the end of a cut word.
+    assert_eq!(capture.render(), capture.window().render_unredacted());
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         "[stderr truncated: kept last 4 of 7 bytes]\n[cut]"
     );
     let capture = feed_all(&settings(Mode::Head, 4, 0), ["ab€cd".as_bytes()]);
@@ -862,8 +987,9 @@ fn a_window_edge_inside_a_character_is_trimmed_not_broken() {
         capture.window().render_unredacted(),
         "[stderr truncated: kept first 4 of 7 bytes]\nab"
     );
+    assert_eq!(capture.render(), capture.window().render_unredacted());
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         "[stderr truncated: kept first 4 of 7 bytes]\n[cut]"
     );
 }
@@ -876,9 +1002,9 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
     let _ = capture.feed(&line);
     assert_eq!(capture.bytes_seen(), 1 << 20);
     assert_eq!(capture.bytes_retained(), 16_384);
-    assert!(capture.bytes_reserved() <= 16_384);
-    assert_eq!(capture.bytes_reserved(), 16_384);
-    assert_eq!(pool.in_use(), 16_384);
+    // The budget and the margin kept before the window.
+    assert_eq!(capture.bytes_reserved(), 16_384 + CUT_MARGIN as u64);
+    assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
     let (head, tail) = window_parts(&capture.window());
     assert!(head.is_empty());
     assert_eq!(tail.as_slice(), &line[line.len() - 16_384..]);
@@ -889,9 +1015,11 @@ fn a_one_mebibyte_line_keeps_exactly_the_budget() {
         "[stderr truncated: kept last 16384 of 1048576 bytes]"
     );
     assert_eq!(rest.as_bytes(), &line[line.len() - 16_384..]);
-    // Redacted, the cut hides the first 2048 bytes of the line (no secret
-    // is longer) and shows the rest: the end of a long line stays.
-    let shown = String::from_utf8(line[line.len() - 16_384 + MAX_CUT_HIDDEN..].to_vec()).unwrap();
+    // Redacted, the cut hides the first 2048 bytes of the line from the
+    // margin's outer edge (no secret is longer), 1,536 of the window, and
+    // shows the rest: the end of a long line stays.
+    let hidden = MAX_CUT_HIDDEN - CUT_MARGIN;
+    let shown = String::from_utf8(line[line.len() - 16_384 + hidden..].to_vec()).unwrap();
     assert_eq!(capture.render(), format!("{first}\n[cut]{shown}"));
 }
 
@@ -963,6 +1091,21 @@ fn secret_texts() -> Vec<String> {
             "\"-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n{}\\n-----END OPENSSH PRIVATE KEY-----\\n\"",
             sensitive(70),
             sensitive(70)
+        ),
+        // Longer than the margin: a window edge inside them finds their
+        // start neither in the window nor in the margin.
+        format!(
+            "jwt eyJ{}.{}.{} ok",
+            sensitive(300),
+            sensitive(300),
+            sensitive(100)
+        ),
+        format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----",
+            (0..12)
+                .map(|_| sensitive(64))
+                .collect::<Vec<_>>()
+                .join("\n")
         ),
     ]
 }
@@ -1088,7 +1231,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Tail: the window starts inside the token.
     let capture = feed_all(&settings(Mode::Tail, line.len() - 8, 0), [line.as_bytes()]);
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         format!(
             "[stderr truncated: kept last {} of {} bytes]\n[cut] end\n",
             line.len() - 8,
@@ -1098,7 +1241,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Head: the window ends inside the token.
     let capture = feed_all(&settings(Mode::Head, 10, 0), [line.as_bytes()]);
     assert_eq!(
-        capture.render(),
+        bare(capture.window()).render(),
         format!(
             "[stderr truncated: kept first 10 of {} bytes]\nok [cut]",
             line.len()
@@ -1107,7 +1250,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     // Head and tail: both inner edges inside tokens.
     let two = format!("{token} middle words {token}\n");
     let capture = feed_all(&settings(Mode::HeadAndTail, 20, 10), [two.as_bytes()]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1127,7 +1270,7 @@ fn every_cut_edge_hides_what_it_cuts() {
         &settings(Mode::Tail, block.len() - 40, 0),
         [block.as_bytes()],
     );
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1139,7 +1282,7 @@ fn every_cut_edge_hides_what_it_cuts() {
     assert_eq!((counts.rule("private-key"), counts.cut_words()), (1, 0));
     // A BEGIN line whose END was dropped: redacted to the cut.
     let capture = feed_all(&settings(Mode::Head, 80, 0), [block.as_bytes()]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         format!(
@@ -1185,7 +1328,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     let found = settings(Mode::HeadAndTail, 331, 268);
     for chunks in [vec![&input[..]], input.chunks(1).collect()] {
         let capture = feed_all(&found, chunks);
-        let (text, counts) = capture.window().render_with_redactions();
+        let (text, counts) = bare(capture.window()).render_with_redactions();
         assert_eq!(
             text,
             format!(
@@ -1201,7 +1344,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     let line = "mysql -u root \u{e9}-phunter2 -h db app\n".as_bytes();
     assert_eq!(line.len(), 36);
     let capture = feed_all(&settings(Mode::Tail, 21, 0), [line]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         "[stderr truncated: kept last 21 of 36 bytes]\n[cut] -h db app\n"
@@ -1210,7 +1353,7 @@ fn a_flag_glued_to_a_cut_character_is_a_cut_word() {
     // The window starts at `-p`: the byte before it, dropped, may have
     // been the blank after `mysql`.
     let capture = feed_all(&settings(Mode::Tail, 20, 0), [line]);
-    let (text, counts) = capture.window().render_with_redactions();
+    let (text, counts) = bare(capture.window()).render_with_redactions();
     assert_eq!(
         text,
         "[stderr truncated: kept last 20 of 36 bytes]\n[redacted: mysql-password] -h db app\n"

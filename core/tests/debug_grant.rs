@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    Action, Call, CallKind, CallSettings, CallSpec, CaptureSettings, Config, DebugGrant,
-    DebugGrantError, ExitStatus, RetentionPool,
+    Action, CUT_MARGIN, Call, CallKind, CallSettings, CallSpec, CaptureSettings, Config,
+    DebugGrant, DebugGrantError, ExitStatus, RetentionPool,
 };
 
 #[allow(clippy::disallowed_methods)]
@@ -128,12 +128,13 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
     call.handle_spawned(t0, 1).unwrap();
     call.handle_stderr(t0 + Duration::from_secs(1), &vec![b'x'; 200_000]);
     assert_eq!(call.stderr().unwrap().bytes_retained(), 131_072);
-    assert_eq!(pool.in_use(), 131_072);
+    // The pool also holds the 512-byte margin kept beyond the cut edge.
+    assert_eq!(pool.in_use(), 131_072 + CUT_MARGIN as u64);
     // The grant's end is the call's next wake-up, exactly.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(5)));
     call.handle_timeout(t0 + Duration::from_secs(5));
     assert_eq!(call.stderr().unwrap().bytes_retained(), 16_384);
-    assert_eq!(pool.in_use(), 16_384);
+    assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
     assert_eq!(call.poll_timeout(), None);
     let t1 = t0 + Duration::from_secs(6);
     call.handle_stderr(t1, b"after\n");
@@ -232,13 +233,19 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
     let t0 = epoch();
     let mut call = running("c_live", CallSettings::action(&config), &pool, t0);
     call.handle_stderr(t0 + Duration::from_secs(1), &[b'x'; 20_000]);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
 
     let t2 = t0 + Duration::from_secs(2);
     let grant = DebugGrant::new(&config, t2, Duration::from_secs(10), 65_536).unwrap();
     call.handle_debug_grant(t2, &grant);
     // Nothing comes back: the 3,616 bytes dropped before stay dropped.
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.settings().stderr.budget, 65_536);
     assert!(call.settings().stderr.debug);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(12)));
@@ -246,9 +253,15 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
 
     let t3 = t0 + Duration::from_secs(3);
     call.handle_stderr(t3, &b"y\n".repeat(15_000));
-    assert_eq!((retained(&call), pool.in_use()), (46_384, 46_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (46_384, 46_384 + CUT_MARGIN as u64)
+    );
     call.handle_stderr(t3, &b"z\n".repeat(15_000));
-    assert_eq!((retained(&call), pool.in_use()), (65_536, 65_536));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (65_536, 65_536 + CUT_MARGIN as u64)
+    );
 
     let outcome = end(&mut call, t0 + Duration::from_secs(4));
     let r = &outcome.record;
@@ -346,18 +359,27 @@ fn when_a_grant_given_mid_call_ends_the_window_shrinks_back_and_debug_stays_true
     let grant = DebugGrant::new(&config, t1, Duration::from_secs(5), 131_072).unwrap();
     call.handle_debug_grant(t1, &grant);
     call.handle_stderr(t1, &b"y\n".repeat(50_000));
-    assert_eq!((retained(&call), pool.in_use()), (116_384, 116_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (116_384, 116_384 + CUT_MARGIN as u64)
+    );
     // The grant's end is the call's next wake-up, exactly.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(6)));
     call.handle_timeout(t0 + Duration::from_secs(6));
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.settings().stderr.budget, 16_384);
     assert_eq!(call.settings().debug_until, None);
     assert_eq!(call.poll_timeout(), None);
     // New bytes are retained under the normal budget again.
     let t7 = t0 + Duration::from_secs(7);
     call.handle_stderr(t7, b"after\n");
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     let outcome = end(&mut call, t7);
     let r = &outcome.record;
     assert_eq!(
@@ -367,10 +389,10 @@ fn when_a_grant_given_mid_call_ends_the_window_shrinks_back_and_debug_stays_true
     assert_text(
         &outcome.stderr.render(),
         &format!(
-            // The cut `y` may end `--api-key`: the two words after it go
-            // with it.
-            "[stderr truncated: kept last 16384 of 120006 bytes]\n[cut]\n{}after\n",
-            "y\n".repeat(8_186)
+            // The margin before the window holds whole `y` lines: the
+            // rules saw the window's first word whole.
+            "[stderr truncated: kept last 16384 of 120006 bytes]\n{}after\n",
+            "y\n".repeat(8_189)
         ),
     );
 }
@@ -390,7 +412,7 @@ fn a_revoked_grant_ends_at_once_for_a_running_call() {
         call.handle_stderr(t0, &[b'x'; 100_000]);
         assert_eq!(retained(call), 65_536);
     }
-    assert_eq!(pool.in_use(), 131_072);
+    assert_eq!(pool.in_use(), 131_072 + 2 * CUT_MARGIN as u64);
     let t1 = t0 + Duration::from_secs(1);
     for call in [&mut under, &mut given] {
         call.handle_debug_revoked(t1);
@@ -399,7 +421,7 @@ fn a_revoked_grant_ends_at_once_for_a_running_call() {
         call.handle_stderr(t1, &[b'y'; 20_000]);
         assert_eq!(retained(call), 16_384);
     }
-    assert_eq!(pool.in_use(), 32_768);
+    assert_eq!(pool.in_use(), 32_768 + 2 * CUT_MARGIN as u64);
     for mut call in [under, given] {
         let r = end(&mut call, t1).record;
         assert_eq!(
@@ -418,22 +440,34 @@ fn a_grant_that_replaces_another_sets_the_budget_and_the_end_anew() {
     let big = DebugGrant::new(&config, t0, Duration::from_secs(60), 100_000).unwrap();
     call.handle_debug_grant(t0, &big);
     call.handle_stderr(t0, &[b'x'; 150_000]);
-    assert_eq!((retained(&call), pool.in_use()), (100_000, 100_000));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (100_000, 100_000 + CUT_MARGIN as u64)
+    );
     let t1 = t0 + Duration::from_secs(1);
     let small = DebugGrant::new(&config, t1, Duration::from_secs(5), 40_000).unwrap();
     call.handle_debug_grant(t1, &small);
-    assert_eq!((retained(&call), pool.in_use()), (40_000, 40_000));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (40_000, 40_000 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(5)));
     // Below the normal budget, a grant raises nothing but still marks.
     let tiny = DebugGrant::new(&config, t1, Duration::from_secs(5), 1_000).unwrap();
     call.handle_debug_grant(t1, &tiny);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     // A grant already over when the call handles it ends the call's grant.
     call.handle_debug_grant(t1, &big);
     call.handle_stderr(t1, &[b'y'; 100_000]);
     assert_eq!(retained(&call), 100_000);
     call.handle_debug_grant(t0 + Duration::from_secs(61), &big);
-    assert_eq!((retained(&call), pool.in_use()), (16_384, 16_384));
+    assert_eq!(
+        (retained(&call), pool.in_use()),
+        (16_384, 16_384 + CUT_MARGIN as u64)
+    );
     assert_eq!(call.poll_timeout(), None);
     let r = end(&mut call, t0 + Duration::from_secs(62)).record;
     assert_eq!((r.stderr_bytes_seen, r.debug), (250_000, true));
@@ -541,7 +575,7 @@ fn grants_given_to_live_calls_never_take_the_pool_past_its_capacity() {
         call.handle_stderr(t0, &[b'x'; 20_000]);
         call.handle_debug_grant(t0, &grant);
     }
-    assert_eq!(pool.in_use(), 32_768);
+    assert_eq!(pool.in_use(), 32_768 + 2 * CUT_MARGIN as u64);
     for call in &mut calls {
         for _ in 0..20 {
             call.handle_stderr(t0, &[b'y'; 5_000]);
@@ -552,9 +586,10 @@ fn grants_given_to_live_calls_never_take_the_pool_past_its_capacity() {
     assert_eq!(pool.peak(), 40_000);
     let first = end(&mut calls[0], t0).record;
     let second = end(&mut calls[1], t0).record;
+    // The pool holds both windows and both margins (512 bytes each).
     assert_eq!(
         (
-            first.stderr_bytes_retained + second.stderr_bytes_retained,
+            first.stderr_bytes_retained + second.stderr_bytes_retained + 2 * CUT_MARGIN as u64,
             first.stderr_retention_limited,
             second.stderr_retention_limited,
             first.debug && second.debug,

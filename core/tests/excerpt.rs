@@ -127,6 +127,7 @@ fn a_validated_excerpt_never_cuts_its_marker() {
             seen: u64::MAX,
             head: if retain == Retain::Tail { b"" } else { &a },
             tail: [if retain == Retain::Head { b"" } else { &z }, b""],
+            margins: spillguard_core::Margins::NONE,
         };
         let excerpt = window.render_clamped(settings.excerpt_bytes);
         assert!(excerpt.len() <= min as usize);

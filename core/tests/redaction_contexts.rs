@@ -310,7 +310,7 @@ fn views(bytes: &[u8], retain: spillguard_core::Retain) -> (String, String) {
 /// of one byte); the far part of a long word shows.
 #[test]
 fn cut_edges_hide_only_what_could_be_a_secret() {
-    use spillguard_core::{MAX_CUT_HIDDEN, Retain};
+    use spillguard_core::{CUT_MARGIN, MAX_CUT_HIDDEN, Retain};
 
     // One 10 MiB line that ends with its error: the tail shows the end.
     let mut line = vec![b'a'; 10 << 20];
@@ -342,14 +342,21 @@ fn cut_edges_hide_only_what_could_be_a_secret() {
             .all(|c| c == 'é')
     );
 
-    // A head window over digits shows digits, then hides at most the
-    // bound before its cut end.
+    // A head window over digits shows every digit: a run of digits holds
+    // no secret.
     let digits: Vec<u8> = (0..100_000).map(|i| b'0' + (i % 10) as u8).collect();
     let (window, _) = views(&digits, Retain::Head);
     let body = window.split_once('\n').unwrap().1;
+    assert_eq!(body.as_bytes(), &digits[..16_384]);
+    // Letters and digits mixed may be a secret's end: a word longer than
+    // the margin hides at most the bound, counted from the margin's outer
+    // edge.
+    let mixed: Vec<u8> = (0..100_000).map(|i| b"0a1b2c3d4e"[i % 10]).collect();
+    let (window, _) = views(&mixed, Retain::Head);
+    let body = window.split_once('\n').unwrap().1;
     let shown = body.strip_suffix("[cut]").unwrap();
-    assert_eq!(shown.len(), 16_384 - MAX_CUT_HIDDEN);
-    assert!(shown.bytes().all(|b| b.is_ascii_digit()));
+    assert_eq!(shown.len(), 16_384 + CUT_MARGIN - MAX_CUT_HIDDEN);
+    assert_eq!(shown.as_bytes(), &mixed[..shown.len()]);
 
     // A token cut by the window still shows none of its far part.
     let mut text = b"x".repeat(20_000);

@@ -180,8 +180,8 @@ pub fn run<H: HostUnderTest>(
             Ok((mut call, outcome)) => {
                 if let Some(outcome) = outcome {
                     // The scenarios check what was retained, byte for byte:
-                    // they read the text unredacted (redaction, which hides
-                    // the word a window cuts, is proven in the core's tests).
+                    // they read the text unredacted (redaction, at a
+                    // window's edges too, is proven in the core's tests).
                     let text = outcome.stderr.render_unredacted();
                     call.stderr_first_line = text.split('\n').next().map(str::to_owned);
                     call.stderr_text = Some(text);

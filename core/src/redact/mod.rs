@@ -375,8 +375,9 @@ impl Redactor {
                 });
             }
             spans.extend(cut_context_flags(hay, !edges.start_trimmed, c.flag_rules));
-            let word = cut_word_end(hay).min(cut_limit_forward(hay, 0));
-            if word > 0 {
+            let (word, after_keyword) = cut_word_end(hay);
+            let word = word.min(cut_limit_forward(hay, 0));
+            if word > 0 && (after_keyword || may_hold_secret(&hay[..word])) {
                 spans.push(Span {
                     start: 0,
                     end: word,
@@ -386,7 +387,7 @@ impl Redactor {
         }
         if edges.end {
             let word = word_start(hay, 0, hay.len()).max(cut_limit_backward(hay, hay.len()));
-            if word < hay.len() {
+            if word < hay.len() && may_hold_secret(&hay[word..]) {
                 spans.push(Span {
                     start: word,
                     end: hay.len(),
@@ -472,10 +473,39 @@ pub(crate) const CUT: &str = "[cut]";
 
 /// The most a cut hides: 2048 bytes, more than any secret shape the rules
 /// know has in one word (a GitHub token is at most 259 bytes, a cloud key
-/// far less, a JWT seldom over 1,500). A word cut by an edge that is
-/// longer shows its far part: the 10 MiB line a helper printed shows its
-/// end.
+/// far less, a JWT seldom over 1,500), counted from the outer edge of the
+/// [`CUT_MARGIN`] (so at most 1,536 visible bytes). A word cut by an edge
+/// that is longer shows its far part: the 10 MiB line a helper printed
+/// shows its end.
 pub const MAX_CUT_HIDDEN: usize = 2048;
+
+/// Bytes kept, never shown, beyond each cut edge of a retained window:
+/// 512. The rules read them with the window, so a secret that straddles
+/// the edge is found whole and its visible part is redacted by its rule,
+/// and a word the edge cuts is shown when the rules saw where it starts.
+///
+/// 512 bytes hold every one-word secret shape the rules know with its key
+/// before it (a GitHub token is at most 259 bytes, a `github_pat_` 266,
+/// cloud and API keys under 200, PEM lines 64; `password=` or
+/// `Authorization: Bearer ` add a few dozen). Only a word that covers the
+/// whole margin (longer than it: a long JWT, a base64 blob) and
+/// [could hold a secret](may_hold_secret) is still hidden as `[cut]`. A
+/// capture reserves each margin from the retention pool, on top of its
+/// budget, when it first drops a byte: at most 512 bytes in `tail` and
+/// `head` mode, 1,024 in `head_and_tail` (one per inner edge).
+/// [`MAX_CUT_HIDDEN`] counts from the margin's outer edge.
+pub const CUT_MARGIN: usize = 512;
+
+/// Whether a run of bytes cut by an edge could be part of a secret: it
+/// holds an ASCII letter. Every secret shape the rules know has letters
+/// in any stretch of a few dozen bytes, and a run cut by an edge is at
+/// least the margin long when it reaches the visible text; a run of
+/// digits (a counter, a number printed whole) is no secret. The bytes no
+/// secret has (not ASCII, a run of one byte) already end the run
+/// ([`cut_limit_forward`]).
+pub(crate) fn may_hold_secret(run: &[u8]) -> bool {
+    run.iter().any(u8::is_ascii_alphabetic)
+}
 
 /// A run of this many copies of one byte holds no secret.
 const NO_SECRET_RUN: usize = 8;
@@ -927,8 +957,9 @@ fn between_key_and_value(b: &u8) -> bool {
 /// whitespace or closing quote). When that word, with what follows it up
 /// to the next word, may be the end of a credential keyword, or the cut
 /// fell on the blank before a word, the credential that follows is hidden
-/// with it: up to two more words.
-fn cut_word_end(hay: &[u8]) -> usize {
+/// with it: up to two more words (then the second value is `true`: what
+/// follows a keyword is hidden whatever it holds).
+fn cut_word_end(hay: &[u8]) -> (usize, bool) {
     let next_word = |from: usize| {
         hay[from..]
             .iter()
@@ -937,6 +968,7 @@ fn cut_word_end(hay: &[u8]) -> usize {
     };
     let (mut start, mut end) = (0, word_end(hay, 0));
     let mut blank_start = end == 0 && matches!(hay.first(), Some(b' ' | b'\t'));
+    let mut after_keyword = false;
     for _ in 0..2 {
         let next = next_word(end);
         let keyword_end = blank_start || may_end_keyword(&hay[start..next.unwrap_or(hay.len())]);
@@ -945,11 +977,12 @@ fn cut_word_end(hay: &[u8]) -> usize {
             Some(word) if keyword_end => {
                 start = word;
                 end = word_end(hay, word);
+                after_keyword = true;
             }
             _ => break,
         }
     }
-    end
+    (end, after_keyword)
 }
 
 fn is_base64(b: u8) -> bool {

@@ -774,8 +774,10 @@ fn cut_edges_hide_the_cut_word_and_cut_key_bodies() {
     let (out, counts) = render(b"ror 42\",\"trace\":[\"a.py:1\"]}\n", start);
     assert_eq!(out, "[cut] 42\",\"trace\":[\"a.py:1\"]}\n");
     assert_eq!(counts.cut_words(), 1);
-    let (out, _) = render(b"42\",\"trace\":[\"a.py:1\"]}\n", start);
-    assert_eq!(out, "[cut]\",\"trace\":[\"a.py:1\"]}\n");
+    // A cut run of digits holds no secret: it is shown.
+    let (out, counts) = render(b"42\",\"trace\":[\"a.py:1\"]}\n", start);
+    assert_eq!(out, "42\",\"trace\":[\"a.py:1\"]}\n");
+    assert_eq!(counts.cut_words(), 0);
     let (out, _) = render(b"{\"level\":\"error\",\"token\":\"ghp_01", end);
     assert_eq!(out, "{\"level\":\"error\",\"token\":\"[cut]");
     // A quote inside a secret ends nothing: only a quote that closes a

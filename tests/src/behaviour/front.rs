@@ -207,12 +207,14 @@ pub fn a_debug_grant_reaches_the_calls_running_when_it_is_given<H: HostUnderTest
         )
     );
     // The outcomes hold their reservations: at least what they retain, at
-    // most their budgets (buffers grow by doubling, so where in between
-    // depends on how the runtime's reads cut the stream).
+    // most their budgets and the margins of those that dropped bytes
+    // (buffers grow by doubling, so where in between depends on how the
+    // runtime's reads cut the stream).
     let pool = host.pool();
     let in_use = pool.in_use();
+    let margins = 3 * spillguard_core::CUT_MARGIN as u64;
     assert!(
-        (16_384 + 46_384 + 16_384..=16_384 + 65_536 + 16_384).contains(&in_use),
+        (16_384 + 46_384 + 16_384..=16_384 + 65_536 + 16_384 + margins).contains(&in_use),
         "{in_use}"
     );
     drop((early, kept, revoked));

@@ -77,7 +77,7 @@ pub(super) fn s2_noisy_discovery_before_a_card() -> Scenario {
             action,
         ],
         expect: ScenarioExpect {
-            pool_peak: PoolPeak::Exact(DISCOVERY),
+            pool_peak: PoolPeak::Exact(DISCOVERY + MARGIN),
             retained_sum: Some(DISCOVERY),
         },
     }
@@ -134,7 +134,7 @@ pub(super) fn s3_stderr_during_approval_then_exit() -> Scenario {
             noisy_discovery("c_s3_discovery", during_the_wait, 4 * MIB, 600),
         ],
         expect: ScenarioExpect {
-            pool_peak: PoolPeak::Exact(DISCOVERY),
+            pool_peak: PoolPeak::Exact(DISCOVERY + MARGIN),
             retained_sum: Some(DISCOVERY),
         },
     }

@@ -38,6 +38,9 @@ const PER_CALL: u64 = 16_384;
 const DISCOVERY: u64 = 4_096;
 /// Default `stderr_retained_process_bytes`.
 const PROCESS: u64 = 262_144;
+/// The context margin a capture that dropped bytes keeps before its
+/// window, reserved from the pool on top of its budget.
+const MARGIN: u64 = spillguard_core::CUT_MARGIN as u64;
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -62,7 +62,7 @@ pub(super) fn s1_flood_past_a_short_deadline() -> Scenario {
             },
         )],
         expect: ScenarioExpect {
-            pool_peak: PoolPeak::Exact(PER_CALL),
+            pool_peak: PoolPeak::Exact(PER_CALL + MARGIN),
             retained_sum: Some(PER_CALL),
         },
     }
@@ -98,7 +98,7 @@ pub(super) fn s6_invalid_bytes_and_a_giant_line() -> Scenario {
             },
         )],
         expect: ScenarioExpect {
-            pool_peak: PoolPeak::Exact(PER_CALL),
+            pool_peak: PoolPeak::Exact(PER_CALL + MARGIN),
             retained_sum: Some(PER_CALL),
         },
     }
@@ -135,7 +135,10 @@ pub(super) fn s7_many_concurrent_floods() -> Scenario {
         }],
         expect: ScenarioExpect {
             pool_peak: PoolPeak::Exact(PROCESS),
-            retained_sum: Some(PROCESS),
+            // The pool is used to the last byte, but the calls that drop
+            // bytes first hold a 512-byte margin each: which ones is a
+            // race, so the retained sum is not exact.
+            retained_sum: None,
         },
     }
 }
