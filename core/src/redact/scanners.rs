@@ -8,5 +8,6 @@ use super::{Label, Span};
 
 /// Every scanner's spans in `hay`, pushed onto `spans` (unsorted).
 pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
+    super::encoded::scan(hay, spans);
     let _ = (hay, spans, Label::Cut);
 }
