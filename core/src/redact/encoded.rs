@@ -305,7 +305,8 @@ fn classify(decoded: &[u8], depth: u8) -> Option<&'static str> {
 /// bytes of printable ASCII without blanks, with exactly one `:`, between
 ///
 /// * a user: not empty, with a letter, made of letters, digits and
-///   `. _ @ + - \` (a name, an email, `DOMAIN\name`, `_json_key`);
+///   `. _ @ + - $ \` (a name, an email, `DOMAIN\name`, `robot$ci`,
+///   `_json_key`);
 ///   `04:User1` (a GraphQL node id) has no letter in its user;
 /// * and a password that is no plain value: with `/ . - _` left out, it
 ///   is not empty, not digits only (`arrayconnection:10`, a port, a time,
@@ -330,14 +331,14 @@ pub(crate) fn is_user_password(decoded: &[u8]) -> bool {
     let user_ok = user.iter().any(u8::is_ascii_alphabetic)
         && user
             .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"._@+-\\".contains(&b));
+            .all(|&b| b.is_ascii_alphanumeric() || b"._@+-$\\".contains(&b));
     let core: Vec<u8> = password
         .iter()
         .copied()
         .filter(|b| !b"/.-_".contains(b))
         .collect();
     let word = core.iter().all(u8::is_ascii_alphabetic)
-        && (core[1..].iter().all(u8::is_ascii_lowercase)
+        && (core.iter().skip(1).all(u8::is_ascii_lowercase)
             || core.iter().all(u8::is_ascii_uppercase));
     user_ok
         && !core.is_empty()
