@@ -141,6 +141,12 @@ fn find(hay: &[u8], depth: u8, out: &mut Vec<Span>, first_only: bool) {
             i += 1;
             continue;
         }
+        let word = hay[i..].iter().take_while(|&&b| is_base64(b)).count();
+        if word < MIN_RUN.min(WRAP_WIDTHS[0]) {
+            // Too short to decode, and no full line of a wrapped run.
+            i += word;
+            continue;
+        }
         lines.clear();
         let (end, total) = extent(hay, i, &mut lines);
         if total > MAX_ENCODED_LEN {
