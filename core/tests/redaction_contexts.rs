@@ -154,6 +154,26 @@ fn shapes() -> Vec<(&'static str, String, String)> {
             format!("private_key='{}$k'", alnum(24)),
             alnum(24),
         ),
+        (
+            "encoded-private-key",
+            "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSVE3eDlLMm00UDh6M1c2djFhNUIwUTd4OUsybTRQOHozVzZ2MWE1QjAKLS0tLS1FTkQgRUMgUFJJVkFURSBLRVktLS0tLQo=".into(),
+            "LS0tLS1CRUdJTiBFQyBQUklW".into(),
+        ),
+        (
+            "encoded-user-password",
+            "ZGVwbG95OlE3eDlodW50ZXIy".into(),
+            "ZGVwbG95OlE3eDlodW50ZXIy".into(),
+        ),
+        (
+            "encoded-credentials-json",
+            "eyJhdXRocyI6eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoiWkdWd2JHOTVPbEUzZURsb2RXNTBaWEl5In19fQ==".into(),
+            "eyJhdXRocyI6eyJyZWdpc3Ry".into(),
+        ),
+        (
+            "cookie-value",
+            format!("Cookie: lang=en; sid={}; theme=dark", alnum(20)),
+            alnum(20),
+        ),
     ]
 }
 
@@ -271,7 +291,7 @@ proptest! {
     /// redacted, and the same rendering for every chunking.
     #[test]
     fn a_shape_in_any_context_is_redacted_the_same_for_every_chunking(
-        which in 0..33_usize,
+        which in 0..41_usize,
         context in 0..CONTEXTS.len(),
         before in "[a-z :=,.{}\\[\\]\"]{0,24}",
         after in "[a-z :,.}\\]\"]{0,24}",

@@ -2,6 +2,7 @@
 //! See [`Redactor`].
 
 mod cookies;
+mod encoded;
 mod provider_samples_stub; // TEMPORARY: replaced at merge
 mod rules;
 mod scanners;
@@ -53,8 +54,13 @@ pub use provider_samples_stub::provider_samples; // TEMPORARY: replaced at merge
 /// `azure-storage-key`, `url-userinfo` (the password of
 /// `scheme://user:password@host`), `password-assignment`,
 /// `api-key-assignment`, `secret-assignment` and `token-assignment`
-/// (`key=value`, `key: value` and `"key": "value"`). Extra patterns are
-/// named `extra-0`, `extra-1`, … in the order given.
+/// (`key=value`, `key: value` and `"key": "value"`); and, found by a scan
+/// of base64 runs outside the regex set, `encoded-private-key`,
+/// `encoded-user-password` and `encoded-credentials-json` (a run of at
+/// least 16 and at most 65,536 base64 characters that decodes to a
+/// private key, to `user:password` or to a JSON object with a credential
+/// key; a longer run is not decoded). Extra patterns are named `extra-0`,
+/// `extra-1`, … in the order given.
 ///
 /// Patterns match raw bytes with ASCII classes. A pattern with capture
 /// groups redacts only the first group that took part in the match (the
@@ -270,7 +276,11 @@ impl Redactor {
 
     /// The names of the built-in rules, in priority order.
     pub fn builtin_rule_names() -> impl Iterator<Item = &'static str> {
-        BUILTIN_RULES.iter().map(|r| r.name)
+        BUILTIN_RULES
+            .iter()
+            .map(|r| r.name)
+            .chain([cookies::RULE])
+            .chain(encoded::RULE_NAMES)
     }
 
     /// The extra patterns, as given.

@@ -9,4 +9,5 @@ use super::{Span, cookies};
 /// Every scanner's spans in `hay`, pushed onto `spans` (unsorted).
 pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
     cookies::scan(hay, spans);
+    super::encoded::scan(hay, spans);
 }

@@ -29,7 +29,7 @@ fn r(rule: &str) -> String {
 #[test]
 fn every_builtin_rule_is_tested_here() {
     let names: Vec<&str> = Redactor::builtin_rule_names().collect();
-    assert_eq!(names.len(), 37);
+    assert_eq!(names.len(), 41);
     let source = [include_str!("tests.rs"), include_str!("tests_syntax.rs")].concat();
     for name in names {
         assert!(
@@ -131,6 +131,39 @@ fn rule_authorization_header() {
         "authorization-header",
         "Authorization: s3cr3t-value",
         &format!("Authorization: {}", r("authorization-header")),
+    );
+}
+
+/// Base64 of an EC private key's PEM block, of `deploy:Q7x9hunter2` and
+/// of a docker config holding it.
+const ENCODED_KEY: &str = "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSVE3eDlLMm00UDh6M1c2djFhNUIwUTd4OUsybTRQOHozVzZ2MWE1QjAKLS0tLS1FTkQgRUMgUFJJVkFURSBLRVktLS0tLQo=";
+const ENCODED_USER_PASSWORD: &str = "ZGVwbG95OlE3eDlodW50ZXIy";
+const ENCODED_DOCKER_CONFIG: &str = "eyJhdXRocyI6eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoiWkdWd2JHOTVPbEUzZURsb2RXNTBaWEl5In19fQ==";
+
+#[test]
+fn rule_encoded_private_key() {
+    check(
+        "encoded-private-key",
+        &format!("  tls.key: {ENCODED_KEY}\n"),
+        &format!("  tls.key: {}\n", r("encoded-private-key")),
+    );
+}
+
+#[test]
+fn rule_encoded_user_password() {
+    check(
+        "encoded-user-password",
+        &format!("login ok ({ENCODED_USER_PASSWORD})"),
+        &format!("login ok ({})", r("encoded-user-password")),
+    );
+}
+
+#[test]
+fn rule_encoded_credentials_json() {
+    check(
+        "encoded-credentials-json",
+        &format!("  .dockerconfigjson: {ENCODED_DOCKER_CONFIG}\n"),
+        &format!("  .dockerconfigjson: {}\n", r("encoded-credentials-json")),
     );
 }
 

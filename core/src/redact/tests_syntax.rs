@@ -329,6 +329,18 @@ fn rule_signed_url_parameter() {
 }
 
 #[test]
+fn rule_cookie_value() {
+    one(
+        "cookie-value",
+        "> Cookie: lang=en; sid=9f8e7d6c5b4a3210aa; theme=dark\r\n",
+        &format!(
+            "> Cookie: lang=en; sid={}; theme=dark\r\n",
+            r("cookie-value")
+        ),
+    );
+}
+
+#[test]
 fn header_and_bearer_values_must_look_like_secrets() {
     for plain in [
         "Authorization: required",
