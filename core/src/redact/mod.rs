@@ -291,7 +291,8 @@ impl Redactor {
     /// Every rule name of this redactor: the built-in ones, then `extra-N`.
     pub fn rule_names(&self) -> impl Iterator<Item = &str> {
         let names = &self.inner.names;
-        names[..names.len() - 1].iter().map(String::as_str)
+        let extra = &names[BUILTIN_RULES.len()..names.len() - 1];
+        Self::builtin_rule_names().chain(extra.iter().map(String::as_str))
     }
 
     /// Redacts `text`: every secret replaced by `[redacted: RULE]`, the
