@@ -134,5 +134,6 @@ pub use jsonrpc::{
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{
     MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, StreamRedactions,
+    provider_samples,
 };
 pub use render::{Fingerprint, FingerprintParseError, Window};

@@ -1,6 +1,7 @@
 //! Redaction of well-known secret shapes in every text the library makes.
 //! See [`Redactor`].
 
+mod providers;
 mod rules;
 mod scanners;
 
@@ -14,6 +15,7 @@ use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
+pub use providers::provider_samples;
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
 
 /// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
@@ -48,6 +50,15 @@ use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
 /// `api-key-assignment`, `secret-assignment` and `token-assignment`
 /// (`key=value`, `key: value` and `"key": "value"`). Extra patterns are
 /// named `extra-0`, `extra-1`, … in the order given.
+///
+/// Provider tokens (226 formats of 120 providers: cloud keys, source
+/// hosts, package registries, payment, messaging and AI platforms, each
+/// with its prefix, alphabet, length and checksum where it has one) are
+/// found by a scanner outside the regex set, so they cost the compiled set
+/// nothing: their table is `core/src/redact/providers/table.rs`, and their
+/// names (`stripe-webhook-secret`, `age-secret-key`, …) follow the regex
+/// rules' in [`builtin_rule_names`](Self::builtin_rule_names). Where a
+/// regex rule covers a provider too, both use its name.
 ///
 /// Patterns match raw bytes with ASCII classes. A pattern with capture
 /// groups redacts only the first group that took part in the match (the
@@ -261,9 +272,12 @@ impl Redactor {
         })
     }
 
-    /// The names of the built-in rules, in priority order.
+    /// The names of the built-in rules: the regex rules in priority
+    /// order, then the provider formats' names that no regex rule has, in
+    /// the provider table's order.
     pub fn builtin_rule_names() -> impl Iterator<Item = &'static str> {
-        BUILTIN_RULES.iter().map(|r| r.name)
+        let regex = || BUILTIN_RULES.iter().map(|r| r.name);
+        regex().chain(providers::rule_names().filter(move |name| !regex().any(|r| r == *name)))
     }
 
     /// The extra patterns, as given.

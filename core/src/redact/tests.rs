@@ -28,7 +28,8 @@ fn r(rule: &str) -> String {
 
 #[test]
 fn every_builtin_rule_is_tested_here() {
-    let names: Vec<&str> = Redactor::builtin_rule_names().collect();
+    // The regex rules (the provider formats are tested in `providers`).
+    let names: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.name).collect();
     assert_eq!(names.len(), 33);
     let source = include_str!("tests.rs");
     for name in names {
