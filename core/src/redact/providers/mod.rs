@@ -11,7 +11,7 @@
 //!
 //! The scan finds every anchor with one multi-literal search (an
 //! Aho-Corasick automaton over the distinct anchors, built once per
-//! process on first use; it holds about 60 KB, see the test
+//! process on first use; it holds 65,888 bytes, see the test
 //! `the_automaton_stays_small`) and checks each candidate by hand:
 //!
 //! * a boundary before the token: its start, a byte that is not
