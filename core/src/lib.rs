@@ -133,10 +133,8 @@ pub use jsonrpc::{
     ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
-#[doc(hidden)]
-pub use redact::provider_samples; // TEMPORARY: replaced at merge
 pub use redact::{
     CUT_MARGIN, MAX_CUT_HIDDEN, PatternError, Redacted, RedactionCounts, Redactor, STREAM_BEHIND,
-    STREAM_HOLD, StreamRedactions, StreamRedactor,
+    STREAM_HOLD, StreamRedactions, StreamRedactor, provider_samples,
 };
 pub use render::{Fingerprint, FingerprintParseError, Margins, Window};

@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use spillguard_core::{CaptureSettings, Redactor, RetentionPool, StreamCapture, StreamName};
+use spillguard_core::{
+    CaptureSettings, Redactor, RetentionPool, StreamCapture, StreamName, provider_samples,
+};
 
 /// One example of each built-in rule: (rule, text, the secret in it).
 fn shapes() -> Vec<(&'static str, String, String)> {
@@ -211,11 +213,28 @@ fn render(bytes: &[u8], chunk: usize) -> (String, u64) {
 
 #[test]
 fn the_shapes_cover_every_builtin_rule() {
+    // The regex rules' shapes here, the provider formats' from their table.
     let mut ours: Vec<&str> = shapes().iter().map(|(rule, _, _)| *rule).collect();
+    ours.extend(provider_samples(0).iter().map(|(rule, _)| *rule));
     let mut all: Vec<&str> = Redactor::builtin_rule_names().collect();
     ours.sort_unstable();
+    ours.dedup();
     all.sort_unstable();
     assert_eq!(ours, all);
+}
+
+#[test]
+fn every_provider_token_is_redacted_after_every_context() {
+    for (rule, token) in provider_samples(7) {
+        for context in CONTEXTS {
+            let text = format!("ERROR request failed{context}{token} retrying\n");
+            let out = Redactor::builtin().redact(&text);
+            let expected = format!("ERROR request failed{context}[redacted: {rule}] retrying\n");
+            assert_eq!(out.text, expected, "{rule} after {context:?}");
+            assert_eq!(out.counts.total(), 1, "{rule} after {context:?}");
+            assert_eq!(out.counts.rule(rule), 1, "{rule} after {context:?}");
+        }
+    }
 }
 
 #[test]

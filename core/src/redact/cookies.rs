@@ -19,9 +19,9 @@ pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
         from = at + b"cookie".len();
         let set = at >= 4 && hay[at - 4..at].eq_ignore_ascii_case(b"set-");
         let name_start = if set { at - 4 } else { at };
-        // The header's name stands alone: not `my_cookie`, not `cookies`.
-        let before_ok = name_start == 0 || !is_name_byte(hay[name_start - 1]);
-        if !before_ok {
+        // The header's name stands alone (not `my_cookie`), or right after
+        // an escape or a colour (`\nCookie:` in a JSON log line).
+        if !super::providers::boundary_before(hay, name_start) {
             continue;
         }
         let Some(values) = header_value(hay, from) else {
@@ -29,11 +29,6 @@ pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
         };
         pairs(hay, values, set, spans);
     }
-}
-
-/// A byte that continues a header's or a cookie's name.
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')
 }
 
 /// Where the header's value begins, after its name ends at `at`: a

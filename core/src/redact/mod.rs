@@ -3,7 +3,7 @@
 
 mod cookies;
 mod encoded;
-mod provider_samples_stub; // TEMPORARY: replaced at merge
+mod providers;
 mod rules;
 mod scanners;
 mod stream;
@@ -18,11 +18,9 @@ use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
+pub use providers::provider_samples;
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
 pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
-
-#[doc(hidden)]
-pub use provider_samples_stub::provider_samples; // TEMPORARY: replaced at merge
 
 /// Replaces well-known secret shapes with `[redacted: RULE]`, keeping the
 /// text around them: `Authorization: Bearer [redacted: bearer-token]`.
@@ -61,6 +59,15 @@ pub use provider_samples_stub::provider_samples; // TEMPORARY: replaced at merge
 /// private key, to `user:password` or to a JSON object with a credential
 /// key; a longer run is not decoded). Extra patterns are named `extra-0`,
 /// `extra-1`, … in the order given.
+///
+/// Provider tokens (226 formats of 120 providers: cloud keys, source
+/// hosts, package registries, payment, messaging and AI platforms, each
+/// with its prefix, alphabet, length and checksum where it has one) are
+/// found by a scanner outside the regex set, so they cost the compiled set
+/// nothing: their table is `core/src/redact/providers/table.rs`, and their
+/// names (`stripe-webhook-secret`, `age-secret-key`, …) follow the regex
+/// rules' in [`builtin_rule_names`](Self::builtin_rule_names). Where a
+/// regex rule covers a provider too, both use its name.
 ///
 /// Patterns match raw bytes with ASCII classes. A pattern with capture
 /// groups redacts only the first group that took part in the match (the
@@ -274,13 +281,15 @@ impl Redactor {
         })
     }
 
-    /// The names of the built-in rules, in priority order.
+    /// The names of the built-in rules: the regex rules in priority
+    /// order, then the provider formats' names that no regex rule has, in
+    /// the provider table's order.
     pub fn builtin_rule_names() -> impl Iterator<Item = &'static str> {
-        BUILTIN_RULES
-            .iter()
-            .map(|r| r.name)
+        let regex = || BUILTIN_RULES.iter().map(|r| r.name);
+        regex()
             .chain([cookies::RULE])
             .chain(encoded::RULE_NAMES)
+            .chain(providers::rule_names().filter(move |name| !regex().any(|r| r == *name)))
     }
 
     /// The extra patterns, as given.

@@ -4,10 +4,11 @@
 //! they find with the rules' matches (overlaps are joined, a rule's label
 //! first).
 
-use super::{Span, cookies};
+use super::{Span, cookies, encoded, providers};
 
 /// Every scanner's spans in `hay`, pushed onto `spans` (unsorted).
 pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
+    providers::scan(hay, spans);
     cookies::scan(hay, spans);
-    super::encoded::scan(hay, spans);
+    encoded::scan(hay, spans);
 }
