@@ -843,6 +843,7 @@ pub struct Call {
     pub(crate) stderr: Option<StreamCapture>,
     pub(crate) stdout: Option<StreamCapture>,
     pub(crate) approval: ApprovalDecision,
+    pub(crate) approval_reason: Option<String>,
     pub(crate) spawn_in_flight: bool,
     pub(crate) pending_cancel: Option<CancelReason>,
     pub(crate) pid: Option<u32>,
@@ -912,6 +913,7 @@ impl Call {
             stderr: Some(stderr),
             stdout: Some(stdout),
             approval: ApprovalDecision::Undecided,
+            approval_reason: None,
             spawn_in_flight: false,
             pending_cancel: None,
             pid: None,
@@ -1037,6 +1039,25 @@ impl Call {
     /// The approver said no.
     pub fn handle_approval_denied(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::ApprovalDenied)
+    }
+
+    /// The approver's answer was no approval, for `reason` (an answer
+    /// that was not a valid yes: `accept without the requested content`):
+    /// the call ends `denied` as for
+    /// [`handle_approval_denied`](Self::handle_approval_denied), and the
+    /// record says why (`approval_reason`). Refused, and nothing recorded,
+    /// unless the call awaits approval.
+    pub fn handle_approval_declined(
+        &mut self,
+        now: Instant,
+        reason: impl Into<String>,
+    ) -> Result<(), CallError> {
+        let before = self.approval_reason.replace(reason.into());
+        let handled = self.handle(now, Input::ApprovalDenied);
+        if handled.is_err() {
+            self.approval_reason = before;
+        }
+        handled
     }
 
     /// The helper was spawned with this pid. Adapters spawn every helper as
