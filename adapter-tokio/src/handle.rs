@@ -200,7 +200,7 @@ impl CallHandle {
 
     /// Denies approval for `reason`, an answer that was no approval (an
     /// MCP elicitation accepted without the content its card asked for):
-    /// the call ends `denied` and its record's `approval_reason` says why.
+    /// the call ends `denied` and its record's `failure` says why.
     /// An error if the call is not awaiting approval.
     ///
     /// # Cancel safety

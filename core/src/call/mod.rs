@@ -843,7 +843,6 @@ pub struct Call {
     pub(crate) stderr: Option<StreamCapture>,
     pub(crate) stdout: Option<StreamCapture>,
     pub(crate) approval: ApprovalDecision,
-    pub(crate) approval_reason: Option<String>,
     pub(crate) spawn_in_flight: bool,
     pub(crate) pending_cancel: Option<CancelReason>,
     pub(crate) pid: Option<u32>,
@@ -913,7 +912,6 @@ impl Call {
             stderr: Some(stderr),
             stdout: Some(stdout),
             approval: ApprovalDecision::Undecided,
-            approval_reason: None,
             spawn_in_flight: false,
             pending_cancel: None,
             pid: None,
@@ -1045,17 +1043,17 @@ impl Call {
     /// that was not a valid yes: `accept without the requested content`):
     /// the call ends `denied` as for
     /// [`handle_approval_denied`](Self::handle_approval_denied), and the
-    /// record says why (`approval_reason`). Refused, and nothing recorded,
-    /// unless the call awaits approval.
+    /// record's `failure` says why. Refused, and nothing recorded, unless
+    /// the call awaits approval.
     pub fn handle_approval_declined(
         &mut self,
         now: Instant,
         reason: impl Into<String>,
     ) -> Result<(), CallError> {
-        let before = self.approval_reason.replace(reason.into());
+        let before = self.failure.replace(reason.into());
         let handled = self.handle(now, Input::ApprovalDenied);
         if handled.is_err() {
-            self.approval_reason = before;
+            self.failure = before;
         }
         handled
     }

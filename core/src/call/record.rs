@@ -324,11 +324,6 @@ pub struct CallRecord {
     pub target: String,
     /// What happened to the approval.
     pub approval: ApprovalDecision,
-    /// Why the approval was denied, when the approver's answer said no
-    /// other than by a plain no: an answer that was not a valid approval
-    /// (`accept without the requested content`). Absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_reason: Option<String>,
     /// The terminal state.
     pub state: State,
     /// Why a stop was requested, if one was.

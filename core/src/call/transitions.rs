@@ -664,7 +664,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         result_kind: call.result,
         result_error: call.result_error.clone(),
         failure: call.failure.clone(),
-        approval_reason: call.approval_reason.clone(),
         spawn_error_kind: call.spawn_error_kind.map(str::to_owned),
         audit_failures: call.audit_failures,
         pid: call.pid,

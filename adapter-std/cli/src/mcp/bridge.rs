@@ -24,7 +24,7 @@
 //!    Anything else is no approval: an `accept` without that content
 //!    (none, a number, an object with fields the card did not ask for), an
 //!    answer that is no elicitation result, an error answer → `denied`,
-//!    the reason in the record's `approval_reason` (`accept without the
+//!    the reason in the record's `failure` (`accept without the
 //!    requested content`; a plain decline says `the approver declined`).
 //!    Only a response whose id is the card request's, in type and value,
 //!    is an answer at all (`wire.rs`). Once the deadline has passed the call
@@ -499,7 +499,7 @@ enum Verdict {
     /// `accept` with the content the card asked for: approved.
     Grant,
     /// Anything but a valid yes or a `cancel`: denied, for this reason
-    /// (the record's `approval_reason`).
+    /// (the record's `failure`).
     Decline(String),
     /// `cancel`, or no answer: nobody chose; cancelled before dispatch.
     Cancel,
