@@ -198,6 +198,19 @@ impl CallHandle {
         self.ask(Ask::Deny).await
     }
 
+    /// Denies approval for `reason`, an answer that was no approval (an
+    /// MCP elicitation accepted without the content its card asked for):
+    /// the call ends `denied` and its record's `failure` says why.
+    /// An error if the call is not awaiting approval.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`deny`](Self::deny).
+    pub async fn decline(&self, reason: impl Into<String>) -> Result<(), CallError> {
+        let answer = self.core.decline(reason.into(), oneshot::channel())?;
+        self.core.answered(Ask::Deny, answer.await.ok())
+    }
+
     async fn ask(&self, ask: Ask) -> Result<(), CallError> {
         let answer = self.core.ask(ask, oneshot::channel())?;
         self.core.answered(ask, answer.await.ok())

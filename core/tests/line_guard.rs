@@ -78,21 +78,30 @@ fn is_message(line: &[u8]) -> bool {
     })
 }
 
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The reference: each line (the last one unterminated) forwarded iff
-/// serde_json calls it a message and it fits `max`.
-fn model(input: &[u8], max: usize) -> (Vec<Vec<u8>>, Vec<u8>, u64) {
+/// serde_json calls it a message (after a leading byte order mark, which
+/// the forwarded line goes without) and it fits `max`; and the input as
+/// the segments give it back (without the marks skipped).
+fn model(input: &[u8], max: usize) -> (Vec<Vec<u8>>, Vec<u8>, u64, Vec<u8>) {
     let (mut forwarded, mut diverted, mut lines) = (Vec::new(), Vec::new(), 0);
+    let mut all = Vec::new();
     for line in input.split_inclusive(|&b| b == b'\n') {
         // An unterminated last line would be one byte longer with its `\n`.
         let len = line.len() + usize::from(!line.ends_with(b"\n"));
-        if len <= max && is_message(line) {
-            forwarded.push(line.to_vec());
+        let body = line.strip_prefix(BOM).unwrap_or(line);
+        if len <= max && is_message(body) {
+            forwarded.push(body.to_vec());
+            all.extend_from_slice(body);
         } else {
             diverted.extend_from_slice(line);
+            all.extend_from_slice(line);
             lines += 1;
         }
     }
-    (forwarded, diverted, lines)
+    (forwarded, diverted, lines, all)
 }
 
 #[test]
@@ -278,6 +287,12 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
         Just(b" \t\r\n".to_vec()),
         Just(b"[1,2,3]\n".to_vec()),
         Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xc3\"}\n".to_vec()),
+        // A byte order mark first: skipped; anywhere else: not a message.
+        Just(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n".to_vec()),
+        Just(b"\xEF\xBB\xBF\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n".to_vec()),
+        Just(b" \xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n".to_vec()),
+        Just(b"\xEF\xBB{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n".to_vec()),
+        Just(b"\xEF\xBB\xBF\n".to_vec()),
         // A message cut short, and one with a byte changed.
         Just(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":[1,2\n".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..40),
@@ -301,7 +316,7 @@ proptest! {
         max in prop_oneof![Just(usize::MAX), 1_usize..120],
     ) {
         let input: Vec<u8> = lines.concat();
-        let (forwarded, diverted, diverted_lines) = model(&input, max);
+        let (forwarded, diverted, diverted_lines, all) = model(&input, max);
         for (cuts, spare) in [(&[][..], false), (&cuts[..], false), (&cuts[..], true)] {
             let mut guard = StdoutLineGuard::with_max_message(max);
             let s = split_with(&mut guard, &input, cuts, spare);
@@ -310,7 +325,7 @@ proptest! {
             prop_assert_eq!(s.lines, diverted_lines);
             prop_assert_eq!(guard.lines_diverted(), diverted_lines);
             prop_assert_eq!(guard.lines_forwarded(), forwarded.len() as u64);
-            prop_assert_eq!(&s.all, &input);
+            prop_assert_eq!(&s.all, &all);
         }
         // Byte by byte, too: the finest chunking.
         let every: Vec<usize> = (0..input.len()).collect();

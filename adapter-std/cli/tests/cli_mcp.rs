@@ -331,7 +331,7 @@ fn approve_one_call(name: &str, tools_toml: &str, arguments: Value) -> ApprovedC
     let ask = next();
     assert_eq!(ask["method"], "elicitation/create", "{ask}");
     let shown = ask["params"]["message"].as_str().unwrap().to_owned();
-    send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}));
+    send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {}}}));
     let answer = next();
     assert_eq!(answer["id"], 2);
     drop(stdin);

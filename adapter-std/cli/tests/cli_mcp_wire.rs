@@ -57,7 +57,7 @@ impl Session {
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(temp_path(&format!("wire-{name}.stderr"))).unwrap())
             .spawn()
             .unwrap();
         let stdin = server.stdin.take().unwrap();
@@ -363,7 +363,7 @@ fn two_hundred_concurrent_approvals_answered_at_once_all_complete() {
         if message["method"] == "elicitation/create" {
             cards += 1;
             session.send(json!({"jsonrpc": "2.0", "id": message["id"],
-                "result": {"action": "accept"}}));
+                "result": {"action": "accept", "content": {}}}));
             continue;
         }
         if message["method"] == "notifications/cancelled" {
@@ -424,7 +424,7 @@ fn a_secret_parameter_is_on_no_card_in_no_log_and_in_no_result() {
          deadline: host default\n\
          approval expires: 120000 ms after it is shown"
     );
-    session.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"action": "accept"}}));
+    session.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"action": "accept", "content": {}}}));
     let done = session.next();
     assert_eq!(done["id"], 1);
     let result = &done["result"];
@@ -475,4 +475,231 @@ fn a_secret_parameter_is_on_no_card_in_no_log_and_in_no_result() {
         text.contains("echo said '[redacted: secret-parameter]'"),
         "{text}"
     );
+}
+
+/// The server's stderr, once it has ended.
+fn stderr_of(name: &str) -> String {
+    std::fs::read_to_string(temp_path(&format!("wire-{name}.stderr"))).unwrap()
+}
+
+const DEPLOY_TOOLS: &str = "[tools.deploy]\ndescription = \"deploys\"\ncommand = [\"true\"]\n\
+    approval = \"required\"\napproval_timeout_ms = 20000\n\
+    [tools.brief]\ndescription = \"deploys, asked briefly\"\ncommand = [\"true\"]\n\
+    approval = \"required\"\napproval_timeout_ms = 700\n";
+
+/// Calls `tool` (request id `call`) and returns its card's request.
+fn card_of(session: &mut Session, tool: &str, call: u64) -> Value {
+    session.send(json!({"jsonrpc": "2.0", "id": call, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}}));
+    let card = session.next();
+    assert_eq!(card["method"], "elicitation/create", "{card}");
+    assert!(card["id"].is_i64(), "{card}");
+    card
+}
+
+/// The `tools/call` answer `call`: its record.
+fn record_of(session: &Session, call: u64) -> Value {
+    loop {
+        let message = session.next();
+        if message["method"] == "notifications/cancelled" {
+            continue;
+        }
+        assert_eq!(message["id"], call, "{message}");
+        return message["result"]["structuredContent"].clone();
+    }
+}
+
+/// A card sent with a numeric id is answered only by a response with that
+/// number: the string of its digits, the number in float form, another
+/// number or none are ignored (said on stderr, counted), the card stays
+/// pending, and expires if nothing else comes; the right id then grants.
+#[test]
+fn a_response_answers_its_request_only_by_id_in_type_and_value() {
+    let name = "idmatch";
+    let mut session = Session::start(name, DEPLOY_TOOLS, &[]);
+    let accept = json!({"action": "accept", "content": {}});
+
+    // A card left with only wrong answers expires.
+    let card = card_of(&mut session, "brief", 1);
+    let n = card["id"].as_i64().unwrap();
+    session.send(json!({"jsonrpc": "2.0", "id": n.to_string(), "result": accept}));
+    let record = record_of(&session, 1);
+    assert_eq!(
+        (&record["state"], &record["approval"], &record["failure"]),
+        (&json!("approval_expired"), &json!("expired"), &Value::Null),
+    );
+
+    // Wrong ids first, then the right one.
+    let card = card_of(&mut session, "deploy", 2);
+    let m = card["id"].as_i64().unwrap();
+    let accepted = accept.to_string();
+    session.send(json!({"jsonrpc": "2.0", "id": m.to_string(), "result": accept}));
+    session.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":{m}.0,"result":{accepted}}}"#
+    ));
+    session.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":{m}e0,"result":{accepted}}}"#
+    ));
+    session.send(json!({"jsonrpc": "2.0", "id": m + 1000, "result": accept}));
+    session.send(json!({"jsonrpc": "2.0", "id": null, "result": accept}));
+    session.send(json!({"jsonrpc": "2.0", "result": accept}));
+    // A ping answered in between: the wrong answers were read before it.
+    session.send(json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
+    assert_eq!(
+        session.next(),
+        json!({"jsonrpc": "2.0", "id": "p", "result": {}})
+    );
+    session.send(json!({"jsonrpc": "2.0", "id": m, "result": accept}));
+    let record = record_of(&session, 2);
+    assert_eq!(
+        (&record["state"], &record["approval"], &record["failure"]),
+        (&json!("completed"), &json!("granted"), &Value::Null),
+    );
+    // The same answer again answers nothing: the card is answered.
+    session.send(json!({"jsonrpc": "2.0", "id": m, "result": accept}));
+    assert_eq!(session.end(), Some(0));
+
+    let not_answering = |id: &str| {
+        format!(
+            "spillguard: ignored a response with id {id}, which answers no request of this \
+             server's in flight (ids match in type and value)"
+        )
+    };
+    let not_an_id = |id: &str| {
+        format!(
+            "spillguard: ignored a response with id {id}, which is not a JSON-RPC id \
+             (a string or an integer)"
+        )
+    };
+    let expected = [
+        not_answering(&format!("\"{n}\"")),
+        not_answering(&format!("\"{m}\"")),
+        not_an_id(&format!("{m}.0")),
+        not_an_id(&format!("{m}.0")),
+        not_answering(&format!("{}", m + 1000)),
+        not_an_id("null"),
+        "spillguard: ignored a response that does not parse (unrecognized JSON-RPC message)"
+            .to_owned(),
+        not_answering(&m.to_string()),
+    ];
+    let stderr = stderr_of(name);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let mut want: Vec<String> = expected
+        .iter()
+        .enumerate()
+        .map(|(at, line)| format!("{line}; {} response(s) ignored so far", at + 1))
+        .collect();
+    want.push(
+        "spillguard: 8 response(s) of the client answered no request in flight and were ignored"
+            .to_owned(),
+    );
+    assert_eq!(lines, want);
+}
+
+/// Only `accept` with the content the card asked for (its schema declares
+/// no field: `{}`) grants; every other answer is denied with its reason in
+/// the record, and `cancel` cancels before dispatch.
+#[test]
+fn an_elicitation_grants_only_with_accept_and_the_requested_content() {
+    let name = "content";
+    let mut session = Session::start(name, DEPLOY_TOOLS, &[]);
+    let cases: Vec<(Value, &str, &str, Value)> = vec![
+        (
+            json!({"result": {"action": "accept", "content": {}}}),
+            "completed",
+            "granted",
+            Value::Null,
+        ),
+        (
+            json!({"result": {"action": "accept", "content": 5}}),
+            "denied",
+            "denied",
+            json!("accept with content that is not an object"),
+        ),
+        (
+            json!({"result": {"action": "accept"}}),
+            "denied",
+            "denied",
+            json!("accept without the requested content"),
+        ),
+        (
+            json!({"result": {"action": "accept", "content": null}}),
+            "denied",
+            "denied",
+            json!("accept without the requested content"),
+        ),
+        (
+            json!({"result": {"action": "accept", "content": {"approve": true}}}),
+            "denied",
+            "denied",
+            json!("accept with content that does not match the requested schema"),
+        ),
+        (
+            json!({"result": {"action": "accept", "content": "yes"}}),
+            "denied",
+            "denied",
+            json!("accept with content that is not an object"),
+        ),
+        (
+            json!({"result": {"action": "decline"}}),
+            "denied",
+            "denied",
+            json!("the approver declined"),
+        ),
+        (
+            json!({"result": {"action": "yes"}}),
+            "denied",
+            "denied",
+            json!("the answer is not an elicitation result (action accept, decline or cancel)"),
+        ),
+        (
+            json!({"error": {"code": -32601, "message": "no"}}),
+            "denied",
+            "denied",
+            json!("the client answered the card with error -32601"),
+        ),
+        (
+            json!({"result": {"action": "cancel"}}),
+            "cancelled_before_dispatch",
+            "undecided",
+            Value::Null,
+        ),
+    ];
+    for (call, (answer, state, approval, reason)) in cases.iter().enumerate() {
+        let call = call as u64 + 1;
+        let card = card_of(&mut session, "deploy", call);
+        let mut response = answer.clone();
+        response["jsonrpc"] = json!("2.0");
+        response["id"] = card["id"].clone();
+        session.send(response);
+        let record = record_of(&session, call);
+        assert_eq!(
+            (&record["state"], &record["approval"], &record["failure"]),
+            (&json!(state), &json!(approval), reason),
+            "{answer}"
+        );
+        assert_eq!(
+            record["exit_status"],
+            if *state == "completed" {
+                json!(0)
+            } else {
+                Value::Null
+            }
+        );
+    }
+    assert_eq!(session.end(), Some(0));
+    assert_eq!(stderr_of(name), "");
+}
+
+/// A request that begins with a UTF-8 byte order mark is read as the rest
+/// (RFC 8259 lets a parser ignore the mark) and answered.
+#[test]
+fn a_request_that_begins_with_a_byte_order_mark_is_answered() {
+    let mut session = Session::start("bom", NAP_TOOLS, &[]);
+    session.send_line("\u{feff}{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
+    assert_eq!(
+        session.next(),
+        json!({"jsonrpc": "2.0", "id": 9, "result": {}})
+    );
+    assert_eq!(session.end(), Some(0));
 }

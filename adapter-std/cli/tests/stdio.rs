@@ -434,3 +434,49 @@ fn forward_stderr_shows_a_partial_line_once_the_server_goes_quiet() {
     );
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+/// A server that begins each message with a UTF-8 byte order mark: the
+/// guard skips the mark (RFC 8259 lets a parser ignore it) and forwards
+/// the message without it, so its request is answered while the server
+/// lives. The client's bytes reach the server as they are, mark included.
+#[test]
+fn mcp_forwards_a_message_that_begins_with_a_byte_order_mark_without_it() {
+    let server = r#"
+import json, sys
+for raw in sys.stdin.buffer:
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    message = json.loads(raw[3:] if bom else raw)
+    answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"bom": bom}}
+    sys.stdout.buffer.write(b"\xef\xbb\xbf" + json.dumps(answer, separators=(",", ":")).encode() + b"\n")
+    sys.stdout.flush()
+"#;
+    let mut child = stdio(&["--mcp", "--", "python3", "-c", server])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let answers: [&[u8]; 2] = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"bom\":false}}\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"result\":{\"bom\":true}}\n",
+    ];
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    // Answered while the server lives, without the mark.
+    assert_eq!(read_exactly(&mut stdout, answers[0].len()), answers[0]);
+    stdin
+        .write_all(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"method\":\"ping\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(read_exactly(&mut stdout, answers[1].len()), answers[1]);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, b"");
+    let record = record_on_stderr(&output);
+    assert_eq!(record["stdout_bytes_forwarded"], answers.concat().len());
+    assert_eq!(record["stdout_lines_diverted"], 0);
+    assert_eq!(record["stdout_bytes_diverted"], 0);
+    assert_eq!(record["stderr_bytes_seen"], 0);
+}

@@ -187,6 +187,16 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
         }
     }
 
+    /// Sends a denial for `reason` ([`Command::Decline`]) with `reply`, as
+    /// [`ask`](Self::ask) does a plain one (refused as [`Ask::Deny`]).
+    pub fn decline<A>(&self, reason: String, (reply, answer): (R, A)) -> Result<A, CallError> {
+        if self.to_owner.command(Command::Decline(reply, reason)) {
+            Ok(answer)
+        } else {
+            Err(self.refused(Ask::Deny))
+        }
+    }
+
     /// The core's answer to `ask` as it came back (`None`: the owner ended
     /// without answering, which is a refusal).
     pub fn answered(

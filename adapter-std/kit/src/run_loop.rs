@@ -64,6 +64,10 @@ pub enum Command<R> {
     Approve(R),
     /// The approver said no; the core's answer goes back through `R`.
     Deny(R),
+    /// The approver's answer was no approval, for the reason given
+    /// ([`Call::handle_approval_declined`]); the core's answer goes back
+    /// through `R`.
+    Decline(R, String),
     /// Stop the call.
     Cancel(CancelReason),
     /// The approval card reached the approver
@@ -157,6 +161,9 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         }
         Event::Command(Command::Deny(reply)) => {
             return Leftover::Answer(reply, call.handle_approval_denied(now));
+        }
+        Event::Command(Command::Decline(reply, reason)) => {
+            return Leftover::Answer(reply, call.handle_approval_declined(now, reason));
         }
         Event::Command(Command::Cancel(reason)) => {
             call.handle_cancel(now, reason);

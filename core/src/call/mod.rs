@@ -1039,6 +1039,25 @@ impl Call {
         self.handle(now, Input::ApprovalDenied)
     }
 
+    /// The approver's answer was no approval, for `reason` (an answer
+    /// that was not a valid yes: `accept without the requested content`):
+    /// the call ends `denied` as for
+    /// [`handle_approval_denied`](Self::handle_approval_denied), and the
+    /// record's `failure` says why. Refused, and nothing recorded, unless
+    /// the call awaits approval.
+    pub fn handle_approval_declined(
+        &mut self,
+        now: Instant,
+        reason: impl Into<String>,
+    ) -> Result<(), CallError> {
+        let before = self.failure.replace(reason.into());
+        let handled = self.handle(now, Input::ApprovalDenied);
+        if handled.is_err() {
+            self.failure = before;
+        }
+        handled
+    }
+
     /// The helper was spawned with this pid. Adapters spawn every helper as
     /// the leader of its own process group, so its process group id is
     /// `pid` too: that is the group every [`Action::SignalGroup`] names.

@@ -1,6 +1,6 @@
 //! Keeps an MCP stdio server's stdout protocol-only: see [`StdoutLineGuard`].
 
-use super::scan::{MessageInfo, MessageScanner};
+use super::scan::{MessageInfo, MessageScanner, UTF8_BOM};
 
 /// The longest message [`StdoutLineGuard::new`] forwards, newline
 /// included: 64 MiB. A message is held whole before it is forwarded, so
@@ -44,8 +44,13 @@ fn grown_capacity(want: usize, max_message: usize) -> usize {
 /// The rules, the same for every chunking:
 ///
 /// * A line ends at `\n`, which belongs to it; a `\r` before it is JSON
-///   whitespace (`\r\n` lines pass as they are). Every line decided is one
-///   segment, in order; every byte lands in exactly one segment.
+///   whitespace (`\r\n` lines pass as they are). Every line decided is
+///   one segment, in order; every byte lands in exactly one segment, but
+///   a skipped byte order mark.
+/// * A UTF-8 byte order mark as a message line's first three bytes is
+///   skipped (RFC 8259 lets a parser ignore it): the message is forwarded
+///   without it, since not every client would skip it. Anywhere else
+///   (twice, after whitespace) it makes the line not a message.
 /// * A line longer than the guard's maximum ([`DEFAULT_MAX_MESSAGE_BYTES`]
 ///   unless [`with_max_message`](Self::with_max_message) says otherwise)
 ///   is diverted as it comes, in several segments, and counts as one
@@ -230,7 +235,7 @@ impl StdoutLineGuard {
             let bytes = self.buf.get(line_start..line_end).unwrap_or_default();
             sink(match segment {
                 Decided::Forward => Segment::Forward(ProtocolLine {
-                    bytes,
+                    bytes: without_bom(bytes),
                     info: &self.info,
                 }),
                 Decided::Divert(lines) => Segment::Divert(Diverted { bytes, lines }),
@@ -303,7 +308,7 @@ impl StdoutLineGuard {
         let bytes = self.buf.get(..held).unwrap_or_default();
         sink(match segment {
             Decided::Forward => Segment::Forward(ProtocolLine {
-                bytes,
+                bytes: without_bom(bytes),
                 info: &self.info,
             }),
             Decided::Divert(lines) => Segment::Divert(Diverted { bytes, lines }),
@@ -352,6 +357,13 @@ impl StdoutLineGuard {
             }
         }
     }
+}
+
+/// A message line without the byte order mark it may begin with (the
+/// scanner skipped it): clients read the message, and not all of them
+/// would skip it.
+fn without_bom(line: &[u8]) -> &[u8] {
+    line.strip_prefix(&UTF8_BOM).unwrap_or(line)
 }
 
 /// How a line was decided.

@@ -16,11 +16,18 @@
 //! Where parsers differ it takes the grammar's side: a `\uD800` escape
 //! alone (which JavaScript's `JSON.parse` accepts and serde_json refuses)
 //! passes, and so does nesting deeper than serde_json's default limit of
-//! 128 (up to 1024).
+//! 128 (up to 1024). A UTF-8 byte order mark as the line's first three
+//! bytes is skipped, as RFC 8259 lets a parser do (a writer that puts one
+//! before each line, as some Windows tools do, still sends messages); one
+//! anywhere else, even after leading whitespace, fails the line.
 //! UTF-8 is left to the caller, which holds the line (see
 //! [`MessageScanner::saw_non_ascii`]); member names are compared as
 //! written, so a name spelt with escapes (`"json\u0072pc"`) is not the
 //! member.
+
+/// The UTF-8 byte order mark. RFC 8259 lets a parser ignore one at the
+/// start of a text: a line that begins with it is read as the rest.
+pub(crate) const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
 /// Containers deeper than this make a line not a message (a client's
 /// parser may refuse it, and the guard's stack stays small).
@@ -145,6 +152,10 @@ impl MessageInfo {
 /// Where the grammar stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
+    /// The line's first byte: a UTF-8 byte order mark may come first.
+    Start,
+    /// In a leading byte order mark (`EF BB BF`), `at` bytes matched.
+    Bom { at: u8 },
     /// Leading whitespace, then the `{` of the message.
     Top,
     /// After `{`: a key or `}`.
@@ -332,7 +343,7 @@ impl MessageScanner {
     /// A scanner at the start of a line.
     pub fn new() -> Self {
         Self {
-            expect: Expect::Top,
+            expect: Expect::Start,
             // 64 levels before the stack grows.
             containers: vec![0],
             depth: 0,
@@ -349,7 +360,7 @@ impl MessageScanner {
 
     /// Back to the start of a line (keeping the container stack's memory).
     pub fn reset(&mut self) {
-        self.expect = Expect::Top;
+        self.expect = Expect::Start;
         self.depth = 0;
         self.slot = Slot::None;
         self.in_params = false;
@@ -446,6 +457,29 @@ impl MessageScanner {
         let Some(&byte) = bytes.get(at) else {
             return at + 1;
         };
+        match self.expect {
+            Expect::Start if byte == UTF8_BOM[0] => {
+                self.expect = Expect::Bom { at: 1 };
+                return at + 1;
+            }
+            // Anything else is read as the line's first byte.
+            Expect::Start => {
+                self.expect = Expect::Top;
+                return at;
+            }
+            Expect::Bom { at: matched } => {
+                let matched = usize::from(matched);
+                self.expect = match UTF8_BOM.get(matched) {
+                    Some(&want) if want == byte && matched + 1 == UTF8_BOM.len() => Expect::Top,
+                    Some(&want) if want == byte => Expect::Bom {
+                        at: u8::try_from(matched + 1).unwrap_or(u8::MAX),
+                    },
+                    _ => Expect::Failed,
+                };
+                return at + 1;
+            }
+            _ => {}
+        }
         let ws = matches!(byte, b' ' | b'\t' | b'\r' | b'\n');
         match self.expect {
             Expect::Top | Expect::Done if ws => {}
@@ -523,7 +557,9 @@ impl MessageScanner {
                     self.expect = Expect::Failed;
                 }
             }
-            Expect::Top
+            Expect::Start
+            | Expect::Bom { .. }
+            | Expect::Top
             | Expect::Done
             | Expect::FirstKey
             | Expect::Key
@@ -870,6 +906,39 @@ mod tests {
             scan(fits.as_bytes()).unwrap().id.unwrap().as_bytes().len(),
             128
         );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_and_only_there() {
+        let message = br#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
+        let with = |prefix: &[u8], suffix: &[u8]| [prefix, &message[..], suffix].concat();
+        let first = scan(&with(b"\xEF\xBB\xBF", b"")).unwrap();
+        assert_eq!(first.kind, MessageKind::Response);
+        assert_eq!(first.id.unwrap().as_bytes(), b"7");
+        assert_eq!(scan_bytewise(&with(b"\xEF\xBB\xBF", b"")), Some(first));
+        // Then whitespace, as in any line.
+        assert_eq!(scan(&with(b"\xEF\xBB\xBF \t", b" ")), Some(first));
+        // Not twice, not after whitespace, not cut short, not at the end.
+        for line in [
+            with(b"\xEF\xBB\xBF\xEF\xBB\xBF", b""),
+            with(b" \xEF\xBB\xBF", b""),
+            with(b"\xEF\xBB", b""),
+            with(b"\xEF", b""),
+            with(b"\xBB\xBF", b""),
+            with(b"", b"\xEF\xBB\xBF"),
+            b"\xEF\xBB\xBF".to_vec(),
+        ] {
+            assert_eq!(scan(&line), None, "{line:?}");
+            assert_eq!(scan_bytewise(&line), None, "{line:?}");
+        }
+        // After a reset, the next line may begin with one again.
+        let mut scanner = MessageScanner::new();
+        scanner.feed(&with(b"\xEF\xBB\xBF", b""));
+        assert_eq!(scanner.finish(), Some(first));
+        scanner.reset();
+        scanner.feed(b"\xEF\xBB\xBF");
+        scanner.feed(message);
+        assert_eq!(scanner.finish(), Some(first));
     }
 
     #[test]

@@ -18,14 +18,21 @@
 //!    client (`deadline_from_delivery`), not from when the call began to
 //!    wait: a card behind many others, or a client slow to read, loses
 //!    none of the approver's time. The client's answer
-//!    maps: `accept` → approved, `decline` → `denied`, `cancel` →
-//!    `cancelled_before_dispatch`. Once the deadline has passed the call
+//!    maps: `accept` with the content the card asked for (an object of its
+//!    `requestedSchema`, which declares no field: `{}`) → approved;
+//!    `decline` → `denied`; `cancel` → `cancelled_before_dispatch`.
+//!    Anything else is no approval: an `accept` without that content
+//!    (none, a number, an object with fields the card did not ask for), an
+//!    answer that is no elicitation result, an error answer → `denied`,
+//!    the reason in the record's `failure` (`accept without the
+//!    requested content`; a plain decline says `the approver declined`).
+//!    Only a response whose id is the card request's, in type and value,
+//!    is an answer at all (`wire.rs`). Once the deadline has passed the call
 //!    ends `approval_expired` and the elicitation request is cancelled
 //!    (`notifications/cancelled`); a late answer changes nothing. A client
 //!    that did not declare the elicitation capability cannot be asked:
 //!    such a call is refused (`failed_before_dispatch`, fail closed),
-//!    never approved silently. An elicitation the client answers with an
-//!    error also ends the call before dispatch.
+//!    never approved silently.
 //!
 //!    On protocol `2026-07-28` and later a server may not send requests of
 //!    its own: the same card goes back as the `tools/call` result
@@ -57,10 +64,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientResult,
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     Implementation, InputRequest, InputRequiredResult, InputResponses, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
-    ServerRequest,
+    PaginatedRequestParams, PrimitiveSchemaDefinition, ProtocolVersion, ResultType,
+    ServerCapabilities, ServerConfig, ServerRequest,
 };
-use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext};
+use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
@@ -297,10 +304,14 @@ impl Bridge {
                 None,
             ));
         }
-        let answer = responses
-            .and_then(|responses| responses.get(APPROVAL_KEY))
-            .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok());
-        answer_card(&waiting.handle, answer.map(|answer| answer.action)).await;
+        let verdict = match responses.and_then(|responses| responses.get(APPROVAL_KEY)) {
+            None => Verdict::Decline("the retry carries no answer to the card".into()),
+            Some(value) => match serde_json::from_value::<ElicitResult>(value.clone()) {
+                Ok(answer) => judge(&answer, &elicitation_schema()),
+                Err(_) => Verdict::Decline(NOT_AN_ELICIT_RESULT.into()),
+            },
+        };
+        answer_card(&waiting.handle, verdict).await;
         self.finish(waiting.handle, tool, arguments, context)
             .await
             .map(Into::into)
@@ -398,18 +409,24 @@ impl Bridge {
                         // Answered before its write was seen: it was delivered.
                         handle.card_delivered();
                     }
-                    let action = match answer {
-                        Ok(Ok(ClientResult::ElicitResult(result))) => Some(result.action),
-                        // An error, an answer of another kind, or no answer
-                        // (the transport closed).
-                        _ => None,
+                    let verdict = match answer {
+                        Ok(Ok(ClientResult::ElicitResult(result))) => {
+                            judge(&result, &elicitation_schema())
+                        }
+                        Ok(Ok(_)) => Verdict::Decline(NOT_AN_ELICIT_RESULT.into()),
+                        Ok(Err(ServiceError::McpError(error))) => Verdict::Decline(format!(
+                            "the client answered the card with error {}",
+                            error.code.0
+                        )),
+                        // No answer (the transport closed, or the request
+                        // was withdrawn).
+                        _ if gone.is_cancelled() => {
+                            // The client went away: a disconnect, not a cancel.
+                            return Err(Interrupted::ClientGone);
+                        }
+                        _ => Verdict::Cancel,
                     };
-                    if action.is_none() && gone.is_cancelled() {
-                        // No answer because the client went away: a
-                        // disconnect, not a cancel.
-                        return Err(Interrupted::ClientGone);
-                    }
-                    answer_card(handle, action).await;
+                    answer_card(handle, verdict).await;
                     return Ok(());
                 }
                 // Before the request's own token: the end of the session
@@ -481,20 +498,96 @@ fn elicitation(card: &ApprovalCard) -> ElicitRequestParams {
     ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: card.text.clone(),
-        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+        requested_schema: elicitation_schema(),
     }
 }
 
-/// Hands the client's answer to the card to the call: `accept` approves,
-/// `decline` denies, anything else (`cancel`, an error, no answer, an
-/// action this version does not know) cancels before dispatch: nobody
-/// approved. A refused answer (the card expired or the call was cancelled
+/// The card's `requestedSchema`: an object with no field.
+fn elicitation_schema() -> ElicitationSchema {
+    ElicitationSchema::new(BTreeMap::new())
+}
+
+/// The reason recorded for an answer to a card that is no elicitation
+/// result (an action other than accept, decline or cancel, or no action).
+const NOT_AN_ELICIT_RESULT: &str =
+    "the answer is not an elicitation result (action accept, decline or cancel)";
+
+/// What an answer to a card does to its call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// `accept` with the content the card asked for: approved.
+    Grant,
+    /// Anything but a valid yes or a `cancel`: denied, for this reason
+    /// (the record's `failure`).
+    Decline(String),
+    /// `cancel`, or no answer: nobody chose; cancelled before dispatch.
+    Cancel,
+}
+
+/// The verdict on `answer`, an elicitation result for a card that asked
+/// for `schema`. Only `accept` whose `content` is an object of the
+/// schema grants: every required field there, each field one the schema
+/// declares, of its declared type (for the card's empty schema: `{}`).
+/// `decline` is denied ("the approver declined"), `cancel` cancels, and
+/// an accept without that content is denied with the reason.
+fn judge(answer: &ElicitResult, schema: &ElicitationSchema) -> Verdict {
+    match answer.action {
+        ElicitationAction::Accept => match &answer.content {
+            None => Verdict::Decline("accept without the requested content".into()),
+            Some(Value::Object(content)) if fits(content, schema) => Verdict::Grant,
+            Some(Value::Object(_)) => Verdict::Decline(
+                "accept with content that does not match the requested schema".into(),
+            ),
+            Some(_) => Verdict::Decline("accept with content that is not an object".into()),
+        },
+        ElicitationAction::Decline => Verdict::Decline("the approver declined".into()),
+        ElicitationAction::Cancel => Verdict::Cancel,
+        // An action this version does not know: nobody said yes.
+        _ => Verdict::Decline(NOT_AN_ELICIT_RESULT.into()),
+    }
+}
+
+/// Whether `content` is an object of `schema`: every required property
+/// present, no property the schema does not declare, each of its type.
+fn fits(content: &Map<String, Value>, schema: &ElicitationSchema) -> bool {
+    let required = schema.required.iter().flatten();
+    required.into_iter().all(|name| content.contains_key(name))
+        && content.iter().all(|(name, value)| {
+            schema
+                .properties
+                .get(name)
+                .is_some_and(|property| of_type(value, property))
+        })
+}
+
+/// Whether `value` has the JSON type `property` declares (enums and
+/// formats are not needed by the card, which declares no property: a
+/// string property takes any string).
+fn of_type(value: &Value, property: &PrimitiveSchemaDefinition) -> bool {
+    let declared = serde_json::to_value(property).ok().and_then(|schema| {
+        schema
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    match declared.as_deref() {
+        Some("string") => value.is_string(),
+        Some("boolean") => value.is_boolean(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("number") => value.is_number(),
+        Some("array") => value.is_array(),
+        _ => false,
+    }
+}
+
+/// Hands the verdict on the client's answer to the call (see [`judge`]).
+/// A refused answer (the card expired or the call was cancelled
 /// meanwhile) changes nothing: the record says what happened.
-async fn answer_card(handle: &CallHandle, action: Option<ElicitationAction>) {
-    let _ = match action {
-        Some(ElicitationAction::Accept) => handle.approve().await,
-        Some(ElicitationAction::Decline) => handle.deny().await,
-        _ => {
+async fn answer_card(handle: &CallHandle, verdict: Verdict) {
+    let _ = match verdict {
+        Verdict::Grant => handle.approve().await,
+        Verdict::Decline(reason) => handle.decline(reason).await,
+        Verdict::Cancel => {
             handle.cancel();
             Ok(())
         }

@@ -173,6 +173,7 @@ impl Ready {
         };
         let host = bridge.host().clone();
         let waiting = bridge.clone();
+        let counts = outbox.clone();
         let running = tokio::select! {
             running = bridge.serve(Wire::new(stdin, outbox)) => running,
             number = signals.next() => {
@@ -221,6 +222,13 @@ impl Ready {
                 host.shutdown(SHUTDOWN_WAIT).await;
                 return ExitCode::from(128 + number);
             }
+        }
+        let unmatched = counts.unmatched_responses();
+        if unmatched > 0 {
+            eprintln!(
+                "spillguard: {unmatched} response(s) of the client answered no request in flight \
+                 and were ignored"
+            );
         }
         match served {
             Ok(_) => ExitCode::SUCCESS,

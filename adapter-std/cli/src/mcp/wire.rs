@@ -18,6 +18,24 @@
 //! is nothing to answer), and is said on stderr. A request of a method the
 //! server does not know is the session's to answer (`-32601`).
 //!
+//! A UTF-8 byte order mark at the start of a line is skipped (RFC 8259
+//! lets a parser ignore it): the line is read as the rest.
+//!
+//! **A response is an answer only to a request of this server's in
+//! flight, by id in type and value.** The server's requests (the approval
+//! cards, `elicitation/create`) carry integer ids. A client's response
+//! (result or error) reaches the session only if its `id` is the id of
+//! one of them written and neither answered nor cancelled yet. A JSON
+//! string never answers a number (`"7"` is not `7`), and a number answers
+//! only written as an integer, as the server wrote it: `7.0` and `7e0`
+//! are no JSON-RPC ids (an id number has no fractional part) and answer
+//! nothing. Any other response (an unknown, repeated, late or mistyped
+//! id, none, or one that does not parse) is not an answer: it is said on
+//! stderr in one line, counted ([`Outbox::unmatched_responses`]) and
+//! dropped, never answered (JSON-RPC answers no response), so it can
+//! never grant a card. The check comes before rmcp's own matching, which
+//! would take the string `"7"` and the number `7.0` for the number `7`.
+//!
 //! Writing, [`Outbox`] writes each message with one `write_all` and a
 //! flush, in the order the session hands them over, and says when a given
 //! request or response has been written and flushed
@@ -32,7 +50,7 @@ use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, InitializeRequest,
     JsonRpcError, JsonRpcMessage, ListToolsRequest, PingRequest, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::transport::Transport;
 use serde_json::{Map, Value};
@@ -42,6 +60,9 @@ use tokio::sync::oneshot;
 /// Where a request of protocol 2026-07-28 and later names its protocol,
 /// in its `params._meta`.
 const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The UTF-8 byte order mark, skipped at the start of a line.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The longest line read as one message (64 MiB), newline excluded.
 pub const MAX_LINE: usize = 64 << 20;
@@ -232,6 +253,11 @@ pub struct Outbox {
 
 #[derive(Debug, Default)]
 struct Table {
+    /// The server's requests written (or being written) and neither
+    /// answered nor cancelled: the only ids a client's response answers.
+    outstanding: HashSet<RequestId>,
+    /// Client responses that answered none of them.
+    unmatched_responses: u64,
     /// The ids (as JSON text) of the client's requests read and not yet
     /// answered.
     in_flight: HashSet<String>,
@@ -298,8 +324,30 @@ impl Outbox {
         rx
     }
 
+    /// Client responses dropped because their id named no request of the
+    /// server's in flight, in type and value (see the module docs).
+    pub fn unmatched_responses(&self) -> u64 {
+        self.table().unmatched_responses
+    }
+
     /// Writes one message of the session's.
     async fn send(&self, item: ServerJsonRpcMessage) -> io::Result<()> {
+        match &item {
+            // Noted before the write: the answer may come at once.
+            JsonRpcMessage::Request(request) => {
+                self.table().outstanding.insert(request.id.clone());
+            }
+            // A request the server withdrew takes no answer any more.
+            JsonRpcMessage::Notification(notification) => {
+                if let ServerNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.table().outstanding.remove(id);
+                }
+            }
+            _ => {}
+        }
         let sent = match &item {
             JsonRpcMessage::Request(request) => Some(Sent::Request(id_text(&request.id))),
             JsonRpcMessage::Response(response) => Some(Sent::Response(id_text(&response.id))),
@@ -384,6 +432,7 @@ impl Outbox {
     /// What `line` is (see the module docs); a request the session is to
     /// see is noted as in flight.
     fn check(&self, line: &[u8]) -> Checked {
+        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             return Checked::Skip;
         }
@@ -414,6 +463,13 @@ impl Outbox {
             None => None,
             Some(Value::String(s)) => Some(RequestId::String(s.as_str().into())),
             Some(Value::Number(n)) if n.is_i64() => n.as_i64().map(RequestId::Number),
+            // A response is never answered, whatever its id.
+            Some(other) if !object.contains_key("method") => {
+                return self.unmatched(format!(
+                    "a response with id {}, which is not a JSON-RPC id (a string or an integer)",
+                    shortened(other.to_string())
+                ));
+            }
             Some(_) => {
                 return Checked::Answer(invalid_request(
                     None,
@@ -449,13 +505,46 @@ impl Outbox {
                 }
             },
             (None, _) => match serde_json::from_value(Value::Object(object)) {
-                Ok(message) => Checked::Message(Box::new(message)),
-                Err(error) => {
-                    eprintln!("spillguard: ignored a response that does not parse: {error}");
-                    Checked::Skip
-                }
+                Ok(message) => self.check_response(message),
+                Err(error) => self.unmatched(format!("a response that does not parse ({error})")),
             },
         }
+    }
+
+    /// A client's response: for the session if it answers a request of
+    /// the server's in flight (its id, in type and value), else said,
+    /// counted and dropped (see the module docs).
+    fn check_response(&self, message: ClientJsonRpcMessage) -> Checked {
+        let id = match &message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => return Checked::Message(Box::new(message)),
+        };
+        if let Some(id) = id
+            && self.table().outstanding.remove(id)
+        {
+            return Checked::Message(Box::new(message));
+        }
+        let shown = match id {
+            Some(id) => shortened(id_text(id)),
+            None => "null".to_owned(),
+        };
+        self.unmatched(format!(
+            "a response with id {shown}, which answers no request of this server's in flight \
+             (ids match in type and value)"
+        ))
+    }
+
+    /// A client's response that is not an answer: said on stderr in one
+    /// line, counted, dropped.
+    fn unmatched(&self, what: String) -> Checked {
+        let count = {
+            let mut table = self.table();
+            table.unmatched_responses += 1;
+            table.unmatched_responses
+        };
+        eprintln!("spillguard: ignored {what}; {count} response(s) ignored so far");
+        Checked::Skip
     }
 
     fn check_request(&self, object: Map<String, Value>, method: &str, id: RequestId) -> Checked {
@@ -570,6 +659,14 @@ fn invalid_params(id: RequestId, why: impl Into<String>) -> JsonRpcError {
             None,
         ),
     )
+}
+
+/// `text` cut to its first 64 characters (`…` after), for a log line.
+fn shortened(text: String) -> String {
+    match text.char_indices().nth(64) {
+        Some((at, _)) => format!("{}…", text.get(..at).unwrap_or_default()),
+        None => text,
+    }
 }
 
 /// A request id as the JSON text it has on the wire (`7`, `"a"`).
