@@ -21,6 +21,7 @@ use crate::args::UsageError;
 
 mod answer;
 mod bridge;
+mod code;
 mod params;
 mod prepare;
 pub mod serve;
@@ -28,6 +29,8 @@ mod template;
 mod tools;
 mod wire;
 
+#[cfg(test)]
+mod code_tests;
 #[cfg(test)]
 mod tests;
 
