@@ -30,8 +30,6 @@ mod tools;
 mod wire;
 
 #[cfg(test)]
-mod code_tests;
-#[cfg(test)]
 mod tests;
 
 #[cfg(test)]

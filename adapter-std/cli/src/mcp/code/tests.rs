@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::code::{program_name, sh_quote};
-use super::*;
+use super::{program_name, sh_quote};
+use crate::mcp::{PreparedCall, Tool, ToolsFile};
 
 /// A tools file with one tool `t` running `command` (TOML array text),
 /// every placeholder a string parameter declared by `params`.
