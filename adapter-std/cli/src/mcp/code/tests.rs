@@ -597,3 +597,35 @@ fn ssh_passes_each_remote_value_quoted_for_the_remote_shell() {
     }
     assert_eq!(sh_quote("it's"), "'it'\\''s'");
 }
+
+/// The repository's README shows the rule as a table of refused commands
+/// and their safe forms: each row is what the loader says.
+#[test]
+fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `[")).collect();
+    assert_eq!(rows.len(), 8);
+    for row in rows {
+        let (refused, safe) = row[2..].split_once(" | ").unwrap();
+        let commands: Vec<&str> = refused.split("`, `").map(|c| c.trim_matches('`')).collect();
+        for command in commands {
+            let params: Vec<&str> = ["x", "name"]
+                .into_iter()
+                .filter(|p| command.contains(&format!("{{{p}}}")))
+                .collect();
+            let message = refusal(command, &params);
+            if safe.starts_with("none") {
+                assert!(
+                    message.ends_with("; a value is not allowed there"),
+                    "{message}"
+                );
+                continue;
+            }
+            let shown = safe.trim_start_matches('`');
+            let shown = &shown[..shown.find('`').unwrap()];
+            assert_eq!(safe_form(&message), shown, "{row}");
+            loads(shown, &params);
+        }
+    }
+}
