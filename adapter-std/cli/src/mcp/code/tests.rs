@@ -629,3 +629,25 @@ fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
         }
     }
 }
+
+#[test]
+fn the_example_files_ssh_discovery_quotes_its_remote_value() {
+    let file = ToolsFile::from_toml_str(include_str!("../../../examples/tools.toml")).unwrap();
+    let units = file.tool("list_units").unwrap();
+    let call = units
+        .prepare(&args(json!({ "host": "web-3", "state": "failed" })))
+        .unwrap();
+    assert_eq!(
+        argv(&call),
+        [
+            "-o",
+            "BatchMode=yes",
+            "web-3",
+            "systemctl",
+            "list-units",
+            "--output=json",
+            "--state='failed'"
+        ]
+    );
+    assert_eq!(units.remote_quoted, [6]);
+}
