@@ -69,7 +69,10 @@
 //! literal. `sudo -s`/`-i` runs its command through a shell: every word
 //! after its options is code. `docker`, `podman`, `nerdctl`, `kubectl`
 //! and `oc` are searched for a recognised program after their subcommand
-//! (`docker exec box sh -c …`, `kubectl exec pod -- sh -c …`).
+//! (`docker exec box sh -c …`, `kubectl exec pod -- sh -c …`); their
+//! `--entrypoint`, and the program after `kubectl exec … --`, must be
+//! literal. (The image a `docker run` starts is not located: its options
+//! are too many to read exactly.)
 //!
 //! # `ssh`: the remote command
 //!

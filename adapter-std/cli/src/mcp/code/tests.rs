@@ -260,6 +260,9 @@ fn what_wrappers_run_is_checked_as_a_command() {
             6,
         ),
         (r#"["kubectl", "exec", "pod", "--", "sh", "-c", "{x}"]"#, 6),
+        (r#"["kubectl", "exec", "-n", "web", "pod", "--", "{x}"]"#, 6),
+        (r#"["docker", "run", "--entrypoint", "{x}", "alpine"]"#, 3),
+        (r#"["podman", "run", "--entrypoint={x}", "alpine"]"#, 2),
     ];
     for (command, word) in cases {
         assert_eq!(

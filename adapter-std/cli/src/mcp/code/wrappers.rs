@@ -284,6 +284,21 @@ impl Scan {
 
     /// `docker`/`kubectl`: a recognised program after the subcommand.
     pub(super) fn container(&mut self, w: &[Word], at: usize, prog: &str) {
+        // The entrypoint, and what `kubectl exec … --` runs, choose the
+        // program.
+        for i in at + 1..w.len() {
+            let word = &w[i];
+            if word.literal().as_deref() == Some("--entrypoint") {
+                if let Some(next) = w.get(i + 1) {
+                    self.select(next, prog, "--entrypoint");
+                }
+            } else if word.prefix().starts_with("--entrypoint=") {
+                self.select(word, prog, "--entrypoint");
+            } else if word.literal().as_deref() == Some("--") && matches!(prog, "kubectl" | "oc") {
+                self.command(w, i + 1, Some(prog));
+                return;
+            }
+        }
         for i in at + 2..w.len() {
             let Some(text) = w[i].literal() else { continue };
             let name = program_name(&text);
