@@ -428,3 +428,75 @@ fn credentials_in_flag_forms_reach_neither_the_card_nor_the_log() {
     assert!(!holds(&call.log, "Q7x9"));
     assert!(!call.answer.to_string().contains("Q7x9"));
 }
+
+#[test]
+fn check_names_each_placeholder_inside_code_and_exits_2() {
+    let path = temp_path("code-tools.toml");
+    std::fs::write(
+        &path,
+        r#"[tools.hello]
+description = "greets"
+command = ["sh", "-c", "echo hello {name}"]
+params.name = { type = "string" }
+
+[tools.fine]
+description = "greets safely"
+command = ["sh", "-c", "echo hello \"$1\"", "_", "{name}"]
+params.name = { type = "string" }
+
+[tools.py]
+description = "prints"
+command = ["/usr/bin/env", "python3", "-c", "print('{x}')"]
+params.x = { type = "string" }
+
+[tools.remote]
+description = "runs remotely"
+command = ["ssh", "-o", "ProxyCommand=nc {host} 22", "{host}", "sh", "-c", "{cmd}"]
+params.host = { type = "string" }
+params.cmd = { type = "string" }
+"#,
+    )
+    .unwrap();
+    let shown = path.display().to_string();
+    let output = spillguard(&["mcp", "--tools", &shown, "--check"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(output.stdout, b"");
+    let prefix = format!("spillguard: invalid tools file {shown}: ");
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        [
+            r#"tools.hello.command[2]: "echo hello {name}" is code that sh runs (-c): a value placed there can run commands; pass it as a positional parameter: ["sh", "-c", "echo hello \"$1\"", "_", "{name}"]"#,
+            r#"tools.py.command[3]: "print('{x}')" is code that python runs (-c): a value placed there can run commands; pass it as an argument: ["/usr/bin/env", "python3", "-c", "import sys; print(sys.argv[1])", "{x}"]"#,
+            r#"tools.remote.command[2]: "ProxyCommand=nc {host} 22" is code that ssh runs (-o ProxyCommand): a value placed there can run commands; a value is not allowed there"#,
+            r#"tools.remote.command[6]: "{cmd}" is code that sh runs (-c): a value placed there can run commands; a value is not allowed there"#,
+        ]
+        .iter()
+        .map(|line| format!("{prefix}{line}\n"))
+        .collect::<String>()
+    );
+    // The safe forms load.
+    std::fs::write(
+        &path,
+        r#"[tools.hello]
+description = "greets"
+command = ["sh", "-c", "echo hello \"$1\"", "_", "{name}"]
+params.name = { type = "string" }
+
+[tools.py]
+description = "prints"
+command = ["/usr/bin/env", "python3", "-c", "import sys; print(sys.argv[1])", "{x}"]
+params.x = { type = "string" }
+"#,
+    )
+    .unwrap();
+    let output = spillguard(&["mcp", "--tools", &shown, "--check"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn the_tools_of_the_peer_tests_load() {
+    let peers = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_tools.toml");
+    let output = spillguard(&["mcp", "--tools", peers, "--check"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}

@@ -424,7 +424,9 @@ fn a_secret_parameter_is_on_no_card_in_no_log_and_in_no_result() {
          deadline: host default\n\
          approval expires: 120000 ms after it is shown"
     );
-    session.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"action": "accept", "content": {}}}));
+    session.send(
+        json!({"jsonrpc": "2.0", "id": card["id"], "result": {"action": "accept", "content": {}}}),
+    );
     let done = session.next();
     assert_eq!(done["id"], 1);
     let result = &done["result"];

@@ -21,6 +21,7 @@ use crate::args::UsageError;
 
 mod answer;
 mod bridge;
+mod code;
 mod params;
 mod prepare;
 mod secret;

@@ -25,7 +25,10 @@
 //!
 //! A value is substituted as text into its word: a string as it is, an
 //! integer in decimal, a number as its JSON text, a boolean as `true` or
-//! `false`. No shell reads the words.
+//! `false`. No shell reads the words, with one exception: `ssh` joins the
+//! words after the destination into a line for the remote shell, so there
+//! each value is written as one single-quoted word (`'` as `'\''`), after
+//! the rules above have checked the value itself (`code.rs`).
 //!
 //! # The approval card
 //!
@@ -61,8 +64,10 @@ use spillguard_kit::{CallBuilder, Launch, command_line};
 use spillguard_std::core::CallKind;
 use spillguard_std::{Approval, HelperCommand};
 
+use super::code::sh_quote;
 use super::params::{Param, ParamType};
 use super::secret::SECRET_PARAMETER;
+use super::template::Piece;
 use super::tools::{Tool, ToolResult};
 
 /// A validated call of a tool: what runs and everything the approval card
@@ -268,7 +273,20 @@ impl Tool {
                     });
                 }
             }
-            args.push(text);
+            if self.remote_quoted.contains(&at) {
+                // `ssh`'s remote command: each value one single-quoted word
+                // for the remote shell (`code.rs`).
+                let mut quoted = String::new();
+                for piece in &word.pieces {
+                    match piece {
+                        Piece::Text(literal) => quoted.push_str(literal),
+                        Piece::Param(name) => quoted.push_str(&sh_quote(value(name).unwrap_or(""))),
+                    }
+                }
+                args.push(quoted);
+            } else {
+                args.push(text);
+            }
             shown_args.push(shown_text);
         }
         if !problems.is_empty() {

@@ -105,8 +105,15 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
 pub fn load(path: &Path) -> Result<ToolsFile, UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("cannot read tools file {}: {e}", path.display())))?;
-    ToolsFile::from_toml_str(&text)
-        .map_err(|e| UsageError(format!("invalid tools file {}: {e}", path.display())))
+    ToolsFile::from_toml_str(&text).map_err(|e| {
+        // One line per error; `spillguard: ` begins each, as it begins the
+        // first.
+        let lines: Vec<String> = e
+            .all()
+            .map(|e| format!("invalid tools file {}: {e}", path.display()))
+            .collect();
+        UsageError(lines.join("\nspillguard: "))
+    })
 }
 
 /// A duplicate of stdout for the transport; descriptor 1 then points at

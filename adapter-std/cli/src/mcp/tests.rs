@@ -951,7 +951,7 @@ fn the_example_file_of_the_readme_loads() {
 fn literal_braces_and_a_left_out_parameter_in_the_target() {
     let tool = only_tool(
         "[tools.t]\ndescription = \"d\"\n\
-         command = [\"awk\", \"{{print ${field}}}\", \"--\", \"{file}\"]\n\
+         command = [\"prog\", \"{{print ${field}}}\", \"--\", \"{file}\"]\n\
          params.field = { type = \"integer\", minimum = 1, required = false }\n\
          params.file = { type = \"string\" }\n\
          target = \"{file}#{field}\"\n",
@@ -961,7 +961,7 @@ fn literal_braces_and_a_left_out_parameter_in_the_target() {
         .unwrap();
     assert_eq!(words(&call), ["{print $2}", "--", "-log"]);
     assert_eq!(call.target, "-log#2");
-    assert_eq!(call.summary, "awk '{print $2}' -- -log");
+    assert_eq!(call.summary, "prog '{print $2}' -- -log");
     let call = tool.prepare(&args(json!({"file": "a.log"}))).unwrap();
     assert_eq!(words(&call), ["--", "a.log"]);
     assert_eq!(call.target, "a.log#");

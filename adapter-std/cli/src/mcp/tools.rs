@@ -34,6 +34,14 @@
 //!   default 120000 (two minutes). Once it has passed, the call ends
 //!   `approval_expired`.
 //!
+//! * No placeholder inside code: a placeholder in a word that an
+//!   interpreter runs as code (`sh -c`, `python -c`, `node -e`, `awk`'s
+//!   program, `ssh`'s `ProxyCommand`…), or in a word that chooses what runs
+//!   (a script, a wrapper's program), is refused; `ssh`'s remote command
+//!   takes each value quoted for the remote shell. `code.rs` states the
+//!   rule and every program it recognises. Every tool is checked, and each
+//!   refused word is reported.
+//!
 //! See [`Param`] for the parameters' keys (`params.rs`); a parameter that
 //! is `secret` (by `secret = true`, or a credential key for a name) is
 //! published with `"writeOnly": true`, and its value is shown nowhere but
@@ -89,6 +97,9 @@ pub struct Tool {
     pub(crate) options_end: usize,
     /// The target shown on the card; `None`: the command line.
     pub(crate) target: Option<Template>,
+    /// The indices in `args` whose values are quoted for a remote POSIX
+    /// shell (`ssh`'s remote command; see `code.rs`).
+    pub(crate) remote_quoted: Vec<usize>,
 }
 
 impl Tool {
@@ -119,6 +130,10 @@ pub struct ToolsError {
     pub path: String,
     /// What is wrong with it.
     pub message: String,
+    /// Further errors of the same file, reported with this one (every
+    /// tool's command is checked for placeholders inside code, so that one
+    /// run names each refused word).
+    pub more: Vec<ToolsError>,
 }
 
 impl ToolsError {
@@ -126,7 +141,13 @@ impl ToolsError {
         Self {
             path: path.into(),
             message: message.into(),
+            more: Vec::new(),
         }
+    }
+
+    /// This error and the further ones, in order.
+    pub fn all(&self) -> impl Iterator<Item = &ToolsError> {
+        std::iter::once(self).chain(self.more.iter())
     }
 }
 
@@ -200,8 +221,23 @@ impl ToolsFile {
             Some(_) => return Err(ToolsError::new("tools", "must be a table")),
         };
         let mut loaded = Vec::with_capacity(tools.len());
+        let mut refused: Vec<ToolsError> = Vec::new();
         for (name, value) in tools {
-            loaded.push(Tool::load(name, value)?);
+            let mut tool = Tool::load(name, value)?;
+            let analysis = tool.code_analysis();
+            refused.extend(analysis.refusals.into_iter().map(|refusal| {
+                ToolsError::new(
+                    format!("tools.{name}.command[{}]", refusal.word),
+                    refusal.message,
+                )
+            }));
+            tool.remote_quoted = analysis.remote.iter().map(|word| word - 1).collect();
+            loaded.push(tool);
+        }
+        if !refused.is_empty() {
+            let mut first = refused.remove(0);
+            first.more = refused;
+            return Err(first);
         }
         loaded.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Self {
@@ -486,7 +522,30 @@ impl Tool {
             args,
             options_end,
             target,
+            remote_quoted: Vec::new(),
         })
+    }
+
+    /// The command checked for placeholders inside code (`code.rs`).
+    fn code_analysis(&self) -> super::code::Analysis {
+        let program = Template {
+            pieces: vec![super::template::Piece::Text(self.program.clone())],
+        };
+        let words: Vec<&Template> = std::iter::once(&program).chain(&self.args).collect();
+        let dash: Vec<bool> = std::iter::once(false)
+            .chain(self.args.iter().enumerate().map(|(i, word)| {
+                let leads = word.possible_leading_params();
+                !word.starts_with_dash()
+                    && !leads.is_empty()
+                    && (i >= self.options_end
+                        || leads.iter().any(|lead| {
+                            self.params
+                                .iter()
+                                .any(|p| p.name == *lead && p.allow_leading_dash)
+                        }))
+            }))
+            .collect();
+        super::code::analyse(&words, &dash)
     }
 
     /// The JSON Schema of the tool's arguments, as MCP publishes it in
