@@ -96,9 +96,14 @@ fn recall_is_at_least_99_percent_per_class() {
             continue;
         }
         println!("\n{}: {} not recalled, e.g.:", class.name(), missed.len());
-        // Spread the examples over forms and contexts.
-        let step = (missed.len() / 5).max(1);
-        for item in missed.iter().step_by(step).take(5) {
+        // Spread the examples over forms and contexts (all of them with
+        // RECALL_MISSES=all).
+        let all = std::env::var("RECALL_MISSES").as_deref() == Ok("all");
+        let (step, most) = match all {
+            true => (1, usize::MAX),
+            false => ((missed.len() / 5).max(1), 5),
+        };
+        for item in missed.iter().step_by(step).take(most) {
             let shown = item.render();
             println!(
                 "  [{} / {}] {:?}\n    -> {:?} ({} redactions)",

@@ -123,10 +123,7 @@ impl Secret {
             }
             Secret::FlagValue => {
                 let (from, to) = match m.last() {
-                    Some(&q @ (b'"' | b'\'')) => {
-                        let open = m[..len - 1].iter().rposition(|&b| b == q);
-                        open.map_or((len, len), |open| (open + 1, len - 1))
-                    }
+                    Some(&q @ (b'"' | b'\'')) => quoted_at_end(m, q),
                     _ => {
                         // After the flag's name and its `=` or blanks.
                         let name = find(m, b"--").unwrap_or(0);
@@ -256,8 +253,7 @@ impl Secret {
             Secret::NextWord => {
                 let (from, to, quoted) = match m.last() {
                     Some(&q @ (b'"' | b'\'')) => {
-                        let open = m[..len - 1].iter().rposition(|&b| b == q);
-                        let (from, to) = open.map_or((len, len), |open| (open + 1, len - 1));
+                        let (from, to) = quoted_at_end(m, q);
                         (from, to, true)
                     }
                     _ => (
@@ -290,6 +286,17 @@ impl Secret {
             }
         }
     }
+}
+
+/// The inside of the quoted value that ends `m` with the quote `q`
+/// (`'…'`, `"…"`, or `\"…\"` inside a JSON string), or an empty range at
+/// the end when there is no opening quote.
+fn quoted_at_end(m: &[u8], q: u8) -> (usize, usize) {
+    let len = m.len();
+    let escaped = q == b'"' && len >= 2 && m[len - 2] == b'\\';
+    let close = if escaped { len - 2 } else { len - 1 };
+    let open = m[..close].iter().rposition(|&b| b == q);
+    open.map_or((len, len), |open| (open + 1, close))
 }
 
 /// Whether an argument in a credential's place is taken as the secret:
@@ -700,11 +707,12 @@ macro_rules! flag_start {
     };
 }
 
-/// A flag's value: single-quoted, double-quoted, or bare (to whitespace, a
+/// A flag's value: single-quoted, double-quoted, quoted with JSON-escaped
+/// quotes (`\"value\"`, inside a JSON string), or bare (to whitespace, a
 /// quote, a backslash, shell syntax, BEL or ESC).
 macro_rules! flag_value {
     () => {
-        r#"(?:'([^'\r\n]*)'|"((?:[^"\\\r\n]|\\.)*)"|([^\s"'\\;&|<>\x07\x1b]+))"#
+        r#"(?:'([^'\r\n]*)'|"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|([^\s"'\\;&|<>\x07\x1b]+))"#
     };
 }
 
@@ -956,7 +964,8 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             r#"(?:"#,
             start!(),
             r#"(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login|redis-cli|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)\b[^\r\n;|&]*?[ \t]-[pa][ \t]+|"#,
-            r#"\b(?:machine[ \t\r\n]+[^\s]+|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]+)*[ \t\r\n]+password[ \t]+)"#,
+            start!(),
+            r#"(?:machine[ \t\r\n]+[^\s]+|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]+)*[ \t\r\n]+password[ \t]+)"#,
             flag_value!()
         ),
         secret: Secret::NextWord,

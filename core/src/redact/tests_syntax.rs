@@ -263,6 +263,20 @@ fn rule_password_argument() {
         "redis-cli -h cache -a Tr0ub4dor3x ping",
         &format!("redis-cli -h cache -a {pw} ping"),
     );
+    // After a colour, and a flag's value in JSON-escaped quotes.
+    one(
+        "password-argument",
+        "\x1b[32mmachine h login ana password Tr0ub4dor3x\x1b[0m\n",
+        &format!("\x1b[32mmachine h login ana password {pw}\x1b[0m\n"),
+    );
+    one(
+        "flag-argument",
+        r#"{"msg":"+ cli login --client-secret \"jI;{.Ip$W6\" ok"}"#,
+        &format!(
+            r#"{{"msg":"+ cli login --client-secret \"{}\" ok"}}"#,
+            r("flag-argument")
+        ),
+    );
     stays("Your password expired. Use the password reset link.");
     stays("docker login -u ana --password-stdin registry.example.com");
 }

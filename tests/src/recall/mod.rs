@@ -133,11 +133,44 @@ pub fn leak_len(n: usize) -> usize {
 /// The first substring of `secret`, [`leak_len`] bytes long, that
 /// `rendering` holds, if any.
 pub fn leak<'a>(rendering: &str, secret: &'a str) -> Option<&'a str> {
+    // The placeholders are the library's words, not the helper's: a rule
+    // named after its provider (`[redacted: rubygems-api-key]`) shows no
+    // part of a `rubygems_…` token.
+    let rendering = without_placeholders(rendering);
+    let rendering = rendering.as_str();
     let bytes = secret.as_bytes();
     let len = leak_len(bytes.len());
     (0..=bytes.len().saturating_sub(len))
         .filter_map(|i| secret.get(i..i + len))
         .find(|part| rendering.contains(part))
+}
+
+/// Whether `rendering` holds a part of `secret` ([`leak_len`] bytes) that
+/// `elsewhere` (the rest of the item's text) does not.
+fn leaks_beyond(rendering: &str, secret: &str, elsewhere: &str) -> bool {
+    let rendering = without_placeholders(rendering);
+    let len = leak_len(secret.len());
+    (0..=secret.len().saturating_sub(len))
+        .filter_map(|i| secret.get(i..i + len))
+        .any(|part| rendering.contains(part) && !elsewhere.contains(part))
+}
+
+/// `rendering` with every `[redacted: RULE]` placeholder taken out.
+fn without_placeholders(rendering: &str) -> String {
+    let mut out = String::with_capacity(rendering.len());
+    let mut rest = rendering;
+    while let Some(at) = rest.find("[redacted: ") {
+        out.push_str(&rest[..at]);
+        match rest[at..].find(']') {
+            Some(end) => rest = &rest[at + end + 1..],
+            None => {
+                rest = &rest[at..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// An item rendered through a capture.
@@ -147,6 +180,9 @@ pub struct Rendering {
     pub text: String,
     /// Secrets counted as redacted in it.
     pub redactions: u64,
+    /// Words cut by the window's edge and hidden as `[cut]` (a secret
+    /// longer than the context margin that the edge cut).
+    pub cut_words: u64,
 }
 
 impl Item {
@@ -184,13 +220,27 @@ impl Item {
         Rendering {
             text,
             redactions: counts.total(),
+            cut_words: counts.cut_words(),
         }
     }
 
     /// Whether `rendering` recalls this item: no leak of the secret, and at
-    /// least one redaction counted.
+    /// least one redaction counted (or, at a window's edge, a cut word
+    /// hidden).
     pub fn recalled_by(&self, rendering: &Rendering) -> bool {
-        rendering.redactions > 0 && leak(&rendering.text, &self.secret).is_none()
+        let hidden = match self.feed {
+            // A secret longer than the context margin, cut by the edge, is
+            // hidden whole as `[cut]`: no rule can see it, and none of it
+            // shows.
+            Feed::Tail(_) => rendering.redactions + rendering.cut_words,
+            _ => rendering.redactions,
+        };
+        // A part of the secret that the text shows elsewhere too (the
+        // `https://` of a webhook URL in a URL's query) is no leak.
+        let elsewhere = self.text.replacen(&self.secret, "\n", 1);
+        let leaked = leak(&rendering.text, &self.secret)
+            .is_some_and(|_| leaks_beyond(&rendering.text, &self.secret, &elsewhere));
+        hidden > 0 && !leaked
     }
 
     /// The file name extension a file scanner is given this item under:
