@@ -513,8 +513,9 @@ pub const MAX_CUT_HIDDEN: usize = 2048;
 /// before it (a GitHub token is at most 259 bytes, a `github_pat_` 266,
 /// cloud and API keys under 200, PEM lines 64; `password=` or
 /// `Authorization: Bearer ` add a few dozen). Only a word that covers the
-/// whole margin (longer than it: a long JWT, a base64 blob) and
-/// [could hold a secret](may_hold_secret) is still hidden as `[cut]`. A
+/// whole margin (longer than it: a long JWT, a base64 blob) and could hold
+/// a secret (ASCII with a letter, not a run of one byte) is still hidden
+/// as `[cut]`. A
 /// capture reserves each margin from the retention pool, on top of its
 /// budget, when it first drops a byte: at most 512 bytes in `tail` and
 /// `head` mode, 1,024 in `head_and_tail` (one per inner edge).
