@@ -54,9 +54,18 @@ fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {
 
     let record = &refused.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
+    // The message says what the log holds: every frame that did not fit
+    // was cut off, so it ends at its last whole record.
+    let kept = std::fs::metadata(&path).unwrap().len();
     assert_eq!(
         record.failure.as_deref(),
-        Some("audit log: File too large (os error 27)")
+        Some(
+            format!(
+                "audit log: File too large (os error 27); the record was not kept \
+                 (the log ends at its last whole record, {kept} bytes)"
+            )
+            .as_str()
+        )
     );
     // The attempt and the three events after it (the end's transitions and
     // the final record) did not fit: the outcome counts every one.
