@@ -119,7 +119,7 @@ mod render;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
-    Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
+    Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
     CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, EveryAction,
     Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
     SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text, rfc3339,
