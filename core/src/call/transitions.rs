@@ -10,9 +10,10 @@
 use std::time::Instant;
 
 use super::{
-    Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome, ResultChannel,
-    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
+    Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
+    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome,
+    ResultChannel, ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd,
+    Timer, rfc3339,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
