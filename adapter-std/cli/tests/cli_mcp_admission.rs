@@ -220,8 +220,11 @@ fn a_call_that_waits_past_the_queue_timeout_never_runs() {
     assert_eq!(expired["admitted_offset_us"], Value::Null);
     assert_eq!(entered(expired, "dispatched"), None);
     let queued = expired["queued_offset_us"].as_i64().unwrap();
-    // The queue timeout runs from the entry into `queued`: exactly 500 ms.
-    assert_eq!(entered(expired, "queue_expired"), Some(queued + 500_000));
+    // The queue timeout runs from the entry into `queued`: 500 ms, and
+    // what the host's timer adds (the core's own tests prove the exact
+    // instant in virtual time).
+    let waited = entered(expired, "queue_expired").unwrap() - queued;
+    assert!((500_000..1_500_000).contains(&waited), "{waited} us");
 }
 
 #[test]

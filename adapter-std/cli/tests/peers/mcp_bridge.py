@@ -562,12 +562,16 @@ async def wire_corners():
 
 async def many_approvals(calls=200, extra=()):
     """`calls` tool calls that need approval, sent at once; the client
-    accepts each card as soon as it reads it; the cards live 5 s. Every
-    call must end `completed`."""
+    accepts each card as soon as it reads it; the cards live 5 s; each
+    helper spins for about 0.1 s of CPU, so that most calls wait queued.
+    Every call must end `completed`."""
     tools = os.path.join(WORK, "approvals.toml")
     with open(tools, "w") as f:
         f.write(
-            '[tools.deploy]\ndescription = "deploys"\ncommand = ["true"]\n'
+            '[tools.deploy]\ndescription = "deploys"\n'
+            # About 0.1 s of CPU each: 200 started at once would leave the
+            # client little to read the next cards.
+            'command = ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"]\n'
             'approval = "required"\napproval_timeout_ms = 5000\n'
         )
 
@@ -600,7 +604,7 @@ async def many_approvals(calls=200, extra=()):
     longest = max(waited, default=0) / 1000
     print(
         f"{calls} approvals at once: {json.dumps(states, sort_keys=True)} in {took:.1f} s; "
-        f"{sum(1 for w in waited if w > 0)} waited queued (longest {longest:.0f} ms)"
+        f"{sum(1 for w in waited if w > 1000)} waited queued over 1 ms (longest {longest:.0f} ms)"
     )
     equal(states, {"completed": calls}, f"{calls} approvals at once")
 
