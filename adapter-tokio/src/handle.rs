@@ -229,6 +229,17 @@ impl CallHandle {
         self.core.card_delivered();
     }
 
+    /// Admits the call, queued since it was authorized because its
+    /// settings ask for [`Admission::Queued`](spillguard_core::Admission::Queued)
+    /// (a driver that runs at most so many calls at once): it spawns its
+    /// helper now. Returns at once. Ignored if the call has ended (its
+    /// queue timeout or a cancel came first) or is not queued (its
+    /// settings admit it at once). See
+    /// [`Call::handle_admitted`](spillguard_core::Call::handle_admitted).
+    pub fn admit(&self) {
+        self.core.admit();
+    }
+
     /// Asks the call to stop. Before dispatch it ends
     /// `cancelled_before_dispatch`; after, the helper's group gets SIGTERM,
     /// then SIGKILL after the grace. Returns at once; ignored once finished.

@@ -120,11 +120,11 @@ mod render;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
-    Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy, EveryAction,
-    Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
-    SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text, rfc3339,
-    spawn_error_kind, visible,
+    Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
+    CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
+    EveryAction, Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind,
+    SettingsError, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
+    card_text, rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use proptest::prelude::*;
 use spillguard_core::{
-    Action, AuditKind, Call, CallKind, CallRecord, CallSettings, CancelReason, Config,
+    Action, Admission, AuditKind, Call, CallKind, CallRecord, CallSettings, CancelReason, Config,
     DisconnectPolicy, Diverted, ExitStatus, ResultKind, RetentionPool, State, StdoutMode,
     TRANSITIONS,
 };
@@ -39,6 +39,7 @@ enum Op {
     InputEnded,
     Forwarded(u64),
     Diverted(usize),
+    Admitted,
     Advance(u64),
 }
 
@@ -64,6 +65,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::InputEnded),
         1 => (0u64..100_000).prop_map(Op::Forwarded),
         1 => (0usize..5_000).prop_map(Op::Diverted),
+        1 => Just(Op::Admitted),
         4 => (0u64..8_000).prop_map(Op::Advance),
     ]
 }
@@ -107,6 +109,7 @@ impl Driver {
                 .handle_validation_failed(now, "bad target")
                 .is_err(),
             Op::Grant => self.call.handle_approval_granted(now).is_err(),
+            Op::Admitted => self.call.handle_admitted(now).is_err(),
             Op::Deny => self.call.handle_approval_denied(now).is_err(),
             Op::Spawned => self.call.handle_spawned(now, 77).is_err(),
             Op::SpawnFailed => self
@@ -261,6 +264,10 @@ fn check_record(r: &CallRecord) {
     if r.pid.is_none() {
         assert!(!reaped && r.signals.is_empty());
     }
+    // Admitted only after queued, and never queued without admission.
+    if let Some(admitted) = r.admitted_offset_us {
+        assert!(r.queued_offset_us.is_some_and(|queued| queued <= admitted));
+    }
     match r.state {
         State::Unknown => assert!(!reaped),
         State::Completed => assert_eq!(r.exit_status, Some(0)),
@@ -273,6 +280,10 @@ fn check_record(r: &CallRecord) {
         State::CancelledAfterDispatch | State::CancelledBeforeDispatch => {
             assert!(r.cancel_reason.is_some())
         }
+        State::QueueExpired => {
+            assert!(r.pid.is_none() && r.queued_offset_us.is_some());
+            assert_eq!(r.admitted_offset_us, None);
+        }
         _ => {}
     }
 }
@@ -284,6 +295,8 @@ struct Schedule {
     cancel_on_disconnect: bool,
     deadline_ms: Option<u64>,
     streamed: bool,
+    /// Under admission, the queue timeout.
+    queue_timeout_ms: Option<u64>,
 }
 
 fn schedule() -> impl Strategy<Value = Schedule> {
@@ -293,14 +306,18 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         any::<bool>(),
         proptest::option::of(1u64..3_000),
         any::<bool>(),
+        proptest::option::of(1u64..3_000),
     )
         .prop_map(
-            |(ops, discovery, cancel_on_disconnect, deadline_ms, streamed)| Schedule {
-                ops,
-                discovery,
-                cancel_on_disconnect,
-                deadline_ms,
-                streamed,
+            |(ops, discovery, cancel_on_disconnect, deadline_ms, streamed, queue_timeout_ms)| {
+                Schedule {
+                    ops,
+                    discovery,
+                    cancel_on_disconnect,
+                    deadline_ms,
+                    streamed,
+                    queue_timeout_ms,
+                }
             },
         )
 }
@@ -323,6 +340,11 @@ fn run(s: &Schedule) -> State {
     }
     if s.cancel_on_disconnect {
         settings.on_client_disconnect = DisconnectPolicy::Cancel;
+    }
+    if let Some(ms) = s.queue_timeout_ms {
+        settings.admission = Admission::Queued {
+            timeout: Duration::from_millis(ms),
+        };
     }
     let kind = if s.discovery {
         CallKind::Discovery

@@ -40,7 +40,7 @@ fn the_architecture_diagram_matches_the_transition_table() {
         missing.is_empty() && extra.is_empty(),
         "missing from diagram: {missing:?}\nnot in table: {extra:?}"
     );
-    assert_eq!(table.len(), 21);
+    assert_eq!(table.len(), 27);
 }
 
 #[test]

@@ -138,15 +138,19 @@ parameter named as a credential key: password, db_password, api_key, ...)
 reaches the command and reads [redacted: secret-parameter] on the card, in
 the audit log, the record and the result. Every request is answered
 (-32700, -32600, -32602 for what cannot be served).
+At most --max-running tool calls run at once; an approved call beyond that
+waits in `queued` (first come first served; cards are asked at once) and
+ends `queue_expired`, never run, after --queue-timeout-ms.
 stdout carries JSON-RPC messages only; diagnostics go to stderr. When stdin
 ends, live calls get the --on-disconnect policy, every record is written,
 then the server exits 0 (2 on bad input; 1 if the transport fails).
 
 `mcp --check` loads the tools file, checks every rule (every error names
 its field, e.g. `tools.remote_uptime.params.host.pattern`) and prints
-{\"tools\": [{name, description, inputSchema, outputSchema}, ...]} as one line
-of JSON (a secret parameter has \"writeOnly\": true), with a warning on
-stderr for each program not found.
+{\"tools\": [{name, description, inputSchema, outputSchema}, ...],
+\"bridge\": {max_running, queue_timeout_ms}} as one line of JSON (a secret
+parameter has \"writeOnly\": true), with a warning on stderr for each
+program not found.
 Exit status: 0 when the file is valid; 2 when it cannot be read or breaks a
 rule (one line on stderr); 1 if the output could not be written.
 
@@ -269,6 +273,16 @@ pub struct McpArgs {
     /// exits
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = OnDisconnect::Finish)]
     pub on_disconnect: OnDisconnect,
+    /// At most N tool calls run at once; the others wait in `queued`, in
+    /// order, after their approval (overrides `[bridge] max_running`)
+    /// [default: twice the CPUs]
+    #[arg(long, value_name = "N", value_parser = max_running, allow_hyphen_values = true)]
+    pub max_running: Option<usize>,
+    /// How long an approved call may wait in `queued` before it ends
+    /// `queue_expired`, never run (overrides `[bridge] queue_timeout_ms`)
+    /// [default: 60000]
+    #[arg(long, value_name = "MS", value_parser = queue_timeout_ms, allow_hyphen_values = true)]
+    pub queue_timeout_ms: Option<u64>,
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
@@ -624,6 +638,24 @@ fn number(value: &str) -> Result<u64, String> {
 fn positive(value: &str) -> Result<u64, String> {
     match number(value)? {
         0 => Err("0 would stop the helper at once (leave the option out for no deadline)".into()),
+        n => Ok(n),
+    }
+}
+
+/// `--max-running`: at least 1.
+fn max_running(value: &str) -> Result<usize, String> {
+    let n = number(value)?;
+    match usize::try_from(n) {
+        Ok(0) => Err("0 would run no tool call".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{value}` is too large")),
+    }
+}
+
+/// `--queue-timeout-ms`: at least 1.
+fn queue_timeout_ms(value: &str) -> Result<u64, String> {
+    match number(value)? {
+        0 => Err("0 would expire every queued call at once".into()),
         n => Ok(n),
     }
 }
@@ -1032,6 +1064,8 @@ mod tests {
                     tools: "t.toml".into(),
                     check: true,
                     on_disconnect: OnDisconnect::Finish,
+                    max_running: None,
+                    queue_timeout_ms: None,
                     audit: AuditFlags::default(),
                 }
             ),
@@ -1054,6 +1088,8 @@ mod tests {
                     tools: "t.toml".into(),
                     check: false,
                     on_disconnect: OnDisconnect::Cancel,
+                    max_running: None,
+                    queue_timeout_ms: None,
                     audit: AuditFlags {
                         audit: Some("calls.log".into()),
                         audit_key_file: None,
@@ -1068,6 +1104,48 @@ mod tests {
         assert_eq!(
             err(&["mcp", "--tools", "t", "--serve"]),
             "unknown flag `--serve` (see `spillguard --help`)"
+        );
+    }
+
+    #[test]
+    fn mcp_takes_the_admission_limits() {
+        match parse(&[
+            "mcp",
+            "--tools",
+            "t.toml",
+            "--max-running",
+            "3",
+            "--queue-timeout-ms",
+            "2500",
+        ]) {
+            Ok(Command::Mcp(mcp)) => {
+                assert_eq!(
+                    (mcp.max_running, mcp.queue_timeout_ms),
+                    (Some(3), Some(2500))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let flag = |name: &str, value: &str| err(&["mcp", "--tools", "t", name, value]);
+        assert_eq!(
+            flag("--max-running", "0"),
+            "`--max-running`: 0 would run no tool call"
+        );
+        assert_eq!(
+            flag("--max-running", "-1"),
+            "`--max-running`: `-1` is not a non-negative integer"
+        );
+        assert_eq!(
+            flag("--max-running", "two"),
+            "`--max-running`: `two` is not a non-negative integer"
+        );
+        assert_eq!(
+            flag("--queue-timeout-ms", "0"),
+            "`--queue-timeout-ms`: 0 would expire every queued call at once"
+        );
+        assert_eq!(
+            flag("--queue-timeout-ms", "1.5"),
+            "`--queue-timeout-ms`: `1.5` is not a non-negative integer"
         );
     }
 

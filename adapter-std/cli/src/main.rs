@@ -82,7 +82,7 @@ fn check_tools(args: &McpArgs) -> ExitCode {
     if let Err(error) = args.check() {
         return usage_error(&error);
     }
-    match mcp::check(&args.tools) {
+    match mcp::check(&args.tools, args.max_running, args.queue_timeout_ms) {
         Ok((json, warnings)) => match warnings
             .iter()
             .try_for_each(|warning| {

@@ -42,7 +42,7 @@ fn check_prints_the_tools_of_the_example_as_one_json_line() {
                 .as_array()
                 .unwrap()
                 .len(),
-            15
+            17
         );
     }
     assert_eq!(

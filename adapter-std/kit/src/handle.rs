@@ -70,6 +70,11 @@ impl<R> ToOwner<R> {
     pub fn card_delivered(&self) {
         self.command(Command::CardDelivered);
     }
+
+    /// Admits the queued call: it may spawn now.
+    pub fn admit(&self) {
+        self.command(Command::Admit);
+    }
 }
 
 /// An approver's answer, as the handle sends it.
@@ -168,6 +173,13 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
     /// The call's card reached the approver; returns at once.
     pub fn card_delivered(&self) {
         self.to_owner.card_delivered();
+    }
+
+    /// Admits the queued call (see
+    /// [`Call::handle_admitted`](spillguard_core::Call::handle_admitted));
+    /// returns at once.
+    pub fn admit(&self) {
+        self.to_owner.admit();
     }
 
     /// The way to the owner, for a canceller that outlives the handle.

@@ -73,6 +73,9 @@ pub enum Command<R> {
     /// The approval card reached the approver
     /// ([`Call::handle_card_delivered`]).
     CardDelivered,
+    /// The driver admits the queued call: it may spawn now
+    /// ([`Call::handle_admitted`]).
+    Admit,
     /// The handle (and, for a streamed call, both streams) was dropped
     /// without its outcome.
     ClientDisconnected,
@@ -171,6 +174,13 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         }
         Event::Command(Command::CardDelivered) => {
             call.handle_card_delivered(now);
+            Ok(())
+        }
+        Event::Command(Command::Admit) => {
+            // An admission that finds the call no longer queued (it ended:
+            // its queue timeout or a cancel came first) or never queued
+            // (its settings admit it at once) changes nothing.
+            let _ = call.handle_admitted(now);
             Ok(())
         }
         Event::Command(Command::ClientDisconnected) => {

@@ -223,8 +223,9 @@ struct SeenCall {
 }
 
 /// The states a call reaches only after its attempt is on record.
-const ONWARD: [State; 3] = [
+const ONWARD: [State; 4] = [
     State::AwaitingApproval,
+    State::Queued,
     State::Authorized,
     State::Dispatched,
 ];

@@ -162,6 +162,71 @@ pub struct CallSettings {
     /// How a JSON result is classified; `None` (the default) applies the
     /// convention of [`ResultKind::of_json`].
     pub result_classifier: Option<ResultClassifier>,
+    /// Whether an authorized call spawns at once ([`Admission::Immediate`],
+    /// the default) or waits in `queued` until its driver admits it
+    /// ([`Admission::Queued`]), for a driver that runs at most so many
+    /// calls at once.
+    pub admission: Admission,
+}
+
+/// When an authorized call may spawn its helper.
+///
+/// ```
+/// use std::time::{Duration, Instant, SystemTime};
+/// use spillguard_core::{
+///     Action, Admission, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool, State,
+/// };
+///
+/// let config = Config::default();
+/// let settings = CallSettings {
+///     admission: Admission::Queued { timeout: Duration::from_secs(60) },
+///     ..CallSettings::action(&config)
+/// };
+/// let spec = CallSpec {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "build".into(),
+///     target: "ci".into(),
+///     summary: "make".into(),
+///     card_lines: Vec::new(),
+/// };
+/// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+/// let t0 = Instant::now();
+/// let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
+/// call.handle_validated(t0, false)?;
+/// // Authorized, but nothing to spawn until the driver admits it.
+/// while let Some(action) = call.poll_action() {
+///     assert!(matches!(action, Action::Audit(_)));
+/// }
+/// assert_eq!(call.state(), State::Queued);
+/// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(60)));
+///
+/// // A slot is free at 2 s: the call asks to spawn.
+/// call.handle_admitted(t0 + Duration::from_secs(2))?;
+/// assert_eq!(call.state(), State::Authorized);
+/// assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn)));
+/// # Ok::<(), spillguard_core::CallError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Once authorized, the call asks to spawn at once (the default: a
+    /// library call and `spillguard run` never wait in `queued`).
+    #[default]
+    Immediate,
+    /// Once authorized (approved, or no approval needed), the call enters
+    /// `queued` and asks for nothing until the driver reports
+    /// [`Call::handle_admitted`]; then it enters `authorized` and asks to
+    /// spawn. Not admitted within `timeout` of entering `queued`, it ends
+    /// `queue_expired`: nothing was spawned. A cancel while queued ends it
+    /// `cancelled_before_dispatch`, and so does a client disconnect, under
+    /// either policy (nothing runs yet, and nobody is left to read what it
+    /// would give).
+    Queued {
+        /// How long the call may wait in `queued`.
+        timeout: Duration,
+    },
 }
 
 /// Who owns a helper's stdin and stdout.
@@ -318,6 +383,7 @@ impl CallSettings {
             debug_until: None,
             result: ResultChannel::None,
             result_classifier: None,
+            admission: Admission::Immediate,
         }
     }
 
@@ -709,6 +775,7 @@ pub(crate) enum Input {
     DebugGranted(DebugGrant),
     DebugRevoked,
     CardDelivered,
+    Admitted,
     Timeout(Timer),
 }
 
@@ -733,6 +800,7 @@ impl Input {
             Input::DebugGranted(_) => "debug_granted",
             Input::DebugRevoked => "debug_revoked",
             Input::CardDelivered => "card_delivered",
+            Input::Admitted => "admitted",
             Input::Timeout(_) => "timeout",
         }
     }
@@ -864,6 +932,8 @@ pub struct Call {
     pub(crate) cancel_offset_us: Option<u64>,
     pub(crate) card_delivered_offset_us: Option<u64>,
     pub(crate) exited_offset_us: Option<u64>,
+    pub(crate) queued_offset_us: Option<u64>,
+    pub(crate) admitted_offset_us: Option<u64>,
     pub(crate) stop_before_exit: bool,
     pub(crate) kill_needed: bool,
     pub(crate) descendants_signalled: bool,
@@ -933,6 +1003,8 @@ impl Call {
             cancel_offset_us: None,
             card_delivered_offset_us: None,
             exited_offset_us: None,
+            queued_offset_us: None,
+            admitted_offset_us: None,
             stop_before_exit: false,
             kill_needed: false,
             descendants_signalled: false,
@@ -1027,6 +1099,17 @@ impl Call {
     /// The record says when (`card_delivered_offset_us`).
     pub fn handle_card_delivered(&mut self, now: Instant) {
         self.handle_infallible(now, Input::CardDelivered);
+    }
+
+    /// The driver admits the queued call (a running slot is free): it
+    /// leaves `queued` for `authorized` and asks to spawn
+    /// ([`Action::Spawn`]). Only for a call whose settings ask for
+    /// [`Admission::Queued`], once it is in `queued`; in any other live
+    /// state this is a caller error that changes nothing. Ignored once the
+    /// call has ended (its queue timeout or a cancel may come first). The
+    /// record says when (`admitted_offset_us`).
+    pub fn handle_admitted(&mut self, now: Instant) -> Result<(), CallError> {
+        self.handle(now, Input::Admitted)
     }
 
     /// The approver said yes.

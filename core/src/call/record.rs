@@ -9,8 +9,13 @@ use super::StdoutMode;
 use crate::config::Retain;
 use crate::render::Fingerprint;
 
-/// The lifecycle states of a call. The first five are live; every
-/// other is terminal, and a call reaches exactly one of them.
+/// The lifecycle states of a call. `received`, `validated`,
+/// `awaiting_approval`, `queued`, `authorized` and `dispatched` are live;
+/// every other is terminal, and a call reaches exactly one of them.
+///
+/// The order of the variants is part of the audit log's format (postcard
+/// writes a variant's index): new states are added at the end; [`State::ALL`]
+/// gives them in lifecycle order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -21,7 +26,8 @@ pub enum State {
     Validated,
     /// The approval card is shown; its deadline runs.
     AwaitingApproval,
-    /// Approved (or no approval needed); the helper is about to be spawned.
+    /// Approved (or no approval needed) and, under admission, admitted:
+    /// the helper is about to be spawned.
     Authorized,
     /// The helper runs; from here the remote side may act.
     Dispatched,
@@ -46,14 +52,24 @@ pub enum State {
     Killed,
     /// The process boundary was lost: the helper was never reaped.
     Unknown,
+    /// Authorized (approved, or no approval needed), and waiting for the
+    /// driver to admit it: the driver runs at most so many calls at once
+    /// ([`CallSettings::admission`](crate::CallSettings::admission)).
+    /// Nothing is spawned yet; the queue timeout runs.
+    Queued,
+    /// Authorized, but never admitted to run before its queue timeout:
+    /// the helper was never spawned, so nothing ran and the remote side
+    /// cannot have acted (unlike every state after `dispatched`).
+    QueueExpired,
 }
 
 impl State {
     /// Every state, live ones first.
-    pub const ALL: [State; 15] = [
+    pub const ALL: [State; 17] = [
         State::Received,
         State::Validated,
         State::AwaitingApproval,
+        State::Queued,
         State::Authorized,
         State::Dispatched,
         State::Completed,
@@ -62,6 +78,7 @@ impl State {
         State::FailedBeforeDispatch,
         State::Denied,
         State::ApprovalExpired,
+        State::QueueExpired,
         State::CancelledBeforeDispatch,
         State::CancelledAfterDispatch,
         State::Killed,
@@ -75,6 +92,7 @@ impl State {
             State::Received
                 | State::Validated
                 | State::AwaitingApproval
+                | State::Queued
                 | State::Authorized
                 | State::Dispatched
         )
@@ -98,6 +116,8 @@ impl State {
             State::CancelledAfterDispatch => "cancelled_after_dispatch",
             State::Killed => "killed",
             State::Unknown => "unknown",
+            State::Queued => "queued",
+            State::QueueExpired => "queue_expired",
         }
     }
 }
@@ -436,6 +456,18 @@ pub struct CallRecord {
     pub card_delivered_offset_us: Option<u64>,
     /// Offset at which the helper's exit was observed.
     pub exited_offset_us: Option<u64>,
+    /// Offset at which the call entered `queued`: authorized, waiting for
+    /// the driver's admission. `None` for a call that never waited there
+    /// (no admission, or it ended before it was authorized).
+    #[serde(default)]
+    pub queued_offset_us: Option<u64>,
+    /// Offset at which the driver admitted the queued call (it entered
+    /// `authorized` and was handed to the spawn): its time in the queue is
+    /// `admitted_offset_us - queued_offset_us`. `None` when it was never
+    /// admitted (no admission, or it left the queue by its timeout or a
+    /// cancel).
+    #[serde(default)]
+    pub admitted_offset_us: Option<u64>,
 }
 
 impl CallRecord {

@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 pub enum Timer {
     /// The approval card expires (fixed when the card is shown).
     ApprovalDeadline,
+    /// A queued call was not admitted in time
+    /// ([`Admission::Queued`](crate::Admission::Queued)): it ends
+    /// `queue_expired`. Armed when the call enters `queued`.
+    QueueDeadline,
     /// The call's maximum duration after dispatch.
     CallDeadline,
     /// A streamed helper's stdin was closed (its input ended, or a stop
@@ -33,6 +37,7 @@ impl Timer {
     /// All timers, in the order they are checked when several are due.
     pub const ALL: [Timer; COUNT] = [
         Timer::ApprovalDeadline,
+        Timer::QueueDeadline,
         Timer::CallDeadline,
         Timer::StdinCloseGrace,
         Timer::ShutdownGrace,
@@ -47,7 +52,7 @@ impl Timer {
 }
 
 /// How many timers there are.
-const COUNT: usize = 7;
+const COUNT: usize = 8;
 
 /// A fixed array of optional deadlines, one per [`Timer`].
 #[derive(Debug, Clone, Default)]

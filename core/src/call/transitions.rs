@@ -10,16 +10,19 @@
 use std::time::Instant;
 
 use super::{
-    Action, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError, CallKind,
-    CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome, ResultChannel,
-    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd, Timer, rfc3339,
+    Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
+    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome,
+    ResultChannel, ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd,
+    Timer, rfc3339,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
 use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
-/// `dispatched` are the precedence rules (see `ARCHITECTURE.md`).
+/// `dispatched` are the precedence rules (see `ARCHITECTURE.md`). The
+/// edges through `queued` are taken only under
+/// [`Admission::Queued`](super::Admission::Queued).
 pub const TRANSITIONS: &[(State, &str, State)] = &[
     (State::Received, "validated", State::Validated),
     (
@@ -50,6 +53,20 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
         "cancel",
         State::CancelledBeforeDispatch,
     ),
+    (
+        State::Validated,
+        "no approval required, admission on",
+        State::Queued,
+    ),
+    (
+        State::AwaitingApproval,
+        "approval_granted, admission on",
+        State::Queued,
+    ),
+    (State::Queued, "admitted", State::Authorized),
+    (State::Queued, "queue deadline", State::QueueExpired),
+    (State::Queued, "cancel", State::CancelledBeforeDispatch),
+    (State::Queued, "audit_failed", State::FailedBeforeDispatch),
     (State::Authorized, "spawned", State::Dispatched),
     (
         State::Authorized,
@@ -131,7 +148,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.failure = Some(reason);
             end(call, now, FailedBeforeDispatch);
         }
-        (AwaitingApproval | Authorized, Input::AuditFailed(error))
+        (AwaitingApproval | Queued | Authorized, Input::AuditFailed(error))
             if call.settings.audit_fail_closed && !call.spawn_in_flight =>
         {
             call.audit_failures += 1;
@@ -139,7 +156,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             end(call, now, FailedBeforeDispatch);
         }
         (_, Input::AuditFailed(_)) => call.audit_failures += 1,
-        (Received | Validated | AwaitingApproval, Input::Cancel(reason)) => {
+        (Received | Validated | AwaitingApproval | Queued, Input::Cancel(reason)) => {
             call.cancel_reason = Some(reason);
             call.cancel_offset_us = Some(call.offset_us(now));
             end(call, now, CancelledBeforeDispatch);
@@ -167,6 +184,14 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             call.approval = ApprovalDecision::Expired;
             end(call, now, ApprovalExpired);
         }
+
+        (Queued, Input::Admitted) => {
+            call.timers.stop(Timer::QueueDeadline);
+            call.admitted_offset_us = Some(call.offset_us(now));
+            enter(call, now, Authorized);
+            call.actions.push_back(Action::Spawn);
+        }
+        (Queued, Input::Timeout(Timer::QueueDeadline)) => end(call, now, QueueExpired),
 
         (Authorized, Input::Cancel(reason)) => {
             call.cancel_reason.get_or_insert(reason);
@@ -287,7 +312,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             note_stop(call, now, CancelReason::StdinCloseGrace);
             terminate(call, now);
         }
-        (Received | Validated | AwaitingApproval | Authorized, Input::CallerDone) => {
+        (Received | Validated | AwaitingApproval | Queued | Authorized, Input::CallerDone) => {
             call.input_ended = true;
         }
         (Dispatched, Input::CallerDone) => {
@@ -304,8 +329,10 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         (state, Input::ClientDisconnected) => {
             call.client_disconnected = true;
             // A card on screen can no longer be answered: whoever could
-            // approve held what went away. Nothing runs yet, nothing is lost.
-            let unanswerable = state == AwaitingApproval;
+            // approve held what went away. A queued call has not started,
+            // and nobody is left to read what it would give. Nothing runs
+            // yet, nothing is lost.
+            let unanswerable = matches!(state, AwaitingApproval | Queued);
             if unanswerable || call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
                 apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
             }
@@ -413,9 +440,21 @@ fn show_card(call: &mut Call, now: Instant) {
     call.actions.push_back(Action::ShowApprovalCard(card));
 }
 
+/// Authorized: the spawn is asked for at once, or, under
+/// [`Admission::Queued`], the call waits in `queued` for the driver's
+/// admission, its queue timeout armed.
 fn authorize(call: &mut Call, now: Instant) {
-    enter(call, now, State::Authorized);
-    call.actions.push_back(Action::Spawn);
+    match call.settings.admission {
+        Admission::Immediate => {
+            enter(call, now, State::Authorized);
+            call.actions.push_back(Action::Spawn);
+        }
+        Admission::Queued { timeout } => {
+            call.queued_offset_us = Some(call.offset_us(now));
+            call.timers.set_after(Timer::QueueDeadline, now, timeout);
+            enter(call, now, State::Queued);
+        }
+    }
 }
 
 fn signal(call: &mut Call, now: Instant, signal: Signal) {
@@ -675,6 +714,8 @@ fn end(call: &mut Call, now: Instant, state: State) {
         cancel_offset_us: call.cancel_offset_us,
         card_delivered_offset_us: call.card_delivered_offset_us,
         exited_offset_us: call.exited_offset_us,
+        queued_offset_us: call.queued_offset_us,
+        admitted_offset_us: call.admitted_offset_us,
     };
     audit(call, now, AuditKind::Final(Box::new(record.clone())));
     call.actions.push_back(Action::Finished(Box::new(Outcome {

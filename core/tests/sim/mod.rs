@@ -400,6 +400,8 @@ pub struct Lane {
     pub finished_count: usize,
     pub actions_after_finish: usize,
     pub spawned_at: Option<Duration>,
+    /// When the fake driver admitted the call.
+    pub admitted_at: Option<Duration>,
 }
 
 impl Lane {
@@ -432,6 +434,15 @@ pub struct World {
     pub trace: Vec<(Duration, usize, String)>,
     pub peak_in_use: u64,
     pub steps: usize,
+    /// The fake driver's admission: at most this many admitted calls
+    /// unfinished at once; queued calls are admitted in the order they
+    /// entered `queued`. `None`: the world never admits (a test admits by
+    /// hand, or no call uses admission).
+    pub max_running: Option<usize>,
+    /// Lanes in the order they entered `queued`, not yet admitted.
+    pub queue: VecDeque<usize>,
+    /// Most admitted calls unfinished at once.
+    pub peak_running: usize,
 }
 
 impl World {
@@ -448,6 +459,9 @@ impl World {
             trace: Vec::new(),
             peak_in_use: 0,
             steps: 0,
+            max_running: None,
+            queue: VecDeque::new(),
+            peak_running: 0,
         }
     }
 
@@ -484,6 +498,7 @@ impl World {
             finished_count: 0,
             actions_after_finish: 0,
             spawned_at: None,
+            admitted_at: None,
         });
         self.lanes.len() - 1
     }
@@ -505,6 +520,7 @@ impl World {
             self.fire_outside(i, now);
             self.settle(i);
         }
+        self.admit_queued();
         self.peak_in_use = self.peak_in_use.max(self.pool.in_use());
         let Some(next) = self.next_wake() else {
             return false;
@@ -542,6 +558,35 @@ impl World {
             }
         }
         panic!("calls not finished after {max} steps");
+    }
+
+    /// The fake driver: admits queued calls, first in first out, while
+    /// fewer than `max_running` admitted calls are unfinished.
+    fn admit_queued(&mut self) {
+        let Some(max) = self.max_running else {
+            return;
+        };
+        loop {
+            let running = self
+                .lanes
+                .iter()
+                .filter(|l| l.admitted_at.is_some() && l.outcome.is_none())
+                .count();
+            self.peak_running = self.peak_running.max(running);
+            if running >= max {
+                return;
+            }
+            let Some(i) = self.queue.pop_front() else {
+                return;
+            };
+            if self.lanes[i].call.state() != spillguard_core::State::Queued {
+                continue;
+            }
+            let now = self.now;
+            self.lanes[i].admitted_at = Some(self.offset());
+            self.lanes[i].call.handle_admitted(now).unwrap();
+            self.settle(i);
+        }
     }
 
     fn next_wake(&self) -> Option<Instant> {
@@ -674,6 +719,18 @@ impl World {
             _ => "?".to_owned(),
         };
         self.trace.push((offset, i, name));
+        if let Action::Audit(AuditEvent {
+            kind:
+                AuditKind::Transition {
+                    to: spillguard_core::State::Queued,
+                    ..
+                },
+            ..
+        }) = &action
+        {
+            self.queue.push_back(i);
+        }
+        let lane = &mut self.lanes[i];
         match action {
             Action::Audit(event) => {
                 if lane

@@ -44,11 +44,21 @@
 //!    `approval_expired` result. A retry whose tool or arguments differ is
 //!    a JSON-RPC error and cancels the waiting call; a `requestState` this
 //!    server did not issue (or already resumed) is a JSON-RPC error.
-//! 4. **The helper runs**. A `notifications/cancelled` for the tool call
-//!    cancels it (`cancelled_before_dispatch` while the card is shown,
-//!    `cancelled_after_dispatch` once running: TERM to its group, grace,
-//!    KILL), and the record is still written.
-//! 5. **The result** (`answer.rs`) carries the record's
+//! 4. **The call waits for a running slot** (`queued`). At most
+//!    `max_running` tool calls run at once (`[bridge] max_running`,
+//!    `--max-running`, default twice the CPUs); an authorized call (approved,
+//!    or needing no approval) beyond that waits, first come first served,
+//!    and is admitted when a running call ends. Cards are never behind the
+//!    queue: they are asked as calls arrive, so a burst of approved helpers
+//!    cannot starve the client that must read the next cards. A call that
+//!    waits longer than `queue_timeout_ms` ends `queue_expired`: it never
+//!    ran. The record says when it was queued and admitted
+//!    (`queued_offset_us`, `admitted_offset_us`).
+//! 5. **The helper runs**. A `notifications/cancelled` for the tool call
+//!    cancels it (`cancelled_before_dispatch` while the card is shown or
+//!    the call is queued, `cancelled_after_dispatch` once running: TERM to
+//!    its group, grace, KILL), and the record is still written.
+//! 6. **The result** (`answer.rs`) carries the record's
 //!    fields, the helper's result and the stderr excerpt.
 //!
 //! When the client goes away (stdin reaches its end) every live call is
@@ -71,10 +81,12 @@ use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, Service
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
-use spillguard_std::core::{ApprovalCard, DisconnectPolicy, Outcome, State};
+use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Limits;
 use super::answer;
 use super::tools::{Tool, ToolsFile};
 use super::wire::Outbox;
@@ -92,6 +104,11 @@ struct Inner {
     list: ListToolsResult,
     host: Host,
     on_disconnect: DisconnectPolicy,
+    /// The running slots (`max_running` permits, handed out first come
+    /// first served): a call holds one from its admission to its outcome.
+    running: Arc<Semaphore>,
+    /// How long an authorized call may wait for a slot.
+    queue_timeout: Duration,
     gone: CancellationToken,
     /// The writer of the protocol, which says when a card is written.
     outbox: Arc<Outbox>,
@@ -123,12 +140,14 @@ enum Interrupted {
 }
 
 impl Bridge {
-    /// A server for `tools`, running their calls on `host` and writing
-    /// through `outbox`; `gone` is cancelled when the client goes away.
+    /// A server for `tools`, running their calls on `host`, at most
+    /// `limits.max_running` at once, and writing through `outbox`; `gone`
+    /// is cancelled when the client goes away.
     pub fn new(
         tools: ToolsFile,
         host: Host,
         on_disconnect: DisconnectPolicy,
+        limits: Limits,
         gone: CancellationToken,
         outbox: Arc<Outbox>,
     ) -> Result<Self, String> {
@@ -142,6 +161,8 @@ impl Bridge {
                 list,
                 host,
                 on_disconnect,
+                running: Arc::new(Semaphore::new(limits.max_running)),
+                queue_timeout: limits.queue_timeout,
                 gone,
                 outbox,
                 waiting: Mutex::new(HashMap::new()),
@@ -340,18 +361,52 @@ impl Bridge {
     }
 
     /// The settings every call of this server gets on top of the host's:
-    /// the disconnect policy, and an approval deadline that runs from the
-    /// card's delivery (the bridge reports each card written and flushed).
+    /// the disconnect policy, an approval deadline that runs from the
+    /// card's delivery (the bridge reports each card written and flushed),
+    /// and admission: once authorized, a call waits in `queued` until the
+    /// bridge admits it ([`Bridge::admit`]).
     fn settings<'h>(&'h self, builder: CallBuilder<'h, Host>) -> CallBuilder<'h, Host> {
         let host = &self.inner.host;
         let policy = self.inner.on_disconnect;
+        let timeout = self.inner.queue_timeout;
         builder.edit_settings(
             |kind| host.settings_for(kind),
             |settings| {
                 settings.on_client_disconnect = policy;
                 settings.deadline_from_delivery = true;
+                settings.admission = Admission::Queued { timeout };
             },
         )
+    }
+
+    /// Waits for a running slot, first come first served, and admits the
+    /// call with it; the slot is held until the permit is dropped (once the
+    /// call's outcome is in). `None` when the call ended first (refused,
+    /// denied, expired in the queue, cancelled): an ended call needs no
+    /// slot. A cancel of the tool call meanwhile cancels the call.
+    async fn admit(
+        &self,
+        handle: &CallHandle,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<OwnedSemaphorePermit>, Interrupted> {
+        let slot = self.inner.running.clone().acquire_owned();
+        let ended = handle.wait_finished();
+        tokio::pin!(slot, ended);
+        tokio::select! {
+            biased;
+            () = &mut ended => Ok(None),
+            () = self.inner.gone.cancelled() => Err(Interrupted::ClientGone),
+            () = context.ct.cancelled() => {
+                handle.cancel();
+                Ok(None)
+            }
+            permit = &mut slot => {
+                // The semaphore is never closed.
+                let Ok(permit) = permit else { return Ok(None) };
+                handle.admit();
+                Ok(Some(permit))
+            }
+        }
     }
 
     /// Shows the card through `elicitation/create` and hands the answer to
@@ -460,6 +515,13 @@ impl Bridge {
         arguments: &Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
+        // Held until the outcome is in: the helper has ended.
+        let _slot = match self.admit(&handle, context).await {
+            Ok(slot) => slot,
+            // Dropping the handle: a client disconnect, which cancels a
+            // queued call (nothing ran, nobody is left to read it).
+            Err(Interrupted::ClientGone) => return Err(gone_error()),
+        };
         let canceller = handle.canceller();
         let gone = &self.inner.gone;
         let wait = handle.wait();

@@ -19,6 +19,7 @@ use std::path::Path;
 
 use crate::args::UsageError;
 
+pub(crate) mod admission;
 mod answer;
 mod bridge;
 mod code;
@@ -44,9 +45,16 @@ use tools::{Tool, ToolResult, ToolsFile, is_tool_name};
 /// its tools as one line of JSON (a `tools/list` result, no newline), with
 /// a warning for each tool whose program cannot be found (on `PATH`, or at
 /// its path when it names one): the file is valid, but a call of that tool
-/// would fail to start here.
-pub fn check(path: &Path) -> Result<(String, Vec<String>), UsageError> {
+/// would fail to start here. The admission limits in force (the flags
+/// `max_running` and `queue_timeout_ms`, else the file's `[bridge]`, else
+/// the defaults) are under `bridge`.
+pub fn check(
+    path: &Path,
+    max_running: Option<usize>,
+    queue_timeout_ms: Option<u64>,
+) -> Result<(String, Vec<String>), UsageError> {
     let file = serve::load(path)?;
+    let limits = file.bridge.limits(max_running, queue_timeout_ms);
     let search = std::env::var_os("PATH").unwrap_or_default();
     let warnings = file
         .tools
@@ -66,7 +74,12 @@ pub fn check(path: &Path) -> Result<(String, Vec<String>), UsageError> {
             }
         })
         .collect();
-    let json = serde_json::to_string(&file.list_json())
+    let mut listed = file.list_json();
+    listed["bridge"] = serde_json::json!({
+        "max_running": limits.max_running,
+        "queue_timeout_ms": u64::try_from(limits.queue_timeout.as_millis()).unwrap_or(u64::MAX),
+    });
+    let json = serde_json::to_string(&listed)
         .map_err(|e| UsageError(format!("cannot encode the tools: {e}")))?;
     Ok((json, warnings))
 }

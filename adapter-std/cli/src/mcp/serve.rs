@@ -35,6 +35,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Limits;
 use super::bridge::Bridge;
 use super::tools::ToolsFile;
 use super::wire::{Outbox, Wire};
@@ -73,6 +74,7 @@ pub fn main(args: &McpArgs) -> ExitCode {
 /// Everything checked and opened, before the first byte is served.
 struct Ready {
     tools: ToolsFile,
+    limits: Limits,
     options: HostOptions,
     on_disconnect: DisconnectPolicy,
     protocol: File,
@@ -81,6 +83,7 @@ struct Ready {
 fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     args.check()?;
     let tools = load(&args.tools)?;
+    let limits = tools.bridge.limits(args.max_running, args.queue_timeout_ms);
     let audit = open_audit(&args.audit)?;
     let options = HostOptions {
         audit,
@@ -95,6 +98,7 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     };
     Ok(Ready {
         tools,
+        limits,
         options,
         on_disconnect,
         protocol,
@@ -147,6 +151,7 @@ impl Ready {
     async fn serve(self) -> ExitCode {
         let Ready {
             tools,
+            limits,
             options,
             on_disconnect,
             protocol,
@@ -160,7 +165,14 @@ impl Ready {
         };
         let gone = CancellationToken::new();
         let outbox = Outbox::new(tokio::fs::File::from_std(protocol));
-        let bridge = match Bridge::new(tools, host, on_disconnect, gone.clone(), outbox.clone()) {
+        let bridge = match Bridge::new(
+            tools,
+            host,
+            on_disconnect,
+            limits,
+            gone.clone(),
+            outbox.clone(),
+        ) {
             Ok(bridge) => bridge,
             Err(error) => {
                 eprintln!("spillguard: {error}");

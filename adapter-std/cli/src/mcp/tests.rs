@@ -213,7 +213,7 @@ fn file_errors_name_their_field() {
     );
     assert_eq!(
         err("[tool.x]\ndescription = \"d\"\n"),
-        "tool: unknown key (known keys: helper_output, tools)"
+        "tool: unknown key (known keys: helper_output, tools, bridge)"
     );
     assert_eq!(
         err(

@@ -7,7 +7,9 @@
 //! # The rules a file is held to
 //!
 //! * Top-level keys: `helper_output` (optional; the core's defaults when it
-//!   is left out) and `tools` (at least one tool).
+//!   is left out), `tools` (at least one tool) and `bridge` (optional: the
+//!   admission limits `max_running` and `queue_timeout_ms`, see
+//!   `admission.rs`).
 //! * A tool's name is a valid MCP tool name: 1 to 64 ASCII letters, digits,
 //!   `_` or `-`.
 //! * `command` is a non-empty array of strings. Its first word, the
@@ -66,6 +68,8 @@ pub struct ToolsFile {
     pub config: Config,
     /// The tools, in name order.
     pub tools: Vec<Tool>,
+    /// The `[bridge]` table: the admission limits (see `admission.rs`).
+    pub bridge: super::admission::BridgeTable,
 }
 
 /// One tool: what the model sees (name, description, input schema) and
@@ -166,7 +170,7 @@ impl std::error::Error for ToolsError {}
 /// How long an approval card stays valid once shown, unless the tool says.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 
-const TOP_KEYS: &[&str] = &["helper_output", "tools"];
+const TOP_KEYS: &[&str] = &["helper_output", "tools", "bridge"];
 const TOOL_KEYS: &[&str] = &[
     "description",
     "command",
@@ -240,9 +244,14 @@ impl ToolsFile {
             return Err(first);
         }
         loaded.sort_by(|a, b| a.name.cmp(&b.name));
+        let bridge = match doc.get("bridge") {
+            Some(value) => super::admission::BridgeTable::load(value)?,
+            None => super::admission::BridgeTable::default(),
+        };
         Ok(Self {
             config,
             tools: loaded,
+            bridge,
         })
     }
 

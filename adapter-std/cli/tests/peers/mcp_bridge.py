@@ -9,12 +9,18 @@ messages only, and neither it nor the audit log the token. A client without the
 elicitation capability is refused. Two disconnects mid-call, one per
 policy, must leave every record in the audit log and no helper alive.
 The time from tools/call to the elicitation request is measured quiet and
-while another helper floods stderr.
+while another helper floods stderr. 200 approvals at once, each card
+accepted as soon as it comes (5 s approval timeout), all complete: the
+cards go out at once, and at most max_running approved helpers run while
+the others wait queued, so the client keeps the processor it needs to read
+the next cards.
 
 Usage: python mcp_bridge.py PATH/TO/spillguard [PATH/TO/mcp_tools.toml]
 Exits non-zero at the first wrong fact.
        python mcp_bridge.py --latency PATH/TO/spillguard TOOLS BLOCKS
 prints the tools/call -> elicitation times only (`cargo xtask bench`).
+       python mcp_bridge.py --approvals PATH/TO/spillguard [CALLS [FLAG...]]
+runs the approvals check alone (200 calls unless said) and prints its line.
 """
 
 import json
@@ -554,8 +560,58 @@ async def wire_corners():
               "wire: the first call's answer")
 
 
+async def many_approvals(calls=200, extra=()):
+    """`calls` tool calls that need approval, sent at once; the client
+    accepts each card as soon as it reads it; the cards live 5 s; each
+    helper spins for about 0.1 s of CPU, so that most calls wait queued.
+    Every call must end `completed`."""
+    tools = os.path.join(WORK, "approvals.toml")
+    with open(tools, "w") as f:
+        f.write(
+            '[tools.deploy]\ndescription = "deploys"\n'
+            # About 0.1 s of CPU each: 200 started at once would leave the
+            # client little to read the next cards.
+            'command = ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"]\n'
+            'approval = "required"\napproval_timeout_ms = 5000\n'
+        )
+
+    async def accept(context, params):
+        return types.ElicitResult(action="accept", content={})
+
+    params = StdioServerParameters(command=SPILLGUARD, args=["mcp", "--tools", tools, *extra])
+    records = []
+    started = time.monotonic()
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=accept) as client:
+            await client.initialize()
+
+            async def one():
+                result = await client.call_tool("deploy", {})
+                records.append(result.structured_content)
+
+            async with anyio.create_task_group() as group:
+                for _ in range(calls):
+                    group.start_soon(one)
+    took = time.monotonic() - started
+    states = {}
+    for record in records:
+        states[record["state"]] = states.get(record["state"], 0) + 1
+    waited = [
+        record["admitted_offset_us"] - record["queued_offset_us"]
+        for record in records
+        if record["admitted_offset_us"] is not None
+    ]
+    longest = max(waited, default=0) / 1000
+    print(
+        f"{calls} approvals at once: {json.dumps(states, sort_keys=True)} in {took:.1f} s; "
+        f"{sum(1 for w in waited if w > 1000)} waited queued over 1 ms (longest {longest:.0f} ms)"
+    )
+    equal(states, {"completed": calls}, f"{calls} approvals at once")
+
+
 async def main():
     started = time.monotonic()
+    await many_approvals()
     await wire_corners()
     await main_session()
     await modern_session()
@@ -607,6 +663,9 @@ async def latency(blocks):
 if sys.argv[1] == "--latency":
     SPILLGUARD, TOOLS = sys.argv[2], os.path.abspath(sys.argv[3])
     anyio.run(latency, int(sys.argv[4]))
+elif sys.argv[1] == "--approvals":
+    SPILLGUARD = sys.argv[2]
+    anyio.run(many_approvals, int(sys.argv[3]) if len(sys.argv) > 3 else 200, sys.argv[4:])
 elif sys.argv[1] == "--client-that-dies":
     SPILLGUARD, TOOLS = sys.argv[2], sys.argv[3]
     anyio.run(client_that_dies, *sys.argv[4:8])
