@@ -14,6 +14,7 @@
 
 mod jsonrpc;
 mod line;
+mod message;
 mod plot;
 mod recall;
 mod redact;
@@ -54,7 +55,9 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    through `stdio --mcp -- cat` vs `cat`, and, when the
                    MCP peers of .ci/peers.sh are installed, rmcp round
                    trips, `ping` round trips over socketpairs through
-                   `stdio --mcp` vs direct, and `spillguard mcp`'s time
+                   `stdio --mcp` vs direct, the guard's peak RSS for one
+                   message of 16 and 64 MiB (at the maximum and 1 KiB
+                   over), and `spillguard mcp`'s time
                    from tools/call to the approval card: quiet, beside
                    the same flood outside spillguard, and while a helper
                    floods stderr)
@@ -343,6 +346,9 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         );
         jsonrpc::print(&rows);
         failed += rows.failures.len();
+        let memory = message::measure(&binaries, options.rounds.min(3));
+        message::print(&memory);
+        failed += memory.failures.len();
     }
     if options.redact {
         match binaries.bench_redact.as_deref().map(redact::measure) {

@@ -16,6 +16,7 @@ mod audit;
 mod flood;
 mod grandchild;
 mod line;
+mod message;
 mod spawn;
 
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ use crate::line::Line;
 const USAGE: &str = "\
 usage: bench-case CASE [--helper PATH] [--bytes N] [--hold-ms MS] [--drain-ms MS] [--count N]
                       [--spillguard PATH] [--log PATH] [--command C] [--calls N] [--records N]
+                      [--max-message N]
 
 cases:
   idle                   nothing; the peak RSS baseline
@@ -56,6 +58,9 @@ cases:
                          sessions --json or activity --json): wall time and
                          the child's peak RSS (getrusage RUSAGE_CHILDREN),
                          checked against --calls and --records
+  mcp-message            one JSON-RPC message of --bytes through
+                         `--spillguard stdio --mcp` with --max-message N:
+                         the guard's peak RSS (getrusage RUSAGE_CHILDREN)
 
 --helper is the spillguard-test-helper binary (flood and grandchild cases).
 ";
@@ -92,6 +97,8 @@ pub struct Args {
     pub calls: u64,
     /// Records in the log (`audit-read` checks the verdict).
     pub records: u64,
+    /// `--max-message-bytes` of the guard (`mcp-message`).
+    pub max_message: Option<u64>,
 }
 
 impl Args {
@@ -181,6 +188,7 @@ fn main() -> ExitCode {
         "spawn-tokio-raw" => spawn::tokio_raw(&args),
         "audit-log" => audit::write_log(&args),
         "audit-read" => audit::read_log(&args),
+        "mcp-message" => message::run(&args),
         other => {
             eprint!("bench-case: unknown case `{other}`\n{USAGE}");
             return ExitCode::from(2);
@@ -228,6 +236,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         command: None,
         calls: 0,
         records: 0,
+        max_message: None,
     };
     while let Some(flag) = argv.next() {
         let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -245,6 +254,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--command" => args.command = Some(value()?),
             "--calls" => args.calls = number(value()?)?,
             "--records" => args.records = number(value()?)?,
+            "--max-message" => args.max_message = Some(number(value()?)?),
             "--count" => {
                 args.count =
                     u32::try_from(number(value()?)?).map_err(|_| format!("{flag}: too large"))?;
