@@ -153,6 +153,11 @@ struct Searcher {
     automaton: AhoCorasick,
     /// The formats (indices into [`FORMATS`]) per anchor pattern id.
     formats: Vec<Vec<usize>>,
+    /// The bytes a token of any format may hold (its lead, anchor,
+    /// separators and runs).
+    token_bytes: [bool; 256],
+    /// The fewest bytes a token of any format has.
+    shortest: usize,
 }
 
 static SEARCHER: LazyLock<Option<Searcher>> = LazyLock::new(build);
@@ -175,7 +180,36 @@ fn build() -> Option<Searcher> {
         .match_kind(MatchKind::Standard)
         .build(&anchors)
         .ok()?;
-    Some(Searcher { automaton, formats })
+    let mut token_bytes = [false; 256];
+    let mut shortest = usize::MAX;
+    for format in FORMATS {
+        let mut len = format.anchor.len();
+        let mut mark = |part: &Part| match *part {
+            Part::Lit(lit) => {
+                lit.bytes().for_each(|b| token_bytes[usize::from(b)] = true);
+                lit.len()
+            }
+            Part::Run(class, min, _) => {
+                (0..=u8::MAX)
+                    .filter(|&b| class.has(b))
+                    .for_each(|b| token_bytes[usize::from(b)] = true);
+                usize::from(min)
+            }
+        };
+        len += format.lead.as_ref().map_or(0, &mut mark);
+        len += format.parts.iter().map(&mut mark).sum::<usize>();
+        format
+            .anchor
+            .bytes()
+            .for_each(|b| token_bytes[usize::from(b)] = true);
+        shortest = shortest.min(len);
+    }
+    Some(Searcher {
+        automaton,
+        formats,
+        token_bytes,
+        shortest,
+    })
 }
 
 /// Bytes of the anchor automaton (0 if it could not be built).
@@ -190,7 +224,30 @@ pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
     let Some(searcher) = SEARCHER.as_ref() else {
         return;
     };
-    let Ok(matches) = searcher.automaton.try_find_overlapping_iter(hay) else {
+    // A token is one run of the bytes tokens hold: only runs at least as
+    // long as the shortest token are searched (most words of ordinary
+    // output are shorter), each with the whole text around it for the
+    // boundary checks.
+    let mut i = 0;
+    while i < hay.len() {
+        if !searcher.token_bytes[usize::from(hay[i])] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < hay.len() && searcher.token_bytes[usize::from(hay[i])] {
+            i += 1;
+        }
+        if i - start >= searcher.shortest {
+            scan_run(searcher, hay, start, i, spans);
+        }
+    }
+}
+
+/// The tokens whose anchor lies in `hay[from..to]`, one run of token bytes.
+fn scan_run(searcher: &Searcher, hay: &[u8], from: usize, to: usize, spans: &mut Vec<Span>) {
+    let input = aho_corasick::Input::new(hay).span(from..to);
+    let Ok(matches) = searcher.automaton.try_find_overlapping_iter(input) else {
         return;
     };
     for m in matches {
