@@ -605,8 +605,16 @@ fn ssh_passes_each_remote_value_quoted_for_the_remote_shell() {
 /// and their safe forms: each row is what the loader says.
 #[test]
 fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let Ok(readme) = std::fs::read_to_string(path) else {
+        // An unpacked package has no repository around it (cargo wrote
+        // `.cargo_vcs_info.json` into it); the workspace's run checks the
+        // table. Anywhere else a missing README is a failure.
+        let unpacked = concat!(env!("CARGO_MANIFEST_DIR"), "/.cargo_vcs_info.json");
+        assert!(std::path::Path::new(unpacked).exists(), "no README at {path}");
+        eprintln!("skipped: the repository's README is not around an unpacked package");
+        return;
+    };
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `[")).collect();
     assert_eq!(rows.len(), 8);
     for row in rows {
