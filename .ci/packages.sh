@@ -26,7 +26,9 @@ version=$(cargo metadata --no-deps --format-version 1 \
 crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
 
 echo "-- cargo package --workspace (version $version)"
-cargo package --workspace --no-verify --allow-dirty --quiet
+# xtask and spillguard-tests are never published (xtask depends on the
+# unpublished spillguard-tests, which cargo could not resolve from a registry).
+cargo package --workspace --exclude xtask --exclude spillguard-tests --no-verify --allow-dirty --quiet
 
 members=""
 patches=""
