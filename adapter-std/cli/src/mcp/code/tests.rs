@@ -611,7 +611,10 @@ fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
         // `.cargo_vcs_info.json` into it); the workspace's run checks the
         // table. Anywhere else a missing README is a failure.
         let unpacked = concat!(env!("CARGO_MANIFEST_DIR"), "/.cargo_vcs_info.json");
-        assert!(std::path::Path::new(unpacked).exists(), "no README at {path}");
+        assert!(
+            std::path::Path::new(unpacked).exists(),
+            "no README at {path}"
+        );
         eprintln!("skipped: the repository's README is not around an unpacked package");
         return;
     };
