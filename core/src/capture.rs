@@ -210,6 +210,9 @@ pub struct StreamCapture {
     before_tail_cap: Option<usize>,
     lease: PoolLease,
     limited: bool,
+    /// The window was narrowed below the budget to give bytes back to a
+    /// contended pool; it widens again once the pool is not contended.
+    narrowed: bool,
     ceiling_reported: bool,
 }
 
@@ -236,6 +239,7 @@ impl StreamCapture {
             before_tail_cap: None,
             lease: pool.lease(),
             limited: false,
+            narrowed: false,
             ceiling_reported: false,
         }
     }
@@ -245,6 +249,7 @@ impl StreamCapture {
     /// Infallible; copies at most the budget, however large the chunk.
     pub fn feed(&mut self, chunk: &[u8]) -> Fed {
         self.seen += chunk.len() as u64;
+        self.share_the_pool();
         let mut rest = chunk;
         if !self.head_closed {
             let room = self.head_cap - self.head.len();
@@ -377,8 +382,49 @@ impl StreamCapture {
         if budget >= self.settings.budget {
             return;
         }
-        let (head_cap, tail_cap) = self.caps_for(budget);
         self.settings.budget = budget;
+        self.narrow(budget);
+    }
+
+    /// Gives back to a contended pool what this capture holds above its
+    /// fair share (the margins first, then the oldest bytes of the window),
+    /// and widens a narrowed window again once the pool is not contended.
+    fn share_the_pool(&mut self) {
+        let pool = self.lease.pool();
+        if pool.is_contended() {
+            let share = pool.fair_share();
+            let margins = self.after_head_cap.unwrap_or(0) + self.before_tail_cap.unwrap_or(0);
+            if self.lease.bytes() > share || margins > 0 {
+                self.give_back_to(share);
+            }
+        } else if self.narrowed {
+            self.narrowed = false;
+            self.widen();
+        }
+    }
+
+    /// Brings what the lease holds down to `share` bytes, and to no more
+    /// than the window: the margins go first, for good.
+    fn give_back_to(&mut self, share: u64) {
+        self.after_head = Vec::new();
+        self.before_tail = Ring::default();
+        self.after_head_cap = Some(0);
+        self.before_tail_cap = Some(0);
+        let window = self.head_reserved + self.tail_reserved;
+        self.lease.shrink_to(window as u64);
+        let share = to_usize(share);
+        if window > share {
+            self.limited = true;
+            self.narrowed = true;
+            self.narrow(share);
+        }
+    }
+
+    /// Keeps the first and last bytes a window of `budget` allows, drops
+    /// the rest, and gives the freed reservation back to the pool.
+    fn narrow(&mut self, budget: usize) {
+        let (head_cap, tail_cap) = self.caps_for(budget);
+        let (head_cap, tail_cap) = (head_cap.min(self.head_cap), tail_cap.min(self.tail_cap));
         if self.head.len() > head_cap {
             // The bytes cut from the prefix are dropped before all others.
             let cut = self.head.split_off(head_cap);
@@ -450,8 +496,16 @@ impl StreamCapture {
         if budget <= self.settings.budget {
             return;
         }
-        let (head_cap, tail_cap) = self.caps_for(budget);
         self.settings.budget = budget;
+        // A narrowed window widens once the pool is no longer contended.
+        if !self.narrowed {
+            self.widen();
+        }
+    }
+
+    /// Lets the window grow to the budget again, as bytes come.
+    fn widen(&mut self) {
+        let (head_cap, tail_cap) = self.caps_for(self.settings.budget);
         self.head_cap = head_cap;
         self.tail_cap = tail_cap;
     }
@@ -484,6 +538,14 @@ impl StreamCapture {
         self.limited
     }
 
+    /// Whether the window holds less than the budget allows because the
+    /// pool is shared: bytes were dropped that the budget alone would have
+    /// kept. The marker says so.
+    fn held_back(&self) -> bool {
+        let window = self.head.len() + self.tail.len();
+        self.limited && window < self.settings.budget && self.seen > window as u64
+    }
+
     /// Whether the opt-in kill ceiling was crossed.
     pub fn ceiling_crossed(&self) -> bool {
         self.ceiling_reported
@@ -511,6 +573,7 @@ impl StreamCapture {
             head: &self.head,
             tail: [older, newer],
             redactor: &self.settings.redactor,
+            held_back: self.held_back(),
             margins: Margins {
                 after_head: &self.after_head,
                 before_tail: {
@@ -529,8 +592,20 @@ impl StreamCapture {
 
     /// Ends the capture, handing its bytes and its pool lease to a
     /// [`Retained`]; the pool is credited when that is dropped.
-    pub fn finish(self) -> Retained {
+    ///
+    /// A finished window keeps at most its fair share of the pool
+    /// ([`RetentionPool::fair_share`]) whether or not the pool is
+    /// contended: it never gives bytes back while it is held, and the
+    /// calls still running must be able to reach their share.
+    pub fn finish(mut self) -> Retained {
+        let share = self.lease.pool().fair_share();
+        if self.lease.bytes() > share {
+            self.give_back_to(share);
+        }
+        self.lease.settle();
+        let held_back = self.held_back();
         Retained {
+            held_back,
             stream: self.settings.stream,
             retain: self.settings.retain,
             debug: self.settings.debug,
@@ -541,7 +616,7 @@ impl StreamCapture {
             after_head: self.after_head,
             before_tail: self.before_tail.into_vec(),
             redactor: self.settings.redactor,
-            _lease: self.lease,
+            lease: self.lease,
         }
     }
 }
@@ -563,12 +638,13 @@ pub struct Retained {
     debug: bool,
     seen: u64,
     limited: bool,
+    held_back: bool,
     head: Vec<u8>,
     tail: Vec<u8>,
     after_head: Vec<u8>,
     before_tail: Vec<u8>,
     redactor: Redactor,
-    _lease: PoolLease,
+    lease: PoolLease,
 }
 
 impl Retained {
@@ -581,6 +657,7 @@ impl Retained {
             head: &self.head,
             tail: [&self.tail, &[]],
             redactor: &self.redactor,
+            held_back: self.held_back,
             margins: Margins {
                 after_head: &self.after_head,
                 before_tail: [&self.before_tail, &[]],
@@ -606,6 +683,12 @@ impl Retained {
     /// Whether the pool made the capture keep less than its budget allowed.
     pub fn retention_limited(&self) -> bool {
         self.limited
+    }
+
+    /// Bytes this window holds from the pool (the window and any margins
+    /// beyond its cut edges).
+    pub fn bytes_reserved(&self) -> u64 {
+        self.lease.bytes()
     }
 
     /// Whether a debug grant raised this capture's budget.

@@ -117,8 +117,8 @@ pub struct Config {
     pub stderr_retained_process_bytes: u64,
     /// Most bytes of stderr excerpt handed to a model, marker included
     ///. Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
-    /// least the longest marker of the retention mode (81 bytes for
-    /// `tail`, 82 for `head`, 156 for `head_and_tail`).
+    /// least the longest marker of the retention mode (124 bytes for
+    /// `tail`, 125 for `head`, 199 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
     /// How long a helper may take to exit after SIGTERM before SIGKILL
     ///. Written in seconds (integer or decimal). Default 5 s.
@@ -336,7 +336,7 @@ impl Config {
 /// `retain` can need (its counts at their widest), with its newlines: an
 /// excerpt cap below it would cut the marker.
 pub(crate) fn longest_marker(retain: Retain) -> u64 {
-    crate::render::marker_reserve(crate::capture::StreamName::Stderr, retain, u64::MAX) as u64
+    crate::render::marker_reserve(crate::capture::StreamName::Stderr, retain, u64::MAX, true) as u64
 }
 
 fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {

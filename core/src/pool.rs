@@ -7,6 +7,15 @@
 //! it is dropped. The pool never hands out more than its capacity, not even
 //! for a moment: reservation is one compare-and-swap on the in-use counter.
 //!
+//! The pool is shared fairly. With `n` leases open, each lease's fair share
+//! is `capacity / n`. A lease may grow past its share while nobody is short,
+//! but once a lease below its share is refused bytes (it is *starving*), no
+//! lease grows past its share, and a capture above its share gives the
+//! excess back the next time it is fed or when it finishes
+//! ([`PoolLease::over_share`]). So no call is held under
+//! `min(its budget, capacity / n)` because others took the pool first,
+//! except for as long as a call above its share writes nothing.
+//!
 //! The pool is plain shared memory (an `Arc` of atomics), not IO, so it lives
 //! in the core and can be shared between threads or tasks of any runtime.
 
@@ -42,6 +51,11 @@ struct Shared {
     capacity: u64,
     in_use: AtomicU64,
     peak: AtomicU64,
+    /// Leases open now.
+    leases: AtomicU64,
+    /// Leases below their share that were refused bytes and have not had
+    /// their share since.
+    starving: AtomicU64,
 }
 
 impl RetentionPool {
@@ -52,6 +66,8 @@ impl RetentionPool {
                 capacity,
                 in_use: AtomicU64::new(0),
                 peak: AtomicU64::new(0),
+                leases: AtomicU64::new(0),
+                starving: AtomicU64::new(0),
             }),
         }
     }
@@ -84,11 +100,31 @@ impl RetentionPool {
         self.capacity().saturating_sub(self.in_use())
     }
 
+    /// Leases open on this pool right now (live captures and the finished
+    /// windows still held).
+    pub fn leases(&self) -> u64 {
+        self.shared.leases.load(Ordering::Acquire)
+    }
+
+    /// Each open lease's fair share: `capacity / leases` (the whole
+    /// capacity while no lease is open).
+    pub fn fair_share(&self) -> u64 {
+        self.capacity() / self.leases().max(1)
+    }
+
+    /// Whether a lease below its fair share is waiting for bytes: while it
+    /// is, no lease grows past its share and leases above it give back.
+    pub fn is_contended(&self) -> bool {
+        self.shared.starving.load(Ordering::Acquire) > 0
+    }
+
     /// Opens an empty lease on this pool.
     pub fn lease(&self) -> PoolLease {
+        self.shared.leases.fetch_add(1, Ordering::AcqRel);
         PoolLease {
             pool: self.clone(),
             bytes: 0,
+            starving: false,
         }
     }
 
@@ -130,6 +166,8 @@ impl fmt::Debug for RetentionPool {
             .field("capacity", &self.capacity())
             .field("in_use", &self.in_use())
             .field("peak", &self.peak())
+            .field("leases", &self.leases())
+            .field("contended", &self.is_contended())
             .finish()
     }
 }
@@ -142,15 +180,55 @@ impl fmt::Debug for RetentionPool {
 pub struct PoolLease {
     pool: RetentionPool,
     bytes: u64,
+    starving: bool,
 }
 
 impl PoolLease {
     /// Asks for `more` bytes; returns how many were granted (possibly fewer,
     /// possibly zero). Never fails and never allocates.
+    ///
+    /// While the pool [is contended](RetentionPool::is_contended), a grant
+    /// never takes the lease past its [fair share](RetentionPool::fair_share).
+    /// A lease refused bytes while below its share is starving until a
+    /// later grant takes it to its share or the whole request, or until it
+    /// [settles](Self::settle).
     pub fn grow(&mut self, more: u64) -> u64 {
-        let granted = self.pool.reserve(more);
+        let share = self.pool.fair_share();
+        let allowed = match self.pool.is_contended() {
+            true => more.min(share.saturating_sub(self.bytes)),
+            false => more,
+        };
+        let granted = self.pool.reserve(allowed);
         self.bytes += granted;
+        self.set_starving(granted < more && self.bytes < share);
         granted
+    }
+
+    /// The fair share to give back down to, when this lease holds more than
+    /// its share while the pool is contended; `None` otherwise.
+    pub fn over_share(&self) -> Option<u64> {
+        if self.bytes == 0 || !self.pool.is_contended() {
+            return None;
+        }
+        let share = self.pool.fair_share();
+        (self.bytes > share).then_some(share)
+    }
+
+    /// Stops waiting for bytes: a lease that will not grow again (its
+    /// capture finished) must not keep the pool contended.
+    pub fn settle(&mut self) {
+        self.set_starving(false);
+    }
+
+    fn set_starving(&mut self, starving: bool) {
+        if starving != self.starving {
+            self.starving = starving;
+            let count = &self.pool.shared.starving;
+            match starving {
+                true => count.fetch_add(1, Ordering::AcqRel),
+                false => count.fetch_sub(1, Ordering::AcqRel),
+            };
+        }
     }
 
     /// Gives back every byte above `bytes` to the pool (no-op if the lease
@@ -175,7 +253,9 @@ impl PoolLease {
 
 impl Drop for PoolLease {
     fn drop(&mut self) {
+        self.settle();
         self.pool.release(self.bytes);
+        self.pool.shared.leases.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -98,6 +98,9 @@ pub struct Window<'a> {
     pub tail: [&'a [u8]; 2],
     /// The rules that redact the rendered text.
     pub redactor: &'a Redactor,
+    /// Whether the pool shared with other calls held the window below its
+    /// budget; the marker then says so.
+    pub held_back: bool,
     /// The dropped bytes just beyond the cut edges, read by the rules and
     /// never shown.
     pub margins: Margins<'a>,
@@ -151,6 +154,7 @@ impl Window<'_> {
                 self.head.len() as u64,
                 (self.tail[0].len() + self.tail[1].len()) as u64,
                 self.seen,
+                self.held_back,
             )
         })
     }
@@ -367,9 +371,10 @@ impl Window<'_> {
         let r = self.redactor;
         let seen = self.seen;
         let (stream, retain) = (self.stream, self.retain);
-        let reserve = marker_reserve(stream, retain, seen);
+        let held_back = self.held_back;
+        let reserve = marker_reserve(stream, retain, seen, held_back);
         let Some(room) = cap.checked_sub(reserve) else {
-            let mut m = marker(stream, retain, 0, 0, seen);
+            let mut m = marker(stream, retain, 0, 0, seen, held_back);
             m.truncate(cap);
             return m;
         };
@@ -384,7 +389,14 @@ impl Window<'_> {
                     bytes, mut spans, ..
                 } = head;
                 let start = fit_suffix(r, &bytes, 0, &mut spans, room);
-                let mut out = marker(stream, retain, 0, (bytes.len() - start) as u64, seen);
+                let mut out = marker(
+                    stream,
+                    retain,
+                    0,
+                    (bytes.len() - start) as u64,
+                    seen,
+                    held_back,
+                );
                 out.push('\n');
                 r.write_range(&bytes, &spans, start, bytes.len(), &mut out);
                 out
@@ -394,7 +406,7 @@ impl Window<'_> {
                     bytes, mut spans, ..
                 } = head;
                 let end = fit_prefix(r, &bytes, bytes.len(), &mut spans, room);
-                let mut out = marker(stream, retain, end as u64, 0, seen);
+                let mut out = marker(stream, retain, end as u64, 0, seen, held_back);
                 out.push('\n');
                 r.write_range(&bytes, &spans, 0, end, &mut out);
                 out
@@ -406,7 +418,14 @@ impl Window<'_> {
                     mut spans,
                 } = part;
                 let start = fit_suffix(r, &bytes[..shown.end], shown.start, &mut spans, room);
-                let mut out = marker(stream, retain, 0, (shown.end - start) as u64, seen);
+                let mut out = marker(
+                    stream,
+                    retain,
+                    0,
+                    (shown.end - start) as u64,
+                    seen,
+                    held_back,
+                );
                 out.push('\n');
                 r.write_range(&bytes, &spans, start, shown.end, &mut out);
                 out
@@ -418,7 +437,7 @@ impl Window<'_> {
                     mut spans,
                 } = head;
                 let end = fit_prefix(r, &bytes, shown.end, &mut spans, room);
-                let mut out = marker(stream, retain, end as u64, 0, seen);
+                let mut out = marker(stream, retain, end as u64, 0, seen, held_back);
                 out.push('\n');
                 r.write_range(&bytes, &spans, 0, end, &mut out);
                 out
@@ -469,7 +488,14 @@ impl Window<'_> {
                     }
                 };
                 let start = fit_suffix(r, &last[..stop], floor, &mut last_spans, room - used);
-                let m = marker(stream, retain, end as u64, (stop - start) as u64, seen);
+                let m = marker(
+                    stream,
+                    retain,
+                    end as u64,
+                    (stop - start) as u64,
+                    seen,
+                    held_back,
+                );
                 let mut head_text = String::new();
                 r.write_range(&first, &first_spans, 0, end, &mut head_text);
                 let mut tail_text = String::new();
@@ -566,8 +592,13 @@ impl Serialize for Fingerprint {
 /// omitted count can be as wide as the others, but
 /// `marker(.., seen, seen, seen)` writes it as "0". With `seen` at
 /// `u64::MAX`, the longest marker any stream can need.
-pub(crate) fn marker_reserve(stream: StreamName, retain: Retain, seen: u64) -> usize {
-    marker(stream, retain, seen, seen, seen).len()
+pub(crate) fn marker_reserve(
+    stream: StreamName,
+    retain: Retain,
+    seen: u64,
+    held_back: bool,
+) -> usize {
+    marker(stream, retain, seen, seen, seen, held_back).len()
         + if retain == Retain::HeadAndTail {
             seen.to_string().len() - 1 + 2
         } else {
@@ -575,12 +606,23 @@ pub(crate) fn marker_reserve(stream: StreamName, retain: Retain, seen: u64) -> u
         }
 }
 
-fn marker(stream: StreamName, retain: Retain, first: u64, last: u64, seen: u64) -> String {
+/// What a held-back window's marker adds before its closing bracket.
+pub(crate) const HELD_BACK: &str = "; the pool shared by all calls held it back";
+
+fn marker(
+    stream: StreamName,
+    retain: Retain,
+    first: u64,
+    last: u64,
+    seen: u64,
+    held_back: bool,
+) -> String {
+    let why = if held_back { HELD_BACK } else { "" };
     match retain {
-        Retain::Tail => format!("[{stream} truncated: kept last {last} of {seen} bytes]"),
-        Retain::Head => format!("[{stream} truncated: kept first {first} of {seen} bytes]"),
+        Retain::Tail => format!("[{stream} truncated: kept last {last} of {seen} bytes{why}]"),
+        Retain::Head => format!("[{stream} truncated: kept first {first} of {seen} bytes{why}]"),
         Retain::HeadAndTail => format!(
-            "[{stream} truncated: kept first {first} and last {last} of {seen} bytes, {} omitted between them]",
+            "[{stream} truncated: kept first {first} and last {last} of {seen} bytes, {} omitted between them{why}]",
             seen.saturating_sub(first.saturating_add(last))
         ),
     }
@@ -883,6 +925,7 @@ mod tests {
             head,
             tail: [tail, &[]],
             redactor: builtin(),
+            held_back: false,
             margins: Margins::NONE,
         }
     }

@@ -103,9 +103,9 @@ fn tail_and_head_excerpts_fill_their_cap_but_for_the_counts_width() {
 fn a_validated_excerpt_never_cuts_its_marker() {
     let config = Config::default();
     for (retain, min) in [
-        (Retain::Tail, 81),
-        (Retain::Head, 82),
-        (Retain::HeadAndTail, 156),
+        (Retain::Tail, 124),
+        (Retain::Head, 125),
+        (Retain::HeadAndTail, 199),
     ] {
         let mut settings = CallSettings::action(&config);
         settings.stderr.retain = retain;
@@ -127,6 +127,7 @@ fn a_validated_excerpt_never_cuts_its_marker() {
             seen: u64::MAX,
             head: if retain == Retain::Tail { b"" } else { &a },
             tail: [if retain == Retain::Head { b"" } else { &z }, b""],
+            held_back: true,
             margins: spillguard_core::Margins::NONE,
         };
         let excerpt = window.render_clamped(settings.excerpt_bytes);
@@ -142,9 +143,9 @@ fn a_validated_excerpt_never_cuts_its_marker() {
             "{marker}"
         );
         let end = if retain == Retain::HeadAndTail {
-            " omitted between them]"
+            " omitted between them; the pool shared by all calls held it back]"
         } else {
-            " bytes]"
+            " bytes; the pool shared by all calls held it back]"
         };
         assert!(marker.ends_with(end), "{retain}: {marker}");
     }
@@ -201,7 +202,7 @@ fn the_config_minimum_excerpt_holds_the_longest_marker_of_its_mode() {
     let err = Config::from_toml_str(text).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "helper_output.stderr_agent_excerpt_bytes: 128 is below the minimum of 156"
+        "helper_output.stderr_agent_excerpt_bytes: 128 is below the minimum of 199"
     );
     let tail = Config::from_toml_str("[helper_output]\nstderr_agent_excerpt_bytes = 128\n");
     assert_eq!(tail.unwrap().stderr_agent_excerpt_bytes, 128);

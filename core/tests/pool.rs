@@ -113,7 +113,6 @@ struct Live {
 /// A finished capture's bytes, with what the test knew when it finished.
 struct Held {
     retained: Retained,
-    reserved: u64,
     seen: u64,
     head: Vec<u8>,
     tail: Vec<u8>,
@@ -147,17 +146,24 @@ impl World {
             Op::Finish { slot } if !self.live.is_empty() => {
                 let live = self.live.remove(slot.index(self.live.len()));
                 let capture = live.capture;
-                let reserved = capture.bytes_reserved();
-                let w = capture.window();
+                let (seen, was_limited) = (capture.bytes_seen(), capture.retention_limited());
+                let share = self.pool.fair_share();
+                let retained = capture.finish();
+                // A finished window keeps at most its fair share; what it
+                // keeps is still the first `h` and the last `t` bytes fed.
+                let w = retained.window();
                 let (head, tail) = (w.head.to_vec(), [w.tail[0], w.tail[1]].concat());
-                let (seen, limited) = (capture.bytes_seen(), capture.retention_limited());
+                let (h, t) = (head.len(), tail.len());
+                assert!(retained.bytes_reserved() <= share);
+                assert_eq!(&head[..], &live.fed[..h]);
+                assert_eq!(&tail[..], &live.fed[live.fed.len() - t..]);
+                assert!(!was_limited || retained.retention_limited());
                 self.held.push(Held {
-                    retained: capture.finish(),
-                    reserved,
+                    limited: retained.retention_limited(),
+                    retained,
                     seen,
                     head,
                     tail,
-                    limited,
                 });
             }
             Op::DropRetained { slot } if !self.held.is_empty() => {
@@ -175,7 +181,7 @@ impl World {
             .live
             .iter()
             .map(|l| l.capture.bytes_reserved())
-            .chain(self.held.iter().map(|h| h.reserved))
+            .chain(self.held.iter().map(|h| h.retained.bytes_reserved()))
             .sum();
         prop_assert_eq!(pool.in_use(), accounted);
 
@@ -204,7 +210,9 @@ impl World {
             let w = c.window();
             let (h, t) = (w.head.len(), w.tail[0].len() + w.tail[1].len());
             let (head_cap, tail_cap) = live.spec.split();
-            prop_assert!(h <= head_cap && t <= tail_cap);
+            // A prefix narrowed for a contended pool is final; when the
+            // window widens again the ring takes the rest of the budget.
+            prop_assert!(h <= head_cap && h + t <= head_cap + tail_cap);
             prop_assert!(h + t <= seen);
             prop_assert_eq!(w.head, &live.fed[..h]);
             let tail = [w.tail[0], w.tail[1]].concat();
@@ -289,10 +297,12 @@ fn fifty_calls_at_their_limit_share_the_process_budget() {
         }
         calls.push(call);
     }
-    // 262144 / (16384 + 512): the first fifteen keep their full budget
-    // and the margin before it, the sixteenth what is left (8,704 bytes,
-    // no margin), the other thirty-four find the pool empty, keep nothing
-    // and say so.
+    // Each call is fed once, then stays quiet: 262144 / (16384 + 512), the
+    // first fifteen keep their full budget and the margin before it, the
+    // sixteenth what is left (8,704 bytes, no margin). From then on the
+    // pool is contended, but the calls above their share write nothing
+    // more and give nothing back: the other thirty-four keep nothing and
+    // their marker says why.
     for (i, call) in calls.iter().enumerate() {
         assert_eq!(call.bytes_seen(), 20_480, "call {i}");
         if i < 15 {
@@ -312,18 +322,27 @@ fn fifty_calls_at_their_limit_share_the_process_budget() {
             assert!(call.retention_limited(), "call {i}");
             assert_eq!(
                 call.render(),
-                "[stderr truncated: kept last 0 of 20480 bytes]\n"
+                "[stderr truncated: kept last 0 of 20480 bytes; the pool shared by all calls held it back]\n"
             );
         }
     }
     assert_eq!(pool.in_use(), 262_144);
     assert_eq!(pool.peak(), 262_144);
 
-    // The retained text keeps its share until the caller drops it.
+    // A finished window keeps at most its fair share (262144 / 50 = 5242
+    // bytes): the sixteen that held more give the rest back, and the
+    // retained text keeps its share until the caller drops it.
     let retained: Vec<Retained> = calls.into_iter().map(StreamCapture::finish).collect();
-    assert_eq!(pool.in_use(), 262_144);
-    let limited = retained.iter().filter(|r| r.retention_limited()).count();
-    assert_eq!(limited, 35);
+    for (i, r) in retained.iter().enumerate() {
+        let kept = if i < 16 { 5_242 } else { 0 };
+        assert_eq!(
+            (r.bytes_retained(), r.bytes_reserved()),
+            (kept, kept),
+            "call {i}"
+        );
+        assert!(r.retention_limited(), "call {i}");
+    }
+    assert_eq!(pool.in_use(), 16 * 5_242);
     drop(retained);
     assert_eq!(pool.in_use(), 0);
 
@@ -360,8 +379,15 @@ fn fifty_interleaved_calls_never_hold_more_than_the_process_budget() {
     );
     let whole = calls.iter().filter(|c| !c.retention_limited()).count();
     assert!(whole <= 16);
-    for call in &calls {
+    // Every call writes: each keeps at least its fair share (262144 / 50),
+    // whoever reached the pool first.
+    for (i, call) in calls.iter().enumerate() {
         assert_eq!(call.bytes_seen(), 20_480);
+        assert!(
+            call.bytes_retained() >= 5_242,
+            "call {i}: {}",
+            call.bytes_retained()
+        );
         if call.retention_limited() {
             assert!(call.bytes_retained() < 16_384);
         } else {

@@ -516,12 +516,16 @@ fn check_call(c: &mut Checker<'_>, plan: &CallPlan, call: &MeasuredCall) {
 fn check_text(c: &mut Checker<'_>, e: &CallExpect, r: &CallRecord, text: &str) {
     // The marker line is exact whatever the expected body.
     let first = text.split('\n').next().unwrap_or_default();
+    // A window the shared pool held under its budget says so.
+    let held_back = match e.retention_limited {
+        RetentionLimited::WhenRetainedBelow(budget) => {
+            r.stderr_retention_limited && r.stderr_bytes_retained < budget
+        }
+        RetentionLimited::No => false,
+    };
+    let marker = tail_marker(r.stderr_bytes_retained, r.stderr_bytes_seen, held_back);
     if r.stderr_truncated && r.stderr_retain == Retain::Tail {
-        c.eq(
-            "marker",
-            tail_marker(r.stderr_bytes_retained, r.stderr_bytes_seen).as_str(),
-            first,
-        );
+        c.eq("marker", marker.as_str(), first);
     } else if !r.stderr_truncated && first.starts_with("[stderr truncated") {
         c.fail("marker", "no marker (nothing dropped)", first);
     }
@@ -534,10 +538,7 @@ fn check_text(c: &mut Checker<'_>, e: &CallExpect, r: &CallRecord, text: &str) {
             let body = repeated_tail(unit.as_bytes(), len, r.stderr_bytes_retained);
             let body = String::from_utf8_lossy(&body).into_owned();
             if r.stderr_truncated {
-                format!(
-                    "{}\n{body}",
-                    tail_marker(r.stderr_bytes_retained, r.stderr_bytes_seen)
-                )
+                format!("{marker}\n{body}")
             } else {
                 body
             }
@@ -557,9 +558,14 @@ fn check_text(c: &mut Checker<'_>, e: &CallExpect, r: &CallRecord, text: &str) {
     }
 }
 
-/// The tail marker for `retained` of `seen` stderr bytes.
-pub fn tail_marker(retained: u64, seen: u64) -> String {
-    format!("[stderr truncated: kept last {retained} of {seen} bytes]")
+/// The tail marker for `retained` of `seen` stderr bytes, for a window the
+/// shared pool held under its budget or not.
+pub fn tail_marker(retained: u64, seen: u64, held_back: bool) -> String {
+    let why = match held_back {
+        true => "; the pool shared by all calls held it back",
+        false => "",
+    };
+    format!("[stderr truncated: kept last {retained} of {seen} bytes{why}]")
 }
 
 /// The last `keep` bytes of `unit` repeated over `len` bytes.

@@ -23,6 +23,22 @@ use crate::builder::{CallRequest, Resolved};
 use crate::orphans::{OrphanDrainer, OrphanRuntime, OrphanStats};
 use crate::{HostError, HostOptions};
 
+/// The pool every host of this process draws on unless its options ask for
+/// one of its own: one pool per budget, made by the first host that names
+/// it and kept for the life of the process. Hosts whose configurations
+/// name different `stderr_retained_process_bytes` draw on different pools,
+/// so each gets the budget its configuration names.
+pub fn process_pool(capacity: u64) -> RetentionPool {
+    static POOLS: Mutex<Vec<RetentionPool>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(pool) = pools.iter().find(|p| p.capacity() == capacity) {
+        return pool.clone();
+    }
+    let pool = RetentionPool::new(capacity);
+    pools.push(pool.clone());
+    pool
+}
+
 /// The runtime-free state of a host; `S` is how the host reaches a live
 /// call (typically the sender of the call's owner channel).
 pub struct HostState<S> {
@@ -55,7 +71,9 @@ impl<S> fmt::Debug for HostState<S> {
 
 impl<S: Clone> HostState<S> {
     /// The state of a host for `config` (validated here) run with
-    /// `options`, with a pool of `stderr_retained_process_bytes`; its
+    /// `options`, drawing on the process-wide pool of
+    /// `stderr_retained_process_bytes` (or a pool of its own when
+    /// [`HostOptions::own_retention_pool`] is set); its
     /// drainer of leftover pipes runs where `orphans` says (a thread of
     /// its own, a task on the runtime).
     pub fn new(
@@ -65,7 +83,11 @@ impl<S: Clone> HostState<S> {
     ) -> Result<Self, HostError> {
         config.validate()?;
         check_redaction_cost(&config.redact_extra_patterns, REDACTION_BUDGET)?;
-        let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+        let capacity = config.stderr_retained_process_bytes;
+        let pool = match options.own_retention_pool {
+            true => RetentionPool::new(capacity),
+            false => process_pool(capacity),
+        };
         let session_id = options
             .session_id
             .clone()
@@ -101,7 +123,9 @@ impl<S: Clone> HostState<S> {
         &self.options
     }
 
-    /// The process-wide pool every call's stderr draws from.
+    /// The pool every call's stderr draws from: the process-wide one,
+    /// shared with every other host of the same budget, unless the options
+    /// gave this host its own.
     pub fn pool(&self) -> &RetentionPool {
         &self.pool
     }

@@ -64,6 +64,13 @@ pub struct HostOptions {
     /// dies or exits with calls live (see `spillguard_kit::host_death`).
     /// Default `true`.
     pub kill_helpers_on_host_death: bool,
+    /// Whether this host keeps a retention pool of its own instead of
+    /// drawing on the process-wide one. Default `false`: every host of
+    /// the process whose configuration names the same
+    /// `stderr_retained_process_bytes` shares one pool, fairly (see
+    /// [`RetentionPool`](spillguard_core::RetentionPool)), so two crates
+    /// that each make a host still hold one budget between them.
+    pub own_retention_pool: bool,
 }
 
 impl HostOptions {
@@ -119,6 +126,7 @@ impl Default for HostOptions {
             orphan_drain_max: Some(Self::DEFAULT_ORPHAN_DRAIN_MAX),
             orphan_pipes_max: Self::DEFAULT_ORPHAN_PIPES_MAX,
             kill_helpers_on_host_death: true,
+            own_retention_pool: false,
         }
     }
 }
@@ -144,6 +152,7 @@ impl fmt::Debug for HostOptions {
                 "kill_helpers_on_host_death",
                 &self.kill_helpers_on_host_death,
             )
+            .field("own_retention_pool", &self.own_retention_pool)
             .finish()
     }
 }

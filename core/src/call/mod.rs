@@ -408,7 +408,7 @@ impl CallSettings {
     ///   `excerpt_bytes`: not zero;
     /// * `stderr.kill_after_bytes`: not zero when set;
     /// * `excerpt_bytes`: at least the longest truncation marker of the
-    ///   stderr retention mode (81 bytes for `tail`, 82 for `head`, 156 for
+    ///   stderr retention mode (124 bytes for `tail`, 125 for `head`, 199 for
     ///   `head_and_tail`), so an excerpt never cuts its marker, and at most
     ///   `stderr.budget`;
     /// * `debug_until.normal_budget`: not zero;
@@ -421,8 +421,8 @@ impl CallSettings {
     /// assert_eq!(settings.validate(), Ok(()));
     /// settings.excerpt_bytes = 1;
     /// let err = settings.validate().unwrap_err();
-    /// assert_eq!((err.field, &err.rule), ("excerpt_bytes", &Rule::BelowMinimum { value: 1, min: 81 }));
-    /// assert_eq!(err.to_string(), "call settings: excerpt_bytes: 1 is below the minimum of 81");
+    /// assert_eq!((err.field, &err.rule), ("excerpt_bytes", &Rule::BelowMinimum { value: 1, min: 124 }));
+    /// assert_eq!(err.to_string(), "call settings: excerpt_bytes: 1 is below the minimum of 124");
     /// ```
     pub fn validate(&self) -> Result<(), SettingsError> {
         let fail = |field, rule| Err(SettingsError { field, rule });

@@ -460,7 +460,7 @@ pub fn settings_made_by_hand_are_validated_before_anything_runs<H: HostUnderTest
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(
         record.failure.as_deref(),
-        Some("call settings: excerpt_bytes: 1 is below the minimum of 81")
+        Some("call settings: excerpt_bytes: 1 is below the minimum of 124")
     );
     assert_eq!(record.pid, None);
     assert_eq!(

@@ -42,6 +42,11 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
 ///
 /// If the default config is refused.
 pub fn host(options: HostOptions) -> SmolHost {
+    // Each check measures its own host's pool, while others run beside it.
+    let options = HostOptions {
+        own_retention_pool: true,
+        ..options
+    };
     SmolHost(Host::new(Config::default(), options).expect("the default config is valid"))
 }
 

@@ -39,13 +39,22 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
 ///
 /// If the default config is refused.
 pub fn host(options: HostOptions) -> StdHost {
+    // Each check measures its own host's pool, while others run beside it.
+    let options = HostOptions {
+        own_retention_pool: true,
+        ..options
+    };
     StdHost(Host::new(Config::default(), options).expect("the default config is valid"))
 }
 
 /// The std host's options for `settings`; the rest keep their defaults
-/// (no audit sink: the drivers add the run's [`ScenarioLog`]).
+/// (no audit sink: the drivers add the run's [`ScenarioLog`]). A scenario's
+/// host keeps a retention pool of its own: the scenario measures that pool
+/// as if its host were alone in the process, while other scenarios run
+/// beside it in the same test binary.
 pub fn options(settings: &HostSettings) -> HostOptions {
     HostOptions {
+        own_retention_pool: true,
         deadline: settings.deadline,
         shutdown_grace: settings.shutdown_grace,
         post_exit_drain: settings.post_exit_drain,

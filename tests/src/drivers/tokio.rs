@@ -68,6 +68,11 @@ pub fn run(scenario: &Scenario, env: &Environment) -> Measured {
 ///
 /// If the runtime cannot be built or the default config is refused.
 pub fn host(options: HostOptions) -> TokioHost {
+    // Each check measures its own host's pool, while others run beside it.
+    let options = HostOptions {
+        own_retention_pool: true,
+        ..options
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()
