@@ -3,14 +3,14 @@
 # target/dist: each is installed into a fresh prefix under
 # target/dist-check, with no network, and driven by a real MCP client.
 #   pip: a fresh venv; the Python SDK drives the installed
-#        `spillguard stdio --mcp -- mcp-server-time` (adapter-std/cli/tests/peers/python_sdk.py)
+#        `spillguard stdio --mcp -- mcp-server-time` (adapter-tokio/cli/tests/peers/python_sdk.py)
 #        and every JSON and TOML host entry of the package README
-#        (adapter-std/cli/tests/peers/readme_configs.py);
+#        (adapter-tokio/cli/tests/peers/readme_configs.py);
 #   uvx: `uvx --from WHEEL spillguard`, offline: --version and a round trip;
-#   cargo: `cargo install --path adapter-std/cli` into a fresh root;
+#   cargo: `cargo install --path adapter-tokio/cli` into a fresh root;
 #   npm: both tarballs into a fresh prefix, offline; the TypeScript SDK
 #        drives `npx spillguard mcp --tools …` and the launcher's bad cases
-#        (adapter-std/cli/tests/peers/npm_channel.mjs); Claude Code runs the README's
+#        (adapter-tokio/cli/tests/peers/npm_channel.mjs); Claude Code runs the README's
 #        `claude mcp add` lines with the npm-installed `spillguard`.
 # Needs the peers of .ci/peers.sh in target/peers.
 set -euo pipefail
@@ -31,7 +31,7 @@ echo "== channel pip: $(basename "$wheel") into a fresh venv"
 python3 -m venv "$check/venv"
 "$check/venv/bin/pip" install --quiet --disable-pip-version-check --no-index "$wheel"
 test "$("$check/venv/bin/spillguard" --version)" = "spillguard $version"
-"$peers/venv/bin/python" adapter-std/cli/tests/peers/python_sdk.py "$check/venv/bin/spillguard"
+"$peers/venv/bin/python" adapter-tokio/cli/tests/peers/python_sdk.py "$check/venv/bin/spillguard"
 
 echo "== channel uvx: uvx --from $(basename "$wheel") spillguard, offline"
 export UV_CACHE_DIR="$check/uv-cache" UV_OFFLINE=1 UV_NO_CONFIG=1
@@ -45,18 +45,18 @@ echo "== channel npm: both tarballs into a fresh prefix, offline"
 mkdir -p "$check/npm"
 npm install --prefix "$check/npm" --offline --no-audit --no-fund --loglevel=error \
     "$dist/spillguard-linux-x64-$version.tgz" "$dist/spillguard-$version.tgz"
-SPILLGUARD_PEERS="$peers" node adapter-std/cli/tests/peers/npm_channel.mjs "$check/npm" adapter-std/cli/tests/peers/mcp_tools.toml "$version"
+SPILLGUARD_PEERS="$peers" node adapter-tokio/cli/tests/peers/npm_channel.mjs "$check/npm" adapter-tokio/cli/tests/peers/mcp_tools.toml "$version"
 
-echo "== channel cargo: cargo install --path adapter-std/cli, offline"
-cargo install --quiet --offline --locked --path adapter-std/cli --root "$check/cargo" \
+echo "== channel cargo: cargo install --path adapter-tokio/cli, offline"
+cargo install --quiet --offline --locked --path adapter-tokio/cli --root "$check/cargo" \
     --target-dir "$root/target/cargo-install"
 test "$("$check/cargo/bin/spillguard" --version)" = "spillguard $version"
 echoed=$(printf '%s\n' "$ping" | "$check/cargo/bin/spillguard" stdio --record "$check/cargo.jsonl" -- cat)
 test "$echoed" = "$ping"
 
 echo "== the package README's host entries, as written"
-"$peers/venv/bin/python" adapter-std/cli/tests/peers/readme_configs.py adapter-std/cli/README.md \
+"$peers/venv/bin/python" adapter-tokio/cli/tests/peers/readme_configs.py adapter-tokio/cli/README.md \
     "$check/venv/bin:$peers/venv/bin" "$check/npm/node_modules/.bin:$peers/venv/bin" \
-    adapter-std/cli/examples/tools.toml "$peers/npm/node_modules/.bin/claude"
+    adapter-tokio/cli/examples/tools.toml "$peers/npm/node_modules/.bin/claude"
 
 echo "channels: every channel checked in $(($(date +%s) - started)) s"

@@ -33,7 +33,7 @@ rm -rf "$dist"
 mkdir -p "$dist"
 started=$(date +%s)
 maturin build --release --zig --compatibility manylinux2014 \
-    --target x86_64-unknown-linux-gnu -m adapter-std/cli/Cargo.toml --out "$dist" >&2
+    --target x86_64-unknown-linux-gnu -m adapter-tokio/cli/Cargo.toml --out "$dist" >&2
 twine check --strict "$dist"/*.whl >&2
 binary="$root/target/x86_64-unknown-linux-gnu/release/spillguard"
 
@@ -42,10 +42,10 @@ binary="$root/target/x86_64-unknown-linux-gnu/release/spillguard"
 stage="$dist/npm-stage"
 for package in spillguard linux-x64; do
     mkdir -p "$stage/$package"
-    cp -r adapter-std/cli/npm/$package/. "$stage/$package/"
-    cp adapter-std/cli/LICENSE-MIT adapter-std/cli/LICENSE-APACHE "$stage/$package/"
+    cp -r adapter-tokio/cli/npm/$package/. "$stage/$package/"
+    cp adapter-tokio/cli/LICENSE-MIT adapter-tokio/cli/LICENSE-APACHE "$stage/$package/"
 done
-cp adapter-std/cli/README.md "$stage/spillguard/"
+cp adapter-tokio/cli/README.md "$stage/spillguard/"
 mkdir -p "$stage/linux-x64/bin"
 cp "$binary" "$stage/linux-x64/bin/spillguard"
 chmod 755 "$stage/linux-x64/bin/spillguard" "$stage/spillguard/bin/spillguard.js"

@@ -4,7 +4,7 @@
 # MCP SDK (`mcp`) and `mcp-server-time` from PyPI, and an npm prefix with
 # `@modelcontextprotocol/server-everything`, the official TypeScript SDK
 # `@modelcontextprotocol/sdk` (its client drives `spillguard mcp` in
-# adapter-std/cli/tests/peers/mcp_bridge.mjs and `spillguard stdio` in stdio_hosts.mjs),
+# adapter-tokio/cli/tests/peers/mcp_bridge.mjs and `spillguard stdio` in stdio_hosts.mjs),
 # Claude Code and the MCP Inspector; and detect-secrets from PyPI, the
 # scanner `cargo xtask bench --only redact` measures beside spillguard's
 # redaction. Prints the paths it made.
@@ -29,7 +29,7 @@ sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10
 fi
 
 # Pinned too: Claude Code's `mcp list` health check and the Inspector's
-# CLI are the Node-based hosts adapter-std/cli/tests/peers/stdio_hosts.mjs drives.
+# CLI are the Node-based hosts adapter-tokio/cli/tests/peers/stdio_hosts.mjs drives.
 npm_peers=(
     @modelcontextprotocol/server-everything
     @modelcontextprotocol/sdk@1.32.2

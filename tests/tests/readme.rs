@@ -22,7 +22,7 @@ fn block(file: &str, first_line: &str) -> String {
 fn both_readmes_show_the_same_tools_file() {
     let first = "[helper_output]                 # the budgets, as everywhere";
     let root = block("README.md", first);
-    let package = block("adapter-std/cli/README.md", first);
+    let package = block("adapter-tokio/cli/README.md", first);
     assert_eq!(root, package);
     assert_eq!(root.lines().count(), 14);
 }

@@ -259,6 +259,76 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
         self.command(|c| c.env(key, value))
     }
 
+    /// Adds environment variables, each as [`env`](Self::env) does (see
+    /// [`HelperCommand::envs`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, command_line};
+    /// # struct Host;
+    /// # impl Launch for Host {
+    /// #     type Handle = CallRequest;
+    /// #     type Run = CallRequest;
+    /// #     fn launch(&self, request: CallRequest) -> CallRequest { request }
+    /// #     fn wait(request: CallRequest) -> CallRequest { request }
+    /// # }
+    /// # impl Host {
+    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
+    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #     }
+    /// # }
+    /// # let host = Host;
+    /// let call = host
+    ///     .command("make")
+    ///     .envs([("CC", "clang"), ("CFLAGS", "-O2")]);
+    /// // The approval card's summary (the command line) shows them.
+    /// assert_eq!(command_line(call.request().command()), "env CC=clang CFLAGS=-O2 make");
+    /// ```
+    pub fn envs<I, K, V>(self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.command(|c| c.envs(vars))
+    }
+
+    /// Removes an environment variable: the helper does not inherit it
+    /// from the host, and an earlier [`env`](Self::env) of the same name is
+    /// dropped. Per name the last call wins, as with
+    /// `tokio::process::Command`: `env_remove` after `env` leaves it unset,
+    /// `env` after `env_remove` sets it; after
+    /// [`env_clear`](Self::env_clear) it only drops an earlier `env` (see
+    /// [`HelperCommand::env_remove`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, command_line};
+    /// # struct Host;
+    /// # impl Launch for Host {
+    /// #     type Handle = CallRequest;
+    /// #     type Run = CallRequest;
+    /// #     fn launch(&self, request: CallRequest) -> CallRequest { request }
+    /// #     fn wait(request: CallRequest) -> CallRequest { request }
+    /// # }
+    /// # impl Host {
+    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
+    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #     }
+    /// # }
+    /// # let host = Host;
+    /// let call = host
+    ///     .command("ssh")
+    ///     .arg("web-3")
+    ///     .env_remove("SSH_AUTH_SOCK");
+    /// assert_eq!(command_line(call.request().command()), "env -u SSH_AUTH_SOCK ssh web-3");
+    /// ```
+    pub fn env_remove(self, key: impl Into<OsString>) -> Self {
+        self.command(|c| c.env_remove(key))
+    }
+
     /// Starts the helper from an empty environment.
     pub fn env_clear(self) -> Self {
         self.command(HelperCommand::env_clear)
@@ -485,7 +555,8 @@ fn program_name(command: &HelperCommand) -> String {
 /// so an approval card shows where each argument starts and ends and
 /// cannot be redrawn by the text it shows. What else changes what runs is
 /// shown too: the working directory (`cd DIR &&`) and the environment
-/// (`env -i` when it starts empty, then `K=V`).
+/// (`env -i` when it starts empty, else `-u NAME` for each variable
+/// removed, then `K=V`).
 ///
 /// ```
 /// use spillguard_kit::{HelperCommand, command_line};
@@ -498,6 +569,8 @@ fn program_name(command: &HelperCommand) -> String {
 /// assert_eq!(command_line(&script), r#"sh -c 'rm -r "$1"' sh /tmp/x"#);
 /// let placed = HelperCommand::new("make").current_dir("/src").env_clear().env("CC", "clang");
 /// assert_eq!(command_line(&placed), "cd /src && env -i CC=clang make");
+/// let kept_out = HelperCommand::new("make").env_remove("MAKEFLAGS").env("CC", "clang");
+/// assert_eq!(command_line(&kept_out), "env -u MAKEFLAGS CC=clang make");
 /// ```
 pub fn command_line(command: &HelperCommand) -> String {
     let mut words: Vec<String> = Vec::with_capacity(command.args.len() + 4);
@@ -506,10 +579,20 @@ pub fn command_line(command: &HelperCommand) -> String {
         words.push(quote(dir.as_os_str()));
         words.push("&&".into());
     }
-    if command.env_clear || !command.env.is_empty() {
+    // A removal from an environment that starts empty changes nothing.
+    let removed: &[OsString] = if command.env_clear {
+        &[]
+    } else {
+        &command.env_remove
+    };
+    if command.env_clear || !command.env.is_empty() || !removed.is_empty() {
         words.push("env".into());
         if command.env_clear {
             words.push("-i".into());
+        }
+        for key in removed {
+            words.push("-u".into());
+            words.push(quote(key));
         }
         for (key, value) in &command.env {
             let mut pair = key.clone();

@@ -39,7 +39,8 @@ pub enum StdinMode {
 ///
 /// let ssh = HelperCommand::new("ssh")
 ///     .args(["-o", "BatchMode=yes", "deploy@web-3", "systemctl restart web"])
-///     .env("LC_ALL", "C");
+///     .env("LC_ALL", "C")
+///     .env_remove("SSH_AUTH_SOCK");
 /// assert_eq!(ssh.validate(), Ok(()));
 ///
 /// let script = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
@@ -59,8 +60,13 @@ pub struct HelperCommand {
     pub program: OsString,
     /// Arguments (with `shell`: the script's `$1`, `$2`, …).
     pub args: Vec<OsString>,
-    /// Variables added to (or, with `env_clear`, making up) the environment.
+    /// Variables added to (or, with `env_clear`, making up) the environment,
+    /// in the order given: of two pairs with one name, the later is set.
     pub env: Vec<(OsString, OsString)>,
+    /// Variables the helper does not inherit from the host. The builder
+    /// methods keep a name out of `env` while it is here, and out of here
+    /// once `env` sets it; should a name be in both, `env` sets it.
+    pub env_remove: Vec<OsString>,
     /// Start from an empty environment instead of the host's.
     pub env_clear: bool,
     /// Working directory; the host's when `None`.
@@ -105,12 +111,81 @@ impl HelperCommand {
     }
 
     /// Adds an environment variable.
+    ///
+    /// Per name the last of `env` and [`env_remove`](Self::env_remove)
+    /// wins: `env` after `env_remove` of the same name sets it.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.env.push((key.into(), value.into()));
+        let key = key.into();
+        self.env_remove.retain(|removed| *removed != key);
+        self.env.push((key, value.into()));
         self
     }
 
-    /// Starts from an empty environment.
+    /// Adds environment variables, each as [`env`](Self::env) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use spillguard_kit::{HelperCommand, command_line};
+    ///
+    /// let build = HelperCommand::new("make").envs([("CC", "clang"), ("CFLAGS", "-O2 -g")]);
+    /// assert_eq!(command_line(&build), "env CC=clang 'CFLAGS=-O2 -g' make");
+    ///
+    /// let locale: HashMap<&str, &str> = HashMap::from([("LC_ALL", "C")]);
+    /// assert_eq!(HelperCommand::new("sort").envs(&locale).env.len(), 1);
+    /// ```
+    pub fn envs<I, K, V>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        for (key, value) in vars {
+            self = self.env(key, value);
+        }
+        self
+    }
+
+    /// Removes an environment variable: the helper does not inherit it
+    /// from the host, and an earlier [`env`](Self::env) of the same name
+    /// is dropped.
+    ///
+    /// As with `tokio::process::Command` (and `std::process::Command`),
+    /// the last call for a name wins: `env_remove` after `env` leaves the
+    /// variable unset, `env` after `env_remove` sets it. After
+    /// [`env_clear`](Self::env_clear) nothing is inherited, so it only
+    /// drops an earlier `env`. The approval card's command line shows each
+    /// removal as `env -u NAME` (nothing when the environment starts
+    /// empty).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillguard_kit::{HelperCommand, command_line};
+    ///
+    /// let git = HelperCommand::new("git").arg("fetch").env_remove("GIT_DIR");
+    /// assert_eq!(command_line(&git), "env -u GIT_DIR git fetch");
+    ///
+    /// // The last call for a name wins.
+    /// let unset = HelperCommand::new("ls").env("LANG", "C").env_remove("LANG");
+    /// assert!(unset.env.is_empty());
+    /// assert_eq!(unset.env_remove, ["LANG"]);
+    /// let set = HelperCommand::new("ls").env_remove("LANG").env("LANG", "C");
+    /// assert_eq!(command_line(&set), "env LANG=C ls");
+    /// ```
+    pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
+        let key = key.into();
+        self.env.retain(|(set, _)| *set != key);
+        if !self.env_remove.contains(&key) {
+            self.env_remove.push(key);
+        }
+        self
+    }
+
+    /// Starts from an empty environment. The variables of
+    /// [`env`](Self::env) are added to it, whether they were given before
+    /// or after this call.
     pub fn env_clear(mut self) -> Self {
         self.env_clear = true;
         self
@@ -135,8 +210,8 @@ impl HelperCommand {
     }
 
     /// Checks the description without running anything: a non-empty program,
-    /// no NUL byte anywhere, environment names without `=`, and a working
-    /// directory that is a directory.
+    /// no NUL byte anywhere, environment names (set or removed) non-empty
+    /// and without `=`, and a working directory that is a directory.
     pub fn validate(&self) -> Result<(), InvalidCommand> {
         if self.program.is_empty() {
             return Err(InvalidCommand::EmptyProgram);
@@ -148,12 +223,15 @@ impl HelperCommand {
             return Err(InvalidCommand::Nul("an argument"));
         }
         for (key, value) in &self.env {
-            if key.is_empty() || key.as_bytes().contains(&b'=') || has_nul(key) {
+            if !valid_env_name(key) {
                 return Err(InvalidCommand::EnvName(key.to_string_lossy().into_owned()));
             }
             if has_nul(value) {
                 return Err(InvalidCommand::Nul("an environment value"));
             }
+        }
+        if let Some(key) = self.env_remove.iter().find(|key| !valid_env_name(key)) {
+            return Err(InvalidCommand::EnvName(key.to_string_lossy().into_owned()));
         }
         if let Some(cwd) = &self.cwd {
             if has_nul(cwd.as_os_str()) {
@@ -193,6 +271,9 @@ impl HelperCommand {
         if self.env_clear {
             command.env_clear();
         }
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(cwd) = &self.cwd {
             command.current_dir(cwd);
@@ -211,6 +292,10 @@ impl HelperCommand {
 
 fn has_nul(s: &OsStr) -> bool {
     s.as_bytes().contains(&0)
+}
+
+fn valid_env_name(key: &OsStr) -> bool {
+    !key.is_empty() && !key.as_bytes().contains(&b'=') && !has_nul(key)
 }
 
 /// Why a [`HelperCommand`] was refused before anything ran.
@@ -279,6 +364,56 @@ mod tests {
             Err("the working directory /nonexistent/dir is not a directory".into())
         );
         assert_eq!(HelperCommand::new("ls").current_dir("/").validate(), Ok(()));
+        for removed in ["", "A=B", "A\0"] {
+            assert_eq!(
+                HelperCommand::new("ls").env_remove(removed).validate(),
+                Err(InvalidCommand::EnvName(removed.into())),
+                "{removed:?}"
+            );
+        }
+    }
+
+    /// What the std command is told to set (`Some`) and to remove (`None`).
+    fn explicit_env(command: &HelperCommand) -> Vec<(String, Option<String>)> {
+        command
+            .to_std()
+            .get_envs()
+            .map(|(k, v)| {
+                let text = |s: &OsStr| s.to_str().unwrap().to_owned();
+                (text(k), v.map(text))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_last_env_or_env_remove_of_a_name_wins() {
+        let set = |k: &str, v: &str| (k.to_owned(), Some(v.to_owned()));
+        let unset = |k: &str| (k.to_owned(), None);
+        let removed_last = HelperCommand::new("ls")
+            .envs([("A", "1"), ("B", "2")])
+            .env_remove("A");
+        assert_eq!(
+            removed_last.env,
+            [(OsString::from("B"), OsString::from("2"))]
+        );
+        assert_eq!(removed_last.env_remove, ["A"]);
+        assert_eq!(explicit_env(&removed_last), [unset("A"), set("B", "2")]);
+
+        let set_last = HelperCommand::new("ls")
+            .env_remove("A")
+            .env_remove("A")
+            .env("A", "3");
+        assert!(set_last.env_remove.is_empty());
+        assert_eq!(explicit_env(&set_last), [set("A", "3")]);
+
+        let after_clear = HelperCommand::new("ls")
+            .env_clear()
+            .env("A", "1")
+            .env_remove("A")
+            .env("B", "2");
+        assert_eq!(after_clear.env_remove, ["A"]);
+        // A removal from an environment that starts empty is nothing to do.
+        assert_eq!(explicit_env(&after_clear), [set("B", "2")]);
     }
 
     #[test]

@@ -84,6 +84,7 @@ macro_rules! behaviour_suite {
             wait_timeout_gives_the_handle_back_until_the_call_ends,
             polling_try_outcome_always_gets_the_outcome,
             stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise,
+            the_helpers_environment_is_what_the_builder_says,
             every_byte_of_a_large_flood_is_counted,
             a_discovery_call_has_its_own_budget_and_no_attempt,
             the_json_lines_audit_holds_the_lifecycle_in_order,

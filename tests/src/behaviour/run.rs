@@ -2,16 +2,17 @@
 //! before dispatch.
 #![allow(clippy::unwrap_used)]
 
+use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
-use spillguard_std::{Approval, HelperCommand, HostOptions};
+use spillguard_std::{Approval, CallBuilder, HelperCommand, HostOptions};
 
 use super::{
     MS, Recorder, assert_group_gone, scenario_turn, signals, states, timed_check_turn, us, wait,
 };
-use crate::engine::{CallUnderTest, HostUnderTest, request};
+use crate::engine::{CallUnderTest, HostUnderTest, Requests, request};
 use crate::measure::become_subreaper;
 
 /// `yes` floods stderr past a 300 ms deadline: cancelled with one TERM
@@ -270,6 +271,86 @@ pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest
         ),
     );
     assert_eq!(String::from_utf8_lossy(&null.stdout.to_vec()).trim(), "0");
+}
+
+/// The helper's environment is what the builder says: `envs` sets each
+/// pair, the last `env` or `env_remove` of a name wins (after `env_clear`
+/// too), and `env_remove` keeps an inherited variable from the helper.
+pub fn the_helpers_environment_is_what_the_builder_says<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let printed = |call: CallBuilder<'static, Requests>| {
+        let outcome = wait(host.launch(call.start()));
+        assert_eq!(outcome.record.state, State::Completed);
+        outcome.stdout.to_vec()
+    };
+    // Two names no host sets; `-` prints `unset` for a variable not set.
+    let both = || {
+        request(HelperCommand::shell_script(
+            r#"printf %s "${SG_ENV_A-unset}|${SG_ENV_B-unset}""#,
+        ))
+    };
+    assert_eq!(printed(both()), b"unset|unset");
+    assert_eq!(
+        printed(both().envs([("SG_ENV_A", "1"), ("SG_ENV_B", "two words")])),
+        b"1|two words"
+    );
+    assert_eq!(
+        printed(
+            both()
+                .env("SG_ENV_A", "1")
+                .env_remove("SG_ENV_A")
+                .env("SG_ENV_B", "2")
+        ),
+        b"unset|2"
+    );
+    assert_eq!(
+        printed(both().env_remove("SG_ENV_A").env("SG_ENV_A", "3")),
+        b"3|unset"
+    );
+    assert_eq!(
+        printed(
+            both()
+                .env_clear()
+                .env("SG_ENV_A", "1")
+                .env_remove("SG_ENV_A")
+        ),
+        b"unset|unset"
+    );
+
+    // `env -0` prints exactly the environment it got, NUL-separated (a
+    // shell would give `PATH` a default): `NAME=value` entries, sorted.
+    let listed = |call: CallBuilder<'static, Requests>| {
+        let mut entries: Vec<String> = printed(call)
+            .split(|&b| b == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| String::from_utf8_lossy(entry).into_owned())
+            .collect();
+        entries.sort();
+        entries
+    };
+    let env = || request(HelperCommand::new("/usr/bin/env").arg("-0"));
+    let inherited = |except: &str| {
+        let mut entries: Vec<String> = std::env::vars_os()
+            .filter(|(key, _)| key != except)
+            .map(|(key, value)| {
+                let mut entry = key.into_vec();
+                entry.push(b'=');
+                entry.extend(value.into_vec());
+                String::from_utf8_lossy(&entry).into_owned()
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+    assert!(std::env::var_os("PATH").is_some());
+    assert_eq!(listed(env()), inherited(""));
+    assert_eq!(listed(env().env_remove("PATH")), inherited("PATH"));
+    assert_eq!(
+        listed(env().env_clear().envs([("A", "1"), ("B", "")])),
+        ["A=1", "B="]
+    );
 }
 
 /// Every byte of 20 MB on stderr is counted; 16 KiB are kept.

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
+
 use self::line::Fields;
 
 const USAGE: &str = "\
@@ -489,12 +491,16 @@ fn build() -> Result<Binaries, String> {
     }
 }
 
+/// The one field read from cargo's JSON messages: a `compiler-artifact`
+/// of a binary has an `executable`; every other message has none or null.
+#[derive(Debug, Deserialize)]
+struct Message {
+    executable: Option<PathBuf>,
+}
+
 /// The `"executable"` path of one of cargo's JSON messages, if any.
 fn executable(message: &str) -> Option<PathBuf> {
-    const KEY: &str = "\"executable\":\"";
-    let start = message.find(KEY)? + KEY.len();
-    let end = start + message[start..].find('"')?;
-    Some(PathBuf::from(&message[start..end]))
+    serde_json::from_str::<Message>(message).ok()?.executable
 }
 
 /// Runs every selected case, rounds interleaved, printing progress on
@@ -657,4 +663,26 @@ pub fn shown(path: &Path) -> String {
         .unwrap_or_else(|| path.to_path_buf())
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_binarys_artifact_message_names_an_executable() {
+        let binary = r#"{"reason":"compiler-artifact","target":{"kind":["bin"]},"executable":"/t/release/a \"b\"\\c"}"#;
+        assert_eq!(
+            executable(binary),
+            Some(PathBuf::from("/t/release/a \"b\"\\c"))
+        );
+        let library =
+            r#"{"reason":"compiler-artifact","target":{"kind":["lib"]},"executable":null}"#;
+        assert_eq!(executable(library), None);
+        assert_eq!(
+            executable(r#"{"reason":"build-finished","success":true}"#),
+            None
+        );
+        assert_eq!(executable("warning: not JSON"), None);
+    }
 }

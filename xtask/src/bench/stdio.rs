@@ -11,7 +11,7 @@
 //!
 //! `spillguard mcp`: the time from a `tools/call` of a tool that requires
 //! approval to its `elicitation/create` request, measured by the Python SDK
-//! client (`adapter-std/cli/tests/peers/mcp_bridge.py --latency`) in blocks of 10 calls:
+//! client (`adapter-tokio/cli/tests/peers/mcp_bridge.py --latency`) in blocks of 10 calls:
 //! quiet, while the same 1 GiB flood runs outside spillguard (the CPU it
 //! takes on this machine, no stderr captured), and while another helper
 //! floods stderr through spillguard. The card must not wait for stderr, so
@@ -195,10 +195,10 @@ pub fn measure_elicitation(measured: &mut Measured, spillguard: &Path, python: &
         blocks * 10
     );
     let output = Command::new(python)
-        .arg(repo.join("adapter-std/cli/tests/peers/mcp_bridge.py"))
+        .arg(repo.join("adapter-tokio/cli/tests/peers/mcp_bridge.py"))
         .arg("--latency")
         .arg(spillguard)
-        .arg(repo.join("adapter-std/cli/tests/peers/mcp_tools.toml"))
+        .arg(repo.join("adapter-tokio/cli/tests/peers/mcp_tools.toml"))
         .arg(blocks.to_string())
         .stderr(Stdio::inherit())
         .output();

@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::line::Fields;
+use serde::{Deserialize, Serialize};
+
 use super::report::{Spread, spread, verdict, with_spread};
 use super::{Binaries, Options, Results, run_case, shown};
 
@@ -117,20 +118,20 @@ fn ensure_log(binaries: &Binaries, size: u64) -> Result<BenchLog, String> {
     let path = dir.join(format!("clear-{}MiB.log", size >> 20));
     let figures = path.with_extension("json");
     let anchor = path.with_extension("anchor");
-    let read = |fields: &Fields| -> Option<BenchLog> {
+    let read = |written: &LogFigures| -> Option<BenchLog> {
         let bytes = std::fs::metadata(&path).ok()?.len();
-        (anchor.exists() && fields.number("log_bytes") == Some(bytes)).then(|| BenchLog {
+        (anchor.exists() && written.log_bytes == bytes).then(|| BenchLog {
             size,
             path: path.clone(),
             bytes,
-            calls: fields.number("calls").unwrap_or(0),
-            records: fields.number("records").unwrap_or(0),
+            calls: written.calls,
+            records: written.records,
         })
     };
     if let Some(log) = std::fs::read_to_string(&figures)
         .ok()
-        .and_then(|text| super::line::parse(&text).ok())
-        .and_then(|fields| read(&fields))
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .and_then(|written| read(&written))
     {
         eprintln!(
             "bench: reusing {} ({} calls, {} records)",
@@ -158,15 +159,36 @@ fn ensure_log(binaries: &Binaries, size: u64) -> Result<BenchLog, String> {
         "{:.1} s",
         fields.number("wall_us").unwrap_or(0) as f64 / 1e6
     );
-    let line = format!(
-        "{{\"log_bytes\":{},\"calls\":{},\"records\":{}}}\n",
-        fields.number("log_bytes").unwrap_or(0),
-        fields.number("calls").unwrap_or(0),
-        fields.number("records").unwrap_or(0)
-    );
-    std::fs::write(&figures, line)
+    let written = LogFigures {
+        log_bytes: fields.number("log_bytes").unwrap_or(0),
+        calls: fields.number("calls").unwrap_or(0),
+        records: fields.number("records").unwrap_or(0),
+    };
+    std::fs::write(&figures, written.to_line())
         .map_err(|error| format!("cannot write {}: {error}", figures.display()))?;
-    read(&fields).ok_or_else(|| "the log written is not the size reported".to_owned())
+    read(&written).ok_or_else(|| "the log written is not the size reported".to_owned())
+}
+
+/// The figures of a log's writing, kept beside it (`clear-NMiB.json`, one
+/// line: `{"log_bytes":N,"calls":N,"records":N}`) so that a later run can
+/// reuse the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct LogFigures {
+    /// The log's length when written.
+    log_bytes: u64,
+    /// Calls in it.
+    calls: u64,
+    /// Records in it.
+    records: u64,
+}
+
+impl LogFigures {
+    /// The figures as one line of JSON, newline included.
+    fn to_line(self) -> String {
+        let mut line = serde_json::to_string(&self).expect("three numbers always serialize");
+        line.push('\n');
+        line
+    }
 }
 
 fn size(bytes: u64) -> String {
@@ -294,5 +316,36 @@ pub fn print(measured: &Measured, options: &Options) {
         for failure in &results.failures {
             println!("  {failure}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logs_figures_file_reads_back_as_written() {
+        let written = LogFigures {
+            log_bytes: 268_435_712,
+            calls: 52_429,
+            records: 157_287,
+        };
+        let line = written.to_line();
+        assert_eq!(
+            line,
+            "{\"log_bytes\":268435712,\"calls\":52429,\"records\":157287}\n"
+        );
+        let file = std::env::temp_dir().join(format!("xtask-figures-{}.json", std::process::id()));
+        std::fs::write(&file, &line).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let read: LogFigures = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, written);
+    }
+
+    #[test]
+    fn a_figures_file_missing_a_field_is_not_reused() {
+        let read = serde_json::from_str::<LogFigures>("{\"log_bytes\":1,\"calls\":2}\n");
+        assert!(read.is_err());
     }
 }

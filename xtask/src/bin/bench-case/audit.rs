@@ -200,10 +200,13 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
             });
         }
         "sessions" => {
-            let calls = format!("\"calls\":{},\"unfinished\":0,", args.calls);
-            measured.check(lines == 1 && first.contains(&calls), || {
-                format!("sessions printed {lines} line(s), first {first:?}")
-            });
+            let row = first_row(&first);
+            measured.check(
+                lines == 1
+                    && row["calls"].as_u64() == Some(args.calls)
+                    && row["unfinished"].as_u64() == Some(0),
+                || format!("sessions printed {lines} line(s), first {first:?}"),
+            );
         }
         _ => {
             measured.check(lines == args.calls, || {
@@ -212,10 +215,15 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
                     args.calls
                 )
             });
-            measured.check(first.contains("\"state\":\"completed\""), || {
+            measured.check(first_row(&first)["state"] == "completed", || {
                 format!("activity's first row: {first:?}")
             });
         }
     }
     Ok(measured)
+}
+
+/// The first line of a `--json` view as JSON (`null` when it is not).
+fn first_row(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap_or_default()
 }

@@ -608,9 +608,12 @@ fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let Ok(readme) = std::fs::read_to_string(path) else {
         // An unpacked package has no repository around it (no
-        // `adapter-std/kit` beside it); the workspace's run checks the
+        // `adapter-std/kit` at `../..`); the workspace's run checks the
         // table. In the repository a missing README is a failure.
-        let repository = concat!(env!("CARGO_MANIFEST_DIR"), "/../kit/Cargo.toml");
+        let repository = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../adapter-std/kit/Cargo.toml"
+        );
         assert!(
             !std::path::Path::new(repository).exists(),
             "no README at {path}"
