@@ -1,4 +1,5 @@
-//! Comparison of the records of one scenario across runtimes (R4.7).
+//! Comparison of the records of one scenario across runtimes: the same
+//! scenario must give the same record on every runtime.
 //!
 //! Two correct runs of the same scenario on two runtimes produce the same
 //! record, except for fields that the operating system or the clock decide.

@@ -1,6 +1,6 @@
 //! Shared scenario suite for spillguard adapters and the test helper program.
 //!
-//! The scenarios S1–S9 of the mission (R9) are defined once, as data
+//! The flood scenarios S1–S9 (listed in `tests/README.md`) are defined once, as data
 //! ([`catalog`]), independent of any runtime. A driver per adapter
 //! ([`Runtime`]) runs one on real processes — the `spillguard-test-helper`
 //! binary of this package — and returns what it [`Measured`]; [`check`]

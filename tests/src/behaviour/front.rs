@@ -90,7 +90,7 @@ pub fn a_debug_grant_raises_the_budget_of_calls_started_under_it<H: HostUnderTes
     assert_eq!(debugged.stderr.render().lines().next(), Some(marker));
 }
 
-/// A debug grant reaches the calls running when it is given (R2.7: calls
+/// A debug grant reaches the calls running when it is given (calls
 /// started *or running* under it say `debug: true`): a call that emitted
 /// 20,000 bytes before the grant keeps the 16,384 it retained then and
 /// grows with the next 30,000 to 46,384; a call that ended before the

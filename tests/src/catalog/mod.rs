@@ -1,4 +1,5 @@
-//! The scenarios S1–S9 of the mission (R9), each named for its behaviour.
+//! The scenarios S1–S9 (listed in `tests/README.md`), each named for its
+//! behaviour.
 //!
 //! Volumes stay in the tens of MiB and graces in hundreds of milliseconds,
 //! so the whole catalogue runs in seconds. Floods repeat one 16-byte line
