@@ -122,8 +122,8 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
-    EveryAction, Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind,
-    SettingsError, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
+    Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
+    SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
     card_text, rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};

@@ -9,11 +9,11 @@
 
 use std::time::Instant;
 
+use super::input::{Input, Stop};
 use super::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
-    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome,
-    ResultChannel, ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd,
-    Timer, rfc3339,
+    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Outcome, ResultChannel,
+    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, Timer, rfc3339,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
@@ -427,7 +427,7 @@ fn show_card(call: &mut Call, now: Instant) {
             .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
     }
     enter(call, now, State::AwaitingApproval);
-    let text = super::spec_card_text(&call.spec, call.settings.approval_timeout);
+    let text = super::card::spec_card_text(&call.spec, call.settings.approval_timeout);
     audit(call, now, AuditKind::CardShown { text: text.clone() });
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),
