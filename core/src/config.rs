@@ -1,4 +1,4 @@
-//! The `helper_output` configuration: budgets, retention mode, grace (R2).
+//! The `helper_output` configuration: budgets, retention mode, grace.
 //!
 //! A [`Config`] is an explicit structure with public fields named like the
 //! file's keys. Load it with [`Config::from_toml_str`] (the adapter reads the
@@ -115,13 +115,13 @@ pub struct Config {
     /// Most stderr bytes all concurrent calls retain together.
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
-    /// Most bytes of stderr excerpt handed to a model, marker included
-    ///. Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
+    /// Most bytes of stderr excerpt handed to a model, marker included.
+    /// Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
     /// least the longest marker of the retention mode (81 bytes for
     /// `tail`, 82 for `head`, 156 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
-    /// How long a helper may take to exit after SIGTERM before SIGKILL
-    ///. Written in seconds (integer or decimal). Default 5 s.
+    /// How long a helper may take to exit after SIGTERM before SIGKILL.
+    /// Written in seconds (integer or decimal). Default 5 s.
     pub shutdown_grace_seconds: Duration,
     /// Retention mode. Default [`Retain::Tail`].
     pub retain: Retain,

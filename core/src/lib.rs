@@ -123,8 +123,8 @@ pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
     Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
-    SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
-    card_text, rfc3339, spawn_error_kind, visible,
+    SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text,
+    rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

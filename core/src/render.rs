@@ -321,8 +321,8 @@ impl Window<'_> {
         }
     }
 
-    /// Renders, then clamps to at most `cap` bytes including the marker
-    ///: the agent excerpt, or any destination's own cap.
+    /// Renders, then clamps to at most `cap` bytes including the marker:
+    /// the agent excerpt, or any destination's own cap.
     ///
     /// Nothing is re-read: the clamp selects from the retained bytes. It keeps
     /// the part the mode favours (the end for `tail`, the start for `head`,

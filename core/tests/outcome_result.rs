@@ -121,7 +121,10 @@ fn a_failed_spawn_converts_into_an_io_error_of_its_kind() {
         Ok(outcome.into_result()?.stdout_bytes())
     }
     let outcome = run(
-        spawn_fails(io::ErrorKind::PermissionDenied, "spawn failed: ./tool: denied"),
+        spawn_fails(
+            io::ErrorKind::PermissionDenied,
+            "spawn failed: ./tool: denied",
+        ),
         |_| {},
     );
     let error = run_it(outcome).unwrap_err();
@@ -130,7 +133,11 @@ fn a_failed_spawn_converts_into_an_io_error_of_its_kind() {
         error.to_string(),
         "the helper was not spawned: spawn failed: ./tool: denied"
     );
-    let inner = error.get_ref().unwrap().downcast_ref::<SpawnError>().unwrap();
+    let inner = error
+        .get_ref()
+        .unwrap()
+        .downcast_ref::<SpawnError>()
+        .unwrap();
     assert_eq!(inner.outcome().record.state, State::FailedBeforeDispatch);
 }
 
@@ -139,11 +146,17 @@ fn a_failed_spawn_goes_into_a_boxed_error() {
     fn run_it(outcome: Outcome) -> Result<State, Box<dyn Error + Send + Sync>> {
         Ok(outcome.into_result()?.record.state)
     }
-    let outcome = run(spawn_fails(io::ErrorKind::TimedOut, "spawn timed out"), |_| {});
+    let outcome = run(
+        spawn_fails(io::ErrorKind::TimedOut, "spawn timed out"),
+        |_| {},
+    );
     let error = run_it(outcome).unwrap_err();
     let error = error.downcast::<SpawnError>().unwrap();
     // A kind outside the record's table is `other`, and reads back as Other.
-    assert_eq!(error.outcome().record.spawn_error_kind.as_deref(), Some("other"));
+    assert_eq!(
+        error.outcome().record.spawn_error_kind.as_deref(),
+        Some("other")
+    );
     assert_eq!(error.kind(), io::ErrorKind::Other);
 }
 
@@ -232,7 +245,10 @@ fn a_spawn_that_fails_as_a_cancel_comes_is_a_cancel_and_ok() {
         .unwrap();
     let outcome = finished(&mut call).into_result().unwrap();
     assert_eq!(outcome.record.state, State::CancelledBeforeDispatch);
-    assert_eq!(outcome.record.spawn_error_kind.as_deref(), Some("not_found"));
+    assert_eq!(
+        outcome.record.spawn_error_kind.as_deref(),
+        Some("not_found")
+    );
 }
 
 #[test]

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::{Call, CallSettings, CallSpec, ResultChannel, StdoutMode, visible};
 use super::{CallKind, CallRecord, Signal, SpawnError, State};
 use crate::capture::Retained;
 use crate::redact::StreamRedactions;
-#[cfg(doc)]
-use super::{Call, CallSettings, CallSpec, ResultChannel, StdoutMode, visible};
 
 /// The approval card: built once when approval is asked, never redrawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ pub struct ApprovalCard {
     pub text: String,
 }
 
-/// A lifecycle event for the audit log (R6): written as it happens.
+/// A lifecycle event for the audit log, written as it happens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEvent {
     /// The call.

@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use super::CallSpec;
-use crate::redact::Redactor;
 #[cfg(doc)]
 use super::ApprovalCard;
+use super::CallSpec;
+use crate::redact::Redactor;
 
 /// The spec with its text redacted (action, target, summary): the card,
 /// the record and the audit events are built from it. The ids are the
@@ -107,4 +107,3 @@ pub(crate) fn spec_card_text(spec: &CallSpec, expires_in: Duration) -> String {
         card_text(&spec.card_lines, expires_in)
     }
 }
-

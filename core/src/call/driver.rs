@@ -19,21 +19,27 @@ use super::{
     Action, ApprovalDecision, CallError, CallSettings, CallSpec, CancelReason, ExitStatus,
     ResultKind, SignalMark, State, StateMark, StreamEnd, Timer, transitions,
 };
-use crate::capture::{Fed, StreamCapture};
+#[cfg(doc)]
+use super::{Admission, DisconnectPolicy, ResultChannel, spawn_error_kind};
+use crate::capture::StreamCapture;
 use crate::config::DebugGrant;
-use crate::jsonrpc::Diverted;
 use crate::pool::RetentionPool;
 
-/// One call of one helper: its lifecycle as a sans-IO state machine (R3,
-/// R4 policy, R5).
+/// One call of one helper: its lifecycle as a sans-IO state machine, from
+/// `received` to exactly one terminal [`State`], and its record.
 ///
 /// A call owns every decision about a helper run: when to show the
 /// approval card, when to spawn, when to signal the process group, when to
 /// stop waiting, and which terminal state the call ends in. The adapter that
 /// drives it only reports what happened (`handle_*`) and carries out what it
-/// is asked (`poll_action`). All transitions live in one table in
-/// `transitions.rs`; see [`State`] for the states and `ARCHITECTURE.md` for the
-/// diagram and the precedence rules.
+/// is asked (`poll_action`). All transitions live in one table
+/// (`transitions.rs`; [`TRANSITIONS`](crate::TRANSITIONS) lists its edges).
+/// When events race after dispatch, the terminal state is decided by
+/// precedence: a stop requested before the exit was observed wins
+/// (`killed` if SIGKILL was needed, else `cancelled_after_dispatch`); then
+/// a lost process (`unknown`); then a structured result that says the
+/// remote side failed (`failed_remote`); then the exit status
+/// (`completed` for 0, else `failed_local`).
 ///
 /// # Driving a call
 ///
@@ -42,6 +48,23 @@ use crate::pool::RetentionPool;
 /// timer from [`Call::poll_timeout`]. When the timer fires it calls
 /// [`Call::handle_timeout`] (calling it early is harmless). The loop ends at
 /// [`Action::Finished`], which is emitted exactly once and is the last action.
+///
+/// # Errors and terminal states
+///
+/// An input that does not fit the call's live state is caller misuse: the
+/// `handle_*` method returns a [`CallError`] (which says exactly when) and
+/// the call is unchanged. The methods that return `()` take inputs that are
+/// valid in every state (cancel, disconnect, timeout, a failed audit write,
+/// the end of the caller's input, card delivery, debug grants, bytes and
+/// counters).
+///
+/// **A terminal state absorbs every later input with `Ok`**: once
+/// [`is_finished`](Self::is_finished), every `handle_*` returns `Ok(())`
+/// (or nothing) and changes nothing, so a driver may report what it
+/// observes after the end (a late exit, an end-of-file, bytes) without
+/// checking first. The one trace a late input leaves is a failed audit
+/// write, which is still counted in the record's `audit_failures` while
+/// the [`Action::Finished`] holding it is not yet polled.
 ///
 /// # Examples
 ///
@@ -272,6 +295,13 @@ impl Call {
 
     /// Validation passed. `needs_approval` comes from the host's policy;
     /// a discovery call may not need it.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is in `received`;
+    /// [`CallError::DiscoveryNeedsApproval`] for a discovery call with
+    /// `needs_approval`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_validated(
         &mut self,
         now: Instant,
@@ -281,6 +311,11 @@ impl Call {
     }
 
     /// Validation failed: the call ends `failed_before_dispatch`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is in `received`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_validation_failed(
         &mut self,
         now: Instant,
@@ -312,16 +347,34 @@ impl Call {
     /// state this is a caller error that changes nothing. Ignored once the
     /// call has ended (its queue timeout or a cancel may come first). The
     /// record says when (`admitted_offset_us`).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] in a live state other than
+    /// `queued`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_admitted(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::Admitted)
     }
 
     /// The approver said yes.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is in
+    /// `awaiting_approval`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_approval_granted(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::ApprovalGranted)
     }
 
     /// The approver said no.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is in
+    /// `awaiting_approval`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_approval_denied(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::ApprovalDenied)
     }
@@ -332,6 +385,12 @@ impl Call {
     /// [`handle_approval_denied`](Self::handle_approval_denied), and the
     /// record's `failure` says why. Refused, and nothing recorded, unless
     /// the call awaits approval.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is in
+    /// `awaiting_approval`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_approval_declined(
         &mut self,
         now: Instant,
@@ -348,22 +407,25 @@ impl Call {
     /// The helper was spawned with this pid. Adapters spawn every helper as
     /// the leader of its own process group, so its process group id is
     /// `pid` too: that is the group every [`Action::SignalGroup`] names.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is `authorized`
+    /// and its [`Action::Spawn`] was polled and not yet reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_spawned(&mut self, now: Instant, pid: u32) -> Result<(), CallError> {
         self.handle(now, Input::Spawned { pid })
-    }
-
-    /// The capacity the helper's output pipes got after the adapter asked
-    /// to enlarge them (`None`: the request failed). Recorded as
-    /// `pipe_capacity_bytes`; never a transition, never an error.
-    pub fn handle_pipe_capacity(&mut self, capacity: Option<u64>) {
-        if !self.state.is_terminal() {
-            self.pipe_capacity = capacity;
-        }
     }
 
     /// The helper could not be spawned: `kind` is the OS error's kind,
     /// recorded as `spawn_error_kind` (see [`spawn_error_kind`] for the
     /// fixed names), and `message` its text, recorded as `failure`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] unless the call is `authorized`
+    /// and its [`Action::Spawn`] was polled and not yet reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_spawn_failed(
         &mut self,
         now: Instant,
@@ -372,76 +434,6 @@ impl Call {
     ) -> Result<(), CallError> {
         let message = self.redacted(message.into());
         self.handle(now, Input::SpawnFailed(kind, message))
-    }
-
-    /// Bytes read from the helper's stderr. Never fails, never causes a
-    /// transition by itself; only the opt-in kill ceiling, once crossed,
-    /// becomes a cancel with reason [`CancelReason::StderrCeiling`].
-    pub fn handle_stderr(&mut self, now: Instant, bytes: &[u8]) {
-        if self.state.is_terminal() {
-            return;
-        }
-        let fed = match self.stderr.as_mut() {
-            Some(capture) => capture.feed(bytes),
-            None => return,
-        };
-        if fed == Fed::CeilingCrossed && self.state == State::Dispatched {
-            self.handle_infallible(now, Input::Cancel(CancelReason::StderrCeiling));
-        }
-    }
-
-    /// Bytes read from the helper's stdout. Never fails.
-    pub fn handle_stdout(&mut self, _now: Instant, bytes: &[u8]) {
-        if self.state.is_terminal() {
-            return;
-        }
-        if let Some(capture) = self.stdout.as_mut() {
-            let _ = capture.feed(bytes);
-        }
-    }
-
-    /// A streamed call's adapter sent `n` more bytes of the helper's stdout
-    /// to the caller. A counter (`stdout_bytes_forwarded`): never fails,
-    /// never a transition; ignored once the call has ended.
-    pub fn handle_stdout_forwarded(&mut self, n: u64) {
-        if !self.state.is_terminal() {
-            self.stdout_bytes_forwarded = self.stdout_bytes_forwarded.saturating_add(n);
-        }
-    }
-
-    /// A streamed call's adapter wrote `n` more bytes from the caller to the
-    /// helper's stdin. A counter (`stdin_bytes_forwarded`): never fails,
-    /// never a transition; ignored once the call has ended.
-    pub fn handle_stdin_forwarded(&mut self, n: u64) {
-        if !self.state.is_terminal() {
-            self.stdin_bytes_forwarded = self.stdin_bytes_forwarded.saturating_add(n);
-        }
-    }
-
-    /// A streamed call's adapter dropped `n` bytes the caller sent, which
-    /// the helper never took (it stopped reading its stdin). A counter
-    /// (`stdin_bytes_undelivered`): never fails, never a transition;
-    /// ignored once the call has ended.
-    pub fn handle_stdin_undelivered(&mut self, n: u64) {
-        if !self.state.is_terminal() {
-            self.stdin_bytes_undelivered = self.stdin_bytes_undelivered.saturating_add(n);
-        }
-    }
-
-    /// Bytes of a streamed MCP server's stdout that are not protocol (see
-    /// [`StdoutLineGuard`](crate::StdoutLineGuard)): fed to the stderr
-    /// capture, exactly like [`handle_stderr`](Self::handle_stderr) (the
-    /// kill ceiling included), and counted as `stdout_bytes_diverted` and
-    /// `stdout_lines_diverted`.
-    pub fn handle_stdout_diverted(&mut self, now: Instant, diverted: Diverted<'_>) {
-        if self.state.is_terminal() {
-            return;
-        }
-        self.stdout_bytes_diverted = self
-            .stdout_bytes_diverted
-            .saturating_add(diverted.bytes.len() as u64);
-        self.stdout_lines_diverted = self.stdout_lines_diverted.saturating_add(diverted.lines);
-        self.handle_stderr(now, diverted.bytes);
     }
 
     /// The caller has finished sending: the guard's own stdin reached
@@ -505,22 +497,46 @@ impl Call {
     /// The stdout reader reached end-of-file. For a streamed call, the
     /// caller's reader reached it or was dropped; a second report is
     /// accepted and changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] before `dispatched`, and for a
+    /// captured stdout whose end was already reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::StdoutEof)
     }
 
     /// The stderr reader reached end-of-file.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] before `dispatched`, and when
+    /// stderr's end was already reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_stderr_eof(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::StderrEof)
     }
 
     /// The helper was reaped with this status.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] before `dispatched`, and when an
+    /// exit was already reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_exit(&mut self, now: Instant, status: ExitStatus) -> Result<(), CallError> {
         self.handle(now, Input::Exited(status))
     }
 
     /// The helper can no longer be waited for (the process boundary was
     /// lost, e.g. waiting failed).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] before `dispatched`, and when an
+    /// exit was already reported.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_process_lost(&mut self, now: Instant) -> Result<(), CallError> {
         self.handle(now, Input::ProcessLost)
     }
@@ -529,7 +545,9 @@ impl Call {
     /// dispatch, with [`CallSettings::audit_fail_closed`] (the default), the
     /// call ends `failed_before_dispatch` and nothing is spawned: an action
     /// whose attempt is not on record does not run. Otherwise the
-    /// failure is counted in the record's `audit_failures`.
+    /// failure is counted in the record's `audit_failures`. Valid in every
+    /// state; once terminal, it is still counted in the outcome of an
+    /// [`Action::Finished`] not yet polled, and changes nothing else.
     pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
         let error = self.redacted(error.into());
         self.handle_infallible(now, Input::AuditFailed(error));
@@ -539,6 +557,11 @@ impl Call {
     /// intended channel, never from stderr). With
     /// [`ResultChannel::StdoutJson`] the call parses stdout itself; a result
     /// reported here too replaces the classification.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InvalidTransition`] before `dispatched`.
+    /// Once the call is terminal: `Ok(())`, and nothing changes.
     pub fn handle_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
         self.handle(now, Input::Result(result))
     }
@@ -549,6 +572,7 @@ impl Call {
     }
 
     /// The client went away; the configured [`DisconnectPolicy`] applies.
+    /// Valid in every state; ignored once terminal.
     pub fn handle_client_disconnected(&mut self, now: Instant) {
         self.handle_infallible(now, Input::ClientDisconnected);
     }
@@ -687,7 +711,8 @@ impl Call {
         self.timers.next()
     }
 
-    /// Fires every timer due at `now`. A no-op when called early.
+    /// Fires every timer due at `now`. A no-op when called early, and once
+    /// the call is terminal (no timer is armed then).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.advance(now);
         while let Some(timer) = self.timers.take_due(now) {
@@ -706,7 +731,7 @@ impl Call {
         transitions::apply(self, now, input)
     }
 
-    fn handle_infallible(&mut self, now: Instant, input: Input) {
+    pub(super) fn handle_infallible(&mut self, now: Instant, input: Input) {
         let now = self.advance(now);
         // Cancels, disconnects and timeouts are valid in every state.
         let outcome = transitions::apply(self, now, input);

@@ -9,8 +9,10 @@
 //!   [`CallSettings`] (budgets and timings, with their defaults and
 //!   [`CallSettings::validate`]) and the choices it names ([`StdoutMode`],
 //!   [`ResultChannel`], [`Admission`]).
-//! * `driver.rs` — [`Call`] itself: its fields, its `handle_*` inputs and
-//!   `poll_*` outputs.
+//! * `driver.rs` — [`Call`] itself: its fields, its lifecycle inputs
+//!   (`handle_*`) and its outputs (`poll_action`, `poll_timeout`).
+//! * `bytes.rs` — the inputs that are never transitions: stderr and stdout
+//!   bytes, forwarded and diverted counts, the pipe capacity.
 //! * `input.rs` — the inputs of the transition table and [`CallError`],
 //!   the refusal of an input that does not fit the state.
 //! * `transitions.rs` — **every transition, in one `match (state, input)`**;
@@ -32,6 +34,7 @@
 //! cancel); every string the call keeps passes through its redactor.
 
 mod action;
+mod bytes;
 mod card;
 mod driver;
 mod exit;

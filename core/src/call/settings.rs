@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::{Call, Outcome, visible};
 use super::{CallKind, DisconnectPolicy, ResultKind};
 use crate::capture::{CaptureSettings, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
-#[cfg(doc)]
-use super::{Call, Outcome};
 
 /// What the host knows about a call before it starts: who, what, where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
