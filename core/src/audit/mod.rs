@@ -1,4 +1,4 @@
-//! The audit log (R6): append-only, hash-chained, optionally encrypted,
+//! The audit log: append-only, hash-chained, optionally encrypted,
 //! verified offline — the sans-IO part.
 //!
 //! The core builds frames ([`LogWriter`]) and checks byte streams

@@ -1,4 +1,4 @@
-//! The call record (R5): plain data, built once from a terminal call.
+//! The call record: plain data, built once from a terminal call.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -326,7 +326,7 @@ pub struct SignalMark {
 }
 
 /// The record of one call: lifecycle facts first, then diagnostics
-/// metadata (R5). Field names are the JSON names; never renamed.
+/// metadata. Field names are the JSON names; never renamed.
 ///
 /// The record carries counts, never retained text: the text (with its pool
 /// lease) travels separately in [`Outcome`](crate::Outcome).

@@ -174,7 +174,8 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         (AwaitingApproval, Input::CardDelivered) if call.card_delivered_offset_us.is_none() => {
             call.card_delivered_offset_us = Some(call.offset_us(now));
             if call.settings.deadline_from_delivery {
-                // Fixed here, once (R3.4).
+                // Fixed here, once: nothing moves it later, stderr least of
+                // all.
                 call.timers
                     .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
             }
@@ -421,7 +422,8 @@ fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
 
 fn show_card(call: &mut Call, now: Instant) {
     // Fixed once: here, or when the driver reports the card delivered
-    // (`deadline_from_delivery`); stderr never moves it (R3.4).
+    // (`deadline_from_delivery`); nothing moves it later: stderr
+    // never extends the approver's time.
     if !call.settings.deadline_from_delivery {
         call.timers
             .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
