@@ -1,5 +1,8 @@
-//! Text is made here, at the edge: marker, UTF-8 decoding, clamping. See
-//! [`Window`].
+//! Text is made here, at the edge: marker, UTF-8 decoding, redaction,
+//! clamping and the fingerprint (of the raw bytes). See [`Window`].
+//!
+//! **Every rendering but the named `render_unredacted` is redacted, and
+//! the same for every chunking of the input.**
 
 use std::fmt;
 use std::ops::Range;

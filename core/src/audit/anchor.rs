@@ -1,4 +1,9 @@
 //! Anchors: checkpoints of a log that the caller keeps somewhere else.
+//!
+//! An [`Anchor`] holds the record count, the head hash and the last
+//! record's byte offset, MACed when the log is sealed. **Resuming from an
+//! anchor reads nothing before its offset**: the anchor vouches for that
+//! prefix, and only a full verification checks it.
 
 use std::fmt;
 use std::str::FromStr;
