@@ -29,6 +29,14 @@ fn run(script: Script, tweak: impl FnOnce(&mut CallSettings)) -> Outcome {
     *world.lanes.remove(0).outcome.unwrap()
 }
 
+/// A helper that writes `stdout` at spawn and exits 0 at 10 ms.
+fn printing(stdout: &[u8]) -> Script {
+    Script {
+        stdout: stdout.to_vec(),
+        ..Script::default()
+    }
+}
+
 fn spawn_fails(kind: io::ErrorKind, message: &str) -> Script {
     Script {
         spawn_error: Some((kind, message.to_owned())),
@@ -39,13 +47,7 @@ fn spawn_fails(kind: io::ErrorKind, message: &str) -> Script {
 #[test]
 fn stdout_bytes_are_the_helpers_stdout_byte_for_byte() {
     let written = b"line 1\n\xff\x00 not utf-8\n".to_vec();
-    let outcome = run(
-        Script {
-            stdout: written.clone(),
-            ..Script::default()
-        },
-        |_| {},
-    );
+    let outcome = run(printing(&written), |_| {});
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.stdout_bytes(), written);
     assert_eq!(outcome.record.stdout_bytes_seen, 20);
@@ -53,13 +55,7 @@ fn stdout_bytes_are_the_helpers_stdout_byte_for_byte() {
 
 #[test]
 fn stdout_bytes_past_the_budget_are_missing_and_the_record_says_so() {
-    let outcome = run(
-        Script {
-            stdout: b"0123456789abcdef".to_vec(),
-            ..Script::default()
-        },
-        |s| s.stdout.budget = 10,
-    );
+    let outcome = run(printing(b"0123456789abcdef"), |s| s.stdout.budget = 10);
     // Stdout keeps its head: the first 10 bytes.
     assert_eq!(outcome.stdout_bytes(), b"0123456789");
     assert!(outcome.record.stdout_truncated);
@@ -69,13 +65,7 @@ fn stdout_bytes_past_the_budget_are_missing_and_the_record_says_so() {
 #[test]
 fn stdout_bytes_are_not_redacted() {
     let secret = b"Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789\n";
-    let outcome = run(
-        Script {
-            stdout: secret.to_vec(),
-            ..Script::default()
-        },
-        |_| {},
-    );
+    let outcome = run(printing(secret), |_| {});
     assert_eq!(outcome.stdout_bytes(), secret);
     assert_eq!(outcome.record.stdout_redactions, 1);
 }
@@ -84,9 +74,8 @@ fn stdout_bytes_are_not_redacted() {
 fn a_non_zero_exit_is_ok() {
     let outcome = run(
         Script {
-            stdout: b"partial\n".to_vec(),
             exit: Some((ms(10), 3)),
-            ..Script::default()
+            ..printing(b"partial\n")
         },
         |_| {},
     );

@@ -115,8 +115,9 @@ impl Action {
     /// Every action's [`name`](Self::name), in declaration order. The enum
     /// is `#[non_exhaustive]`, so a driver's `match` outside this crate
     /// ends in a wildcard arm; a driver that must carry out every action
-    /// compares the actions it handles with this list in a test, which
-    /// fails when the core adds one.
+    /// checks this list's length against its arms at compile time
+    /// (`const _: () = assert!(Action::NAMES.len() == 7);`), which fails
+    /// when the core adds an action.
     pub const NAMES: [&'static str; 7] = [
         "audit",
         "show_approval_card",
@@ -127,17 +128,21 @@ impl Action {
         "finished",
     ];
 
-    /// The action's name, e.g. `signal_group`: one of [`NAMES`](Self::NAMES).
+    /// The action's name, e.g. `signal_group`: its entry in
+    /// [`NAMES`](Self::NAMES).
     pub fn name(&self) -> &'static str {
-        match self {
-            Action::Audit(_) => "audit",
-            Action::ShowApprovalCard(_) => "show_approval_card",
-            Action::Spawn => "spawn",
-            Action::CloseStdin => "close_stdin",
-            Action::SignalGroup { .. } => "signal_group",
-            Action::AbandonStreams => "abandon_streams",
-            Action::Finished(_) => "finished",
-        }
+        // The variant's position in `NAMES`: an action added to the enum
+        // needs an arm here and its name there.
+        let position = match self {
+            Action::Audit(_) => 0,
+            Action::ShowApprovalCard(_) => 1,
+            Action::Spawn => 2,
+            Action::CloseStdin => 3,
+            Action::SignalGroup { .. } => 4,
+            Action::AbandonStreams => 5,
+            Action::Finished(_) => 6,
+        };
+        Self::NAMES[position]
     }
 }
 
