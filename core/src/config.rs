@@ -1,9 +1,13 @@
-//! The `helper_output` configuration: budgets, retention mode, grace.
+//! The `helper_output` configuration: budgets, retention mode, grace; and
+//! [`DebugGrant`], a host's bounded raise of the stderr budget.
 //!
 //! A [`Config`] is an explicit structure with public fields named like the
 //! file's keys. Load it with [`Config::from_toml_str`] (the adapter reads the
 //! file; the core only parses text), or build it in code and call
 //! [`Config::validate`]. Every error names the field and the rule it broke.
+//! **An excerpt cap is at least the longest marker of its retention mode**
+//! (`CallSettings::validate` checks the same for settings built by hand),
+//! so an excerpt never cuts its marker.
 //!
 //! ```
 //! use spillguard_core::{Config, Retain};

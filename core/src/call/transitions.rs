@@ -2,10 +2,10 @@
 //!
 //! [`apply`] is one `match (state, input)`: each arm is a row of the table.
 //! A pair with no row is a caller error that names both and changes
-//! nothing; a terminal state absorbs every input (a failed audit write is
+//! nothing; a terminal state absorbs every input with `Ok` (a failed audit write is
 //! still counted, in the outcome not yet taken too). [`TRANSITIONS`] lists the
-//! edges the table can take, so that the diagram in `ARCHITECTURE.md` can be
-//! checked against it.
+//! edges the table can take; the lifecycle diagram in `ARCHITECTURE.md` is
+//! checked against it (`tests/tests/diagram.rs`).
 
 use std::time::Instant;
 
@@ -20,8 +20,10 @@ use crate::config::DebugGrant;
 use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
-/// `dispatched` are the precedence rules (see `ARCHITECTURE.md`). The
-/// edges through `queued` are taken only under
+/// `dispatched` are decided by precedence when events race (see
+/// [`Call`](crate::Call): a stop before the exit, then a lost process, then
+/// the result, then the exit status). The edges through `queued` are taken
+/// only under
 /// [`Admission::Queued`](super::Admission::Queued).
 pub const TRANSITIONS: &[(State, &str, State)] = &[
     (State::Received, "validated", State::Validated),
