@@ -255,3 +255,33 @@ fn finished(call: &mut spillguard_core::Call) -> Outcome {
         })
         .unwrap()
 }
+
+#[test]
+fn every_kind_the_record_names_reads_back_as_itself() {
+    use io::ErrorKind as K;
+    let listed = [
+        K::NotFound,
+        K::PermissionDenied,
+        K::NotADirectory,
+        K::IsADirectory,
+        K::InvalidFilename,
+        K::InvalidInput,
+        K::ArgumentListTooLong,
+        K::ExecutableFileBusy,
+        K::ResourceBusy,
+        K::WouldBlock,
+        K::OutOfMemory,
+        K::Interrupted,
+        K::Unsupported,
+    ];
+    for kind in listed {
+        let error = run(spawn_fails(kind, "spawn failed"), |_| {})
+            .into_result()
+            .unwrap_err();
+        assert_ne!(
+            error.outcome().record.spawn_error_kind.as_deref(),
+            Some("other")
+        );
+        assert_eq!(error.kind(), kind);
+    }
+}

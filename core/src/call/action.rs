@@ -173,9 +173,10 @@ impl Outcome {
 
     /// The helper's stdout as captured, raw: the bytes
     /// `tokio::process::Output::stdout` would hold, within the call's
-    /// stdout budget ([`CallSettings::stdout`], 1 MiB by default, keeping
-    /// the first bytes). When the record says `stdout_truncated`, bytes
-    /// past the budget are missing; a streamed call
+    /// stdout budget ([`CallSettings::stdout`]: by default 1 MiB, `head`
+    /// retention). When the record says `stdout_truncated`, the bytes the
+    /// budget dropped are missing (by default, all after the first
+    /// 1 MiB); a streamed call
     /// ([`StdoutMode::Streamed`]) captures nothing here, its stdout went
     /// to the caller. **Not redacted**: these are the helper's bytes for
     /// the caller's own use; what may be shown elsewhere is
@@ -225,8 +226,8 @@ impl Outcome {
     /// record the attempt): then a [`SpawnError`] that says why and keeps
     /// this outcome.
     ///
-    /// Every other end is `Ok`, as with `tokio::process`, whose `output()`
-    /// fails only when the child cannot be started: a non-zero exit or a
+    /// Every other end is `Ok`, as with `tokio::process::Command::output`,
+    /// where how the child exited is never an error: a non-zero exit or a
     /// signal (`failed_local`), a remote failure, a stop after dispatch
     /// (`cancelled_after_dispatch`, `killed`), a lost process (`unknown`),
     /// and the decisions taken before dispatch (`denied`,

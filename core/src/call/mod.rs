@@ -19,8 +19,9 @@
 //!   [`TRANSITIONS`] lists its edges.
 //! * `action.rs` — what a call asks of its driver ([`Action`]) and what it
 //!   hands over at its end ([`Outcome`]).
-//! * `spawn.rs` — a spawn failure: the record's name for its kind and
-//!   [`SpawnError`], the `Err` of [`Outcome::into_result`].
+//! * `spawn.rs` — a helper that was never spawned: the record's name for
+//!   the OS error's kind ([`spawn_error_kind`]) and [`SpawnError`], the
+//!   `Err` of [`Outcome::into_result`].
 //! * `card.rs` — the approval card's text, built once from the redacted
 //!   spec ([`card_text`], [`visible`]).
 //! * `record.rs`, `exit.rs`, `timer.rs` — the call record, the observed
