@@ -560,9 +560,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                     self.finish(*outcome);
                     return true;
                 }
-                // Only a core newer than this kit gets here: the check of
-                // `Action::NAMES` above this `impl` stops the build when the
-                // core's actions outnumber the arms above.
+                // Not reached: the check of `Action::NAMES` above this
+                // `impl` stops the build of this kit against any core with
+                // more actions than the arms above.
                 other => debug_assert!(false, "action `{}` is not carried out", other.name()),
             }
         }
