@@ -1,5 +1,14 @@
 //! Capture of one output stream: count every byte, keep a bounded part.
-//! See [`StreamCapture`].
+//! See [`StreamCapture`]; [`Retained`] is what a finished capture hands on,
+//! with its pool lease.
+//!
+//! `tail`, `head` and `head_and_tail` are one mechanism: a prefix of
+//! `head_cap` bytes, then a ring of `tail_cap`. **Feeding never fails and,
+//! in steady state, allocates nothing; retained ≤ budget; the window is
+//! always "the first `h` and the last `t` bytes" of the stream, whatever
+//! the chunking.** Once bytes are dropped, the [`CUT_MARGIN`] bytes beyond
+//! each cut edge are kept too (reserved from the pool on top of the
+//! budget, never shown), so that redaction can read past the edge.
 
 use std::fmt;
 

@@ -1,9 +1,13 @@
-//! The `helper_output` configuration: budgets, retention mode, grace (R2).
+//! The `helper_output` configuration: budgets, retention mode, grace; and
+//! [`DebugGrant`], a host's bounded raise of the stderr budget.
 //!
 //! A [`Config`] is an explicit structure with public fields named like the
 //! file's keys. Load it with [`Config::from_toml_str`] (the adapter reads the
 //! file; the core only parses text), or build it in code and call
 //! [`Config::validate`]. Every error names the field and the rule it broke.
+//! **An excerpt cap is at least the longest marker of its retention mode**
+//! (`CallSettings::validate` checks the same for settings built by hand),
+//! so an excerpt never cuts its marker.
 //!
 //! ```
 //! use spillguard_core::{Config, Retain};
@@ -115,13 +119,13 @@ pub struct Config {
     /// Most stderr bytes all concurrent calls retain together.
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
-    /// Most bytes of stderr excerpt handed to a model, marker included
-    ///. Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
+    /// Most bytes of stderr excerpt handed to a model, marker included.
+    /// Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
     /// least the longest marker of the retention mode (124 bytes for
     /// `tail`, 125 for `head`, 199 for `head_and_tail`).
     pub stderr_agent_excerpt_bytes: u64,
-    /// How long a helper may take to exit after SIGTERM before SIGKILL
-    ///. Written in seconds (integer or decimal). Default 5 s.
+    /// How long a helper may take to exit after SIGTERM before SIGKILL.
+    /// Written in seconds (integer or decimal). Default 5 s.
     pub shutdown_grace_seconds: Duration,
     /// Retention mode. Default [`Retain::Tail`].
     pub retain: Retain,

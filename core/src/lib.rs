@@ -106,6 +106,32 @@
 //! assert_eq!((record.stderr_bytes_seen, record.stderr_bytes_retained), (9 * 65_536, 16_384));
 //! # Ok::<(), spillguard_core::CallError>(())
 //! ```
+//!
+//! # Invariants
+//!
+//! * **No clock, no IO, no threads, no runtime.** Instants and wall-clock
+//!   stamps come in as arguments. Enforced by `core/clippy.toml`
+//!   (`disallowed-methods`, `disallowed-types`) and `tests/sans_io.rs`.
+//! * **Feeding bytes never fails and never stops accepting**; retained
+//!   bytes stay within the budget, and the [`RetentionPool`]'s in-use
+//!   figure never exceeds its capacity, not even for a moment.
+//! * **No unredacted text leaves through a view**: every rendering, the
+//!   approval card, the record's strings and every audit event pass
+//!   through the call's [`Redactor`]. Raw text and bytes only through the
+//!   named [`Retained::render_unredacted`], [`Retained::to_vec`] and
+//!   [`Outcome::stdout_bytes`], which no record, excerpt or log uses.
+//! * **A call ends in exactly one terminal state and emits exactly one
+//!   [`Action::Finished`], its last action.** An input that does not fit
+//!   the state is a [`CallError`] and changes nothing; a terminal state
+//!   absorbs every later input with `Ok`.
+//! * **Bytes never cause a transition**; only the opt-in kill ceiling,
+//!   once crossed, becomes an explicit cancel.
+//! * **After the direct child's exit, no wait is longer than
+//!   [`CallSettings::escapee_wait`].**
+//! * **What the helper, the approver or the clock did is an outcome in
+//!   the record, never a [`CallError`] or a panic.** A caller who wants a
+//!   helper that never started as an `Err` asks for it:
+//!   [`Outcome::into_result`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -122,9 +148,9 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
-    EveryAction, Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind,
-    SettingsError, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
-    card_text, rfc3339, spawn_error_kind, visible,
+    Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
+    SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text,
+    rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

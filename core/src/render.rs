@@ -1,5 +1,8 @@
-//! Text is made here, at the edge: marker, UTF-8 decoding, clamping. See
-//! [`Window`].
+//! Text is made here, at the edge: marker, UTF-8 decoding, redaction,
+//! clamping and the fingerprint (of the raw bytes). See [`Window`].
+//!
+//! **Every rendering but the named `render_unredacted` is redacted, and
+//! the same for every chunking of the input.**
 
 use std::fmt;
 use std::ops::Range;
@@ -325,8 +328,8 @@ impl Window<'_> {
         }
     }
 
-    /// Renders, then clamps to at most `cap` bytes including the marker
-    ///: the agent excerpt, or any destination's own cap.
+    /// Renders, then clamps to at most `cap` bytes including the marker:
+    /// the agent excerpt, or any destination's own cap.
     ///
     /// Nothing is re-read: the clamp selects from the retained bytes. It keeps
     /// the part the mode favours (the end for `tail`, the start for `head`,

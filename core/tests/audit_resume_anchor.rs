@@ -258,8 +258,7 @@ fn a_sealed_log_resumes_from_its_anchor_only_with_a_mac_made_by_the_key() {
 fn an_anchor_without_offset_still_verifies_but_cannot_start_a_resume() {
     let key = test_key();
     let f = Fixture::new(Some(key.clone()));
-    // The format-1 form earlier versions wrote: no offset, MAC over the
-    // 60-byte message.
+    // The format-1 form: no offset, MAC over the 60-byte message.
     let v1 = Anchor::new(f.anchor.log_id, f.anchor.records, f.anchor.head).with_mac(&key);
     let text = v1.to_string();
     assert!(text.starts_with("sga1."), "{text}");

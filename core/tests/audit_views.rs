@@ -1,5 +1,5 @@
-//! The expected-lifecycle comparison (R6.3) and the Sessions and Activity
-//! views (R6.4) on a small log of known content.
+//! The expected-lifecycle comparison and the Sessions and Activity views
+//! on a small log of known content.
 #![allow(clippy::unwrap_used)]
 
 mod audit_support;

@@ -1,5 +1,6 @@
 //! Capture and rendering are functions of the bytes fed, never of how they
-//! were chunked (R1.3–R1.6, R2.5). Every property compares the capture with a
+//! were chunked: what is retained, its marker, its rendering and its
+//! redaction. Every property compares the capture with a
 //! model computed here from the input alone.
 #![allow(clippy::unwrap_used)]
 
@@ -639,7 +640,7 @@ proptest! {
 
         prop_assert_eq!(&rendered, &expected_unredacted(input, case.mode, model));
         if !model.truncated() {
-            // R1.4: retained exactly, byte for byte.
+            // Nothing dropped: the text is the input, byte for byte.
             prop_assert_eq!(&rendered, &String::from_utf8_lossy(input));
         }
         match case.mode {

@@ -1,4 +1,4 @@
-//! Debug mode (R2.7): bounded in time and size, recorded on every call it
+//! Debug mode: bounded in time and size, recorded on every call it
 //! touched, and never a quiet switch.
 #![allow(clippy::unwrap_used)]
 
@@ -164,8 +164,8 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
     assert_eq!(outcome.stderr.render(), outcome.stderr.render_unredacted());
 }
 
-// A grant given while a call runs (R2.7: "calls started or running under it
-// record debug: true").
+// A grant given while a call runs: every call started or running under it
+// records `debug: true`.
 
 fn spec(id: &str) -> CallSpec {
     CallSpec {

@@ -1,4 +1,4 @@
-//! The flood scenarios S1–S9 (and the lifecycle's edge cases) at the core
+//! The flood and shutdown scenarios (and the lifecycle's edge cases) at the core
 //! level, in virtual time: exact states, exit fields, stream ends, retained
 //! bytes, markers and instants.
 #![allow(clippy::unwrap_used)]
@@ -31,7 +31,7 @@ fn first_line(text: &str) -> &str {
 }
 
 #[test]
-fn s1_flood_with_a_short_deadline_keeps_the_tail_and_ends_cancelled() {
+fn flood_with_a_short_deadline_keeps_the_tail_and_ends_cancelled() {
     let mut world = World::new(Config::default());
     let mut s = settings(&world);
     s.deadline = Some(ms(100));
@@ -129,7 +129,7 @@ fn approval_deadline_is_not_extended_by_stderr() {
 }
 
 #[test]
-fn s2_noisy_discovery_does_not_delay_the_approval_card() {
+fn noisy_discovery_does_not_delay_the_approval_card() {
     let mut world = World::new(Config::default());
     let config = world.config.clone();
     let discovery = world.add(
@@ -182,7 +182,7 @@ fn s2_noisy_discovery_does_not_delay_the_approval_card() {
 }
 
 #[test]
-fn s3_stderr_during_approval_then_exit_right_after_approval() {
+fn stderr_during_approval_then_exit_right_after_approval() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let lane = world.add(
@@ -212,7 +212,7 @@ fn s3_stderr_during_approval_then_exit_right_after_approval() {
 }
 
 #[test]
-fn s4_success_with_full_stderr_then_cancel_during_cleanup_is_cancelled_after_dispatch() {
+fn success_with_full_stderr_then_cancel_during_cleanup_is_cancelled_after_dispatch() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let script = Script {
@@ -322,7 +322,7 @@ const HOLDS_20_S: Grandchild = Grandchild {
 };
 
 #[test]
-fn s5_a_grandchild_holding_stderr_is_signalled_after_the_drain_window() {
+fn a_grandchild_holding_stderr_is_signalled_after_the_drain_window() {
     let (world, lane) = grandchild_world(HOLDS_20_S, true);
     let r = world.lanes[lane].record();
     assert_eq!(r.state, State::Completed);
@@ -348,7 +348,7 @@ fn s5_a_grandchild_holding_stderr_is_signalled_after_the_drain_window() {
 /// KILL follows the TERM after the escapee wait (100 ms), not the 5 s
 /// shutdown grace meant for a live helper.
 #[test]
-fn s5_a_grandchild_that_ignores_term_is_killed_after_the_escapee_wait() {
+fn a_grandchild_that_ignores_term_is_killed_after_the_escapee_wait() {
     let (world, lane) = grandchild_world(
         Grandchild {
             dies_on_term: false,
@@ -384,7 +384,7 @@ fn s5_a_grandchild_that_ignores_term_is_killed_after_the_escapee_wait() {
 /// (460 ms): `completed` within the drain window plus 200 ms of the exit,
 /// not the 7.25 s of grace and kill wait.
 #[test]
-fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_escapee_waits() {
+fn a_grandchild_out_of_reach_is_abandoned_after_the_escapee_waits() {
     let (world, lane) = grandchild_world(
         Grandchild {
             in_group: false,
@@ -419,7 +419,7 @@ fn s5_a_grandchild_out_of_reach_is_abandoned_after_the_escapee_waits() {
 }
 
 #[test]
-fn s5_without_signalling_descendants_the_streams_are_abandoned_at_the_window() {
+fn without_signalling_descendants_the_streams_are_abandoned_at_the_window() {
     let (world, lane) = grandchild_world(HOLDS_20_S, false);
     let r = world.lanes[lane].record();
     assert_eq!(r.state, State::Completed);
@@ -431,7 +431,7 @@ fn s5_without_signalling_descendants_the_streams_are_abandoned_at_the_window() {
 }
 
 #[test]
-fn s6_invalid_bytes_and_a_line_larger_than_the_budget() {
+fn invalid_bytes_and_a_line_larger_than_the_budget() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let mut stderr = b"bad:\xff\xfe\xc3(\xe2\x82 end\n".to_vec();
@@ -473,7 +473,7 @@ fn s6_invalid_bytes_and_a_line_larger_than_the_budget() {
 }
 
 #[test]
-fn s6_a_window_starting_inside_a_character_is_trimmed() {
+fn a_window_starting_inside_a_character_is_trimmed() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let script = Script {
@@ -503,7 +503,7 @@ fn s6_a_window_starting_inside_a_character_is_trimmed() {
 }
 
 #[test]
-fn s7_fifty_concurrent_calls_at_their_limit_hold_the_process_budget() {
+fn fifty_concurrent_calls_at_their_limit_hold_the_process_budget() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let lanes: Vec<usize> = (0..50)
@@ -554,7 +554,7 @@ fn s7_fifty_concurrent_calls_at_their_limit_hold_the_process_budget() {
 }
 
 #[test]
-fn s8_client_disconnect_with_finish_policy_runs_to_the_end() {
+fn client_disconnect_with_finish_policy_runs_to_the_end() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let script = Script {
@@ -579,7 +579,7 @@ fn s8_client_disconnect_with_finish_policy_runs_to_the_end() {
 }
 
 #[test]
-fn s8_client_disconnect_with_cancel_policy_stops_the_helper() {
+fn client_disconnect_with_cancel_policy_stops_the_helper() {
     let mut world = World::new(Config::default());
     let mut s = settings(&world);
     s.on_client_disconnect = DisconnectPolicy::Cancel;
@@ -601,7 +601,7 @@ fn s8_client_disconnect_with_cancel_policy_stops_the_helper() {
 }
 
 #[test]
-fn s8_a_disconnect_while_the_card_is_shown_cancels_before_dispatch_under_either_policy() {
+fn a_disconnect_while_the_card_is_shown_cancels_before_dispatch_under_either_policy() {
     for policy in [DisconnectPolicy::Finish, DisconnectPolicy::Cancel] {
         let mut world = World::new(Config::default());
         let mut s = settings(&world);
@@ -629,7 +629,7 @@ fn s8_a_disconnect_while_the_card_is_shown_cancels_before_dispatch_under_either_
 }
 
 #[test]
-fn s9_a_helper_that_ignores_term_is_killed_exactly_after_the_grace() {
+fn a_helper_that_ignores_term_is_killed_exactly_after_the_grace() {
     let mut world = World::new(Config::default());
     let s = settings(&world);
     let lane = world.add(

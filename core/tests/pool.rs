@@ -1,4 +1,4 @@
-//! The process-wide retention pool (R2.2): captures and the retained bytes
+//! The process-wide retention pool: captures and the retained bytes
 //! they hand on never hold more than the pool's capacity together, every
 //! byte held is accounted to a live capture or a live `Retained`, and a
 //! capture the pool starves says so while still keeping "first h / last t".

@@ -6,8 +6,10 @@
 //! first of (timer, event, read), make exactly one `handle_*` call, and go
 //! again. Everything but the wait is here, written once:
 //!
-//! * the action dispatch, an exhaustive `match` (an action the core adds is
-//!   a compile error here, never silently ignored);
+//! * the action dispatch, one `match` with an arm per action (the core's
+//!   `Action` is `#[non_exhaustive]`; a compile-time check of
+//!   `Action::NAMES` fails when the core adds an action, so none is
+//!   silently ignored);
 //! * the spawn and its report, through the runtime's [`Effects`];
 //! * publishing state, card and outcome for the handle, keeping the record,
 //!   and letting go of the call (once);
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
-    AuditEvent, Call, CallError, CancelReason, DebugGrant, DebugGrantError, EveryAction, Outcome,
+    Action, AuditEvent, Call, CallError, CancelReason, DebugGrant, DebugGrantError, Outcome,
     Signal, StdoutMode,
 };
 
@@ -391,6 +393,11 @@ impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
     }
 }
 
+// `OwnerCore::carry_out_actions` has one arm per action, seven: an action
+// the core adds (`Action::NAMES` grows) stops the build here until it has
+// an arm there and this count is raised.
+const _: () = assert!(Action::NAMES.len() == 7, "an action without an arm");
+
 impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// The owner of call `id` (as registered with the host) that runs
     /// `command`, publishing to `published` and reading `clock` (the
@@ -538,22 +545,25 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     pub async fn carry_out_actions(&mut self, effects: &mut impl Effects) -> bool {
         while let Some(action) = self.call.poll_action() {
             self.published.set_state(self.call.state());
-            let action = EveryAction::from(action);
             #[cfg(feature = "tracing")]
             self.trace(&action);
             match action {
-                EveryAction::Audit(event) => self.audit(effects, event).await,
-                EveryAction::ShowApprovalCard(card) => self.published.show_card(card),
-                EveryAction::Spawn => self.spawn(effects),
-                EveryAction::CloseStdin => effects.close_stdin(),
-                EveryAction::SignalGroup { pgid, signal } => {
+                Action::Audit(event) => self.audit(effects, event).await,
+                Action::ShowApprovalCard(card) => self.published.show_card(card),
+                Action::Spawn => self.spawn(effects),
+                Action::CloseStdin => effects.close_stdin(),
+                Action::SignalGroup { pgid, signal } => {
                     crate::os::signal_group(pgid, signal);
                 }
-                EveryAction::AbandonStreams => self.listening = false,
-                EveryAction::Finished(outcome) => {
+                Action::AbandonStreams => self.listening = false,
+                Action::Finished(outcome) => {
                     self.finish(*outcome);
                     return true;
                 }
+                // Not reached: the check of `Action::NAMES` above this
+                // `impl` stops the build of this kit against any core with
+                // more actions than the arms above.
+                other => debug_assert!(false, "action `{}` is not carried out", other.name()),
             }
         }
         self.published.set_state(self.call.state());
@@ -564,19 +574,19 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// transition, per signal sent, per spawn and at the end; nothing the
     /// helper wrote.
     #[cfg(feature = "tracing")]
-    fn trace(&self, action: &EveryAction) {
+    fn trace(&self, action: &Action) {
         use spillguard_core::AuditKind;
         let span = &self.span;
         match action {
-            EveryAction::Audit(event) => {
+            Action::Audit(event) => {
                 if let AuditKind::Transition { from, to } = &event.kind {
                     tracing::debug!(parent: span, from = from.as_str(), to = to.as_str(), "transition");
                 }
             }
-            EveryAction::SignalGroup { pgid, signal } => {
+            Action::SignalGroup { pgid, signal } => {
                 tracing::info!(parent: span, pgid, signal = signal.number(), "signal sent to the group");
             }
-            EveryAction::Finished(outcome) => {
+            Action::Finished(outcome) => {
                 let record = &outcome.record;
                 tracing::info!(
                     parent: span,
@@ -586,10 +596,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                     "call finished"
                 );
             }
-            EveryAction::ShowApprovalCard(_)
-            | EveryAction::Spawn
-            | EveryAction::CloseStdin
-            | EveryAction::AbandonStreams => {}
+            // Card, spawn, stdin and abandoned streams: no event of their own.
+            _ => {}
         }
     }
 

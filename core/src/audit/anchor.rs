@@ -1,4 +1,9 @@
 //! Anchors: checkpoints of a log that the caller keeps somewhere else.
+//!
+//! An [`Anchor`] holds the record count, the head hash and the last
+//! record's byte offset, MACed when the log is sealed. **Resuming from an
+//! anchor reads nothing before its offset**: the anchor vouches for that
+//! prefix, and only a full verification checks it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,8 +41,8 @@ const TEXT_PREFIX_V2: &str = "sga2";
 /// `sga2.<log id, 32 hex>.<records, decimal>.<head, 64 hex>.<offset, decimal>`,
 /// followed by `.<key id, 16 hex>.<MAC, 64 hex>` when MACed.
 ///
-/// Format 1, without it (what earlier versions wrote, still read and
-/// written for an anchor whose `offset` is `None`):
+/// Format 1, without it (read and verified, and written for an anchor
+/// whose `offset` is `None`):
 /// `sga1.<log id>.<records>.<head>`, then `.<key id>.<MAC>` when MACed.
 ///
 /// Either is short enough for a command line (104 to 226 characters).

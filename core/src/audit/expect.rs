@@ -1,4 +1,8 @@
 //! Comparison of a log with the lifecycle a test expected.
+//!
+//! A fold fed one record at a time ([`Comparison`]); [`compare`] folds a
+//! slice. Its memory is a few figures per expected call, whatever the
+//! log's length.
 
 use std::collections::{HashMap, HashSet};
 

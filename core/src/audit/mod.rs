@@ -1,5 +1,13 @@
-//! The audit log (R6): append-only, hash-chained, optionally encrypted,
+//! The audit log: append-only, hash-chained, optionally encrypted,
 //! verified offline — the sans-IO part.
+//!
+//! **Invariants:** the chain covers every frame (each hash covers every
+//! byte before it, so no frame changes, moves or vanishes without breaking
+//! a link); a complete frame with a bad hash is tampering, never a torn
+//! tail (a crash leaves only a prefix of the next frame); a sealed log
+//! writes no entry byte in clear, and the key never reaches the log; the
+//! core generates no randomness (log ids and nonces come from the caller).
+//! Without an anchor the best verdict is [`Verdict::Unanchored`].
 //!
 //! The core builds frames ([`LogWriter`]) and checks byte streams
 //! ([`Verifier`], [`verify`]); it reads no file and draws no randomness.

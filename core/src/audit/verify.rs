@@ -1,5 +1,13 @@
 //! Offline verification: a streaming [`Verifier`] and the typed [`Verdict`].
 //! The exact rules are in the [module docs](super#verification-rules).
+//!
+//! [`Verifier::bounded`] keeps the hash prefixes of the last `window`
+//! records and a checkpoint every `window` records; a record that repeats
+//! a sequence number older than the window is named by reading the log
+//! again from its checkpoint, which [`Verifier::poll_seek`] asks the
+//! driver to do. **A bounded verifier's memory does not grow with the
+//! log, and its verdicts and records are the unbounded one's, in any
+//! chunking.**
 
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;

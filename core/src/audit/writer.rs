@@ -1,5 +1,11 @@
 //! The writer's state: the chain's head and the next sequence number. It
 //! builds frames; the caller appends them to the file.
+//!
+//! [`LogWriter::resume`] keeps every intact record and reports a torn tail
+//! for the caller to truncate; [`LogWriter::resume_from_anchor`] does the
+//! same reading only the anchored record and what follows it. The writer
+//! counts the bytes of every frame it built, so [`LogWriter::anchor`]
+//! knows the last record's offset.
 
 use std::fmt;
 

@@ -1,4 +1,11 @@
-//! The call record (R5): plain data, built once from a terminal call.
+//! The call record: plain data, built once from a terminal call, and the
+//! enums it names ([`State`], [`StreamEnd`], [`ExitStatus`],
+//! [`ResultKind`], …).
+//!
+//! **Field names are the JSON names, never renamed. The order of
+//! [`State`]'s variants is part of the audit log's format. `exit_status`
+//! and `exit_signal` are what was observed: both are null exactly when the
+//! helper was never reaped.**
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -326,7 +333,7 @@ pub struct SignalMark {
 }
 
 /// The record of one call: lifecycle facts first, then diagnostics
-/// metadata (R5). Field names are the JSON names; never renamed.
+/// metadata. Field names are the JSON names; never renamed.
 ///
 /// The record carries counts, never retained text: the text (with its pool
 /// lease) travels separately in [`Outcome`](crate::Outcome).

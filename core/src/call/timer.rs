@@ -1,4 +1,7 @@
-//! The call's timers: one fixed table of optional deadlines.
+//! The call's timers: one fixed table of optional deadlines, one per
+//! [`Timer`]. **A delay too long for the clock to express arms nothing**
+//! (it never comes); timers due at the same instant fire in [`Timer::ALL`]
+//! order.
 
 use std::time::{Duration, Instant};
 

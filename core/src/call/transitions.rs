@@ -2,26 +2,28 @@
 //!
 //! [`apply`] is one `match (state, input)`: each arm is a row of the table.
 //! A pair with no row is a caller error that names both and changes
-//! nothing; a terminal state absorbs every input (a failed audit write is
+//! nothing; a terminal state absorbs every input with `Ok` (a failed audit write is
 //! still counted, in the outcome not yet taken too). [`TRANSITIONS`] lists the
-//! edges the table can take, so that the diagram in `ARCHITECTURE.md` can be
-//! checked against it.
+//! edges the table can take; the lifecycle diagram in `ARCHITECTURE.md` is
+//! checked against it (`tests/tests/diagram.rs`).
 
 use std::time::Instant;
 
+use super::input::{Input, Stop};
 use super::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
-    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Input, Outcome,
-    ResultChannel, ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, Stop, StreamEnd,
-    Timer, rfc3339,
+    CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Outcome, ResultChannel,
+    ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, Timer, rfc3339,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
 use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
-/// `dispatched` are the precedence rules (see `ARCHITECTURE.md`). The
-/// edges through `queued` are taken only under
+/// `dispatched` are decided by precedence when events race (see
+/// [`Call`](crate::Call): a stop before the exit, then a lost process, then
+/// the result, then the exit status). The edges through `queued` are taken
+/// only under
 /// [`Admission::Queued`](super::Admission::Queued).
 pub const TRANSITIONS: &[(State, &str, State)] = &[
     (State::Received, "validated", State::Validated),
@@ -174,7 +176,8 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         (AwaitingApproval, Input::CardDelivered) if call.card_delivered_offset_us.is_none() => {
             call.card_delivered_offset_us = Some(call.offset_us(now));
             if call.settings.deadline_from_delivery {
-                // Fixed here, once (R3.4).
+                // Fixed here, once: nothing moves it later, stderr least of
+                // all.
                 call.timers
                     .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
             }
@@ -421,13 +424,14 @@ fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
 
 fn show_card(call: &mut Call, now: Instant) {
     // Fixed once: here, or when the driver reports the card delivered
-    // (`deadline_from_delivery`); stderr never moves it (R3.4).
+    // (`deadline_from_delivery`); nothing moves it later: stderr
+    // never extends the approver's time.
     if !call.settings.deadline_from_delivery {
         call.timers
             .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
     }
     enter(call, now, State::AwaitingApproval);
-    let text = super::spec_card_text(&call.spec, call.settings.approval_timeout);
+    let text = super::card::spec_card_text(&call.spec, call.settings.approval_timeout);
     audit(call, now, AuditKind::CardShown { text: text.clone() });
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),

@@ -1,4 +1,10 @@
 //! Keeps an MCP stdio server's stdout protocol-only: see [`StdoutLineGuard`].
+//!
+//! Each line is handed on whole, as a message to forward when the scanner
+//! calls it one (and its UTF-8 is valid), or as bytes to divert otherwise;
+//! a line longer than its maximum is diverted as it comes. **Memory: the
+//! longest line held plus 256 KiB, no allocation once grown; the same
+//! split for every chunking, and serde_json's verdict on each line.**
 
 use super::scan::{MessageInfo, MessageScanner, UTF8_BOM};
 

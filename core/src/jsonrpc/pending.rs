@@ -1,5 +1,11 @@
 //! The client's requests a server has not answered yet, and the answers a
 //! guard gives for them when the server is gone: see [`PendingRequests`].
+//!
+//! [`ClientLines`] scans the client's stream as it is forwarded, holding
+//! nothing. A request is noted before the server sees it and struck off
+//! by its response or a `notifications/cancelled`; at most 65,536 are
+//! kept. When the server is gone, each request left gets one JSON-RPC
+//! error (code [`SERVER_GONE_CODE`]), oldest first.
 
 use std::collections::HashMap;
 

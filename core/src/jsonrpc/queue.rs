@@ -1,5 +1,11 @@
 //! The client's bytes on their way to a stdio server, and what happens to
 //! them when the server stops reading: see [`InputQueue`].
+//!
+//! **Nothing is lost while the server takes bytes. With the queue full and
+//! nothing taken for the stall time, room is made: whole messages the
+//! server has not begun (each request reported dropped), or, without
+//! messages, the stream from then on. Every byte read is taken, queued or
+//! counted as undelivered.**
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -1,5 +1,27 @@
 //! Redaction of well-known secret shapes in every text the library makes.
 //! See [`Redactor`].
+//!
+//! Where each part lives:
+//!
+//! * `rules.rs` — the built-in rules, one named pattern per shape,
+//!   compiled with `redact_extra_patterns` into one multi-pattern regex
+//!   that finds every secret in one pass (the built-in set once per
+//!   process, a set with extra patterns once per [`Config`](crate::Config)).
+//! * `scanners.rs` — what a regex set would make large or cannot say:
+//!   provider token formats (`providers/`, one table), `Cookie:` pairs
+//!   (`cookies.rs`) and base64 runs that decode to a credential
+//!   (`encoded.rs`); their spans are merged with the rules'.
+//! * `stream.rs` — [`StreamRedactor`], the same rules on a byte stream as
+//!   it flows.
+//!
+//! The redactor returns spans; `render.rs` replaces them with
+//! `[redacted: RULE]`. At a window or clamp edge the rules read the
+//! [`CUT_MARGIN`] bytes beyond it and the spans are clipped to what is
+//! shown; a word cut by the edge that could hold a secret is hidden as
+//! `[cut]`, at most [`MAX_CUT_HIDDEN`] bytes from the margin's outer edge.
+//!
+//! **Every rule and scanner finds the same spans for every chunking: they
+//! read the whole rendered text.**
 
 mod cookies;
 mod encoded;

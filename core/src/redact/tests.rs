@@ -987,8 +987,8 @@ fn a_value_ends_at_a_colour_or_a_title_end() {
 fn the_compiled_builtin_set_stays_small() {
     // The built-in rules compiled into one automaton (forward and
     // reverse). A rule that repeats a counted class ({0,512}) in every
-    // prefix multiplies this: it was 2.7 MB, and the compilation that made
-    // it raised a process's peak memory by 9 MiB.
+    // prefix multiplies this about tenfold, and the process's peak memory
+    // with it.
     let bytes = Redactor::builtin().inner.regex.memory_usage();
     assert!(bytes < 512 * 1024, "the built-in set holds {bytes} bytes");
 }

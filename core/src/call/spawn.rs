@@ -1,0 +1,199 @@
+//! Why a helper was not spawned: the record's fixed name for the OS
+//! error's kind ([`spawn_error_kind`]) and [`SpawnError`], the `Err` of
+//! [`Outcome::into_result`].
+
+use std::fmt;
+use std::io;
+
+use super::{Outcome, State};
+
+/// The record's name for the kind of OS error that kept a helper from
+/// being spawned (`spawn_error_kind`). The mapping is fixed; kinds not
+/// listed are `other`:
+///
+/// | kind | name |
+/// |---|---|
+/// | `NotFound` | `not_found` |
+/// | `PermissionDenied` | `permission_denied` |
+/// | `NotADirectory` | `not_a_directory` |
+/// | `IsADirectory` | `is_a_directory` |
+/// | `InvalidFilename` | `invalid_filename` |
+/// | `InvalidInput` | `invalid_input` |
+/// | `ArgumentListTooLong` | `argument_list_too_long` |
+/// | `ExecutableFileBusy` | `executable_file_busy` |
+/// | `ResourceBusy` | `resource_busy` |
+/// | `WouldBlock` | `would_block` |
+/// | `OutOfMemory` | `out_of_memory` |
+/// | `Interrupted` | `interrupted` |
+/// | `Unsupported` | `unsupported` |
+/// | anything else | `other` |
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use spillguard_core::spawn_error_kind;
+///
+/// assert_eq!(spawn_error_kind(ErrorKind::NotFound), "not_found");
+/// assert_eq!(spawn_error_kind(ErrorKind::TimedOut), "other");
+/// ```
+pub fn spawn_error_kind(kind: io::ErrorKind) -> &'static str {
+    SPAWN_ERROR_KINDS
+        .iter()
+        .find(|(listed, _)| *listed == kind)
+        .map_or("other", |(_, name)| name)
+}
+
+/// The table of [`spawn_error_kind`], read both ways: a record's name back
+/// to its kind for [`SpawnError::kind`].
+const SPAWN_ERROR_KINDS: [(io::ErrorKind, &str); 13] = {
+    use io::ErrorKind as K;
+    [
+        (K::NotFound, "not_found"),
+        (K::PermissionDenied, "permission_denied"),
+        (K::NotADirectory, "not_a_directory"),
+        (K::IsADirectory, "is_a_directory"),
+        (K::InvalidFilename, "invalid_filename"),
+        (K::InvalidInput, "invalid_input"),
+        (K::ArgumentListTooLong, "argument_list_too_long"),
+        (K::ExecutableFileBusy, "executable_file_busy"),
+        (K::ResourceBusy, "resource_busy"),
+        (K::WouldBlock, "would_block"),
+        (K::OutOfMemory, "out_of_memory"),
+        (K::Interrupted, "interrupted"),
+        (K::Unsupported, "unsupported"),
+    ]
+};
+
+/// Why a call's helper was never spawned: the `Err` of
+/// [`Outcome::into_result`], for a caller who treats "the helper did not
+/// start" as an error, as `tokio::process::Command::output` does, and
+/// everything that happened after a start as an outcome.
+///
+/// It is made from a call that ended `failed_before_dispatch`, and holds
+/// that call's [`Outcome`] ([`outcome`](Self::outcome),
+/// [`into_outcome`](Self::into_outcome)). What it says comes from the
+/// record:
+///
+/// * [`kind`](Self::kind): the OS error's kind when the spawn itself
+///   failed (the record's `spawn_error_kind`, read back through the table
+///   of [`spawn_error_kind`]; `other` is [`io::ErrorKind::Other`]);
+///   [`io::ErrorKind::InvalidInput`] when the call was refused before it
+///   was validated (a command or settings that break a rule);
+///   [`io::ErrorKind::Other`] when the audit log could not record the
+///   attempt (the call fails closed).
+/// * [`reason`](Self::reason) and its `Display`: the record's `failure`,
+///   redacted like every string of the record.
+///
+/// It converts into [`io::Error`] (keeping [`kind`](Self::kind)), so `?`
+/// takes it into `io::Result` or `Box<dyn Error + Send + Sync>`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// use std::time::{Instant, SystemTime};
+/// use spillguard_core::{Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
+///
+/// fn run(call: &mut Call, t0: Instant) -> io::Result<Vec<u8>> {
+///     call.handle_validated(t0, false).map_err(io::Error::other)?;
+///     let mut outcome = None;
+///     while let Some(action) = call.poll_action() {
+///         match action {
+///             // The driver tries to spawn `nosuch` and the OS says no.
+///             Action::Spawn => call
+///                 .handle_spawn_failed(t0, io::ErrorKind::NotFound, "spawn failed: nosuch: not found")
+///                 .map_err(io::Error::other)?,
+///             Action::Finished(o) => outcome = Some(o),
+///             _ => {}
+///         }
+///     }
+///     let outcome = outcome.ok_or_else(|| io::Error::other("not finished"))?;
+///     Ok(outcome.into_result()?.stdout_bytes())
+/// }
+///
+/// let config = Config::default();
+/// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
+/// let spec = CallSpec {
+///     call_id: "c_1".into(),
+///     session_id: "s_1".into(),
+///     kind: CallKind::Action,
+///     action: "build".into(),
+///     target: "ci".into(),
+///     summary: "nosuch --all".into(),
+///     card_lines: Vec::new(),
+/// };
+/// let t0 = Instant::now();
+/// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
+/// let error = run(&mut call, t0).unwrap_err();
+/// assert_eq!(error.kind(), io::ErrorKind::NotFound);
+/// assert_eq!(error.to_string(), "the helper was not spawned: spawn failed: nosuch: not found");
+/// ```
+#[derive(Debug)]
+pub struct SpawnError {
+    outcome: Box<Outcome>,
+}
+
+impl SpawnError {
+    /// The error for `outcome`, if its call ended `failed_before_dispatch`.
+    pub(crate) fn of(outcome: Outcome) -> Result<Outcome, Self> {
+        if outcome.record.state == State::FailedBeforeDispatch {
+            Err(Self {
+                outcome: Box::new(outcome),
+            })
+        } else {
+            Ok(outcome)
+        }
+    }
+
+    /// The kind of the failure: the OS error's kind for a failed spawn,
+    /// [`io::ErrorKind::InvalidInput`] for a call refused before it was
+    /// validated, [`io::ErrorKind::Other`] for an attempt the audit log
+    /// could not record.
+    pub fn kind(&self) -> io::ErrorKind {
+        let record = &self.outcome.record;
+        if let Some(name) = record.spawn_error_kind.as_deref() {
+            return SPAWN_ERROR_KINDS
+                .iter()
+                .find(|(_, listed)| *listed == name)
+                .map_or(io::ErrorKind::Other, |(kind, _)| *kind);
+        }
+        let validated = record.timeline.iter().any(|m| m.state == State::Validated);
+        if validated {
+            io::ErrorKind::Other
+        } else {
+            io::ErrorKind::InvalidInput
+        }
+    }
+
+    /// Why, as the record's `failure` says it (redacted).
+    pub fn reason(&self) -> &str {
+        self.outcome
+            .record
+            .failure
+            .as_deref()
+            .unwrap_or("failed before dispatch")
+    }
+
+    /// The call's outcome: its record, and the (empty) captures.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// The call's outcome, for a caller who wants the record after all.
+    pub fn into_outcome(self) -> Outcome {
+        *self.outcome
+    }
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the helper was not spawned: {}", self.reason())
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+impl From<SpawnError> for io::Error {
+    fn from(error: SpawnError) -> Self {
+        io::Error::new(error.kind(), error)
+    }
+}
