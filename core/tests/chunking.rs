@@ -831,7 +831,7 @@ proptest! {
                     tail_text.clone()
                 } else if start > source_start && !ends_at(raw, start - 1 - tail_raw) {
                     let floor = tail_cut.filter(|&n| n <= start).unwrap_or(tail_raw);
-                    after_clamp_cut(raw, start - tail_raw, floor - tail_raw)
+                    after_clamp_cut(raw, start - tail_raw, floor.saturating_sub(tail_raw))
                 } else {
                     lossy(kept)
                 }
