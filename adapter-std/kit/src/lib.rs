@@ -34,6 +34,7 @@ mod audit_log;
 mod builder;
 mod command;
 mod error;
+pub mod front;
 pub mod handle;
 pub mod host_death;
 pub mod host_state;
@@ -63,3 +64,17 @@ pub use ids::fresh_id;
 pub use options::{HostOptions, ShutdownReport};
 pub use orphans::OrphanStats;
 pub use spillguard_core as core;
+
+/// What the smol and tokio adapters re-export for their users, beside
+/// their own `Host`, `CallHandle`, `Canceller` and stream types.
+pub mod adapter_api {
+    pub use crate::front::Run;
+    pub use crate::os;
+    pub use crate::{
+        Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
+        DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
+        JsonLinesAudit, KeyError, KeySource, Launch, OpenFailure, OpenedLog, OrphanStats,
+        ShutdownReport, StdinMode,
+    };
+    pub use spillguard_core as core;
+}
