@@ -14,10 +14,13 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use spillguard_smol::core::{
-    CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
+    CallError, CallKind, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
 use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
-use support::{assert_group_gone, become_subreaper};
+use support::{
+    assert_finished_after_the_drop, assert_group_gone, assert_stopped_by_the_drop,
+    become_subreaper, gone_after, helper_and_grandchild, pid_of, wait_for_members,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -260,4 +263,66 @@ fn wait_finished_and_wait_idle_return_at_each_end() {
         assert!(last >= 2000 * MS && last < 5000 * MS, "{last:?}");
         host.wait_idle().await;
     });
+}
+
+#[test]
+fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
+    become_subreaper();
+    let host = host(HostOptions::default());
+    let grace = host.settings_for(CallKind::Action).shutdown_grace;
+    let call = host
+        .shell(helper_and_grandchild("c_smol_drop"))
+        .call_id("c_smol_drop")
+        .kill_on_drop(true)
+        .start();
+    let pid = pid_of("c_smol_drop");
+    wait_for_members(pid, 2);
+    assert_eq!(call.id(), Some(pid));
+    let dropped = Instant::now();
+    drop(call);
+    let gone = gone_after(pid, dropped);
+    eprintln!("smol handle: group of {pid} gone {gone:?} after the drop");
+    smol::block_on(host.wait_idle());
+    assert_stopped_by_the_drop(&records_of(&host, "c_smol_drop")[0], pid, gone, grace);
+}
+
+/// The `run()` future loses `future::or` against a timer and is dropped,
+/// and the call's handle with it.
+#[test]
+fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
+    become_subreaper();
+    let host = host(HostOptions::default());
+    let grace = host.settings_for(CallKind::Action).shutdown_grace;
+    let script = helper_and_grandchild("c_smol_run_dropped");
+    let run = host
+        .shell(script)
+        .call_id("c_smol_run_dropped")
+        .kill_on_drop(true)
+        .run();
+    let pid = pid_of("c_smol_run_dropped");
+    wait_for_members(pid, 2);
+    let timed_out = future::or(async { Some(run.await) }, async {
+        smol::Timer::after(50 * MS).await;
+        None
+    });
+    assert!(smol::block_on(timed_out).is_none());
+    let gone = gone_after(pid, Instant::now());
+    eprintln!("smol run: group of {pid} gone {gone:?} after the drop");
+    smol::block_on(host.wait_idle());
+    let record = &records_of(&host, "c_smol_run_dropped")[0];
+    assert_stopped_by_the_drop(record, pid, gone, grace);
+}
+
+#[test]
+fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
+    let host = host(HostOptions::default());
+    let call = host
+        .command("sleep")
+        .arg("0.3")
+        .call_id("c_smol_finish")
+        .start();
+    smol::block_on(wait_for_state(&call, State::Dispatched));
+    drop(call);
+    smol::block_on(host.wait_idle());
+    assert_finished_after_the_drop(&records_of(&host, "c_smol_finish")[0]);
 }

@@ -13,9 +13,11 @@ mod tokio_support;
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::{CancelReason, Config, DisconnectPolicy, State, StreamEnd};
+use spillguard_tokio::core::{CallKind, CancelReason, Config, DisconnectPolicy, State, StreamEnd};
 use spillguard_tokio::{HelperCommand, Host, HostError, HostOptions};
+use support::{assert_finished_after_the_drop, assert_stopped_by_the_drop, gone_after};
 use support::{assert_group_gone, become_subreaper, temp_path};
+use support::{helper_and_grandchild, pid_of, wait_for_members};
 use tokio_support::{poll_until, records_of, wait_for_state};
 
 const MS: Duration = Duration::from_millis(1);
@@ -212,4 +214,69 @@ fn handles_and_their_futures_can_move_across_tasks() {
     send(&call.approve());
     send(&host.shutdown(Duration::ZERO));
     send(&call.wait());
+}
+
+/// The kept record of `call_id`.
+fn record_of(host: &Host, call_id: &str) -> spillguard_tokio::core::CallRecord {
+    let records = host.finished_records();
+    records.into_iter().find(|r| r.call_id == call_id).unwrap()
+}
+
+/// The owners run on the runtime's workers while the test thread polls
+/// `/proc` (a blocking wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
+    become_subreaper();
+    let host = host(HostOptions::default());
+    let call = host
+        .shell(helper_and_grandchild("c_tokio_drop"))
+        .call_id("c_tokio_drop")
+        .kill_on_drop(true)
+        .start();
+    let pid = pid_of("c_tokio_drop");
+    wait_for_members(pid, 2);
+    assert_eq!(call.id(), Some(pid));
+    let dropped = std::time::Instant::now();
+    drop(call);
+    let gone = gone_after(pid, dropped);
+    eprintln!("tokio handle: group of {pid} gone {gone:?} after the drop");
+    host.wait_idle().await;
+    let grace = host.settings_for(CallKind::Action).shutdown_grace;
+    assert_stopped_by_the_drop(&record_of(&host, "c_tokio_drop"), pid, gone, grace);
+}
+
+/// `tokio::time::timeout` gives up on the `run()` future and drops it, and
+/// the call's handle with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
+    become_subreaper();
+    let host = host(HostOptions::default());
+    let builder = host.shell(helper_and_grandchild("c_tokio_run_dropped"));
+    let run = builder
+        .call_id("c_tokio_run_dropped")
+        .kill_on_drop(true)
+        .run();
+    let pid = pid_of("c_tokio_run_dropped");
+    wait_for_members(pid, 2);
+    assert!(tokio::time::timeout(50 * MS, run).await.is_err());
+    let gone = gone_after(pid, std::time::Instant::now());
+    eprintln!("tokio run: group of {pid} gone {gone:?} after the drop");
+    host.wait_idle().await;
+    let record = record_of(&host, "c_tokio_run_dropped");
+    let grace = host.settings_for(CallKind::Action).shutdown_grace;
+    assert_stopped_by_the_drop(&record, pid, gone, grace);
+}
+
+#[tokio::test]
+async fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
+    let host = host(HostOptions::default());
+    let call = host
+        .command("sleep")
+        .arg("0.3")
+        .call_id("c_tokio_finish")
+        .start();
+    wait_for_state(&call, State::Dispatched).await;
+    drop(call);
+    host.wait_idle().await;
+    assert_finished_after_the_drop(&record_of(&host, "c_tokio_finish"));
 }
