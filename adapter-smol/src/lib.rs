@@ -85,34 +85,8 @@ pub type Host = spillguard_kit::front::AsyncHost<SmolRuntime>;
 
 /// The caller's handle on a running call, from the builder's `start()`;
 /// every method is [`AsyncCallHandle`](spillguard_kit::front::AsyncCallHandle)'s,
-/// whose docs say what dropping it does.
-///
-/// # Examples
-///
-/// `kill_on_drop(true)`: a `run()` future that loses a race against a
-/// timer is dropped, and with it the call's handle, so the helper's group
-/// gets SIGTERM (then SIGKILL after the grace); the record is still
-/// written.
-///
-/// ```
-/// use std::time::Duration;
-/// use futures_lite::future;
-/// use spillguard_smol::{Host, HostOptions};
-/// use spillguard_smol::core::{Config, State};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let run = host.command("sleep").arg("30").kill_on_drop(true).run();
-/// let gave_up = smol::block_on(future::or(async { Some(run.await) }, async {
-///     smol::Timer::after(Duration::from_millis(100)).await;
-///     None
-/// }));
-/// assert!(gave_up.is_none());
-/// smol::block_on(host.wait_idle());
-/// let record = host.finished_records().pop().expect("the record is kept");
-/// assert_eq!(record.state, State::CancelledAfterDispatch);
-/// assert!(record.client_disconnected);
-/// # Ok::<(), spillguard_smol::HostError>(())
-/// ```
+/// whose docs say what dropping it does (the crate docs show
+/// `kill_on_drop` with a timer, and a streamed call).
 pub type CallHandle = spillguard_kit::front::AsyncCallHandle<SmolRuntime>;
 
 /// Cancels one call from anywhere; cheap to clone.
