@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use spillguard_smol::core::{
-    CallError, CallKind, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
+    CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
 use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
 use support::{
-    assert_finished_after_the_drop, assert_group_gone, assert_stopped_by_the_drop,
-    become_subreaper, gone_after, helper_and_grandchild, pid_of, wait_for_members,
+    assert_group_gone, become_subreaper, check_finished_after_a_drop, check_stopped_by_a_drop,
+    shell_call,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -80,40 +80,34 @@ fn the_helper_leads_its_own_group_with_null_stdin_and_piped_output() {
     assert_ne!(lines[2], lines[3]);
 }
 
+/// The record of `call_id`, once the host is idle.
+fn record_of(host: &Host, call_id: &str) -> CallRecord {
+    smol::block_on(host.wait_idle());
+    records_of(host, call_id).remove(0)
+}
+
+/// Gives up on `run` (a `run()` or `wait()` future): it loses
+/// `future::or` against a 50 ms timer and is dropped, with the handle in
+/// it.
+fn time_out(run: impl Future<Output = spillguard_smol::core::Outcome>) {
+    let timer = async {
+        smol::Timer::after(50 * MS).await;
+        None
+    };
+    assert!(smol::block_on(future::or(async { Some(run.await) }, timer)).is_none());
+}
+
 #[test]
 fn dropping_the_wait_future_under_the_cancel_policy_stops_the_helper() {
-    become_subreaper();
     let host = host(HostOptions {
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host
-        .call(HelperCommand::new("sleep").arg("30"))
-        .call_id("c_drop_cancel")
-        .start();
-    let record = smol::block_on(async {
-        wait_for_state(&call, State::Dispatched).await;
-        // The caller gives up waiting: the future, and the handle in it,
-        // are dropped before the outcome.
-        let waiting = call.wait();
-        let gave_up = future::or(async { Some(waiting.await) }, async {
-            smol::Timer::after(50 * MS).await;
-            None
-        })
-        .await;
-        assert!(gave_up.is_none());
-        until("the record", || {
-            records_of(&host, "c_drop_cancel").len() == 1
-        })
-        .await;
-        records_of(&host, "c_drop_cancel").remove(0)
+    let start = |script| host.shell(script).call_id("c_smol_cancel").start();
+    let give_up = |call: CallHandle| time_out(call.wait());
+    check_stopped_by_a_drop("c_smol_cancel", start, give_up, || {
+        record_of(&host, "c_smol_cancel")
     });
-    assert_eq!(record.state, State::CancelledAfterDispatch);
-    assert_eq!(record.cancel_reason, Some(CancelReason::ClientDisconnected));
-    assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Cancel));
-    assert!(record.client_disconnected);
-    assert_eq!(record.exit_signal, Some(15));
-    assert_group_gone(record.pgid.unwrap());
 }
 
 #[test]
@@ -267,62 +261,25 @@ fn wait_finished_and_wait_idle_return_at_each_end() {
 
 #[test]
 fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
-    become_subreaper();
     let host = host(HostOptions::default());
-    let grace = host.settings_for(CallKind::Action).shutdown_grace;
-    let call = host
-        .shell(helper_and_grandchild("c_smol_drop"))
-        .call_id("c_smol_drop")
-        .kill_on_drop(true)
-        .start();
-    let pid = pid_of("c_smol_drop");
-    wait_for_members(pid, 2);
-    assert_eq!(call.id(), Some(pid));
-    let dropped = Instant::now();
-    drop(call);
-    let gone = gone_after(pid, dropped);
-    eprintln!("smol handle: group of {pid} gone {gone:?} after the drop");
-    smol::block_on(host.wait_idle());
-    assert_stopped_by_the_drop(&records_of(&host, "c_smol_drop")[0], pid, gone, grace);
+    let start = |s| shell_call(&host, s, "c_smol_drop", true).start();
+    check_stopped_by_a_drop("c_smol_drop", start, drop, || {
+        record_of(&host, "c_smol_drop")
+    });
 }
 
-/// The `run()` future loses `future::or` against a timer and is dropped,
-/// and the call's handle with it.
 #[test]
 fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
-    become_subreaper();
     let host = host(HostOptions::default());
-    let grace = host.settings_for(CallKind::Action).shutdown_grace;
-    let script = helper_and_grandchild("c_smol_run_dropped");
-    let run = host
-        .shell(script)
-        .call_id("c_smol_run_dropped")
-        .kill_on_drop(true)
-        .run();
-    let pid = pid_of("c_smol_run_dropped");
-    wait_for_members(pid, 2);
-    let timed_out = future::or(async { Some(run.await) }, async {
-        smol::Timer::after(50 * MS).await;
-        None
+    let run = |s| shell_call(&host, s, "c_smol_run", true).run();
+    check_stopped_by_a_drop("c_smol_run", run, time_out, || {
+        record_of(&host, "c_smol_run")
     });
-    assert!(smol::block_on(timed_out).is_none());
-    let gone = gone_after(pid, Instant::now());
-    eprintln!("smol run: group of {pid} gone {gone:?} after the drop");
-    smol::block_on(host.wait_idle());
-    let record = &records_of(&host, "c_smol_run_dropped")[0];
-    assert_stopped_by_the_drop(record, pid, gone, grace);
 }
 
 #[test]
 fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
     let host = host(HostOptions::default());
-    let call = host
-        .command("sleep")
-        .arg("0.3")
-        .call_id("c_smol_finish")
-        .start();
-    smol::block_on(wait_for_state(&call, State::Dispatched));
-    drop(call);
-    smol::block_on(host.wait_idle());
-    assert_finished_after_the_drop(&records_of(&host, "c_smol_finish")[0]);
+    let run = |s| shell_call(&host, s, "c_smol_finish", false).run();
+    check_finished_after_a_drop("c_smol_finish", run, || record_of(&host, "c_smol_finish"));
 }

@@ -69,7 +69,8 @@ impl Blocking for TokioRuntime {
     /// On tokio's blocking pool (`spawn_blocking`), never on a worker
     /// thread. A job that panicked panics the owner too, as it does on
     /// every runtime (the owner's end is then the one policy of
-    /// [`OwnerCore`]'s drop); `None` only if the runtime is shutting down.
+    /// [`OwnerCore`](spillguard_kit::owner::OwnerCore)'s drop); `None`
+    /// only if the runtime is shutting down.
     fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
         let task = tokio::task::spawn_blocking(job);
         Box::pin(async move {

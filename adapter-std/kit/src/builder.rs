@@ -43,12 +43,19 @@ impl Approval {
 
 /// What an adapter's host does with a finished [`CallBuilder`]: start the
 /// call (`launch`) and, for [`CallBuilder::run`], wait for its outcome in
-/// the runtime's way (blocking, or a future).
+/// the runtime's way (blocking, or a future). Each adapter re-exports it;
+/// its associated types are what `start()` and `run()` return:
+///
+/// | host | `Handle`: `start()` | `Run`: `run()` |
+/// | --- | --- | --- |
+/// | `spillguard_std::Host` | `spillguard_std::CallHandle` | `Outcome` (blocking) |
+/// | `spillguard_smol::Host` | `spillguard_smol::CallHandle` | `spillguard_smol::Run`, a future of the `Outcome` |
+/// | `spillguard_tokio::Host` | `spillguard_tokio::CallHandle` | `spillguard_tokio::Run`, a future of the `Outcome` |
 pub trait Launch {
-    /// The handle a started call returns.
+    /// The handle a started call returns: each adapter's `CallHandle`.
     type Handle;
-    /// What [`CallBuilder::run`] returns: the outcome (std), or a future of
-    /// it (smol, tokio).
+    /// What [`CallBuilder::run`] returns: the `Outcome` (std), or a future
+    /// of it (smol's and tokio's `Run`).
     type Run;
     /// Starts the call; returns at once.
     fn launch(&self, request: CallRequest) -> Self::Handle;

@@ -93,7 +93,7 @@ pub fn pid_of(marker: &str) -> u32 {
             .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .find(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                String::from_utf8_lossy(&cmdline).contains(marker)
+                String::from_utf8_lossy(&cmdline).contains(&format!(": {marker}\0"))
                     && live_members(*pid).contains(pid)
             });
         found.is_some()
@@ -144,21 +144,49 @@ pub fn gone_after(pgid: u32, dropped: Instant) -> Duration {
     dropped.elapsed()
 }
 
-/// The final record of a call whose handle was dropped under
-/// `kill_on_drop(true)` after it spawned `pid`, its group gone `gone`
-/// after the drop: stopped by the drop within `grace` + 100 ms, SIGTERM
-/// enough.
-pub fn assert_stopped_by_the_drop(
-    record: &spillguard_kit::core::CallRecord,
-    pid: u32,
-    gone: Duration,
-    grace: Duration,
-) {
-    use spillguard_kit::core::{CancelReason, DisconnectPolicy, State};
+/// A call of `script` run by `/bin/sh -c` on `host`, with the id `id`,
+/// dropped (handle or `run()` future) under `kill_on_drop(kill)`.
+pub fn shell_call<'h, H: Launch>(
+    host: &'h H,
+    script: String,
+    id: &str,
+    kill: bool,
+) -> CallBuilder<'h, H> {
+    let command = spillguard_kit::HelperCommand::shell_script(script);
+    CallBuilder::new(host, command)
+        .call_id(id)
+        .kill_on_drop(kill)
+}
+
+/// The check of a drop that stops a helper and its grandchild: `start`
+/// starts the call of the script it is given (marked `marker`, see
+/// [`helper_and_grandchild`]), `give_up` drops what `start` returned (the
+/// handle, or the `run()` future) once both processes run, and `record`
+/// waits for the call's final record. The group must be gone within the
+/// default `shutdown_grace` + 100 ms of the drop, stopped by SIGTERM, and
+/// the record must say the client disconnected under the `Cancel`
+/// policy. Returns how long after the drop the group was gone.
+pub fn check_stopped_by_a_drop<T>(
+    marker: &str,
+    start: impl FnOnce(String) -> T,
+    give_up: impl FnOnce(T),
+    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+) -> Duration {
+    use spillguard_kit::core::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
+    become_subreaper();
+    let started = start(helper_and_grandchild(marker));
+    let pid = pid_of(marker);
+    wait_for_members(pid, 2);
+    // `give_up` drops the handle as the last thing it does.
+    give_up(started);
+    let gone = gone_after(pid, Instant::now());
+    eprintln!("{marker}: the group of {pid} was gone {gone:?} after the drop");
+    let grace = CallSettings::action(&Config::default()).shutdown_grace;
     assert!(
         gone <= grace + Duration::from_millis(100),
         "gone after {gone:?}"
     );
+    let record = record();
     assert_eq!(record.pid, Some(pid));
     assert_eq!(record.state, State::CancelledAfterDispatch);
     assert_eq!(record.cancel_reason, Some(CancelReason::ClientDisconnected));
@@ -166,14 +194,25 @@ pub fn assert_stopped_by_the_drop(
     assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Cancel));
     assert_eq!(record.exit_signal, Some(15));
     assert_group_gone(pid);
+    gone
 }
 
-/// The final record of a call whose handle was dropped without
-/// `kill_on_drop`, under the host's default `Finish` policy: the helper
-/// (`sleep 0.3`, dropped at once) ran to its end.
-pub fn assert_finished_after_the_drop(record: &spillguard_kit::core::CallRecord) {
+/// The check of a drop without `kill_on_drop`, under the host's default
+/// `Finish` policy: `start` starts the call of the script it is given (a
+/// `sleep 0.3` marked `marker`), whose handle (or `run()` future) is
+/// dropped as soon as the helper runs, and `record` waits for the final
+/// record: the helper ran to its end, no signal was sent.
+pub fn check_finished_after_a_drop<T>(
+    marker: &str,
+    start: impl FnOnce(String) -> T,
+    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+) {
     use spillguard_kit::core::{DisconnectPolicy, State};
-    assert_eq!(record.state, State::Completed);
+    let started = start(format!("sleep 0.3; : {marker}"));
+    let pid = pid_of(marker);
+    drop(started);
+    let record = record();
+    assert_eq!((record.pid, record.state), (Some(pid), State::Completed));
     assert_eq!((record.exit_status, record.exit_signal), (Some(0), None));
     assert_eq!(record.cancel_reason, None);
     assert!(record.client_disconnected);
