@@ -259,22 +259,16 @@ fn wait_finished_and_wait_idle_return_at_each_end() {
     });
 }
 
+/// With `kill_on_drop(true)`, dropping the handle, or a `run()` future
+/// that loses `future::or` against a timer, stops the helper and its
+/// grandchild.
 #[test]
-fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
+fn kill_on_drop_stops_the_group_when_the_handle_or_the_run_future_is_dropped() {
     let host = host(HostOptions::default());
-    let start = |s| shell_call(&host, s, "c_smol_drop", true).start();
-    check_stopped_by_a_drop("c_smol_drop", start, drop, || {
-        record_of(&host, "c_smol_drop")
-    });
-}
-
-#[test]
-fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
-    let host = host(HostOptions::default());
-    let run = |s| shell_call(&host, s, "c_smol_run", true).run();
-    check_stopped_by_a_drop("c_smol_run", run, time_out, || {
-        record_of(&host, "c_smol_run")
-    });
+    let start = |s| shell_call(&host, s, "c_drop", true).start();
+    check_stopped_by_a_drop("c_drop", start, drop, || record_of(&host, "c_drop"));
+    let run = |s| shell_call(&host, s, "c_run", true).run();
+    check_stopped_by_a_drop("c_run", run, time_out, || record_of(&host, "c_run"));
 }
 
 #[test]
