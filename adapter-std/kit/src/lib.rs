@@ -9,7 +9,10 @@
 //! * The adapter-author API: [`owner`] (the owner skeleton: the action
 //!   dispatch, the spawn, finishing and letting go of a call, the policy
 //!   for an owner that dies), [`handle`] (the caller's side of a call:
-//!   [`handle::HandleCore`], which every runtime's handle wraps), [`host_state`] (config, options, pool,
+//!   [`handle::HandleCore`], which every runtime's handle wraps), [`front`]
+//!   (the host, handle and owner parts of smol and tokio, written once over
+//!   an [`front::AsyncRuntime`]; each runtime names them `Host`,
+//!   `CallHandle`, `Canceller`), [`host_state`] (config, options, pool,
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
