@@ -40,6 +40,16 @@ impl TokioRuntime {
     }
 }
 
+/// `host.runtime()` is used as the runtime's `Handle` (`spawn`,
+/// `block_on`).
+impl std::ops::Deref for TokioRuntime {
+    type Target = Handle;
+
+    fn deref(&self) -> &Handle {
+        &self.0
+    }
+}
+
 impl From<Handle> for TokioRuntime {
     fn from(handle: Handle) -> Self {
         Self(handle)
