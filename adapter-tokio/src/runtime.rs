@@ -105,7 +105,7 @@ impl AsyncRuntime for TokioRuntime {
     type Stdin = HelperStdin;
     type Stdout = HelperStdout;
 
-    const OWNER_GONE: &'static str = " (its runtime shut down)";
+    const OWNER_GONE: &'static str = " (it panicked or its runtime shut down)";
 
     /// The current runtime; outside one, [`HostError::NoRuntime`].
     fn current() -> Result<Self, HostError> {
