@@ -66,21 +66,50 @@ compile_error!(
     "spillguard-smol runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
 );
 
-mod handle;
-mod host;
 mod owner;
 mod process;
 mod reader;
+mod runtime;
 mod stream;
 
-pub use handle::{CallHandle, Canceller};
-pub use host::{Host, Run};
-pub use spillguard_core as core;
-pub use spillguard_kit::os;
-pub use spillguard_kit::{
-    Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-    DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport,
-    StdinMode,
-};
+pub use runtime::{Changed, SmolRuntime};
+pub use spillguard_kit::adapter_api::*;
 pub use stream::{HelperStdin, HelperStdout};
+
+/// Runs helper calls for one process, each on an owner task detached on
+/// smol's global executor (so `Host::new` never lacks a runtime); every
+/// method is [`AsyncHost`](spillguard_kit::front::AsyncHost)'s.
+/// `host.command(..)` makes a [`CallBuilder`]: `run()` is a [`Run`]
+/// future of the outcome, `start()` a [`CallHandle`].
+pub type Host = spillguard_kit::front::AsyncHost<SmolRuntime>;
+
+/// The caller's handle on a running call, from the builder's `start()`;
+/// every method is [`AsyncCallHandle`](spillguard_kit::front::AsyncCallHandle)'s,
+/// whose docs say what dropping it does (the crate docs show
+/// `kill_on_drop` with a timer, and a streamed call).
+pub type CallHandle = spillguard_kit::front::AsyncCallHandle<SmolRuntime>;
+
+/// Cancels one call from anywhere; cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_smol::{Host, HostOptions};
+/// use spillguard_smol::core::{CancelReason, Config, State};
+///
+/// smol::block_on(async {
+///     let host = Host::new(Config::default(), HostOptions::default())?;
+///     let call = host.command("sleep").arg("30").start();
+///     let canceller = call.canceller();
+///     smol::spawn(async move { canceller.cancel() }).detach();
+///     let outcome = call.wait().await;
+///     assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
+///     assert!(matches!(
+///         outcome.record.state,
+///         State::CancelledAfterDispatch | State::CancelledBeforeDispatch
+///     ));
+///     Ok::<(), spillguard_smol::HostError>(())
+/// })?;
+/// # Ok::<(), spillguard_smol::HostError>(())
+/// ```
+pub type Canceller = spillguard_kit::front::AsyncCanceller<SmolRuntime>;

@@ -24,57 +24,21 @@ use std::time::Instant;
 
 use futures_lite::future;
 use smol::Timer;
-use smol::channel::{Receiver, Sender};
-use spillguard_core::CallError;
-use spillguard_kit::owner::{Blocking, HelperSlot, OwnerCore, Unblocked};
-use spillguard_kit::run_loop;
+use spillguard_kit::front::{AsyncOwner, NewOwner, Sources};
+use spillguard_kit::run_loop::{Event, Pipe};
 
-use crate::handle::Changed;
-use crate::host::HostShared;
-use crate::process::Process;
-use crate::reader::{CHUNK_BYTES, read_either};
-
-pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
-
-/// The core's answer to an approval or a denial goes back on this channel.
-pub(crate) type Reply = Sender<Result<(), CallError>>;
-
-/// Everything the owner waits for, on one channel.
-///
-/// The channel is unbounded so that a handle can send from `Drop` and from
-/// sync methods; what flows in it is the caller's and the host's commands
-/// and the waiter's one event.
-pub(crate) type Event = run_loop::Event<Reply>;
-
-/// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
-pub(crate) type Command = run_loop::Command<Reply>;
+use crate::process::SmolSpawn;
+use crate::reader::read_either;
+use crate::runtime::{Reply, SmolRuntime};
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
-    core: OwnerCore<HostShared, Changed>,
-    events: Receiver<Event>,
-    /// The helper; its tasks report through the owner's channel.
-    io: HelperSlot<Process, SmolPool>,
+    /// The call, the channel, the helper and the read buffers.
+    parts: AsyncOwner<SmolRuntime, SmolSpawn>,
     /// One timer, moved only when [`Call::poll_timeout`](spillguard_core::Call::poll_timeout) changes.
     timer: Timer,
     /// The instant `timer` is set to.
     armed: Option<Instant>,
-    /// One read buffer per stream (stdout, stderr), made at the spawn.
-    bufs: [Vec<u8>; 2],
-    /// Which stream the next wait looks at first.
-    stderr_first: bool,
-}
-
-/// Where the owner runs blocking work: smol's blocking thread pool.
-pub(crate) struct SmolPool;
-
-impl Blocking for SmolPool {
-    /// On smol's blocking thread pool (`smol::unblock`), never on an
-    /// executor thread.
-    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
-        let task = smol::unblock(job);
-        Box::pin(async move { Some(task.await) })
-    }
 }
 
 /// Reads in a row after which the owner lets the executor run other tasks
@@ -87,43 +51,32 @@ enum Input {
     /// The core's timer is due.
     Timer,
     /// From the caller, the host or the waiter.
-    Event(Event),
+    Event(Event<Reply>),
     /// A read of a stream: this many bytes, 0 at its end.
     Read(Pipe, usize),
 }
 
-impl Owner {
-    /// The owner of the call in `core`, reached through `events`.
-    pub(crate) fn new(
-        core: OwnerCore<HostShared, Changed>,
-        events: Receiver<Event>,
-        sender: Sender<Event>,
-    ) -> Self {
-        Self {
-            core,
-            events,
-            io: HelperSlot::new(sender),
-            timer: Timer::never(),
-            armed: None,
-            bufs: [Vec::new(), Vec::new()],
-            stderr_first: false,
-        }
-    }
+/// Runs the call of `new` to its end.
+pub(crate) async fn run(new: NewOwner<SmolRuntime>) {
+    let owner = Owner {
+        parts: AsyncOwner::begin(new),
+        timer: Timer::never(),
+        armed: None,
+    };
+    owner.run().await;
+}
 
-    /// Runs the call to its end.
-    pub(crate) async fn run(mut self, start: Start) {
-        self.core.begin(start);
+impl Owner {
+    async fn run(mut self) {
         let mut reads_in_a_row = 0;
-        while !self.carry_out_actions().await {
+        while !self.parts.carry_out_actions().await {
             let input = self.next_input().await;
             let now = Instant::now();
             match input {
-                Input::Timer => self.core.call_mut().handle_timeout(now),
-                Input::Event(event) => self.core.handle_event(now, event, |reply, answer| {
-                    let _ = reply.try_send(answer);
-                }),
+                Input::Timer => self.parts.core.call_mut().handle_timeout(now),
+                Input::Event(event) => self.parts.take_event(now, event),
                 Input::Read(pipe, len) => {
-                    self.take_read(now, pipe, len);
+                    self.parts.take_read(now, pipe, len);
                     reads_in_a_row += 1;
                     if reads_in_a_row == READS_BEFORE_YIELD {
                         reads_in_a_row = 0;
@@ -134,14 +87,18 @@ impl Owner {
             }
             reads_in_a_row = 0;
         }
-        self.drain_unheard();
+        // The streams go to the drainer as duplicated descriptors (the
+        // stream itself leaves the reactor when dropped here); one with no
+        // descriptor left to duplicate is closed.
+        self.parts
+            .drain_unheard(|stream| spillguard_kit::os::duplicate(&stream));
     }
 
     /// The next input. A due timer comes before events and reads, so a
     /// flood cannot postpone a deadline; the streams take turns, so neither
     /// starves the other.
     async fn next_input(&mut self) -> Input {
-        let at = self.core.call().poll_timeout();
+        let at = self.parts.core.call().poll_timeout();
         if at.is_some_and(|at| at <= Instant::now()) {
             return Input::Timer;
         }
@@ -152,26 +109,25 @@ impl Owner {
                 None => self.timer = Timer::never(),
             }
         }
-        self.stderr_first = !self.stderr_first;
-        let mut none = [None, None];
-        let pipes = match self.io.process_mut() {
-            Some(process) => &mut process.0.pipes,
-            None => &mut none,
-        };
-        let (timer, events) = (&mut self.timer, &self.events);
+        let Sources {
+            stderr_first,
+            events,
+            pipes,
+            bufs,
+        } = self.parts.sources();
+        let timer = &mut self.timer;
         let fired = async move {
             timer.await;
             Input::Timer
         };
-        // `self.sender` keeps the channel open: an error never comes (and
-        // would leave this branch waiting, not spinning).
+        // The owner's own sender keeps the channel open: an error never
+        // comes (and would leave this branch waiting, not spinning).
         let received = async move {
             match events.recv().await {
                 Ok(event) => Input::Event(event),
                 Err(_) => future::pending().await,
             }
         };
-        let (bufs, stderr_first) = (&mut self.bufs, self.stderr_first);
         let read = async move {
             let (pipe, len) = read_either(pipes, bufs, stderr_first).await;
             Input::Read(pipe, len)
@@ -182,58 +138,5 @@ impl Owner {
             self.armed = None;
         }
         input
-    }
-
-    /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
-    /// end (0). Nothing once the streams were abandoned.
-    fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
-        let pipes = self.io.process_mut().map(|process| &mut process.0.pipes);
-        self.core.take_read(now, pipes, &self.bufs, (pipe, len));
-    }
-
-    /// After the call finished: hands the streams it stopped listening to
-    /// (an escaped descendant still holds them) to the host's drainer
-    /// ([`spillguard_kit::orphans`]), as duplicated descriptors (the
-    /// stream itself leaves the reactor when dropped here).
-    fn drain_unheard(&mut self) {
-        if let Some(process) = self.io.process_mut() {
-            // A stream with no descriptor left to duplicate is closed.
-            let leftovers = process
-                .0
-                .take_leftovers(|stream| spillguard_kit::os::duplicate(&stream));
-            self.core.hand_over_leftovers(leftovers);
-        }
-    }
-
-    /// Carries out every queued action ([`OwnerCore::carry_out_actions`]);
-    /// `true` once the call finished. Then the channel is closed and
-    /// emptied: an approval still queued is dropped with its reply sender,
-    /// so its caller gets an error instead of waiting (unlike a std
-    /// receiver, a dropped async-channel receiver leaves queued events
-    /// alive while a handle still holds a sender).
-    async fn carry_out_actions(&mut self) -> bool {
-        let finished = self.core.carry_out_actions(&mut self.io).await;
-        if finished {
-            self.events.close();
-            while self.events.try_recv().is_ok() {}
-        }
-        if finished || self.io.process().is_none() {
-            return finished;
-        }
-        if self.bufs[0].is_empty() {
-            self.bufs = [vec![0; CHUNK_BYTES], vec![0; CHUNK_BYTES]];
-        }
-        false
-    }
-}
-
-impl Drop for Owner {
-    /// Also when the task panicked: the channel is closed and emptied, so
-    /// an approval still waiting for its answer gets an error at once. (The
-    /// helper's group and the call's waiters are seen to by
-    /// [`OwnerCore`]'s own drop.)
-    fn drop(&mut self) {
-        self.events.close();
-        while self.events.try_recv().is_ok() {}
     }
 }

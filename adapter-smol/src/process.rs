@@ -1,6 +1,6 @@
 //! The helper process: spawn it, keep its output streams for the owner.
 //!
-//! [`Process::spawn`] starts the helper from the std adapter's
+//! [`SmolSpawn::spawn`] starts the helper from the std adapter's
 //! [`HelperCommand`] in its own process group (the pgid is its pid,
 //! remembered here and never looked up again), enlarges its output pipes
 //! and hands them to the owner, which reads them itself. Around it run
@@ -12,38 +12,35 @@
 use std::io;
 use std::process::Stdio;
 
-use std::any::Any;
-use std::sync::Arc;
-
-use async_process::{Child, ChildStdin, ChildStdout};
+use async_process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use futures_lite::{AsyncWriteExt, future};
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
-use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_kit::os::{exit_status, signal_group};
 use spillguard_kit::{HelperCommand, StdinMode};
 
-use spillguard_kit::owner::Helper;
-use spillguard_kit::pipes::{AsyncPipes, Spawned};
-use spillguard_kit::stream::Forwarded;
+use spillguard_kit::pipes::{AsyncSpawn, SpawnedChild};
+use spillguard_kit::run_loop::Event;
 
-use crate::owner::Event;
 use crate::reader::{self, Stream};
+use crate::runtime::Reply;
 
-/// A spawned helper, as the owner holds it: the kit's [`AsyncPipes`] of
-/// async-process pipes (its pid and pgid, its output streams, its stdin
-/// routed by the command's mode).
+/// How smol spawns a helper: an async-process child, its waiter and
+/// stdin writer detached on the global executor.
 #[derive(Debug)]
-pub(crate) struct Process(pub(crate) AsyncPipes<Stream, ChildStdin, ChildStdout, Sender<()>>);
+pub(crate) struct SmolSpawn;
 
-impl Helper for Process {
-    type Events = Sender<Event>;
+impl AsyncSpawn for SmolSpawn {
+    type Child = Child;
+    type Stream = Stream;
+    type Stdin = ChildStdin;
+    type Stdout = ChildStdout;
+    type Stderr = ChildStderr;
+    type Stop = Sender<()>;
+    type Events = Sender<Event<Reply>>;
 
-    fn spawn(
-        command: HelperCommand,
-        pipe_size: Option<usize>,
-        events: &Self::Events,
-    ) -> io::Result<Self> {
-        let mut child = async_command(&command).spawn()?;
+    fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>> {
+        let mut child = async_command(command).spawn()?;
         let pid = child.id();
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             // Not reachable with the stdio set above; dropping the child
@@ -51,41 +48,41 @@ impl Helper for Process {
             signal_group(pid, Signal::Kill);
             return Err(io::Error::other("the helper's output pipes are missing"));
         };
-        let spawned = Spawned {
+        let stdin = child.stdin.take();
+        Ok(SpawnedChild {
+            child,
             pid,
-            pipe_capacity: enlarge_pipes(&stdout, &stderr, pipe_size),
-            mode: command.stdin,
-            stdin: child.stdin.take(),
+            stdin,
             stdout,
-            stderr: Stream::Stderr(stderr),
-        };
-        start_waiter(child, events.clone());
-        Ok(Self(AsyncPipes::new(
-            spawned,
-            Stream::Stdout,
-            start_stdin_writer,
-        )))
+            stderr,
+        })
     }
 
-    fn pid(&self) -> u32 {
-        self.0.pid
+    /// The waiter runs until the child is reaped, even after the call has
+    /// finished, and reports its exit — or that it can no longer be
+    /// waited for.
+    fn start_waiter(mut child: Child, events: &Self::Events) {
+        let events = events.clone();
+        smol::spawn(async move {
+            let event = match child.status().await {
+                Ok(status) => Event::Exited(exit_status(status)),
+                Err(_) => Event::ProcessLost,
+            };
+            let _ = events.try_send(event);
+        })
+        .detach();
     }
 
-    fn pipe_capacity(&self) -> Option<u64> {
-        self.0.pipe_capacity
+    fn stdout(pipe: ChildStdout) -> Stream {
+        Stream::Stdout(pipe)
     }
 
-    fn close_stdin(&mut self) {
-        self.0.close_stdin();
+    fn stderr(pipe: ChildStderr) -> Stream {
+        Stream::Stderr(pipe)
     }
 
-    /// The handle reaches the owner its own way, not through `_events`.
-    fn take_streams(
-        &mut self,
-        _events: &Self::Events,
-        forwarded: Arc<Forwarded>,
-    ) -> Option<Box<dyn Any + Send>> {
-        self.0.take_streams(forwarded)
+    fn feed(stdin: ChildStdin, bytes: Vec<u8>) -> Sender<()> {
+        start_stdin_writer(stdin, bytes)
     }
 }
 
@@ -105,20 +102,6 @@ fn async_command(command: &HelperCommand) -> async_process::Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     converted
-}
-
-/// The waiter owns the child, waits for it and reports its exit — or that
-/// it can no longer be waited for. It runs until the child is reaped, even
-/// after the call has finished.
-fn start_waiter(mut child: Child, events: Sender<Event>) {
-    smol::spawn(async move {
-        let event = match child.status().await {
-            Ok(status) => Event::Exited(exit_status(status)),
-            Err(_) => Event::ProcessLost,
-        };
-        let _ = events.try_send(event);
-    })
-    .detach();
 }
 
 /// Writes `bytes` to the helper's stdin in chunks, then closes it. Stops,

@@ -23,7 +23,7 @@ use smol::{Async, Timer};
 use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};
 use spillguard_kit::pipes::read_open_with;
 
-use crate::owner::Pipe;
+use spillguard_kit::run_loop::Pipe;
 
 pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
 
@@ -58,19 +58,6 @@ impl AsyncRead for Stream {
     }
 }
 
-/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR
-/// (the tests read a source with it; the owner reads through `read_open`).
-#[cfg(test)]
-pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
-    spillguard_kit::pipes::read_some_with(buf, |cx, buf| poll_chunk(source, cx, buf)).await
-}
-
-/// Bytes read from `stream` into `buf` while it is open (0 at end-of-file or
-/// on an error other than EINTR); never ready once it is `None`.
-pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> usize {
-    read_open_with(stream, buf, poll_chunk).await
-}
-
 /// One poll of a read of `source` into `buf`.
 fn poll_chunk(
     source: &mut (impl AsyncRead + Unpin),
@@ -90,8 +77,19 @@ pub(crate) async fn read_either(
 ) -> (Pipe, usize) {
     let [stdout, stderr] = pipes;
     let [stdout_buf, stderr_buf] = bufs;
-    let out = async { (Pipe::Stdout, read_open(stdout, stdout_buf).await) };
-    let err = async { (Pipe::Stderr, read_open(stderr, stderr_buf).await) };
+    // Each read is never ready once its stream is closed.
+    let out = async {
+        (
+            Pipe::Stdout,
+            read_open_with(stdout, stdout_buf, poll_chunk).await,
+        )
+    };
+    let err = async {
+        (
+            Pipe::Stderr,
+            read_open_with(stderr, stderr_buf, poll_chunk).await,
+        )
+    };
     if stderr_first {
         futures_lite::future::or(err, out).await
     } else {
@@ -149,45 +147,6 @@ mod tests {
     use super::*;
 
     use std::time::Duration;
-
-    /// Reads: `Interrupted` once, then `chunks` full buffers, then the end.
-    struct Source {
-        interrupted: bool,
-        chunks: usize,
-    }
-
-    impl AsyncRead for Source {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            buf: &mut [u8],
-        ) -> Poll<io::Result<usize>> {
-            if !self.interrupted {
-                self.interrupted = true;
-                return Poll::Ready(Err(io::ErrorKind::Interrupted.into()));
-            }
-            if self.chunks == 0 {
-                return Poll::Ready(Ok(0));
-            }
-            self.chunks -= 1;
-            buf.fill(b'x');
-            Poll::Ready(Ok(buf.len()))
-        }
-    }
-
-    #[test]
-    fn a_read_retries_eintr_and_ends_at_zero() {
-        smol::block_on(async {
-            let mut source = Source {
-                interrupted: false,
-                chunks: 2,
-            };
-            let mut buf = vec![0; CHUNK_BYTES];
-            assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
-            assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
-            assert_eq!(read_some(&mut source, &mut buf).await, 0);
-        });
-    }
 
     /// More than a pipe holds goes through only if the drainer task reads
     /// it; at the end the task ends.

@@ -16,8 +16,7 @@ use async_process::{ChildStdin, ChildStdout};
 use futures_lite::{AsyncRead, AsyncWrite};
 use spillguard_kit::stream::{StdinWriter, StdoutReader};
 
-use crate::handle::Changed;
-use crate::owner::Reply;
+use crate::runtime::{Changed, Reply};
 
 /// The helper's stdin, for a streamed call's caller.
 ///

@@ -17,7 +17,10 @@ use spillguard_smol::core::{
     CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
 use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
-use support::{assert_group_gone, become_subreaper};
+use support::{
+    assert_group_gone, become_subreaper, check_finished_after_a_drop, check_stopped_by_a_drop,
+    shell_call,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -77,40 +80,34 @@ fn the_helper_leads_its_own_group_with_null_stdin_and_piped_output() {
     assert_ne!(lines[2], lines[3]);
 }
 
+/// The record of `call_id`, once the host is idle.
+fn record_of(host: &Host, call_id: &str) -> CallRecord {
+    smol::block_on(host.wait_idle());
+    records_of(host, call_id).remove(0)
+}
+
+/// Gives up on `run` (a `run()` or `wait()` future): it loses
+/// `future::or` against a 50 ms timer and is dropped, with the handle in
+/// it.
+fn time_out(run: impl Future<Output = spillguard_smol::core::Outcome>) {
+    let timer = async {
+        smol::Timer::after(50 * MS).await;
+        None
+    };
+    assert!(smol::block_on(future::or(async { Some(run.await) }, timer)).is_none());
+}
+
 #[test]
 fn dropping_the_wait_future_under_the_cancel_policy_stops_the_helper() {
-    become_subreaper();
     let host = host(HostOptions {
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host
-        .call(HelperCommand::new("sleep").arg("30"))
-        .call_id("c_drop_cancel")
-        .start();
-    let record = smol::block_on(async {
-        wait_for_state(&call, State::Dispatched).await;
-        // The caller gives up waiting: the future, and the handle in it,
-        // are dropped before the outcome.
-        let waiting = call.wait();
-        let gave_up = future::or(async { Some(waiting.await) }, async {
-            smol::Timer::after(50 * MS).await;
-            None
-        })
-        .await;
-        assert!(gave_up.is_none());
-        until("the record", || {
-            records_of(&host, "c_drop_cancel").len() == 1
-        })
-        .await;
-        records_of(&host, "c_drop_cancel").remove(0)
+    let start = |script| host.shell(script).call_id("c_smol_cancel").start();
+    let give_up = |call: CallHandle| time_out(call.wait());
+    check_stopped_by_a_drop("c_smol_cancel", start, give_up, || {
+        record_of(&host, "c_smol_cancel")
     });
-    assert_eq!(record.state, State::CancelledAfterDispatch);
-    assert_eq!(record.cancel_reason, Some(CancelReason::ClientDisconnected));
-    assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Cancel));
-    assert!(record.client_disconnected);
-    assert_eq!(record.exit_signal, Some(15));
-    assert_group_gone(record.pgid.unwrap());
 }
 
 #[test]
@@ -260,4 +257,23 @@ fn wait_finished_and_wait_idle_return_at_each_end() {
         assert!(last >= 2000 * MS && last < 5000 * MS, "{last:?}");
         host.wait_idle().await;
     });
+}
+
+/// With `kill_on_drop(true)`, dropping the handle, or a `run()` future
+/// that loses `future::or` against a timer, stops the helper and its
+/// grandchild.
+#[test]
+fn kill_on_drop_stops_the_group_when_the_handle_or_the_run_future_is_dropped() {
+    let host = host(HostOptions::default());
+    let start = |s| shell_call(&host, s, "c_drop", true).start();
+    check_stopped_by_a_drop("c_drop", start, drop, || record_of(&host, "c_drop"));
+    let run = |s| shell_call(&host, s, "c_run", true).run();
+    check_stopped_by_a_drop("c_run", run, time_out, || record_of(&host, "c_run"));
+}
+
+#[test]
+fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
+    let host = host(HostOptions::default());
+    let run = |s| shell_call(&host, s, "c_smol_finish", false).run();
+    check_finished_after_a_drop("c_smol_finish", run, || record_of(&host, "c_smol_finish"));
 }

@@ -32,11 +32,24 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 /// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
 /// or [`try_outcome`](Self::try_outcome).
 ///
+/// # Dropping the handle
+///
 /// Dropping the handle before the call finished (and, for a streamed call,
-/// both its streams) is a client disconnect: the host's
-/// [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and the
-/// record still reaches the audit sink and
-/// [`Host::finished_records`](crate::Host::finished_records).
+/// both its streams) is a client disconnect; the record says
+/// `client_disconnected: true`. `run()` blocks until the outcome, so on
+/// std it is the handle from `start()` that a caller drops.
+///
+/// * With the builder's `kill_on_drop(true)`, the call stops as for the
+///   [`Cancel`](crate::core::DisconnectPolicy::Cancel) policy: the
+///   helper's process group gets SIGTERM, then SIGKILL after
+///   `shutdown_grace` (before dispatch it ends `cancelled_before_dispatch`).
+/// * Without it (the default), the host's
+///   [`DisconnectPolicy`](crate::core::DisconnectPolicy) decides: `Finish`
+///   (the default) lets the helper run to its end or its deadline; `Cancel`
+///   stops it as above.
+///
+/// Either way the owner writes the final record: it reaches the audit sink
+/// and [`Host::finished_records`](crate::Host::finished_records).
 #[derive(Debug)]
 pub struct CallHandle {
     core: HandleCore<Reply, Condvar>,
@@ -99,6 +112,13 @@ impl CallHandle {
     /// The call's id.
     pub fn call_id(&self) -> &str {
         self.core.call_id()
+    }
+
+    /// The helper's pid (its process group id too) while it runs: `None`
+    /// before it is spawned, once the call finished, and for a call that
+    /// never spawned one.
+    pub fn id(&self) -> Option<u32> {
+        self.core.pid()
     }
 
     /// The call's state as last published by its owner.

@@ -291,6 +291,7 @@ impl Host {
     }
 }
 
+/// `start()` is a [`CallHandle`]; `run()` blocks and is the [`Outcome`].
 impl Launch for Host {
     type Handle = CallHandle;
     type Run = Outcome;

@@ -104,7 +104,7 @@ pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport,
-    StderrTap, StdinMode, TapFn,
+    JsonLinesAudit, KeyError, KeySource, Launch, OpenFailure, OpenedLog, OrphanStats,
+    ShutdownReport, StderrTap, StdinMode, TapFn,
 };
 pub use stream::{HelperStdin, HelperStdout};

@@ -74,23 +74,66 @@ compile_error!(
     "spillguard-tokio runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
 );
 
-mod handle;
-mod host;
 mod owner;
 mod process;
 mod reader;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
+mod runtime;
 mod stream;
 
-pub use handle::{CallHandle, Canceller};
-pub use host::{Host, Run};
-pub use spillguard_core as core;
-pub use spillguard_kit::os;
-pub use spillguard_kit::{
-    Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-    DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, OpenFailure, OpenedLog, OrphanStats, ShutdownReport,
-    StdinMode,
-};
+pub use runtime::{Changed, TokioRuntime};
+pub use spillguard_kit::adapter_api::*;
 pub use stream::{HelperStdin, HelperStdout};
+
+/// Runs helper calls for one process on one tokio runtime; every method
+/// is [`AsyncHost`](spillguard_kit::front::AsyncHost)'s, and
+/// `host.command(..)` makes a [`CallBuilder`] whose `run()` is a [`Run`]
+/// future of the outcome and whose `start()` is a [`CallHandle`].
+///
+/// `Host::new` captures the current runtime (outside one it is
+/// [`HostError::NoRuntime`]); `Host::with_runtime(config, options, handle)`
+/// takes a `tokio::runtime::Handle` and may be called anywhere. The owner
+/// tasks are spawned on that runtime and read its clock, so a paused test
+/// clock drives the calls.
+pub type Host = spillguard_kit::front::AsyncHost<TokioRuntime>;
+
+/// The caller's handle on a running call, from the builder's `start()`;
+/// see [`AsyncCallHandle`](spillguard_kit::front::AsyncCallHandle) for
+/// every method and for what dropping it does.
+///
+/// # Examples
+///
+/// A streamed call (`CallBuilder::streamed`): the caller writes the
+/// helper's stdin and reads its stdout, and `id()` is the helper's pid
+/// while it runs.
+///
+/// ```
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// use spillguard_tokio::{Host, HostOptions};
+/// use spillguard_tokio::core::{Config, State, StdoutMode};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let call = host.command("cat").streamed().start();
+/// let (mut stdin, mut stdout) = call.streams().await?;
+/// let pid = call.id().expect("cat runs until its stdin ends");
+/// assert!(pid > 1);
+/// stdin.write_all(b"ping\n").await?;
+/// let mut reply = [0; 5];
+/// stdout.read_exact(&mut reply).await?;
+/// assert_eq!(&reply, b"ping\n");
+/// stdin.shutdown().await?; // cat reads end-of-file and exits
+/// let record = call.wait().await.record;
+/// assert_eq!((record.state, record.pid), (State::Completed, Some(pid)));
+/// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+/// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+/// # Ok(())
+/// # }
+/// ```
+pub type CallHandle = spillguard_kit::front::AsyncCallHandle<TokioRuntime>;
+
+/// Cancels one call from anywhere (another task, a signal handler);
+/// cheap to clone. See [`AsyncCanceller`](spillguard_kit::front::AsyncCanceller).
+pub type Canceller = spillguard_kit::front::AsyncCanceller<TokioRuntime>;

@@ -1,6 +1,6 @@
 //! The helper process: spawn it, keep its output streams for the owner.
 //!
-//! [`Process::spawn`] turns the [`HelperCommand`] into the std command the
+//! [`TokioSpawn::spawn`] turns the [`HelperCommand`] into the std command the
 //! std adapter builds (own process group, so the pgid is the pid, which is
 //! remembered here and never looked up again; piped output; stdin null
 //! unless bytes are given), wraps it in [`tokio::process::Command`],
@@ -16,28 +16,16 @@ use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
 use spillguard_kit::HelperCommand;
-use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_kit::os::{exit_status, signal_group};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use std::any::Any;
-use std::sync::Arc;
+use spillguard_kit::pipes::{AsyncSpawn, SpawnedChild};
+use spillguard_kit::run_loop::Event;
 
-use spillguard_kit::owner::Helper;
-use spillguard_kit::pipes::{AsyncPipes, Spawned};
-use spillguard_kit::stream::Forwarded;
-
-use crate::owner::Event;
 use crate::reader;
-
-/// A spawned helper, as the owner holds it: the kit's [`AsyncPipes`] of
-/// tokio pipes (its pid and pgid, its output streams, its stdin routed by
-/// the command's mode).
-#[derive(Debug)]
-pub(crate) struct Process(
-    pub(crate) AsyncPipes<Stream, ChildStdin, ChildStdout, oneshot::Sender<()>>,
-);
+use crate::runtime::Reply;
 
 /// One of the helper's output streams, so both can sit in one array.
 #[derive(Debug)]
@@ -71,74 +59,66 @@ impl Stream {
     }
 }
 
-impl Helper for Process {
-    type Events = mpsc::UnboundedSender<Event>;
+/// How tokio spawns a helper: a tokio child, its waiter and stdin writer
+/// spawned on the current runtime (the owner's).
+#[derive(Debug)]
+pub(crate) struct TokioSpawn;
 
-    fn spawn(
-        command: HelperCommand,
-        pipe_size: Option<usize>,
-        events: &Self::Events,
-    ) -> io::Result<Self> {
+impl AsyncSpawn for TokioSpawn {
+    type Child = Child;
+    type Stream = Stream;
+    type Stdin = ChildStdin;
+    type Stdout = ChildStdout;
+    type Stderr = ChildStderr;
+    type Stop = oneshot::Sender<()>;
+    type Events = mpsc::UnboundedSender<Event<Reply>>;
+
+    fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>> {
         let mut child = tokio::process::Command::from(command.to_std()).spawn()?;
-        let (Some(pid), Some(stdout), Some(stderr)) =
-            (child.id(), child.stdout.take(), child.stderr.take())
-        else {
-            if let Some(pid) = child.id() {
-                signal_group(pid, Signal::Kill);
+        match (child.id(), child.stdout.take(), child.stderr.take()) {
+            (Some(pid), Some(stdout), Some(stderr)) => Ok(SpawnedChild {
+                pid,
+                stdin: child.stdin.take(),
+                stdout,
+                stderr,
+                child,
+            }),
+            (pid, ..) => {
+                if let Some(pid) = pid {
+                    signal_group(pid, Signal::Kill);
+                }
+                reap_in_background(child);
+                Err(io::Error::other(
+                    "the helper's pid or output pipes are missing",
+                ))
             }
-            reap_in_background(child);
-            return Err(io::Error::other(
-                "the helper's pid or output pipes are missing",
-            ));
-        };
-        let spawned = Spawned {
-            pid,
-            pipe_capacity: enlarge_pipes(&stdout, &stderr, pipe_size),
-            mode: command.stdin,
-            stdin: child.stdin.take(),
-            stdout,
-            stderr: Stream::Stderr(stderr),
-        };
-        start_waiter(child, events.clone());
-        Ok(Self(AsyncPipes::new(
-            spawned,
-            Stream::Stdout,
-            start_stdin_writer,
-        )))
+        }
     }
 
-    fn pid(&self) -> u32 {
-        self.0.pid
+    /// The waiter outlives the call if need be; it reports the exit, or
+    /// that the child can no longer be waited for.
+    fn start_waiter(mut child: Child, events: &Self::Events) {
+        let events = events.clone();
+        tokio::spawn(async move {
+            let event = match child.wait().await {
+                Ok(status) => Event::Exited(exit_status(status)),
+                Err(_) => Event::ProcessLost,
+            };
+            let _ = events.send(event);
+        });
     }
 
-    fn pipe_capacity(&self) -> Option<u64> {
-        self.0.pipe_capacity
+    fn stdout(pipe: ChildStdout) -> Stream {
+        Stream::Stdout(pipe)
     }
 
-    fn close_stdin(&mut self) {
-        self.0.close_stdin();
+    fn stderr(pipe: ChildStderr) -> Stream {
+        Stream::Stderr(pipe)
     }
 
-    /// The handle reaches the owner its own way, not through `_events`.
-    fn take_streams(
-        &mut self,
-        _events: &Self::Events,
-        forwarded: Arc<Forwarded>,
-    ) -> Option<Box<dyn Any + Send>> {
-        self.0.take_streams(forwarded)
+    fn feed(stdin: ChildStdin, bytes: Vec<u8>) -> oneshot::Sender<()> {
+        start_stdin_writer(stdin, bytes)
     }
-}
-
-/// The waiter owns the child, waits for it and reports its exit — or that
-/// it can no longer be waited for. It outlives the call if need be.
-fn start_waiter(mut child: Child, events: mpsc::UnboundedSender<Event>) {
-    tokio::spawn(async move {
-        let event = match child.wait().await {
-            Ok(status) => Event::Exited(exit_status(status)),
-            Err(_) => Event::ProcessLost,
-        };
-        let _ = events.send(event);
-    });
 }
 
 /// Waits for a child nobody will hear about, so that it leaves no zombie.

@@ -17,30 +17,14 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime};
-use spillguard_kit::pipes::read_open_with;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::runtime::Handle;
 use tokio::time::Sleep;
 
-use crate::process::Stream;
-
 pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
 
-/// Bytes read into `buf`; 0 at end-of-file or on an error other than EINTR
-/// (the tests read a source with it; the owner reads through `read_open`).
-#[cfg(test)]
-pub(crate) async fn read_some(source: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> usize {
-    spillguard_kit::pipes::read_some_with(buf, |cx, buf| poll_chunk(source, cx, buf)).await
-}
-
-/// Bytes read from `stream` into `buf` while it is open (0 at end-of-file or
-/// on an error other than EINTR); never ready once it is `None`.
-pub(crate) async fn read_open(stream: &mut Option<Stream>, buf: &mut [u8]) -> usize {
-    read_open_with(stream, buf, poll_chunk).await
-}
-
 /// One poll of a read of `source` into `buf`, as a count of bytes.
-fn poll_chunk(
+pub(crate) fn poll_chunk(
     source: &mut (impl AsyncRead + Unpin),
     cx: &mut Context<'_>,
     buf: &mut [u8],
@@ -69,7 +53,7 @@ impl AsyncOrphans for TokioOrphans {
     type Timer = Pin<Box<Sleep>>;
 
     fn now() -> Instant {
-        crate::owner::clock()
+        crate::runtime::clock()
     }
 
     fn register(pipe: OwnedFd) -> io::Result<Self::Pipe> {
@@ -94,6 +78,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use spillguard_kit::pipes::{read_open_with, read_some_with};
 
     use std::io;
     use std::pin::Pin;
@@ -136,15 +121,18 @@ mod tests {
             chunks: 2,
         };
         let mut buf = vec![0; CHUNK_BYTES];
-        assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
-        assert_eq!(read_some(&mut source, &mut buf).await, CHUNK_BYTES);
-        assert_eq!(read_some(&mut source, &mut buf).await, 0);
+        let mut read =
+            async || read_some_with(&mut buf, |cx, b| poll_chunk(&mut source, cx, b)).await;
+        assert_eq!(
+            [read().await, read().await, read().await],
+            [CHUNK_BYTES, CHUNK_BYTES, 0]
+        );
     }
 
     #[tokio::test]
     async fn a_closed_stream_is_never_ready() {
-        let (mut closed, mut buf) = (None, vec![0; 16]);
-        let read = read_open(&mut closed, &mut buf);
+        let (mut closed, mut buf) = (None::<crate::process::Stream>, vec![0; 16]);
+        let read = read_open_with(&mut closed, &mut buf, poll_chunk);
         assert!(
             tokio::time::timeout(Duration::from_millis(20), read)
                 .await

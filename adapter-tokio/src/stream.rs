@@ -16,8 +16,7 @@ use spillguard_kit::stream::{StdinWriter, StdoutReader};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::handle::Changed;
-use crate::owner::Reply;
+use crate::runtime::{Changed, Reply};
 
 /// The helper's stdin, for a streamed call's caller.
 ///

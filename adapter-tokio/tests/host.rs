@@ -13,10 +13,11 @@ mod tokio_support;
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::{CancelReason, Config, DisconnectPolicy, State, StreamEnd};
-use spillguard_tokio::{HelperCommand, Host, HostError, HostOptions};
+use spillguard_tokio::core::{CallRecord, Config, DisconnectPolicy, State, StreamEnd};
+use spillguard_tokio::{CallHandle, HelperCommand, Host, HostError, HostOptions};
 use support::{assert_group_gone, become_subreaper, temp_path};
-use tokio_support::{poll_until, records_of, wait_for_state};
+use support::{check_finished_after_a_drop, check_stopped_by_a_drop, shell_call};
+use tokio_support::{poll_until, wait_for_state};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -65,32 +66,38 @@ async fn the_command_keeps_its_own_process_group_pipes_and_stdin() {
     );
 }
 
-#[tokio::test]
-async fn a_wait_future_given_up_is_a_disconnect_and_the_call_still_ends() {
-    become_subreaper();
-    let host = host(HostOptions {
+/// A host on a runtime of its own with worker threads: its owners run
+/// there while the test's thread polls `/proc` and blocks on futures.
+fn host_on_workers(options: HostOptions) -> (tokio::runtime::Runtime, Host) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let host = Host::with_runtime(Config::default(), options, runtime.handle().clone());
+    (runtime, host.unwrap())
+}
+
+/// The record of `call_id` once `host`, on `runtime`, is idle.
+fn kept_record(runtime: &tokio::runtime::Runtime, host: &Host, call_id: &str) -> CallRecord {
+    runtime.block_on(host.wait_idle());
+    let records = host.finished_records();
+    records.into_iter().find(|r| r.call_id == call_id).unwrap()
+}
+
+#[test]
+fn a_wait_future_given_up_is_a_disconnect_and_the_call_still_ends() {
+    let (runtime, host) = host_on_workers(HostOptions {
         on_client_disconnect: Some(DisconnectPolicy::Cancel),
         ..HostOptions::default()
     });
-    let call = host
-        .call(HelperCommand::new("sleep").arg("30"))
-        .call_id("c_gave_up")
-        .start();
-    wait_for_state(&call, State::Dispatched).await;
+    let start = |script| host.shell(script).call_id("c_gave_up").start();
     // The caller's own timeout drops the `wait` future, and the handle in it.
-    let gave_up = tokio::time::timeout(50 * MS, call.wait()).await;
-    assert!(gave_up.is_err());
-    poll_until(Duration::from_secs(10), "the record", || {
-        records_of(&host, "c_gave_up") == 1
-    })
-    .await;
-    let record = host.finished_records().pop().unwrap();
-    assert_eq!(record.state, State::CancelledAfterDispatch);
-    assert_eq!(record.cancel_reason, Some(CancelReason::ClientDisconnected));
-    assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Cancel));
-    assert_eq!(record.exit_signal, Some(15));
-    assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
-    assert_group_gone(record.pgid.unwrap());
+    let give_up = |call: CallHandle| {
+        let gave_up = runtime.block_on(async { tokio::time::timeout(50 * MS, call.wait()).await });
+        assert!(gave_up.is_err());
+    };
+    check_stopped_by_a_drop("c_gave_up", start, give_up, || {
+        let record = kept_record(&runtime, &host, "c_gave_up");
+        assert_eq!(record.stream_end, StreamEnd::ReaderCompletedAfterCancel);
+        record
+    });
 }
 
 #[test]
@@ -212,4 +219,35 @@ fn handles_and_their_futures_can_move_across_tasks() {
     send(&call.approve());
     send(&host.shutdown(Duration::ZERO));
     send(&call.wait());
+}
+
+#[test]
+fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
+    let (runtime, host) = host_on_workers(HostOptions::default());
+    let start = |s| shell_call(&host, s, "c_tokio_drop", true).start();
+    let record = || kept_record(&runtime, &host, "c_tokio_drop");
+    check_stopped_by_a_drop("c_tokio_drop", start, drop, record);
+}
+
+/// `tokio::time::timeout` gives up on the `run()` future and drops it, and
+/// the call's handle with it.
+#[test]
+fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
+    let (runtime, host) = host_on_workers(HostOptions::default());
+    let run = |s| shell_call(&host, s, "c_tokio_run", true).run();
+    let time_out = |run| {
+        let timed_out = runtime.block_on(async { tokio::time::timeout(50 * MS, run).await });
+        assert!(timed_out.is_err());
+    };
+    check_stopped_by_a_drop("c_tokio_run", run, time_out, || {
+        kept_record(&runtime, &host, "c_tokio_run")
+    });
+}
+
+#[test]
+fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
+    let (runtime, host) = host_on_workers(HostOptions::default());
+    let start = |s| shell_call(&host, s, "c_tokio_finish", false).start();
+    let record = || kept_record(&runtime, &host, "c_tokio_finish");
+    check_finished_after_a_drop("c_tokio_finish", start, record);
 }

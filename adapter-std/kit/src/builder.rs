@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{
-    CallKind, CallSettings, CallSpec, ResultChannel, ResultClassifier, ResultKind, StdoutMode,
+    CallKind, CallSettings, CallSpec, DisconnectPolicy, ResultChannel, ResultClassifier,
+    ResultKind, StdoutMode,
 };
 
 use crate::command::{HelperCommand, StdinMode};
@@ -42,12 +43,19 @@ impl Approval {
 
 /// What an adapter's host does with a finished [`CallBuilder`]: start the
 /// call (`launch`) and, for [`CallBuilder::run`], wait for its outcome in
-/// the runtime's way (blocking, or a future).
+/// the runtime's way (blocking, or a future). Each adapter re-exports it;
+/// its associated types are what `start()` and `run()` return:
+///
+/// | host | `Handle`: `start()` | `Run`: `run()` |
+/// | --- | --- | --- |
+/// | `spillguard_std::Host` | `spillguard_std::CallHandle` | `Outcome` (blocking) |
+/// | `spillguard_smol::Host` | `spillguard_smol::CallHandle` | `spillguard_smol::Run`, a future of the `Outcome` |
+/// | `spillguard_tokio::Host` | `spillguard_tokio::CallHandle` | `spillguard_tokio::Run`, a future of the `Outcome` |
 pub trait Launch {
-    /// The handle a started call returns.
+    /// The handle a started call returns: each adapter's `CallHandle`.
     type Handle;
-    /// What [`CallBuilder::run`] returns: the outcome (std), or a future of
-    /// it (smol, tokio).
+    /// What [`CallBuilder::run`] returns: the `Outcome` (std), or a future
+    /// of it (smol's and tokio's `Run`).
     type Run;
     /// Starts the call; returns at once.
     fn launch(&self, request: CallRequest) -> Self::Handle;
@@ -71,9 +79,11 @@ pub struct CallRequest {
     deadline: Option<Option<Duration>>,
     approval_timeout: Option<Duration>,
     settings: Option<CallSettings>,
+    edits: Vec<SettingsEdit>,
     result: Option<ResultChannel>,
     classifier: Option<ResultClassifier>,
     streamed: bool,
+    kill_on_drop: bool,
     stderr_tap: Option<StderrTap>,
     refused: Option<String>,
 }
@@ -90,6 +100,17 @@ pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
 impl std::fmt::Debug for StderrTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("StderrTap")
+    }
+}
+
+/// An edit of a call's settings (`CallBuilder::edit_settings`), made when
+/// the host resolves the request.
+#[derive(Clone)]
+struct SettingsEdit(Arc<dyn Fn(&mut CallSettings) + Send + Sync>);
+
+impl std::fmt::Debug for SettingsEdit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SettingsEdit")
     }
 }
 
@@ -127,9 +148,11 @@ impl CallRequest {
             deadline: None,
             approval_timeout: None,
             settings: None,
+            edits: Vec::new(),
             result: None,
             classifier: None,
             streamed: false,
+            kill_on_drop: false,
             stderr_tap: None,
             refused: None,
         }
@@ -162,6 +185,9 @@ impl CallRequest {
             card_lines: self.card_lines,
         };
         let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
+        for edit in &self.edits {
+            (edit.0)(&mut settings);
+        }
         if let Some(deadline) = self.deadline {
             settings.deadline = deadline;
         }
@@ -176,6 +202,9 @@ impl CallRequest {
         }
         if self.streamed {
             settings.stdout_mode = StdoutMode::Streamed;
+        }
+        if self.kill_on_drop {
+            settings.on_client_disconnect = DisconnectPolicy::Cancel;
         }
         let mut command = self.command;
         if settings.stdout_mode == StdoutMode::Streamed {
@@ -218,13 +247,19 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     }
 
     /// Starts the call and waits for its outcome: blocking on std, a future
-    /// to await on smol and tokio.
+    /// to await on smol and tokio (each adapter's `Run`). The
+    /// `std::process::Command::output` and `status` of spillguard: the
+    /// outcome holds the exit status, the record and the bounded stderr.
+    #[doc(alias = "output")]
+    #[doc(alias = "status")]
     pub fn run(self) -> H::Run {
         H::wait(self.start())
     }
 
-    /// Starts the call and returns its handle at once, to approve, deny,
-    /// cancel or wait on.
+    /// Starts the call and returns its handle at once (each adapter's
+    /// `CallHandle`), to approve, deny, cancel or wait on: the
+    /// `std::process::Command::spawn` of spillguard.
+    #[doc(alias = "spawn")]
     pub fn start(self) -> H::Handle {
         self.host.launch(self.request)
     }
@@ -515,24 +550,38 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
         self
     }
 
-    /// Edits the settings the call would get (the host's for its kind, or
-    /// those given to [`settings`](Self::settings)) with `edit`, e.g. to
-    /// lengthen the approval card's life.
-    ///
-    /// `settings_for` gives the host's settings for a kind; adapters pass
-    /// their `Host::settings_for`.
+    /// Edits the settings the call gets with `edit`, e.g. to lengthen the
+    /// approval card's life. The edit is made when the call starts, on the
+    /// settings the builder's host gives a call of its kind then (or those
+    /// given to [`settings`](Self::settings)), before the builder's own
+    /// [`deadline`](Self::deadline), [`approval_timeout`](Self::approval_timeout)
+    /// and result channel; several edits apply in the order given.
     pub fn edit_settings(
         mut self,
-        settings_for: impl FnOnce(CallKind) -> CallSettings,
-        edit: impl FnOnce(&mut CallSettings),
+        edit: impl Fn(&mut CallSettings) + Send + Sync + 'static,
     ) -> Self {
-        let mut settings = self
-            .request
-            .settings
-            .take()
-            .unwrap_or_else(|| settings_for(self.request.kind));
-        edit(&mut settings);
-        self.request.settings = Some(settings);
+        self.request.edits.push(SettingsEdit(Arc::new(edit)));
+        self
+    }
+
+    /// Whether dropping the call's handle (or the `run()` future, which
+    /// owns it) before the call finished stops the helper. Default
+    /// `false`, as for `tokio::process::Command::kill_on_drop`.
+    ///
+    /// With `true`, that drop (the last of the handle and a streamed
+    /// call's two streams) stops the call as the
+    /// [`Cancel`](DisconnectPolicy::Cancel) disconnect policy does: the
+    /// helper's process group gets SIGTERM, then SIGKILL after
+    /// `shutdown_grace`, and the owner writes the final record (state
+    /// `cancelled_after_dispatch` or `killed`, `cancelled_before_dispatch`
+    /// if nothing ran yet; `client_disconnected: true`).
+    ///
+    /// With `false`, the drop is a client disconnect under the host's
+    /// policy (`HostOptions::on_client_disconnect`, default
+    /// [`Finish`](DisconnectPolicy::Finish): the helper runs to its end or
+    /// its deadline, and the record is written then).
+    pub fn kill_on_drop(mut self, kill_on_drop: bool) -> Self {
+        self.request.kill_on_drop = kill_on_drop;
         self
     }
 }
@@ -734,6 +783,20 @@ mod tests {
             })
             .collect();
         assert_eq!(ids.len(), 1000);
+    }
+
+    #[test]
+    fn settings_edits_apply_to_the_host_s_settings_for_the_final_kind() {
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("ls"))
+            .edit_settings(|settings| settings.approval_timeout = Duration::from_secs(7))
+            .discovery()
+            .kill_on_drop(true)
+            .start()
+            .resolve("s", settings);
+        let mut expected = settings(CallKind::Discovery);
+        expected.approval_timeout = Duration::from_secs(7);
+        expected.on_client_disconnect = DisconnectPolicy::Cancel;
+        assert_eq!(resolved.settings, expected);
     }
 
     #[test]

@@ -150,6 +150,11 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
         self.published.lock().state
     }
 
+    /// The helper's pid while it runs, as published by its owner.
+    pub fn pid(&self) -> Option<u32> {
+        self.published.lock().pid
+    }
+
     /// Whether the call has ended (its outcome is ready or was taken).
     pub fn is_finished(&self) -> bool {
         self.published.is_finished()

@@ -9,7 +9,10 @@
 //! * The adapter-author API: [`owner`] (the owner skeleton: the action
 //!   dispatch, the spawn, finishing and letting go of a call, the policy
 //!   for an owner that dies), [`handle`] (the caller's side of a call:
-//!   [`handle::HandleCore`], which every runtime's handle wraps), [`host_state`] (config, options, pool,
+//!   [`handle::HandleCore`], which every runtime's handle wraps), [`front`]
+//!   (the host, handle and owner parts of smol and tokio, written once over
+//!   an [`front::AsyncRuntime`]; each runtime names them `Host`,
+//!   `CallHandle`, `Canceller`), [`host_state`] (config, options, pool,
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
@@ -34,6 +37,7 @@ mod audit_log;
 mod builder;
 mod command;
 mod error;
+pub mod front;
 pub mod handle;
 pub mod host_death;
 pub mod host_state;
@@ -63,3 +67,17 @@ pub use ids::fresh_id;
 pub use options::{HostOptions, ShutdownReport};
 pub use orphans::OrphanStats;
 pub use spillguard_core as core;
+
+/// What the smol and tokio adapters re-export for their users, beside
+/// their own `Host`, `CallHandle`, `Canceller` and stream types.
+pub mod adapter_api {
+    pub use crate::front::Run;
+    pub use crate::os;
+    pub use crate::{
+        Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
+        DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
+        JsonLinesAudit, KeyError, KeySource, Launch, OpenFailure, OpenedLog, OrphanStats,
+        ShutdownReport, StdinMode,
+    };
+    pub use spillguard_core as core;
+}

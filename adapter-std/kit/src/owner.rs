@@ -496,6 +496,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         event: Event<R>,
         answer: impl FnOnce(R, Result<(), CallError>),
     ) {
+        if matches!(event, Event::Exited(_) | Event::ProcessLost) {
+            self.published.set_pid(None);
+        }
         match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
             Leftover::Answer(reply, result) => answer(reply, result),
@@ -635,6 +638,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             }
             spawned
         });
+        if let Some(pid) = self.call.live_group() {
+            self.published.set_pid(Some(pid));
+        }
         if let Some(forwarded) = &self.forwarded
             && let Some(streams) = effects.take_streams(forwarded)
         {

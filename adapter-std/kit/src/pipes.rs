@@ -16,11 +16,11 @@
 
 use std::any::Any;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::command::StdinMode;
+use crate::command::{HelperCommand, StdinMode};
 use crate::read_buffers::bytes_read;
 use crate::stream::{Forwarded, Handout, SharedStdin};
 
@@ -164,5 +164,144 @@ pub async fn read_open_with<S>(
     match stream {
         Some(stream) => read_some_with(buf, |cx, buf| poll(stream, cx, buf)).await,
         None => std::future::pending().await,
+    }
+}
+
+/// How an async runtime spawns its helper, for [`AsyncProcess`]: the
+/// spawn itself, the waiter that reports the exit to `Events`, the output
+/// pipes as streams, and the writer of a helper given bytes.
+pub trait AsyncSpawn {
+    /// The child, as its waiter owns it.
+    type Child;
+    /// An output stream as the owner reads it.
+    type Stream;
+    /// The raw stdin pipe.
+    type Stdin: Send + 'static;
+    /// The raw stdout pipe.
+    type Stdout: AsFd + Send + 'static;
+    /// The raw stderr pipe.
+    type Stderr: AsFd;
+    /// Dropping it stops the stdin writer.
+    type Stop;
+    /// Where the waiter reports the exit (the owner's channel).
+    type Events;
+
+    /// Spawns `command` in its own process group with piped output; on
+    /// error nothing is left running.
+    fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>>;
+
+    /// Starts the waiter: it owns `child`, reports its exit to `events`,
+    /// and reaps it even after the call stopped waiting.
+    fn start_waiter(child: Self::Child, events: &Self::Events);
+
+    /// Stdout as an output stream the owner reads.
+    fn stdout(pipe: Self::Stdout) -> Self::Stream;
+
+    /// Stderr as an output stream the owner reads.
+    fn stderr(pipe: Self::Stderr) -> Self::Stream;
+
+    /// Starts writing `bytes` to `stdin`, then closing it; returns its stop.
+    fn feed(stdin: Self::Stdin, bytes: Vec<u8>) -> Self::Stop;
+}
+
+/// What [`AsyncSpawn::spawn`] gives: the child, its pid and its pipes.
+#[allow(missing_debug_implementations)]
+pub struct SpawnedChild<T: AsyncSpawn + ?Sized> {
+    /// The child, for its waiter.
+    pub child: T::Child,
+    /// Its pid, which is also its process group id.
+    pub pid: u32,
+    /// Its stdin pipe, when the command's mode made one.
+    pub stdin: Option<T::Stdin>,
+    /// Its stdout pipe.
+    pub stdout: T::Stdout,
+    /// Its stderr pipe.
+    pub stderr: T::Stderr,
+}
+
+/// A helper spawned by an async runtime `T`: its [`AsyncPipes`].
+pub struct AsyncProcess<T: AsyncSpawn>(pub AsyncPipes<T::Stream, T::Stdin, T::Stdout, T::Stop>);
+
+impl<T: AsyncSpawn> std::fmt::Debug for AsyncProcess<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncProcess")
+            .field("pid", &self.0.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: AsyncSpawn> crate::owner::Helper for AsyncProcess<T> {
+    type Events = T::Events;
+
+    /// The pipes are enlarged to `pipe_size` before the waiter starts.
+    fn spawn(
+        command: HelperCommand,
+        pipe_size: Option<usize>,
+        events: &Self::Events,
+    ) -> io::Result<Self> {
+        let SpawnedChild {
+            child,
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        } = T::spawn(&command)?;
+        let pipe_capacity = crate::os::enlarge_pipes(&stdout, &stderr, pipe_size);
+        T::start_waiter(child, events);
+        let spawned = Spawned {
+            pid,
+            pipe_capacity,
+            mode: command.stdin,
+            stdin,
+            stdout,
+            stderr: T::stderr(stderr),
+        };
+        Ok(Self(AsyncPipes::new(spawned, T::stdout, T::feed)))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.pid
+    }
+
+    fn pipe_capacity(&self) -> Option<u64> {
+        self.0.pipe_capacity
+    }
+
+    fn close_stdin(&mut self) {
+        self.0.close_stdin();
+    }
+
+    /// The handle reaches the owner its own way, not through `_events`.
+    fn take_streams(
+        &mut self,
+        _events: &Self::Events,
+        forwarded: Arc<Forwarded>,
+    ) -> Option<Box<dyn Any + Send>> {
+        self.0.take_streams(forwarded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read interrupted once, then two full buffers, then the end.
+    #[test]
+    fn a_read_retries_eintr_and_ends_at_zero() {
+        let mut reads = vec![Ok(0), Ok(4), Ok(4), Err(io::ErrorKind::Interrupted.into())];
+        let mut buf = [0; 4];
+        let mut read = || {
+            let poll = |_: &mut Context<'_>, buf: &mut [u8]| {
+                buf.fill(b'x');
+                Poll::Ready(reads.pop().unwrap_or(Ok(0)))
+            };
+            let mut future = std::pin::pin!(read_some_with(&mut buf, poll));
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            future.as_mut().poll(&mut cx)
+        };
+        assert_eq!(read(), Poll::Ready(4));
+        assert_eq!(read(), Poll::Ready(4));
+        assert_eq!(read(), Poll::Ready(0));
+        assert_eq!(buf, [b'x'; 4]);
     }
 }

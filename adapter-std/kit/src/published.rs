@@ -34,6 +34,9 @@ pub struct Snapshot {
     pub card: Option<ApprovalCard>,
     /// The outcome, until a handle takes it.
     pub outcome: Option<Outcome>,
+    /// The helper's pid while it runs: from its spawn until its exit was
+    /// observed or the call finished.
+    pub pid: Option<u32>,
     /// The call finished (its outcome was published).
     pub finished: bool,
     /// The owner is gone (finished, or panicked).
@@ -165,6 +168,7 @@ impl<W: Wake> Published<W> {
                 state: State::Received,
                 card: None,
                 outcome: None,
+                pid: None,
                 finished: false,
                 owner_ended: false,
                 streams: Streams::Pending,
@@ -188,6 +192,11 @@ impl<W: Wake> Published<W> {
         self.lock().state = state;
     }
 
+    /// The helper's pid while it runs (`None` once its exit was observed).
+    pub fn set_pid(&self, pid: Option<u32>) {
+        self.lock().pid = pid;
+    }
+
     /// The approval card was shown.
     pub fn show_card(&self, card: ApprovalCard) {
         self.update(|snapshot| snapshot.card = Some(card));
@@ -204,6 +213,7 @@ impl<W: Wake> Published<W> {
     pub fn finish_then(&self, outcome: Outcome, then: impl FnOnce()) {
         self.update(|snapshot| {
             snapshot.state = outcome.record.state;
+            snapshot.pid = None;
             snapshot.finished = true;
             snapshot.outcome = Some(outcome);
             then();

@@ -75,6 +75,156 @@ pub fn assert_group_gone(pgid: u32) {
     );
 }
 
+/// A helper with a grandchild in its process group: a shell that starts a
+/// `sleep 30` in the background and waits on another; `marker` is in its
+/// command line, for [`pid_of`].
+pub fn helper_and_grandchild(marker: &str) -> String {
+    format!("sleep 30 & sleep 30; : {marker}")
+}
+
+/// The pid of the process group leader whose command line holds `marker`,
+/// once there is one (10 s at most).
+pub fn pid_of(marker: &str) -> u32 {
+    let mut found = None;
+    poll_until(Duration::from_secs(10), marker, || {
+        found = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&cmdline).contains(&format!(": {marker}\0"))
+                    && live_members(*pid).contains(pid)
+            });
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// The pids of group `pgid` that are alive (in any state but zombie), read
+/// from `/proc/<pid>/stat`. Reaps nothing: the helper is its adapter's.
+pub fn live_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the command name in parentheses: state, ppid, pgrp.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+        })
+        .collect()
+}
+
+/// Polls every millisecond until group `pgid` has at least `count` live
+/// members (10 s at most).
+pub fn wait_for_members(pgid: u32, count: usize) {
+    poll_until(
+        Duration::from_secs(10),
+        "the helper and its grandchild",
+        || live_members(pgid).len() >= count,
+    );
+}
+
+/// How long after `dropped` group `pgid` had no live member, polled every
+/// millisecond (10 s at most).
+pub fn gone_after(pgid: u32, dropped: Instant) -> Duration {
+    while !live_members(pgid).is_empty() {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "group {pgid} outlived 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    dropped.elapsed()
+}
+
+/// A call of `script` run by `/bin/sh -c` on `host`, with the id `id`,
+/// dropped (handle or `run()` future) under `kill_on_drop(kill)`.
+pub fn shell_call<'h, H: Launch>(
+    host: &'h H,
+    script: String,
+    id: &str,
+    kill: bool,
+) -> CallBuilder<'h, H> {
+    let command = spillguard_kit::HelperCommand::shell_script(script);
+    CallBuilder::new(host, command)
+        .call_id(id)
+        .kill_on_drop(kill)
+}
+
+/// The check of a drop that stops a helper and its grandchild: `start`
+/// starts the call of the script it is given (marked `marker`, see
+/// [`helper_and_grandchild`]), `give_up` drops what `start` returned (the
+/// handle, or the `run()` future) once both processes run, and `record`
+/// waits for the call's final record. The group must be gone within the
+/// default `shutdown_grace` + 100 ms of the drop, stopped by SIGTERM, and
+/// the record must say the client disconnected under the `Cancel`
+/// policy. Returns how long after the drop the group was gone.
+pub fn check_stopped_by_a_drop<T>(
+    marker: &str,
+    start: impl FnOnce(String) -> T,
+    give_up: impl FnOnce(T),
+    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+) -> Duration {
+    use spillguard_kit::core::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
+    become_subreaper();
+    let started = start(helper_and_grandchild(marker));
+    let pid = pid_of(marker);
+    wait_for_members(pid, 2);
+    // `give_up` drops the handle as the last thing it does.
+    give_up(started);
+    let gone = gone_after(pid, Instant::now());
+    eprintln!("{marker}: the group of {pid} was gone {gone:?} after the drop");
+    let grace = CallSettings::action(&Config::default()).shutdown_grace;
+    assert!(
+        gone <= grace + Duration::from_millis(100),
+        "gone after {gone:?}"
+    );
+    let record = record();
+    assert_eq!(record.pid, Some(pid));
+    assert_eq!(record.state, State::CancelledAfterDispatch);
+    assert_eq!(record.cancel_reason, Some(CancelReason::ClientDisconnected));
+    assert!(record.client_disconnected);
+    assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Cancel));
+    assert_eq!(record.exit_signal, Some(15));
+    assert_group_gone(pid);
+    gone
+}
+
+/// The check of a drop without `kill_on_drop`, under the host's default
+/// `Finish` policy: `start` starts the call of the script it is given (a
+/// `sleep 0.3` marked `marker`), whose handle (or `run()` future) is
+/// dropped as soon as the helper runs, and `record` waits for the final
+/// record: the helper ran to its end, no signal was sent.
+pub fn check_finished_after_a_drop<T>(
+    marker: &str,
+    start: impl FnOnce(String) -> T,
+    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+) {
+    use spillguard_kit::core::{DisconnectPolicy, State};
+    let started = start(format!("sleep 0.3; : {marker}"));
+    let pid = pid_of(marker);
+    drop(started);
+    let record = record();
+    assert_eq!((record.pid, record.state), (Some(pid), State::Completed));
+    assert_eq!((record.exit_status, record.exit_signal), (Some(0), None));
+    assert_eq!(record.cancel_reason, None);
+    assert!(record.client_disconnected);
+    assert_eq!(record.on_client_disconnect, Some(DisconnectPolicy::Finish));
+    assert!(record.signals.is_empty());
+    let exited = record.exited_offset_us.unwrap();
+    assert!(
+        exited >= 300_000,
+        "exited {exited} µs after it was received"
+    );
+}
+
 /// An audit sink that keeps every event in memory.
 #[derive(Debug, Default)]
 pub struct Recorder {

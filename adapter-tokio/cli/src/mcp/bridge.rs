@@ -366,17 +366,13 @@ impl Bridge {
     /// and admission: once authorized, a call waits in `queued` until the
     /// bridge admits it ([`Bridge::admit`]).
     fn settings<'h>(&'h self, builder: CallBuilder<'h, Host>) -> CallBuilder<'h, Host> {
-        let host = &self.inner.host;
         let policy = self.inner.on_disconnect;
         let timeout = self.inner.queue_timeout;
-        builder.edit_settings(
-            |kind| host.settings_for(kind),
-            |settings| {
-                settings.on_client_disconnect = policy;
-                settings.deadline_from_delivery = true;
-                settings.admission = Admission::Queued { timeout };
-            },
-        )
+        builder.edit_settings(move |settings| {
+            settings.on_client_disconnect = policy;
+            settings.deadline_from_delivery = true;
+            settings.admission = Admission::Queued { timeout };
+        })
     }
 
     /// Waits for a running slot, first come first served, and admits the

@@ -1,87 +1,90 @@
-//! The caller's side of a call: [`CallHandle`] and [`Canceller`].
+//! The caller's side of a call on an async runtime: [`AsyncCallHandle`]
+//! and [`AsyncCanceller`].
 //!
 //! A handle talks to the call's owner task through the owner's event
-//! channel and reads what the owner publishes (state, approval card,
-//! outcome). It does not own the call: dropping it is a client
-//! disconnect, and the owner still finishes the call, writes the record and
-//! reaps the helper.
+//! channel and reads what the owner publishes (state, approval card, pid,
+//! outcome). It does not own the call: dropping it is a client disconnect
+//! (see [`AsyncCallHandle`]), and the owner still finishes the call,
+//! writes the record and reaps the helper.
 
 use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use spillguard_core::{ApprovalCard, CallError, Outcome, State};
-use spillguard_kit::handle::{Ask, HandleCore, ToOwner};
-use spillguard_kit::published::{self, Snapshot, Taken, Wake};
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::JoinHandle;
 
-use crate::owner::{Event, Reply};
-use crate::stream::{HelperStdin, HelperStdout};
-
-/// What the owner publishes for the handle.
-pub(crate) type Published = published::Published<Changed>;
-
-/// Wakes the waiters of a [`Published`].
-#[derive(Debug, Default)]
-pub(crate) struct Changed(Notify);
-
-impl Wake for Changed {
-    fn wake_all(&self) {
-        self.0.notify_waiters();
-    }
-}
+use super::AsyncRuntime;
+use crate::handle::{Ask, HandleCore, ToOwner};
+use crate::published::{Published, Snapshot, Taken};
 
 /// Waits until `ready` holds or the owner ended, then returns the lock.
-async fn wait_until(
-    published: &Published,
+async fn wait_until<R: AsyncRuntime>(
+    published: &Published<R::Wake>,
     ready: impl Fn(&Snapshot) -> bool,
 ) -> MutexGuard<'_, Snapshot> {
     loop {
-        let notified = published.changed().0.notified();
-        tokio::pin!(notified);
-        // Registered before the check, so no change is missed.
-        notified.as_mut().enable();
+        // Listening before the check, so no change is missed.
+        let changed = R::listen(published.changed());
         {
             let inner = published.lock();
             if ready(&inner) || inner.owner_ended {
                 return inner;
             }
         }
-        notified.await;
+        changed.await;
     }
 }
 
-/// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
+/// The caller's handle on a running call, from the builder's `start()`.
 ///
 /// The call runs on its own owner task whatever the handle does. Approve or
 /// deny it once its card is shown, cancel it at any time, and collect its
 /// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
 /// or [`try_outcome`](Self::try_outcome).
 ///
-/// Dropping the handle before its outcome was taken — including dropping a
-/// `wait` future that owns it — is a client disconnect: the host's
-/// [`DisconnectPolicy`](crate::core::DisconnectPolicy) applies, and the
-/// record still reaches the audit sink and
-/// [`Host::finished_records`](crate::Host::finished_records).
-#[derive(Debug)]
-pub struct CallHandle {
-    core: HandleCore<Reply, Changed>,
-    owner: Option<JoinHandle<()>>,
+/// # Dropping the handle
+///
+/// Dropping the handle before its outcome was taken (and, for a streamed
+/// call, both its streams), including dropping a `run()` or `wait()`
+/// future that owns it, is a client disconnect; the record says
+/// `client_disconnected: true`.
+///
+/// * With the builder's `kill_on_drop(true)`, the call stops as for the
+///   [`Cancel`](spillguard_core::DisconnectPolicy::Cancel) policy: the
+///   helper's process group gets SIGTERM, then SIGKILL after
+///   `shutdown_grace` (before dispatch the call ends
+///   `cancelled_before_dispatch`).
+/// * Without it (the default), the host's
+///   [`DisconnectPolicy`](spillguard_core::DisconnectPolicy) decides:
+///   `Finish` (the default) lets the helper run to its end or its
+///   deadline; `Cancel` stops it as above.
+///
+/// Either way the owner writes the final record: it reaches the audit sink
+/// and the host's `finished_records`.
+pub struct AsyncCallHandle<R: AsyncRuntime> {
+    core: HandleCore<R::Reply, R::Wake>,
+    owner: Option<R::OwnerTask>,
 }
 
-/// Every method that is the same on every runtime is a one-line delegation
-/// to the kit's [`HandleCore`]; this runtime keeps how it waits (a `Notify`
-/// on the published state, tokio's timeout, the answer's oneshot) and the
-/// owner task's end when it left no outcome.
-impl CallHandle {
+impl<R: AsyncRuntime> std::fmt::Debug for AsyncCallHandle<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallHandle")
+            .field("core", &self.core)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl<R: AsyncRuntime> AsyncCallHandle<R> {
+    /// The handle of call `call_id`, whose owner reads `events`, publishes
+    /// to `published` and runs as `owner`.
     pub(crate) fn new(
         call_id: String,
-        events: mpsc::UnboundedSender<Event>,
-        published: Arc<Published>,
-        owner: JoinHandle<()>,
+        events: R::Sender,
+        published: Arc<Published<R::Wake>>,
+        owner: R::OwnerTask,
     ) -> Self {
-        let to_owner = ToOwner::new(move |event| events.send(event).is_ok());
+        let to_owner = ToOwner::new(move |event| R::send(&events, event));
         Self {
             core: HandleCore::new(call_id, published, to_owner),
             owner: Some(owner),
@@ -93,42 +96,26 @@ impl CallHandle {
     /// then hands out both, once. An error if the call ended before its
     /// helper ran, is not streamed, or its streams were taken.
     ///
-    /// ```
-    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    /// use spillguard_tokio::{Host, HostOptions};
-    /// use spillguard_tokio::core::{Config, State, StdoutMode};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let host = Host::new(Config::default(), HostOptions::default())?;
-    /// let call = host.command("cat").streamed().start();
-    /// let (mut stdin, mut stdout) = call.streams().await?;
-    /// stdin.write_all(b"ping\n").await?;
-    /// let mut reply = [0; 5];
-    /// stdout.read_exact(&mut reply).await?;
-    /// assert_eq!(&reply, b"ping\n");
-    /// stdin.shutdown().await?; // cat reads end-of-file and exits
-    /// let record = call.wait().await.record;
-    /// assert_eq!(record.state, State::Completed);
-    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
-    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
     /// # Cancel safety
     ///
     /// Cancel safe: the streams are taken only when it completes.
-    pub async fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
-        let taken = wait_until(self.core.published(), Snapshot::streams_settled)
+    pub async fn streams(&self) -> io::Result<(R::Stdin, R::Stdout)> {
+        let taken = wait_until::<R>(self.core.published(), Snapshot::streams_settled)
             .await
             .take_streams();
-        self.core.streams(taken, HelperStdin, HelperStdout)
+        self.core.streams(taken, R::stdin, R::stdout)
     }
 
     /// The call's id.
     pub fn call_id(&self) -> &str {
         self.core.call_id()
+    }
+
+    /// The helper's pid (its process group id too) while it runs: `None`
+    /// before it is spawned, once its exit was observed, and for a call
+    /// that never spawned one.
+    pub fn id(&self) -> Option<u32> {
+        self.core.pid()
     }
 
     /// The call's state as last published by its owner.
@@ -153,7 +140,7 @@ impl CallHandle {
     ///
     /// Cancel safe: it only watches.
     pub async fn wait_finished(&self) {
-        drop(wait_until(self.core.published(), |s| s.finished).await);
+        drop(wait_until::<R>(self.core.published(), |s| s.finished).await);
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
@@ -162,16 +149,16 @@ impl CallHandle {
     /// # Cancel safety
     ///
     /// Cancel safe: it only watches. Dropping it changes nothing; the card,
-    /// once shown, stays available from [`card`](Self::card).
+    /// once shown, stays in [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
         let published = self.core.published();
         let shown = async {
-            wait_until(published, Snapshot::card_settled)
+            wait_until::<R>(published, Snapshot::card_settled)
                 .await
                 .card
                 .clone()
         };
-        tokio::time::timeout(timeout, shown).await.ok().flatten()
+        R::timeout(timeout, shown).await.flatten()
     }
 
     /// Grants approval. An error if the call is not awaiting approval
@@ -207,13 +194,13 @@ impl CallHandle {
     ///
     /// As for [`deny`](Self::deny).
     pub async fn decline(&self, reason: impl Into<String>) -> Result<(), CallError> {
-        let answer = self.core.decline(reason.into(), oneshot::channel())?;
-        self.core.answered(Ask::Deny, answer.await.ok())
+        let answer = self.core.decline(reason.into(), R::reply())?;
+        self.core.answered(Ask::Deny, answer.await)
     }
 
     async fn ask(&self, ask: Ask) -> Result<(), CallError> {
-        let answer = self.core.ask(ask, oneshot::channel())?;
-        self.core.answered(ask, answer.await.ok())
+        let answer = self.core.ask(ask, R::reply())?;
+        self.core.answered(ask, answer.await)
     }
 
     /// Tells the call that its approval card reached the approver (the
@@ -249,27 +236,30 @@ impl CallHandle {
 
     /// A cancel-only handle that can be moved to another task or thread (a
     /// signal handler, a UI) while this one waits.
-    pub fn canceller(&self) -> Canceller {
-        Canceller(self.core.to_owner())
+    pub fn canceller(&self) -> AsyncCanceller<R> {
+        AsyncCanceller(self.core.to_owner())
     }
 
     /// Waits for the call to finish and returns its outcome.
     ///
-    /// A caller that cannot wait forever uses [`wait_timeout`](Self::wait_timeout).
+    /// A caller that cannot wait forever uses
+    /// [`wait_timeout`](Self::wait_timeout), which gives the handle back.
     ///
     /// # Cancel safety
     ///
-    /// The future owns the handle: dropping it before it completes drops the
-    /// handle, which is a client disconnect. The owner then finishes the
-    /// call under the disconnect policy and writes the record; the outcome
-    /// (the retained text) is dropped with its pool share.
+    /// The future owns the handle: dropping it before it completes drops
+    /// the handle, which is a client disconnect (see the type's docs: with
+    /// `kill_on_drop(true)` the helper's group is stopped, otherwise the
+    /// host's disconnect policy applies). The owner still writes the
+    /// record.
     ///
     /// # Panics
     ///
     /// Only if the call's owner task panicked (a bug; its panic is resumed
-    /// here), or its runtime was shut down before the call finished.
+    /// here where the runtime gives it back), or its runtime was shut down
+    /// before the call finished.
     pub async fn wait(mut self) -> Outcome {
-        let taken = wait_until(self.core.published(), Snapshot::outcome_ready)
+        let taken = wait_until::<R>(self.core.published(), Snapshot::outcome_ready)
             .await
             .take_outcome();
         match taken {
@@ -279,28 +269,25 @@ impl CallHandle {
     }
 
     /// Waits at most `timeout`. Gives the handle back if the call has not
-    /// finished by then: drop it to give up (a client disconnect; the owner
-    /// carries on), or wait again.
+    /// finished by then: drop it to give up (a client disconnect), or wait
+    /// again.
     ///
     /// # Cancel safety
     ///
-    /// Dropping this future drops the handle it owns: a client disconnect.
+    /// As for [`wait`](Self::wait): dropping the future drops the handle
+    /// (a client disconnect). Let it time out to get the handle back.
     ///
     /// # Panics
     ///
-    /// Only if the call's owner task panicked (its panic is resumed here) or
-    /// its runtime shut down before the call finished.
-    pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, CallHandle> {
+    /// As for [`wait`](Self::wait).
+    pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, Self> {
         let published = self.core.published();
         let settled = async {
-            wait_until(published, Snapshot::outcome_ready)
+            wait_until::<R>(published, Snapshot::outcome_ready)
                 .await
                 .take_outcome()
         };
-        let taken = tokio::time::timeout(timeout, settled)
-            .await
-            .unwrap_or(Taken::NotYet);
-        match taken {
+        match R::timeout(timeout, settled).await.unwrap_or(Taken::NotYet) {
             Taken::Outcome(outcome) => Ok(*outcome),
             Taken::OwnerGone => Ok(self.owner_failed().await),
             Taken::NotYet => Err(self),
@@ -313,54 +300,36 @@ impl CallHandle {
     ///
     /// If the call's owner ended without an outcome (it panicked or its
     /// runtime shut down).
-    pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
+    pub fn try_outcome(self) -> Result<Outcome, Self> {
         let taken = self.core.try_take_outcome();
-        taken.or_handle(self, |handle| {
-            handle
-                .core
-                .owner_gone(" (it panicked or its runtime shut down)")
-        })
+        taken.or_handle(self, |handle| handle.core.owner_gone(R::OWNER_GONE))
     }
 
     async fn owner_failed(&mut self) -> Outcome {
-        if let Some(task) = self.owner.take()
-            && let Err(error) = task.await
-            && error.is_panic()
-        {
-            std::panic::resume_unwind(error.into_panic());
+        if let Some(task) = self.owner.take() {
+            R::owner_ended(task).await;
         }
-        self.core.owner_gone(" (its runtime shut down)");
+        self.core.owner_gone(R::OWNER_GONE);
     }
 }
 
 /// Cancels one call from anywhere; cheap to clone.
-///
-/// # Examples
-///
-/// ```
-/// use spillguard_tokio::{Host, HostOptions};
-/// use spillguard_tokio::core::{CancelReason, Config, State};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), spillguard_tokio::HostError> {
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let call = host.command("sleep").arg("30").start();
-/// let canceller = call.canceller();
-/// tokio::spawn(async move { canceller.cancel() });
-/// let outcome = call.wait().await;
-/// assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
-/// assert!(matches!(
-///     outcome.record.state,
-///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
-/// ));
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct Canceller(ToOwner<Reply>);
+pub struct AsyncCanceller<R: AsyncRuntime>(ToOwner<R::Reply>);
 
-impl Canceller {
-    /// Asks the call to stop; see [`CallHandle::cancel`].
+impl<R: AsyncRuntime> Clone for AsyncCanceller<R> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<R: AsyncRuntime> std::fmt::Debug for AsyncCanceller<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Canceller").field(&self.0).finish()
+    }
+}
+
+impl<R: AsyncRuntime> AsyncCanceller<R> {
+    /// Asks the call to stop; see [`AsyncCallHandle::cancel`].
     pub fn cancel(&self) {
         self.0.cancel();
     }

@@ -1,0 +1,178 @@
+//! [`TokioRuntime`]: what tokio gives the kit's async front
+//! ([`spillguard_kit::front`]): a `Notify` to wake waiters, unbounded and
+//! oneshot channels, its clock and timeout, the runtime the owner tasks are
+//! spawned on, and the tokio stream types.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use spillguard_core::CallError;
+use spillguard_kit::HostError;
+use spillguard_kit::front::{AsyncRuntime, NewOwner};
+use spillguard_kit::orphans::OrphanRuntime;
+use spillguard_kit::owner::{Blocking, Unblocked};
+use spillguard_kit::published::Wake;
+use spillguard_kit::run_loop::Event;
+use spillguard_kit::stream::{StdinWriter, StdoutReader};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::owner;
+use crate::reader::TokioOrphans;
+use crate::stream::{HelperStdin, HelperStdout};
+
+/// What to do when `Host::new` finds no runtime.
+const NO_RUNTIME: &str = "Host::new was called outside a tokio runtime: call it from within one, \
+                          or pass a runtime handle to Host::with_runtime";
+
+/// The tokio runtime a host runs its calls on (its `Handle`, captured by
+/// `Host::new` or given to `Host::with_runtime`). The runtime needs its IO
+/// and time drivers (`enable_all()`, as `#[tokio::main]` does): the
+/// helper's pipes, its exit and the call's timer use them.
+#[derive(Debug, Clone)]
+pub struct TokioRuntime(Handle);
+
+impl TokioRuntime {
+    /// The runtime's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.0
+    }
+}
+
+/// `host.runtime()` is used as the runtime's `Handle` (`spawn`,
+/// `block_on`).
+impl std::ops::Deref for TokioRuntime {
+    type Target = Handle;
+
+    fn deref(&self) -> &Handle {
+        &self.0
+    }
+}
+
+impl From<Handle> for TokioRuntime {
+    fn from(handle: Handle) -> Self {
+        Self(handle)
+    }
+}
+
+/// Wakes the waiters of what an owner publishes, and of a host's call
+/// ends: a `Notify`.
+#[derive(Debug, Default)]
+pub struct Changed(Notify);
+
+impl Wake for Changed {
+    fn wake_all(&self) {
+        self.0.notify_waiters();
+    }
+}
+
+/// The owner's clock: tokio's, so that a paused test clock drives the call.
+pub(crate) fn clock() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// The core's answer to an approval or a denial.
+pub(crate) type Reply = oneshot::Sender<Result<(), CallError>>;
+
+impl Blocking for TokioRuntime {
+    /// On tokio's blocking pool (`spawn_blocking`), never on a worker
+    /// thread. A job that panicked panics the owner too, as it does on
+    /// every runtime (the owner's end is then the one policy of
+    /// [`OwnerCore`](spillguard_kit::owner::OwnerCore)'s drop); `None`
+    /// only if the runtime is shutting down.
+    fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
+        let task = tokio::task::spawn_blocking(job);
+        Box::pin(async move {
+            match task.await {
+                Ok(done) => Some(done),
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                Err(_) => None,
+            }
+        })
+    }
+}
+
+impl AsyncRuntime for TokioRuntime {
+    type Wake = Changed;
+    type Reply = Reply;
+    type Answer = std::pin::Pin<Box<dyn Future<Output = Option<Result<(), CallError>>> + Send>>;
+    type Sender = mpsc::UnboundedSender<Event<Reply>>;
+    type Receiver = mpsc::UnboundedReceiver<Event<Reply>>;
+    type OwnerTask = JoinHandle<()>;
+    type StdinPipe = tokio::process::ChildStdin;
+    type StdoutPipe = tokio::process::ChildStdout;
+    type Stdin = HelperStdin;
+    type Stdout = HelperStdout;
+
+    const OWNER_GONE: &'static str = " (it panicked or its runtime shut down)";
+
+    /// The current runtime; outside one, [`HostError::NoRuntime`].
+    fn current() -> Result<Self, HostError> {
+        let handle =
+            Handle::try_current().map_err(|_| HostError::NoRuntime { hint: NO_RUNTIME })?;
+        Ok(Self(handle))
+    }
+
+    fn orphans(&self) -> impl OrphanRuntime {
+        TokioOrphans(self.0.clone())
+    }
+
+    fn now() -> Instant {
+        clock()
+    }
+
+    /// A `Notified` made now: it receives every `notify_waiters` from now
+    /// on, polled or not.
+    fn listen(wake: &Changed) -> impl Future<Output = ()> + Send + '_ {
+        wake.0.notified()
+    }
+
+    async fn timeout<F: Future + Send>(after: Duration, future: F) -> Option<F::Output> {
+        tokio::time::timeout(after, future).await.ok()
+    }
+
+    fn channel() -> (Self::Sender, Self::Receiver) {
+        mpsc::unbounded_channel()
+    }
+
+    fn send(to: &Self::Sender, event: Event<Reply>) -> bool {
+        to.send(event).is_ok()
+    }
+
+    fn reply() -> (Reply, Self::Answer) {
+        let (reply, answer) = oneshot::channel();
+        (reply, Box::pin(async move { answer.await.ok() }))
+    }
+
+    fn answer(reply: Reply, answer: Result<(), CallError>) {
+        let _ = reply.send(answer);
+    }
+
+    fn close(events: &mut Self::Receiver) {
+        events.close();
+        while events.try_recv().is_ok() {}
+    }
+
+    /// A task spawned on the host's runtime.
+    fn start_owner(&self, new: NewOwner<Self>) -> JoinHandle<()> {
+        self.0.spawn(owner::run(new))
+    }
+
+    /// Awaits the task; resumes its panic if it panicked.
+    async fn owner_ended(task: JoinHandle<()>) {
+        if let Err(error) = task.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
+    }
+
+    fn stdin(writer: StdinWriter<Self::StdinPipe, Changed, Reply>) -> HelperStdin {
+        HelperStdin(writer)
+    }
+
+    fn stdout(reader: StdoutReader<Self::StdoutPipe, Changed, Reply>) -> HelperStdout {
+        HelperStdout(reader)
+    }
+}
