@@ -155,8 +155,9 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use jsonrpc::{
-    ClientLines, Diverted, InputQueue, MessageInfo, MessageKind, MessageScanner, PendingRequests,
-    ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone, StdoutLineGuard,
+    ClientLines, Diverted, HeldLine, InputQueue, MessageInfo, MessageKind, MessageScanner,
+    PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone,
+    StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{

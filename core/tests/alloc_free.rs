@@ -197,6 +197,7 @@ fn the_stdout_line_guard_allocates_nothing() {
                     match segment {
                         Segment::Forward(line) => forwarded += line.bytes.len(),
                         Segment::Divert(d) => diverted += d.bytes.len(),
+                        Segment::DivertHeld(held) => diverted += held.bytes.len(),
                     }
                     Ok::<(), ()>(())
                 })

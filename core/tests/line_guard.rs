@@ -42,6 +42,14 @@ fn split_with(guard: &mut StdoutLineGuard, input: &[u8], cuts: &[usize], spare: 
                 split.all.extend_from_slice(d.bytes);
                 split.lines += d.lines;
             }
+            Segment::DivertHeld(held) => {
+                // Taken: the guard goes on with a buffer of its own.
+                let bytes = std::mem::take(held.bytes);
+                assert!(!bytes.is_empty());
+                split.diverted.extend_from_slice(&bytes);
+                split.all.extend_from_slice(&bytes);
+                split.lines += held.lines;
+            }
         }
         Ok::<(), ()>(())
     };
@@ -201,7 +209,9 @@ fn a_64_mib_message_passes_and_a_longer_line_is_diverted() {
             .feed(chunk, |segment| {
                 match segment {
                     Segment::Forward(line) => forwarded.push(line.bytes.len()),
-                    Segment::Divert(_) => panic!("diverted part of the message"),
+                    Segment::Divert(_) | Segment::DivertHeld(_) => {
+                        panic!("diverted part of the message")
+                    }
                 }
                 Ok::<(), ()>(())
             })
@@ -221,6 +231,10 @@ fn a_64_mib_message_passes_and_a_longer_line_is_diverted() {
                     Segment::Divert(d) => {
                         diverted += d.bytes.len();
                         lines += d.lines;
+                    }
+                    Segment::DivertHeld(held) => {
+                        diverted += held.bytes.len();
+                        lines += held.lines;
                     }
                 }
                 Ok::<(), ()>(())
@@ -331,5 +345,63 @@ proptest! {
         let every: Vec<usize> = (0..input.len()).collect();
         let s = split_with(&mut StdoutLineGuard::with_max_message(max), &input, &every, false);
         prop_assert_eq!((&s.forwarded, &s.diverted, s.lines), (&forwarded, &diverted, diverted_lines));
+    }
+}
+
+/// A line just over the maximum is handed over in the buffer that held it,
+/// whether it crosses the maximum before its newline comes or ends within
+/// the read that crosses it: a sink that takes the buffer owns the bytes
+/// without a copy, the guard goes on with a buffer of read size, and the
+/// message after the line still passes.
+#[test]
+fn a_line_over_the_maximum_is_handed_over_not_copied() {
+    const MAX: usize = 1 << 20;
+    let long = |len: usize| {
+        let mut line = vec![b'x'; len];
+        line[len - 1] = b'\n';
+        line
+    };
+    let message = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n";
+    for (len, read) in [(MAX + 1024, 64 << 10), (MAX + 1024, 100_000), (3 * MAX, 128 << 10)] {
+        let mut guard = StdoutLineGuard::with_max_message(MAX);
+        let mut input = long(len);
+        input.extend_from_slice(message);
+        let (mut taken, mut copied, mut lines, mut forwarded) = (Vec::new(), 0, 0, Vec::new());
+        let mut at = 0;
+        while at < input.len() {
+            let room = guard.spare();
+            let n = room.len().min(read).min(input.len() - at);
+            room[..n].copy_from_slice(&input[at..at + n]);
+            at += n;
+            guard
+                .filled(n, |segment| {
+                    match segment {
+                        Segment::Forward(line) => forwarded.push(line.bytes.to_vec()),
+                        Segment::Divert(d) => {
+                            copied += d.bytes.len();
+                            lines += d.lines;
+                        }
+                        Segment::DivertHeld(held) => {
+                            lines += held.lines;
+                            taken.push(std::mem::take(held.bytes));
+                        }
+                    }
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+            // Once handed over, the guard holds no more than a read's room.
+            if !taken.is_empty() {
+                assert!(guard.bytes_reserved() <= 512 << 10, "{}", guard.bytes_reserved());
+            }
+        }
+        guard.finish(|_| Ok::<(), ()>(())).unwrap();
+        let first = taken.first().map_or(0, Vec::len);
+        // The held part is handed over whole; only what came after it in
+        // later reads is diverted as it comes.
+        assert!(first >= MAX, "len {len}, read {read}: handed over {first}");
+        let handed: usize = taken.iter().map(Vec::len).sum();
+        assert_eq!((handed + copied, lines), (len, 1), "len {len}, read {read}");
+        assert_eq!(forwarded, [message.to_vec()], "len {len}, read {read}");
+        assert_eq!((guard.lines_diverted(), guard.lines_forwarded()), (1, 1));
     }
 }

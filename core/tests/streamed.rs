@@ -339,6 +339,9 @@ fn a_streamed_call_awaits_the_readers_end_and_counts_both_ways() {
                 match segment {
                     Segment::Forward(line) => call.handle_stdout_forwarded(line.bytes.len() as u64),
                     Segment::Divert(d) => call.handle_stdout_diverted(t0, d),
+                    Segment::DivertHeld(held) => {
+                        call.handle_stdout_diverted(t0, held.as_diverted())
+                    }
                 }
                 Ok::<(), ()>(())
             },

@@ -417,6 +417,15 @@ impl<O, W: Wake, R> StdoutReader<O, W, R> {
                 });
                 Ok::<(), io::Error>(())
             }
+            // A line longer than a message: its buffer is handed over, not
+            // copied, so the line is never held twice.
+            Segment::DivertHeld(held) => {
+                to_owner.command(Command::StdoutDiverted {
+                    bytes: std::mem::take(held.bytes),
+                    lines: held.lines,
+                });
+                Ok(())
+            }
         };
         if read == 0 {
             guard.finish(&mut sink)?;

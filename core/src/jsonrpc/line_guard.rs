@@ -93,6 +93,7 @@ fn grown_capacity(want: usize, max_message: usize) -> usize {
 ///                 forwarded.extend_from_slice(line.bytes);
 ///             }
 ///             Segment::Divert(d) => diverted.extend_from_slice(d.bytes),
+///             Segment::DivertHeld(held) => diverted.extend_from_slice(held.bytes),
 ///         }
 ///         Ok::<(), ()>(())
 ///     })?;
@@ -119,12 +120,42 @@ pub struct StdoutLineGuard {
 }
 
 /// One decided piece of a server's stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Segment<'a> {
     /// One whole JSON-RPC message line, for the client.
     Forward(ProtocolLine<'a>),
     /// Bytes that are not protocol, for the diagnostics.
     Divert(Diverted<'a>),
+    /// Bytes that are not protocol, for the diagnostics, in the buffer
+    /// that held them: the start of a line longer than the maximum, or such
+    /// a line whole. The sink may take the buffer to own the bytes without
+    /// a copy; see [`HeldLine`].
+    DivertHeld(HeldLine<'a>),
+}
+
+/// Diverted bytes the guard held in a buffer of their own: a line longer
+/// than the longest message, up to the maximum or whole.
+///
+/// Taking the buffer (`std::mem::take(held.bytes)`) hands it over: the
+/// guard starts a new, small one. A sink that copies such a line instead
+/// would hold it twice for a moment, and the line is as long as the
+/// longest message the guard forwards.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HeldLine<'a> {
+    /// The bytes, alone in their buffer.
+    pub bytes: &'a mut Vec<u8>,
+    /// Lines decided as not protocol in these bytes (as for [`Diverted`]).
+    pub lines: u64,
+}
+
+impl HeldLine<'_> {
+    /// The same bytes as a borrowed [`Diverted`].
+    pub fn as_diverted(&self) -> Diverted<'_> {
+        Diverted {
+            bytes: self.bytes,
+            lines: self.lines,
+        }
+    }
 }
 
 /// A line that is one JSON-RPC message, `\n` included.
@@ -227,7 +258,7 @@ impl StdoutLineGuard {
         n: usize,
         mut sink: impl FnMut(Segment<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
-        let end = (self.held + n).min(self.buf.len());
+        let mut end = (self.held + n).min(self.buf.len());
         let mut line_start = 0;
         let mut scan_from = self.held;
         self.held = 0;
@@ -237,7 +268,20 @@ impl StdoutLineGuard {
             .and_then(|new| memchr::memchr(b'\n', new))
         {
             let line_end = scan_from + newline + 1;
+            let long = !self.oversized && line_end - line_start > self.max_message;
             let segment = self.decide(line_start, scan_from, line_end);
+            if long {
+                // A line longer than a message, whole in this read: handed
+                // over in its own buffer; what follows it is read on from
+                // a new one.
+                let after = self.buf.get(line_end..end).unwrap_or_default().to_vec();
+                self.hand_over(line_start, line_end, 1, &mut sink)?;
+                end = after.len();
+                self.buf = after;
+                line_start = 0;
+                scan_from = 0;
+                continue;
+            }
             let bytes = self.buf.get(line_start..line_end).unwrap_or_default();
             sink(match segment {
                 Decided::Forward => Segment::Forward(ProtocolLine {
@@ -266,8 +310,7 @@ impl StdoutLineGuard {
             self.oversized = true;
             self.lines_diverted += 1;
             self.scanner.reset();
-            let bytes = self.buf.get(line_start..end).unwrap_or_default();
-            return sink(Segment::Divert(Diverted { bytes, lines: 1 }));
+            return self.hand_over(line_start, end, 1, &mut sink);
         }
         if line_start > 0 {
             self.buf.copy_within(line_start..end, 0);
@@ -319,6 +362,30 @@ impl StdoutLineGuard {
             }),
             Decided::Divert(lines) => Segment::Divert(Diverted { bytes, lines }),
         })
+    }
+
+    /// Hands `buf[start..end]` to `sink` in a buffer of its own: the
+    /// guard's buffer, cut to those bytes. A sink that leaves it gives the
+    /// allocation back to the guard, emptied.
+    fn hand_over<E>(
+        &mut self,
+        start: usize,
+        end: usize,
+        lines: u64,
+        sink: &mut impl FnMut(Segment<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut held = std::mem::take(&mut self.buf);
+        held.truncate(end);
+        held.drain(..start.min(end));
+        let result = sink(Segment::DivertHeld(HeldLine {
+            bytes: &mut held,
+            lines,
+        }));
+        if held.capacity() > self.buf.capacity() {
+            held.clear();
+            self.buf = held;
+        }
+        result
     }
 
     /// Decides the line `buf[start..end]` (its `\n` included, if any),

@@ -17,7 +17,9 @@ mod pending;
 mod queue;
 mod scan;
 
-pub use line_guard::{DEFAULT_MAX_MESSAGE_BYTES, Diverted, ProtocolLine, Segment, StdoutLineGuard};
+pub use line_guard::{
+    DEFAULT_MAX_MESSAGE_BYTES, Diverted, HeldLine, ProtocolLine, Segment, StdoutLineGuard,
+};
 pub use pending::{ClientLines, PendingRequests, SERVER_GONE_CODE, ServerGone};
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
 pub use scan::{MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};
