@@ -8,6 +8,9 @@
 //! and a stdin writer when the helper is given bytes. The waiter keeps
 //! waiting after the call has finished, so a helper the call stopped
 //! waiting for is still reaped.
+//!
+//! async-process converts the std command but resets its stdio, so the
+//! pipes are set again after the conversion.
 
 use std::io;
 use std::process::Stdio;

@@ -24,6 +24,12 @@
 //! no descendant blocks on a full pipe), and reaps the child if it is not
 //! reaped yet, so no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
+//!
+//! The exit is reaped only once the mailbox is found empty (or after
+//! `EVENTS_BEFORE_EXIT` events taken ahead of it, so a flood cannot hold
+//! it back for ever): a command sent while the helper ran, such as bytes
+//! a stdout pump diverted, is never overtaken by the exit that ends the
+//! call.
 
 use std::any::Any;
 use std::future::ready;

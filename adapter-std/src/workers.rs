@@ -9,6 +9,13 @@
 //! There is no cap: an owner must never wait for a free thread while its
 //! helper's pipes fill, so the pool holds as many threads as jobs run at
 //! once.
+//!
+//! An owner that panics on its worker does not take the worker down: the
+//! panic is caught there and kept for the call's handle, which resumes it.
+//! A helper the owner left unreaped is killed by group and reaped by a
+//! job (the drop of [`Process`](crate::process::Process)), except where a
+//! waiter job holds the child: that job reaps it and nothing is signalled,
+//! since the helper may already be reaped and its pgid another group's.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,6 +2,10 @@
 //! ([`spillguard_kit::front`]): a `Notify` to wake waiters, unbounded and
 //! oneshot channels, its clock and timeout, the runtime the owner tasks are
 //! spawned on, and the tokio stream types.
+//!
+//! The host captures the runtime's handle when it is made (outside a
+//! runtime that is a `HostError::NoRuntime`), and owners read tokio's
+//! clock, so tests with paused time drive real calls.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -9,6 +9,15 @@
 //! the chunking.** Once bytes are dropped, the [`CUT_MARGIN`] bytes beyond
 //! each cut edge are kept too (reserved from the pool on top of the
 //! budget, never shown), so that redaction can read past the edge.
+//!
+//! A live capture's budget moves with debug grants, and the window stays
+//! "the first `h` and the last `t` bytes" through both moves: what was
+//! dropped stays dropped and counted.
+//! [`raise_budget`](StreamCapture::raise_budget) reserves nothing up front
+//! (the buffers grow from the pool as bytes come), and a prefix a byte
+//! already went past is final and never grows;
+//! [`shrink_budget`](StreamCapture::shrink_budget) drops to the new split
+//! and credits the pool at once.
 
 use std::fmt;
 

@@ -2,7 +2,11 @@
 //! clamping and the fingerprint (of the raw bytes). See [`Window`].
 //!
 //! **Every rendering but the named `render_unredacted` is redacted, and
-//! the same for every chunking of the input.**
+//! the same for every chunking of the input.** A character cut in half by
+//! a window or clamp edge is trimmed from the text, never shown as a
+//! replacement character. No cut or clamp shows 8 bytes of a secret the
+//! rules know, nor a private-key body whose `BEGIN` line was dropped
+//! (`core/tests/chunking.rs`, `core/tests/redaction.rs`).
 
 use std::fmt;
 use std::ops::Range;

@@ -6,6 +6,11 @@
 //! An adapter takes part through two small traits, [`HostUnderTest`] and
 //! [`CallUnderTest`], with blocking methods: an async adapter's driver
 //! implements them with its runtime's `block_on`.
+//!
+//! PID 1 may not reap orphans, so the engine makes the test process a
+//! child subreaper ([`become_subreaper`]) and, after each record, reaps a
+//! helper group's zombies before it checks that the group is gone
+//! (`kill(-pgid, 0)` fails with `ESRCH`: [`settle_group`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

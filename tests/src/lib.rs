@@ -29,6 +29,11 @@
 //! The `spillguard-scenarios` binary runs the catalogue on every runtime,
 //! prints a table of the measured facts and compares the records across
 //! runtimes ([`compare`]); `cargo xtask runtimes` builds and runs it.
+//!
+//! Every call the suite, the scenarios and the adapters' tests make is
+//! described with the builder front door (`CallBuilder`), never a
+//! hand-written `CallSpec`; only the core's own tests, below the builder,
+//! build `CallSpec`s.
 #![deny(missing_docs)]
 
 pub mod audit;

@@ -6,6 +6,27 @@
 //! operating system, appends each frame with one `write_all`, and syncs the
 //! file as its [`FsyncPolicy`] says. Writers in several processes take
 //! turns on one file: each holds its lock only while it reads or appends.
+//!
+//! What keeps the log whole, and a call failing closed when it cannot be:
+//!
+//! * **Opening** refuses a path that is not a regular file before reading
+//!   it, and a log that fails verification or is shorter than its anchor
+//!   file says. A torn final frame is cut and recorded as a
+//!   [`LogEntry::Recovered`] entry. With an anchor offset only the
+//!   anchored record and what follows are verified, falling back to a full
+//!   verification when that cannot vouch for the log.
+//! * **Taking turns**: a writer waits at most
+//!   [`lock_wait`](ChainedFileOptions::lock_wait) (default 10 s,
+//!   `--audit-wait-ms` in the CLI) for the lock; past it, opening fails
+//!   with [`OpenFailure::InUse`] and an append fails, so the call fails
+//!   closed. At each turn it first reads and verifies what others
+//!   appended since its last turn (`catch_up`), recovering a dead
+//!   writer's torn frame.
+//! * **Appending** writes whole frames only; a failed append is cut back
+//!   with `set_len`, and a failed sync stops the sink (calls then fail
+//!   closed).
+//! * **Syncing**: the default [`FsyncPolicy`] syncs on attempts and final
+//!   records, so an attempt is durable before dispatch.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};

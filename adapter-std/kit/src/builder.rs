@@ -7,6 +7,13 @@
 //! `.run()` (blocking on std, a future on smol and tokio) or `.start()` (a
 //! handle to approve, cancel or wait on) end it. What the adapter does with
 //! a finished request is its [`Launch`] implementation.
+//!
+//! [`Resolved`] is a request with every default filled in: a fresh
+//! `call_id`, the host's session, the program's file name as `action`,
+//! the program as `target`, the shell-quoted command line as `summary`
+//! (so the card shows exactly what runs), and the host's settings for the
+//! call's kind with the request's own deadline, approval timeout and
+//! result channel.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -12,6 +12,9 @@
 //! The handle does not own the call: dropping it (and, for a streamed call,
 //! both its streams: the last [`Presence`]) is a client disconnect, and the
 //! owner still finishes the call, writes the record and reaps the helper.
+//! An approval answer lost because the owner is gone comes back from
+//! [`HandleCore::answered`] as the core's `InvalidTransition` refusal, the
+//! error a call past its card gives.
 
 use std::any::Any;
 use std::io;

@@ -5,6 +5,10 @@
 //! An adapter wraps a [`HostState`] with what depends on its runtime: how
 //! it is told that a call ended (a `Condvar`, an event listener, a watch
 //! channel), and how an audit write is kept off its executor threads.
+//!
+//! The host's debug grant is stored and handed to every live call under
+//! one lock, so grants and revocations reach each call in the order they
+//! were made.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;

@@ -25,7 +25,15 @@
 //!   the runtime's reactor, read without blocking when it is ready, with
 //!   the runtime's timer for the time bound; it never blocks an executor
 //!   thread, and a runtime shut down under it closes the pipes it held
-//!   (counted as closed).
+//!   (counted as closed). A drainer task makes at most 16 reads of a pipe
+//!   per turn and 8 rounds per poll before it yields, so it holds no
+//!   executor thread. smol hands over a duplicate of each descriptor;
+//!   tokio hands over its own, once it has left the owner's reactor
+//!   registration.
+//!
+//! A drainer ends only when it holds nothing and nothing came, checked
+//! under the lock a hand-over takes, so no pipe is lost between the check
+//! and the end.
 //!
 //! The bounds ([`OrphanSet`], sans IO: it is given the instants):
 //!

@@ -18,7 +18,24 @@
 //!   group is killed while the call still answers for it
 //!   ([`Call::live_group`]), and the call is let go of, so its waiters
 //!   wake up and the host stops counting it. The handle then reports the
-//!   owner's end (std resumes its panic).
+//!   owner's end (std resumes its panic). A panic in an audit sink ends
+//!   the owner the same way on every runtime (tokio resumes it from
+//!   `spawn_blocking`).
+//!
+//! [`HostCore::prepare`] applies the host's debug grant read after it
+//! registers the call, so a grant or revocation made between the call's
+//! settings and its registration is not missed.
+//!
+//! A known limit of the dying-owner policy: on smol and tokio a waiter
+//! task reaps the child on its own, so between that reap and the owner
+//! handling the exit, a dying owner could signal a pgid the kernel already
+//! freed (reused only once the pid space wraps). A std owner with a pidfd
+//! reaps the child itself and has no such window.
+//!
+//! With the `tracing` feature each [`OwnerCore`] has a span
+//! `spillguard.call` (`call_id`, `session_id`, `action`) and emits an
+//! event per transition, spawn, signal sent and end; never the helper's
+//! text.
 
 use std::any::Any;
 use std::future::Future;

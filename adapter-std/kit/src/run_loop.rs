@@ -6,6 +6,11 @@
 //! An adapter keeps the loop itself (waiting, the timer, carrying out each
 //! [`Action`](spillguard_core::Action)); these functions are what every
 //! runtime does the same way between two waits.
+//!
+//! [`begin`] is where every call starts: a closing host cancels it; the
+//! caller's own refusal ends it; otherwise its settings (built by hand,
+//! perhaps) are validated as a config is, then its command, all before
+//! the attempt is audited.
 
 use std::io;
 use std::time::Instant;

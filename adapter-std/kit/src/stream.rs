@@ -9,7 +9,9 @@
 //! * [`SharedStdin`]: the helper's stdin, written by the caller and closed
 //!   by whoever comes first: the caller (closing or dropping its writer,
 //!   the end of its input) or the owner (the core's `CloseStdin`, even
-//!   while the caller holds the writer).
+//!   while the caller holds the writer). Closing it lets a write under way
+//!   finish, wakes an async writer waiting on a full pipe, and makes later
+//!   writes fail with `BrokenPipe`.
 //! * [`Presence`]: the caller is there while its handle or one of the
 //!   call's streams is; when the last goes before the call finished, the
 //!   owner hears of a client disconnect.
@@ -17,7 +19,10 @@
 //!   out at the spawn and the caller's two streams made of it, counting
 //!   every read and write, ending the input once; a runtime's
 //!   `HelperStdin` and `HelperStdout` wrap them with its `Read`/`Write` or
-//!   `AsyncRead`/`AsyncWrite`, one line a method.
+//!   `AsyncRead`/`AsyncWrite`, one line a method. The [`StdoutReader`]
+//!   reports stdout's end once (its end-of-file read, or its drop) and
+//!   only after every segment it diverted, on the same channel, so nothing
+//!   read or diverted before the end is missing from the record.
 //! * [`StdoutReader::read_guarded`]: one read of an MCP server's stdout
 //!   into a [`StdoutLineGuard`]: whole protocol messages to the caller,
 //!   the rest to the stderr capture.

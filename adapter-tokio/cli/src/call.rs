@@ -2,6 +2,9 @@
 //! from the flags, the helper started and waited for, and the printed line
 //! made from its outcome. Kept in one place so that a change of the
 //! adapter's API touches this file only.
+//!
+//! With `--debug-on-signal`, SIGUSR1 is a debug grant that reaches the
+//! running call, and SIGUSR2 its end.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

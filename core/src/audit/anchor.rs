@@ -4,6 +4,10 @@
 //! record's byte offset, MACed when the log is sealed. **Resuming from an
 //! anchor reads nothing before its offset**: the anchor vouches for that
 //! prefix, and only a full verification checks it.
+//!
+//! The text form is `sga2.…`, with the last record's offset. The form
+//! `sga1.…` has no offset: it is read and verified, but cannot start a
+//! partial resume.
 
 use std::fmt;
 use std::str::FromStr;

@@ -5,6 +5,10 @@
 //! **No secret given as an argument reaches the card, the record or the
 //! audit log**: the spec is redacted when the call takes it
 //! (`redacted_spec`), before any of them is built.
+//!
+//! The card is shown once per call, and audited as
+//! [`AuditKind::CardShown`](super::AuditKind::CardShown) before it is
+//! shown, so the log keeps the approver's text byte for byte.
 
 use std::time::Duration;
 

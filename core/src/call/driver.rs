@@ -7,6 +7,19 @@
 //! bytes and counters, to the captures and counters directly (never a
 //! transition). **The driver's clock never runs backwards inside a call**:
 //! an instant earlier than the last one seen counts as the last one.
+//!
+//! [`Call::live_group`] is the group a dying owner must kill: the leader
+//! not known to be reaped, or, after its exit, a stream still held by a
+//! descendant.
+//!
+//! A debug grant reaching a running call raises its stderr budget from
+//! then on: a `tail` ring keeps its bytes and grows, a `head` prefix grows
+//! only if nothing went past it, a final `head_and_tail` prefix stays. A
+//! new grant replaces the previous one (a smaller one shrinks the window).
+//! On the grant's end or revocation the retained stderr shrinks to the
+//! normal budget at once (the newest bytes for `tail`) and the difference
+//! goes back to the pool; the record still says `debug: true`. A call that
+//! ended before the grant is untouched.
 
 use std::collections::VecDeque;
 use std::io;

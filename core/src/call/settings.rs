@@ -6,6 +6,13 @@
 //! key, documented with why. **Settings a [`Config`] could not express are
 //! refused by [`CallSettings::validate`] with the field and the rule**, so
 //! a host can check settings it built by hand before anything runs.
+//!
+//! Under [`Admission::Queued`] a call not admitted within its queue
+//! timeout ends `queue_expired`: the helper never ran (no pid,
+//! `stream_end: not_started`). A cancel, a client disconnect under either
+//! policy, or a failed audit write (when the audit fails closed) ends a
+//! queued call before dispatch. The record has `queued_offset_us` and
+//! `admitted_offset_us`.
 
 use std::fmt;
 use std::sync::Arc;

@@ -6,6 +6,43 @@
 //! still counted, in the outcome not yet taken too). [`TRANSITIONS`] lists the
 //! edges the table can take; the lifecycle diagram in `ARCHITECTURE.md` is
 //! checked against it (`tests/tests/diagram.rs`).
+//!
+//! # What the table decides
+//!
+//! **Before dispatch.** A discovery call never needs approval (asking is
+//! [`CallError::DiscoveryNeedsApproval`]) and its kind never changes. A
+//! client disconnect while the card is shown (or the call is queued) ends
+//! the call `cancelled_before_dispatch`, reason `client_disconnected`,
+//! under either disconnect policy: whoever could answer the card went
+//! away, and nothing runs yet. A cancel while the spawn is in flight waits
+//! for the spawn report, then stops the helper.
+//!
+//! **The input's end.** A streamed call's input end that comes before
+//! dispatch is kept and closes stdin at dispatch; for a streamed helper
+//! still running it starts the stdin close grace before TERM, and a stop
+//! during that grace keeps it. A captured call's input end only closes
+//! stdin.
+//!
+//! **The result.** With [`ResultChannel::StdoutJson`], the JSON result is
+//! parsed at stdout's end-of-file from the stdout retained head-first
+//! within its own budget (default 1 MiB). An overflowed, empty, blank,
+//! invalid or never-ended stdout yields no result and a `result_error`,
+//! and the exit decides. Stderr is never parsed: a clean stderr never
+//! implies success, and a stderr overflow never hides a result.
+//!
+//! **After the exit.** When the child has exited but a stream stays open,
+//! the group gets TERM after `post_exit_drain` (250 ms) while the streams
+//! are still read (`closed_after_group_signalled` if they then close),
+//! KILL one `escapee_wait` later, and the streams are given up one more
+//! `escapee_wait` later; with `signal_descendants: false` the streams are
+//! abandoned at the end of the drain window instead. `descendants_signalled`
+//! says whether a signal went out after the exit. An exit observed during
+//! a stop's grace or kill wait pulls that timer in to exit +
+//! `escapee_wait`: the grace and the kill wait are for a live helper that
+//! may be cleaning up. A streamed call's stdout end is the caller's
+//! report, awaited after the exit like a stream a descendant holds (at
+//! most the drain window, then as above); a second report changes nothing,
+//! and a client disconnect ends that wait at once.
 
 use std::time::Instant;
 

@@ -5,7 +5,8 @@
 //! nothing taken for the stall time, room is made: whole messages the
 //! server has not begun (each request reported dropped), or, without
 //! messages, the stream from then on. Every byte read is taken, queued or
-//! counted as undelivered.**
+//! counted as undelivered.** The defaults ([`QueueSettings`]): 4 MiB
+//! full, 1 s without progress, 250 ms once the client has ended.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -17,8 +17,13 @@
 //! The redactor returns spans; `render.rs` replaces them with
 //! `[redacted: RULE]`. At a window or clamp edge the rules read the
 //! [`CUT_MARGIN`] bytes beyond it and the spans are clipped to what is
-//! shown; a word cut by the edge that could hold a secret is hidden as
-//! `[cut]`, at most [`MAX_CUT_HIDDEN`] bytes from the margin's outer edge.
+//! shown. A word cut by the edge is hidden as `[cut]` only when it covers
+//! the whole margin and could hold a secret (`may_hold_secret`: it has an
+//! ASCII letter). The word ends at ASCII whitespace or at a quote that
+//! closes a value (`word_end`), and the hidden part reaches at most
+//! [`MAX_CUT_HIDDEN`] bytes from the margin's outer edge, never past a
+//! byte that is not ASCII or into a run of 8 copies of one byte
+//! (`cut_limit_forward`, `cut_limit_backward`).
 //!
 //! **Every rule and scanner finds the same spans for every chunking: they
 //! read the whole rendered text.**

@@ -9,6 +9,21 @@
 //! Order matters where two rules could match at the same place: the rule
 //! listed first wins (the bearer rule before the generic `Authorization`
 //! header rule, Anthropic keys before OpenAI keys).
+//!
+//! What keeps secrets found and ordinary text visible:
+//!
+//! * A rule that begins at a word boundary or before a flag (`start!`,
+//!   `flag_start!`, as most do) may also begin right after a JSON or C
+//!   escape or an ANSI CSI/OSC sequence, which `boundary_len` skips, so a
+//!   secret glued to `\n`, `\"` or a colour code is still found.
+//! * A bare value after a credential key is taken only if `looks_secret`:
+//!   no blank, shell syntax or placeholder, not a word or a path, at least
+//!   `MIN_SECRET_BYTES` (6) bytes and `MIN_SECRET_ENTROPY` (2.0) bits per
+//!   byte. This is what keeps `password=expired` and `$TOKEN` visible.
+//! * A quoted value after a credential key is taken whatever it holds,
+//!   blanks and shell syntax included, unless `looks_secret_quoted` finds a
+//!   placeholder, a reference, a word, an identifier or prose, or it is
+//!   shorter than `MIN_QUOTED_SECRET_BYTES` (4).
 
 /// One built-in rule.
 pub(crate) struct BuiltinRule {

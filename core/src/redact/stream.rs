@@ -1,4 +1,11 @@
 //! Redaction of a byte stream as it flows: see [`StreamRedactor`].
+//!
+//! The redactor holds back what a rule could still extend, up to a line
+//! end no match crosses, and at most [`STREAM_HOLD`] (8 KiB) before it
+//! releases up to the start of the last word. It keeps [`STREAM_BEHIND`]
+//! (1 KiB) of released text as context for the rules, releases a partial
+//! line when the driver's quiet timer calls
+//! [`flush`](StreamRedactor::flush), and passes bytes through undecoded.
 
 use memchr::memmem;
 

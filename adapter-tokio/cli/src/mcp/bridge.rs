@@ -65,6 +65,9 @@
 //! let go of: the host applies the disconnect policy
 //! (`--on-disconnect`) and writes every record; the server exits once no
 //! call is live.
+//!
+//! Each `tools/call` runs on a task of its own: a panic there answers that
+//! request with an internal error instead of leaving it open.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

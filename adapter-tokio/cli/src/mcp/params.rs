@@ -1,5 +1,10 @@
 //! A tool's parameters: `params.NAME = { type = …, … }`, loaded and
 //! checked with the tools file (see [`Param`] for the keys).
+//!
+//! A `pattern` is compiled when the file is loaded and must be anchored at
+//! both ends, every alternative included (checked on regex-syntax's HIR):
+//! JSON Schema patterns match anywhere in a value, so an unanchored one
+//! would check only a part of it.
 
 use regex_syntax::hir::Look;
 use serde_json::{Number, Value};

@@ -28,7 +28,9 @@
 //! `false`. No shell reads the words, with one exception: `ssh` joins the
 //! words after the destination into a line for the remote shell, so there
 //! each value is written as one single-quoted word (`'` as `'\''`), after
-//! the rules above have checked the value itself (`code.rs`).
+//! the rules above have checked the value itself (`code.rs`). A value
+//! never splits a word or adds one, and a word naming a left-out optional
+//! parameter is dropped whole.
 //!
 //! # The approval card
 //!

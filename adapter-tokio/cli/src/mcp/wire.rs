@@ -19,7 +19,9 @@
 //! server does not know is the session's to answer (`-32601`).
 //!
 //! A UTF-8 byte order mark at the start of a line is skipped (RFC 8259
-//! lets a parser ignore it): the line is read as the rest.
+//! lets a parser ignore it): the line is read as the rest. Receiving
+//! (`Wire::receive`) is cancel-safe: a line read in part is kept across a
+//! dropped `receive`.
 //!
 //! **A response is an answer only to a request of this server's in
 //! flight, by id in type and value.** The server's requests (the approval

@@ -16,8 +16,12 @@
 //! client's requests are noted as they go in and struck off as they are
 //! answered: when the server ends (or never starts) with requests left,
 //! each gets a JSON-RPC error carrying the exit status and the stderr
-//! excerpt, then stdout ends. At the end the record line is written and
-//! the exit status follows the server's.
+//! excerpt, then stdout ends. A server that ends before the client said
+//! anything waits at most 5 s for the client's first request, to answer
+//! it too. At the end the record line is written and the exit status
+//! follows the server's: its own exit code, 128+N if signal N ended it,
+//! 127 when it was never spawned, 1 for any other end without an exit
+//! status, and 2 for a usage error.
 
 mod fds;
 mod forward;
