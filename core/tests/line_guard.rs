@@ -362,7 +362,11 @@ fn a_line_over_the_maximum_is_handed_over_not_copied() {
         line
     };
     let message = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n";
-    for (len, read) in [(MAX + 1024, 64 << 10), (MAX + 1024, 100_000), (3 * MAX, 128 << 10)] {
+    for (len, read) in [
+        (MAX + 1024, 64 << 10),
+        (MAX + 1024, 100_000),
+        (3 * MAX, 128 << 10),
+    ] {
         let mut guard = StdoutLineGuard::with_max_message(MAX);
         let mut input = long(len);
         input.extend_from_slice(message);
@@ -391,7 +395,11 @@ fn a_line_over_the_maximum_is_handed_over_not_copied() {
                 .unwrap();
             // Once handed over, the guard holds no more than a read's room.
             if !taken.is_empty() {
-                assert!(guard.bytes_reserved() <= 512 << 10, "{}", guard.bytes_reserved());
+                assert!(
+                    guard.bytes_reserved() <= 512 << 10,
+                    "{}",
+                    guard.bytes_reserved()
+                );
             }
         }
         guard.finish(|_| Ok::<(), ()>(())).unwrap();
