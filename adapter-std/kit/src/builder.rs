@@ -257,6 +257,11 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// to await on smol and tokio (each adapter's `Run`). The
     /// `std::process::Command::output` and `status` of spillguard: the
     /// outcome holds the exit status, the record and the bounded stderr.
+    ///
+    /// What it returns, by host: `spillguard_std::Host` gives the
+    /// [`Outcome`](spillguard_core::Outcome) itself;
+    /// `spillguard_smol::Host` and `spillguard_tokio::Host` give their
+    /// crate's `Run`, a future whose output is the `Outcome`.
     #[doc(alias = "output")]
     #[doc(alias = "status")]
     pub fn run(self) -> H::Run {
@@ -266,6 +271,11 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// Starts the call and returns its handle at once (each adapter's
     /// `CallHandle`), to approve, deny, cancel or wait on: the
     /// `std::process::Command::spawn` of spillguard.
+    ///
+    /// What it returns, by host: `spillguard_std::Host` gives a
+    /// `spillguard_std::CallHandle`, `spillguard_smol::Host` a
+    /// `spillguard_smol::CallHandle`, `spillguard_tokio::Host` a
+    /// `spillguard_tokio::CallHandle`.
     #[doc(alias = "spawn")]
     pub fn start(self) -> H::Handle {
         self.host.launch(self.request)
