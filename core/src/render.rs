@@ -645,7 +645,10 @@ fn join_around_marker(first: &str, marker: &str, last: &str) -> String {
 }
 
 fn decode(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 fn is_continuation(b: u8) -> bool {
@@ -685,6 +688,9 @@ fn trim_end(bytes: &[u8]) -> &[u8] {
 
 /// Bytes of the lossy decoding of `bytes`, without building it.
 fn lossy_len(bytes: &[u8]) -> usize {
+    if std::str::from_utf8(bytes).is_ok() {
+        return bytes.len();
+    }
     bytes
         .utf8_chunks()
         .map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 })

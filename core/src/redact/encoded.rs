@@ -128,9 +128,32 @@ pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
 /// The runs of `hay` that are credentials, pushed on `out` (only the first
 /// when `first_only`). `depth` is how many decodings down `hay` is.
 fn find(hay: &[u8], depth: u8, out: &mut Vec<Span>, first_only: bool) {
+    // The shortest word the walk below looks at.
+    const SHORTEST: usize = if MIN_RUN < WRAP_WIDTHS[0] {
+        MIN_RUN
+    } else {
+        WRAP_WIDTHS[0]
+    };
+    let next_escape = |from: usize| {
+        hay.get(from..)
+            .and_then(|rest| memchr::memchr2(b'\\', 0x1b, rest))
+            .map_or(hay.len(), |at| from + at)
+    };
     let mut lines: Vec<(usize, usize)> = Vec::new();
+    let mut escape = next_escape(0);
     let mut i = 0;
     while i < hay.len() {
+        if escape < i {
+            escape = next_escape(i);
+        }
+        // With no escape before it, a byte `SHORTEST - 1` ahead that is not
+        // base64 ends every word that starts here short of `SHORTEST`: the
+        // walk would step over them all and land just past that byte.
+        let probe = i + SHORTEST - 1;
+        if probe < escape && hay.get(probe).is_some_and(|&b| !is_base64(b)) {
+            i = probe + 1;
+            continue;
+        }
         let b = hay[i];
         if b == b'\\' || b == 0x1b {
             // An escape or a terminal sequence: the run starts after it.
@@ -142,7 +165,7 @@ fn find(hay: &[u8], depth: u8, out: &mut Vec<Span>, first_only: bool) {
             continue;
         }
         let word = hay[i..].iter().take_while(|&&b| is_base64(b)).count();
-        if word < MIN_RUN.min(WRAP_WIDTHS[0]) {
+        if word < SHORTEST {
             // Too short to decode, and no full line of a wrapped run.
             i += word;
             continue;

@@ -491,12 +491,12 @@ impl Redactor {
     ) {
         let mut pos = from;
         for span in spans.iter().filter(|s| s.end > from && s.start < to) {
-            out.push_str(&String::from_utf8_lossy(&hay[pos..span.start.max(pos)]));
+            push_lossy(&hay[pos..span.start.max(pos)], out);
             self.write_placeholder(span.label, out);
             pos = span.end;
         }
         if pos < to {
-            out.push_str(&String::from_utf8_lossy(&hay[pos..to]));
+            push_lossy(&hay[pos..to], out);
         }
     }
 
@@ -1096,6 +1096,15 @@ fn key_body_run(hay: &[u8]) -> Option<usize> {
             return run_end;
         }
         pos = line_end + separator;
+    }
+}
+
+/// Appends `bytes` decoded lossily: valid UTF-8 (nearly all output) is
+/// checked by the standard library's fast path and copied as it is.
+fn push_lossy(bytes: &[u8], out: &mut String) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => out.push_str(text),
+        Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
     }
 }
 

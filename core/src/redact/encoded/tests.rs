@@ -148,3 +148,85 @@ fn a_run_starts_after_an_escape_or_a_colour_and_joins_wrapped_lines() {
     assert_eq!(extent_of(&format!("{full}\n  password: x")), (64, 64, 1));
     assert_eq!(extent_of(&format!("{full}==\nQQQQ")), (66, 66, 1));
 }
+
+/// The byte walk `find` skips ahead over text with no escape finds exactly
+/// what a walk of every byte finds, on text built from encoded
+/// credentials, wrapped lines, escapes, colours and words of every length
+/// around the shortest run.
+#[test]
+fn skipping_ahead_finds_what_a_walk_of_every_byte_finds() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    // `find` as a walk of every byte, with no skipping.
+    fn walk(hay: &[u8], out: &mut Vec<Span>) {
+        let mut lines: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < hay.len() {
+            let b = hay[i];
+            if b == b'\\' || b == 0x1b {
+                i += boundary_len(&hay[i..]).max(1);
+                continue;
+            }
+            if !is_base64(b) {
+                i += 1;
+                continue;
+            }
+            let word = hay[i..].iter().take_while(|&&b| is_base64(b)).count();
+            if word < MIN_RUN.min(WRAP_WIDTHS[0]) {
+                i += word;
+                continue;
+            }
+            lines.clear();
+            let (end, total) = extent(hay, i, &mut lines);
+            if total > MAX_ENCODED_LEN {
+                i = end;
+                continue;
+            }
+            let found = match judge(hay, &lines, 0) {
+                Some(rule) => Some((rule, end)),
+                None if lines.len() > 1 => judge(hay, &lines[..1], 0).map(|r| (r, lines[0].1)),
+                None => None,
+            };
+            if let Some((rule, end)) = found {
+                out.push(Span {
+                    start: i,
+                    end,
+                    label: Label::Named(rule),
+                });
+            }
+            i = end;
+        }
+    }
+    let pieces: Vec<&[u8]> = vec![
+        b"ZGVwbG95OlE3eDlodW50ZXIy",
+        b"eyJ1c2VybmFtZSI6ImRlcGxveSIsInBhc3N3b3JkIjoiUTd4OWh1bnRlcjIifQ==",
+        b"QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\n",
+        b"\\n",
+        b"\\u001b[31m",
+        b"\x1b[1;33m",
+        b"\x1b\\",
+        b"\\\\",
+        b"\\\"",
+        b" ",
+        b"\n",
+        b"=",
+        b"abcdefghijklmno",
+        b"abcdefghijklmnop",
+        b"a",
+        b"docker",
+        b"auth\":\"",
+    ];
+    let count = pieces.len();
+    let mut runner = TestRunner::new(Config::with_cases(3_000));
+    runner
+        .run(&proptest::collection::vec(0..count, 0..48), |picks| {
+            let hay: Vec<u8> = picks.iter().flat_map(|&i| pieces[i].to_vec()).collect();
+            let (mut skipped, mut walked) = (Vec::new(), Vec::new());
+            scan(&hay, &mut skipped);
+            walk(&hay, &mut walked);
+            prop_assert_eq!(skipped, walked);
+            Ok(())
+        })
+        .unwrap();
+}

@@ -228,19 +228,29 @@ pub(crate) fn scan(hay: &[u8], spans: &mut Vec<Span>) {
     // long as the shortest token are searched (most words of ordinary
     // output are shorter), each with the whole text around it for the
     // boundary checks.
+    let token = |b: u8| searcher.token_bytes[usize::from(b)];
+    let shortest = searcher.shortest.max(1);
+    // Every run that starts at or after `i` and is long enough covers
+    // `i + shortest - 1`: where that byte is not a token byte, no such run
+    // starts before it, and the search skips `shortest` bytes at once.
     let mut i = 0;
-    while i < hay.len() {
-        if !searcher.token_bytes[usize::from(hay[i])] {
-            i += 1;
+    while let Some(&probe) = hay.get(i + shortest - 1) {
+        if !token(probe) {
+            i += shortest;
             continue;
         }
-        let start = i;
-        while i < hay.len() && searcher.token_bytes[usize::from(hay[i])] {
-            i += 1;
+        let mut start = i + shortest - 1;
+        while start > i && token(hay[start - 1]) {
+            start -= 1;
         }
-        if i - start >= searcher.shortest {
-            scan_run(searcher, hay, start, i, spans);
+        let mut end = i + shortest;
+        while end < hay.len() && token(hay[end]) {
+            end += 1;
         }
+        if end - start >= shortest {
+            scan_run(searcher, hay, start, end, spans);
+        }
+        i = end;
     }
 }
 
