@@ -768,3 +768,58 @@ fn a_non_blocking_stdout_pipe_is_waited_on_without_mcp() {
     assert_eq!(got.len(), 3_000_000);
     assert_eq!(record_in(&record)["stdout_bytes_forwarded"], 3_000_000);
 }
+
+/// A server line 1 KiB over `--max-message-bytes`, then a message, with
+/// the host's stdout a pipe and a socketpair (what Node and Bun hand their
+/// children): the long line never reaches the host and is counted whole
+/// as one diverted line in the stderr capture; the message after it, and
+/// the round trip after that, pass byte for byte.
+#[test]
+fn a_line_over_the_maximum_is_diverted_whole_and_the_next_message_passes() {
+    const MAX: usize = 65_536;
+    const LONG: usize = MAX + 1024;
+    let script = format!(
+        "head -c {} /dev/zero | tr '\\0' x; echo; exec cat",
+        LONG - 1
+    );
+    for output in [Kind::Pipe, Kind::Socket] {
+        let what = format!("stdout {output:?}");
+        let record = temp_path(&format!("over-max-{output:?}.jsonl"));
+        let (guard_in, host_in) = ends(Kind::Pipe, true);
+        let (guard_out, host_out) = ends(output, false);
+        let max = MAX.to_string();
+        let args = [
+            "--mcp",
+            "--max-message-bytes",
+            &max,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ];
+        let mut child = guard(&args, guard_in.into(), guard_out.into(), &record);
+        let replies = reader(host_out);
+        let mut host_in = File::from(host_in);
+        host_in.write_all(NOTE).unwrap();
+        assert_eq!(reply(&replies, NOTE.len(), &what), NOTE, "{what}");
+        host_in.write_all(ANSWER).unwrap();
+        assert_eq!(reply(&replies, ANSWER.len(), &what), ANSWER, "{what}");
+        drop(host_in);
+        assert_eq!(
+            exit_within(&mut child, REPLY_WAIT, &what),
+            Some(0),
+            "{what}"
+        );
+        let r = record_in(&record);
+        let both = (NOTE.len() + ANSWER.len()) as u64;
+        assert_eq!(r["state"], "completed", "{what}");
+        assert_eq!(r["stdout_bytes_forwarded"], both, "{what}");
+        assert_eq!(
+            (&r["stdout_lines_diverted"], &r["stdout_bytes_diverted"]),
+            (&Value::from(1), &Value::from(LONG)),
+            "{what}"
+        );
+        assert_eq!(r["stderr_bytes_seen"], LONG as u64, "{what}");
+        assert_eq!(r["stderr_bytes_retained"], 16_384, "{what}");
+    }
+}
