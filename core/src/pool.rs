@@ -12,7 +12,7 @@
 //! but once a lease below its share is refused bytes (it is *starving*), no
 //! lease grows past its share, and a capture above its share gives the
 //! excess back the next time it is fed or when it finishes
-//! ([`PoolLease::over_share`]). So no call is held under
+//! (see [`StreamCapture`](crate::StreamCapture)). So no call is held under
 //! `min(its budget, capacity / n)` because others took the pool first,
 //! except for as long as a call above its share writes nothing.
 //!
@@ -202,16 +202,6 @@ impl PoolLease {
         self.bytes += granted;
         self.set_starving(granted < more && self.bytes < share);
         granted
-    }
-
-    /// The fair share to give back down to, when this lease holds more than
-    /// its share while the pool is contended; `None` otherwise.
-    pub fn over_share(&self) -> Option<u64> {
-        if self.bytes == 0 || !self.pool.is_contended() {
-            return None;
-        }
-        let share = self.pool.fair_share();
-        (self.bytes > share).then_some(share)
     }
 
     /// Stops waiting for bytes: a lease that will not grow again (its
