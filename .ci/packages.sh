@@ -46,8 +46,12 @@ $members]
 [patch.crates-io]
 $patches
 # As the repository's workspace builds its tests.
+[profile.dev]
+debug = \"line-tables-only\"
+
 [profile.dev.package.\"*\"]
 opt-level = 2
+debug = false
 " >"$sources/Cargo.toml"
 # The same dependency versions as the repository's tests ran with.
 cp Cargo.lock "$sources/Cargo.lock"
