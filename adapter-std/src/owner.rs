@@ -310,11 +310,14 @@ impl Owner {
         let Some(watch) = self.io.process_mut().and_then(|p| p.exit.as_mut()) else {
             return;
         };
+        let Some(reaped) = watch.reap() else {
+            return;
+        };
+        self.core.report_tree(now);
         let call = self.core.call_mut();
-        let reported = match watch.reap() {
-            None => return,
-            Some(Ok(status)) => call.handle_exit(now, exit_status(status)),
-            Some(Err(_)) => call.handle_process_lost(now),
+        let reported = match reaped {
+            Ok(status) => call.handle_exit(now, exit_status(status)),
+            Err(_) => call.handle_process_lost(now),
         };
         if let Some(process) = self.io.process_mut() {
             process.exit = None;

@@ -462,6 +462,8 @@ pub enum Rule {
     GraceTooLong(Duration),
     /// The value cannot be used with another setting; the text says why.
     Incompatible(&'static str),
+    /// The value breaks a rule of its own; the text says which.
+    Invalid(String),
     /// The extra redaction patterns take longer than their budget to
     /// redact a 16 KiB test window (checked by the host when it starts, on
     /// its clock: see `spillguard_kit::REDACTION_BUDGET`).
@@ -544,6 +546,7 @@ impl fmt::Display for Rule {
                 Config::MAX_SHUTDOWN_GRACE.as_secs()
             ),
             Rule::Incompatible(why) => f.write_str(why),
+            Rule::Invalid(why) => f.write_str(why),
             Rule::BadPattern { pattern, message } => {
                 write!(f, "pattern {pattern:?} is not valid: {message}")
             }

@@ -139,6 +139,7 @@ pub mod audit;
 mod call;
 mod capture;
 mod config;
+mod confine;
 pub mod jsonrpc;
 mod pool;
 mod redact;
@@ -154,6 +155,10 @@ pub use call::{
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
+pub use confine::{
+    ConfineError, Confinement, Enforcement, LimitHit, Limits, Network, Sandbox, TreeReport,
+    parse_size,
+};
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MessageInfo, MessageKind, MessageScanner,
     PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone,

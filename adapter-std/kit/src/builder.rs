@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{
-    CallKind, CallSettings, CallSpec, DisconnectPolicy, ResultChannel, ResultClassifier,
-    ResultKind, StdoutMode,
+    CallKind, CallSettings, CallSpec, Confinement, DisconnectPolicy, Limits, ResultChannel,
+    ResultClassifier, ResultKind, Sandbox, StdoutMode,
 };
 
 use crate::command::{HelperCommand, StdinMode};
@@ -91,6 +91,7 @@ pub struct CallRequest {
     classifier: Option<ResultClassifier>,
     streamed: bool,
     kill_on_drop: bool,
+    confinement: Option<Confinement>,
     stderr_tap: Option<StderrTap>,
     refused: Option<String>,
 }
@@ -160,6 +161,7 @@ impl CallRequest {
             classifier: None,
             streamed: false,
             kill_on_drop: false,
+            confinement: None,
             stderr_tap: None,
             refused: None,
         }
@@ -212,6 +214,9 @@ impl CallRequest {
         }
         if self.kill_on_drop {
             settings.on_client_disconnect = DisconnectPolicy::Cancel;
+        }
+        if let Some(confinement) = self.confinement {
+            settings.confinement = confinement;
         }
         let mut command = self.command;
         if settings.stdout_mode == StdoutMode::Streamed {
@@ -599,6 +604,73 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// its deadline, and the record is written then).
     pub fn kill_on_drop(mut self, kill_on_drop: bool) -> Self {
         self.request.kill_on_drop = kill_on_drop;
+        self
+    }
+
+    fn confinement_mut(&mut self) -> &mut Confinement {
+        self.request
+            .confinement
+            .get_or_insert_with(Confinement::default)
+    }
+
+    /// Resource limits on the helper's whole tree: memory and process
+    /// count in a control group of its own, CPU time, open files and file
+    /// size per process. A limit this machine cannot enforce refuses the
+    /// call before anything runs (`failed_before_dispatch`, with a line
+    /// naming it), unless [`allow_degraded`](Self::allow_degraded).
+    ///
+    /// ```
+    /// use spillguard_kit::core::{Limits, parse_size};
+    ///
+    /// let limits = Limits {
+    ///     memory_max: Some(parse_size("256M")?),
+    ///     pids_max: Some(64),
+    ///     cpu_seconds: Some(10),
+    ///     ..Limits::default()
+    /// };
+    /// assert_eq!(limits.memory_max, Some(268_435_456));
+    /// # Ok::<(), String>(())
+    /// ```
+    ///
+    /// The record says what was asked (`limits`), by which mechanism it
+    /// held (`enforced`), which limit stopped the tree (`limit_hit`:
+    /// `memory`, `pids`, `cpu`, `file_size`) and the tree's peaks. Every
+    /// process of the tree is killed when the call ends.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.confinement_mut().limits = limits;
+        self
+    }
+
+    /// The files and network the helper may reach (Landlock, and a
+    /// network namespace for [`Network::None`](spillguard_core::Network)).
+    /// Fails closed as [`limits`](Self::limits) does.
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.confinement_mut().sandbox = sandbox;
+        self
+    }
+
+    /// Runs the call even when a limit or restriction cannot be enforced
+    /// on this machine; the record lists each one in `not_enforced`.
+    /// Default `false`: such a call is refused before anything runs.
+    pub fn allow_degraded(mut self, allow: bool) -> Self {
+        self.confinement_mut().allow_degraded = allow;
+        self
+    }
+
+    /// Starts the helper in a control group of its own even with no
+    /// limit, so that every process of its tree (one that left its
+    /// process group with `setsid` included) is killed when the call
+    /// ends. Implied by any limit or restriction. Where no control group
+    /// can be made the call still runs, and its record says
+    /// `tree_kill: "process-group"`.
+    pub fn contain_tree(mut self, contain: bool) -> Self {
+        self.confinement_mut().contain_tree = contain;
+        self
+    }
+
+    /// The whole [`Confinement`] at once.
+    pub fn confinement(mut self, confinement: Confinement) -> Self {
+        self.request.confinement = Some(confinement);
         self
     }
 }

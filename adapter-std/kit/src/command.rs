@@ -10,6 +10,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use crate::confine::ChildSetup;
 
 /// What the helper reads on its standard input.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,6 +78,33 @@ pub struct HelperCommand {
     pub stdin: StdinMode,
     /// Run `program` as a script with `/bin/sh -c` (off by default).
     pub shell: bool,
+    /// What the child does to itself before exec (its call's
+    /// confinement), set by the owner just before the spawn.
+    confine: ChildSlot,
+}
+
+/// The child's confinement steps, handed to the command once and taken by
+/// [`HelperCommand::to_std`]. Two commands are equal here when they hold
+/// the same steps (or none).
+#[derive(Clone, Default)]
+struct ChildSlot(Option<Arc<Mutex<Option<ChildSetup>>>>);
+
+impl PartialEq for ChildSlot {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ChildSlot {}
+
+impl fmt::Debug for ChildSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
 }
 
 impl HelperCommand {
@@ -244,6 +274,11 @@ impl HelperCommand {
         Ok(())
     }
 
+    /// Makes the spawned child take `setup`'s steps before exec.
+    pub(crate) fn confine(&mut self, setup: ChildSetup) {
+        self.confine = ChildSlot(Some(Arc::new(Mutex::new(Some(setup)))));
+    }
+
     /// The target as shown to a user when the caller has nothing better: the
     /// program (or script) followed by the arguments.
     pub fn display_line(&self) -> String {
@@ -258,7 +293,9 @@ impl HelperCommand {
     /// The std command: own process group (`process_group(0)`, so the pgid
     /// is the child's pid), stdout and stderr piped, stdin null unless bytes
     /// are to be written or the call is streamed, no shell unless [`shell`](Self::shell). The smol
-    /// and tokio adapters convert it into their runtime's command.
+    /// and tokio adapters convert it into their runtime's command. When the
+    /// call is confined, the first command made takes the child's steps
+    /// (control groups, limits, Landlock) with it.
     pub fn to_std(&self) -> Command {
         let mut command = if self.shell {
             let mut sh = Command::new("/bin/sh");
@@ -286,6 +323,13 @@ impl HelperCommand {
                 StdinMode::Null => Stdio::null(),
                 StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
             });
+        let setup = self.confine.0.as_ref().and_then(|slot| match slot.lock() {
+            Ok(mut setup) => setup.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        });
+        if let Some(setup) = setup {
+            setup.install(&mut command);
+        }
         command
     }
 }

@@ -36,6 +36,7 @@ mod audit;
 mod audit_log;
 mod builder;
 mod command;
+pub mod confine;
 mod error;
 pub mod front;
 pub mod handle;

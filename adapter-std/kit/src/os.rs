@@ -35,6 +35,22 @@ pub fn signal_group(pgid: u32, signal: Signal) {
     let _ = kill_process_group(pid, signal);
 }
 
+/// Sends `signal` to the process `pid` (a member of a call's control
+/// group). A process already gone is not an error; a pid of 0 or 1 is
+/// never signalled, nor this process.
+pub(crate) fn signal_pid(pid: i32, signal: Signal) {
+    if pid <= 1 || pid == std::process::id() as i32 {
+        return;
+    }
+    let (Some(pid), Some(signal)) = (
+        Pid::from_raw(pid),
+        rustix::process::Signal::from_named_raw(signal.number()),
+    ) else {
+        return;
+    };
+    let _ = rustix::process::kill_process(pid, signal);
+}
+
 /// Asks the kernel for a larger pipe (`F_SETPIPE_SZ`): fewer, larger reads
 /// on a flood. Returns the capacity granted; failure (an old kernel, a size
 /// above `pipe-max-size`, another OS) is `None`, to be recorded and

@@ -397,6 +397,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     span: tracing::Span,
     /// The helper's group, while the process's supervisor lists it.
     watched: Option<u32>,
+    /// The call's control groups, from its spawn to its end.
+    tree: Option<crate::confine::Tree>,
 }
 
 impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
@@ -458,6 +460,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             #[cfg(feature = "tracing")]
             span,
             watched: None,
+            tree: None,
         }
     }
 
@@ -471,6 +474,16 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// The call.
     pub fn call(&self) -> &Call {
         &self.call
+    }
+
+    /// Tells the core what the helper's tree did against its limits (its
+    /// control groups' events and peaks), when the call has a tree: before
+    /// the helper's exit is handled, and again at each stream's end (a
+    /// descendant may still be running then).
+    pub fn report_tree(&mut self, now: Instant) {
+        if let Some(tree) = &self.tree {
+            self.call.handle_tree_report(now, tree.report());
+        }
     }
 
     /// The call, for the one `handle_*` call of an input. For a streamed
@@ -515,6 +528,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) {
         if matches!(event, Event::Exited(_) | Event::ProcessLost) {
             self.published.set_pid(None);
+            self.report_tree(now);
         }
         match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
@@ -528,6 +542,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         if self.listening() {
             if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
                 (tap.0)(bytes);
+            }
+            if matches!(read, Read::End) {
+                self.report_tree(now);
             }
             run_loop::handle_read(self.call_mut(), now, pipe, read);
         }
@@ -574,9 +591,18 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 Action::CloseStdin => effects.close_stdin(),
                 Action::SignalGroup { pgid, signal } => {
                     crate::os::signal_group(pgid, signal);
+                    if let Some(tree) = &self.tree {
+                        tree.signal(signal);
+                    }
                 }
                 Action::AbandonStreams => self.listening = false,
                 Action::Finished(outcome) => {
+                    // Nothing of the tree outlives the call: whatever is
+                    // left is killed and its groups removed before the
+                    // outcome is published.
+                    if let Some(tree) = self.tree.take() {
+                        tree.end();
+                    }
                     self.finish(*outcome);
                     return true;
                 }
@@ -644,6 +670,30 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// Spawns the helper; its group is listed with the process's
     /// supervisor ([`crate::host_death`]) unless the host opted out.
     fn spawn(&mut self, effects: &mut impl Effects) {
+        let mut confined = None;
+        if let Some(command) = self.command.as_mut()
+            && !self.call.settings().confinement.is_empty()
+        {
+            let program = if command.shell {
+                std::path::PathBuf::from("/bin/sh")
+            } else {
+                std::path::PathBuf::from(&command.program)
+            };
+            match crate::confine::prepare(&self.call.settings().confinement, &program) {
+                Ok(prepared) => {
+                    command.confine(prepared.child);
+                    confined = Some((prepared.tree, prepared.enforcement));
+                }
+                Err(refusal) => {
+                    // Fail closed: nothing runs.
+                    let now = (self.clock)();
+                    let _ = self
+                        .call
+                        .handle_spawn_failed(now, io::ErrorKind::Unsupported, refusal);
+                    return;
+                }
+            }
+        }
         let options = self.host.state().options();
         let (pipe_size, watch) = (options.pipe_size, options.kill_helpers_on_host_death);
         let watched = &mut self.watched;
@@ -657,6 +707,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         });
         if let Some(pid) = self.call.live_group() {
             self.published.set_pid(Some(pid));
+            if let Some((tree, enforcement)) = confined {
+                self.tree = tree.map(crate::confine::Tree::new);
+                self.call.handle_enforcement(enforcement);
+            }
         }
         if let Some(forwarded) = &self.forwarded
             && let Some(streams) = effects.take_streams(forwarded)

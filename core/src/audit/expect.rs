@@ -315,8 +315,8 @@ impl SeenCall {
             AuditKind::Final(record) => {
                 self.final_record.get_or_insert((index, record.state));
             }
-            // The card is not a step of the lifecycle compared.
-            AuditKind::CardShown { .. } => {}
+            // Neither is a step of the lifecycle compared.
+            AuditKind::CardShown { .. } | AuditKind::LimitHit { .. } => {}
         }
     }
 

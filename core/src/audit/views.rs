@@ -299,6 +299,8 @@ fn apply(row: &mut ActivityRow, index: u64, event: &AuditEvent) {
         }
         AuditKind::Transition { to, .. } => row.state = *to,
         AuditKind::CardShown { text } => row.card = Some(text.clone()),
+        // The final record says which limit was hit.
+        AuditKind::LimitHit { .. } => {}
         AuditKind::Final(final_record) => {
             let r = final_record.as_ref();
             row.kind.get_or_insert(r.kind);

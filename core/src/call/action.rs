@@ -81,6 +81,12 @@ pub enum AuditKind {
         /// The card's text.
         text: String,
     },
+    /// A limit of the call's [`Confinement`](crate::Confinement) stopped
+    /// or held back the helper's tree.
+    LimitHit {
+        /// Which one.
+        limit: crate::LimitHit,
+    },
 }
 
 /// What the call asks its driver to do. Carry them out in order.

@@ -10,8 +10,9 @@
 use std::time::Instant;
 
 use super::input::Input;
-use super::{Call, CancelReason, State};
+use super::{AuditKind, Call, CancelReason, State, transitions};
 use crate::capture::Fed;
+use crate::confine::{Enforcement, LimitHit, TreeReport};
 use crate::jsonrpc::Diverted;
 
 impl Call {
@@ -22,6 +23,43 @@ impl Call {
     pub fn handle_pipe_capacity(&mut self, capacity: Option<u64>) {
         if !self.state.is_terminal() {
             self.pipe_capacity = capacity;
+        }
+    }
+
+    /// What the driver enforced of the call's
+    /// [`Confinement`](crate::Confinement), by mechanism, reported once the
+    /// helper is spawned (or when the spawn was refused because a
+    /// restriction could not be enforced). Recorded as `enforced`,
+    /// `not_enforced` and `tree_kill`; never a transition; ignored once
+    /// terminal.
+    pub fn handle_enforcement(&mut self, enforcement: Enforcement) {
+        if !self.state.is_terminal() {
+            self.enforcement = Some(enforcement);
+        }
+    }
+
+    /// What the driver measured of the helper's tree once it exited (its
+    /// control group's events and peaks). Recorded as `limit_hit` (read
+    /// with the exit, see [`LimitHit::of`]) and the tree's peaks; when it
+    /// shows a limit of the call's hit, an [`AuditKind::LimitHit`] event
+    /// is written. A later report replaces an earlier one. Never a
+    /// transition; ignored once terminal.
+    pub fn handle_tree_report(&mut self, now: Instant, report: TreeReport) {
+        if self.state.is_terminal() {
+            return;
+        }
+        let limits = &self.settings.confinement.limits;
+        let signal = self.exit.and_then(|e| e.signal);
+        let before = self
+            .tree
+            .as_ref()
+            .and_then(|old| LimitHit::of(limits, old, signal));
+        let hit = LimitHit::of(limits, &report, signal);
+        self.tree = Some(report);
+        if let Some(limit) = hit
+            && before != hit
+        {
+            transitions::audit(self, now, AuditKind::LimitHit { limit });
         }
     }
 

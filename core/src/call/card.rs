@@ -99,15 +99,26 @@ pub fn card_text(lines: &[(String, String)], expires_in: Duration) -> String {
 }
 
 /// The approval card's text for the call's (redacted) spec.
-pub(crate) fn spec_card_text(spec: &CallSpec, expires_in: Duration) -> String {
-    if spec.card_lines.is_empty() {
-        let defaults = [
+pub(crate) fn spec_card_text(
+    spec: &CallSpec,
+    bounds: &[(String, String)],
+    expires_in: Duration,
+) -> String {
+    let mut lines = if spec.card_lines.is_empty() {
+        vec![
             ("action".to_owned(), spec.action.clone()),
             ("target".to_owned(), spec.target.clone()),
             ("summary".to_owned(), spec.summary.clone()),
-        ];
-        card_text(&defaults, expires_in)
+        ]
     } else {
-        card_text(&spec.card_lines, expires_in)
+        spec.card_lines.clone()
+    };
+    // The helper's bounds, so the user approves an action whose reach is
+    // stated (unless the caller's own lines already state them).
+    for (label, value) in bounds {
+        if !lines.iter().any(|(given, _)| given == label) {
+            lines.push((label.clone(), value.clone()));
+        }
     }
+    card_text(&lines, expires_in)
 }

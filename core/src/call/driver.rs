@@ -36,6 +36,7 @@ use super::{
 use super::{Admission, DisconnectPolicy, ResultChannel, spawn_error_kind};
 use crate::capture::StreamCapture;
 use crate::config::DebugGrant;
+use crate::confine::{Enforcement, TreeReport};
 use crate::pool::RetentionPool;
 
 /// One call of one helper: its lifecycle as a sans-IO state machine, from
@@ -156,6 +157,8 @@ pub struct Call {
     pub(crate) pid: Option<u32>,
     pub(crate) pgid: Option<u32>,
     pub(crate) pipe_capacity: Option<u64>,
+    pub(crate) enforcement: Option<Enforcement>,
+    pub(crate) tree: Option<TreeReport>,
     pub(crate) exit: Option<ExitStatus>,
     pub(crate) process_lost: bool,
     pub(crate) stdout_open: bool,
@@ -227,6 +230,8 @@ impl Call {
             pid: None,
             pgid: None,
             pipe_capacity: None,
+            enforcement: None,
+            tree: None,
             exit: None,
             process_lost: false,
             stdout_open: false,

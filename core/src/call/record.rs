@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::StdoutMode;
 use crate::config::Retain;
+use crate::confine::{LimitHit, Limits, Sandbox};
 use crate::render::Fingerprint;
 
 /// The lifecycle states of a call. `received`, `validated`,
@@ -475,6 +476,40 @@ pub struct CallRecord {
     /// cancel).
     #[serde(default)]
     pub admitted_offset_us: Option<u64>,
+    /// The resource limits the call asked for (sizes in bytes); null when
+    /// none.
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    /// The files and network the call restricted the helper to; null when
+    /// nothing.
+    #[serde(default)]
+    pub sandbox: Option<Sandbox>,
+    /// The mechanisms that enforced them: `cgroup-v2`, `cgroup-v1`,
+    /// `rlimit`, `landlock-abi-N`, `netns`, `no-new-privs`.
+    #[serde(default)]
+    pub enforced: Vec<String>,
+    /// One line per restriction asked and not enforced, with why (only
+    /// when the caller allowed degraded mode).
+    #[serde(default)]
+    pub not_enforced: Vec<String>,
+    /// What ended the helper's whole tree: `cgroup-v2`, `cgroup-v1` or
+    /// `process-group` (a descendant that left the group not reached);
+    /// null when the helper never ran.
+    #[serde(default)]
+    pub tree_kill: Option<String>,
+    /// Which limit stopped or held back the tree: `memory` (an
+    /// out-of-memory kill), `pids` (a fork refused), `cpu`, `file_size`;
+    /// null otherwise.
+    #[serde(default)]
+    pub limit_hit: Option<LimitHit>,
+    /// Most memory the tree held at once, when a control group measured
+    /// it.
+    #[serde(default)]
+    pub tree_peak_memory_bytes: Option<u64>,
+    /// Most processes the tree held at once, when a control group
+    /// measured it.
+    #[serde(default)]
+    pub tree_peak_pids: Option<u64>,
 }
 
 impl CallRecord {

@@ -25,6 +25,7 @@ use super::{Call, Outcome, visible};
 use super::{CallKind, DisconnectPolicy, ResultKind};
 use crate::capture::{CaptureSettings, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
+use crate::confine::Confinement;
 
 /// What the host knows about a call before it starts: who, what, where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +116,10 @@ pub struct CallSettings {
     /// ([`Admission::Queued`]), for a driver that runs at most so many
     /// calls at once.
     pub admission: Admission,
+    /// Bounds on the helper's whole tree beyond stderr: memory, process
+    /// count, CPU time, files and network (see [`Confinement`]). Empty by
+    /// default: the helper runs in its own process group, as without it.
+    pub confinement: Confinement,
 }
 
 /// When an authorized call may spawn its helper.
@@ -332,6 +337,7 @@ impl CallSettings {
             result: ResultChannel::None,
             result_classifier: None,
             admission: Admission::Immediate,
+            confinement: Confinement::default(),
         }
     }
 
@@ -377,6 +383,9 @@ impl CallSettings {
         let excerpt = self.excerpt_bytes as u64;
         if self.stderr.budget == 0 {
             return fail("stderr.budget", Rule::Zero);
+        }
+        if let Err(error) = self.confinement.validate() {
+            return fail("confinement", Rule::Invalid(error.to_string()));
         }
         if self.stdout.budget == 0 && self.stdout_mode == StdoutMode::Captured {
             return fail("stdout.budget", Rule::Zero);

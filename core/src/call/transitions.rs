@@ -54,6 +54,7 @@ use super::{
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
+use crate::confine::LimitHit;
 use crate::redact::StreamRedactions;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
@@ -449,7 +450,7 @@ fn enter(call: &mut Call, now: Instant, to: State) {
     audit(call, now, AuditKind::Transition { from, to });
 }
 
-fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
+pub(super) fn audit(call: &mut Call, now: Instant, kind: AuditKind) {
     let event = AuditEvent {
         call_id: call.spec.call_id.clone(),
         session_id: call.spec.session_id.clone(),
@@ -468,7 +469,14 @@ fn show_card(call: &mut Call, now: Instant) {
             .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
     }
     enter(call, now, State::AwaitingApproval);
-    let text = super::card::spec_card_text(&call.spec, call.settings.approval_timeout);
+    let bounds: Vec<(String, String)> = call
+        .settings
+        .confinement
+        .card_lines()
+        .into_iter()
+        .map(|(label, value)| (label, call.settings.stderr.redactor.redact_text(&value)))
+        .collect();
+    let text = super::card::spec_card_text(&call.spec, &bounds, call.settings.approval_timeout);
     audit(call, now, AuditKind::CardShown { text: text.clone() });
     let card = ApprovalCard {
         call_id: call.spec.call_id.clone(),
@@ -706,6 +714,15 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr: stderr.redactions(),
         stdout: stdout.redactions(),
     };
+    let confinement = &call.settings.confinement;
+    let enforcement = call.enforcement.clone().unwrap_or_default();
+    let tree_kill = call.pid.map(|_| {
+        if enforcement.tree_kill.is_empty() {
+            "process-group".to_owned()
+        } else {
+            enforcement.tree_kill.clone()
+        }
+    });
     let record = CallRecord {
         call_id: call.spec.call_id.clone(),
         session_id: call.spec.session_id.clone(),
@@ -757,6 +774,16 @@ fn end(call: &mut Call, now: Instant, state: State) {
         exited_offset_us: call.exited_offset_us,
         queued_offset_us: call.queued_offset_us,
         admitted_offset_us: call.admitted_offset_us,
+        limits: (!confinement.limits.is_empty()).then(|| confinement.limits.clone()),
+        sandbox: (!confinement.sandbox.is_empty()).then(|| confinement.sandbox.clone()),
+        enforced: enforcement.enforced,
+        not_enforced: enforcement.not_enforced,
+        tree_kill,
+        limit_hit: call.tree.as_ref().and_then(|tree| {
+            LimitHit::of(&confinement.limits, tree, call.exit.and_then(|e| e.signal))
+        }),
+        tree_peak_memory_bytes: call.tree.and_then(|tree| tree.peak_memory_bytes),
+        tree_peak_pids: call.tree.and_then(|tree| tree.peak_pids),
     };
     audit(call, now, AuditKind::Final(Box::new(record.clone())));
     call.actions.push_back(Action::Finished(Box::new(Outcome {

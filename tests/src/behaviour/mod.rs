@@ -27,6 +27,7 @@ use spillguard_std::AuditSink;
 mod afterlife;
 mod approval;
 mod audit;
+mod confine;
 mod front;
 mod run;
 mod stop;
@@ -35,6 +36,7 @@ mod streamed;
 pub use afterlife::*;
 pub use approval::*;
 pub use audit::*;
+pub use confine::*;
 pub use front::*;
 pub use run::*;
 pub use stop::*;
@@ -109,6 +111,13 @@ macro_rules! behaviour_suite {
             a_streamed_helper_that_outlives_its_input_is_termed_then_killed,
             a_cancel_closes_stdin_under_the_callers_writer,
             dropping_the_handle_and_both_streams_is_a_client_disconnect,
+            a_helper_past_its_memory_limit_ends_with_limit_hit_memory,
+            a_fork_bomb_is_held_to_its_process_limit_and_leaves_no_survivor,
+            a_busy_loop_past_its_cpu_seconds_ends_with_limit_hit_cpu,
+            a_setsid_escapee_is_gone_when_a_contained_call_ends,
+            a_sandboxed_helper_reaches_only_its_listed_paths,
+            a_sandboxed_helper_connects_only_to_listed_ports,
+            a_sandbox_path_that_does_not_exist_refuses_the_call,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

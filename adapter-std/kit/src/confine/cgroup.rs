@@ -1,0 +1,449 @@
+//! A control group per call: found, made, filled with limits, read for
+//! events and peaks, killed as one and removed.
+//!
+//! **Where a call's group is made.** The machine's hierarchies are read
+//! once from `/proc/self/mountinfo` and `/proc/self/cgroup`. A call's
+//! group goes under the host's own group in each hierarchy used (or
+//! under `SPILLGUARD_CGROUP_PARENT`, a cgroup v2 directory delegated to
+//! the host, when set): `spillguard.<host pid>.<n>`.
+//!
+//! * **cgroup v2** holds the tree whenever a group can be made there:
+//!   `cgroup.kill` ends every process in it at once, a descendant that
+//!   left the process group with `setsid` included. Memory and process
+//!   limits use it when its parent delegates the `memory` and `pids`
+//!   controllers (`cgroup.subtree_control`).
+//! * **cgroup v1** gives each controller v2 does not have (`memory`,
+//!   `pids`) a group in its own hierarchy; with no v2 group, the tree is
+//!   ended by walking the v1 group's processes with `SIGKILL` until none
+//!   is left.
+//!
+//! The helper joins every group before it runs (it writes `0` to each
+//! group's `cgroup.procs`, opened by the host, in the child between fork
+//! and exec), so nothing it starts is ever outside them.
+
+use std::fs;
+use std::io::{self, Write as _};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use spillguard_core::{Signal, TreeReport};
+
+/// The machine's cgroup hierarchies, as this process sees them.
+#[derive(Debug, Default)]
+pub(crate) struct Hierarchies {
+    /// The cgroup v2 directory new groups go under (the host's own, or
+    /// `SPILLGUARD_CGROUP_PARENT`), if v2 is mounted.
+    pub v2: Option<PathBuf>,
+    /// The controllers a group made under `v2` gets.
+    pub v2_controllers: Vec<String>,
+    /// For each v1 controller mounted: the host's group in it.
+    pub v1: Vec<(String, PathBuf)>,
+}
+
+impl Hierarchies {
+    /// Read once per process.
+    pub(crate) fn get() -> &'static Hierarchies {
+        static HIERARCHIES: OnceLock<Hierarchies> = OnceLock::new();
+        HIERARCHIES.get_or_init(Self::read)
+    }
+
+    fn read() -> Self {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let mut found = Self::default();
+        for line in mountinfo.lines() {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS] - FSTYPE SOURCE SUPEROPTS
+            let Some((left, right)) = line.split_once(" - ") else {
+                continue;
+            };
+            let fields: Vec<&str> = left.split(' ').collect();
+            let right: Vec<&str> = right.split(' ').collect();
+            let (Some(root), Some(mount), Some(fstype)) =
+                (fields.get(3), fields.get(4), right.first())
+            else {
+                continue;
+            };
+            match *fstype {
+                "cgroup2" if found.v2.is_none() => {
+                    let path = own
+                        .lines()
+                        .find_map(|l| l.strip_prefix("0::"))
+                        .map(|p| under_mount(mount, root, p));
+                    found.v2 = path;
+                }
+                "cgroup" => {
+                    let options = right.get(2).copied().unwrap_or_default();
+                    for controller in ["memory", "pids"] {
+                        if options.split(',').any(|o| o == controller) {
+                            let path = own.lines().find_map(|l| {
+                                let mut parts = l.splitn(3, ':');
+                                let (_, names, path) =
+                                    (parts.next()?, parts.next()?, parts.next()?);
+                                names
+                                    .split(',')
+                                    .any(|n| n == controller)
+                                    .then(|| under_mount(mount, root, path))
+                            });
+                            if let Some(path) = path {
+                                found.v1.push((controller.to_owned(), path));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(parent) = std::env::var_os("SPILLGUARD_CGROUP_PARENT") {
+            found.v2 = Some(PathBuf::from(parent));
+        }
+        if let Some(v2) = &found.v2 {
+            found.v2_controllers = fs::read_to_string(v2.join("cgroup.subtree_control"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+        }
+        found
+    }
+
+    /// The v1 group of `controller`, if that hierarchy is mounted.
+    fn v1(&self, controller: &str) -> Option<&Path> {
+        self.v1
+            .iter()
+            .find(|(name, _)| name == controller)
+            .map(|(_, path)| path.as_path())
+    }
+}
+
+/// `path` (a group as `/proc/self/cgroup` names it) inside the hierarchy
+/// mounted at `mount`, whose root is the group `root`.
+fn under_mount(mount: &str, root: &str, path: &str) -> PathBuf {
+    let relative = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .trim_start_matches('/');
+    Path::new(mount).join(relative)
+}
+
+/// What a call's groups must hold.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Wanted {
+    pub memory_max: Option<u64>,
+    pub pids_max: Option<u64>,
+}
+
+/// Why a limit could not be placed in a control group.
+#[derive(Debug)]
+pub(crate) struct Unavailable {
+    /// The limit, as the command line names it (`memory-max`).
+    pub limit: &'static str,
+    /// Why, in a few words with the path and the OS error.
+    pub why: String,
+}
+
+/// A call's control groups: the v2 group that holds the tree (if one
+/// could be made) and a v1 group per controller v2 lacks.
+#[derive(Debug)]
+pub(crate) struct TreeGroup {
+    v2: Option<PathBuf>,
+    v1: Vec<(String, PathBuf)>,
+    /// Where the memory limit lives: `memory.*` files of v2 or v1.
+    memory: Option<(PathBuf, Version)>,
+    pids: Option<PathBuf>,
+    removed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Version {
+    V2,
+    V1,
+}
+
+impl TreeGroup {
+    /// Makes the call's groups and writes its limits. A limit no
+    /// hierarchy can hold is returned in `unavailable` (the caller refuses
+    /// the call or records it); a group that cannot be made at all is not
+    /// an error when no limit needs it (`tree_kill` is then `None`).
+    pub(crate) fn create(wanted: Wanted) -> (Option<TreeGroup>, Vec<Unavailable>) {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "spillguard.{}.{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let found = Hierarchies::get();
+        let mut group = TreeGroup {
+            v2: None,
+            v1: Vec::new(),
+            memory: None,
+            pids: None,
+            removed: false,
+        };
+        let mut v2_error = String::from("no cgroup v2 hierarchy is mounted");
+        if let Some(parent) = &found.v2 {
+            let dir = parent.join(&name);
+            match fs::create_dir(&dir) {
+                Ok(()) if dir.join("cgroup.kill").exists() => group.v2 = Some(dir),
+                Ok(()) => {
+                    let _ = fs::remove_dir(&dir);
+                    v2_error = "cgroup v2 has no cgroup.kill (Linux 5.14 or later)".into();
+                }
+                Err(e) => v2_error = format!("{}: {e}", dir.display()),
+            }
+        }
+        let mut unavailable = Vec::new();
+        let place = |controller: &str, limit: &'static str, group: &mut TreeGroup| {
+            let v2_has = found.v2_controllers.iter().any(|c| c == controller);
+            if let (Some(dir), true) = (&group.v2, v2_has) {
+                return Ok((dir.clone(), Version::V2));
+            }
+            let Some(parent) = found.v1(controller) else {
+                let why = if group.v2.is_some() {
+                    format!(
+                        "the cgroup v2 parent {} does not delegate the {controller} controller, and no cgroup v1 {controller} hierarchy is mounted",
+                        found.v2.as_deref().unwrap_or(Path::new("?")).display()
+                    )
+                } else {
+                    format!("{v2_error}, and no cgroup v1 {controller} hierarchy is mounted")
+                };
+                return Err(Unavailable { limit, why });
+            };
+            let dir = parent.join(&name);
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    group.v1.push((controller.to_owned(), dir.clone()));
+                    Ok((dir, Version::V1))
+                }
+                Err(e) => Err(Unavailable {
+                    limit,
+                    why: format!(
+                        "cannot make a cgroup v1 {controller} group: {}: {e}",
+                        dir.display()
+                    ),
+                }),
+            }
+        };
+        if let Some(bytes) = wanted.memory_max {
+            match place("memory", "memory-max", &mut group) {
+                Ok((dir, version)) => match write_memory_limit(&dir, version, bytes) {
+                    Ok(()) => group.memory = Some((dir, version)),
+                    Err(e) => unavailable.push(Unavailable {
+                        limit: "memory-max",
+                        why: format!("cannot set the limit in {}: {e}", dir.display()),
+                    }),
+                },
+                Err(u) => unavailable.push(u),
+            }
+        }
+        if let Some(n) = wanted.pids_max {
+            match place("pids", "pids-max", &mut group) {
+                Ok((dir, _)) => match write(&dir.join("pids.max"), &n.to_string()) {
+                    Ok(()) => group.pids = Some(dir),
+                    Err(e) => unavailable.push(Unavailable {
+                        limit: "pids-max",
+                        why: format!("cannot set the limit in {}: {e}", dir.display()),
+                    }),
+                },
+                Err(u) => unavailable.push(u),
+            }
+        }
+        if group.v2.is_none() && group.v1.is_empty() {
+            return (None, unavailable);
+        }
+        (Some(group), unavailable)
+    }
+
+    /// The mechanisms that hold the tree, in the record's names.
+    pub(crate) fn mechanisms(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.v2.is_some() {
+            names.push("cgroup-v2");
+        }
+        if !self.v1.is_empty() {
+            names.push("cgroup-v1");
+        }
+        names
+    }
+
+    /// What ends the whole tree: `cgroup-v2` or `cgroup-v1`.
+    pub(crate) fn tree_kill(&self) -> &'static str {
+        if self.v2.is_some() {
+            "cgroup-v2"
+        } else {
+            "cgroup-v1"
+        }
+    }
+
+    /// Each group's `cgroup.procs`, opened for the child to join.
+    pub(crate) fn procs_files(&self) -> io::Result<Vec<OwnedFd>> {
+        self.dirs()
+            .map(|dir| {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+                    .map(OwnedFd::from)
+            })
+            .collect()
+    }
+
+    fn dirs(&self) -> impl Iterator<Item = &Path> {
+        self.v2
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(self.v1.iter().map(|(_, dir)| dir.as_path()))
+    }
+
+    /// The group whose process list is the whole tree.
+    fn procs_dir(&self) -> Option<&Path> {
+        self.dirs().next()
+    }
+
+    /// The pids of the processes in the tree now.
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        let Some(dir) = self.procs_dir() else {
+            return Vec::new();
+        };
+        fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Sends `signal` to every process of the tree: `cgroup.kill` for
+    /// `SIGKILL` on v2, else each process listed.
+    pub(crate) fn signal(&self, signal: Signal) {
+        if signal == Signal::Kill
+            && let Some(v2) = &self.v2
+            && write(&v2.join("cgroup.kill"), "1").is_ok()
+        {
+            return;
+        }
+        for pid in self.pids() {
+            crate::os::signal_pid(pid, signal);
+        }
+    }
+
+    /// What the tree did against its limits, and its peaks.
+    pub(crate) fn report(&self) -> TreeReport {
+        let mut report = TreeReport::default();
+        if let Some((dir, version)) = &self.memory {
+            match version {
+                Version::V2 => {
+                    report.oom_kills = key_value(&dir.join("memory.events"), "oom_kill");
+                    report.peak_memory_bytes = number(&dir.join("memory.peak"));
+                }
+                Version::V1 => {
+                    report.oom_kills = key_value(&dir.join("memory.oom_control"), "oom_kill");
+                    report.peak_memory_bytes = number(&dir.join("memory.max_usage_in_bytes"));
+                }
+            }
+        }
+        if let Some(dir) = &self.pids {
+            report.pids_refused = key_value(&dir.join("pids.events"), "max");
+            report.peak_pids = number(&dir.join("pids.peak"));
+        }
+        if let Some(v2) = &self.v2 {
+            let usage = key_value(&v2.join("cpu.stat"), "usage_usec");
+            report.cpu_usage_us = (usage > 0).then_some(usage);
+        }
+        report
+    }
+
+    /// Kills whatever is left of the tree and removes the groups, waiting
+    /// at most `wait` for the last processes to go. Returns whether every
+    /// group was removed. Done once; later calls do nothing.
+    pub(crate) fn remove(&mut self, wait: Duration) -> bool {
+        if self.removed {
+            return true;
+        }
+        self.removed = true;
+        let until = Instant::now() + wait;
+        let mut pending: Vec<PathBuf> = self.dirs().map(Path::to_path_buf).collect();
+        loop {
+            self.signal(Signal::Kill);
+            pending.retain(|dir| fs::remove_dir(dir).is_err() && dir.exists());
+            if pending.is_empty() || Instant::now() >= until {
+                return pending.is_empty();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for TreeGroup {
+    fn drop(&mut self) {
+        self.remove(Duration::from_millis(500));
+    }
+}
+
+fn write_memory_limit(dir: &Path, version: Version, bytes: u64) -> io::Result<()> {
+    match version {
+        Version::V2 => {
+            write(&dir.join("memory.max"), &bytes.to_string())?;
+            // Memory pushed to swap is memory all the same.
+            let swap = dir.join("memory.swap.max");
+            if swap.exists() {
+                write(&swap, "0")?;
+            }
+            Ok(())
+        }
+        Version::V1 => {
+            write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())?;
+            let swap = dir.join("memory.memsw.limit_in_bytes");
+            if swap.exists() {
+                write(&swap, &bytes.to_string())?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) -> io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
+/// The value of `key` in a `key value` file (`memory.events`), 0 if absent.
+fn key_value(path: &Path, key: &str) -> u64 {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0)
+}
+
+/// A file holding one number.
+fn number(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_path_is_read_inside_its_mount() {
+        assert_eq!(
+            under_mount("/sys/fs/cgroup/memory", "/", "/process_api/x"),
+            PathBuf::from("/sys/fs/cgroup/memory/process_api/x")
+        );
+        // A container's mount whose root is a group of the host's.
+        assert_eq!(
+            under_mount("/sys/fs/cgroup", "/docker/abc", "/docker/abc/sub"),
+            PathBuf::from("/sys/fs/cgroup/sub")
+        );
+        assert_eq!(
+            under_mount("/sys/fs/cgroup/unified", "/", "/"),
+            PathBuf::from("/sys/fs/cgroup/unified")
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! What the helper does to itself between fork and exec: join its
+//! control groups, take its resource limits, leave the host's network,
+//! and restrict itself with Landlock. This is the kit's one `unsafe`
+//! block: [`CommandExt::pre_exec`].
+//!
+//! Everything is prepared in the host before the fork (files opened, the
+//! Landlock ruleset built, numbers computed), so the child makes system
+//! calls only: no allocation, no lock, nothing a forked copy of a
+//! multi-threaded process may not do. Any step that fails makes the
+//! spawn fail with that step's OS error: the helper never runs less
+//! confined than the host decided.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// The steps the child takes, prepared by the host.
+#[derive(Debug, Default)]
+pub(crate) struct ChildSetup {
+    /// Each control group's `cgroup.procs`, to write `0` to.
+    pub procs: Vec<OwnedFd>,
+    /// `(resource, soft, hard)` for `setrlimit`.
+    pub rlimits: Vec<(Resource, u64, u64)>,
+    /// Leave the host's network for a namespace with loopback only.
+    pub new_netns: bool,
+    /// The Landlock ruleset to restrict itself with (taken in the child).
+    pub landlock: Option<landlock::RulesetCreated>,
+    /// `PR_SET_NO_NEW_PRIVS` (Landlock sets it too).
+    pub no_new_privs: bool,
+}
+
+/// The resource limits the child may set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resource {
+    Cpu,
+    Nofile,
+    Fsize,
+    Core,
+}
+
+impl ChildSetup {
+    /// Makes `command` take these steps in its child, after the process
+    /// group is set and before exec.
+    #[allow(unsafe_code)]
+    pub(crate) fn install(mut self, command: &mut Command) {
+        let mut ruleset = self.landlock.take();
+        let setup = self;
+        // SAFETY: the closure runs in the forked child before exec. It only
+        // makes system calls on values prepared before the fork (file
+        // descriptors, integers, a ruleset whose descriptor is open): no
+        // allocation on the success path, no lock, no unwinding out of
+        // the closure (errors are returned).
+        unsafe {
+            command.pre_exec(move || setup.run(ruleset.take()));
+        }
+    }
+
+    /// The child's steps, in order.
+    #[allow(unsafe_code)]
+    fn run(&self, ruleset: Option<landlock::RulesetCreated>) -> io::Result<()> {
+        for procs in &self.procs {
+            // SAFETY: writing two bytes from a static buffer to an open fd.
+            let n = unsafe { libc::write(procs.as_raw_fd(), b"0\n".as_ptr().cast(), 2) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        for &(resource, soft, hard) in &self.rlimits {
+            let resource = resource.raw();
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            // SAFETY: a plain system call with a valid pointer.
+            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if self.new_netns {
+            // SAFETY: a plain system call.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            loopback_up()?;
+        }
+        if self.no_new_privs {
+            // SAFETY: a plain system call.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if let Some(ruleset) = ruleset {
+            let status = ruleset.restrict_self().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "landlock_restrict_self failed",
+                )
+            })?;
+            if status.ruleset != landlock::RulesetStatus::FullyEnforced {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the Landlock ruleset was not fully enforced",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Resource {
+    fn raw(self) -> libc::__rlimit_resource_t {
+        match self {
+            Resource::Cpu => libc::RLIMIT_CPU,
+            Resource::Nofile => libc::RLIMIT_NOFILE,
+            Resource::Fsize => libc::RLIMIT_FSIZE,
+            Resource::Core => libc::RLIMIT_CORE,
+        }
+    }
+}
+
+/// This process's hard limit of `resource` (`u64::MAX` for none).
+#[allow(unsafe_code)]
+pub(crate) fn current_hard_limit(resource: Resource) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a plain system call with a valid pointer.
+    if unsafe { libc::getrlimit(resource.raw(), &mut limit) } != 0 {
+        return u64::MAX;
+    }
+    limit.rlim_max
+}
+
+/// The kernel's Landlock ABI version (0 when it has none), asked once.
+#[allow(unsafe_code)]
+pub(crate) fn landlock_abi() -> i32 {
+    static ABI: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *ABI.get_or_init(|| {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) reads no memory
+        // and returns the ABI version or -1.
+        let version = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        i32::try_from(version).unwrap_or(0).max(0)
+    })
+}
+
+/// Brings `lo` up in a new network namespace (it starts down).
+#[allow(unsafe_code)]
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain system calls on a socket this function owns, with an
+    // `ifreq` on the stack.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *slot = *byte as libc::c_char;
+        }
+        let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request);
+        if result == 0 {
+            request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &request);
+        }
+        let error = (result != 0).then(io::Error::last_os_error);
+        libc::close(fd);
+        error.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,342 @@
+//! A call's [`Confinement`] carried out before exec, the same for every
+//! runtime: a control group per call for the whole tree and its memory
+//! and process limits ([`cgroup`]), resource limits, a network namespace
+//! with loopback only, Landlock rules for files and TCP ports, and
+//! `no_new_privs`; then, after the helper's exit, what the tree did, and
+//! at the end of the call its kill and the removal of its groups.
+//!
+//! **Fail closed.** [`prepare`] decides, before anything runs, what this
+//! machine and the host's permissions can enforce. A restriction it
+//! cannot enforce refuses the call with one line naming it and why
+//! (`memory-max: cannot be enforced: …`), unless the confinement allows
+//! degraded mode; then the record lists it in `not_enforced`. A step that
+//! fails in the child (a write to `cgroup.procs`, `setrlimit`,
+//! `unshare`, `landlock_restrict_self`) fails the spawn: the helper never
+//! runs less confined than decided.
+//!
+//! **The system paths a program needs to start**, granted read and
+//! execute whenever files are restricted (each only if it exists):
+//! [`SYSTEM_READ`]; read and write: [`SYSTEM_WRITE`] (`/dev/null` and
+//! the like); and the program itself (the file `PATH` resolves it to).
+
+mod cgroup;
+mod child;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, path_beneath_rules,
+};
+use spillguard_core::{Confinement, Enforcement, Network, Signal, TreeReport};
+
+pub(crate) use cgroup::TreeGroup;
+pub(crate) use child::ChildSetup;
+use child::Resource;
+
+/// Read and execute, whenever files are restricted: what the dynamic
+/// loader, the C library and common programs read to start (libraries,
+/// the loader's cache, name-service and time-zone files, certificates).
+pub const SYSTEM_READ: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/dev/urandom",
+    "/dev/random",
+];
+
+/// Read and write, whenever files are restricted.
+pub const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// A call's confinement, ready for its spawn.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// What the child does before exec.
+    pub child: ChildSetup,
+    /// The call's control groups, if any.
+    pub tree: Option<TreeGroup>,
+    /// What is enforced, by mechanism, for the record.
+    pub enforcement: Enforcement,
+}
+
+/// Prepares `confinement` for a helper that runs `program` (a path, or a
+/// name looked up in `PATH`). `Err` is the refusal's line: the call
+/// fails before dispatch and nothing runs.
+pub(crate) fn prepare(confinement: &Confinement, program: &Path) -> Result<Prepared, String> {
+    let limits = &confinement.limits;
+    let sandbox = &confinement.sandbox;
+    let mut failures: Vec<String> = Vec::new();
+    let mut enforced: Vec<String> = Vec::new();
+
+    for (flag, paths) in [
+        ("read-only", &sandbox.read_only),
+        ("read-write", &sandbox.read_write),
+    ] {
+        for path in paths {
+            if let Err(e) = std::fs::metadata(path) {
+                return Err(format!("{flag} {}: {e}", path.display()));
+            }
+        }
+    }
+
+    let (tree, unavailable) = if confinement.wants_tree() {
+        TreeGroup::create(cgroup::Wanted {
+            memory_max: limits.memory_max,
+            pids_max: limits.pids_max,
+        })
+    } else {
+        (None, Vec::new())
+    };
+    for u in unavailable {
+        failures.push(format!("{}: cannot be enforced: {}", u.limit, u.why));
+    }
+    if let Some(tree) = &tree {
+        enforced.extend(tree.mechanisms().into_iter().map(str::to_owned));
+    }
+    let mut child = ChildSetup::default();
+    if let Some(tree) = &tree {
+        match tree.procs_files() {
+            Ok(files) => child.procs = files,
+            Err(e) => return Err(format!("cannot join the call's control group: {e}")),
+        }
+    }
+
+    let mut rlimits = vec![(Resource::Core, 0, 0)];
+    if let Some(seconds) = limits.cpu_seconds {
+        // SIGXCPU at the limit, SIGKILL a second later.
+        rlimits.push((Resource::Cpu, seconds, seconds.saturating_add(1)));
+    }
+    if let Some(n) = limits.nofile {
+        rlimits.push((Resource::Nofile, n, n));
+    }
+    if let Some(bytes) = limits.file_size_max {
+        rlimits.push((Resource::Fsize, bytes, bytes));
+    }
+    if confinement.wants_tree() {
+        child.rlimits = within_current(rlimits);
+        enforced.push("rlimit".to_owned());
+    }
+
+    let abi = child::landlock_abi();
+    let mut tcp_landlock = false;
+    if sandbox.network == Network::None {
+        if may_create_netns() {
+            child.new_netns = true;
+            enforced.push("netns".to_owned());
+        } else {
+            failures.push(
+                "network none: cannot be enforced: a network namespace needs CAP_SYS_ADMIN, \
+                 which this host does not have (with degraded mode, Landlock refuses TCP \
+                 only, where the kernel has it)"
+                    .to_owned(),
+            );
+            tcp_landlock = abi >= 4;
+        }
+    }
+    if sandbox.restricts_ports() {
+        if abi >= 4 {
+            tcp_landlock = true;
+        } else {
+            failures.push(format!(
+                "connect-port: cannot be enforced: TCP port rules need Landlock ABI 4 \
+                 (Linux 6.7); this kernel has {}",
+                abi_text(abi)
+            ));
+        }
+    }
+    let files = sandbox.restricts_files();
+    if files && abi < 1 {
+        failures.push(format!(
+            "read-only/read-write: cannot be enforced: file rules need Landlock; this kernel has {}",
+            abi_text(abi)
+        ));
+    }
+    if (files && abi >= 1) || tcp_landlock {
+        let allowed_tcp = if sandbox.network == Network::None {
+            (&[][..], &[][..])
+        } else {
+            (&sandbox.connect_ports[..], &sandbox.bind_ports[..])
+        };
+        match ruleset(
+            abi,
+            files.then_some(confinement),
+            tcp_landlock.then_some(allowed_tcp),
+            program,
+        ) {
+            Ok(ruleset) => {
+                child.landlock = Some(ruleset);
+                enforced.push(format!("landlock-abi-{abi}"));
+            }
+            Err(e) => failures.push(format!("sandbox: cannot be enforced: Landlock: {e}")),
+        }
+    }
+    if !confinement.sandbox.is_empty() || confinement.wants_tree() {
+        child.no_new_privs = true;
+        enforced.push("no-new-privs".to_owned());
+    }
+
+    if !failures.is_empty() && !confinement.allow_degraded {
+        return Err(failures.join("; "));
+    }
+    let tree_kill = tree
+        .as_ref()
+        .map_or("process-group", TreeGroup::tree_kill)
+        .to_owned();
+    Ok(Prepared {
+        child,
+        tree,
+        enforcement: Enforcement {
+            enforced,
+            not_enforced: failures,
+            tree_kill,
+        },
+    })
+}
+
+/// Each limit no higher than the host's own hard limit: a limit is a
+/// ceiling, and a lower ceiling already in force meets it (raising a hard
+/// limit would need a privilege the host may not have).
+fn within_current(rlimits: Vec<(Resource, u64, u64)>) -> Vec<(Resource, u64, u64)> {
+    rlimits
+        .into_iter()
+        .map(|(resource, soft, hard)| {
+            let current = child::current_hard_limit(resource);
+            let hard = hard.min(current);
+            (resource, soft.min(hard), hard)
+        })
+        .collect()
+}
+
+/// Whether this process may make a network namespace: it holds
+/// `CAP_SYS_ADMIN` (read once from `/proc/self/status`).
+fn may_create_netns() -> bool {
+    static MAY: OnceLock<bool> = OnceLock::new();
+    *MAY.get_or_init(|| {
+        const CAP_SYS_ADMIN: u32 = 21;
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+                u64::from_str_radix(hex.trim(), 16).ok()
+            })
+            .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+    })
+}
+
+fn abi_text(abi: i32) -> String {
+    if abi < 1 {
+        "no Landlock".to_owned()
+    } else {
+        format!("ABI {abi}")
+    }
+}
+
+/// The Landlock ruleset: file rules (system paths, the program, the
+/// confinement's paths) when `files` is given, TCP rules (the ports
+/// allowed to connect and bind) when `tcp` is.
+fn ruleset(
+    kernel_abi: i32,
+    files: Option<&Confinement>,
+    tcp: Option<(&[u16], &[u16])>,
+    program: &Path,
+) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
+    // The newest rights this kernel has, up to the ones this code asks
+    // for (ABI 5: device ioctls).
+    let abi = ABI::from(kernel_abi.min(5));
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    if files.is_some() {
+        ruleset = ruleset.handle_access(AccessFs::from_all(abi))?;
+    }
+    if tcp.is_some() {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut created = ruleset.create()?;
+    if let Some(confinement) = files {
+        let existing = |list: &[&str]| -> Vec<PathBuf> {
+            list.iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists())
+                .collect()
+        };
+        let mut read = existing(SYSTEM_READ);
+        read.extend(confinement.sandbox.read_only.iter().cloned());
+        if let Some(resolved) = resolve(program) {
+            read.push(resolved);
+        }
+        created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi)))?;
+        let mut write = existing(SYSTEM_WRITE);
+        write.extend(confinement.sandbox.read_write.iter().cloned());
+        created = created.add_rules(path_beneath_rules(write, AccessFs::from_all(abi)))?;
+    }
+    if let Some((connect, bind)) = tcp {
+        for &port in connect {
+            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+        }
+        for &port in bind {
+            created = created.add_rule(NetPort::new(port, AccessNet::BindTcp))?;
+        }
+    }
+    Ok(created)
+}
+
+/// The file `program` runs: itself when it names a path, else the first
+/// match in `PATH`.
+fn resolve(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.exists().then(|| program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A call's groups once spawned: signalled with the group, read at the
+/// helper's exit, removed at the end of the call.
+#[derive(Debug)]
+pub(crate) struct Tree {
+    group: TreeGroup,
+}
+
+impl Tree {
+    pub(crate) fn new(group: TreeGroup) -> Self {
+        Self { group }
+    }
+
+    /// `signal` to every process of the tree (a descendant that left the
+    /// helper's process group included).
+    pub(crate) fn signal(&self, signal: Signal) {
+        self.group.signal(signal);
+    }
+
+    /// What the tree did against its limits.
+    pub(crate) fn report(&self) -> TreeReport {
+        self.group.report()
+    }
+
+    /// The end of the call: whatever is left of the tree is killed and
+    /// its groups removed (waiting at most a bounded time for the last
+    /// processes to go).
+    pub(crate) fn end(mut self) {
+        self.group.remove(Duration::from_millis(500));
+    }
+}

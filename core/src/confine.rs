@@ -1,0 +1,582 @@
+//! Bounds beyond stderr: what a call asks of its helper's whole process
+//! tree ([`Confinement`]: [`Limits`] on memory, processes, CPU time, open
+//! files and file size; a [`Sandbox`] of files and network), what the
+//! driver reports it enforced ([`Enforcement`]), and what the tree did
+//! against them ([`TreeReport`], read into [`LimitHit`]).
+//!
+//! The core only describes and decides. Creating control groups, setting
+//! resource limits and applying Landlock rules is the driver's job (the
+//! kit does it for every runtime); it reports what it enforced with
+//! [`Call::handle_enforcement`](crate::Call::handle_enforcement) and, once
+//! the helper exited, what the tree did with
+//! [`Call::handle_tree_report`](crate::Call::handle_tree_report). The
+//! record then says what was asked (`limits`, `sandbox`), by which
+//! mechanism it held (`enforced`), what did not (`not_enforced`, only
+//! ever non-empty when the caller allowed degraded mode), and which limit
+//! stopped the tree (`limit_hit`).
+//!
+//! **Fail closed**: a restriction the driver cannot enforce refuses the
+//! call before anything runs, unless [`Confinement::allow_degraded`] is
+//! set; then the record lists what was not enforced. Never silent.
+//!
+//! ```
+//! use spillguard_core::{Confinement, Limits, Network, Sandbox, parse_size};
+//!
+//! let confinement = Confinement {
+//!     limits: Limits {
+//!         memory_max: Some(parse_size("256M")?),
+//!         pids_max: Some(64),
+//!         cpu_seconds: Some(10),
+//!         ..Limits::default()
+//!     },
+//!     sandbox: Sandbox {
+//!         read_only: vec!["/srv/data".into()],
+//!         network: Network::None,
+//!         ..Sandbox::default()
+//!     },
+//!     ..Confinement::default()
+//! };
+//! assert_eq!(confinement.validate(), Ok(()));
+//! assert_eq!(
+//!     confinement.card_lines(),
+//!     [
+//!         ("limits".to_owned(), "memory 256 MiB, 64 processes, CPU 10 s".to_owned()),
+//!         ("sandbox".to_owned(), "read-only /srv/data; network none".to_owned()),
+//!     ]
+//! );
+//! # Ok::<(), String>(())
+//! ```
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Resource limits on a helper's whole process tree. `None` is no limit.
+///
+/// Memory and process count hold for the whole tree (a control group);
+/// CPU time, open files and file size are per process (`setrlimit`,
+/// inherited by every descendant). Whenever any limit or restriction is
+/// set, core dumps are off (`RLIMIT_CORE` 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Most memory the tree may use, in bytes (`memory.max`, or
+    /// `memory.limit_in_bytes` on cgroup v1). Past it the kernel's
+    /// out-of-memory killer ends a process of the tree.
+    pub memory_max: Option<u64>,
+    /// Most processes (and threads) the tree may hold at once
+    /// (`pids.max`); forks past it fail with `EAGAIN`.
+    pub pids_max: Option<u64>,
+    /// CPU seconds each process may use (`RLIMIT_CPU`): `SIGXCPU` at the
+    /// limit, `SIGKILL` one second later.
+    pub cpu_seconds: Option<u64>,
+    /// Most open file descriptors per process (`RLIMIT_NOFILE`).
+    pub nofile: Option<u64>,
+    /// Largest file a process may write, in bytes (`RLIMIT_FSIZE`):
+    /// `SIGXFSZ` past it.
+    pub file_size_max: Option<u64>,
+}
+
+impl Limits {
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What network a sandboxed helper may use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Network {
+    /// Whatever the host may use, within the listed ports if any (the
+    /// default).
+    #[default]
+    Any,
+    /// None at all: a network namespace of its own with loopback only.
+    None,
+}
+
+impl Network {
+    /// The name used in configuration and records: `any` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Any => "any",
+            Network::None => "none",
+        }
+    }
+}
+
+/// The files and network a helper may reach. Empty lists restrict
+/// nothing: files are restricted once a path is listed, TCP once a port
+/// is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sandbox {
+    /// Paths (and everything below them) the helper may read and execute,
+    /// besides the system paths a program needs to start.
+    pub read_only: Vec<PathBuf>,
+    /// Paths (and everything below them) the helper may read and write.
+    pub read_write: Vec<PathBuf>,
+    /// Network reach.
+    pub network: Network,
+    /// The only TCP ports the helper may connect to (Landlock); empty:
+    /// any, unless `network` is `none`.
+    pub connect_ports: Vec<u16>,
+    /// The only TCP ports the helper may bind (Landlock); only checked
+    /// when `connect_ports` or `bind_ports` is non-empty: then binding any
+    /// other port is refused.
+    pub bind_ports: Vec<u16>,
+}
+
+impl Sandbox {
+    /// Whether nothing is restricted.
+    pub fn is_empty(&self) -> bool {
+        !self.restricts_files() && !self.restricts_network()
+    }
+
+    /// Whether file access is restricted (a path is listed).
+    pub fn restricts_files(&self) -> bool {
+        !self.read_only.is_empty() || !self.read_write.is_empty()
+    }
+
+    /// Whether TCP ports are restricted (a port is listed).
+    pub fn restricts_ports(&self) -> bool {
+        !self.connect_ports.is_empty() || !self.bind_ports.is_empty()
+    }
+
+    /// Whether network access is restricted at all.
+    pub fn restricts_network(&self) -> bool {
+        self.network == Network::None || self.restricts_ports()
+    }
+}
+
+/// Everything a call asks of its helper's tree beyond stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Confinement {
+    /// Resource limits.
+    pub limits: Limits,
+    /// Files and network.
+    pub sandbox: Sandbox,
+    /// Run even when a restriction cannot be enforced on this machine;
+    /// the record lists what was not (`not_enforced`). Off by default:
+    /// such a call is refused before anything runs.
+    pub allow_degraded: bool,
+    /// Start the helper in a control group of its own even with no limit
+    /// set, so that the end of the call kills its whole tree (a
+    /// descendant that left the process group included). Implied by any
+    /// limit or restriction.
+    pub contain_tree: bool,
+}
+
+impl Confinement {
+    /// Whether nothing is asked: the helper runs as without confinement
+    /// (its process group is what a stop signals).
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty() && self.sandbox.is_empty() && !self.contain_tree
+    }
+
+    /// Whether the helper's tree should get a control group of its own.
+    pub fn wants_tree(&self) -> bool {
+        !self.is_empty()
+    }
+
+    /// Checks what can be checked without the machine: no zero limit, no
+    /// port 0, no relative or empty path.
+    ///
+    /// ```
+    /// use spillguard_core::{Confinement, Limits};
+    ///
+    /// let zero = Confinement {
+    ///     limits: Limits { pids_max: Some(0), ..Limits::default() },
+    ///     ..Confinement::default()
+    /// };
+    /// assert_eq!(zero.validate().unwrap_err().to_string(), "pids_max: must be greater than zero");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfineError> {
+        let limits = [
+            ("memory_max", self.limits.memory_max),
+            ("pids_max", self.limits.pids_max),
+            ("cpu_seconds", self.limits.cpu_seconds),
+            ("nofile", self.limits.nofile),
+            ("file_size_max", self.limits.file_size_max),
+        ];
+        for (field, value) in limits {
+            if value == Some(0) {
+                return Err(ConfineError::new(field, "must be greater than zero"));
+            }
+        }
+        if self
+            .limits
+            .pids_max
+            .is_some_and(|n| n > u64::from(u32::MAX))
+        {
+            return Err(ConfineError::new("pids_max", "is larger than 4294967295"));
+        }
+        let ports = [
+            ("connect_ports", &self.sandbox.connect_ports),
+            ("bind_ports", &self.sandbox.bind_ports),
+        ];
+        for (field, list) in ports {
+            if list.contains(&0) {
+                return Err(ConfineError::new(
+                    field,
+                    "port 0 is not a port (1 to 65535)",
+                ));
+            }
+        }
+        let paths = [
+            ("read_only", &self.sandbox.read_only),
+            ("read_write", &self.sandbox.read_write),
+        ];
+        for (field, list) in paths {
+            for path in list {
+                if !path.is_absolute() {
+                    return Err(ConfineError::new(
+                        field,
+                        format!("{} is not an absolute path", path.display()),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The approval card's lines that state the helper's bounds:
+    /// `limits` and `sandbox`, each present when something is set, so the
+    /// user approves an action whose reach is stated.
+    pub fn card_lines(&self) -> Vec<(String, String)> {
+        let mut lines = Vec::new();
+        let l = &self.limits;
+        let mut parts = Vec::new();
+        if let Some(bytes) = l.memory_max {
+            parts.push(format!("memory {}", size_text(bytes)));
+        }
+        if let Some(n) = l.pids_max {
+            parts.push(format!("{n} processes"));
+        }
+        if let Some(s) = l.cpu_seconds {
+            parts.push(format!("CPU {s} s"));
+        }
+        if let Some(n) = l.nofile {
+            parts.push(format!("{n} open files"));
+        }
+        if let Some(bytes) = l.file_size_max {
+            parts.push(format!("files up to {}", size_text(bytes)));
+        }
+        if !parts.is_empty() {
+            lines.push(("limits".to_owned(), parts.join(", ")));
+        }
+        let s = &self.sandbox;
+        let mut parts = Vec::new();
+        let paths = |list: &[PathBuf]| {
+            list.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if s.restricts_files() {
+            if !s.read_only.is_empty() {
+                parts.push(format!("read-only {}", paths(&s.read_only)));
+            }
+            if !s.read_write.is_empty() {
+                parts.push(format!("read-write {}", paths(&s.read_write)));
+            }
+        }
+        if s.network == Network::None {
+            parts.push("network none".to_owned());
+        } else if s.restricts_ports() {
+            let ports = |list: &[u16]| {
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list.iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            };
+            parts.push(format!("TCP connect to {}", ports(&s.connect_ports)));
+            parts.push(format!("bind {}", ports(&s.bind_ports)));
+        }
+        if !parts.is_empty() {
+            lines.push(("sandbox".to_owned(), parts.join("; ")));
+        }
+        lines
+    }
+}
+
+/// A [`Confinement`] that breaks a rule: the field and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfineError {
+    /// The field, as the configuration names it (`pids_max`).
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl ConfineError {
+    fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfineError {}
+
+/// Parses a size: a whole number of bytes with an optional binary suffix,
+/// `K`, `M`, `G` or `T` (also written `KiB`, `MB`, …; any case):
+/// `"256M"` is 268435456. Zero parses (a limit refuses it later).
+///
+/// ```
+/// use spillguard_core::parse_size;
+///
+/// assert_eq!(parse_size("256M"), Ok(256 << 20));
+/// assert_eq!(parse_size("2G"), Ok(2 << 30));
+/// assert_eq!(parse_size("4096"), Ok(4096));
+/// assert_eq!(parse_size("1.5G").unwrap_err(), "\"1.5G\" is not a size (a whole number with K, M, G or T: 256M, 2G)");
+/// ```
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text:?} is not a size (a whole number with K, M, G or T: 256M, 2G)");
+    let trimmed = text.trim();
+    let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(bad());
+    }
+    let (number, suffix) = trimmed.split_at(digits);
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(bad()),
+    };
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// A size as a person reads it: the largest binary unit that divides it
+/// (`256 MiB`), else bytes.
+fn size_text(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// Which limit stopped (or held back) the helper's tree: the record's
+/// `limit_hit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LimitHit {
+    /// The kernel's out-of-memory killer ended a process of the tree.
+    Memory,
+    /// A fork was refused: the tree was at its process limit.
+    Pids,
+    /// A process ran out of CPU time (`SIGXCPU`, or `SIGKILL` at the hard
+    /// limit).
+    Cpu,
+    /// A process wrote past the file-size limit (`SIGXFSZ`).
+    FileSize,
+}
+
+impl LimitHit {
+    /// The record's name: `memory`, `pids`, `cpu` or `file_size`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitHit::Memory => "memory",
+            LimitHit::Pids => "pids",
+            LimitHit::Cpu => "cpu",
+            LimitHit::FileSize => "file_size",
+        }
+    }
+
+    /// Which limit the tree hit, from what the driver measured and how the
+    /// direct child ended (`exit_signal`): an out-of-memory kill first,
+    /// then a refused fork, then CPU time, then file size; `None` when no
+    /// limit set was hit.
+    pub fn of(limits: &Limits, report: &TreeReport, exit_signal: Option<i32>) -> Option<Self> {
+        const SIGKILL: i32 = 9;
+        const SIGXCPU: i32 = 24;
+        const SIGXFSZ: i32 = 25;
+        if limits.memory_max.is_some() && report.oom_kills > 0 {
+            return Some(LimitHit::Memory);
+        }
+        if limits.pids_max.is_some() && report.pids_refused > 0 {
+            return Some(LimitHit::Pids);
+        }
+        if let Some(seconds) = limits.cpu_seconds {
+            let spent = report
+                .cpu_usage_us
+                .is_some_and(|us| us >= seconds.saturating_mul(1_000_000));
+            let signal = exit_signal == Some(SIGXCPU) || report.cpu_signals > 0;
+            if signal || (exit_signal == Some(SIGKILL) && spent) {
+                return Some(LimitHit::Cpu);
+            }
+        }
+        if limits.file_size_max.is_some() && exit_signal == Some(SIGXFSZ) {
+            return Some(LimitHit::FileSize);
+        }
+        None
+    }
+}
+
+/// What the driver measured of the helper's tree, read from its control
+/// group once the helper exited. Counts not measured are zero, peaks
+/// `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeReport {
+    /// Processes of the tree the out-of-memory killer ended.
+    pub oom_kills: u64,
+    /// Forks refused because the tree was at its process limit.
+    pub pids_refused: u64,
+    /// Processes of the tree ended by `SIGXCPU`, when the driver saw them
+    /// (the direct child's own signal is in the exit).
+    pub cpu_signals: u64,
+    /// CPU time the tree used, in microseconds.
+    pub cpu_usage_us: Option<u64>,
+    /// Most memory the tree held at once, in bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Most processes the tree held at once.
+    pub peak_pids: Option<u64>,
+}
+
+/// What the driver enforced of a call's [`Confinement`], by mechanism,
+/// reported at spawn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// The mechanisms that hold the call's bounds, in a fixed order:
+    /// `cgroup-v2`, `cgroup-v1`, `rlimit`, `landlock-abi-N`, `netns`,
+    /// `no-new-privs`.
+    pub enforced: Vec<String>,
+    /// One line per restriction that was asked and is not enforced, with
+    /// why (only with degraded mode allowed).
+    pub not_enforced: Vec<String>,
+    /// What ends the whole tree at the end of the call: `cgroup-v2`
+    /// (`cgroup.kill`), `cgroup-v1` (a kill walk of its processes), or
+    /// `process-group` (the helper's group only: a descendant that left
+    /// it is not reached).
+    pub tree_kill: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes_and_refuse_the_rest() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("3MiB"), Ok(3 << 20));
+        assert_eq!(parse_size(" 1T "), Ok(1 << 40));
+        for bad in ["", "M", "-1", "12Q", "1 G2", "1e9", "0x10"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_size("99999999999999T"),
+            Err("\"99999999999999T\" is too large".into())
+        );
+    }
+
+    #[test]
+    fn the_limit_hit_is_read_in_order_and_only_for_limits_set() {
+        let all = Limits {
+            memory_max: Some(1 << 28),
+            pids_max: Some(64),
+            cpu_seconds: Some(1),
+            file_size_max: Some(1 << 20),
+            nofile: None,
+        };
+        let report = TreeReport {
+            oom_kills: 1,
+            pids_refused: 3,
+            ..TreeReport::default()
+        };
+        assert_eq!(LimitHit::of(&all, &report, Some(9)), Some(LimitHit::Memory));
+        let pids_only = Limits {
+            pids_max: Some(64),
+            ..Limits::default()
+        };
+        assert_eq!(
+            LimitHit::of(&pids_only, &report, None),
+            Some(LimitHit::Pids)
+        );
+        // An OOM kill with no memory limit set is not this call's limit.
+        let none = Limits::default();
+        assert_eq!(LimitHit::of(&none, &report, Some(9)), None);
+        let quiet = TreeReport::default();
+        assert_eq!(LimitHit::of(&all, &quiet, Some(24)), Some(LimitHit::Cpu));
+        let spent = TreeReport {
+            cpu_usage_us: Some(1_000_000),
+            ..TreeReport::default()
+        };
+        assert_eq!(LimitHit::of(&all, &spent, Some(9)), Some(LimitHit::Cpu));
+        // SIGKILL without the CPU time spent is someone else's kill.
+        let short = TreeReport {
+            cpu_usage_us: Some(999_999),
+            ..TreeReport::default()
+        };
+        assert_eq!(LimitHit::of(&all, &short, Some(9)), None);
+        assert_eq!(
+            LimitHit::of(&all, &quiet, Some(25)),
+            Some(LimitHit::FileSize)
+        );
+        assert_eq!(LimitHit::of(&all, &quiet, None), None);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let with = |f: fn(&mut Confinement)| {
+            let mut c = Confinement::default();
+            f(&mut c);
+            c.validate().map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            with(|c| c.limits.memory_max = Some(0)),
+            Err("memory_max: must be greater than zero".into())
+        );
+        assert_eq!(
+            with(|c| c.sandbox.connect_ports = vec![443, 0]),
+            Err("connect_ports: port 0 is not a port (1 to 65535)".into())
+        );
+        assert_eq!(
+            with(|c| c.sandbox.read_write = vec!["tmp/x".into()]),
+            Err("read_write: tmp/x is not an absolute path".into())
+        );
+        assert_eq!(with(|c| c.limits.pids_max = Some(64)), Ok(()));
+    }
+
+    #[test]
+    fn an_empty_confinement_wants_nothing() {
+        let mut c = Confinement::default();
+        assert!(c.is_empty() && !c.wants_tree());
+        assert!(c.card_lines().is_empty());
+        c.contain_tree = true;
+        assert!(c.wants_tree());
+        assert!(c.card_lines().is_empty());
+        c.sandbox.connect_ports = vec![443];
+        assert_eq!(
+            c.card_lines(),
+            [(
+                "sandbox".to_owned(),
+                "TCP connect to 443; bind none".to_owned()
+            )]
+        );
+    }
+}

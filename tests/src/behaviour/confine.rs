@@ -1,0 +1,404 @@
+//! Bounds beyond stderr, on the real kernel: a helper's tree held to its
+//! memory, process-count and CPU limits, killed as one when the call
+//! ends, and kept to the files and network it is given.
+//!
+//! These need what the CI machine has (root, cgroups, Landlock ABI ≥ 4);
+//! elsewhere each check says what it is missing and returns.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use spillguard_core::{Confinement, LimitHit, Limits, Network, Sandbox, State};
+use spillguard_kit::{HelperCommand, HostOptions};
+
+use super::{temp_path, wait};
+use crate::engine::{HostUnderTest, request};
+
+/// The checks of this module run one at a time in a process: each counts
+/// the control groups its process left behind.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether this machine can run the checks: root, with cgroups mounted.
+/// Outside CI a machine without them skips with a message; in CI every
+/// check must run.
+fn machine_ready() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    let cgroups = Path::new("/sys/fs/cgroup").exists();
+    if root && cgroups {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the confinement checks need root and cgroups in CI"
+    );
+    eprintln!("skipped: the confinement checks need root and cgroups");
+    false
+}
+
+/// The processes whose command line holds `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mut cmdline = Vec::new();
+        if let Ok(mut file) = std::fs::File::open(entry.path().join("cmdline")) {
+            let _ = file.read_to_end(&mut cmdline);
+        }
+        if pid != std::process::id()
+            && cmdline
+                .windows(marker.len())
+                .any(|w| w == marker.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The call's control groups left behind (`spillguard.<pid>.*`) in every
+/// hierarchy.
+pub fn leftover_groups() -> usize {
+    let prefix = format!("spillguard.{}.", std::process::id());
+    let mut count = 0;
+    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                count += 1;
+            } else if dir.components().count() < 6 {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    count
+}
+
+fn limits(f: impl FnOnce(&mut Limits)) -> Limits {
+    let mut limits = Limits::default();
+    f(&mut limits);
+    limits
+}
+
+/// A helper that touches 4 GiB under a 256 MiB limit is ended by the
+/// kernel's out-of-memory killer: `failed_local`, `SIGKILL`,
+/// `limit_hit: memory`, a peak at the limit, and the host untouched.
+pub fn a_helper_past_its_memory_limit_ends_with_limit_hit_memory<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let script = "x = bytearray(4 << 30)\nx[::4096] = b'x' * (1 << 20)\nprint('survived')";
+    let command = HelperCommand::new("/usr/bin/python3").args(["-c", script]);
+    let call = request(command)
+        .limits(limits(|l| l.memory_max = Some(256 << 20)))
+        .start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedLocal, "{}", record.to_json());
+    assert_eq!(record.exit_signal, Some(9));
+    assert_eq!(record.limit_hit, Some(LimitHit::Memory));
+    assert_eq!(record.limits.as_ref().unwrap().memory_max, Some(256 << 20));
+    assert!(
+        record.enforced.iter().any(|m| m.starts_with("cgroup-v")),
+        "{:?}",
+        record.enforced
+    );
+    assert!(record.not_enforced.is_empty());
+    let peak = record.tree_peak_memory_bytes.unwrap();
+    assert!(peak <= 256 << 20, "peak {peak}");
+    assert!(peak > 200 << 20, "peak {peak}");
+    assert!(outcome.stdout.to_vec().is_empty());
+    // The next call on the same host runs as usual.
+    let next = wait(host.launch(request(HelperCommand::new("true")).start()));
+    assert_eq!(next.record.state, State::Completed);
+    assert_eq!(next.record.limit_hit, None);
+    assert_eq!(next.record.tree_kill.as_deref(), Some("process-group"));
+    assert_eq!(leftover_groups(), 0);
+}
+
+/// A fork bomb under a limit of 64 processes is contained: forks are
+/// refused (`limit_hit: pids`, a peak of at most 64), its deadline ends
+/// it, and no process of it survives the call.
+pub fn a_fork_bomb_is_held_to_its_process_limit_and_leaves_no_survivor<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let marker = format!("bomb-{}", std::process::id());
+    // Each copy starts two more and waits for them; refused forks make
+    // copies end, and the bomb keeps at its ceiling until the deadline.
+    let command =
+        HelperCommand::shell_script("b() { while :; do b & b & wait; done; }; b 2>/dev/null")
+            .arg(&marker);
+    let started = Instant::now();
+    let call = request(command)
+        .deadline(Duration::from_secs(2))
+        .limits(limits(|l| l.pids_max = Some(64)))
+        .start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(
+        record.limit_hit,
+        Some(LimitHit::Pids),
+        "{}",
+        record.to_json()
+    );
+    assert!(
+        record.tree_peak_pids.is_none_or(|p| p <= 64),
+        "{:?}",
+        record.tree_peak_pids
+    );
+    assert!(
+        // A copy whose own fork is refused ends (the shell gives up), the
+        // helper itself included; or the deadline stops the rest.
+        matches!(
+            record.state,
+            State::FailedLocal | State::CancelledAfterDispatch | State::Killed
+        ),
+        "{:?}",
+        record.state
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(processes_with(&marker), Vec::<u32>::new());
+    assert_eq!(leftover_groups(), 0);
+}
+
+/// A busy loop under one CPU second ends with `SIGXCPU`: `failed_local`,
+/// `limit_hit: cpu`.
+pub fn a_busy_loop_past_its_cpu_seconds_ends_with_limit_hit_cpu<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let call = request(HelperCommand::shell_script("while :; do :; done"))
+        .deadline(Duration::from_secs(30))
+        .limits(limits(|l| l.cpu_seconds = Some(1)))
+        .start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedLocal, "{}", record.to_json());
+    assert_eq!(record.exit_signal, Some(24));
+    assert_eq!(record.limit_hit, Some(LimitHit::Cpu));
+    assert!(record.enforced.contains(&"rlimit".to_owned()));
+}
+
+/// A descendant that left the helper's process group with `setsid`
+/// survives a call without a control group, and is gone when a contained
+/// call ends: a `/proc` scan finds 0.
+pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let escape = |marker: &str| {
+        HelperCommand::shell_script(
+            "setsid sh -c 'sleep 30; : \"$1\"' sh \"$1\" </dev/null >/dev/null 2>&1 & sleep 0.1",
+        )
+        .arg(marker)
+    };
+    // Without containment the escapee outlives the call (then this test
+    // ends it).
+    let loose = format!("loose-{}", std::process::id());
+    let outcome = wait(host.launch(request(escape(&loose)).start()));
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(outcome.record.tree_kill.as_deref(), Some("process-group"));
+    let survivors = processes_with(&loose);
+    assert_eq!(survivors.len(), 1, "{survivors:?}");
+    for pid in survivors {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+
+    let held = format!("held-{}", std::process::id());
+    let call = request(escape(&held)).contain_tree(true).start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed);
+    assert!(matches!(
+        record.tree_kill.as_deref(),
+        Some("cgroup-v2" | "cgroup-v1")
+    ));
+    assert_eq!(processes_with(&held), Vec::<u32>::new());
+    assert_eq!(leftover_groups(), 0);
+}
+
+/// Files: the read-only path reads, the read-write path writes, and
+/// everything else is refused with `EACCES` inside the helper.
+pub fn a_sandboxed_helper_reaches_only_its_listed_paths<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let base = temp_path("sandbox");
+    let (ro, rw, other) = (base.join("ro"), base.join("rw"), base.join("other"));
+    for dir in [&ro, &rw, &other] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(ro.join("in"), "visible\n").unwrap();
+    std::fs::write(other.join("secret"), "hidden\n").unwrap();
+    let script = "cat \"$1/in\"; echo \"read-ro=$?\"; \
+                  cat \"$3/secret\" 2>/dev/null; echo \"read-other=$?\"; \
+                  (echo w > \"$2/out\") 2>/dev/null; echo \"write-rw=$?\"; \
+                  (echo w > \"$1/new\") 2>/dev/null; echo \"write-ro=$?\"; \
+                  (echo w > \"$3/new\") 2>/dev/null; echo \"write-other=$?\"; \
+                  cat /etc/hostname >/dev/null 2>&1; echo \"read-etc=$?\"";
+    let command = HelperCommand::shell_script(script).args([&ro, &rw, &other]);
+    let call = request(command)
+        .sandbox(Sandbox {
+            read_only: vec![ro.clone()],
+            read_write: vec![rw.clone()],
+            ..Sandbox::default()
+        })
+        .start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed, "{}", record.to_json());
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "visible\nread-ro=0\nread-other=1\nwrite-rw=0\nwrite-ro=2\nwrite-other=2\nread-etc=1\n"
+    );
+    assert_eq!(std::fs::read_to_string(rw.join("out")).unwrap(), "w\n");
+    assert!(!ro.join("new").exists() && !other.join("new").exists());
+    assert!(
+        record
+            .enforced
+            .iter()
+            .any(|m| m.starts_with("landlock-abi-")),
+        "{:?}",
+        record.enforced
+    );
+    assert!(record.enforced.contains(&"no-new-privs".to_owned()));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// TCP: a loopback port listed connects, one not listed is refused with
+/// `EACCES`; with no network at all, only loopback exists and the host's
+/// listener is out of reach.
+pub fn a_sandboxed_helper_connects_only_to_listed_ports<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let listed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let unlisted = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (a, b) = (
+        listed.local_addr().unwrap().port(),
+        unlisted.local_addr().unwrap().port(),
+    );
+    let probe = "import socket, sys\n\
+                 for port in sys.argv[1:]:\n\
+                 \x20   try:\n\
+                 \x20       socket.create_connection(('127.0.0.1', int(port)), timeout=2).close()\n\
+                 \x20       print('ok')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(e.errno)\n";
+    let command = |ports: [u16; 2]| {
+        HelperCommand::new("/usr/bin/python3")
+            .args(["-c", probe])
+            .args(ports.map(|p| p.to_string()))
+    };
+    let call = request(command([a, b]))
+        .sandbox(Sandbox {
+            connect_ports: vec![a],
+            ..Sandbox::default()
+        })
+        .start();
+    let outcome = wait(host.launch(call));
+    assert_eq!(
+        outcome.record.state,
+        State::Completed,
+        "{}",
+        outcome.record.to_json()
+    );
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "ok\n13\n"
+    );
+
+    let none = Confinement {
+        sandbox: Sandbox {
+            network: Network::None,
+            ..Sandbox::default()
+        },
+        ..Confinement::default()
+    };
+    let interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
+    let call = request(HelperCommand::shell_script(interfaces))
+        .confinement(none.clone())
+        .start();
+    let outcome = wait(host.launch(call));
+    assert_eq!(String::from_utf8(outcome.stdout.to_vec()).unwrap(), "lo\n");
+    assert!(outcome.record.enforced.contains(&"netns".to_owned()));
+    // The host's listener is in another namespace: refused (111).
+    let call = request(command([a, a])).confinement(none).start();
+    let outcome = wait(host.launch(call));
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "111\n111\n"
+    );
+    drop((listed, unlisted));
+}
+
+/// A path that does not exist refuses the call before anything runs:
+/// `failed_before_dispatch`, the flag and the OS error in the failure.
+pub fn a_sandbox_path_that_does_not_exist_refuses_the_call<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let marker = temp_path("never-written");
+    let call = request(HelperCommand::shell_script("touch \"$1\"").arg(&marker))
+        .sandbox(Sandbox {
+            read_only: vec!["/nonexistent/spillguard".into()],
+            ..Sandbox::default()
+        })
+        .start();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::FailedBeforeDispatch);
+    assert_eq!(
+        record.failure.as_deref(),
+        Some("read-only /nonexistent/spillguard: No such file or directory (os error 2)")
+    );
+    assert_eq!(record.pid, None);
+    assert!(!marker.exists());
+}
