@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
-use spillguard_std::core::Retain;
+use spillguard_std::core::{Confinement, Limits, Network, Retain, Sandbox};
 
 /// The usage lines shown at the top of `spillguard --help`.
 const USAGE: &str = "\
@@ -367,6 +367,9 @@ pub struct RunArgs {
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
+    /// Limits and sandbox.
+    #[command(flatten)]
+    pub confine: ConfineFlags,
     /// The helper program (run without a shell) and its arguments, given
     /// after `--` or after the last flag
     #[arg(
@@ -391,6 +394,127 @@ impl RunArgs {
             return Err(missing_program());
         }
         self.audit.check()
+    }
+}
+
+/// Bounds on the helper's whole process tree and what it may reach
+/// (`run`, `stdio`). Any of them puts the tree in a control group of its
+/// own, killed as one when the call ends. A bound this machine cannot
+/// enforce refuses the call before anything runs, unless
+/// `--allow-degraded`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+#[command(next_help_heading = "Limits and sandbox")]
+pub struct ConfineFlags {
+    /// Most memory the whole tree may use (256M, 2G; K, M, G, T are
+    /// powers of 1024); past it the kernel's OOM killer ends a process
+    /// (`limit_hit: memory`)
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory_max: Option<u64>,
+    /// Most processes the whole tree may hold at once; forks past it fail
+    /// (`limit_hit: pids`)
+    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
+    pub pids_max: Option<u64>,
+    /// CPU seconds each process may use: SIGXCPU at N, SIGKILL at N + 1
+    /// (`limit_hit: cpu`)
+    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
+    pub cpu_seconds: Option<u64>,
+    /// Most open files per process
+    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
+    pub nofile: Option<u64>,
+    /// Largest file a process may write (SIGXFSZ past it)
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub file_size_max: Option<u64>,
+    /// Let the helper read and execute PATH and what is below it
+    /// (repeatable); with any path given, files outside these, the
+    /// --read-write paths and the system's libraries are refused
+    #[arg(long, value_name = "PATH", value_parser = existing_path)]
+    pub read_only: Vec<PathBuf>,
+    /// Let the helper read and write PATH and what is below it
+    /// (repeatable)
+    #[arg(long, value_name = "PATH", value_parser = existing_path)]
+    pub read_write: Vec<PathBuf>,
+    /// `none`: no network at all, only a loopback of its own
+    #[arg(long, value_name = "none", value_parser = network)]
+    pub network: Option<Network>,
+    /// The only TCP port the helper may connect to (repeatable); binding
+    /// is then refused except for --bind-port
+    #[arg(long, value_name = "N", value_parser = port)]
+    pub connect_port: Vec<u16>,
+    /// A TCP port the helper may bind (repeatable)
+    #[arg(long, value_name = "N", value_parser = port)]
+    pub bind_port: Vec<u16>,
+    /// Kill the whole tree when the call ends (a control group of its
+    /// own), even with no limit
+    #[arg(long)]
+    pub contain_tree: bool,
+    /// Run even when a bound cannot be enforced here; the record lists
+    /// each one in `not_enforced`
+    #[arg(long)]
+    pub allow_degraded: bool,
+}
+
+impl ConfineFlags {
+    /// The confinement these flags ask for.
+    pub fn confinement(&self) -> Confinement {
+        Confinement {
+            limits: Limits {
+                memory_max: self.memory_max,
+                pids_max: self.pids_max,
+                cpu_seconds: self.cpu_seconds,
+                nofile: self.nofile,
+                file_size_max: self.file_size_max,
+            },
+            sandbox: Sandbox {
+                read_only: self.read_only.clone(),
+                read_write: self.read_write.clone(),
+                network: self.network.unwrap_or_default(),
+                connect_ports: self.connect_port.clone(),
+                bind_ports: self.bind_port.clone(),
+            },
+            allow_degraded: self.allow_degraded,
+            contain_tree: self.contain_tree,
+        }
+    }
+}
+
+/// `--memory-max`, `--file-size-max`: a size of at least one byte.
+fn size(value: &str) -> Result<u64, String> {
+    match spillguard_std::core::parse_size(value)? {
+        0 => Err("0 would leave the helper nothing (leave the option out for no limit)".into()),
+        n => Ok(n),
+    }
+}
+
+/// A count limit of at least 1.
+fn positive_limit(value: &str) -> Result<u64, String> {
+    match number(value)? {
+        0 => Err("0 would leave the helper nothing (leave the option out for no limit)".into()),
+        n => Ok(n),
+    }
+}
+
+/// A TCP port, 1 to 65535.
+fn port(value: &str) -> Result<u16, String> {
+    match value.parse::<u16>() {
+        Ok(0) | Err(_) => Err(format!("`{value}` is not a TCP port (1 to 65535)")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// An absolute path that exists (a relative one is made absolute).
+fn existing_path(value: &str) -> Result<PathBuf, String> {
+    let path = std::path::absolute(value).map_err(|e| format!("`{value}`: {e}"))?;
+    match std::fs::metadata(&path) {
+        Ok(_) => Ok(path),
+        Err(e) => Err(format!("`{value}`: {e}")),
+    }
+}
+
+/// `--network`: only `none` (the default is the host's network).
+fn network(value: &str) -> Result<Network, String> {
+    match value {
+        "none" => Ok(Network::None),
+        _ => Err(format!("`{value}` is not a network mode (only `none`)")),
     }
 }
 

@@ -188,7 +188,7 @@ pub type Cancel = Box<dyn Fn() + Send + 'static>;
 #[derive(Debug, Serialize)]
 pub struct Line {
     #[serde(flatten)]
-    record: CallRecord,
+    pub record: CallRecord,
     stderr_excerpt: String,
     stdout: String,
     /// The value: with `--result json`, what the helper printed.
@@ -205,7 +205,10 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
     let json = run.result == Some(ResultMode::Json);
-    let builder = host.call(command).action("run");
+    let builder = host
+        .call(command)
+        .action("run")
+        .confinement(run.confine.confinement());
     let builder = match &run.session_id {
         Some(id) => builder.session_id(id.clone()),
         None => builder,
@@ -221,6 +224,15 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
         result_value,
         record: outcome.record,
     }
+}
+
+/// Why the call was refused before anything ran, when the reason is a
+/// limit or sandbox rule this machine cannot enforce (fail closed).
+pub fn refused_bounds(record: &CallRecord) -> Option<&str> {
+    let bounded = record.limits.is_some() || record.sandbox.is_some();
+    let refused = record.state == spillguard_std::core::State::FailedBeforeDispatch
+        && record.spawn_error_kind.as_deref() == Some("unsupported");
+    (bounded && refused).then_some(record.failure.as_deref()?)
 }
 
 /// The line `stdio` writes at the end: every record field, the excerpt,
@@ -246,7 +258,11 @@ pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> C
     let mut words = stdio.run.command.iter().cloned();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
-    let builder = host.call(command).action("stdio").streamed();
+    let builder = host
+        .call(command)
+        .action("stdio")
+        .streamed()
+        .confinement(stdio.run.confine.confinement());
     let builder = match &stdio.run.session_id {
         Some(id) => builder.session_id(id.clone()),
         None => builder,

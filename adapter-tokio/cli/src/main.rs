@@ -31,6 +31,9 @@ const USAGE: u8 = 2;
 /// and every command's when the audit log could not be written as it was
 /// opened (a full disk: nothing ran).
 const AUDIT_FAILED: u8 = 3;
+/// A limit or sandbox rule this machine could not enforce: nothing ran
+/// (the record says which, in `failure`).
+const NOT_ENFORCED: u8 = 4;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -114,6 +117,10 @@ fn run(host: &call::Host, run: RunArgs) -> ExitCode {
     if let Err(error) = written {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
+    }
+    if let Some(refusal) = call::refused_bounds(&line.record) {
+        eprintln!("spillguard: nothing ran: {refusal}");
+        return audit_status(ExitCode::from(NOT_ENFORCED));
     }
     audit_status(ExitCode::SUCCESS)
 }

@@ -89,6 +89,25 @@ fn python_sdk_client_drives_spillguard_mcp() {
     run_script(python, &peers);
 }
 
+/// Tools with limits and a sandbox, through the Python SDK client: each
+/// card states the tool's bounds, and each call is held to them (root,
+/// cgroups and Landlock, as in CI).
+#[test]
+fn python_sdk_client_calls_tools_held_to_their_limits_and_sandbox() {
+    let Some(peers) = peers("venv/bin/python") else {
+        return;
+    };
+    if !rustix::process::geteuid().is_root() {
+        skip_or_fail("the limits need root (cgroups)");
+        return;
+    }
+    let mut python = Command::new(peers.join("venv/bin/python"));
+    python
+        .arg(peer_file("mcp_limits.py"))
+        .arg(env!("CARGO_BIN_EXE_spillguard"));
+    run_script(python, &peers);
+}
+
 /// `spillguard stdio` (and `spillguard mcp`) under the Node-based hosts:
 /// a plain `child_process` with socketpairs, the TypeScript SDK client to
 /// two real servers and to one that crashes, Claude Code's `mcp list`

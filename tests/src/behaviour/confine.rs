@@ -402,3 +402,42 @@ pub fn a_sandbox_path_that_does_not_exist_refuses_the_call<H: HostUnderTest>(
     assert_eq!(record.pid, None);
     assert!(!marker.exists());
 }
+
+/// A thousand calls with limits, each leaving a background process
+/// behind: no control group and no process of theirs is left.
+pub fn a_thousand_limited_calls_leave_no_group_and_no_survivor<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let marker = format!("thousand-{}", std::process::id());
+    let started = Instant::now();
+    let calls: Vec<_> = (0..1000)
+        .map(|_| {
+            let command =
+                HelperCommand::shell_script("sleep 30 </dev/null >/dev/null 2>&1 & : \"$1\"")
+                    .arg(&marker);
+            host.launch(
+                request(command)
+                    .limits(limits(|l| {
+                        l.pids_max = Some(16);
+                        l.memory_max = Some(64 << 20);
+                    }))
+                    .start(),
+            )
+        })
+        .collect();
+    let mut completed = 0;
+    for call in calls {
+        let outcome = wait(call);
+        assert_eq!(outcome.record.limit_hit, None);
+        completed += usize::from(outcome.record.state == State::Completed);
+    }
+    assert_eq!(completed, 1000);
+    assert_eq!(processes_with(&marker), Vec::<u32>::new());
+    assert_eq!(leftover_groups(), 0);
+    eprintln!("1000 limited calls in {:?}", started.elapsed());
+}

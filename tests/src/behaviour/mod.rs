@@ -118,6 +118,7 @@ macro_rules! behaviour_suite {
             a_sandboxed_helper_reaches_only_its_listed_paths,
             a_sandboxed_helper_connects_only_to_listed_ports,
             a_sandbox_path_that_does_not_exist_refuses_the_call,
+            a_thousand_limited_calls_leave_no_group_and_no_survivor,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -21,6 +21,7 @@ use crate::args::UsageError;
 
 pub(crate) mod admission;
 mod answer;
+mod bounds;
 mod bridge;
 mod code;
 mod params;

@@ -63,9 +63,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Number, Value};
 use spillguard_kit::{CallBuilder, Launch, command_line};
-use spillguard_std::core::CallKind;
+use spillguard_std::core::{CallKind, Confinement};
 use spillguard_std::{Approval, HelperCommand};
 
+use super::bounds::BASE_ENV;
 use super::code::sh_quote;
 use super::params::{Param, ParamType};
 use super::secret::SECRET_PARAMETER;
@@ -99,6 +100,8 @@ pub struct PreparedCall {
     pub deadline: Option<Duration>,
     /// How long the approval card stays valid once shown.
     pub approval_timeout: Duration,
+    /// The tool's limits and sandbox: the card states them.
+    pub confinement: Confinement,
 }
 
 impl PreparedCall {
@@ -122,7 +125,8 @@ impl PreparedCall {
                 .target(self.target.clone())
                 .summary(self.summary.clone())
                 .approval(self.approval)
-                .approval_timeout(self.approval_timeout),
+                .approval_timeout(self.approval_timeout)
+                .confinement(self.confinement.clone()),
             |builder, (label, value)| builder.card_line(label.clone(), value.clone()),
         );
         let builder = match self.deadline {
@@ -299,7 +303,21 @@ impl Tool {
                 problems,
             });
         }
-        let command = HelperCommand::new(&self.program).args(args);
+        let mut command = HelperCommand::new(&self.program).args(args);
+        if let Some(allowed) = &self.bounds.env_allow {
+            // A sandboxed tool's environment: the base names and its
+            // allow-list, with the host's values; nothing else.
+            command = command.env_clear();
+            let names = BASE_ENV
+                .iter()
+                .copied()
+                .chain(allowed.iter().map(String::as_str));
+            for name in names {
+                if let Some(value) = std::env::var_os(name) {
+                    command = command.env(name, value);
+                }
+            }
+        }
         let summary = command_line(&HelperCommand::new(&self.program).args(shown_args));
         let target = match &self.target {
             Some(template) => template
@@ -331,6 +349,7 @@ impl Tool {
             result: self.result,
             deadline: self.deadline,
             approval_timeout: self.approval_timeout,
+            confinement: self.bounds.confinement.clone(),
         })
     }
 }

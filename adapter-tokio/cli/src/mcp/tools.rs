@@ -56,6 +56,7 @@ use serde_json::Value;
 use spillguard_std::Approval;
 use spillguard_std::core::{CallKind, Config};
 
+use super::bounds::Bounds;
 use super::params::Param;
 use super::secret::SecretValues;
 use super::template::Template;
@@ -104,6 +105,8 @@ pub struct Tool {
     /// The indices in `args` whose values are quoted for a remote POSIX
     /// shell (`ssh`'s remote command; see `code.rs`).
     pub(crate) remote_quoted: Vec<usize>,
+    /// Its limits and sandbox (over `[defaults]`).
+    pub(crate) bounds: Bounds,
 }
 
 impl Tool {
@@ -170,7 +173,7 @@ impl std::error::Error for ToolsError {}
 /// How long an approval card stays valid once shown, unless the tool says.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 
-const TOP_KEYS: &[&str] = &["helper_output", "tools", "bridge"];
+const TOP_KEYS: &[&str] = &["helper_output", "tools", "bridge", "defaults"];
 const TOOL_KEYS: &[&str] = &[
     "description",
     "command",
@@ -181,6 +184,9 @@ const TOOL_KEYS: &[&str] = &[
     "deadline_ms",
     "approval_timeout_ms",
     "target",
+    "limits",
+    "sandbox",
+    "allow_degraded",
 ];
 impl ToolsFile {
     /// Parses and validates a tools file; the first broken rule is
@@ -224,10 +230,14 @@ impl ToolsFile {
             }
             Some(_) => return Err(ToolsError::new("tools", "must be a table")),
         };
+        let defaults = match doc.get("defaults") {
+            Some(value) => Bounds::load_defaults(value)?,
+            None => Bounds::default(),
+        };
         let mut loaded = Vec::with_capacity(tools.len());
         let mut refused: Vec<ToolsError> = Vec::new();
         for (name, value) in tools {
-            let mut tool = Tool::load(name, value)?;
+            let mut tool = Tool::load(name, value, &defaults)?;
             let analysis = tool.code_analysis();
             refused.extend(analysis.refusals.into_iter().map(|refusal| {
                 ToolsError::new(
@@ -289,7 +299,7 @@ pub fn is_tool_name(name: &str) -> bool {
 }
 
 impl Tool {
-    fn load(name: &str, value: &toml::Value) -> Result<Self, ToolsError> {
+    fn load(name: &str, value: &toml::Value, defaults: &Bounds) -> Result<Self, ToolsError> {
         let path = format!("tools.{name}");
         if !is_tool_name(name) {
             return Err(ToolsError::new(
@@ -532,6 +542,7 @@ impl Tool {
             options_end,
             target,
             remote_quoted: Vec::new(),
+            bounds: defaults.over(table, &path)?,
         })
     }
 

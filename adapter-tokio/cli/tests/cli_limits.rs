@@ -1,0 +1,287 @@
+//! `spillguard run` and `stdio` with limits and a sandbox, on the real
+//! kernel (root, cgroups and Landlock, as in CI): the limit each helper
+//! hits, the tree killed as one, the fail-closed refusal, and the flags'
+//! one-line errors.
+#![allow(clippy::unwrap_used)]
+
+mod binary;
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use binary::{spillguard, usage_failure};
+use serde_json::Value;
+
+/// Whether this machine can run the checks (root, cgroups); in CI it
+/// must.
+fn ready() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if root && std::path::Path::new("/sys/fs/cgroup").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "these checks need root and cgroups in CI"
+    );
+    eprintln!("skipped: these checks need root and cgroups");
+    false
+}
+
+/// The record line of a run that printed one.
+fn record(output: &Output) -> Value {
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(text.lines().count(), 1, "{output:?}");
+    serde_json::from_str(text.trim_end()).unwrap()
+}
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            entry.file_name().to_string_lossy().parse::<u32>().is_ok()
+                && std::fs::read(entry.path().join("cmdline"))
+                    .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker.as_bytes()))
+        })
+        .count()
+}
+
+#[test]
+fn memory_max_ends_a_helper_that_allocates_4_gib_with_limit_hit_memory() {
+    if !ready() {
+        return;
+    }
+    let output = spillguard(&[
+        "run",
+        "--memory-max",
+        "256M",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "x = bytearray(4 << 30); x[::4096] = b'x' * (1 << 20)",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let line = record(&output);
+    assert_eq!(line["state"], "failed_local");
+    assert_eq!(line["exit_signal"], 9);
+    assert_eq!(line["limit_hit"], "memory");
+    assert_eq!(line["limits"]["memory_max"], 268_435_456);
+    assert!(line["tree_peak_memory_bytes"].as_u64().unwrap() <= 268_435_456);
+    assert_eq!(line["not_enforced"], serde_json::json!([]));
+}
+
+#[test]
+fn pids_max_contains_a_fork_bomb_and_nothing_of_it_survives() {
+    if !ready() {
+        return;
+    }
+    let marker = format!("cli-bomb-{}", std::process::id());
+    let output = spillguard(&[
+        "run",
+        "--pids-max",
+        "64",
+        "--deadline-ms",
+        "2000",
+        "--",
+        "sh",
+        "-c",
+        "b() { while :; do b & b & wait; done; }; b 2>/dev/null",
+        &marker,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let line = record(&output);
+    assert_eq!(line["limit_hit"], "pids", "{line}");
+    assert!(
+        line["tree_peak_pids"].as_u64().is_none_or(|p| p <= 64),
+        "{line}"
+    );
+    assert_eq!(processes_with(&marker), 0);
+}
+
+#[test]
+fn cpu_seconds_ends_a_busy_loop_with_limit_hit_cpu() {
+    if !ready() {
+        return;
+    }
+    let output = spillguard(&[
+        "run",
+        "--cpu-seconds",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "while :; do :; done",
+    ]);
+    let line = record(&output);
+    assert_eq!(line["state"], "failed_local");
+    assert_eq!(line["exit_signal"], 24);
+    assert_eq!(line["limit_hit"], "cpu");
+}
+
+#[test]
+fn network_none_leaves_only_loopback() {
+    if !ready() {
+        return;
+    }
+    let output = spillguard(&[
+        "run",
+        "--network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+    ]);
+    let line = record(&output);
+    assert_eq!(line["stdout"], "lo\n");
+    assert!(
+        line["enforced"]
+            .as_array()
+            .unwrap()
+            .contains(&"netns".into())
+    );
+    assert_eq!(line["sandbox"]["network"], "none");
+}
+
+#[test]
+fn a_setsid_escapee_of_a_stdio_server_is_gone_when_the_call_ends() {
+    if !ready() {
+        return;
+    }
+    let marker = format!("cli-escapee-{}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["stdio", "--contain-tree", "--", "sh", "-c"])
+        .arg("setsid sh -c 'sleep 30; : \"$1\"' sh \"$1\" </dev/null >/dev/null 2>&1 & cat >/dev/null")
+        .arg(&marker)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The server (its `$1`) and its escapee.
+    assert_eq!(processes_with(&marker), 2);
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8(output.stderr).unwrap();
+    let line: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(line["state"], "completed", "{line}");
+    assert_eq!(line["tree_kill"], "cgroup-v2");
+    assert_eq!(processes_with(&marker), 0);
+}
+
+/// As a user who may make no control group (nobody), a memory limit
+/// cannot be enforced: nothing runs, one line says why, exit status 4;
+/// with `--allow-degraded` the helper runs and the record lists it.
+#[test]
+fn a_limit_the_host_cannot_enforce_refuses_the_call_unless_degraded_is_allowed() {
+    if !ready() {
+        return;
+    }
+    // A copy of the binary that nobody can run, wherever the checkout is.
+    let dir = std::env::temp_dir().join(format!("spillguard-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary: PathBuf = dir.join("spillguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
+    let marker = dir.join("ran");
+    let as_nobody = |extra: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&binary)
+            .args(["run", "--memory-max", "256M"])
+            .args(extra)
+            .args(["--", "sh", "-c", "echo ran"])
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = as_nobody(&[]);
+    assert_eq!(refused.status.code(), Some(4), "{refused:?}");
+    let stderr = String::from_utf8(refused.stderr.clone()).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("spillguard: nothing ran: memory-max: cannot be enforced: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("Permission denied (os error 13)"),
+        "{stderr}"
+    );
+    let line = record(&refused);
+    assert_eq!(line["state"], "failed_before_dispatch");
+    assert_eq!(line["pid"], Value::Null);
+    assert_eq!(line["stdout"], "");
+
+    let degraded = as_nobody(&["--allow-degraded"]);
+    assert_eq!(degraded.status.code(), Some(0), "{degraded:?}");
+    let line = record(&degraded);
+    assert_eq!(line["state"], "completed");
+    assert_eq!(line["stdout"], "ran\n");
+    let not_enforced = line["not_enforced"].as_array().unwrap();
+    assert_eq!(not_enforced.len(), 1);
+    assert!(
+        not_enforced[0]
+            .as_str()
+            .unwrap()
+            .starts_with("memory-max: cannot be enforced: ")
+    );
+    assert_eq!(line["tree_kill"], "process-group");
+    assert!(!marker.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_limits_and_sandbox_flags_are_one_line_errors_and_nothing_runs() {
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--memory-max", "1.5G"],
+            "`--memory-max`: \"1.5G\" is not a size (a whole number with K, M, G or T: 256M, 2G)",
+        ),
+        (
+            &["--memory-max", "0"],
+            "`--memory-max`: 0 would leave the helper nothing (leave the option out for no limit)",
+        ),
+        (
+            &["--pids-max", "-3"],
+            "`--pids-max`: `-3` is not a non-negative integer",
+        ),
+        (
+            &["--cpu-seconds", "0"],
+            "`--cpu-seconds`: 0 would leave the helper nothing (leave the option out for no limit)",
+        ),
+        (
+            &["--read-only", "/nonexistent/spillguard"],
+            "`--read-only`: `/nonexistent/spillguard`: No such file or directory (os error 2)",
+        ),
+        (
+            &["--connect-port", "65536"],
+            "`--connect-port`: `65536` is not a TCP port (1 to 65535)",
+        ),
+        (
+            &["--connect-port", "0"],
+            "`--connect-port`: `0` is not a TCP port (1 to 65535)",
+        ),
+        (
+            &["--network", "off"],
+            "`--network`: `off` is not a network mode (only `none`)",
+        ),
+    ];
+    let marker = std::env::temp_dir().join(format!("spillguard-badflag-{}", std::process::id()));
+    for (flags, message) in cases {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        let touch = format!("touch {}", marker.display());
+        args.extend_from_slice(&["--", "sh", "-c", &touch]);
+        let error = usage_failure(&args);
+        assert!(error.ends_with(message), "{flags:?}: {error}");
+        assert!(!marker.exists());
+    }
+    let _ = std::io::stderr().flush();
+}
