@@ -372,7 +372,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// (`256 MiB`), else bytes.
 fn size_text(bytes: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

@@ -38,8 +38,10 @@ of --audit-wait-ms: then nothing ran); 3 when the record was printed but an
 audit event or the anchor could not be written (each error on stderr,
 counted in `audit_failures`), or when opening the audit log could not
 write it (a full disk: nothing ran, and the log was cut back to its last
-whole record, so it verifies as before); 1 if the record could not be
-written.
+whole record, so it verifies as before); 4 when a limit or sandbox rule
+cannot be enforced on this machine (nothing ran; one line on stderr says
+which and why; --allow-degraded runs it and lists it in `not_enforced`);
+1 if the record could not be written.
 SIGINT, SIGTERM and SIGHUP cancel the helper (TERM, grace, KILL) and the
 record is still printed. The helper's stdin is /dev/null (`spillguard stdio`
 streams stdin and stdout).
@@ -1014,6 +1016,7 @@ mod tests {
                     audit_wait_ms: None,
                 },
                 session_id: None,
+                confine: ConfineFlags::default(),
                 command: vec!["sh".into(), "-c".into(), "exit 0".into()],
             }
         );

@@ -91,6 +91,14 @@ pub const SPAWN_CASES: [(&str, &str, &str); 3] = [
     ("tokio", "spawn-tokio", "spawn-tokio-raw"),
 ];
 
+/// The confined spawn cases: (runtime, confined spillguard case, raw
+/// case). Confined: a control group of its own with memory and process
+/// limits, rlimits, and Landlock file rules.
+pub const CONFINED_SPAWN_CASES: [(&str, &str, &str); 2] = [
+    ("std", "spawn-std-confined", "spawn-std-raw"),
+    ("tokio", "spawn-tokio-confined", "spawn-tokio-raw"),
+];
+
 /// The drain window of the second spillguard grandchild run.
 pub const SHORT_DRAIN_MS: u64 = 200;
 
@@ -548,6 +556,9 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
             for (_, spillguard, raw) in SPAWN_CASES {
                 run(spillguard, spillguard, &count, spawn_timeout);
                 run(raw, raw, &count, spawn_timeout);
+            }
+            for (_, confined, _) in CONFINED_SPAWN_CASES {
+                run(confined, confined, &count, spawn_timeout);
             }
         }
     }

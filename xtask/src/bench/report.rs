@@ -11,6 +11,8 @@ const RSS_GOAL_MIB: f64 = 4.0;
 const AFTER_EXIT_GOAL_MS: f64 = 250.0;
 /// Spawn goal: spillguard's cost per call at most this multiple of raw.
 const SPAWN_GOAL: f64 = 1.15;
+/// A spawn with a control group and Landlock, against a raw spawn.
+const CONFINED_SPAWN_GOAL: f64 = 1.3;
 
 /// Prints every section that was run, then the failed case runs.
 pub fn print(results: &Results, options: &Options, helper: &str) {
@@ -346,6 +348,29 @@ fn spawn(results: &Results, options: &Options) {
             with_spread(&raw, 1e-3, 1),
             format!("{:.2}x", ratios.median),
             verdict(ratios.median <= SPAWN_GOAL),
+            ratios.listed(),
+        );
+    }
+    println!();
+    println!(
+        "{:<9}{:>28}{:>28}{:>9}  goal <= {CONFINED_SPAWN_GOAL:.2}x",
+        "confined", "spillguard µs/call", "raw spawn+wait µs/call", "ratio"
+    );
+    println!("   (a control group with memory and process limits, rlimits, Landlock file rules)");
+    for (runtime, confined, raw) in super::CONFINED_SPAWN_CASES {
+        let per_call = |case: &str| spread(&results.of(case), |f| f.number("per_call_ns"));
+        let ratios = RatioSpread::of(results.paired_ratios(confined, raw, "per_call_ns"));
+        let (Some(sg), Some(raw), Some(ratios)) = (per_call(confined), per_call(raw), ratios)
+        else {
+            println!("{runtime:<9}  no successful pair of runs");
+            continue;
+        };
+        println!(
+            "{runtime:<9}{:>28}{:>28}{:>9}  {:<6}  per round: {}",
+            with_spread(&sg, 1e-3, 1),
+            with_spread(&raw, 1e-3, 1),
+            format!("{:.2}x", ratios.median),
+            verdict(ratios.median <= CONFINED_SPAWN_GOAL),
             ratios.listed(),
         );
     }

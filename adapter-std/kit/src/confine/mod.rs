@@ -1,11 +1,11 @@
 //! A call's [`Confinement`] carried out before exec, the same for every
 //! runtime: a control group per call for the whole tree and its memory
-//! and process limits ([`cgroup`]), resource limits, a network namespace
+//! and process limits (the `cgroup` module), resource limits, a network namespace
 //! with loopback only, Landlock rules for files and TCP ports, and
 //! `no_new_privs`; then, after the helper's exit, what the tree did, and
 //! at the end of the call its kill and the removal of its groups.
 //!
-//! **Fail closed.** [`prepare`] decides, before anything runs, what this
+//! **Fail closed.** `prepare` decides, before anything runs, what this
 //! machine and the host's permissions can enforce. A restriction it
 //! cannot enforce refuses the call with one line naming it and why
 //! (`memory-max: cannot be enforced: …`), unless the confinement allows

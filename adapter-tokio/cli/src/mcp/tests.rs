@@ -469,6 +469,7 @@ fn the_example_prepares_its_call_and_card() {
             result: ToolResult::StdoutJson,
             deadline: Some(Duration::from_millis(20_000)),
             approval_timeout: Duration::from_secs(120),
+            confinement: Default::default(),
         }
     );
     assert_eq!(

@@ -79,19 +79,32 @@ struct Pump {
 
 impl Pump {
     fn run(mut self) {
+        let mut server_gone = true;
         if self.stdin.set_nonblocking(true).is_ok() {
-            while let Ok(false) = self.round() {}
+            server_gone = loop {
+                match self.round() {
+                    Ok(false) => {}
+                    Ok(true) => break false,
+                    Err(_) => break true,
+                }
+            };
         }
         // Whatever was read and not delivered never will be (it stays
         // pending, for the answers given at the server's end).
         self.queue.abandon();
         self.report();
-        if let Some(requests) = &self.requests {
-            requests.input_over();
-        }
         // The end of the client's input (or the server's stdin is gone):
         // the call runs the stdio shutdown.
         self.stdin.close();
+        if let Some(requests) = &self.requests {
+            if server_gone && !requests.heard() {
+                // The server went before the client said anything: its
+                // first request, still to come, is read and noted, to be
+                // answered with how the server ended.
+                super::read_first_request(&self.input, requests);
+            }
+            requests.input_over();
+        }
     }
 
     /// Counts what the queue dropped since the last look.

@@ -168,10 +168,10 @@ fn usage(error: &UsageError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Reads the client (the server never ran, so nothing else does) until it
+/// Reads the client (the server never ran, or is gone: nothing else does) until it
 /// has sent a request, or ended, or [`FIRST_REQUEST_WAIT`] passed, noting
 /// each request.
-fn read_first_request(input: &File, requests: &Requests) {
+pub(super) fn read_first_request(input: &File, requests: &Requests) {
     let started = Instant::now();
     let mut lines = ClientLines::new();
     let mut buf = vec![0; 64 * 1024];
@@ -242,6 +242,11 @@ impl Requests {
             table.heard = true;
             self.changed.notify_all();
         }
+    }
+
+    /// Whether the client sent bytes (or its end) yet.
+    pub fn heard(&self) -> bool {
+        self.lock().heard
     }
 
     /// The client's input is over (its end, or the server's stdin gone).

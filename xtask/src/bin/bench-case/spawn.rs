@@ -7,7 +7,7 @@ use std::io;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use spillguard_std::core::{Config, Outcome, State};
+use spillguard_std::core::{Config, Confinement, Limits, Outcome, Sandbox, State};
 use spillguard_std::{HelperCommand, HostOptions};
 
 use crate::flood::tokio_runtime;
@@ -95,6 +95,67 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
         let call = host.command(PROGRAM).call_id(format!("c_{i}"));
         check_outcome(&call.action("bench.true").run())
     }))
+}
+
+/// The bounds of a confined spawn: a control group with memory and
+/// process limits, rlimits, and Landlock file rules.
+fn confinement() -> Confinement {
+    Confinement {
+        limits: Limits {
+            memory_max: Some(256 << 20),
+            pids_max: Some(64),
+            ..Limits::default()
+        },
+        sandbox: Sandbox {
+            read_only: vec![std::env::temp_dir()],
+            ..Sandbox::default()
+        },
+        ..Confinement::default()
+    }
+}
+
+/// spillguard-std with [`confinement`].
+pub fn std_confined(args: &Args) -> Result<Measured, String> {
+    let host =
+        spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
+    Ok(measure("spawn-std-confined", args.count, |i| {
+        let call = host.command(PROGRAM).call_id(format!("c_{i}"));
+        check_outcome(&call.action("bench.true").confinement(confinement()).run())
+    }))
+}
+
+/// spillguard-tokio with [`confinement`].
+pub fn tokio_confined(args: &Args) -> Result<Measured, String> {
+    let runtime = tokio_runtime()?;
+    runtime.block_on(async {
+        let host = spillguard_tokio::Host::new(Config::default(), HostOptions::default())
+            .map_err(host_error)?;
+        let mut failures = 0u64;
+        let mut first_failure = None;
+        let mut start = Instant::now();
+        for i in 0..SPAWN_WARMUP + args.count {
+            if i == SPAWN_WARMUP {
+                start = Instant::now();
+            }
+            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
+            let outcome = call
+                .action("bench.true")
+                .confinement(confinement())
+                .run()
+                .await;
+            if let Some(problem) = check_outcome(&outcome) {
+                failures += 1;
+                first_failure.get_or_insert(problem);
+            }
+        }
+        Ok(finish(
+            "spawn-tokio-confined",
+            args.count,
+            start.elapsed(),
+            failures,
+            first_failure,
+        ))
+    })
 }
 
 /// std: `Command::spawn` + `Child::wait`.
