@@ -100,7 +100,10 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
 /// The bounds of a confined spawn: a control group with memory and
 /// process limits, rlimits, and Landlock file rules.
 fn confinement() -> Confinement {
-    Confinement {
+    // `SPILLGUARD_BENCH_CONFINE` picks one mechanism, to see what each
+    // costs: `tree` (a v2 group only), `limits` (the groups and rlimits),
+    // `landlock` (the file rules only); anything else, all of them.
+    let all = Confinement {
         limits: Limits {
             memory_max: Some(256 << 20),
             pids_max: Some(64),
@@ -111,6 +114,21 @@ fn confinement() -> Confinement {
             ..Sandbox::default()
         },
         ..Confinement::default()
+    };
+    match std::env::var("SPILLGUARD_BENCH_CONFINE").as_deref() {
+        Ok("tree") => Confinement {
+            contain_tree: true,
+            ..Confinement::default()
+        },
+        Ok("limits") => Confinement {
+            sandbox: Sandbox::default(),
+            ..all
+        },
+        Ok("landlock") => Confinement {
+            limits: Limits::default(),
+            ..all
+        },
+        _ => all,
     }
 }
 
