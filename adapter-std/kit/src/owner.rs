@@ -480,9 +480,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// control groups' events and peaks), when the call has a tree: before
     /// the helper's exit is handled, and again at each stream's end (a
     /// descendant may still be running then).
-    pub fn report_tree(&mut self, now: Instant) {
+    pub fn report_tree(&mut self) {
         if let Some(tree) = &self.tree {
-            self.call.handle_tree_report(now, tree.report());
+            self.call.handle_tree_report(tree.report());
         }
     }
 
@@ -528,7 +528,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) {
         if matches!(event, Event::Exited(_) | Event::ProcessLost) {
             self.published.set_pid(None);
-            self.report_tree(now);
+            self.report_tree();
         }
         match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
@@ -544,7 +544,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 (tap.0)(bytes);
             }
             if matches!(read, Read::End) {
-                self.report_tree(now);
+                self.report_tree();
             }
             run_loop::handle_read(self.call_mut(), now, pipe, read);
         }

@@ -9,10 +9,14 @@
 
 use std::time::Instant;
 
+#[cfg(doc)]
+use super::AuditKind;
 use super::input::Input;
-use super::{AuditKind, Call, CancelReason, State, transitions};
+use super::{Call, CancelReason, State};
 use crate::capture::Fed;
-use crate::confine::{Enforcement, LimitHit, TreeReport};
+#[cfg(doc)]
+use crate::confine::LimitHit;
+use crate::confine::{Enforcement, TreeReport};
 use crate::jsonrpc::Diverted;
 
 impl Call {
@@ -38,28 +42,16 @@ impl Call {
         }
     }
 
-    /// What the driver measured of the helper's tree once it exited (its
-    /// control group's events and peaks). Recorded as `limit_hit` (read
-    /// with the exit, see [`LimitHit::of`]) and the tree's peaks; when it
-    /// shows a limit of the call's hit, an [`AuditKind::LimitHit`] event
-    /// is written. A later report replaces an earlier one. Never a
+    /// What the driver measured of the helper's tree (its control
+    /// groups' events and peaks): before its exit is handled, and at each
+    /// stream's end. Recorded as `limit_hit` (read with the exit, see
+    /// [`LimitHit::of`]) and the tree's peaks; when a limit of the call's
+    /// was hit, an [`AuditKind::LimitHit`] event is written just before
+    /// the final record. A later report replaces an earlier one. Never a
     /// transition; ignored once terminal.
-    pub fn handle_tree_report(&mut self, now: Instant, report: TreeReport) {
-        if self.state.is_terminal() {
-            return;
-        }
-        let limits = &self.settings.confinement.limits;
-        let signal = self.exit.and_then(|e| e.signal);
-        let before = self
-            .tree
-            .as_ref()
-            .and_then(|old| LimitHit::of(limits, old, signal));
-        let hit = LimitHit::of(limits, &report, signal);
-        self.tree = Some(report);
-        if let Some(limit) = hit
-            && before != hit
-        {
-            transitions::audit(self, now, AuditKind::LimitHit { limit });
+    pub fn handle_tree_report(&mut self, report: TreeReport) {
+        if !self.state.is_terminal() {
+            self.tree = Some(report);
         }
     }
 

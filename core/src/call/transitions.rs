@@ -785,6 +785,9 @@ fn end(call: &mut Call, now: Instant, state: State) {
         tree_peak_memory_bytes: call.tree.and_then(|tree| tree.peak_memory_bytes),
         tree_peak_pids: call.tree.and_then(|tree| tree.peak_pids),
     };
+    if let Some(limit) = record.limit_hit {
+        audit(call, now, AuditKind::LimitHit { limit });
+    }
     audit(call, now, AuditKind::Final(Box::new(record.clone())));
     call.actions.push_back(Action::Finished(Box::new(Outcome {
         record,
