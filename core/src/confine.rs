@@ -308,19 +308,216 @@ impl Confinement {
     }
 }
 
+/// The keys of a `limits` table (`[helper_limits]`,
+/// `[tools.NAME.limits]`).
+pub const LIMIT_KEYS: &[&str] = &[
+    "memory_max",
+    "pids_max",
+    "cpu_seconds",
+    "nofile",
+    "file_size_max",
+];
+
+/// The keys of a `sandbox` table (`[helper_sandbox]`,
+/// `[tools.NAME.sandbox]`).
+pub const SANDBOX_KEYS: &[&str] = &[
+    "read_only",
+    "read_write",
+    "network",
+    "connect_ports",
+    "bind_ports",
+];
+
+impl Confinement {
+    /// Reads a library host's bounds from a TOML document: the optional
+    /// tables `[helper_limits]` (the [`LIMIT_KEYS`], sizes as `"256M"` or
+    /// a number of bytes, plus `allow_degraded` and `contain_tree`) and
+    /// `[helper_sandbox]` (the [`SANDBOX_KEYS`]). Other tables are left
+    /// to their readers. Paths must be absolute; whether they exist is
+    /// checked when a call is prepared (the core does no IO).
+    ///
+    /// ```
+    /// use spillguard_core::{Confinement, Network};
+    ///
+    /// let c = Confinement::from_toml_str(
+    ///     r#"
+    ///     [helper_limits]
+    ///     memory_max = "256M"
+    ///     pids_max = 64
+    ///     allow_degraded = true
+    ///
+    ///     [helper_sandbox]
+    ///     read_only = ["/srv/data"]
+    ///     network = "none"
+    ///     "#,
+    /// )?;
+    /// assert_eq!(c.limits.memory_max, Some(256 << 20));
+    /// assert_eq!(c.sandbox.network, Network::None);
+    /// assert!(c.allow_degraded);
+    ///
+    /// let bad = Confinement::from_toml_str("[helper_limits]\npids_max = 0\n").unwrap_err();
+    /// assert_eq!(bad.to_string(), "helper_limits.pids_max: must be greater than zero");
+    /// # Ok::<(), spillguard_core::ConfineError>(())
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfineError> {
+        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            ConfineError::new("", format!("not valid TOML: {}", e.message().trim()))
+        })?;
+        let mut confinement = Self::default();
+        if let Some(value) = doc.get("helper_limits") {
+            let table = value
+                .as_table()
+                .ok_or_else(|| ConfineError::new("helper_limits", "must be a table"))?;
+            let mut limits = table.clone();
+            for (key, slot) in [
+                ("allow_degraded", &mut confinement.allow_degraded),
+                ("contain_tree", &mut confinement.contain_tree),
+            ] {
+                if let Some(value) = limits.remove(key) {
+                    *slot = value.as_bool().ok_or_else(|| {
+                        ConfineError::new(format!("helper_limits.{key}"), "must be true or false")
+                    })?;
+                }
+            }
+            confinement.merge_limits(&limits, "helper_limits")?;
+        }
+        if let Some(value) = doc.get("helper_sandbox") {
+            let table = value
+                .as_table()
+                .ok_or_else(|| ConfineError::new("helper_sandbox", "must be a table"))?;
+            confinement.merge_sandbox(table, "helper_sandbox")?;
+        }
+        confinement.validate()?;
+        Ok(confinement)
+    }
+
+    /// Sets the limits a `limits` table names (the [`LIMIT_KEYS`]), key by
+    /// key over these; `path` names the table in errors
+    /// (`tools.fetch.limits`). Sizes are `"256M"` or a number of bytes;
+    /// counts are integers of at least 1.
+    pub fn merge_limits(&mut self, table: &toml::Table, path: &str) -> Result<(), ConfineError> {
+        for (key, value) in table {
+            let field = format!("{path}.{key}");
+            let l = &mut self.limits;
+            let (slot, size) = match key.as_str() {
+                "memory_max" => (&mut l.memory_max, true),
+                "file_size_max" => (&mut l.file_size_max, true),
+                "pids_max" => (&mut l.pids_max, false),
+                "cpu_seconds" => (&mut l.cpu_seconds, false),
+                "nofile" => (&mut l.nofile, false),
+                _ => return Err(unknown_key(field, LIMIT_KEYS)),
+            };
+            let number = match (value, size) {
+                (toml::Value::String(text), true) => {
+                    parse_size(text).map_err(|e| ConfineError::new(field.clone(), e))?
+                }
+                (toml::Value::Integer(n), _) if *n > 0 => *n as u64,
+                (toml::Value::Integer(_), _) => {
+                    return Err(ConfineError::new(field, "must be greater than zero"));
+                }
+                (_, true) => {
+                    return Err(ConfineError::new(
+                        field,
+                        "must be a size (\"256M\", \"2G\") or a number of bytes",
+                    ));
+                }
+                (_, false) => return Err(ConfineError::new(field, "must be an integer")),
+            };
+            if number == 0 {
+                return Err(ConfineError::new(field, "must be greater than zero"));
+            }
+            *slot = Some(number);
+        }
+        Ok(())
+    }
+
+    /// Sets what a `sandbox` table names (the [`SANDBOX_KEYS`]), key by
+    /// key over these; `path` names the table in errors. Paths must be
+    /// absolute, ports 1 to 65535, `network` `"none"` or `"any"`.
+    pub fn merge_sandbox(&mut self, table: &toml::Table, path: &str) -> Result<(), ConfineError> {
+        for (key, value) in table {
+            let field = format!("{path}.{key}");
+            let s = &mut self.sandbox;
+            match key.as_str() {
+                "read_only" => s.read_only = paths(&field, value)?,
+                "read_write" => s.read_write = paths(&field, value)?,
+                "network" => {
+                    s.network = match value.as_str() {
+                        Some("none") => Network::None,
+                        Some("any") => Network::Any,
+                        _ => return Err(ConfineError::new(field, "must be \"none\" or \"any\"")),
+                    }
+                }
+                "connect_ports" => s.connect_ports = ports(&field, value)?,
+                "bind_ports" => s.bind_ports = ports(&field, value)?,
+                _ => return Err(unknown_key(field, SANDBOX_KEYS)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unknown_key(field: String, known: &[&str]) -> ConfineError {
+    ConfineError::new(
+        field,
+        format!("unknown key (known keys: {})", known.join(", ")),
+    )
+}
+
+fn paths(field: &str, value: &toml::Value) -> Result<Vec<PathBuf>, ConfineError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| ConfineError::new(field, "must be an array of paths"))?;
+    list.iter()
+        .map(|v| {
+            let text = v
+                .as_str()
+                .ok_or_else(|| ConfineError::new(field, "must be an array of paths"))?;
+            let path = PathBuf::from(text);
+            if path.is_absolute() {
+                Ok(path)
+            } else {
+                Err(ConfineError::new(
+                    field,
+                    format!("{text} is not an absolute path"),
+                ))
+            }
+        })
+        .collect()
+}
+
+fn ports(field: &str, value: &toml::Value) -> Result<Vec<u16>, ConfineError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| ConfineError::new(field, "must be an array of ports"))?;
+    list.iter()
+        .map(
+            |v| match v.as_integer().and_then(|n| u16::try_from(n).ok()) {
+                Some(port) if port > 0 => Ok(port),
+                _ => Err(ConfineError::new(
+                    field,
+                    format!("{v} is not a TCP port (1 to 65535)"),
+                )),
+            },
+        )
+        .collect()
+}
+
 /// A [`Confinement`] that breaks a rule: the field and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfineError {
-    /// The field, as the configuration names it (`pids_max`).
-    pub field: &'static str,
+    /// The field, as the configuration names it (`pids_max`, or with its
+    /// table, `helper_limits.pids_max`); empty for a document that is not
+    /// TOML.
+    pub field: String,
     /// What is wrong with it.
     pub reason: String,
 }
 
 impl ConfineError {
-    fn new(field: &'static str, reason: impl Into<String>) -> Self {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self {
-            field,
+            field: field.into(),
             reason: reason.into(),
         }
     }
@@ -328,7 +525,11 @@ impl ConfineError {
 
 impl fmt::Display for ConfineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.field, self.reason)
+        }
     }
 }
 

@@ -156,8 +156,8 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use confine::{
-    ConfineError, Confinement, Enforcement, LimitHit, Limits, Network, Sandbox, TreeReport,
-    parse_size,
+    ConfineError, Confinement, Enforcement, LIMIT_KEYS, LimitHit, Limits, Network, SANDBOX_KEYS,
+    Sandbox, TreeReport, parse_size,
 };
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MessageInfo, MessageKind, MessageScanner,

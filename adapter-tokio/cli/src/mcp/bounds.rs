@@ -22,7 +22,7 @@
 //! `env_allow` lists, each with the host's value; a tool without a
 //! sandbox inherits the host's environment.
 
-use spillguard_std::core::{Confinement, Network, parse_size};
+use spillguard_std::core::{ConfineError, Confinement, LIMIT_KEYS, SANDBOX_KEYS};
 
 use super::tools::{ToolsError, as_table, check_keys};
 
@@ -33,21 +33,6 @@ pub const BASE_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "TMPDIR",
 ];
 
-const LIMIT_KEYS: &[&str] = &[
-    "memory_max",
-    "pids_max",
-    "cpu_seconds",
-    "nofile",
-    "file_size_max",
-];
-const SANDBOX_KEYS: &[&str] = &[
-    "read_only",
-    "read_write",
-    "network",
-    "connect_ports",
-    "bind_ports",
-    "env_allow",
-];
 /// The keys of `[defaults]`.
 pub const DEFAULT_KEYS: &[&str] = &["limits", "sandbox", "allow_degraded"];
 
@@ -70,56 +55,49 @@ impl Bounds {
     }
 
     /// These bounds with the keys of `table` (a tool's table, or
-    /// `[defaults]`) on top.
+    /// `[defaults]`) on top; the keys are read as the library reads them
+    /// ([`Confinement::merge_limits`], [`Confinement::merge_sandbox`]),
+    /// and each path must exist.
     pub fn over(&self, table: &toml::Table, path: &str) -> Result<Self, ToolsError> {
         let mut bounds = self.clone();
+        let wrong = |e: ConfineError| ToolsError::new(e.field, e.reason);
         if let Some(value) = table.get("limits") {
             let at = format!("{path}.limits");
             let limits = as_table(&at, value)?;
             check_keys(&at, limits, LIMIT_KEYS)?;
-            let l = &mut bounds.confinement.limits;
-            for (key, value) in limits {
-                let field = format!("{at}.{key}");
-                let slot = match key.as_str() {
-                    "memory_max" => &mut l.memory_max,
-                    "file_size_max" => &mut l.file_size_max,
-                    "pids_max" => &mut l.pids_max,
-                    "cpu_seconds" => &mut l.cpu_seconds,
-                    _ => &mut l.nofile,
-                };
-                let size = matches!(key.as_str(), "memory_max" | "file_size_max");
-                *slot = Some(if size {
-                    size_value(&field, value)?
-                } else {
-                    count(&field, value)?
-                });
-            }
+            bounds
+                .confinement
+                .merge_limits(limits, &at)
+                .map_err(wrong)?;
         }
         if let Some(value) = table.get("sandbox") {
             let at = format!("{path}.sandbox");
-            let sandbox = as_table(&at, value)?;
-            check_keys(&at, sandbox, SANDBOX_KEYS)?;
-            let s = &mut bounds.confinement.sandbox;
-            for (key, value) in sandbox {
-                let field = format!("{at}.{key}");
-                match key.as_str() {
-                    "read_only" => s.read_only = paths(&field, value)?,
-                    "read_write" => s.read_write = paths(&field, value)?,
-                    "network" => {
-                        s.network = match value.as_str() {
-                            Some("none") => Network::None,
-                            Some("any") => Network::Any,
-                            _ => {
-                                return Err(ToolsError::new(field, "must be \"none\" or \"any\""));
-                            }
-                        }
-                    }
-                    "connect_ports" => s.connect_ports = ports(&field, value)?,
-                    "bind_ports" => s.bind_ports = ports(&field, value)?,
-                    _ => bounds.env_allow = Some(strings(&field, value)?),
+            let mut sandbox = as_table(&at, value)?.clone();
+            let mut known = SANDBOX_KEYS.to_vec();
+            known.push("env_allow");
+            check_keys(&at, &sandbox, &known)?;
+            let allowed = match sandbox.remove("env_allow") {
+                Some(value) => strings(&format!("{at}.env_allow"), &value)?,
+                None => bounds.env_allow.take().unwrap_or_default(),
+            };
+            bounds.env_allow = Some(allowed);
+            bounds
+                .confinement
+                .merge_sandbox(&sandbox, &at)
+                .map_err(wrong)?;
+            for key in ["read_only", "read_write"] {
+                let list = match key {
+                    "read_only" => &bounds.confinement.sandbox.read_only,
+                    _ => &bounds.confinement.sandbox.read_write,
+                };
+                if let Some(error) = list.iter().find_map(|p| {
+                    std::fs::metadata(p)
+                        .err()
+                        .map(|e| format!("{}: {e}", p.display()))
+                }) {
+                    return Err(ToolsError::new(format!("{at}.{key}"), error));
                 }
             }
-            bounds.env_allow.get_or_insert_with(Vec::new);
         }
         if let Some(value) = table.get("allow_degraded") {
             bounds.confinement.allow_degraded = value.as_bool().ok_or_else(|| {
@@ -127,33 +105,6 @@ impl Bounds {
             })?;
         }
         Ok(bounds)
-    }
-}
-
-fn size_value(field: &str, value: &toml::Value) -> Result<u64, ToolsError> {
-    let bytes = match value {
-        toml::Value::String(text) => parse_size(text).map_err(|e| ToolsError::new(field, e))?,
-        toml::Value::Integer(n) => {
-            u64::try_from(*n).map_err(|_| ToolsError::new(field, "must not be negative"))?
-        }
-        _ => {
-            return Err(ToolsError::new(
-                field,
-                "must be a size (\"256M\", \"2G\") or a number of bytes",
-            ));
-        }
-    };
-    if bytes == 0 {
-        return Err(ToolsError::new(field, "must be greater than zero"));
-    }
-    Ok(bytes)
-}
-
-fn count(field: &str, value: &toml::Value) -> Result<u64, ToolsError> {
-    match value.as_integer() {
-        Some(n) if n > 0 => Ok(n as u64),
-        Some(_) => Err(ToolsError::new(field, "must be greater than zero")),
-        None => Err(ToolsError::new(field, "must be an integer")),
     }
 }
 
@@ -170,44 +121,10 @@ fn strings(field: &str, value: &toml::Value) -> Result<Vec<String>, ToolsError> 
         .collect()
 }
 
-fn paths(field: &str, value: &toml::Value) -> Result<Vec<std::path::PathBuf>, ToolsError> {
-    strings(field, value)?
-        .into_iter()
-        .map(|text| {
-            let path = std::path::PathBuf::from(&text);
-            if !path.is_absolute() {
-                return Err(ToolsError::new(
-                    field,
-                    format!("{text} is not an absolute path"),
-                ));
-            }
-            std::fs::metadata(&path)
-                .map(|_| path)
-                .map_err(|e| ToolsError::new(field, format!("{text}: {e}")))
-        })
-        .collect()
-}
-
-fn ports(field: &str, value: &toml::Value) -> Result<Vec<u16>, ToolsError> {
-    let list = value
-        .as_array()
-        .ok_or_else(|| ToolsError::new(field, "must be an array of ports"))?;
-    list.iter()
-        .map(
-            |v| match v.as_integer().and_then(|n| u16::try_from(n).ok()) {
-                Some(port) if port > 0 => Ok(port),
-                _ => Err(ToolsError::new(
-                    field,
-                    format!("{v} is not a TCP port (1 to 65535)"),
-                )),
-            },
-        )
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spillguard_std::core::Network;
 
     fn load(text: &str) -> Result<Bounds, String> {
         let table: toml::Table = text.parse().unwrap();
