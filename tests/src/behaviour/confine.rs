@@ -9,7 +9,7 @@
 use std::io::Read as _;
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{Confinement, LimitHit, Limits, Network, Sandbox, State};
@@ -18,12 +18,15 @@ use spillguard_kit::{HelperCommand, HostOptions};
 use super::{temp_path, wait};
 use crate::engine::{HostUnderTest, request};
 
-/// The checks of this module run one at a time in a process: each counts
-/// the control groups its process left behind.
+/// The checks of this module run one at a time in a process (each counts
+/// the control groups its process left behind), and as a scenario does:
+/// their floods of memory, forks and calls never run beside a check that
+/// bounds a duration.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn turn() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+fn turn() -> (MutexGuard<'static, ()>, RwLockWriteGuard<'static, ()>) {
+    let mine = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    (mine, super::scenario_turn())
 }
 
 /// Whether this machine can run the checks: root, with cgroups mounted.
