@@ -10,6 +10,12 @@ use spillguard_core::{
     ExitStatus, LimitHit, Limits, Network, RetentionPool, Sandbox, State, TreeReport,
 };
 
+/// The tests' time origin; every later instant is an offset from it.
+#[allow(clippy::disallowed_methods)]
+fn epoch() -> Instant {
+    Instant::now()
+}
+
 fn spec() -> CallSpec {
     CallSpec {
         call_id: "c_1".into(),
@@ -41,11 +47,11 @@ fn confined(limits: Limits) -> CallSettings {
 /// every audit kind and the final record.
 fn run(settings: CallSettings, report: TreeReport, exit: ExitStatus) -> (Vec<AuditKind>, Call) {
     let pool = RetentionPool::new(1 << 20);
-    let t0 = Instant::now();
+    let t0 = epoch();
     let mut call = Call::new(spec(), settings, &pool, t0, SystemTime::UNIX_EPOCH);
     call.handle_validated(t0, false).unwrap();
     let mut audits = Vec::new();
-    let mut drain = |call: &mut Call, audits: &mut Vec<AuditKind>| {
+    let drain = |call: &mut Call, audits: &mut Vec<AuditKind>| {
         while let Some(action) = call.poll_action() {
             if let Action::Audit(event) = action {
                 audits.push(event.kind);
@@ -141,7 +147,7 @@ fn an_unconfined_call_records_no_limits_and_no_sandbox() {
 #[test]
 fn the_card_states_the_bounds_after_the_callers_lines() {
     let pool = RetentionPool::new(1 << 20);
-    let t0 = Instant::now();
+    let t0 = epoch();
     let limits = Limits {
         memory_max: Some(512 << 20),
         cpu_seconds: Some(60),
