@@ -3,11 +3,12 @@
 # target/dist: each is installed into a fresh prefix under
 # target/dist-check, with no network, and driven by a real MCP client.
 #   pip: a fresh venv; the Python SDK drives the installed
-#        `spillguard stdio --mcp -- mcp-server-time` (adapter-tokio/cli/tests/peers/python_sdk.py)
-#        and every JSON and TOML host entry of the package README
-#        (adapter-tokio/cli/tests/peers/readme_configs.py);
+#        `spillguard stdio --mcp -- mcp-server-time` (adapter-tokio/cli/tests/peers/python_sdk.py);
 #   uvx: `uvx --from WHEEL spillguard`, offline: --version and a round trip;
-#   cargo: `cargo install --path adapter-tokio/cli` into a fresh root;
+#   cargo: `cargo install --path adapter-tokio/cli` (the READMEs' first
+#        install route, timed) into a fresh root; every JSON and TOML host
+#        entry of the package README runs with it
+#        (adapter-tokio/cli/tests/peers/readme_configs.py);
 #   npm: both tarballs into a fresh prefix, offline; the TypeScript SDK
 #        drives `npx spillguard mcp --tools …` and the launcher's bad cases
 #        (adapter-tokio/cli/tests/peers/npm_channel.mjs); Claude Code runs the README's
@@ -47,16 +48,18 @@ npm install --prefix "$check/npm" --offline --no-audit --no-fund --loglevel=erro
     "$dist/spillguard-linux-x64-$version.tgz" "$dist/spillguard-$version.tgz"
 SPILLGUARD_PEERS="$peers" node adapter-tokio/cli/tests/peers/npm_channel.mjs "$check/npm" adapter-tokio/cli/tests/peers/mcp_tools.toml "$version"
 
-echo "== channel cargo: cargo install --path adapter-tokio/cli, offline"
+echo "== channel cargo (the README's first install route): cargo install --path adapter-tokio/cli, offline"
+install_started=$(date +%s)
 cargo install --quiet --offline --locked --path adapter-tokio/cli --root "$check/cargo" \
     --target-dir "$root/target/cargo-install"
+echo "cargo install --path adapter-tokio/cli: $(($(date +%s) - install_started)) s"
 test "$("$check/cargo/bin/spillguard" --version)" = "spillguard $version"
 echoed=$(printf '%s\n' "$ping" | "$check/cargo/bin/spillguard" stdio --record "$check/cargo.jsonl" -- cat)
 test "$echoed" = "$ping"
 
-echo "== the package README's host entries, as written"
+echo "== the package README's host entries, as written, with the command the README's first route installed (and Claude Code's with the npm channel's)"
 "$peers/venv/bin/python" adapter-tokio/cli/tests/peers/readme_configs.py adapter-tokio/cli/README.md \
-    "$check/venv/bin:$peers/venv/bin" "$check/npm/node_modules/.bin:$peers/venv/bin" \
+    "$check/cargo/bin:$peers/venv/bin" "$check/npm/node_modules/.bin:$peers/venv/bin" \
     adapter-tokio/cli/examples/tools.toml "$peers/npm/node_modules/.bin/claude"
 
 echo "channels: every channel checked in $(($(date +%s) - started)) s"

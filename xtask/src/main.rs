@@ -2,6 +2,7 @@
 
 mod bench;
 mod fuzz;
+mod release;
 
 use std::ffi::OsString;
 use std::process::{Command, ExitCode};
@@ -49,6 +50,15 @@ tasks:
                       figures. ARGS go to spillguard-soak: --cycles N,
                       --trees N, --concurrent N, --runtime NAME, --help.
                       Exit status 0 when every check held.
+  release X.Y.Z       bump the version in every manifest (the workspace's
+                      Cargo.toml and its spillguard-* dependencies, both
+                      npm package.json files, the package README's tarball
+                      names) and date the changelog's Unreleased entry;
+                      then `cargo update --workspace`, commit, and push
+                      the tag vX.Y.Z (.github/workflows/release.yml
+                      publishes it). `release --check`: every manifest
+                      agrees; `release --check-tag vX.Y.Z`: and says the
+                      tag's version. Exit status 1 on a disagreement.
   help                this text
 ";
 
@@ -64,6 +74,7 @@ fn main() -> ExitCode {
         Some("soak") => run_tests_bin("spillguard-soak", args.collect()),
         Some("bench") => bench::run(args.collect()),
         Some("fuzz") => fuzz::run(args.collect()),
+        Some("release") => release::run(args.collect()),
         Some(other) => {
             eprintln!("xtask: unknown task `{other}` (try `cargo xtask help`)");
             ExitCode::from(2)

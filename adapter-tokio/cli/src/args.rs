@@ -207,9 +207,10 @@ Usage errors exit with status 2 and one line on stderr."
         "\n\n",
         mcp_after_help!(),
         "\n\n",
-        "Install (uvx, npx, cargo install) and the configuration entry for each MCP host\n\
-         (Claude Code, Claude Desktop, Cursor, VS Code, Codex): the package README,\n\
-         https://docs.rs/crate/spillguard-cli/latest (also on PyPI and npm)."
+        "Install (today from a checkout: cargo install --path adapter-tokio/cli; uvx,\n\
+         npx and cargo install spillguard-cli once a release is published) and the\n\
+         configuration entry for each MCP host (Claude Code, Claude Desktop, Cursor,\n\
+         VS Code, Codex): the package README, adapter-tokio/cli/README.md."
     ),
     flatten_help = true,
     max_term_width = 100,
