@@ -673,12 +673,21 @@ fn a_busy_server_loses_whole_requests_beyond_the_queue_each_answered_and_recover
 }
 
 /// A server that exits before the client said anything: the client's
-/// first request, sent later, is still answered with the exit status.
+/// first request, sent later, is still answered with the exit status,
+/// whether the guard's ends are socketpairs (a Node host) or pipes (the
+/// guard's input pump sees the server's stdin gone and must still read
+/// that request).
 #[test]
 fn a_server_that_exits_before_the_first_request_answers_it_with_its_status() {
-    let record = temp_path("early-exit.jsonl");
-    let (guard_in, host_in) = ends(Kind::Socket, true);
-    let (guard_out, host_out) = ends(Kind::Socket, false);
+    for kind in [Kind::Socket, Kind::Pipe] {
+        server_exits_before_the_first_request(kind);
+    }
+}
+
+fn server_exits_before_the_first_request(kind: Kind) {
+    let record = temp_path(&format!("early-exit-{kind:?}.jsonl"));
+    let (guard_in, host_in) = ends(kind, true);
+    let (guard_out, host_out) = ends(kind, false);
     let mut child = guard(
         &[
             "--mcp",

@@ -444,3 +444,50 @@ pub fn a_thousand_limited_calls_leave_no_group_and_no_survivor<H: HostUnderTest>
     assert_eq!(leftover_groups(), 0);
     eprintln!("1000 limited calls in {:?}", started.elapsed());
 }
+
+/// The way out a root helper has: writing its pid to another control
+/// group's `cgroup.procs`. With the file sandbox `/sys` is out of reach
+/// (the write fails, the helper stays in its group and is killed with
+/// it); with limits alone it succeeds, as the README says.
+pub fn a_sandboxed_helper_cannot_leave_its_control_group<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let procs = [
+        "/sys/fs/cgroup/unified/cgroup.procs",
+        "/sys/fs/cgroup/cgroup.procs",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .unwrap();
+    let escape = || {
+        HelperCommand::shell_script("(echo $$ > \"$1\") 2>/dev/null; echo \"escape=$?\"").arg(procs)
+    };
+    let pids = limits(|l| l.pids_max = Some(16));
+    let sandbox = Sandbox {
+        read_only: vec![std::env::temp_dir()],
+        ..Sandbox::default()
+    };
+    let call = request(escape())
+        .limits(pids.clone())
+        .sandbox(sandbox)
+        .start();
+    let outcome = wait(host.launch(call));
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "escape=2\n"
+    );
+    assert_eq!(outcome.record.state, State::Completed);
+
+    let call = request(escape()).limits(pids).start();
+    let outcome = wait(host.launch(call));
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "escape=0\n"
+    );
+    assert_eq!(leftover_groups(), 0);
+}

@@ -330,11 +330,27 @@ fn spawn(results: &Results, options: &Options) {
         "   µs per call: median (min-max) of the rounds; ratio: median of the per-round ratios"
     );
     println!();
+    spawn_rows(results, "runtime", &SPAWN_CASES, SPAWN_GOAL);
+    println!();
     println!(
-        "{:<9}{:>28}{:>28}{:>9}  goal <= {SPAWN_GOAL:.2}x",
-        "runtime", "spillguard µs/call", "raw spawn+wait µs/call", "ratio"
+        "   confined: a control group with memory and process limits, rlimits, Landlock file rules"
     );
-    for (runtime, spillguard, raw) in SPAWN_CASES {
+    spawn_rows(
+        results,
+        "confined",
+        &super::CONFINED_SPAWN_CASES,
+        CONFINED_SPAWN_GOAL,
+    );
+}
+
+/// One row per (runtime, spillguard case, raw case): µs per call of each
+/// and the median of the per-round ratios, against `goal`.
+fn spawn_rows(results: &Results, heading: &str, cases: &[(&str, &str, &str)], goal: f64) {
+    println!(
+        "{heading:<9}{:>28}{:>28}{:>9}  goal <= {goal:.2}x",
+        "spillguard µs/call", "raw spawn+wait µs/call", "ratio"
+    );
+    for &(runtime, spillguard, raw) in cases {
         let per_call = |case: &str| spread(&results.of(case), |f| f.number("per_call_ns"));
         let ratios = RatioSpread::of(results.paired_ratios(spillguard, raw, "per_call_ns"));
         let (Some(sg), Some(raw), Some(ratios)) = (per_call(spillguard), per_call(raw), ratios)
@@ -347,30 +363,7 @@ fn spawn(results: &Results, options: &Options) {
             with_spread(&sg, 1e-3, 1),
             with_spread(&raw, 1e-3, 1),
             format!("{:.2}x", ratios.median),
-            verdict(ratios.median <= SPAWN_GOAL),
-            ratios.listed(),
-        );
-    }
-    println!();
-    println!(
-        "{:<9}{:>28}{:>28}{:>9}  goal <= {CONFINED_SPAWN_GOAL:.2}x",
-        "confined", "spillguard µs/call", "raw spawn+wait µs/call", "ratio"
-    );
-    println!("   (a control group with memory and process limits, rlimits, Landlock file rules)");
-    for (runtime, confined, raw) in super::CONFINED_SPAWN_CASES {
-        let per_call = |case: &str| spread(&results.of(case), |f| f.number("per_call_ns"));
-        let ratios = RatioSpread::of(results.paired_ratios(confined, raw, "per_call_ns"));
-        let (Some(sg), Some(raw), Some(ratios)) = (per_call(confined), per_call(raw), ratios)
-        else {
-            println!("{runtime:<9}  no successful pair of runs");
-            continue;
-        };
-        println!(
-            "{runtime:<9}{:>28}{:>28}{:>9}  {:<6}  per round: {}",
-            with_spread(&sg, 1e-3, 1),
-            with_spread(&raw, 1e-3, 1),
-            format!("{:.2}x", ratios.median),
-            verdict(ratios.median <= CONFINED_SPAWN_GOAL),
+            verdict(ratios.median <= goal),
             ratios.listed(),
         );
     }

@@ -89,11 +89,23 @@ fn host_error(error: impl std::fmt::Display) -> String {
 
 /// spillguard-std: `Host::start` + `CallHandle::wait`.
 pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
+    std_calls(args, "spawn-std", None)
+}
+
+/// The std adapter's calls of `case`, each with `bounds` if given.
+fn std_calls(args: &Args, case: &str, bounds: Option<Confinement>) -> Result<Measured, String> {
     let host =
         spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
-    Ok(measure("spawn-std", args.count, |i| {
-        let call = host.command(PROGRAM).call_id(format!("c_{i}"));
-        check_outcome(&call.action("bench.true").run())
+    Ok(measure(case, args.count, |i| {
+        let call = host
+            .command(PROGRAM)
+            .call_id(format!("c_{i}"))
+            .action("bench.true");
+        let call = match &bounds {
+            Some(bounds) => call.confinement(bounds.clone()),
+            None => call,
+        };
+        check_outcome(&call.run())
     }))
 }
 
@@ -134,46 +146,12 @@ fn confinement() -> Confinement {
 
 /// spillguard-std with [`confinement`].
 pub fn std_confined(args: &Args) -> Result<Measured, String> {
-    let host =
-        spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
-    Ok(measure("spawn-std-confined", args.count, |i| {
-        let call = host.command(PROGRAM).call_id(format!("c_{i}"));
-        check_outcome(&call.action("bench.true").confinement(confinement()).run())
-    }))
+    std_calls(args, "spawn-std-confined", Some(confinement()))
 }
 
 /// spillguard-tokio with [`confinement`].
 pub fn tokio_confined(args: &Args) -> Result<Measured, String> {
-    let runtime = tokio_runtime()?;
-    runtime.block_on(async {
-        let host = spillguard_tokio::Host::new(Config::default(), HostOptions::default())
-            .map_err(host_error)?;
-        let mut failures = 0u64;
-        let mut first_failure = None;
-        let mut start = Instant::now();
-        for i in 0..SPAWN_WARMUP + args.count {
-            if i == SPAWN_WARMUP {
-                start = Instant::now();
-            }
-            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
-            let outcome = call
-                .action("bench.true")
-                .confinement(confinement())
-                .run()
-                .await;
-            if let Some(problem) = check_outcome(&outcome) {
-                failures += 1;
-                first_failure.get_or_insert(problem);
-            }
-        }
-        Ok(finish(
-            "spawn-tokio-confined",
-            args.count,
-            start.elapsed(),
-            failures,
-            first_failure,
-        ))
-    })
+    tokio_calls(args, "spawn-tokio-confined", Some(confinement()))
 }
 
 /// std: `Command::spawn` + `Child::wait`.
@@ -249,6 +227,11 @@ pub fn smol_raw(args: &Args) -> Result<Measured, String> {
 
 /// spillguard-tokio on a multi-threaded runtime.
 pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
+    tokio_calls(args, "spawn-tokio", None)
+}
+
+/// The tokio adapter's calls of `case`, each with `bounds` if given.
+fn tokio_calls(args: &Args, case: &str, bounds: Option<Confinement>) -> Result<Measured, String> {
     let runtime = tokio_runtime()?;
     runtime.block_on(async {
         let host = spillguard_tokio::Host::new(Config::default(), HostOptions::default())
@@ -260,15 +243,21 @@ pub fn tokio_spillguard(args: &Args) -> Result<Measured, String> {
             if i == SPAWN_WARMUP {
                 start = Instant::now();
             }
-            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
-            let outcome = call.action("bench.true").run().await;
-            if let Some(problem) = check_outcome(&outcome) {
+            let call = host
+                .command(PROGRAM)
+                .call_id(format!("c_{i}"))
+                .action("bench.true");
+            let call = match &bounds {
+                Some(bounds) => call.confinement(bounds.clone()),
+                None => call,
+            };
+            if let Some(problem) = check_outcome(&call.run().await) {
                 failures += 1;
                 first_failure.get_or_insert(problem);
             }
         }
         Ok(finish(
-            "spawn-tokio",
+            case,
             args.count,
             start.elapsed(),
             failures,
