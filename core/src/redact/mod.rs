@@ -37,7 +37,7 @@ mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use regex_automata::meta::Regex;
 use regex_automata::util::primitives::NonMaxUsize;
@@ -121,7 +121,9 @@ pub struct Redactor {
 }
 
 struct Compiled {
-    regex: Regex,
+    /// The rules' regex set, compiled when a text first passes the anchor
+    /// gate (at once when there are extra patterns, to check them).
+    regex: OnceLock<Regex>,
     /// Rule name per pattern id (the key-end pattern comes last).
     names: Vec<String>,
     /// Where each pattern's secret lies in its match.
@@ -146,6 +148,28 @@ static BUILTIN: LazyLock<Redactor> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
     Redactor::compile(Vec::new()).expect("the built-in rules compile")
 });
+
+/// The regex set's patterns: the built-in rules, the extra patterns, and
+/// the key-end line last.
+fn set_patterns(extra: &[String]) -> Vec<&str> {
+    let mut patterns: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.pattern).collect();
+    patterns.extend(extra.iter().map(String::as_str));
+    patterns.push(KEY_END);
+    patterns
+}
+
+impl Compiled {
+    /// The rules' regex set, compiled on first use.
+    fn regex(&self) -> &Regex {
+        self.regex.get_or_init(|| {
+            // Only the built-in set is compiled here (a set with extra
+            // patterns was compiled when made), and its patterns are
+            // constants, compiled by every test run.
+            #[allow(clippy::expect_used)]
+            build_set(&set_patterns(&self.extra)).expect("the built-in rules compile")
+        })
+    }
+}
 
 /// An extra redaction pattern that does not compile, or that matches the
 /// empty string.
@@ -212,7 +236,8 @@ fn build_set(patterns: &[&str]) -> Result<Regex, String> {
 }
 
 impl Redactor {
-    /// The built-in rules only (shared, compiled once per process).
+    /// The built-in rules only (shared; the regex set is compiled once per
+    /// process, when a text first holds one of the rules' anchors).
     pub fn builtin() -> Self {
         BUILTIN.clone()
     }
@@ -254,10 +279,13 @@ impl Redactor {
     /// `by_groups`: find every secret by the pattern's groups, as the
     /// reference the built-in scans are checked against.
     fn compile_with(extra: Vec<String>, by_groups: bool) -> Result<Self, String> {
-        let mut patterns: Vec<&str> = BUILTIN_RULES.iter().map(|r| r.pattern).collect();
-        patterns.extend(extra.iter().map(String::as_str));
-        patterns.push(KEY_END);
-        let regex = build_set(&patterns)?;
+        let patterns = set_patterns(&extra);
+        let regex = OnceLock::new();
+        if !extra.is_empty() {
+            // Extra patterns are compiled now, so that a set that does not
+            // build is refused when the configuration is loaded.
+            let _ = regex.set(build_set(&patterns)?);
+        }
         let mut names: Vec<String> = BUILTIN_RULES.iter().map(|r| r.name.to_owned()).collect();
         names.extend((0..extra.len()).map(|i| format!("extra-{i}")));
         names.push(String::new());
@@ -373,7 +401,10 @@ impl Redactor {
         let mut first_key_end: Option<usize> = None;
         let mut first_key_begin: Option<usize> = None;
         let mut slots: Vec<Option<NonMaxUsize>> = Vec::new();
-        for m in c.regex.find_iter(Input::new(hay)) {
+        // Only the extra patterns, which have no anchors, run on every text.
+        let run_rules = !c.extra.is_empty() || rules::may_match(hay);
+        let matches = run_rules.then(|| c.regex().find_iter(Input::new(hay)));
+        for m in matches.into_iter().flatten() {
             let pid = m.pattern().as_usize();
             if pid == c.key_end {
                 first_key_end.get_or_insert(m.start());
@@ -1108,6 +1139,8 @@ fn push_lossy(bytes: &[u8], out: &mut String) {
     }
 }
 
+#[cfg(test)]
+mod anchor_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

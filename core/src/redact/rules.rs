@@ -25,12 +25,21 @@
 //!   placeholder, a reference, a word, an identifier or prose, or it is
 //!   shorter than `MIN_QUOTED_SECRET_BYTES` (4).
 
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
+
 /// One built-in rule.
 pub(crate) struct BuiltinRule {
     /// The name written in the replacement, `[redacted: NAME]`.
     pub(crate) name: &'static str,
     /// The pattern.
     pub(crate) pattern: &'static str,
+    /// Words of which every match holds at least one: the anchor gate
+    /// ([`may_match`]) runs the rules only on a text that holds one. An
+    /// anchor is matched in any case unless it has an uppercase letter
+    /// (Twilio's `AC` and `SK`, which folded are in most words).
+    pub(crate) anchors: &'static [&'static str],
     /// Where the secret lies in a match: the pattern's first group that
     /// took part, found by a scan of the match instead of a second regex
     /// search (the per-rule tests check both agree on every shape).
@@ -757,6 +766,7 @@ pub(crate) const KEY_END: &str = concat!("-----END ", key_label!(), "-----");
 pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     BuiltinRule {
         name: PRIVATE_KEY,
+        anchors: &["private key"],
         // The body between the armour lines, or from BEGIN to the end of the
         // text when the END line is missing (also with JSON `\n` escapes).
         pattern: concat!(
@@ -770,6 +780,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "bearer-token",
+        anchors: &["authorization", "earer"],
         pattern: concat!(
             start!(),
             r#"(?i:(?:proxy-)?authorization)"#,
@@ -786,6 +797,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "authorization-header",
+        anchors: &["authorization"],
         pattern: concat!(
             start!(),
             r#"(?i:(?:proxy-)?authorization)"#,
@@ -798,6 +810,16 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "api-key-header",
+        anchors: &[
+            "key",
+            "token",
+            "secret",
+            "auth",
+            "pass",
+            "credential",
+            "sig",
+            "sess",
+        ],
         pattern: concat!(
             start!(),
             r#"(?i:(?:x-(?:[a-z0-9]+-)*(?:api-?key|key|token|secret|auth|password|credentials?|signature|session)|api-key|private-token))"#,
@@ -808,6 +830,10 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "aws-access-key-id",
+        anchors: &[
+            "akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "aroa", "apka",
+            "asca",
+        ],
         pattern: concat!(
             start!(),
             r#"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"#
@@ -816,6 +842,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "aws-secret-access-key",
+        anchors: &["secret", "session"],
         pattern: concat!(
             start!(),
             r#"(?i:[a-z0-9_]*(?:secret_?access_?key|session_?token))"#,
@@ -826,6 +853,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "github-token",
+        anchors: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
         pattern: concat!(
             start!(),
             r#"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"#
@@ -834,6 +862,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "gitlab-token",
+        anchors: &["glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glcbt-"],
         pattern: concat!(
             start!(),
             r#"gl(?:pat|dt|rt|ptt|soat|cbt)-[A-Za-z0-9_\-]{20,}"#
@@ -842,6 +871,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "slack-webhook",
+        anchors: &["hooks.slack.com"],
         pattern: concat!(
             start!(),
             r#"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9/_+\-]{8,})"#
@@ -850,6 +880,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "slack-token",
+        anchors: &["xox", "xapp-"],
         pattern: concat!(
             start!(),
             r#"(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})"#
@@ -858,21 +889,25 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "stripe-key",
+        anchors: &["_live_", "_test_"],
         pattern: concat!(start!(), r#"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "google-api-key",
+        anchors: &["aiza"],
         pattern: concat!(start!(), r#"AIza[0-9A-Za-z_\-]{35}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "anthropic-key",
+        anchors: &["sk-ant-"],
         pattern: concat!(start!(), r#"sk-ant-[A-Za-z0-9_\-]{20,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "openai-key",
+        anchors: &["sk-"],
         pattern: concat!(
             start!(),
             // Project, service-account and admin keys carry a long body
@@ -885,16 +920,19 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "npm-token",
+        anchors: &["npm_"],
         pattern: concat!(start!(), r#"npm_[A-Za-z0-9]{36}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "pypi-token",
+        anchors: &["pypi-"],
         pattern: concat!(start!(), r#"pypi-[A-Za-z0-9_\-]{50,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "jwt",
+        anchors: &["eyj"],
         pattern: concat!(
             start!(),
             r#"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"#
@@ -903,41 +941,49 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "sendgrid-key",
+        anchors: &["sg."],
         pattern: concat!(start!(), r#"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "digitalocean-token",
+        anchors: &["_v1_"],
         pattern: concat!(start!(), r#"do[por]_v1_[a-f0-9]{64}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "vault-token",
+        anchors: &["hvs.", "hvb.", "hvr."],
         pattern: concat!(start!(), r#"hv[sbr]\.[A-Za-z0-9_\-]{20,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "shopify-token",
+        anchors: &["shpat_", "shpca_", "shppa_", "shpss_"],
         pattern: concat!(start!(), r#"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "huggingface-token",
+        anchors: &["hf_", "api_org_"],
         pattern: concat!(start!(), r#"(?:hf|api_org)_[A-Za-z0-9]{30,}"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "twilio-key",
+        anchors: &["AC", "SK"],
         pattern: concat!(start!(), r#"(?:AC|SK)[0-9a-f]{32}\b"#),
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "telegram-bot-token",
+        anchors: &[":aa"],
         pattern: r#"[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}"#,
         secret: Secret::Whole,
     },
     BuiltinRule {
         name: "azure-storage-key",
+        anchors: &["accountkey", "sharedaccesskey"],
         pattern: concat!(
             start!(),
             r#"(?i:(?:AccountKey|SharedAccessKey))=([A-Za-z0-9+/]+=*)"#
@@ -946,6 +992,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "url-userinfo",
+        anchors: &["://"],
         // scheme://user:PASSWORD@host (the password may hold any character
         // but blanks and quotes, `@`, `/` and `#` included: the userinfo
         // runs to the last `@` before a host), or scheme://TOKEN@host.
@@ -957,6 +1004,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "signed-url-parameter",
+        anchors: &["sig", "credential", "code"],
         // The signature of a signed URL (`?sig=…` of an Azure SAS,
         // `&X-Amz-Signature=…`) and the code of an OAuth redirect
         // (`?code=…`); its tokens (`access_token=`, `X-Amz-Security-Token=`)
@@ -966,12 +1014,14 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "xml-credential",
+        anchors: &["pass", "pwd", "secret", "token", "credential", "key"],
         // `<SecretAccessKey>…</SecretAccessKey>`, `<ns:Password>…</`.
         pattern: r#"<(?:[A-Za-z0-9_\-]+:)?(?i:[A-Za-z0-9_\-]*(?:password|passwd|pwd|passphrase|secret|secretkey|secretaccesskey|sessiontoken|token|credential|credentials|privatekey|private_key|clientsecret|client_secret|apikey|api_key))>([^<\r\n]+)</"#,
         secret: Secret::ElementText,
     },
     BuiltinRule {
         name: "password-argument",
+        anchors: &["pass", "login", "redis-cli", "mongo"],
         // Programs that take a password as the next argument of `-p` or
         // `-a` (`sshpass -p X`, `docker login -u u -p X`, `redis-cli -a X`),
         // and `.netrc`'s `machine HOST login USER password X`.
@@ -987,6 +1037,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "flag-argument",
+        anchors: &["pass", "token", "key", "secret", "cookie", "credential"],
         // `--password X`, `--token=X`, `--api-key 'X'`, …: the value of a
         // flag that takes a credential.
         pattern: concat!(
@@ -999,6 +1050,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "mysql-password",
+        anchors: &["mysql", "mariadb"],
         // `mysql -pSECRET`: the MySQL and MariaDB clients take a password
         // glued to `-p` (later arguments of the same command line).
         pattern: concat!(
@@ -1009,6 +1061,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "user-password-flag",
+        anchors: &["curl", "--user"],
         // `curl -u user:SECRET`, `--user user:SECRET`, `--user=user:SECRET`.
         pattern: concat!(
             r#"(?:"#,
@@ -1021,6 +1074,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "password-assignment",
+        anchors: &["pass", "pwd"],
         pattern: concat!(
             start!(),
             // `*password`, `*passwd`, `*passphrase`; `pwd` and `pass` alone
@@ -1035,6 +1089,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "api-key-assignment",
+        anchors: &["key"],
         pattern: concat!(
             start!(),
             r#"(?i:[a-z0-9_.\-]*(?:api[_\-]?key|access_?key|access_?key_?id))"#,
@@ -1045,6 +1100,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "secret-assignment",
+        anchors: &["secret"],
         pattern: concat!(
             start!(),
             r#"(?i:[a-z0-9_.\-]*secret(?:_?key)?)"#,
@@ -1055,6 +1111,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "credential-assignment",
+        anchors: &["credential", "private", "auth", "sess"],
         // `credentials=`, `private_key:`, docker's `"auth":`, npm's
         // `_auth=`, a session's key (`session=`, `sessionid=`,
         // `session_token:`), never an `author=` or a `session_id=` that
@@ -1069,7 +1126,56 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "token-assignment",
+        anchors: &["token"],
         pattern: concat!(start!(), r#"(?i:[a-z0-9_.\-]*token)"#, assign!(), value!()),
         secret: Secret::Value,
     },
 ];
+
+/// The anchors of [`KEY_END`], found with the rules.
+const KEY_END_ANCHORS: &[&str] = &["private key"];
+
+/// The rules' anchors in two automata: those matched in any case, and
+/// those matched as written.
+struct Gate {
+    folded: AhoCorasick,
+    exact: AhoCorasick,
+}
+
+/// Built on the first text to redact: about 150 KiB, where the rules'
+/// regex set costs megabytes to compile.
+static GATE: LazyLock<Option<Gate>> = LazyLock::new(|| {
+    let anchors = || {
+        BUILTIN_RULES
+            .iter()
+            .flat_map(|rule| rule.anchors)
+            .chain(KEY_END_ANCHORS)
+    };
+    let exact = |a: &&&str| a.bytes().any(|b| b.is_ascii_uppercase());
+    let build = |folded: bool| {
+        AhoCorasick::builder()
+            // The folded anchors have no prefilter to speak of: a DFA
+            // scans fastest (about 150 KiB). The exact ones are few and
+            // rare, found by the default's vectorised prefilter.
+            .kind(folded.then_some(AhoCorasickKind::DFA))
+            .ascii_case_insensitive(folded)
+            .build(anchors().filter(|a| exact(a) != folded))
+            .ok()
+    };
+    Some(Gate {
+        folded: build(true)?,
+        exact: build(false)?,
+    })
+});
+
+/// Whether a built-in rule (or the key-end line) may match somewhere in
+/// `hay`: false only when `hay` holds none of their anchors, so that the
+/// rules' regex set is neither compiled nor run on a text that cannot hold
+/// what they look for (a flood of ordinary lines). True when the gate
+/// could not be built.
+pub(crate) fn may_match(hay: &[u8]) -> bool {
+    match &*GATE {
+        Some(gate) => gate.folded.is_match(hay) || gate.exact.is_match(hay),
+        None => true,
+    }
+}
