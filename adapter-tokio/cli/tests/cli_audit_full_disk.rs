@@ -152,3 +152,58 @@ fn a_full_disk_under_a_new_log_leaves_it_empty_and_exits_3() {
     );
     assert_eq!(len(&log), 0);
 }
+
+/// The disk fills while the call runs (the helper fills it): the call's
+/// records still fit the log's last page, its anchor file does not. The
+/// report says exactly that, the exit status is 3, and `audit verify` finds
+/// every record intact and says which ones the stale anchor does not vouch
+/// for (until the next writer anchors them).
+#[test]
+fn a_disk_that_fills_during_the_call_exits_3_and_says_what_the_log_holds() {
+    let Some(fs) = Tmpfs::mount("full-disk-during", "256k") else {
+        return;
+    };
+    let (log, anchor) = (fs.join("audit.log"), fs.join("audit.anchor"));
+    let filler = fs.join("filler");
+    let (status, stdout, stderr) = run(&[
+        "run",
+        "--audit",
+        s(&log),
+        "--anchor-out",
+        s(&anchor),
+        "--",
+        "sh",
+        "-c",
+        &format!("cat /dev/zero > {} 2>/dev/null; echo done", s(&filler)),
+    ]);
+    assert_eq!(status, 3, "{stderr}");
+    let record: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(record["state"], "completed");
+    assert_eq!(record["audit_failures"], 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "spillguard: audit log {}: the record was written, but not its anchor file {}: No \
+             space left on device (os error 28)\n",
+            s(&log),
+            s(&anchor)
+        )
+    );
+    // The records fit the first page of the log, well away from its end.
+    assert!(len(&log) < 3072, "{}", len(&log));
+    // The log holds the opening record and the call's six, whole; without
+    // its anchor file nothing vouches for them.
+    let (status, stdout, _) = run(&["audit", "verify", s(&log)]);
+    assert_eq!(status, 3);
+    assert!(
+        stdout.starts_with("unanchored: 7 records intact, 7 of them not vouched for by an anchor"),
+        "{stdout}"
+    );
+    // The anchor still vouches for what it was written after: the opening.
+    let (status, stdout, _) = run(&["audit", "verify", s(&log), "--anchor-file", s(&anchor)]);
+    assert_eq!(status, 3);
+    assert!(
+        stdout.starts_with("unanchored: 7 records intact, 6 of them not vouched for by an anchor"),
+        "{stdout}"
+    );
+}

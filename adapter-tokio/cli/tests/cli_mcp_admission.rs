@@ -197,10 +197,25 @@ fn at_most_max_running_helpers_run_at_once_and_the_rest_wait_queued() {
 fn a_call_that_waits_past_the_queue_timeout_never_runs() {
     let tools = "[tools.hold]\ndescription = \"holds\"\ncommand = [\"sleep\", \"3\"]\n\
         approval = \"none\"\n";
+    let (log, anchor) = (
+        temp_path("admission-expiry.log"),
+        temp_path("admission-expiry.anchor"),
+    );
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&anchor);
     let mut session = Session::start(
         "expiry",
         tools,
-        &["--max-running", "1", "--queue-timeout-ms", "500"],
+        &[
+            "--max-running",
+            "1",
+            "--queue-timeout-ms",
+            "500",
+            "--audit",
+            log.to_str().unwrap(),
+            "--anchor-out",
+            anchor.to_str().unwrap(),
+        ],
     );
     let records = session.call_all("hold", 2);
     assert_eq!(session.end(), Some(0));
@@ -225,6 +240,43 @@ fn a_call_that_waits_past_the_queue_timeout_never_runs() {
     // instant in virtual time).
     let waited = entered(expired, "queue_expired").unwrap() - queued;
     assert!((500_000..1_500_000).contains(&waited), "{waited} us");
+
+    // The audit log has the same lifecycles, `queued` included: each call
+    // as its record says, checked by `audit verify --expect`.
+    let states = |r: &Value| -> Vec<String> {
+        r["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["state"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        states(expired),
+        ["received", "validated", "queued", "queue_expired"]
+    );
+    let completed = by_state[0].1;
+    assert!(states(completed).contains(&"queued".to_owned()));
+    let expect = temp_path("admission-expiry.expect");
+    let lines: String = [completed, expired]
+        .iter()
+        .map(|r| format!("{r}\n"))
+        .collect();
+    std::fs::write(&expect, lines).unwrap();
+    let verdict = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["audit", "verify", "--expect"])
+        .arg(&expect)
+        .arg("--anchor-file")
+        .args([&anchor, &log])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&verdict.stdout);
+    assert_eq!(verdict.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("ok: "), "{stdout}");
+    assert!(
+        stdout.contains("expected lifecycle: no difference (2 calls)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -188,6 +188,12 @@ fn every_interpreter_and_form_is_refused() {
         (r#"["pwsh", "-EncodedCommand", "{x}"]"#, 2),
         (r#"["pwsh", "{x}"]"#, 1),
         (r#"["powershell.exe", "Write-Output", "{x}"]"#, 2),
+        (r#"["powershell", "-Command", "{x}"]"#, 2),
+        (
+            r#"["powershell", "-NoProfile", "-Command", "Get-Item {x}"]"#,
+            3,
+        ),
+        (r#"["powershell.exe", "-c", "{x}"]"#, 2),
         (r#"["cmd", "/c", "echo", "{x}"]"#, 3),
         (r#"["CMD.EXE", "/C", "echo {x}"]"#, 2),
         (r#"["awk", "{x}"]"#, 1),
@@ -205,6 +211,31 @@ fn every_interpreter_and_form_is_refused() {
             [format!("tools.t.command[{word}]")],
             "{command}"
         );
+    }
+}
+
+/// What a parameter declares about its values (a `pattern`, an `enum`, a
+/// `max_length`, a number's bounds) does not make a placeholder inside code safe: the rule
+/// looks at where the value goes, and nothing switches it off.
+#[test]
+fn no_parameter_schema_switches_the_rule_off() {
+    for schema in [
+        r#"{ type = "string", pattern = "^[a-z]+$" }"#,
+        r#"{ type = "string", enum = ["alpha", "beta"] }"#,
+        r#"{ type = "string", max_length = 3 }"#,
+        r#"{ type = "integer", minimum = 0, maximum = 9 }"#,
+        r#"{ type = "integer" }"#,
+        r#"{ type = "string", secret = true }"#,
+    ] {
+        let text = format!(
+            "[tools.t]\ndescription = \"d\"\ncommand = [\"sh\", \"-c\", \"echo hello {{x}}\"]\n\
+             params.x = {schema}\n"
+        );
+        let paths: Vec<String> = match ToolsFile::from_toml_str(&text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.all().map(|e| e.path.clone()).collect(),
+        };
+        assert_eq!(paths, ["tools.t.command[2]"], "{schema}");
     }
 }
 
