@@ -112,6 +112,9 @@ pub trait CallUnderTest: Send + Sized + 'static {
     /// Asks the call to stop.
     fn cancel(&self);
 
+    /// The helper's pid while it runs (`CallHandle::id`).
+    fn id(&self) -> Option<u32>;
+
     /// Waits at most `timeout` for the outcome; the handle back if none.
     fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Self>;
 

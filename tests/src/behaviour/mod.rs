@@ -87,6 +87,7 @@ macro_rules! behaviour_suite {
             polling_try_outcome_always_gets_the_outcome,
             stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise,
             the_helpers_environment_is_what_the_builder_says,
+            the_handle_names_the_running_helper_and_its_directory,
             every_byte_of_a_large_flood_is_counted,
             a_discovery_call_has_its_own_budget_and_no_attempt,
             the_json_lines_audit_holds_the_lifecycle_in_order,

@@ -4,7 +4,7 @@
 
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
 use spillguard_std::{Approval, CallBuilder, HelperCommand, HostOptions};
@@ -351,6 +351,57 @@ pub fn the_helpers_environment_is_what_the_builder_says<H: HostUnderTest>(
         listed(env().env_clear().envs([("A", "1"), ("B", "")])),
         ["A=1", "B="]
     );
+}
+
+/// `CallHandle::id` is the helper's pid while it runs, as the record
+/// says, and `None` before its approval and once its exit was seen; the
+/// helper runs in the builder's `current_dir`.
+pub fn the_handle_names_the_running_helper_and_its_directory<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let dir = std::env::temp_dir().join(format!("sg-current-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    // The helper prints where it runs, then waits for its stdin to close.
+    let call = host.launch(
+        request(HelperCommand::shell_script("pwd; echo $$; exec cat"))
+            .current_dir(&dir)
+            .stdin_bytes(Vec::new())
+            .approval(Approval::Required)
+            .start(),
+    );
+    assert!(call.wait_card(Duration::from_secs(10)).is_some());
+    assert_eq!(call.id(), None, "not spawned before its approval");
+    call.approve().unwrap();
+    let outcome = wait(call);
+    assert_eq!(outcome.record.state, State::Completed);
+    let printed = String::from_utf8_lossy(&outcome.stdout.to_vec()).into_owned();
+    let mut lines = printed.lines();
+    assert_eq!(lines.next(), Some(dir.to_str().unwrap()));
+    let pid: u32 = lines.next().unwrap().parse().unwrap();
+    assert_eq!(outcome.record.pid, Some(pid));
+
+    // While it runs (held by a stdin that never closes: a streamed call),
+    // `id()` is its pid; once its exit was seen, `None`.
+    let call = host.launch(
+        request(HelperCommand::shell_script("exec sleep 30"))
+            .streamed()
+            .start(),
+    );
+    let started = Instant::now();
+    while call.id().is_none() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let running = call.id().expect("the helper's pid while it runs");
+    call.cancel();
+    while !call.state().is_terminal() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(call.id(), None, "the exit was seen");
+    let outcome = wait(call);
+    assert_eq!(outcome.record.pid, Some(running));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every byte of 20 MB on stderr is counted; 16 KiB are kept.

@@ -127,6 +127,10 @@ impl CallUnderTest for SmolCall {
         smol::block_on(self.0.deny())
     }
 
+    fn id(&self) -> Option<u32> {
+        self.0.id()
+    }
+
     fn cancel(&self) {
         self.0.cancel();
     }

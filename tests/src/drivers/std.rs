@@ -138,6 +138,10 @@ impl CallUnderTest for CallHandle {
         CallHandle::deny(self)
     }
 
+    fn id(&self) -> Option<u32> {
+        CallHandle::id(self)
+    }
+
     fn cancel(&self) {
         CallHandle::cancel(self);
     }

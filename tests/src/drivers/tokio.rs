@@ -242,6 +242,10 @@ impl CallUnderTest for TokioCall {
         self.runtime.block_on(self.handle.deny())
     }
 
+    fn id(&self) -> Option<u32> {
+        self.handle.id()
+    }
+
     fn cancel(&self) {
         self.handle.cancel();
     }
