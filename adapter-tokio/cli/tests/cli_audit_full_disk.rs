@@ -82,6 +82,21 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `sh -c script` through `run --audit log --anchor-out anchor`.
+fn run_audited(log: &Path, anchor: &Path, script: &str) -> (i32, String, String) {
+    run(&[
+        "run",
+        "--audit",
+        s(log),
+        "--anchor-out",
+        s(anchor),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+}
+
 #[test]
 fn a_full_disk_at_open_runs_nothing_exits_3_and_leaves_the_log_intact() {
     let Some(fs) = Tmpfs::mount("full-disk-anchored", "256k") else {
@@ -89,19 +104,7 @@ fn a_full_disk_at_open_runs_nothing_exits_3_and_leaves_the_log_intact() {
     };
     let (log, anchor) = (fs.join("audit.log"), fs.join("audit.anchor"));
     let marker = fs.join("ran");
-    let audited = |script: &str| {
-        run(&[
-            "run",
-            "--audit",
-            s(&log),
-            "--anchor-out",
-            s(&anchor),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-    };
+    let audited = |script: &str| run_audited(&log, &anchor, script);
     let (status, _, stderr) = audited("true");
     assert_eq!((status, stderr.as_str()), (0, ""));
     let (log_len, anchor_text) = (len(&log), std::fs::read_to_string(&anchor).unwrap());
@@ -165,17 +168,11 @@ fn a_disk_that_fills_during_the_call_exits_3_and_says_what_the_log_holds() {
     };
     let (log, anchor) = (fs.join("audit.log"), fs.join("audit.anchor"));
     let filler = fs.join("filler");
-    let (status, stdout, stderr) = run(&[
-        "run",
-        "--audit",
-        s(&log),
-        "--anchor-out",
-        s(&anchor),
-        "--",
-        "sh",
-        "-c",
+    let (status, stdout, stderr) = run_audited(
+        &log,
+        &anchor,
         &format!("cat /dev/zero > {} 2>/dev/null; echo done", s(&filler)),
-    ]);
+    );
     assert_eq!(status, 3, "{stderr}");
     let record: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(record["state"], "completed");

@@ -19,7 +19,12 @@ fn file(command: &str, params: &[&str]) -> String {
 
 /// The refused words' paths, in order.
 fn refused_words(command: &str, params: &[&str]) -> Vec<String> {
-    match ToolsFile::from_toml_str(&file(command, params)) {
+    refused_paths(&file(command, params))
+}
+
+/// The paths a tools file's text is refused at, in order.
+fn refused_paths(text: &str) -> Vec<String> {
+    match ToolsFile::from_toml_str(text) {
         Ok(_) => Vec::new(),
         Err(e) => e.all().map(|e| e.path.clone()).collect(),
     }
@@ -227,15 +232,9 @@ fn no_parameter_schema_switches_the_rule_off() {
         r#"{ type = "integer" }"#,
         r#"{ type = "string", secret = true }"#,
     ] {
-        let text = format!(
-            "[tools.t]\ndescription = \"d\"\ncommand = [\"sh\", \"-c\", \"echo hello {{x}}\"]\n\
-             params.x = {schema}\n"
-        );
-        let paths: Vec<String> = match ToolsFile::from_toml_str(&text) {
-            Ok(_) => Vec::new(),
-            Err(e) => e.all().map(|e| e.path.clone()).collect(),
-        };
-        assert_eq!(paths, ["tools.t.command[2]"], "{schema}");
+        let text =
+            file(r#"["sh", "-c", "echo hello {x}"]"#, &[]) + &format!("params.x = {schema}\n");
+        assert_eq!(refused_paths(&text), ["tools.t.command[2]"], "{schema}");
     }
 }
 
