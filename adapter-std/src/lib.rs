@@ -88,18 +88,14 @@ compile_error!(
     "spillguard-std runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
 );
 
-mod handle;
-mod host;
-mod mailbox;
 mod owner;
 mod process;
 mod reader;
-mod stream;
 mod workers;
 
-pub use handle::{CallHandle, Canceller};
-pub use host::Host;
+pub use owner::StdThreads;
 pub use spillguard_core as core;
+pub use spillguard_kit::blocking::{HelperStdin, HelperStdout};
 pub use spillguard_kit::os;
 pub use spillguard_kit::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
@@ -107,4 +103,86 @@ pub use spillguard_kit::{
     JsonLinesAudit, KeyError, KeySource, Launch, OpenFailure, OpenedLog, OrphanStats,
     ShutdownReport, StderrTap, StdinMode, TapFn,
 };
-pub use stream::{HelperStdin, HelperStdout};
+
+/// Runs helper calls for one process: holds the validated
+/// [`Config`](core::Config), the process-wide
+/// [`RetentionPool`](core::RetentionPool), the audit sink and the live
+/// calls. Each call's owner is a thread of its own, taken from a pool of
+/// kept threads.
+///
+/// Cheap to clone: clones share everything. Dropping the last clone
+/// cancels every live call (TERM to its group, the grace, KILL); each
+/// call's owner still writes its record. Use
+/// [`shutdown`](spillguard_kit::blocking::BlockingHost::shutdown) to wait
+/// for that.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_std::{Host, HostOptions};
+/// use spillguard_std::core::{Config, State};
+///
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let outcome = host.shell("echo result; echo warning 1>&2").run();
+/// assert_eq!(outcome.record.state, State::Completed);
+/// assert_eq!(outcome.record.stdout_bytes_seen, 7);
+/// assert_eq!(outcome.agent_excerpt(), "warning\n");
+/// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
+/// # Ok::<(), spillguard_std::HostError>(())
+/// ```
+pub type Host = spillguard_kit::blocking::BlockingHost<StdThreads>;
+
+/// The caller's handle on a running call, from the builder's
+/// [`start`](CallBuilder::start): approve or deny it once its card is
+/// shown, cancel it, take a streamed call's streams, wait for its outcome.
+/// Dropping it is a client disconnect (see
+/// [`kill_on_drop`](CallBuilder::kill_on_drop)).
+///
+/// # Examples
+///
+/// A streamed call ([`CallBuilder::streamed`]): its stdin and stdout are
+/// the caller's.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use spillguard_std::{Host, HostOptions};
+/// use spillguard_std::core::{Config, State, StdoutMode};
+///
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let call = host.command("cat").streamed().start();
+/// let (mut stdin, mut stdout) = call.streams()?;
+/// stdin.write_all(b"ping\n")?;
+/// let mut reply = [0; 5];
+/// stdout.read_exact(&mut reply)?;
+/// assert_eq!(&reply, b"ping\n");
+/// stdin.close(); // cat reads end-of-file and exits
+/// let record = call.wait().record;
+/// assert_eq!(record.state, State::Completed);
+/// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+/// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type CallHandle = spillguard_kit::blocking::BlockingCallHandle;
+
+/// Cancels one call from anywhere; cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use spillguard_std::{Host, HostOptions};
+/// use spillguard_std::core::{CancelReason, Config, State};
+///
+/// let host = Host::new(Config::default(), HostOptions::default())?;
+/// let call = host.command("sleep").arg("30").start();
+/// let canceller = call.canceller();
+/// std::thread::spawn(move || canceller.cancel());
+/// let outcome = call.wait();
+/// assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
+/// assert!(matches!(
+///     outcome.record.state,
+///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
+/// ));
+/// # Ok::<(), spillguard_std::HostError>(())
+/// ```
+pub type Canceller = spillguard_kit::blocking::BlockingCanceller;

@@ -34,24 +34,22 @@
 use std::any::Any;
 use std::future::ready;
 use std::io;
-use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Condvar};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use spillguard_core::{CallError, CancelReason};
+use spillguard_core::CancelReason;
 use spillguard_kit::HelperCommand;
 use spillguard_kit::os::exit_status;
-use spillguard_kit::owner::{Blocking, Helper, HelperSlot, OwnerCore, Unblocked};
-use spillguard_kit::run_loop;
+use spillguard_kit::owner::{Blocking, Helper, HelperSlot, Unblocked};
 use spillguard_kit::stream::Forwarded;
 
-use crate::host::HostShared;
-use crate::mailbox::{Inbox, Mailbox};
 use crate::process::Process;
 use crate::reader::{Read, read_chunk, with_buffer};
+use spillguard_kit::blocking::{Inbox, Mailbox, ThreadDriver, ThreadOwnerCore};
+use spillguard_kit::run_loop;
 
 pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
 
@@ -74,18 +72,10 @@ const LONGEST_WAIT: Duration = Duration::from_secs(3600);
 /// before trying again.
 const POLL_FAILED_PAUSE: Duration = Duration::from_millis(10);
 
-/// The core's answer to an approval or a denial goes back on this channel.
-pub(crate) type Reply = SyncSender<Result<(), CallError>>;
-
-/// What reaches the owner through its [`Mailbox`].
-pub(crate) type Event = run_loop::Event<Reply>;
-
-/// What a [`CallHandle`](crate::CallHandle) or the [`Host`](crate::Host) asks.
-pub(crate) type Command = run_loop::Command<Reply>;
-
 /// The owner of one call. See the [module docs](self).
-pub(crate) struct Owner {
-    core: OwnerCore<HostShared, Condvar>,
+#[allow(missing_debug_implementations)]
+pub struct Owner {
+    core: ThreadOwnerCore,
     /// Taken when the call finishes: later sends fail at once.
     inbox: Option<Inbox>,
     /// The helper; its waiter job (where the kernel has no pidfd) reports
@@ -154,11 +144,7 @@ impl Ready {
 
 impl Owner {
     /// The owner of the call in `core`, reached through `inbox`.
-    pub(crate) fn new(
-        core: OwnerCore<HostShared, Condvar>,
-        inbox: Option<Inbox>,
-        mailbox: Mailbox,
-    ) -> Self {
+    pub(crate) fn new(core: ThreadOwnerCore, inbox: Option<Inbox>, mailbox: Mailbox) -> Self {
         Self {
             core,
             inbox,
@@ -380,5 +366,30 @@ impl Owner {
             self.ready.inbox = false;
         }
         finished
+    }
+}
+
+/// The std adapter's owners: each call's owner (its run loop) runs on a thread taken
+/// from a pool of kept threads (a new one when none is idle).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdThreads;
+
+impl ThreadDriver for StdThreads {
+    type Owner = Owner;
+
+    fn owner(core: ThreadOwnerCore, inbox: Option<Inbox>, mailbox: Mailbox) -> Owner {
+        Owner::new(core, inbox, mailbox)
+    }
+
+    fn run(owner: &mut Owner, start: Start) {
+        owner.run(start);
+    }
+
+    fn fail(owner: Owner, start: Start, reason: String) {
+        owner.fail_without_thread(start, reason);
+    }
+
+    fn spawn(job: Box<dyn FnOnce() + Send>) -> io::Result<()> {
+        crate::workers::run(job)
     }
 }

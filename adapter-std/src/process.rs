@@ -18,9 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::process::Pid;
 use spillguard_core::Signal;
 
-use crate::mailbox::Mailbox;
-use crate::owner::{Event, Pipe};
-use crate::stream::{Raw, Stdin};
+use crate::owner::Pipe;
+use spillguard_kit::blocking::{Event, Mailbox, RawStreams as Raw, SharedPipe as Stdin};
 use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
 use spillguard_kit::read_buffers::CHUNK_BYTES;
 use spillguard_kit::stream::{Forwarded, SharedStdin};
@@ -281,8 +280,6 @@ mod tests {
 
     use std::time::{Duration, Instant};
 
-    use crate::mailbox;
-
     fn gone_within(pid: u32, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         while Instant::now() < until {
@@ -297,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_waiter_sends_the_exit_through_the_mailbox() {
-        let (mailbox, inbox) = mailbox::open().unwrap();
+        let (mailbox, inbox) = Mailbox::open().unwrap();
         let child = HelperCommand::shell_script("exit 7")
             .to_std()
             .spawn()
@@ -320,7 +317,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_helper_dropped_unreaped_is_killed_and_reaped() {
-        let (mailbox, _inbox) = mailbox::open().unwrap();
+        let (mailbox, _inbox) = Mailbox::open().unwrap();
         let command = HelperCommand::new("sleep").arg("30");
         let process = Process::spawn(command, None, &mailbox).unwrap();
         assert!(process.exit.is_some(), "Linux has pidfds");

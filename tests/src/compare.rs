@@ -187,7 +187,7 @@ mod tests {
             .action("a")
             .target("t")
             .summary("s")
-            .start()
+            .into_request()
             .resolve("s", |_| CallSettings::action(&config));
         let start = Instant::now();
         let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(offset);

@@ -26,24 +26,19 @@ use crate::measure::{
 use crate::scenario::{Approver, CallPlan, Environment, Milestone, Scenario, StartAt};
 
 /// Builds a [`CallRequest`] the way a host's builder does, without a host:
-/// `request(command).target("web-3").start()` is the request.
+/// `request(command).target("web-3").into_request()` is the request.
 #[derive(Debug, Clone, Copy)]
 pub struct Requests;
 
 impl Launch for Requests {
     type Handle = CallRequest;
-    type Run = CallRequest;
 
     fn launch(&self, request: CallRequest) -> CallRequest {
         request
     }
-
-    fn wait(request: CallRequest) -> CallRequest {
-        request
-    }
 }
 
-/// A builder whose `start()` is the request, for [`HostUnderTest::launch`].
+/// A builder whose `into_request()` is the request, for [`HostUnderTest::launch`].
 pub fn request(command: HelperCommand) -> CallBuilder<'static, Requests> {
     CallBuilder::new(&Requests, command)
 }

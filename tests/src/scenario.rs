@@ -296,6 +296,6 @@ impl CallPlan {
             .target("localhost")
             .summary(self.invocation.display_line())
             .approval(crate::drivers::approval(self.approver.needs_approval()))
-            .start()
+            .into_request()
     }
 }

@@ -206,7 +206,7 @@ pub fn zombie_children() -> usize {
 pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> SoakFigures {
     become_subreaper();
     let host = host(HostOptions::default());
-    let warm = wait(host.launch(request(HelperCommand::new("true")).start()));
+    let warm = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     assert_eq!(warm.record.state, State::Completed);
     drop(warm);
     let before = steady(&host);
@@ -341,7 +341,11 @@ fn flood_and_cancel(host: &impl HostUnderTest, cycles: usize) -> u64 {
     let mut bytes = 0;
     for cycle in 0..cycles {
         let flood = HelperCommand::shell_script("exec cat /dev/zero 1>&2");
-        let call = host.launch(request(flood).call_id(format!("c_flood_{cycle}")).start());
+        let call = host.launch(
+            request(flood)
+                .call_id(format!("c_flood_{cycle}"))
+                .into_request(),
+        );
         until_dispatched(&call);
         std::thread::sleep(Duration::from_millis(2));
         call.cancel();
@@ -364,7 +368,7 @@ fn flood_and_cancel(host: &impl HostUnderTest, cycles: usize) -> u64 {
 /// `count` calls of `true`, one after another.
 fn short_calls(host: &impl HostUnderTest, count: usize) {
     for call in 0..count {
-        let outcome = wait(host.launch(request(HelperCommand::new("true")).start()));
+        let outcome = wait(host.launch(request(HelperCommand::new("true")).into_request()));
         assert_eq!(outcome.record.state, State::Completed, "call {call}");
         assert_eq!(outcome.record.exit_status, Some(0), "call {call}");
         assert_eq!(outcome.record.stderr_bytes_seen, 0, "call {call}");
@@ -387,7 +391,7 @@ fn process_trees(host: &impl HostUnderTest, count: usize) -> usize {
         let call = host.launch(
             request(HelperCommand::shell_script(script))
                 .call_id(format!("c_tree_{tree}"))
-                .start(),
+                .into_request(),
         );
         let until = Instant::now() + Duration::from_secs(10);
         let pgid = loop {
@@ -424,7 +428,7 @@ fn concurrent_calls(host: &impl HostUnderTest, count: usize) -> (u64, u64, u64, 
     let calls: Vec<_> = (0..count)
         .map(|i| {
             let write = HelperCommand::shell_script("exec head -c 65536 /dev/zero 1>&2");
-            host.launch(request(write).call_id(format!("c_load_{i}")).start())
+            host.launch(request(write).call_id(format!("c_load_{i}")).into_request())
         })
         .collect();
     let outcomes: Vec<Outcome> = calls.into_iter().map(wait).collect();
@@ -480,7 +484,11 @@ fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> OrphanStats {
                 pid_file.display()
             );
             let escape = HelperCommand::shell_script(script);
-            host.launch(request(escape).call_id(format!("c_escape_{i}")).start())
+            host.launch(
+                request(escape)
+                    .call_id(format!("c_escape_{i}"))
+                    .into_request(),
+            )
         })
         .collect();
     for (i, call) in calls.into_iter().enumerate() {

@@ -84,7 +84,7 @@ fn events_of<H: HostUnderTest>(host: H, collector: &Collector, call_id: &str) ->
             .call_id(call_id)
             .session_id("s_traced")
             .deadline(Duration::from_millis(300))
-            .start(),
+            .into_request(),
     );
     let outcome = call.wait_timeout(Duration::from_secs(30)).ok().unwrap();
     assert_eq!(outcome.record.stderr_bytes_seen, 23);

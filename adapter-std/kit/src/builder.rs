@@ -6,7 +6,7 @@
 //! `.approval(Approval::Required)`, `.deadline(..)`) refine it, and
 //! `.run()` (blocking on std, a future on smol and tokio) or `.start()` (a
 //! handle to approve, cancel or wait on) end it. What the adapter does with
-//! a finished request is its [`Launch`] implementation.
+//! a finished request is its `start` (see [`Launch`]).
 //!
 //! [`Resolved`] is a request with every default filled in: a fresh
 //! `call_id`, the host's session, the program's file name as `action`,
@@ -48,26 +48,22 @@ impl Approval {
     }
 }
 
-/// What an adapter's host does with a finished [`CallBuilder`]: start the
-/// call (`launch`) and, for [`CallBuilder::run`], wait for its outcome in
-/// the runtime's way (blocking, or a future). Each adapter re-exports it;
-/// its associated types are what `start()` and `run()` return:
+/// What a host does with a finished [`CallBuilder`]: start the call
+/// and return its handle at once. Each host implements it, and test doubles
+/// can too (a `launch` that returns the request itself). A caller does not
+/// need it: the builder's `start()` and `run()` are inherent on each kind
+/// of host, with their concrete types:
 ///
-/// | host | `Handle`: `start()` | `Run`: `run()` |
+/// | host | `start()` | `run()` |
 /// | --- | --- | --- |
-/// | `spillguard_std::Host` | `spillguard_std::CallHandle` | `Outcome` (blocking) |
-/// | `spillguard_smol::Host` | `spillguard_smol::CallHandle` | `spillguard_smol::Run`, a future of the `Outcome` |
-/// | `spillguard_tokio::Host` | `spillguard_tokio::CallHandle` | `spillguard_tokio::Run`, a future of the `Outcome` |
+/// | `spillguard_std::Host` | `spillguard_std::CallHandle` | the `Outcome` (blocking) |
+/// | `spillguard_smol::Host` | `spillguard_smol::CallHandle` | [`Run`](crate::front::Run), a future of the `Outcome` |
+/// | `spillguard_tokio::Host` | `spillguard_tokio::CallHandle` | [`Run`](crate::front::Run), a future of the `Outcome` |
 pub trait Launch {
     /// The handle a started call returns: each adapter's `CallHandle`.
     type Handle;
-    /// What [`CallBuilder::run`] returns: the `Outcome` (std), or a future
-    /// of it (smol's and tokio's `Run`).
-    type Run;
     /// Starts the call; returns at once.
     fn launch(&self, request: CallRequest) -> Self::Handle;
-    /// Waits for the outcome of `handle` in the runtime's way.
-    fn wait(handle: Self::Handle) -> Self::Run;
 }
 
 /// A call as the caller described it; what it left out takes its default
@@ -249,7 +245,7 @@ pub struct CallBuilder<'h, H> {
     request: CallRequest,
 }
 
-impl<'h, H: Launch> CallBuilder<'h, H> {
+impl<'h, H> CallBuilder<'h, H> {
     /// A builder on `host` for `command`.
     pub fn new(host: &'h H, command: HelperCommand) -> Self {
         Self {
@@ -258,37 +254,20 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
         }
     }
 
-    /// Starts the call and waits for its outcome: blocking on std, a future
-    /// to await on smol and tokio (each adapter's `Run`). The
-    /// `std::process::Command::output` and `status` of spillguard: the
-    /// outcome holds the exit status, the record and the bounded stderr.
-    ///
-    /// What it returns, by host: `spillguard_std::Host` gives the
-    /// [`Outcome`](spillguard_core::Outcome) itself;
-    /// `spillguard_smol::Host` and `spillguard_tokio::Host` give their
-    /// crate's `Run`, a future whose output is the `Outcome`.
-    #[doc(alias = "output")]
-    #[doc(alias = "status")]
-    pub fn run(self) -> H::Run {
-        H::wait(self.start())
-    }
-
-    /// Starts the call and returns its handle at once (each adapter's
-    /// `CallHandle`), to approve, deny, cancel or wait on: the
-    /// `std::process::Command::spawn` of spillguard.
-    ///
-    /// What it returns, by host: `spillguard_std::Host` gives a
-    /// `spillguard_std::CallHandle`, `spillguard_smol::Host` a
-    /// `spillguard_smol::CallHandle`, `spillguard_tokio::Host` a
-    /// `spillguard_tokio::CallHandle`.
-    #[doc(alias = "spawn")]
-    pub fn start(self) -> H::Handle {
-        self.host.launch(self.request)
-    }
-
     /// The request as described so far.
     pub fn request(&self) -> &CallRequest {
         &self.request
+    }
+
+    /// The host and the request as described, without starting anything
+    /// (for a host of one's own: [`Launch::launch`] starts it).
+    pub fn into_parts(self) -> (&'h H, CallRequest) {
+        (self.host, self.request)
+    }
+
+    /// The request as described, without starting anything.
+    pub fn into_request(self) -> CallRequest {
+        self.request
     }
 
     fn command(mut self, edit: impl FnOnce(HelperCommand) -> HelperCommand) -> Self {
@@ -322,14 +301,8 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// # Examples
     ///
     /// ```
-    /// # use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, command_line};
+    /// # use spillguard_kit::{CallBuilder, HelperCommand, command_line};
     /// # struct Host;
-    /// # impl Launch for Host {
-    /// #     type Handle = CallRequest;
-    /// #     type Run = CallRequest;
-    /// #     fn launch(&self, request: CallRequest) -> CallRequest { request }
-    /// #     fn wait(request: CallRequest) -> CallRequest { request }
-    /// # }
     /// # impl Host {
     /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
     /// #         CallBuilder::new(self, HelperCommand::new(program))
@@ -362,14 +335,8 @@ impl<'h, H: Launch> CallBuilder<'h, H> {
     /// # Examples
     ///
     /// ```
-    /// # use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, command_line};
+    /// # use spillguard_kit::{CallBuilder, HelperCommand, command_line};
     /// # struct Host;
-    /// # impl Launch for Host {
-    /// #     type Handle = CallRequest;
-    /// #     type Run = CallRequest;
-    /// #     fn launch(&self, request: CallRequest) -> CallRequest { request }
-    /// #     fn wait(request: CallRequest) -> CallRequest { request }
-    /// # }
     /// # impl Host {
     /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
     /// #         CallBuilder::new(self, HelperCommand::new(program))
@@ -822,18 +789,13 @@ mod tests {
         assert_eq!(resolved.settings, settings(CallKind::Action));
     }
 
-    /// A builder whose `start()` is the request.
+    /// A host whose `launch` is the request itself.
     struct Requests;
 
     impl Launch for Requests {
         type Handle = CallRequest;
-        type Run = CallRequest;
 
         fn launch(&self, request: CallRequest) -> CallRequest {
-            request
-        }
-
-        fn wait(request: CallRequest) -> CallRequest {
             request
         }
     }
@@ -855,7 +817,7 @@ mod tests {
             .call_id("c_replaced")
             .target("replaced")
             .spec(spec.clone())
-            .start()
+            .into_request()
             .resolve("s_host", settings);
         assert_eq!(resolved.spec, spec);
         assert_eq!(resolved.settings, settings(CallKind::Discovery));
@@ -880,7 +842,7 @@ mod tests {
             .edit_settings(|settings| settings.approval_timeout = Duration::from_secs(7))
             .discovery()
             .kill_on_drop(true)
-            .start()
+            .into_request()
             .resolve("s", settings);
         let mut expected = settings(CallKind::Discovery);
         expected.approval_timeout = Duration::from_secs(7);

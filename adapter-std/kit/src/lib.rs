@@ -12,7 +12,9 @@
 //!   [`handle::HandleCore`], which every runtime's handle wraps), [`front`]
 //!   (the host, handle and owner parts of smol and tokio, written once over
 //!   an [`front::AsyncRuntime`]; each runtime names them `Host`,
-//!   `CallHandle`, `Canceller`), [`host_state`] (config, options, pool,
+//!   `CallHandle`, `Canceller`), [`blocking`] (the same for owners that are
+//!   threads, over a [`blocking::ThreadDriver`]: std's host, handle and
+//!   streams), [`host_state`] (config, options, pool,
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
 //!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
@@ -34,6 +36,7 @@ compile_error!(
 
 mod audit;
 mod audit_log;
+pub mod blocking;
 mod builder;
 mod command;
 pub mod confine;

@@ -114,7 +114,7 @@ fn start_escapee<H: HostUnderTest>(host: &H, pid_file: &str) -> (Outcome, Pid) {
         "setsid sh -c 'echo $$ > \"{}\"; while :; do echo noise >&2; sleep 0.02; done' & echo ok",
         pid_file.display()
     );
-    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).start()));
+    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).into_request()));
     assert_eq!(outcome.record.stream_end, StreamEnd::AbandonedOpen);
     assert_eq!(outcome.stdout.to_vec(), b"ok\n");
     let mut escapee = None;
@@ -232,7 +232,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     });
     // A warm-up call starts what lives as long as the process or the
     // host (a runtime's threads, a pooled worker, the helper supervisor).
-    let warm = wait(host.launch(request(HelperCommand::new("true")).start()));
+    let warm = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     assert_eq!(warm.record.state, State::Completed);
     let (baseline_threads, none) = process_threads();
     assert_eq!(none, 0, "no drainer thread before a leftover pipe");
@@ -276,7 +276,8 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
 
     // The drainer waits on 3 pipes; another call runs to its end meanwhile.
     let started = Instant::now();
-    let other = wait(host.launch(request(HelperCommand::shell_script("printf done")).start()));
+    let other =
+        wait(host.launch(request(HelperCommand::shell_script("printf done")).into_request()));
     let other_call = started.elapsed();
     assert_eq!(other.record.state, State::Completed);
     assert_eq!(other.record.exit_status, Some(0));

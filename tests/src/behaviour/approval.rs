@@ -31,7 +31,7 @@ pub fn a_denied_call_shows_its_card_once_and_spawns_nothing<H: HostUnderTest>(
             .target("localhost")
             .summary("test helper")
             .approval(Approval::Required)
-            .start(),
+            .into_request(),
     );
 
     let card = call.wait_card(Duration::from_secs(10)).unwrap();
@@ -96,7 +96,7 @@ pub fn an_approved_call_runs_its_helper<H: HostUnderTest>(host: fn(HostOptions) 
         request(command)
             .call_id("c_approved")
             .approval(Approval::Required)
-            .start(),
+            .into_request(),
     );
     assert!(call.wait_card(Duration::from_secs(10)).is_some());
     assert_eq!(call.approve(), Ok(()));
@@ -130,7 +130,7 @@ pub fn an_unanswered_card_expires<H: HostUnderTest>(host: fn(HostOptions) -> H) 
         request(HelperCommand::new("true"))
             .call_id("c_expired")
             .approval(Approval::Required)
-            .start(),
+            .into_request(),
     );
     let outcome = wait(call);
     assert_eq!(outcome.record.state, State::ApprovalExpired);
@@ -153,7 +153,14 @@ pub fn a_discovery_call_has_its_own_budget_and_no_attempt<H: HostUnderTest>(
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("head -c 100000 /dev/zero 1>&2; echo web-3");
-    let outcome = wait(host.launch(request(command).call_id("c_discovery").discovery().start()));
+    let outcome = wait(
+        host.launch(
+            request(command)
+                .call_id("c_discovery")
+                .discovery()
+                .into_request(),
+        ),
+    );
     assert_eq!(outcome.record.kind, CallKind::Discovery);
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.stderr_bytes_seen, 100_000);
@@ -172,7 +179,7 @@ pub fn a_discovery_call_has_its_own_budget_and_no_attempt<H: HostUnderTest>(
                 .call_id("c_discovery_approval")
                 .discovery()
                 .approval(Approval::Required)
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(asked.record.kind, CallKind::Discovery);

@@ -32,7 +32,7 @@ pub fn the_json_lines_audit_holds_the_lifecycle_in_order<H: HostUnderTest>(
         host.launch(
             request(HelperCommand::new("true"))
                 .call_id("c_audited")
-                .start(),
+                .into_request(),
         ),
     );
     let text = std::fs::read_to_string(&path).unwrap();
@@ -89,7 +89,7 @@ pub fn the_chained_log_of_three_calls_verifies_and_holds_their_records<H: HostUn
             host.launch(
                 request(HelperCommand::shell_script("echo x 1>&2"))
                     .call_id(id)
-                    .start(),
+                    .into_request(),
             )
         })
         .collect();
@@ -152,7 +152,7 @@ pub fn an_attempt_that_cannot_be_audited_spawns_nothing<H: HostUnderTest>(
         host.launch(
             request(HelperCommand::shell_script(script))
                 .call_id("c_audit_full")
-                .start(),
+                .into_request(),
         ),
     );
     let record = &outcome.record;
@@ -210,7 +210,7 @@ pub fn a_full_disk_at_the_attempt_fails_the_call_closed_and_the_log_stays_valid<
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script(format!("touch '{}'", trace.display()));
-    let outcome = wait(host.launch(request(command).call_id("c_full").start()));
+    let outcome = wait(host.launch(request(command).call_id("c_full").into_request()));
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
     assert_eq!(

@@ -117,7 +117,7 @@ pub fn a_helper_past_its_memory_limit_ends_with_limit_hit_memory<H: HostUnderTes
     let command = HelperCommand::new("/usr/bin/python3").args(["-c", script]);
     let call = request(command)
         .limits(limits(|l| l.memory_max = Some(256 << 20)))
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedLocal, "{}", record.to_json());
@@ -135,7 +135,7 @@ pub fn a_helper_past_its_memory_limit_ends_with_limit_hit_memory<H: HostUnderTes
     assert!(peak > 200 << 20, "peak {peak}");
     assert!(outcome.stdout.to_vec().is_empty());
     // The next call on the same host runs as usual.
-    let next = wait(host.launch(request(HelperCommand::new("true")).start()));
+    let next = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     assert_eq!(next.record.state, State::Completed);
     assert_eq!(next.record.limit_hit, None);
     assert_eq!(next.record.tree_kill.as_deref(), Some("process-group"));
@@ -163,7 +163,7 @@ pub fn a_fork_bomb_is_held_to_its_process_limit_and_leaves_no_survivor<H: HostUn
     let call = request(command)
         .deadline(Duration::from_secs(2))
         .limits(limits(|l| l.pids_max = Some(64)))
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(
@@ -205,7 +205,7 @@ pub fn a_busy_loop_past_its_cpu_seconds_ends_with_limit_hit_cpu<H: HostUnderTest
     let call = request(HelperCommand::shell_script("while :; do :; done"))
         .deadline(Duration::from_secs(30))
         .limits(limits(|l| l.cpu_seconds = Some(1)))
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedLocal, "{}", record.to_json());
@@ -234,7 +234,7 @@ pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
     // Without containment the escapee outlives the call (then this test
     // ends it).
     let loose = format!("loose-{}", std::process::id());
-    let outcome = wait(host.launch(request(escape(&loose)).start()));
+    let outcome = wait(host.launch(request(escape(&loose)).into_request()));
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.tree_kill.as_deref(), Some("process-group"));
     let survivors = processes_with(&loose);
@@ -247,7 +247,7 @@ pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
     }
 
     let held = format!("held-{}", std::process::id());
-    let call = request(escape(&held)).contain_tree(true).start();
+    let call = request(escape(&held)).contain_tree(true).into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);
@@ -289,7 +289,7 @@ pub fn a_sandboxed_helper_reaches_only_its_listed_paths<H: HostUnderTest>(
             read_write: vec![rw.clone()],
             ..Sandbox::default()
         })
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed, "{}", record.to_json());
@@ -345,7 +345,7 @@ pub fn a_sandboxed_helper_connects_only_to_listed_ports<H: HostUnderTest>(
             connect_ports: vec![a],
             ..Sandbox::default()
         })
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     assert_eq!(
         outcome.record.state,
@@ -368,12 +368,12 @@ pub fn a_sandboxed_helper_connects_only_to_listed_ports<H: HostUnderTest>(
     let interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
     let call = request(HelperCommand::shell_script(interfaces))
         .confinement(none.clone())
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     assert_eq!(String::from_utf8(outcome.stdout.to_vec()).unwrap(), "lo\n");
     assert!(outcome.record.enforced.contains(&"netns".to_owned()));
     // The host's listener is in another namespace: refused (111).
-    let call = request(command([a, a])).confinement(none).start();
+    let call = request(command([a, a])).confinement(none).into_request();
     let outcome = wait(host.launch(call));
     assert_eq!(
         String::from_utf8(outcome.stdout.to_vec()).unwrap(),
@@ -394,7 +394,7 @@ pub fn a_sandbox_path_that_does_not_exist_refuses_the_call<H: HostUnderTest>(
             read_only: vec!["/nonexistent/spillguard".into()],
             ..Sandbox::default()
         })
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     let record = &outcome.record;
     assert_eq!(record.state, State::FailedBeforeDispatch);
@@ -429,7 +429,7 @@ pub fn a_thousand_limited_calls_leave_no_group_and_no_survivor<H: HostUnderTest>
                         l.pids_max = Some(16);
                         l.memory_max = Some(64 << 20);
                     }))
-                    .start(),
+                    .into_request(),
             )
         })
         .collect();
@@ -475,7 +475,7 @@ pub fn a_sandboxed_helper_cannot_leave_its_control_group<H: HostUnderTest>(
     let call = request(escape())
         .limits(pids.clone())
         .sandbox(sandbox)
-        .start();
+        .into_request();
     let outcome = wait(host.launch(call));
     assert_eq!(
         String::from_utf8(outcome.stdout.to_vec()).unwrap(),
@@ -483,7 +483,7 @@ pub fn a_sandboxed_helper_cannot_leave_its_control_group<H: HostUnderTest>(
     );
     assert_eq!(outcome.record.state, State::Completed);
 
-    let call = request(escape()).limits(pids).start();
+    let call = request(escape()).limits(pids).into_request();
     let outcome = wait(host.launch(call));
     assert_eq!(
         String::from_utf8(outcome.stdout.to_vec()).unwrap(),

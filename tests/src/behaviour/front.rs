@@ -32,14 +32,14 @@ pub fn the_builder_fills_every_field_from_the_command<H: HostUnderTest>(
         ..HostOptions::default()
     });
     let echo = HelperCommand::new("/bin/echo").args(["it's", "two words"]);
-    let call = host.launch(request(echo).approval(Approval::Required).start());
+    let call = host.launch(request(echo).approval(Approval::Required).into_request());
     let card = call.wait_card(Duration::from_secs(10)).unwrap();
     assert_eq!(card.action, "echo");
     assert_eq!(card.target, "/bin/echo");
     assert_eq!(card.summary, r"/bin/echo 'it'\''s' 'two words'");
     call.approve().unwrap();
     let first = wait(call);
-    let second = wait(host.launch(request(HelperCommand::new("true")).start()));
+    let second = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     let record = &first.record;
     assert_eq!(record.call_id, card.call_id);
     assert!(record.call_id.starts_with("c_"), "{}", record.call_id);
@@ -71,11 +71,11 @@ pub fn a_debug_grant_raises_the_budget_of_calls_started_under_it<H: HostUnderTes
             ceiling: 1 << 20
         })
     );
-    let normal = wait(host.launch(request(flood()).start()));
+    let normal = wait(host.launch(request(flood()).into_request()));
     host.grant_debug(Duration::from_secs(60), 65_536).unwrap();
-    let debugged = wait(host.launch(request(flood()).start()));
+    let debugged = wait(host.launch(request(flood()).into_request()));
     host.revoke_debug();
-    let after = wait(host.launch(request(flood()).start()));
+    let after = wait(host.launch(request(flood()).into_request()));
     let facts = |o: &spillguard_core::Outcome| {
         (
             o.record.debug,
@@ -107,7 +107,7 @@ pub fn a_debug_grant_reaches_the_calls_running_when_it_is_given<H: HostUnderTest
             request(HelperCommand::shell_script(
                 "head -c 20000 /dev/zero | tr '\\0' x 1>&2",
             ))
-            .start(),
+            .into_request(),
         ),
     );
     // Each live call floods 20,000 bytes, waits for its file, then writes
@@ -128,7 +128,7 @@ pub fn a_debug_grant_reaches_the_calls_running_when_it_is_given<H: HostUnderTest
                 .stderr_tap(move |chunk| {
                     tap.fetch_add(chunk.len() as u64, Ordering::SeqCst);
                 })
-                .start(),
+                .into_request(),
         );
         (call, seen, go)
     };
@@ -236,7 +236,11 @@ pub fn dropping_the_host_stops_its_helpers_and_writes_their_records<H: HostUnder
     let calls: Vec<_> = (0..3)
         .map(|i| {
             let sleep = HelperCommand::new("sleep").arg("30");
-            host.launch(request(sleep).call_id(format!("c_dropped_{i}")).start())
+            host.launch(
+                request(sleep)
+                    .call_id(format!("c_dropped_{i}"))
+                    .into_request(),
+            )
         })
         .collect();
     for call in &calls {
@@ -301,7 +305,7 @@ pub fn an_owner_that_dies_mid_call_kills_its_helper_and_lets_go<H: HostUnderTest
     let call = host.launch(
         request(HelperCommand::shell_script(script))
             .call_id("c_owner_dies")
-            .start(),
+            .into_request(),
     );
     let waited = catch_unwind(AssertUnwindSafe(|| {
         call.wait_timeout(Duration::from_secs(30)).is_ok()
@@ -335,7 +339,7 @@ pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTes
         host.launch(
             request(HelperCommand::shell_script(refused))
                 .result_json()
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(said_no.record.state, State::FailedRemote);
@@ -356,7 +360,7 @@ pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTes
                     ResultKind::Success
                 }
             })
-            .start(),
+            .into_request(),
         ),
     );
     assert_eq!(denied.record.state, State::FailedRemote);
@@ -365,7 +369,7 @@ pub fn a_result_that_reports_a_remote_failure_ends_failed_remote<H: HostUnderTes
         host.launch(
             request(HelperCommand::shell_script("echo 'all good'"))
                 .result_json()
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(prose.record.state, State::Completed);
@@ -389,7 +393,7 @@ pub fn stderr_overflow_never_hides_the_result<H: HostUnderTest>(host: fn(HostOpt
         host.launch(
             request(HelperCommand::shell_script(script))
                 .result_json()
-                .start(),
+                .into_request(),
         ),
     );
     let record = &outcome.record;
@@ -428,8 +432,8 @@ pub fn a_spawn_failure_keeps_its_error_kind<H: HostUnderTest>(host: fn(HostOptio
     let plain = temp_path("not-executable");
     std::fs::write(&plain, "#!/bin/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let missing = wait(host.launch(request(HelperCommand::new("/no/such/program")).start()));
-    let refused = wait(host.launch(request(HelperCommand::new(&plain)).start()));
+    let missing = wait(host.launch(request(HelperCommand::new("/no/such/program")).into_request()));
+    let refused = wait(host.launch(request(HelperCommand::new(&plain)).into_request()));
     let _ = std::fs::remove_file(&plain);
     for (outcome, kind) in [(&missing, "not_found"), (&refused, "permission_denied")] {
         let record = &outcome.record;
@@ -453,7 +457,7 @@ pub fn settings_made_by_hand_are_validated_before_anything_runs<H: HostUnderTest
         host.launch(
             request(HelperCommand::new("true"))
                 .settings(settings)
-                .start(),
+                .into_request(),
         ),
     );
     let record = &outcome.record;
@@ -487,7 +491,7 @@ pub fn a_call_its_caller_refuses_is_recorded_and_never_runs<H: HostUnderTest>(
         request(touch)
             .approval(Approval::Required)
             .refuse("host: \"-x\" does not match ^[a-z]+$")
-            .start(),
+            .into_request(),
     );
     assert_eq!(call.wait_card(Duration::from_millis(200)), None);
     let outcome = wait(call);
@@ -531,7 +535,7 @@ pub fn a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_wi
         pid_file.display()
     );
     let started = Instant::now();
-    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).start()));
+    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).into_request()));
     let elapsed = started.elapsed();
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);

@@ -29,7 +29,7 @@ pub fn a_flood_past_its_deadline_is_cancelled_and_keeps_the_last_16_kib<H: HostU
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("yes helper-diagnostic 1>&2");
-    let outcome = wait(host.launch(request(command).call_id("c_flood").start()));
+    let outcome = wait(host.launch(request(command).call_id("c_flood").into_request()));
     let record = &outcome.record;
 
     assert_eq!(record.state, State::CancelledAfterDispatch);
@@ -93,7 +93,7 @@ pub fn a_normal_run_reports_its_exit_code_and_exact_counts<H: HostUnderTest>(
 ) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("echo out; echo err 1>&2; exit 3");
-    let outcome = wait(host.launch(request(command).call_id("c_normal").start()));
+    let outcome = wait(host.launch(request(command).call_id("c_normal").into_request()));
     let record = &outcome.record;
 
     assert_eq!(record.state, State::FailedLocal);
@@ -132,7 +132,7 @@ pub fn a_program_that_cannot_be_spawned_fails_before_dispatch<H: HostUnderTest>(
         host.launch(
             request(HelperCommand::new("/nonexistent/prog"))
                 .call_id("c_missing")
-                .start(),
+                .into_request(),
         ),
     );
     let record = &outcome.record;
@@ -170,7 +170,7 @@ pub fn an_invalid_command_fails_before_its_attempt_is_recorded<H: HostUnderTest>
             request(command)
                 .call_id("c_invalid")
                 .approval(Approval::Required)
-                .start(),
+                .into_request(),
         ),
     );
     let record = &outcome.record;
@@ -198,7 +198,7 @@ pub fn wait_timeout_gives_the_handle_back_until_the_call_ends<H: HostUnderTest>(
     let call = host.launch(
         request(HelperCommand::new("sleep").arg("0.3"))
             .call_id("c_slow")
-            .start(),
+            .into_request(),
     );
     let Err(call) = call.wait_timeout(10 * MS) else {
         panic!("an outcome after 10 ms of a 300 ms sleep");
@@ -226,7 +226,7 @@ pub fn polling_try_outcome_always_gets_the_outcome<H: HostUnderTest>(host: fn(Ho
         let mut call = host.launch(
             request(HelperCommand::new("true"))
                 .call_id(format!("c_poll_{i}"))
-                .start(),
+                .into_request(),
         );
         let started = std::time::Instant::now();
         let outcome = loop {
@@ -254,7 +254,7 @@ pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest
         host.launch(
             request(HelperCommand::new("wc").arg("-c").stdin_bytes(input))
                 .call_id("c_stdin")
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(counted.record.state, State::Completed);
@@ -267,7 +267,7 @@ pub fn stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise<H: HostUnderTest
         host.launch(
             request(HelperCommand::new("wc").arg("-c"))
                 .call_id("c_null")
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(String::from_utf8_lossy(&null.stdout.to_vec()).trim(), "0");
@@ -281,7 +281,7 @@ pub fn the_helpers_environment_is_what_the_builder_says<H: HostUnderTest>(
 ) {
     let host = host(HostOptions::default());
     let printed = |call: CallBuilder<'static, Requests>| {
-        let outcome = wait(host.launch(call.start()));
+        let outcome = wait(host.launch(call.into_request()));
         assert_eq!(outcome.record.state, State::Completed);
         outcome.stdout.to_vec()
     };
@@ -369,7 +369,7 @@ pub fn the_handle_names_the_running_helper_and_its_directory<H: HostUnderTest>(
             .current_dir(&dir)
             .stdin_bytes(Vec::new())
             .approval(Approval::Required)
-            .start(),
+            .into_request(),
     );
     assert!(call.wait_card(Duration::from_secs(10)).is_some());
     assert_eq!(call.id(), None, "not spawned before its approval");
@@ -387,7 +387,7 @@ pub fn the_handle_names_the_running_helper_and_its_directory<H: HostUnderTest>(
     let call = host.launch(
         request(HelperCommand::shell_script("exec sleep 30"))
             .streamed()
-            .start(),
+            .into_request(),
     );
     let started = Instant::now();
     while call.id().is_none() && started.elapsed() < Duration::from_secs(10) {
@@ -408,7 +408,7 @@ pub fn the_handle_names_the_running_helper_and_its_directory<H: HostUnderTest>(
 pub fn every_byte_of_a_large_flood_is_counted<H: HostUnderTest>(host: fn(HostOptions) -> H) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("head -c 20000000 /dev/zero 1>&2");
-    let outcome = wait(host.launch(request(command).call_id("c_20mb").start()));
+    let outcome = wait(host.launch(request(command).call_id("c_20mb").into_request()));
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.stderr_bytes_seen, 20_000_000);
     assert_eq!(outcome.record.stderr_bytes_retained, 16_384);

@@ -34,7 +34,7 @@ pub fn a_helper_that_ignores_term_is_killed_once_after_the_grace<H: HostUnderTes
     let call = host.launch(
         request(HelperCommand::shell_script(script))
             .call_id("c_trap")
-            .start(),
+            .into_request(),
     );
     poll_until(Duration::from_secs(10), "the trap to be set", || {
         ready.exists()
@@ -68,7 +68,7 @@ pub fn a_grandchild_holding_the_streams_is_signalled_after_the_drain_window<H: H
     let host = host(HostOptions::default());
     let started = Instant::now();
     let command = HelperCommand::shell_script("sleep 30 & exit 0");
-    let outcome = wait(host.launch(request(command).call_id("c_grandchild").start()));
+    let outcome = wait(host.launch(request(command).call_id("c_grandchild").into_request()));
     let elapsed = started.elapsed();
     assert_completed_with_the_group_signalled_after(&outcome.record, 250 * MS);
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
@@ -109,7 +109,13 @@ pub fn a_grandchild_flooding_after_the_exit_is_signalled_after_the_drain_window<
     });
     let command = HelperCommand::shell_script("yes flooding-grandchild >&2 & sleep 0.3; exit 0");
     let started = Instant::now();
-    let outcome = wait(host.launch(request(command).call_id("c_flooding_grandchild").start()));
+    let outcome = wait(
+        host.launch(
+            request(command)
+                .call_id("c_flooding_grandchild")
+                .into_request(),
+        ),
+    );
     let elapsed = started.elapsed();
     let record = &outcome.record;
     assert_completed_with_the_group_signalled_after(record, drain);
@@ -156,7 +162,7 @@ pub fn answers_come_at_once_after_the_end_while_an_escaped_process_holds_the_str
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("setsid sleep 2 & exit 0");
-    let call = host.launch(request(command).call_id("c_escaped").start());
+    let call = host.launch(request(command).call_id("c_escaped").into_request());
     poll_until(Duration::from_secs(10), "the call to end", || {
         call.state().is_terminal()
     });
@@ -188,7 +194,7 @@ pub fn dropping_the_handle_mid_run_still_finishes_and_records_the_call<H: HostUn
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("sleep 0.3; echo done");
-    let call = host.launch(request(command).call_id("c_dropped").start());
+    let call = host.launch(request(command).call_id("c_dropped").into_request());
     wait_for_state(&call, State::Dispatched);
     drop(call);
     poll_until(Duration::from_secs(10), "the record", || {
@@ -230,7 +236,7 @@ pub fn dropping_the_handle_under_the_cancel_policy_stops_the_helper<H: HostUnder
     let call = host.launch(
         request(HelperCommand::new("sleep").arg("30"))
             .call_id("c_drop_cancel")
-            .start(),
+            .into_request(),
     );
     wait_for_state(&call, State::Dispatched);
     drop(call);
@@ -259,7 +265,7 @@ pub fn shutdown_cancels_every_live_call_and_waits_for_their_records<H: HostUnder
             host.launch(
                 request(HelperCommand::new("sleep").arg("30"))
                     .call_id(format!("c_live_{i}"))
-                    .start(),
+                    .into_request(),
             )
         })
         .collect();
@@ -289,7 +295,7 @@ pub fn shutdown_cancels_every_live_call_and_waits_for_their_records<H: HostUnder
         host.launch(
             request(HelperCommand::new("true"))
                 .call_id("c_late")
-                .start(),
+                .into_request(),
         ),
     );
     assert_eq!(late.record.state, State::CancelledBeforeDispatch);

@@ -20,7 +20,7 @@ pub fn a_streamed_call_forwards_each_way_and_counts_the_bytes<H: HostUnderTest>(
 ) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("echo diag 1>&2; exec cat");
-    let call = host.launch(request(command).streamed().start());
+    let call = host.launch(request(command).streamed().into_request());
     let (mut stdin, mut stdout) = call.streams().unwrap();
     stdin.write_all(b"{\"id\":1}\n").unwrap();
     let mut echoed = [0; 9];
@@ -53,7 +53,7 @@ pub fn a_streamed_call_counts_stdout_read_after_the_helpers_exit<H: HostUnderTes
 ) {
     let host = host(HostOptions::default());
     let command = HelperCommand::shell_script("printf 'last words\\n'; echo diag 1>&2");
-    let call = host.launch(request(command).streamed().start());
+    let call = host.launch(request(command).streamed().into_request());
     let (stdin, mut stdout) = call.streams().unwrap();
     drop(stdin);
     // The helper has exited (and its stderr ended) well before this read.
@@ -73,11 +73,11 @@ pub fn a_streamed_call_counts_stdout_read_after_the_helpers_exit<H: HostUnderTes
 /// A second `streams()` on the same call is refused, and a captured call
 /// has none.
 fn call_streams_are_given_once<H: HostUnderTest>(host: &H) -> bool {
-    let call = host.launch(request(HelperCommand::new("cat")).streamed().start());
+    let call = host.launch(request(HelperCommand::new("cat")).streamed().into_request());
     let first = call.streams().unwrap();
     let again = call.streams().err().map(|e| e.kind());
     drop(first);
-    let captured = host.launch(request(HelperCommand::new("true")).start());
+    let captured = host.launch(request(HelperCommand::new("true")).into_request());
     let none = captured.streams().err().map(|e| e.kind());
     let ended = wait(call).record.state;
     let _ = wait(captured);
@@ -99,7 +99,7 @@ pub fn a_streamed_helper_that_outlives_its_input_is_termed_then_killed<H: HostUn
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("trap '' TERM; sleep 30");
-    let call = host.launch(request(command).streamed().start());
+    let call = host.launch(request(command).streamed().into_request());
     let (stdin, stdout) = call.streams().unwrap();
     let ended = Instant::now();
     drop(stdin);
@@ -125,7 +125,7 @@ pub fn a_cancel_closes_stdin_under_the_callers_writer<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
     let host = host(HostOptions::default());
-    let call = host.launch(request(HelperCommand::new("cat")).streamed().start());
+    let call = host.launch(request(HelperCommand::new("cat")).streamed().into_request());
     let (mut stdin, mut stdout) = call.streams().unwrap();
     stdin.write_all(b"one\n").unwrap();
     let mut echoed = [0; 4];
@@ -160,7 +160,7 @@ pub fn dropping_the_handle_and_both_streams_is_a_client_disconnect<H: HostUnderT
         request(HelperCommand::new("cat"))
             .call_id("c_stream_drop")
             .streamed()
-            .start(),
+            .into_request(),
     );
     let (mut stdin, mut stdout) = call.streams().unwrap();
     drop(call);

@@ -54,7 +54,7 @@ fn serve<H: HostUnderTest>(host: H, calls: usize, stubborn: bool, dir: &Path) {
     for (i, script) in scripts.iter().enumerate() {
         let file = dir.join(format!("helper-{i}.pid"));
         let script = format!("echo $$ > '{}'; {script}", file.display());
-        let call = host.launch(request(HelperCommand::shell_script(script)).start());
+        let call = host.launch(request(HelperCommand::shell_script(script)).into_request());
         handles.push((call, file));
     }
     for (call, file) in &handles {

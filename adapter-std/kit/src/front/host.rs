@@ -233,11 +233,9 @@ impl<R: AsyncRuntime> AsyncHost<R> {
     }
 }
 
-/// `run()` is a [`Run`] future of the outcome; `start()` an
-/// [`AsyncCallHandle`].
+/// Starts the call; `start()` and `run()` are the builder's own.
 impl<R: AsyncRuntime> Launch for AsyncHost<R> {
     type Handle = AsyncCallHandle<R>;
-    type Run = Run;
 
     fn launch(&self, request: CallRequest) -> AsyncCallHandle<R> {
         let resolved = self.state().resolve(request, R::now());
@@ -258,8 +256,29 @@ impl<R: AsyncRuntime> Launch for AsyncHost<R> {
         });
         AsyncCallHandle::new(call_id, sender, published, task)
     }
+}
 
-    fn wait(handle: AsyncCallHandle<R>) -> Run {
-        Box::pin(handle.wait())
+impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
+    /// Starts the call and returns a future of its
+    /// [`Outcome`](spillguard_core::Outcome): the exit
+    /// status, the record and the bounded stderr. The
+    /// `tokio::process::Command::output` and `status` of spillguard.
+    ///
+    /// The call starts now, not at the first poll; the future owns its
+    /// handle, so dropping it before it is ready is dropping the handle
+    /// (see [`AsyncCallHandle`] and [`kill_on_drop`](CallBuilder::kill_on_drop)).
+    #[doc(alias = "output")]
+    #[doc(alias = "status")]
+    pub fn run(self) -> Run {
+        Box::pin(self.start().wait())
+    }
+
+    /// Starts the call and returns its handle at once, to approve, deny,
+    /// cancel or wait on: the `tokio::process::Command::spawn` of
+    /// spillguard.
+    #[doc(alias = "spawn")]
+    pub fn start(self) -> AsyncCallHandle<R> {
+        let (host, request) = self.into_parts();
+        host.launch(request)
     }
 }

@@ -848,18 +848,14 @@ fn the_card_shows_the_target_and_escapes_what_could_forge_a_line() {
     assert_eq!(again.card(), call.card());
 }
 
-/// A host that starts nothing: `start()` hands back the request.
+/// A host that starts nothing: its `launch` hands back the request.
 #[derive(Debug)]
 struct Dry;
 
 impl Launch for Dry {
     type Handle = CallRequest;
-    type Run = CallRequest;
     fn launch(&self, request: CallRequest) -> CallRequest {
         request
-    }
-    fn wait(handle: CallRequest) -> CallRequest {
-        handle
     }
 }
 
@@ -871,7 +867,7 @@ fn the_builder_carries_every_field_of_the_prepared_call() {
         .unwrap();
     let resolved = call
         .builder(&Dry)
-        .start()
+        .into_request()
         .resolve("s_mcp", |kind| match kind {
             CallKind::Discovery => CallSettings::discovery(&file.config),
             _ => CallSettings::action(&file.config),
@@ -893,10 +889,13 @@ fn the_builder_carries_every_field_of_the_prepared_call() {
     let discovery =
         only_tool("[tools.d]\ndescription = \"d\"\ncommand = [\"ls\"]\nkind = \"discovery\"\n");
     let call = discovery.prepare(&Map::new()).unwrap();
-    let resolved = call.builder(&Dry).start().resolve("s", |kind| match kind {
-        CallKind::Discovery => CallSettings::discovery(&Config::default()),
-        _ => CallSettings::action(&Config::default()),
-    });
+    let resolved = call
+        .builder(&Dry)
+        .into_request()
+        .resolve("s", |kind| match kind {
+            CallKind::Discovery => CallSettings::discovery(&Config::default()),
+            _ => CallSettings::action(&Config::default()),
+        });
     assert_eq!(resolved.spec.kind, CallKind::Discovery);
     assert_eq!(resolved.approval, Approval::NotRequired);
     assert_eq!(resolved.settings.stderr.budget, 4096);

@@ -1,6 +1,6 @@
 //! A streamed call's stdin and stdout for the caller: [`HelperStdin`]
 //! (`Write`) and [`HelperStdout`] (`Read`), from
-//! [`CallHandle::streams`](crate::CallHandle::streams).
+//! [`BlockingCallHandle::streams`](super::BlockingCallHandle::streams).
 //!
 //! Both are the helper's own pipes, blocking unless made otherwise: a
 //! read or a write is one system call on the caller's thread, counted
@@ -22,20 +22,20 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::{Arc, Condvar};
 
+use super::Reply;
+use crate::os::{is_pipe, poll, write_all_waiting};
+use crate::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 use rustix::event::PollFlags;
 #[cfg(target_os = "linux")]
 use rustix::pipe::SpliceFlags;
 use spillguard_core::{ProtocolLine, StdoutLineGuard};
-use spillguard_kit::os::{is_pipe, poll, write_all_waiting};
-use spillguard_kit::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 
-use crate::owner::Reply;
+/// A streamed helper's stdin as the caller and the owner share it.
+pub type SharedPipe = Arc<SharedStdin<Arc<ChildStdin>>>;
 
-/// The helper's stdin as the caller and the owner share it.
-pub(crate) type Stdin = Arc<SharedStdin<Arc<ChildStdin>>>;
-
-/// What the owner hands out at the spawn, for the handle to finish.
-pub(crate) type Raw = Handout<Arc<ChildStdin>, ChildStdout>;
+/// What an owner hands out at the spawn of a streamed call, for the handle
+/// to finish into a [`HelperStdin`] and a [`HelperStdout`].
+pub type RawStreams = Handout<Arc<ChildStdin>, ChildStdout>;
 
 /// Bytes per copy of `splice_from` or `splice_to` between descriptors
 /// that are not both pipes.

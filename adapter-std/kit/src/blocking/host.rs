@@ -1,28 +1,28 @@
-//! The process-wide [`Host`]: configuration, the retention pool, the audit
-//! sink, and the registry of live calls.
+//! [`BlockingHost`]: configuration, the retention pool, the audit sink,
+//! and the registry of live calls, for owners that are threads.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::Mailbox;
+use super::handle::{OwnerPanic, Published};
+use super::{BlockingCallHandle, Command, Event, ThreadDriver};
+use crate::host_state::HostState;
+use crate::orphans::ThreadOrphans;
+use crate::owner::{HostCore, HostLink, Prepared};
+use crate::{
+    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, OrphanStats,
+    Resolved, ShutdownReport,
+};
 use spillguard_core::{
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
     DebugGrantError, Outcome, RetentionPool,
 };
-use spillguard_kit::host_state::HostState;
-use spillguard_kit::orphans::ThreadOrphans;
-use spillguard_kit::owner::{HostCore, HostLink, Prepared};
-use spillguard_kit::{
-    Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch, OrphanStats,
-    Resolved, ShutdownReport,
-};
-
-use crate::handle::{CallHandle, OwnerPanic, Published};
-use crate::mailbox::{self, Mailbox};
-use crate::owner::{Command, Event, Owner};
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
 /// process-wide [`RetentionPool`], the audit sink and the live calls.
@@ -31,42 +31,45 @@ use crate::owner::{Command, Event, Owner};
 /// cancels every live call (TERM to its group, the grace, KILL); each
 /// call's owner still writes its record. Use [`shutdown`](Self::shutdown)
 /// to wait for that.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::core::{Config, State};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let outcome = host.shell("echo result; echo warning 1>&2").run();
-/// assert_eq!(outcome.record.state, State::Completed);
-/// assert_eq!(outcome.record.stdout_bytes_seen, 7);
-/// assert_eq!(outcome.agent_excerpt(), "warning\n");
-/// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
-/// # Ok::<(), spillguard_std::HostError>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct Host {
-    core: Arc<HostCore<HostShared>>,
+pub struct BlockingHost<D: ThreadDriver> {
+    core: Arc<HostCore<BlockingShared>>,
+    driver: PhantomData<fn() -> D>,
 }
 
-pub(crate) struct HostShared {
+impl<D: ThreadDriver> Clone for BlockingHost<D> {
+    fn clone(&self) -> Self {
+        Self {
+            core: self.core.clone(),
+            driver: PhantomData,
+        }
+    }
+}
+
+impl<D: ThreadDriver> fmt::Debug for BlockingHost<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingHost")
+            .field("core", &self.core)
+            .finish()
+    }
+}
+
+/// What the clones of a [`BlockingHost`] and the owners of its calls
+/// share: the runtime-free state and the wake-up of a call's end.
+pub struct BlockingShared {
     state: HostState<Mailbox>,
     /// Taken between a call leaving the registry and `call_ended`, so that
-    /// [`Host::shutdown`] cannot miss the notification.
+    /// [`BlockingHost::shutdown`] cannot miss the notification.
     ended: Mutex<()>,
     call_ended: Condvar,
 }
 
-impl fmt::Debug for HostShared {
+impl fmt::Debug for BlockingShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.state.fmt(f)
     }
 }
 
-impl HostLink for HostShared {
+impl HostLink for BlockingShared {
     type Live = Mailbox;
 
     fn state(&self) -> &HostState<Mailbox> {
@@ -88,15 +91,16 @@ impl HostLink for HostShared {
     }
 }
 
-impl Host {
+impl<D: ThreadDriver> BlockingHost<D> {
     /// A host for `config` (validated here) run with `options`.
     pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
         Ok(Self {
-            core: Arc::new(HostCore::new(HostShared {
+            core: Arc::new(HostCore::new(BlockingShared {
                 state: HostState::new(config, options, ThreadOrphans)?,
                 ended: Mutex::new(()),
                 call_ended: Condvar::new(),
             })),
+            driver: PhantomData,
         })
     }
 
@@ -135,17 +139,17 @@ impl Host {
     /// A call of `program`, to describe further and then
     /// [`run`](CallBuilder::run) (blocking until its outcome) or
     /// [`start`](CallBuilder::start). No shell is involved.
-    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Host> {
+    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Self> {
         CallBuilder::new(self, HelperCommand::new(program))
     }
 
     /// A call of `script` run by `/bin/sh -c`.
-    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Host> {
+    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Self> {
         CallBuilder::new(self, HelperCommand::shell_script(script))
     }
 
     /// A call of `command`, a description made beforehand.
-    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Host> {
+    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Self> {
         CallBuilder::new(self, command)
     }
 
@@ -156,8 +160,13 @@ impl Host {
     /// Returns at once; the call runs on its own owner thread. The command
     /// is checked first: an invalid one ends `failed_before_dispatch`, as
     /// does a program that cannot be spawned. With [`Approval::Required`],
-    /// the card is shown and nothing runs until [`CallHandle::approve`].
-    pub fn start(&self, spec: CallSpec, command: HelperCommand, approval: Approval) -> CallHandle {
+    /// the card is shown and nothing runs until [`BlockingCallHandle::approve`].
+    pub fn start(
+        &self,
+        spec: CallSpec,
+        command: HelperCommand,
+        approval: Approval,
+    ) -> BlockingCallHandle {
         self.call(command).spec(spec).approval(approval).start()
     }
 
@@ -186,9 +195,9 @@ impl Host {
         self.core.revoke_debug();
     }
 
-    fn launch_resolved(&self, resolved: Resolved) -> CallHandle {
+    fn launch_resolved(&self, resolved: Resolved) -> BlockingCallHandle {
         let published = Arc::new(Published::new(Condvar::new()));
-        let (mailbox, inbox) = match mailbox::open() {
+        let (mailbox, inbox) = match Mailbox::open() {
             Ok((mailbox, inbox)) => (mailbox, Ok(inbox)),
             Err(error) => (Mailbox::closed(), Err(error)),
         };
@@ -202,37 +211,42 @@ impl Host {
         let inbox = match inbox {
             Ok(inbox) => inbox,
             Err(error) => {
-                Owner::new(core, None, mailbox.clone())
-                    .fail_without_thread(start, format!("cannot make the call's mailbox: {error}"));
-                return CallHandle::new(call_id, mailbox, published, OwnerPanic::default());
+                let owner = D::owner(core, None, mailbox.clone());
+                D::fail(
+                    owner,
+                    start,
+                    format!("cannot make the call's mailbox: {error}"),
+                );
+                return BlockingCallHandle::new(call_id, mailbox, published, OwnerPanic::default());
             }
         };
-        let owner = Owner::new(core, Some(inbox), mailbox.clone());
+        let owner = D::owner(core, Some(inbox), mailbox.clone());
         // The job takes the owner from here; if no thread can run the job,
         // the owner is still here to end the call.
         let slot = Arc::new(Mutex::new(Some(owner)));
         let owner_panic = OwnerPanic::default();
         let (job_slot, panic_slot) = (slot.clone(), owner_panic.clone());
-        let started = crate::workers::run(move || {
+        let started = D::spawn(Box::new(move || {
             let Some(mut owner) = take(&job_slot) else {
                 return;
             };
             // The panic is kept before the owner is dropped: a handle woken
             // by the owner's end finds it.
-            let ran = panic::catch_unwind(AssertUnwindSafe(|| owner.run(start)));
+            let ran = panic::catch_unwind(AssertUnwindSafe(|| D::run(&mut owner, start)));
             if let Err(panic) = ran {
                 *panic_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(panic);
             }
-        });
+        }));
         if let Err(error) = started
             && let Some(owner) = take(&slot)
         {
-            owner.fail_without_thread(
+            D::fail(
+                owner,
                 start,
                 format!("cannot start the call's owner thread: {error}"),
             );
         }
-        CallHandle::new(call_id, mailbox, published, owner_panic)
+        BlockingCallHandle::new(call_id, mailbox, published, owner_panic)
     }
 
     /// Cancels every live call and waits at most `timeout` until each has
@@ -291,17 +305,32 @@ impl Host {
     }
 }
 
-/// `start()` is a [`CallHandle`]; `run()` blocks and is the [`Outcome`].
-impl Launch for Host {
-    type Handle = CallHandle;
-    type Run = Outcome;
+/// Starts the call; `start()` and `run()` are the builder's own.
+impl<D: ThreadDriver> Launch for BlockingHost<D> {
+    type Handle = BlockingCallHandle;
 
-    fn launch(&self, request: CallRequest) -> CallHandle {
+    fn launch(&self, request: CallRequest) -> BlockingCallHandle {
         self.launch_resolved(self.state().resolve(request, Instant::now()))
     }
+}
 
-    fn wait(handle: CallHandle) -> Outcome {
-        handle.wait()
+impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
+    /// Starts the call and blocks until its [`Outcome`]: the exit status,
+    /// the record and the bounded stderr. The
+    /// `std::process::Command::output` and `status` of spillguard.
+    #[doc(alias = "output")]
+    #[doc(alias = "status")]
+    pub fn run(self) -> Outcome {
+        self.start().wait()
+    }
+
+    /// Starts the call and returns its handle at once, to approve, deny,
+    /// cancel or wait on: the `std::process::Command::spawn` of
+    /// spillguard.
+    #[doc(alias = "spawn")]
+    pub fn start(self) -> BlockingCallHandle {
+        let (host, request) = self.into_parts();
+        host.launch(request)
     }
 }
 
@@ -310,7 +339,7 @@ fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
     slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
-impl HostShared {
+impl BlockingShared {
     fn lock_ended(&self) -> MutexGuard<'_, ()> {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -1,4 +1,4 @@
-//! The caller's side of a call: [`CallHandle`] and [`Canceller`].
+//! The caller's side of a call: [`BlockingCallHandle`] and [`BlockingCanceller`].
 //!
 //! A handle talks to the call's owner through the owner's event channel and
 //! reads what the owner publishes (state, approval card, outcome). It does
@@ -12,12 +12,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalCard, CallError, Outcome, State};
-use spillguard_kit::handle::{Ask, HandleCore, ToOwner};
-use spillguard_kit::published::{self, Snapshot, Taken};
 
-use crate::mailbox::Mailbox;
-use crate::owner::Reply;
-use crate::stream::{HelperStdin, HelperStdout};
+use super::{HelperStdin, HelperStdout, Mailbox, Reply};
+use crate::handle::{Ask, HandleCore, ToOwner};
+use crate::published::{self, Snapshot, Taken};
 
 /// What the owner publishes for the handle.
 pub(crate) type Published = published::Published<Condvar>;
@@ -25,7 +23,8 @@ pub(crate) type Published = published::Published<Condvar>;
 /// Where an owner that panicked leaves its panic, for the handle to resume.
 pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 
-/// The caller's handle on a running call, from [`Host::start`](crate::Host::start).
+/// The caller's handle on a running call, from the builder's
+/// [`start`](crate::CallBuilder::start) on a [`BlockingHost`](super::BlockingHost).
 ///
 /// The call runs on its own owner thread whatever the handle does. Approve
 /// or deny it once its card is shown, cancel it at any time, and collect its
@@ -49,9 +48,9 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 ///   stops it as above.
 ///
 /// Either way the owner writes the final record: it reaches the audit sink
-/// and [`Host::finished_records`](crate::Host::finished_records).
+/// and [`BlockingHost::finished_records`](super::BlockingHost::finished_records).
 #[derive(Debug)]
-pub struct CallHandle {
+pub struct BlockingCallHandle {
     core: HandleCore<Reply, Condvar>,
     owner_panic: OwnerPanic,
 }
@@ -60,7 +59,7 @@ pub struct CallHandle {
 /// to the kit's [`HandleCore`]; this runtime keeps how it waits (on the
 /// published state's `Condvar`, on the answer's channel) and the resumed
 /// panic of an owner that died.
-impl CallHandle {
+impl BlockingCallHandle {
     pub(crate) fn new(
         call_id: String,
         commands: Mailbox,
@@ -79,27 +78,7 @@ impl CallHandle {
     /// one), then hands out both, once. An error if the call ended before
     /// its helper ran, is not streamed, or its streams were taken.
     ///
-    /// ```
-    /// use std::io::{Read, Write};
-    /// use spillguard_std::{Host, HostOptions};
-    /// use spillguard_std::core::{Config, State, StdoutMode};
-    ///
-    /// let host = Host::new(Config::default(), HostOptions::default())?;
-    /// let call = host.command("cat").streamed().start();
-    /// let (mut stdin, mut stdout) = call.streams()?;
-    /// stdin.write_all(b"ping\n")?;
-    /// let mut reply = [0; 5];
-    /// stdout.read_exact(&mut reply)?;
-    /// assert_eq!(&reply, b"ping\n");
-    /// stdin.close(); // cat reads end-of-file and exits
-    /// let record = call.wait().record;
-    /// assert_eq!(record.state, State::Completed);
-    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
-    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// [`CallBuilder::streamed`]: spillguard_kit::CallBuilder::streamed
+    /// [`CallBuilder::streamed`]: crate::CallBuilder::streamed
     pub fn streams(&self) -> io::Result<(HelperStdin, HelperStdout)> {
         let published = self.core.published();
         let taken = published
@@ -186,8 +165,8 @@ impl CallHandle {
 
     /// A cancel-only handle that can be sent to another thread (a signal
     /// handler, a UI) while this one waits.
-    pub fn canceller(&self) -> Canceller {
-        Canceller(self.core.to_owner())
+    pub fn canceller(&self) -> BlockingCanceller {
+        BlockingCanceller(self.core.to_owner())
     }
 
     /// Waits for the call to finish and returns its outcome.
@@ -214,7 +193,7 @@ impl CallHandle {
     /// # Panics
     ///
     /// Only if the call's owner thread panicked (a bug).
-    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, CallHandle> {
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, BlockingCallHandle> {
         let deadline = Instant::now().checked_add(timeout);
         let taken = self.take_outcome(deadline);
         taken.or_handle(self, |handle| handle.owner_failed())
@@ -225,7 +204,7 @@ impl CallHandle {
     /// # Panics
     ///
     /// Only if the call's owner thread panicked (a bug).
-    pub fn try_outcome(self) -> Result<Outcome, CallHandle> {
+    pub fn try_outcome(self) -> Result<Outcome, BlockingCallHandle> {
         self.wait_timeout(Duration::ZERO)
     }
 
@@ -250,30 +229,11 @@ impl CallHandle {
 }
 
 /// Cancels one call from anywhere; cheap to clone.
-///
-/// # Examples
-///
-/// ```
-/// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::core::{CancelReason, Config, State};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let call = host.command("sleep").arg("30").start();
-/// let canceller = call.canceller();
-/// std::thread::spawn(move || canceller.cancel());
-/// let outcome = call.wait();
-/// assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
-/// assert!(matches!(
-///     outcome.record.state,
-///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
-/// ));
-/// # Ok::<(), spillguard_std::HostError>(())
-/// ```
 #[derive(Debug, Clone)]
-pub struct Canceller(ToOwner<Reply>);
+pub struct BlockingCanceller(ToOwner<Reply>);
 
-impl Canceller {
-    /// Asks the call to stop; see [`CallHandle::cancel`].
+impl BlockingCanceller {
+    /// Asks the call to stop; see [`BlockingCallHandle::cancel`].
     pub fn cancel(&self) {
         self.0.cancel();
     }

@@ -15,11 +15,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc::{self, Receiver, SendError, Sender};
 use std::sync::{Arc, Weak};
 
-use crate::owner::Event;
+use super::Event;
 
 /// The sending side, cheap to clone: for handles, cancellers and the host.
 #[derive(Debug, Clone)]
-pub(crate) struct Mailbox {
+pub struct Mailbox {
     events: Sender<Event>,
     /// Dead once the inbox is gone (or for a mailbox nobody reads).
     bell: Weak<Bell>,
@@ -27,7 +27,7 @@ pub(crate) struct Mailbox {
 
 /// The owner's side.
 #[derive(Debug)]
-pub(crate) struct Inbox {
+pub struct Inbox {
     events: Receiver<Event>,
     bell: Arc<Bell>,
 }
@@ -39,29 +39,29 @@ struct Bell {
     write: OwnedFd,
 }
 
-/// A new mailbox and its inbox. Fails only if no pipe can be made (the
-/// process is out of file descriptors).
-pub(crate) fn open() -> io::Result<(Mailbox, Inbox)> {
-    let (read, write) = std::io::pipe()?;
-    let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
-    rustix::io::ioctl_fionbio(&read, true)?;
-    rustix::io::ioctl_fionbio(&write, true)?;
-    let (events, received) = mpsc::channel();
-    let bell = Arc::new(Bell { read, write });
-    let mailbox = Mailbox {
-        events,
-        bell: Arc::downgrade(&bell),
-    };
-    let inbox = Inbox {
-        events: received,
-        bell,
-    };
-    Ok((mailbox, inbox))
-}
-
 impl Mailbox {
+    /// A new mailbox and its inbox. Fails only if no pipe can be made (the
+    /// process is out of file descriptors).
+    pub fn open() -> io::Result<(Mailbox, Inbox)> {
+        let (read, write) = std::io::pipe()?;
+        let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+        rustix::io::ioctl_fionbio(&read, true)?;
+        rustix::io::ioctl_fionbio(&write, true)?;
+        let (events, received) = mpsc::channel();
+        let bell = Arc::new(Bell { read, write });
+        let mailbox = Mailbox {
+            events,
+            bell: Arc::downgrade(&bell),
+        };
+        let inbox = Inbox {
+            events: received,
+            bell,
+        };
+        Ok((mailbox, inbox))
+    }
+
     /// A mailbox whose owner never started: every send fails.
-    pub(crate) fn closed() -> Self {
+    pub fn closed() -> Self {
         let (events, _) = mpsc::channel();
         Self {
             events,
@@ -71,7 +71,7 @@ impl Mailbox {
 
     /// Queues `event` for the owner and wakes it. Fails once the owner no
     /// longer takes events (the call finished).
-    pub(crate) fn send(&self, event: Event) -> Result<(), SendError<Event>> {
+    pub fn send(&self, event: Event) -> Result<(), SendError<Event>> {
         self.events.send(event)?;
         if let Some(bell) = self.bell.upgrade() {
             // A full doorbell (EAGAIN) is already ringing.
@@ -83,19 +83,19 @@ impl Mailbox {
 
 impl Inbox {
     /// The doorbell, for the owner's `poll`.
-    pub(crate) fn bell(&self) -> BorrowedFd<'_> {
+    pub fn bell(&self) -> BorrowedFd<'_> {
         self.bell.read.as_fd()
     }
 
     /// Empties the doorbell. Done before taking the queued events: an
     /// event queued after this rings again.
-    pub(crate) fn silence(&self) {
+    pub fn silence(&self) {
         let mut bytes = [0; 64];
         while matches!(rustix::io::read(&self.bell.read, &mut bytes), Ok(n) if n > 0) {}
     }
 
     /// The next queued event, if any.
-    pub(crate) fn try_next(&self) -> Option<Event> {
+    pub fn try_next(&self) -> Option<Event> {
         self.events.try_recv().ok()
     }
 }
@@ -109,7 +109,7 @@ mod tests {
     use rustix::event::{PollFd, PollFlags, poll};
     use spillguard_core::CancelReason;
 
-    use crate::owner::Command;
+    use crate::blocking::Command;
 
     fn rings(inbox: &Inbox) -> bool {
         let mut fds = [PollFd::from_borrowed_fd(inbox.bell(), PollFlags::IN)];
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_sent_event_rings_until_the_owner_silences_it() {
-        let (mailbox, inbox) = open().unwrap();
+        let (mailbox, inbox) = Mailbox::open().unwrap();
         assert!(!rings(&inbox));
         mailbox.send(cancel()).unwrap();
         mailbox.clone().send(Event::ProcessLost).unwrap();
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_full_doorbell_still_rings_and_loses_no_event() {
-        let (mailbox, inbox) = open().unwrap();
+        let (mailbox, inbox) = Mailbox::open().unwrap();
         // Far more rings than a pipe holds bytes.
         for _ in 0..200_000 {
             mailbox.send(Event::ProcessLost).unwrap();
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn sends_fail_once_the_inbox_is_gone_or_never_was() {
-        let (mailbox, inbox) = open().unwrap();
+        let (mailbox, inbox) = Mailbox::open().unwrap();
         drop(inbox);
         assert!(mailbox.send(cancel()).is_err());
         assert!(Mailbox::closed().send(cancel()).is_err());
@@ -162,7 +162,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn senders_kept_after_the_inbox_hold_no_file_descriptor() {
-        let (mailbox, inbox) = open().unwrap();
+        let (mailbox, inbox) = Mailbox::open().unwrap();
         let bell = inbox.bell.read.as_raw_fd();
         let open_fd = |fd: i32| std::path::Path::new(&format!("/proc/self/fd/{fd}")).exists();
         assert!(open_fd(bell));
