@@ -144,6 +144,7 @@ pub mod jsonrpc;
 mod pool;
 mod redact;
 mod render;
+pub mod trace;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{

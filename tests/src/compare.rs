@@ -8,7 +8,8 @@
 //! | field | normalised to | why |
 //! |---|---|---|
 //! | `pid`, `pgid` | `"<os>"` when set | assigned by the kernel |
-//! | `received_at` | `"<wall clock>"` | the wall-clock time of the run |
+//! | `received_at`, `received_at_unix_us` | `"<wall clock>"` | the wall-clock time of the run |
+//! | `trace_id`, `span_id`, `parent_span_id` | `"<random>"` when set | drawn at random for each call |
 //! | `timeline[].offset_us`, `signals[].offset_us` | removed; the states and signals stay, in order | microsecond timings; their bounds are checked per runtime by [`check`](crate::check) |
 //! | `cancel_offset_us`, `exited_offset_us` | `"<set>"` when set | same; whether they are set is compared |
 //! | `stderr_bytes_seen` | `"<timing>"` when the scenario expects a range ([`Bytes::Between`]) | how much a flood wrote before a deadline, a TERM or a drain window cut it |
@@ -65,6 +66,7 @@ const OS: &str = "<os>";
 const WALL_CLOCK: &str = "<wall clock>";
 const SET: &str = "<set>";
 const TIMING: &str = "<timing>";
+const RANDOM: &str = "<random>";
 
 /// The record as JSON with the fields that legitimately differ between
 /// runs replaced, as the [module docs](self) list them. `expect` is the
@@ -77,6 +79,10 @@ pub fn normalise(record: &CallRecord, expect: &CallExpect) -> Value {
         placeholder_if_set(&mut fields, key, OS);
     }
     fields.insert("received_at".into(), WALL_CLOCK.into());
+    fields.insert("received_at_unix_us".into(), WALL_CLOCK.into());
+    for key in ["trace_id", "span_id", "parent_span_id"] {
+        placeholder_if_set(&mut fields, key, RANDOM);
+    }
     for key in ["cancel_offset_us", "exited_offset_us"] {
         placeholder_if_set(&mut fields, key, SET);
     }

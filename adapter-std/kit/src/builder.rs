@@ -26,6 +26,8 @@ use spillguard_core::{
 };
 
 use crate::command::{HelperCommand, StdinMode};
+use crate::ids::{fresh_span_id, fresh_trace_id};
+use spillguard_core::trace::{CallTrace, TraceParent};
 
 /// Whether a call waits for a person's approval before anything runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -90,6 +92,8 @@ pub struct CallRequest {
     confinement: Option<Confinement>,
     stderr_tap: Option<StderrTap>,
     refused: Option<String>,
+    trace_parent: Option<(TraceParent, Option<String>)>,
+    new_trace: bool,
 }
 
 /// Sees each chunk of a helper's stderr as the owner reads it, before the
@@ -160,12 +164,22 @@ impl CallRequest {
             confinement: None,
             stderr_tap: None,
             refused: None,
+            trace_parent: None,
+            new_trace: false,
         }
     }
 
     /// The command it runs.
     pub fn command(&self) -> &HelperCommand {
         &self.command
+    }
+
+    /// A request that starts a trace of its own when it names no parent
+    /// span (what [`HostOptions::start_traces`](crate::HostOptions::start_traces)
+    /// asks of every call).
+    pub fn start_trace(mut self) -> Self {
+        self.new_trace = true;
+        self
     }
 
     /// Fills in the defaults: a fresh `call_id`, the host's `session_id`,
@@ -217,6 +231,21 @@ impl CallRequest {
         let mut command = self.command;
         if settings.stdout_mode == StdoutMode::Streamed {
             command.stdin = StdinMode::Streamed;
+        }
+        let trace = match self.trace_parent {
+            Some((parent, state)) => Some(CallTrace::child_of(parent, fresh_span_id(), state)),
+            None if self.new_trace => Some(CallTrace::root(fresh_trace_id(), fresh_span_id())),
+            None => None,
+        };
+        if let Some(trace) = trace {
+            // After the summary was made: the card shows the command as
+            // the caller wrote it.
+            command = command.env("TRACEPARENT", trace.traceparent());
+            command = match &trace.trace_state {
+                Some(state) => command.env("TRACESTATE", state),
+                None => command.env_remove("TRACESTATE"),
+            };
+            settings.trace = Some(trace);
         }
         Resolved {
             spec,
@@ -553,6 +582,18 @@ impl<'h, H> CallBuilder<'h, H> {
         self
     }
 
+    /// Makes the call's span a child of `parent` (a request's
+    /// `traceparent`, parsed with [`TraceParent::parse`]), in its trace,
+    /// passing `trace_state` (checked with
+    /// [`trace_state`](spillguard_core::trace::trace_state)) on. The
+    /// record says `trace_id`, `span_id` and `parent_span_id`; the helper
+    /// gets `TRACEPARENT` (the call's span as its parent) and `TRACESTATE`
+    /// in its environment, so its own spans join the trace.
+    pub fn trace_parent(mut self, parent: TraceParent, trace_state: Option<String>) -> Self {
+        self.request.trace_parent = Some((parent, trace_state));
+        self
+    }
+
     /// Whether dropping the call's handle (or the `run()` future, which
     /// owns it) before the call finished stops the helper. Default
     /// `false`, as for `tokio::process::Command::kill_on_drop`.
@@ -798,6 +839,85 @@ mod tests {
         fn launch(&self, request: CallRequest) -> CallRequest {
             request
         }
+    }
+
+    fn env_of(resolved: &Resolved, name: &str) -> Option<String> {
+        let command = &resolved.command;
+        let set = command
+            .env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.to_string_lossy().into_owned());
+        assert!(set.is_none() || !command.env_remove.iter().any(|key| key == name));
+        set
+    }
+
+    /// About trace context: a named parent makes the call's span its
+    /// child, the helper is told the call's span, and the card's summary
+    /// is the command as written.
+    #[test]
+    fn a_trace_parent_makes_the_call_a_child_span_and_tells_the_helper() {
+        use spillguard_core::trace::{TraceParent, hex};
+        let parent =
+            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("echo").arg("hi"))
+            .trace_parent(parent, Some("congo=t61rcWkgMzE".into()))
+            .into_request()
+            .resolve("s_host", settings);
+        let trace = resolved.settings.trace.clone().expect("a trace");
+        assert_eq!(trace.trace_id, parent.trace_id);
+        assert_eq!(trace.parent_span_id, Some(parent.parent_id));
+        assert_ne!(trace.span_id, [0; 8]);
+        assert_ne!(trace.span_id, parent.parent_id);
+        assert_eq!(
+            env_of(&resolved, "TRACEPARENT").as_deref(),
+            Some(
+                format!(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-{}-01",
+                    hex(&trace.span_id)
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(
+            env_of(&resolved, "TRACESTATE").as_deref(),
+            Some("congo=t61rcWkgMzE")
+        );
+        assert_eq!(resolved.spec.summary, "echo hi");
+    }
+
+    #[test]
+    fn a_started_trace_is_a_root_and_no_trace_leaves_the_environment_alone() {
+        let root = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .start_trace()
+            .resolve("s_host", settings);
+        let trace = root.settings.trace.clone().expect("a trace");
+        assert_eq!(trace.parent_span_id, None);
+        assert_ne!(trace.trace_id, [0; 16]);
+        assert_eq!(env_of(&root, "TRACEPARENT"), Some(trace.traceparent()));
+        assert_eq!(env_of(&root, "TRACESTATE"), None);
+        assert!(
+            root.command
+                .env_remove
+                .iter()
+                .any(|key| key == "TRACESTATE")
+        );
+        let other = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .start_trace()
+            .resolve("s_host", settings);
+        assert_ne!(
+            other.settings.trace.map(|t| t.trace_id),
+            Some(trace.trace_id)
+        );
+
+        let plain = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .resolve("s_host", settings);
+        assert_eq!(plain.settings.trace, None);
+        assert!(plain.command.env.is_empty() && plain.command.env_remove.is_empty());
     }
 
     /// About the spec's fields: `Host::start(spec, ..)` and `.spec(..)`

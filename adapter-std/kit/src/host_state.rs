@@ -155,6 +155,11 @@ impl<S: Clone> HostState<S> {
 
     /// `request` with every default filled in, for a call started at `now`.
     pub fn resolve(&self, request: CallRequest, now: Instant) -> Resolved {
+        let request = if self.options().start_traces {
+            request.start_trace()
+        } else {
+            request
+        };
         request.resolve(&self.session_id, |kind| self.call_settings(kind, now))
     }
 

@@ -14,6 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// assert_ne!(id, spillguard_kit::fresh_id("c"));
 /// ```
 pub fn fresh_id(prefix: &str) -> String {
+    format!("{prefix}_{:016x}", fresh_u64())
+}
+
+/// 64 random bits, never zero (see [`fresh_id`] for where they come from
+/// when the random source fails).
+fn fresh_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut bytes = [0_u8; 8];
     let value = match getrandom::fill(&mut bytes) {
@@ -26,5 +32,18 @@ pub fn fresh_id(prefix: &str) -> String {
             (u64::from(std::process::id()) << 40) ^ nanos.rotate_left(17) ^ count
         }
     };
-    format!("{prefix}_{value:016x}")
+    value.max(1)
+}
+
+/// A fresh span id: 8 random bytes, never all zero.
+pub fn fresh_span_id() -> [u8; 8] {
+    fresh_u64().to_be_bytes()
+}
+
+/// A fresh trace id: 16 random bytes, never all zero.
+pub fn fresh_trace_id() -> [u8; 16] {
+    let mut id = [0; 16];
+    id[..8].copy_from_slice(&fresh_u64().to_be_bytes());
+    id[8..].copy_from_slice(&fresh_u64().to_be_bytes());
+    id
 }

@@ -71,6 +71,11 @@ pub struct HostOptions {
     /// [`RetentionPool`](spillguard_core::RetentionPool)), so two crates
     /// that each make a host still hold one budget between them.
     pub own_retention_pool: bool,
+    /// Whether a call whose request names no parent span
+    /// (`CallBuilder::trace_parent`) starts a trace of its own: its record
+    /// then has a `trace_id` and a `span_id`, and the helper gets them in
+    /// `TRACEPARENT`. Default `false`: such a call has no trace.
+    pub start_traces: bool,
 }
 
 impl HostOptions {
@@ -127,6 +132,7 @@ impl Default for HostOptions {
             orphan_pipes_max: Self::DEFAULT_ORPHAN_PIPES_MAX,
             kill_helpers_on_host_death: true,
             own_retention_pool: false,
+            start_traces: false,
         }
     }
 }
@@ -153,6 +159,7 @@ impl fmt::Debug for HostOptions {
                 &self.kill_helpers_on_host_death,
             )
             .field("own_retention_pool", &self.own_retention_pool)
+            .field("start_traces", &self.start_traces)
             .finish()
     }
 }

@@ -370,6 +370,13 @@ pub struct RunArgs {
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
+    /// Append the call as OpenTelemetry OTLP JSON to FILE: its span (a
+    /// child of the TRACEPARENT this program was given, else the first of
+    /// a new trace) and its stderr excerpt as a log record, one export
+    /// request per line. The helper gets TRACEPARENT naming the call's
+    /// span
+    #[arg(long, value_name = "FILE")]
+    pub otel_file: Option<PathBuf>,
     /// Limits and sandbox.
     #[command(flatten)]
     pub confine: ConfineFlags,
@@ -1017,6 +1024,7 @@ mod tests {
                     audit_wait_ms: None,
                 },
                 session_id: None,
+                otel_file: None,
                 confine: ConfineFlags::default(),
                 command: vec!["sh".into(), "-c".into(), "exit 0".into()],
             }

@@ -63,6 +63,9 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
         post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
         stdin_close_grace,
         audit,
+        // With an OpenTelemetry file, every call is a span, in the trace
+        // this program was given or in one of its own.
+        start_traces: run.otel_file.is_some(),
         ..HostOptions::default()
     };
     let host = Host::new(config, options)
@@ -189,7 +192,7 @@ pub type Cancel = Box<dyn Fn() + Send + 'static>;
 pub struct Line {
     #[serde(flatten)]
     pub record: CallRecord,
-    stderr_excerpt: String,
+    pub stderr_excerpt: String,
     stdout: String,
     /// The value: with `--result json`, what the helper printed.
     #[serde(rename = "result", skip_serializing_if = "Option::is_none")]
@@ -213,6 +216,7 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
         Some(id) => builder.session_id(id.clone()),
         None => builder,
     };
+    let builder = traced(builder, run.otel_file.as_deref());
     let call = if json { builder.result_json() } else { builder }.start();
     let canceller = call.canceller();
     started(Box::new(move || canceller.cancel()));
@@ -228,6 +232,49 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
 
 /// Why the call was refused before anything ran, when the reason is a
 /// limit or sandbox rule this machine cannot enforce (fail closed).
+/// With `--otel-file`, the call's span is a child of the span this program
+/// was given in `TRACEPARENT`, if any (without one the host starts a trace).
+fn traced<'h>(
+    builder: spillguard_std::CallBuilder<'h, Host>,
+    otel_file: Option<&std::path::Path>,
+) -> spillguard_std::CallBuilder<'h, Host> {
+    match otel_file.and_then(|_| crate::otel::parent_from_environment()) {
+        Some((parent, state)) => builder.trace_parent(parent, state),
+        None => builder,
+    }
+}
+
+/// Opens `--otel-file`, if given.
+pub fn open_otel(run: &RunArgs) -> Result<Option<crate::otel::OtelFile>, UsageError> {
+    run.otel_file
+        .as_deref()
+        .map(|path| {
+            crate::otel::OtelFile::open(path).map_err(|error| {
+                UsageError(format!(
+                    "cannot open --otel-file {}: {error}",
+                    path.display()
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Appends the call to the OpenTelemetry file; a failed write is said now
+/// and kept with the audit failures (the command exits with their status).
+pub fn export_otel(file: Option<&mut crate::otel::OtelFile>, record: &CallRecord, excerpt: &str) {
+    let Some(file) = file else {
+        return;
+    };
+    if let Err(error) = file.export_call(record, excerpt) {
+        let text = format!("otel file {}: {error}", file.path().display());
+        eprintln!("spillguard: {text}");
+        AUDIT_ERRORS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(text);
+    }
+}
+
 pub fn refused_bounds(record: &CallRecord) -> Option<&str> {
     let bounded = record.limits.is_some() || record.sandbox.is_some();
     let refused = record.state == spillguard_std::core::State::FailedBeforeDispatch
@@ -267,6 +314,7 @@ pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> C
         Some(id) => builder.session_id(id.clone()),
         None => builder,
     };
+    let builder = traced(builder, stdio.run.otel_file.as_deref());
     match tap {
         Some(tap) => builder.stderr_tap(tap),
         None => builder,

@@ -12,6 +12,7 @@ mod args;
 mod audit;
 mod call;
 mod mcp;
+mod otel;
 mod stdio;
 
 use std::ffi::OsString;
@@ -104,6 +105,10 @@ fn check_tools(args: &McpArgs) -> ExitCode {
 }
 
 fn run(host: &call::Host, run: RunArgs) -> ExitCode {
+    let mut otel = match call::open_otel(&run) {
+        Ok(otel) => otel,
+        Err(error) => return usage_error(&error),
+    };
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
     let line = call::run_helper(host, run, |cancel| {
@@ -118,6 +123,7 @@ fn run(host: &call::Host, run: RunArgs) -> ExitCode {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
+    call::export_otel(otel.as_mut(), &line.record, &line.stderr_excerpt);
     if let Some(refusal) = call::refused_bounds(&line.record) {
         eprintln!("spillguard: nothing ran: {refusal}");
         return audit_status(ExitCode::from(NOT_ENFORCED));

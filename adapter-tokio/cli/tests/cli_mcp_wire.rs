@@ -705,3 +705,40 @@ fn a_request_that_begins_with_a_byte_order_mark_is_answered() {
     );
     assert_eq!(session.end(), Some(0));
 }
+
+/// A request's `params._meta.traceparent` makes the call's span its child:
+/// the record (the result's structured content) names the trace, the
+/// call's span and the parent, and the helper is given the call's span as
+/// its parent in `TRACEPARENT` (with `TRACESTATE` passed on). A malformed
+/// one is ignored: no trace, and the helper gets none.
+#[test]
+fn trace_context_in_meta_reaches_the_record_and_the_helper() {
+    const TRACE_TOOLS: &str = "[tools.trace]\ndescription = \"prints its trace context\"\n\
+        command = [\"sh\", \"-c\", \"printf '%s|%s' \\\"$TRACEPARENT\\\" \\\"$TRACESTATE\\\"\"]\napproval = \"none\"\n";
+    let mut session = Session::start("trace", TRACE_TOOLS, &[]);
+    session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "trace", "arguments": {}, "_meta": {
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tracestate": "congo=t61rcWkgMzE"}}}));
+    let answer = session.next();
+    let record = &answer["result"]["structuredContent"];
+    assert_eq!(record["state"], "completed", "{answer}");
+    assert_eq!(record["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(record["parent_span_id"], "00f067aa0ba902b7");
+    let span = record["span_id"].as_str().unwrap();
+    assert_eq!(span.len(), 16);
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{span}-01|congo=t61rcWkgMzE")
+    );
+
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "trace", "arguments": {}, "_meta": {
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\nX: y"}}}));
+    let answer = session.next();
+    let record = &answer["result"]["structuredContent"];
+    assert_eq!(record["trace_id"], Value::Null, "{answer}");
+    assert_eq!(record["span_id"], Value::Null);
+    assert_eq!(answer["result"]["content"][0]["text"], "|");
+    assert_eq!(session.end(), Some(0));
+}

@@ -1,8 +1,9 @@
-//! How the helper ended, as observed: [`Exit`].
+//! How the helper ended, as observed: [`Exit`]; and what it returned on
+//! stdout, when its result is JSON.
 
 use std::fmt;
 
-use super::{CallRecord, Outcome};
+use super::{Call, CallRecord, Outcome, ResultKind};
 
 /// How the helper ended, as observed: a code, a signal, or not observed at
 /// all (never reaped, or never spawned). Never inferred from a response.
@@ -72,5 +73,48 @@ impl Outcome {
     /// How the helper ended, as observed.
     pub fn exit(&self) -> Exit {
         Exit::of(&self.record)
+    }
+}
+
+/// Parses the retained stdout as the call's JSON result (see
+/// [`ResultChannel::StdoutJson`](super::ResultChannel::StdoutJson)): a value and its classification, or why
+/// there is none. Never fails.
+pub(super) fn parse_result(call: &mut Call) {
+    let Some(capture) = call.stdout.as_ref() else {
+        return;
+    };
+    let window = capture.window();
+    let joined;
+    let bytes: &[u8] = if window.tail.iter().all(|t| t.is_empty()) {
+        window.head
+    } else {
+        joined = [window.head, window.tail[0], window.tail[1]].concat();
+        &joined
+    };
+    let parsed = if window.truncated() {
+        Err(format!(
+            "stdout exceeded its {}-byte budget",
+            capture.settings().budget
+        ))
+    } else if bytes.iter().all(u8::is_ascii_whitespace) {
+        Err("stdout was empty".to_owned())
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| {
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            let text = e.to_string();
+            let what = text.strip_suffix(&at).unwrap_or(&text);
+            format!("invalid JSON{at}: {what}")
+        })
+    };
+    match parsed {
+        Ok(value) => {
+            let kind = match &call.settings.result_classifier {
+                Some(classifier) => classifier.classify(&value),
+                None => ResultKind::of_json(&value),
+            };
+            call.result = Some(kind);
+            call.result_value = Some(value);
+        }
+        Err(error) => call.result_error = Some(error),
     }
 }

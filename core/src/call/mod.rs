@@ -51,6 +51,7 @@ pub use card::{card_text, visible};
 pub use driver::Call;
 pub use exit::Exit;
 pub use input::CallError;
+use record::unix_us;
 pub use record::{
     ApprovalDecision, CallKind, CallRecord, CancelReason, DisconnectPolicy, ExitStatus, ResultKind,
     Signal, SignalMark, State, StateMark, StreamEnd, rfc3339,

@@ -510,6 +510,22 @@ pub struct CallRecord {
     /// measured it.
     #[serde(default)]
     pub tree_peak_pids: Option<u64>,
+    /// `received_at` in microseconds since the Unix epoch, for what needs
+    /// more than its milliseconds (a span's start).
+    #[serde(default)]
+    pub received_at_unix_us: u64,
+    /// The trace the call's span belongs to (32 hex digits), when the call
+    /// has one: a request named a `traceparent`, or the host starts a
+    /// trace per call.
+    #[serde(default)]
+    pub trace_id: Option<String>,
+    /// The call's span (16 hex digits), the parent the helper is given in
+    /// `TRACEPARENT`.
+    #[serde(default)]
+    pub span_id: Option<String>,
+    /// The span the call's is a child of, when a request named one.
+    #[serde(default)]
+    pub parent_span_id: Option<String>,
 }
 
 impl CallRecord {
@@ -542,6 +558,13 @@ pub fn rfc3339(at: SystemTime) -> String {
         rem % 60,
         since.subsec_millis()
     )
+}
+
+/// `at` in microseconds since the Unix epoch (0 before it).
+pub(crate) fn unix_us(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+    })
 }
 
 /// Gregorian date of a day count since 1970-01-01.

@@ -26,6 +26,7 @@ use super::{CallKind, DisconnectPolicy, ResultKind};
 use crate::capture::{CaptureSettings, StreamName};
 use crate::config::{Config, DebugGrant, Retain, Rule};
 use crate::confine::Confinement;
+use crate::trace::CallTrace;
 
 /// What the host knows about a call before it starts: who, what, where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +121,11 @@ pub struct CallSettings {
     /// count, CPU time, files and network (see [`Confinement`]). Empty by
     /// default: the helper runs in its own process group, as without it.
     pub confinement: Confinement,
+    /// The call's span in a distributed trace, if it has one: its record
+    /// says `trace_id`, `span_id` and `parent_span_id`. The driver gives
+    /// the helper `TRACEPARENT` (the call's span as its parent) and
+    /// `TRACESTATE`. `None` by default.
+    pub trace: Option<CallTrace>,
 }
 
 /// When an authorized call may spawn its helper.
@@ -338,6 +344,7 @@ impl CallSettings {
             result_classifier: None,
             admission: Admission::Immediate,
             confinement: Confinement::default(),
+            trace: None,
         }
     }
 

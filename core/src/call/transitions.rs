@@ -46,16 +46,19 @@
 
 use std::time::Instant;
 
+use super::exit::parse_result;
 use super::input::{Input, Stop};
 use super::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Outcome, ResultChannel,
     ResultKind, Signal, SignalMark, State, StateMark, StdoutMode, StreamEnd, Timer, rfc3339,
+    unix_us,
 };
 use crate::capture::to_usize;
 use crate::config::DebugGrant;
 use crate::confine::LimitHit;
 use crate::redact::StreamRedactions;
+use crate::trace::hex;
 
 /// Every edge of the lifecycle: (from, cause, to). The causes after
 /// `dispatched` are decided by precedence when events race (see
@@ -595,49 +598,6 @@ fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     }
 }
 
-/// Parses the retained stdout as the call's JSON result (see
-/// [`ResultChannel::StdoutJson`]): a value and its classification, or why
-/// there is none. Never fails.
-fn parse_result(call: &mut Call) {
-    let Some(capture) = call.stdout.as_ref() else {
-        return;
-    };
-    let window = capture.window();
-    let joined;
-    let bytes: &[u8] = if window.tail.iter().all(|t| t.is_empty()) {
-        window.head
-    } else {
-        joined = [window.head, window.tail[0], window.tail[1]].concat();
-        &joined
-    };
-    let parsed = if window.truncated() {
-        Err(format!(
-            "stdout exceeded its {}-byte budget",
-            capture.settings().budget
-        ))
-    } else if bytes.iter().all(u8::is_ascii_whitespace) {
-        Err("stdout was empty".to_owned())
-    } else {
-        serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| {
-            let at = format!(" at line {} column {}", e.line(), e.column());
-            let text = e.to_string();
-            let what = text.strip_suffix(&at).unwrap_or(&text);
-            format!("invalid JSON{at}: {what}")
-        })
-    };
-    match parsed {
-        Ok(value) => {
-            let kind = match &call.settings.result_classifier {
-                Some(classifier) => classifier.classify(&value),
-                None => ResultKind::of_json(&value),
-            };
-            call.result = Some(kind);
-            call.result_value = Some(value);
-        }
-        Err(error) => call.result_error = Some(error),
-    }
-}
-
 fn stream_closed(call: &mut Call, now: Instant) {
     if call.stdout_open || call.stderr_open {
         return;
@@ -714,7 +674,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
         stderr: stderr.redactions(),
         stdout: stdout.redactions(),
     };
-    let confinement = &call.settings.confinement;
+    let (confinement, trace) = (&call.settings.confinement, call.settings.trace.as_ref());
     let enforcement = call.enforcement.clone().unwrap_or_default();
     let tree_kill = call.pid.map(|_| {
         if enforcement.tree_kill.is_empty() {
@@ -784,6 +744,10 @@ fn end(call: &mut Call, now: Instant, state: State) {
         }),
         tree_peak_memory_bytes: call.tree.and_then(|tree| tree.peak_memory_bytes),
         tree_peak_pids: call.tree.and_then(|tree| tree.peak_pids),
+        received_at_unix_us: unix_us(call.received_at),
+        trace_id: trace.map(|t| hex(&t.trace_id)),
+        span_id: trace.map(|t| hex(&t.span_id)),
+        parent_span_id: trace.and_then(|t| t.parent_span_id).map(|id| hex(&id)),
     };
     if let Some(limit) = record.limit_hit {
         audit(call, now, AuditKind::LimitHit { limit });

@@ -84,6 +84,7 @@ use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, Service
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
+use spillguard_std::core::trace::{TraceParent, trace_state};
 use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -223,7 +224,7 @@ impl Bridge {
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form)
         };
-        let builder = self.settings(prepared.builder(&inner.host));
+        let builder = traced(self.settings(prepared.builder(&inner.host)), &context.meta);
         if asks && !can_ask {
             let refused = builder
                 .refuse(
@@ -550,6 +551,24 @@ impl Bridge {
             &secrets,
         ))
     }
+}
+
+/// The call's span joins the trace a request names in `params._meta`
+/// (`traceparent`, `tracestate`: the MCP convention for trace context);
+/// a malformed one is ignored, as W3C Trace Context asks.
+fn traced<'h>(builder: CallBuilder<'h, Host>, meta: &Map<String, Value>) -> CallBuilder<'h, Host> {
+    let parent = meta
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .and_then(|text| TraceParent::parse(text).ok());
+    let Some(parent) = parent else {
+        return builder;
+    };
+    let state = meta
+        .get("tracestate")
+        .and_then(Value::as_str)
+        .and_then(|text| trace_state(text).ok().flatten());
+    builder.trace_parent(parent, state)
 }
 
 /// The elicitation that shows the card: its text as the core built it

@@ -77,6 +77,10 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         },
         None => None,
     };
+    let mut otel = match call::open_otel(&args.run) {
+        Ok(otel) => otel,
+        Err(error) => return usage(&error),
+    };
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
     let forward = args
@@ -154,6 +158,7 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
+    call::export_otel(otel.as_mut(), &line.record, &line.stderr_excerpt);
     // An audit write that failed was said as it failed; the status is then
     // 1 (the record has PROGRAM's own and counts the failures).
     if call::audit_errors().is_empty() {
