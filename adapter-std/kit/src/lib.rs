@@ -67,7 +67,7 @@ pub use builder::{
 pub use command::{HelperCommand, InvalidCommand, StdinMode};
 pub use error::HostError;
 pub use host_state::REDACTION_BUDGET;
-pub use ids::fresh_id;
+pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
 pub use options::{HostOptions, ShutdownReport};
 pub use orphans::OrphanStats;
 pub use spillguard_core as core;

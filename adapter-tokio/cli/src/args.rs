@@ -289,6 +289,12 @@ pub struct McpArgs {
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
+    /// Append OpenTelemetry OTLP JSON to FILE: a span per tools/call
+    /// request (a child of the traceparent in its params._meta), the
+    /// call's span and approval wait under it, and each call's stderr
+    /// excerpt as a log record, one export request per line
+    #[arg(long, value_name = "FILE")]
+    pub otel_file: Option<PathBuf>,
 }
 
 /// `--on-disconnect`: what a live call becomes when the client goes away.
@@ -1203,6 +1209,7 @@ mod tests {
                     max_running: None,
                     queue_timeout_ms: None,
                     audit: AuditFlags::default(),
+                    otel_file: None,
                 }
             ),
             other => panic!("{other:?}"),
@@ -1232,6 +1239,7 @@ mod tests {
                         anchor_out: Some("calls.anchor".into()),
                         audit_wait_ms: None,
                     },
+                    otel_file: None,
                 }
             ),
             other => panic!("{other:?}"),

@@ -21,19 +21,22 @@ pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host, TapFn};
 
 /// The host for these flags: the config file (if any), overridden by the
 /// flags, validated as a whole; the audit log opened when asked for.
-pub fn prepare(run: &RunArgs) -> Result<Host, UsageError> {
+pub fn prepare(run: &RunArgs) -> Result<(Host, Telemetry), UsageError> {
     prepare_with(run, None)
 }
 
 /// [`prepare`] for `stdio`: also the stdin close grace, when given.
-pub fn prepare_stdio(stdio: &StdioArgs) -> Result<Host, UsageError> {
+pub fn prepare_stdio(stdio: &StdioArgs) -> Result<(Host, Telemetry), UsageError> {
     prepare_with(
         &stdio.run,
         stdio.stdin_close_grace_ms.map(Duration::from_millis),
     )
 }
 
-fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Host, UsageError> {
+fn prepare_with(
+    run: &RunArgs,
+    stdin_close_grace: Option<Duration>,
+) -> Result<(Host, Telemetry), UsageError> {
     let mut config = match &run.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -58,6 +61,8 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
         .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
 
     let audit = open_audit(&run.audit)?;
+    let telemetry = Telemetry::open(run.otel_file.as_deref())?;
+    let telemetry_on = telemetry.is_on();
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
         post_exit_drain: run.drain_window_ms.map(Duration::from_millis),
@@ -65,7 +70,7 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
         audit,
         // With an OpenTelemetry file, every call is a span, in the trace
         // this program was given or in one of its own.
-        start_traces: run.otel_file.is_some(),
+        start_traces: telemetry_on,
         ..HostOptions::default()
     };
     let host = Host::new(config, options)
@@ -78,7 +83,7 @@ fn prepare_with(run: &RunArgs, stdin_close_grace: Option<Duration>) -> Result<Ho
     if let Some(seconds) = run.debug_on_signal {
         debug_on_signals(&host, Duration::from_secs(seconds))?;
     }
-    Ok(host)
+    Ok((host, telemetry))
 }
 
 /// The audit log the flags name, opened (and checked against its anchor
@@ -216,7 +221,7 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
         Some(id) => builder.session_id(id.clone()),
         None => builder,
     };
-    let builder = traced(builder, run.otel_file.as_deref());
+    let builder = traced(builder, host.options().start_traces);
     let call = if json { builder.result_json() } else { builder }.start();
     let canceller = call.canceller();
     started(Box::new(move || canceller.cancel()));
@@ -230,51 +235,125 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
     }
 }
 
-/// Why the call was refused before anything ran, when the reason is a
-/// limit or sandbox rule this machine cannot enforce (fail closed).
-/// With `--otel-file`, the call's span is a child of the span this program
+/// With export on, the call's span is a child of the span this program
 /// was given in `TRACEPARENT`, if any (without one the host starts a trace).
 fn traced<'h>(
     builder: spillguard_std::CallBuilder<'h, Host>,
-    otel_file: Option<&std::path::Path>,
+    telemetry_on: bool,
 ) -> spillguard_std::CallBuilder<'h, Host> {
-    match otel_file.and_then(|_| crate::otel::parent_from_environment()) {
+    match telemetry_on
+        .then(crate::otel::parent_from_environment)
+        .flatten()
+    {
         Some((parent, state)) => builder.trace_parent(parent, state),
         None => builder,
     }
 }
 
-/// Opens `--otel-file`, if given.
-pub fn open_otel(run: &RunArgs) -> Result<Option<crate::otel::OtelFile>, UsageError> {
-    run.otel_file
-        .as_deref()
-        .map(|path| {
-            crate::otel::OtelFile::open(path).map_err(|error| {
-                UsageError(format!(
-                    "cannot open --otel-file {}: {error}",
-                    path.display()
-                ))
-            })
-        })
-        .transpose()
+/// Where the calls' telemetry goes: `--otel-file` and OTLP/HTTP (the
+/// standard variables), each if asked for.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    file: Option<crate::otel::OtelFile>,
+    http: Option<crate::otlp_http::Exporter>,
 }
 
-/// Appends the call to the OpenTelemetry file; a failed write is said now
-/// and kept with the audit failures (the command exits with their status).
-pub fn export_otel(file: Option<&mut crate::otel::OtelFile>, record: &CallRecord, excerpt: &str) {
-    let Some(file) = file else {
-        return;
-    };
-    if let Err(error) = file.export_call(record, excerpt) {
-        let text = format!("otel file {}: {error}", file.path().display());
-        eprintln!("spillguard: {text}");
-        AUDIT_ERRORS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(text);
+impl Telemetry {
+    /// Opens `--otel-file` and reads the OTLP variables: a path that cannot
+    /// be opened or a variable that cannot be used is a usage error.
+    pub fn open(otel_file: Option<&std::path::Path>) -> Result<Self, UsageError> {
+        let file = otel_file
+            .map(|path| {
+                crate::otel::OtelFile::open(path).map_err(|error| {
+                    UsageError(format!(
+                        "cannot open --otel-file {}: {error}",
+                        path.display()
+                    ))
+                })
+            })
+            .transpose()?;
+        let http = crate::otlp_http::Settings::from_env(|name| std::env::var(name).ok())
+            .map_err(UsageError)?
+            .map(|settings| {
+                crate::otlp_http::Exporter::start(settings)
+                    .map_err(|e| UsageError(format!("cannot start the OTLP export: {e}")))
+            })
+            .transpose()?;
+        Ok(Self { file, http })
+    }
+
+    /// Whether calls are exported at all (then each is a span).
+    pub fn is_on(&self) -> bool {
+        self.file.is_some() || self.http.is_some()
+    }
+
+    /// Exports the call `record` describes: appended to the file (a failed
+    /// write is said now and kept with the audit failures: the command
+    /// exits with their status), queued for OTLP/HTTP (never waited for).
+    pub fn export(&mut self, record: &CallRecord, excerpt: &str) {
+        // A call outside any trace has no span to export.
+        if !self.is_on() || record.trace_id.is_none() {
+            return;
+        }
+        let requests = crate::otel::call_requests(record, excerpt);
+        self.write(&requests);
+    }
+
+    /// Exports one span of this program's own (an MCP request's).
+    pub fn export_span(&mut self, span: opentelemetry_proto::tonic::trace::v1::Span) {
+        if !self.is_on() {
+            return;
+        }
+        let requests = crate::otel::CallRequests {
+            traces: crate::otel::traces(crate::otel::resource(), vec![span]),
+            logs: None,
+        };
+        self.write(&requests);
+    }
+
+    fn write(&mut self, requests: &crate::otel::CallRequests) {
+        if let Some(file) = &mut self.file
+            && let Err(error) = file.export(requests)
+        {
+            let text = format!("otel file {}: {error}", file.path().display());
+            eprintln!("spillguard: {text}");
+            AUDIT_ERRORS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(text);
+        }
+        if let Some(http) = &self.http {
+            http.export(&requests.traces, false);
+            if let Some(logs) = &requests.logs {
+                http.export(logs, true);
+            }
+        }
+    }
+
+    /// At the exit: waits at most `OTEL_EXPORTER_OTLP_TIMEOUT` for what is
+    /// queued, and says on stderr what was not sent (an unreachable
+    /// collector never changes the exit status).
+    pub fn finish(self) {
+        let Some(http) = self.http else {
+            return;
+        };
+        let (tally, first_failure) = http.finish();
+        if tally.failed + tally.dropped + tally.abandoned > 0 {
+            eprintln!(
+                "spillguard: otlp export: {} sent, {} failed, {} dropped (queue full), {} not \
+                 sent by the exit's wait{}",
+                tally.sent,
+                tally.failed,
+                tally.dropped,
+                tally.abandoned,
+                first_failure.map_or_else(String::new, |f| format!("; first failure: {f}"))
+            );
+        }
     }
 }
 
+/// Why the call was refused before anything ran, when the reason is a
+/// limit or sandbox rule this machine cannot enforce (fail closed).
 pub fn refused_bounds(record: &CallRecord) -> Option<&str> {
     let bounded = record.limits.is_some() || record.sandbox.is_some();
     let refused = record.state == spillguard_std::core::State::FailedBeforeDispatch
@@ -314,7 +393,7 @@ pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> C
         Some(id) => builder.session_id(id.clone()),
         None => builder,
     };
-    let builder = traced(builder, stdio.run.otel_file.as_deref());
+    let builder = traced(builder, host.options().start_traces);
     match tap {
         Some(tap) => builder.stderr_tap(tap),
         None => builder,

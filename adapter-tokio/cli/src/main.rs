@@ -13,6 +13,7 @@ mod audit;
 mod call;
 mod mcp;
 mod otel;
+mod otlp_http;
 mod stdio;
 
 use std::ffi::OsString;
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(run_args) => match run_args.check().and_then(|()| call::prepare(&run_args)) {
-            Ok(host) => run(&host, run_args),
+            Ok((host, telemetry)) => run(&host, telemetry, run_args),
             Err(error) => usage_error(&error),
         },
         Command::Stdio(stdio_args) => {
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
                 .check()
                 .and_then(|()| call::prepare_stdio(&stdio_args))
             {
-                Ok(host) => stdio::main(&host, &stdio_args),
+                Ok((host, telemetry)) => stdio::main(&host, telemetry, &stdio_args),
                 Err(error) => usage_error(&error),
             }
         }
@@ -104,11 +105,7 @@ fn check_tools(args: &McpArgs) -> ExitCode {
     }
 }
 
-fn run(host: &call::Host, run: RunArgs) -> ExitCode {
-    let mut otel = match call::open_otel(&run) {
-        Ok(otel) => otel,
-        Err(error) => return usage_error(&error),
-    };
+fn run(host: &call::Host, mut telemetry: call::Telemetry, run: RunArgs) -> ExitCode {
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
     let line = call::run_helper(host, run, |cancel| {
@@ -123,7 +120,8 @@ fn run(host: &call::Host, run: RunArgs) -> ExitCode {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
-    call::export_otel(otel.as_mut(), &line.record, &line.stderr_excerpt);
+    telemetry.export(&line.record, &line.stderr_excerpt);
+    telemetry.finish();
     if let Some(refusal) = call::refused_bounds(&line.record) {
         eprintln!("spillguard: nothing ran: {refusal}");
         return audit_status(ExitCode::from(NOT_ENFORCED));

@@ -67,7 +67,7 @@ pub fn resource() -> Resource {
 }
 
 /// `%XX` escapes decoded; a malformed escape is kept as written.
-fn percent_decoded(value: &str) -> String {
+pub fn percent_decoded(value: &str) -> String {
     let bytes = value.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
@@ -346,6 +346,117 @@ pub fn logs(resource: Resource, logs: Vec<LogRecord>) -> ExportLogsServiceReques
     }
 }
 
+/// An MCP request's span, as the semantic conventions for MCP name it.
+#[derive(Debug, Clone)]
+pub struct McpRequest {
+    /// The trace.
+    pub trace_id: [u8; 16],
+    /// The request's span.
+    pub span_id: [u8; 8],
+    /// The client's span, if the request named one in `params._meta`.
+    pub parent_span_id: Option<[u8; 8]>,
+    /// `mcp.method.name`.
+    pub method: &'static str,
+    /// `gen_ai.tool.name`.
+    pub tool: String,
+    /// `jsonrpc.request.id`.
+    pub request_id: String,
+    /// When the request was taken, in nanoseconds since the Unix epoch.
+    pub start_ns: u64,
+    /// When it was answered.
+    pub end_ns: u64,
+    /// `error.type`: `tool_error` for a result with `isError`, the
+    /// JSON-RPC error code for an error answer.
+    pub error: Option<String>,
+}
+
+/// The span of an MCP request (`tools/call NAME`, kind server).
+pub fn mcp_span(request: &McpRequest) -> Span {
+    let mut attributes = vec![
+        text("mcp.method.name", request.method),
+        text("gen_ai.tool.name", request.tool.clone()),
+        text("gen_ai.operation.name", "execute_tool"),
+        text("jsonrpc.request.id", request.request_id.clone()),
+        text("network.transport", "pipe"),
+    ];
+    if let Some(error) = &request.error {
+        attributes.push(text("error.type", error.clone()));
+    }
+    Span {
+        trace_id: request.trace_id.to_vec(),
+        span_id: request.span_id.to_vec(),
+        parent_span_id: request
+            .parent_span_id
+            .map_or_else(Vec::new, |id| id.to_vec()),
+        name: format!("{} {}", request.method, request.tool),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: request.start_ns,
+        end_time_unix_nano: request.end_ns.max(request.start_ns),
+        attributes,
+        status: Some(Status {
+            code: if request.error.is_some() {
+                StatusCode::Error as i32
+            } else {
+                StatusCode::Unset as i32
+            },
+            message: request.error.clone().unwrap_or_default(),
+        }),
+        ..Span::default()
+    }
+}
+
+/// The wait for a person's approval, as a span beside the call's (a child
+/// of the call's parent, the MCP request): from the card's showing to
+/// the next state; `None` for a call that never waited.
+pub fn approval_span(record: &CallRecord, span_id: [u8; 8]) -> Option<Span> {
+    let at = record
+        .timeline
+        .iter()
+        .position(|mark| mark.state == State::AwaitingApproval)?;
+    let shown = record.timeline[at].offset_us;
+    let decided = record.timeline.get(at + 1)?;
+    Some(Span {
+        trace_id: decoded_hex(record.trace_id.as_deref()),
+        span_id: span_id.to_vec(),
+        parent_span_id: decoded_hex(record.parent_span_id.as_deref()),
+        name: "approval".into(),
+        kind: SpanKind::Internal as i32,
+        start_time_unix_nano: at_offset(record, shown),
+        end_time_unix_nano: at_offset(record, decided.offset_us),
+        attributes: vec![
+            text("spillguard.call.id", record.call_id.clone()),
+            text("spillguard.approval", name_of(&record.approval)),
+            text("spillguard.state", name_of(&decided.state)),
+        ],
+        ..Span::default()
+    })
+}
+
+/// A call's export requests: its span, and its excerpt's log record if
+/// the helper wrote to stderr.
+#[derive(Debug, Clone)]
+pub struct CallRequests {
+    /// The span.
+    pub traces: ExportTraceServiceRequest,
+    /// The excerpt.
+    pub logs: Option<ExportLogsServiceRequest>,
+}
+
+/// The export requests of the call `record` describes.
+pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
+    let resource = resource();
+    let mut spans = vec![call_span(record)];
+    if record.trace_id.is_some()
+        && let Some(approval) = approval_span(record, spillguard_kit::fresh_span_id())
+    {
+        spans.push(approval);
+    }
+    CallRequests {
+        traces: traces(resource.clone(), spans),
+        logs: excerpt_log(record, excerpt).map(|log| logs(resource, vec![log])),
+    }
+}
+
 /// `--otel-file`: export requests appended as lines of OTLP JSON.
 #[derive(Debug)]
 pub struct OtelFile {
@@ -368,17 +479,13 @@ impl OtelFile {
         &self.path
     }
 
-    /// Appends the call's span and, if it has one, its excerpt's log
-    /// record: each request one line, written whole with one `write`.
-    pub fn export_call(&mut self, record: &CallRecord, excerpt: &str) -> io::Result<()> {
-        let resource = resource();
-        let mut lines = serde_json::to_string(&traces(resource.clone(), vec![call_span(record)]))
-            .map_err(io::Error::other)?;
+    /// Appends `requests` (a call's, see [`call_requests`]): each request
+    /// one line, all written with one `write`.
+    pub fn export(&mut self, requests: &CallRequests) -> io::Result<()> {
+        let mut lines = serde_json::to_string(&requests.traces).map_err(io::Error::other)?;
         lines.push('\n');
-        if let Some(log) = excerpt_log(record, excerpt) {
-            let json =
-                serde_json::to_string(&logs(resource, vec![log])).map_err(io::Error::other)?;
-            lines.push_str(&json);
+        if let Some(logs) = &requests.logs {
+            lines.push_str(&serde_json::to_string(logs).map_err(io::Error::other)?);
             lines.push('\n');
         }
         self.file.write_all(lines.as_bytes())?;

@@ -248,3 +248,298 @@ fn python_reads(file: &Path, output: &Output, parent: Option<&str>) {
     );
     println!("{}", String::from_utf8_lossy(&checked.stdout));
 }
+
+/// The peers' Python, if it has OpenTelemetry's protocol package (in CI it
+/// must).
+fn otel_python() -> Option<PathBuf> {
+    let peers = std::env::var_os("SPILLGUARD_PEERS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"),
+        PathBuf::from,
+    );
+    let python = peers.join("venv/bin/python");
+    let has_proto = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import opentelemetry.proto"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if has_proto {
+        return Some(python);
+    }
+    let message = format!(
+        "opentelemetry-proto is not installed in {}: run .ci/peers.sh",
+        python.display()
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+    eprintln!("skipped: {message}");
+    None
+}
+
+/// The receiver of `tests/peers/otlp_receiver.py`, killed when dropped.
+struct Receiver {
+    child: std::process::Child,
+    port: u16,
+    out: PathBuf,
+}
+
+impl Receiver {
+    fn start(python: &Path, name: &str) -> Receiver {
+        let port_file = temp_path(&format!("{name}.port"));
+        let out = temp_path(&format!("{name}.jsonl"));
+        let _ = std::fs::remove_file(&port_file);
+        let _ = std::fs::remove_file(&out);
+        let child = Command::new(python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/otlp_receiver.py"))
+            .arg(&port_file)
+            .arg(&out)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                break text.trim().parse().unwrap();
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no receiver"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let _ = std::fs::remove_file(&port_file);
+        Receiver { child, port, out }
+    }
+
+    /// The requests received, once `count` have come.
+    fn requests(&self, count: usize) -> Vec<Value> {
+        let started = std::time::Instant::now();
+        loop {
+            let lines: Vec<Value> = std::fs::read_to_string(&self.out)
+                .unwrap_or_default()
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect();
+            if lines.len() >= count {
+                return lines;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "{lines:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+/// `spillguard run -- sh -c HELPER` with `vars` set (and the trace
+/// variables cleared unless given), timed.
+fn run_with(vars: &[(&str, &str)]) -> (Output, std::time::Duration) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spillguard"));
+    command
+        .args(["run", "--", "sh", "-c", HELPER])
+        .env_remove("TRACEPARENT")
+        .env_remove("TRACESTATE")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::null());
+    for (key, value) in vars {
+        command.env(key, value);
+    }
+    let started = std::time::Instant::now();
+    let output = command.output().unwrap();
+    (output, started.elapsed())
+}
+
+#[test]
+fn otlp_http_delivers_the_span_and_the_log_to_a_collector_as_protobuf() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let receiver = Receiver::start(&python, "otlp-ok");
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let (output, _) = run_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cr%2Ft"),
+        ("OTEL_SERVICE_NAME", "otlp-test"),
+        ("TRACEPARENT", PARENT),
+    ]);
+    let record = record(&output);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "",
+        "nothing failed"
+    );
+    let requests = receiver.requests(2);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let traces = requests.iter().find(|r| r["path"] == "/v1/traces").unwrap();
+    let logs = requests.iter().find(|r| r["path"] == "/v1/logs").unwrap();
+    for request in [traces, logs] {
+        assert_eq!(request["content_type"], "application/x-protobuf");
+        assert_eq!(request["api_key"], "s3cr/t");
+        assert_eq!(request.get("error"), None, "{request}");
+    }
+    assert_eq!(traces["resource"]["service.name"], "otlp-test");
+    let span = &traces["spans"][0];
+    assert_eq!(span["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(span["parent_span_id"], "00f067aa0ba902b7");
+    assert_eq!(span["span_id"], record["span_id"]);
+    assert_eq!(span["name"], "sh");
+    assert_eq!(span["attributes"]["process.exit.code"], 3);
+    assert_eq!(span["attributes"]["spillguard.state"], "failed_local");
+    assert_eq!(
+        span["attributes"]["spillguard.stderr.bytes_seen"],
+        record["stderr_bytes_seen"]
+    );
+    assert_eq!(span["status"], 2);
+    assert_eq!(logs["logs"][0]["span_id"], record["span_id"]);
+    assert_eq!(logs["logs"][0]["body"], record["stderr_excerpt"]);
+}
+
+/// A collector that is down, one that never answers and one that answers
+/// 500: the record is the same, the exit waits at most the timeout, and
+/// what was not sent is said on stderr; the exit status stays 0.
+#[test]
+fn a_collector_that_is_down_hangs_or_fails_costs_at_most_one_timeout_at_exit() {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    let (plain, plain_took) = run_with(&[]);
+    let plain = record(&plain);
+
+    // Down: a port that was bound and released.
+    let down = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    // Hangs: accepts and never answers.
+    let hangs = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hangs_at = hangs.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in hangs.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    // Fails: answers 500 to everything.
+    let fails = TcpListener::bind("127.0.0.1:0").unwrap();
+    let fails_at = fails.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in fails.incoming().flatten() {
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream
+                .write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let timeout_ms = 400;
+    for (what, at, said) in [
+        ("down", down, "Connection refused"),
+        // The exit's wait ends with the request's own timeout: both left.
+        (
+            "hangs",
+            hangs_at,
+            "0 failed, 0 dropped (queue full), 2 not sent by the exit's wait",
+        ),
+        (
+            "fails",
+            fails_at,
+            "the collector answered HTTP/1.1 500 Internal Server Error",
+        ),
+    ] {
+        let endpoint = format!("http://{at}");
+        let (output, took) = run_with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", &timeout_ms.to_string()),
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{what}: {output:?}");
+        let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(record["state"], plain["state"], "{what}");
+        assert_eq!(record["exit_status"], plain["exit_status"], "{what}");
+        assert_eq!(
+            record["stderr_bytes_seen"], plain["stderr_bytes_seen"],
+            "{what}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+        assert!(
+            stderr.starts_with("spillguard: otlp export: 0 sent, ") && stderr.contains(said),
+            "{what}: {stderr}"
+        );
+        // The exit waited at most the timeout (plus a process's start).
+        assert!(
+            took < plain_took + std::time::Duration::from_millis(timeout_ms + 1500),
+            "{what}: {took:?} against {plain_took:?} without export"
+        );
+        println!("{what}: {took:?} (without export {plain_took:?}): {stderr}");
+    }
+}
+
+#[test]
+fn bad_otlp_variables_are_usage_errors_and_nothing_runs() {
+    for (vars, said) in [
+        (
+            vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")],
+            "spillguard: https://collector:4318: https is not spoken here; export to a Collector \
+             over http (it can speak TLS onwards)",
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "k=v%0d%0aInjected: 1"),
+            ],
+            "spillguard: OTEL_EXPORTER_OTLP_HEADERS: the value of k holds a control character",
+        ),
+    ] {
+        let (output, _) = run_with(&vars);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        assert_eq!(output.stdout, b"");
+        assert_eq!(String::from_utf8_lossy(&output.stderr).trim_end(), said);
+    }
+    // Disabled: no export and no trace.
+    let (output, _) = run_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
+        ("OTEL_SDK_DISABLED", "true"),
+    ]);
+    assert_eq!(record(&output)["trace_id"], Value::Null);
+}
+
+/// One connected trace with real parts (`tests/peers/otel_trace.py`): a
+/// client using the OpenTelemetry SDK and the MCP Python SDK, `spillguard
+/// mcp` exporting OTLP/HTTP to a receiver that decodes with
+/// OpenTelemetry's protocol package, and a helper using the OpenTelemetry
+/// SDK: client span -> MCP span -> call span -> the helper's span.
+#[test]
+fn a_client_span_the_mcp_span_the_call_span_and_the_helper_s_span_are_one_trace() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let has_sdk = Command::new(&python)
+        .args(["-c", "import mcp, opentelemetry.sdk"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_sdk,
+        "{} lacks mcp or opentelemetry-sdk: run .ci/peers.sh",
+        python.display()
+    );
+    let output = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/otel_trace.py"))
+        .arg(env!("CARGO_BIN_EXE_spillguard"))
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("TRACEPARENT")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "otel_trace.py: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+}

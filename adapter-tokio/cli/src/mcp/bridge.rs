@@ -85,6 +85,9 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
 use spillguard_std::core::trace::{TraceParent, trace_state};
+
+use crate::call::Telemetry;
+use crate::otel::{McpRequest, mcp_span};
 use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -119,6 +122,9 @@ struct Inner {
     /// The calls whose card went back as `input_required`, by the
     /// `requestState` that names them.
     waiting: Mutex<HashMap<String, Waiting>>,
+    /// Where spans go, when export is on (`--otel-file`, OTLP/HTTP);
+    /// taken at the end.
+    telemetry: Option<Mutex<Option<Telemetry>>>,
 }
 
 /// A call waiting for the retry that carries its card's answer.
@@ -154,6 +160,7 @@ impl Bridge {
         limits: Limits,
         gone: CancellationToken,
         outbox: Arc<Outbox>,
+        telemetry: Telemetry,
     ) -> Result<Self, String> {
         let mut list: ListToolsResult = serde_json::from_value(tools.list_json())
             .map_err(|e| format!("cannot list the tools: {e}"))?;
@@ -170,8 +177,42 @@ impl Bridge {
                 gone,
                 outbox,
                 waiting: Mutex::new(HashMap::new()),
+                telemetry: telemetry.is_on().then(|| Mutex::new(Some(telemetry))),
             }),
         })
+    }
+
+    /// Sends what is still queued for the collector (waiting at most its
+    /// timeout) and says what was not sent; export ends here.
+    pub fn finish_telemetry(&self) {
+        let taken = self.inner.telemetry.as_ref().and_then(|telemetry| {
+            telemetry
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        if let Some(telemetry) = taken {
+            telemetry.finish();
+        }
+    }
+
+    /// Exports a finished call (its span, its approval wait, its excerpt),
+    /// when export is on.
+    fn export_call(&self, outcome: &Outcome) {
+        self.with_telemetry(|telemetry| {
+            telemetry.export(&outcome.record, &outcome.agent_excerpt());
+        });
+    }
+
+    fn with_telemetry(&self, f: impl FnOnce(&mut Telemetry)) {
+        if let Some(telemetry) = &self.inner.telemetry
+            && let Some(telemetry) = telemetry
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+        {
+            f(telemetry);
+        }
     }
 
     /// Lets go of every call waiting for a retry (the client went away):
@@ -192,18 +233,22 @@ impl Bridge {
         &self.inner.host
     }
 
-    /// Runs one `tools/call` of `tool` to its result.
+    /// Runs one `tools/call` of `tool` to its result; its span is a child
+    /// of `parent`, if given.
     async fn call(
         &self,
         tool: &Tool,
         arguments: &Map<String, Value>,
         context: &RequestContext<RoleServer>,
+        parent: Option<(TraceParent, Option<String>)>,
     ) -> Result<CallToolResponse, McpError> {
         let inner = &self.inner;
         let prepared = match tool.prepare(arguments) {
             Ok(prepared) => prepared,
             Err(invalid) => {
-                let refused = self.builder_for(tool).refuse(invalid.to_string()).start();
+                let refused = joined(self.builder_for(tool), parent.as_ref())
+                    .refuse(invalid.to_string())
+                    .start();
                 return self
                     .finish(refused, tool, arguments, context)
                     .await
@@ -224,7 +269,10 @@ impl Bridge {
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form)
         };
-        let builder = traced(self.settings(prepared.builder(&inner.host)), &context.meta);
+        let builder = joined(
+            self.settings(prepared.builder(&inner.host)),
+            parent.as_ref(),
+        );
         if asks && !can_ask {
             let refused = builder
                 .refuse(
@@ -543,6 +591,7 @@ impl Bridge {
                 }
             }
         };
+        self.export_call(&outcome);
         let secrets = tool.secret_values(arguments);
         Ok(answer::tool_result(
             &outcome,
@@ -553,22 +602,48 @@ impl Bridge {
     }
 }
 
-/// The call's span joins the trace a request names in `params._meta`
-/// (`traceparent`, `tracestate`: the MCP convention for trace context);
-/// a malformed one is ignored, as W3C Trace Context asks.
-fn traced<'h>(builder: CallBuilder<'h, Host>, meta: &Map<String, Value>) -> CallBuilder<'h, Host> {
+/// The trace context a request names in `params._meta` (`traceparent`,
+/// `tracestate`: the MCP convention); a malformed one is ignored, as W3C
+/// Trace Context asks.
+fn trace_parent(meta: &Map<String, Value>) -> Option<(TraceParent, Option<String>)> {
     let parent = meta
         .get("traceparent")
         .and_then(Value::as_str)
-        .and_then(|text| TraceParent::parse(text).ok());
-    let Some(parent) = parent else {
-        return builder;
-    };
+        .and_then(|text| TraceParent::parse(text).ok())?;
     let state = meta
         .get("tracestate")
         .and_then(Value::as_str)
         .and_then(|text| trace_state(text).ok().flatten());
-    builder.trace_parent(parent, state)
+    Some((parent, state))
+}
+
+/// `builder` with its span a child of `parent`, if there is one.
+fn joined<'h>(
+    builder: CallBuilder<'h, Host>,
+    parent: Option<&(TraceParent, Option<String>)>,
+) -> CallBuilder<'h, Host> {
+    match parent {
+        Some((parent, state)) => builder.trace_parent(*parent, state.clone()),
+        None => builder,
+    }
+}
+
+/// A request id as the span says it (`jsonrpc.request.id`).
+fn id_text(id: &rmcp::model::RequestId) -> String {
+    match serde_json::to_value(id) {
+        Ok(Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+fn unix_ns_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
 }
 
 /// The elicitation that shows the card: its text as the core built it
@@ -742,7 +817,37 @@ impl Bridge {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        match &request.request_state {
+        let incoming = trace_parent(&context.meta);
+        // With export on, the request is a span of its own (a child of the
+        // client's) and the call's span is its child; without, the call's
+        // span is the client's child.
+        let span = self.inner.telemetry.as_ref().map(|_| McpRequest {
+            trace_id: incoming
+                .as_ref()
+                .map_or_else(spillguard_kit::fresh_trace_id, |(parent, _)| {
+                    parent.trace_id
+                }),
+            span_id: spillguard_kit::fresh_span_id(),
+            parent_span_id: incoming.as_ref().map(|(parent, _)| parent.parent_id),
+            method: "tools/call",
+            tool: tool.name.clone(),
+            request_id: id_text(&context.id),
+            start_ns: unix_ns_now(),
+            end_ns: 0,
+            error: None,
+        });
+        let parent = match &span {
+            Some(span) => Some((
+                TraceParent {
+                    trace_id: span.trace_id,
+                    parent_id: span.span_id,
+                    flags: incoming.as_ref().map_or(1, |(parent, _)| parent.flags),
+                },
+                incoming.as_ref().and_then(|(_, state)| state.clone()),
+            )),
+            None => incoming,
+        };
+        let answered = match &request.request_state {
             Some(state) => {
                 self.resume(
                     tool,
@@ -753,7 +858,19 @@ impl Bridge {
                 )
                 .await
             }
-            None => self.call(tool, &arguments, &context).await,
+            None => self.call(tool, &arguments, &context, parent).await,
+        };
+        if let Some(mut span) = span {
+            span.end_ns = unix_ns_now();
+            span.error = match &answered {
+                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+                    Some("tool_error".into())
+                }
+                Ok(_) => None,
+                Err(error) => Some(error.code.0.to_string()),
+            };
+            self.with_telemetry(|telemetry| telemetry.export_span(mcp_span(&span)));
         }
+        answered
     }
 }

@@ -40,7 +40,7 @@ use super::bridge::Bridge;
 use super::tools::ToolsFile;
 use super::wire::{Outbox, Wire};
 use crate::args::{McpArgs, OnDisconnect, UsageError};
-use crate::call::open_audit;
+use crate::call::{Telemetry, open_audit};
 
 /// How long a host shutting down on a signal waits for its calls' records.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
@@ -78,6 +78,7 @@ struct Ready {
     options: HostOptions,
     on_disconnect: DisconnectPolicy,
     protocol: File,
+    telemetry: Telemetry,
 }
 
 fn start(args: &McpArgs) -> Result<Ready, UsageError> {
@@ -85,6 +86,7 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     let tools = load(&args.tools)?;
     let limits = tools.bridge.limits(args.max_running, args.queue_timeout_ms);
     let audit = open_audit(&args.audit)?;
+    let telemetry = Telemetry::open(args.otel_file.as_deref())?;
     let options = HostOptions {
         audit,
         session_id: Some(spillguard_kit::fresh_id("mcp")),
@@ -102,6 +104,7 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
         options,
         on_disconnect,
         protocol,
+        telemetry,
     })
 }
 
@@ -155,6 +158,7 @@ impl Ready {
             options,
             on_disconnect,
             protocol,
+            telemetry,
         } = self;
         let host = match Host::new(tools.config.clone(), options) {
             Ok(host) => host,
@@ -172,6 +176,7 @@ impl Ready {
             limits,
             gone.clone(),
             outbox.clone(),
+            telemetry,
         ) {
             Ok(bridge) => bridge,
             Err(error) => {
@@ -242,6 +247,9 @@ impl Ready {
                 return ExitCode::from(128 + number);
             }
         }
+        // What is still queued for the collector, waited for at most its
+        // timeout.
+        waiting.finish_telemetry();
         let unmatched = counts.unmatched_responses();
         if unmatched > 0 {
             eprintln!(

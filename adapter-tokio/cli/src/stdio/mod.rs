@@ -58,7 +58,7 @@ const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
 const NOT_SPAWNED: u8 = 127;
 
 /// Runs the guard; see the module docs.
-pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
+pub fn main(host: &Host, mut telemetry: call::Telemetry, args: &StdioArgs) -> ExitCode {
     let descriptors = fds::own("stdin", io::stdin().as_fd())
         .and_then(|input| fds::own("stdout", io::stdout().as_fd()).map(|output| (input, output)));
     let ((input, input_kind), (output, output_kind)) = match descriptors {
@@ -76,10 +76,6 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
             }
         },
         None => None,
-    };
-    let mut otel = match call::open_otel(&args.run) {
-        Ok(otel) => otel,
-        Err(error) => return usage(&error),
     };
     // Registered before the helper starts, so that no signal is missed.
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).ok();
@@ -158,7 +154,8 @@ pub fn main(host: &Host, args: &StdioArgs) -> ExitCode {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
-    call::export_otel(otel.as_mut(), &line.record, &line.stderr_excerpt);
+    telemetry.export(&line.record, &line.stderr_excerpt);
+    telemetry.finish();
     // An audit write that failed was said as it failed; the status is then
     // 1 (the record has PROGRAM's own and counts the failures).
     if call::audit_errors().is_empty() {

@@ -1,0 +1,515 @@
+//! OTLP over HTTP/protobuf, configured by the standard variables, bounded
+//! and out of the calls' way.
+//!
+//! * `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://host:port`, the base: traces go
+//!   to `/v1/traces`, logs to `/v1/logs`), or
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and
+//!   `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` used as given; either turns export
+//!   on. `OTEL_SDK_DISABLED=true` turns it off.
+//! * `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs, comma separated,
+//!   percent-encoded values, sent with every request.
+//! * `OTEL_EXPORTER_OTLP_TIMEOUT`: milliseconds one request may take
+//!   (default 10000), and the longest the program waits at its exit for
+//!   what is still queued.
+//!
+//! A call hands its span and log to a queue of [`QUEUE_REQUESTS`] export
+//! requests and goes on; one thread sends them in order. When the queue
+//! is full the request is dropped and counted; a collector that refuses,
+//! hangs or answers an error costs the calls nothing, and the program's
+//! exit at most one timeout. Only `http://` is spoken: an `https://`
+//! endpoint is refused when the program starts (run a Collector on the
+//! machine and let it speak TLS).
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+
+/// Export requests the queue holds before it drops.
+pub const QUEUE_REQUESTS: usize = 256;
+
+/// The default of `OTEL_EXPORTER_OTLP_TIMEOUT`.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The traces endpoint.
+    pub traces: Endpoint,
+    /// The logs endpoint.
+    pub logs: Endpoint,
+    /// Sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// The longest one request, and the exit's wait, may take.
+    pub timeout: Duration,
+}
+
+/// An `http://host:port/path` URL, taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port`, as connected to and sent in `Host`.
+    pub authority: String,
+    /// The request target, starting with `/`.
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Parses `url`: `http://` only.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let rest = match url.split_once("://") {
+            Some(("http", rest)) => rest,
+            Some(("https", _)) => {
+                return Err(format!(
+                    "{url}: https is not spoken here; export to a Collector over http \
+                     (it can speak TLS onwards)"
+                ));
+            }
+            _ => return Err(format!("{url}: not an http:// URL")),
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains(['@', ' ', '\r', '\n']) {
+            return Err(format!("{url}: no usable host"));
+        }
+        if path.contains(['\r', '\n', ' ']) {
+            return Err(format!("{url}: the path holds a space or a line break"));
+        }
+        let authority = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        Ok(Self {
+            authority,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The base endpoint with `signal` (`v1/traces`) appended, as the
+    /// specification asks of `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    fn under(base: &str, signal: &str) -> Result<Self, String> {
+        let mut endpoint = Self::parse(base)?;
+        endpoint.path = format!("{}/{signal}", endpoint.path.trim_end_matches('/'));
+        Ok(endpoint)
+    }
+}
+
+impl Settings {
+    /// The settings the environment asks for; `Ok(None)` when export is
+    /// off (no endpoint, or `OTEL_SDK_DISABLED=true`).
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
+        let set = |name: &str| var(name).filter(|value| !value.trim().is_empty());
+        if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        let base = set("OTEL_EXPORTER_OTLP_ENDPOINT");
+        let traces = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        let logs = set("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT");
+        if base.is_none() && traces.is_none() && logs.is_none() {
+            return Ok(None);
+        }
+        let pick = |own: Option<String>, signal: &str| -> Result<Endpoint, String> {
+            match (own, &base) {
+                (Some(url), _) => Endpoint::parse(url.trim()),
+                (None, Some(base)) => Endpoint::under(base.trim(), signal),
+                (None, None) => Endpoint::parse(&format!("http://localhost:4318/{signal}")),
+            }
+        };
+        let timeout = match set("OTEL_EXPORTER_OTLP_TIMEOUT") {
+            None => DEFAULT_TIMEOUT,
+            Some(ms) => ms
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis)
+                .ok_or_else(|| {
+                    format!(
+                        "OTEL_EXPORTER_OTLP_TIMEOUT={ms}: not a positive number of milliseconds"
+                    )
+                })?,
+        };
+        let mut headers = Vec::new();
+        for pair in set("OTEL_EXPORTER_OTLP_HEADERS")
+            .unwrap_or_default()
+            .split(',')
+        {
+            if pair.trim().is_empty() {
+                continue;
+            }
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("OTEL_EXPORTER_OTLP_HEADERS: {pair:?} has no ="))?;
+            let (key, value) = (key.trim(), crate::otel::percent_decoded(value.trim()));
+            let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
+            if key.is_empty() || !key.bytes().all(token) {
+                return Err(format!(
+                    "OTEL_EXPORTER_OTLP_HEADERS: {key:?} is not a header name"
+                ));
+            }
+            if value.bytes().any(|c| c < 0x20 && c != b'\t' || c == 0x7f) {
+                return Err(format!(
+                    "OTEL_EXPORTER_OTLP_HEADERS: the value of {key} holds a control character"
+                ));
+            }
+            headers.push((key.to_owned(), value));
+        }
+        Ok(Some(Self {
+            traces: pick(traces, "v1/traces")?,
+            logs: pick(logs, "v1/logs")?,
+            headers,
+            timeout,
+        }))
+    }
+}
+
+/// One queued request: which endpoint, and its protobuf body.
+struct Request {
+    to_logs: bool,
+    body: Vec<u8>,
+}
+
+/// What the export did, for the exit's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Requests the collector accepted (2xx).
+    pub sent: u64,
+    /// Requests that failed: refused, timed out, or answered otherwise.
+    pub failed: u64,
+    /// Requests dropped because the queue was full.
+    pub dropped: u64,
+    /// Requests still queued when the exit's wait ended.
+    pub abandoned: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    dropped: AtomicU64,
+    queued: AtomicU64,
+    /// The first failure, said once at the exit.
+    first_failure: Mutex<Option<String>>,
+}
+
+/// The exporter: a bounded queue and the thread that empties it.
+#[derive(Debug)]
+pub struct Exporter {
+    queue: Option<SyncSender<Request>>,
+    counts: Arc<Counts>,
+    sender: Option<JoinHandle<()>>,
+    timeout: Duration,
+}
+
+impl Exporter {
+    /// Starts the sending thread.
+    pub fn start(settings: Settings) -> io::Result<Self> {
+        Self::with_queue(settings, QUEUE_REQUESTS)
+    }
+
+    fn with_queue(settings: Settings, capacity: usize) -> io::Result<Self> {
+        let (queue, requests) = mpsc::sync_channel(capacity);
+        let counts = Arc::new(Counts::default());
+        let timeout = settings.timeout;
+        let thread_counts = counts.clone();
+        let sender = std::thread::Builder::new()
+            .name("spillguard-otlp".into())
+            .spawn(move || send_all(&settings, &requests, &thread_counts))?;
+        Ok(Self {
+            queue: Some(queue),
+            counts,
+            sender: Some(sender),
+            timeout,
+        })
+    }
+
+    /// Queues one export request (`logs` for the logs endpoint) without
+    /// waiting; dropped and counted when the queue is full.
+    pub fn export(&self, request: &impl Message, logs: bool) {
+        let Some(queue) = &self.queue else {
+            return;
+        };
+        let request = Request {
+            to_logs: logs,
+            body: request.encode_to_vec(),
+        };
+        self.counts.queued.fetch_add(1, Ordering::Relaxed);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue.try_send(request)
+        {
+            self.counts.queued.fetch_sub(1, Ordering::Relaxed);
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the queue and waits at most the timeout for what is in it to
+    /// be sent; what is left then is abandoned (the thread is let go).
+    pub fn finish(mut self) -> (Tally, Option<String>) {
+        drop(self.queue.take());
+        let until = Instant::now() + self.timeout;
+        if let Some(sender) = self.sender.take() {
+            while !sender.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if sender.is_finished() {
+                let _ = sender.join();
+            }
+        }
+        let counts = &self.counts;
+        let tally = Tally {
+            sent: counts.sent.load(Ordering::Relaxed),
+            failed: counts.failed.load(Ordering::Relaxed),
+            dropped: counts.dropped.load(Ordering::Relaxed),
+            abandoned: counts.queued.load(Ordering::Relaxed),
+        };
+        let first = counts
+            .first_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        (tally, first)
+    }
+}
+
+fn send_all(settings: &Settings, requests: &Receiver<Request>, counts: &Counts) {
+    for request in requests {
+        let endpoint = if request.to_logs {
+            &settings.logs
+        } else {
+            &settings.traces
+        };
+        let sent = post(endpoint, &settings.headers, &request.body, settings.timeout);
+        counts.queued.fetch_sub(1, Ordering::Relaxed);
+        match sent {
+            Ok(()) => counts.sent.fetch_add(1, Ordering::Relaxed),
+            Err(error) => {
+                let mut first = counts
+                    .first_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                first.get_or_insert_with(|| {
+                    format!("http://{}{}: {error}", endpoint.authority, endpoint.path)
+                });
+                counts.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+    }
+}
+
+/// One `POST`: the whole request within `timeout`, a 2xx status or an
+/// error that says what came back.
+fn post(
+    endpoint: &Endpoint,
+    headers: &[(String, String)],
+    body: &[u8],
+    timeout: Duration,
+) -> io::Result<()> {
+    let until = Instant::now() + timeout;
+    let left = || {
+        until
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "timed out"))
+    };
+    let address = endpoint
+        .authority
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other("the host has no address"))?;
+    let mut stream = TcpStream::connect_timeout(&address, left()?)?;
+    let mut head = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\n\
+         Content-Length: {}\r\nConnection: close\r\nUser-Agent: spillguard/{}\r\n",
+        endpoint.path,
+        endpoint.authority,
+        body.len(),
+        env!("CARGO_PKG_VERSION")
+    );
+    for (key, value) in headers {
+        head.push_str(&format!("{key}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.set_write_timeout(Some(left()?))?;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    // The status line is all that is read (at most 1 KiB of the answer).
+    let mut answer = Vec::with_capacity(256);
+    let mut chunk = [0; 256];
+    while !answer.contains(&b'\n') && answer.len() < 1024 {
+        stream.set_read_timeout(Some(left()?))?;
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    let line = line.lines().next().unwrap_or("").trim();
+    let status = line
+        .strip_prefix("HTTP/1.")
+        .and_then(|rest| rest.get(2..5))
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| io::Error::other(format!("not an HTTP answer: {line:?}")))?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("the collector answered {line}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_standard_variables_make_the_settings() {
+        assert_eq!(Settings::from_env(env(&[])), Ok(None));
+        let base = Settings::from_env(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b, x-tenant=t1"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "250"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            base.traces,
+            Endpoint {
+                authority: "collector:4318".into(),
+                path: "/v1/traces".into()
+            }
+        );
+        assert_eq!(base.logs.path, "/v1/logs");
+        assert_eq!(
+            base.headers,
+            [
+                ("api-key".to_owned(), "a b".to_owned()),
+                ("x-tenant".to_owned(), "t1".to_owned())
+            ]
+        );
+        assert_eq!(base.timeout, Duration::from_millis(250));
+        let own = Settings::from_env(env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://127.0.0.1/custom/traces",
+        )]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(own.traces.authority, "127.0.0.1:80");
+        assert_eq!(own.traces.path, "/custom/traces");
+        assert_eq!(own.logs.authority, "localhost:4318");
+        assert_eq!(own.timeout, DEFAULT_TIMEOUT);
+        let off = Settings::from_env(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_SDK_DISABLED", "TRUE"),
+        ]));
+        assert_eq!(off, Ok(None));
+    }
+
+    /// A full queue drops and counts; the exit waits at most the timeout
+    /// for a collector that never answers, and counts what it left.
+    #[test]
+    fn a_full_queue_drops_and_the_exit_waits_one_timeout() {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+        let hangs = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = hangs.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in hangs.incoming().flatten() {
+                held.push(stream);
+            }
+        });
+        let settings = Settings {
+            traces: Endpoint::parse(&format!("http://{at}/v1/traces")).unwrap(),
+            logs: Endpoint::parse(&format!("http://{at}/v1/logs")).unwrap(),
+            headers: Vec::new(),
+            timeout: Duration::from_millis(300),
+        };
+        let exporter = Exporter::with_queue(settings, 4).unwrap();
+        let request = ExportTraceServiceRequest::default();
+        exporter.export(&request, false);
+        // The sender has taken the first and waits on the collector.
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        for _ in 0..9 {
+            exporter.export(&request, false);
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "exporting never waits"
+        );
+        let started = Instant::now();
+        let (tally, _) = exporter.finish();
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(290) && waited < Duration::from_millis(600),
+            "{waited:?}"
+        );
+        assert_eq!(tally.dropped, 5);
+        assert_eq!(tally.sent, 0);
+        assert_eq!(tally.failed + tally.abandoned, 5, "{tally:?}");
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_their_reason() {
+        for (pairs, said) in [
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")],
+                "https is not spoken here",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")],
+                "not an http:// URL",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "http://")],
+                "no usable host",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1/x\r\nInjected: 1")],
+                "line break",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "k=v%0d%0aInjected: 1"),
+                ],
+                "control character",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "bad key=v"),
+                ],
+                "not a header name",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
+                ],
+                "not a positive number",
+            ),
+        ] {
+            let error = Settings::from_env(env(&pairs)).unwrap_err();
+            assert!(error.contains(said), "{pairs:?}: {error}");
+        }
+    }
+}

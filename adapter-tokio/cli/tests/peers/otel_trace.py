@@ -1,0 +1,188 @@
+"""One connected trace, end to end, with real parts: a client using the
+OpenTelemetry SDK (`opentelemetry-sdk`, PyPI) starts a span and calls a
+tool through `spillguard mcp` with the official MCP Python SDK, putting
+`traceparent` in the request's `_meta`. The tool is a helper that uses the
+same OpenTelemetry SDK and takes its parent from `TRACEPARENT`.
+spillguard exports OTLP/HTTP to the receiver of otlp_receiver.py, which
+decodes every request with OpenTelemetry's own protocol package.
+
+Checked: client span -> MCP span (`tools/call NAME`) -> call span -> the
+helper's span, one trace id; the MCP span's and the call span's attributes;
+an approval wait as a span under the MCP span; a tool error's
+`error.type = tool_error`.
+
+usage: otel_trace.py PATH/TO/spillguard
+Exits non-zero at the first wrong fact.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+SPILLGUARD = sys.argv[1]
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = tempfile.mkdtemp(prefix="spillguard-otel-trace-")
+
+HELPER = r'''
+import json, os
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.trace import TracerProvider
+provider = TracerProvider()
+tracer = provider.get_tracer("helper")
+carrier = {"traceparent": os.environ.get("TRACEPARENT", "")}
+if os.environ.get("TRACESTATE"):
+    carrier["tracestate"] = os.environ["TRACESTATE"]
+context = propagate.extract(carrier)
+with tracer.start_as_current_span("helper work", context=context) as span:
+    parent = span.parent
+    print(json.dumps({
+        "trace_id": format(span.get_span_context().trace_id, "032x"),
+        "span_id": format(span.get_span_context().span_id, "016x"),
+        "parent_id": format(parent.span_id, "016x") if parent else None,
+        "tracestate": os.environ.get("TRACESTATE"),
+    }))
+'''
+
+
+def check(fact, what):
+    if not fact:
+        sys.exit(f"wrong: {what}")
+
+
+def main():
+    helper = os.path.join(WORK, "helper.py")
+    with open(helper, "w") as f:
+        f.write(HELPER)
+    tools = os.path.join(WORK, "tools.toml")
+    with open(tools, "w") as f:
+        f.write(
+            "[tools.work]\ndescription = \"does traced work\"\n"
+            f"command = [{json.dumps(sys.executable)}, {json.dumps(helper)}]\n"
+            "approval = \"required\"\napproval_timeout_ms = 20000\n"
+            "[tools.broken]\ndescription = \"fails\"\n"
+            "command = [\"sh\", \"-c\", \"echo 'no route' >&2; exit 2\"]\napproval = \"none\"\n"
+        )
+    port_file, received = os.path.join(WORK, "port"), os.path.join(WORK, "received.jsonl")
+    receiver = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "otlp_receiver.py"), port_file, received])
+    try:
+        for _ in range(500):
+            if os.path.exists(port_file):
+                break
+            time.sleep(0.02)
+        with open(port_file) as f:
+            port = int(f.read())
+        anyio.run(session, tools, port)
+        # The server has exited; its exit waited for the export.
+        for _ in range(250):
+            lines = open(received).read().splitlines() if os.path.exists(received) else []
+            spans = [s for l in lines for s in json.loads(l).get("spans", [])]
+            if len(spans) >= 5:
+                break
+            time.sleep(0.02)
+        check_trace(lines)
+    finally:
+        receiver.kill()
+
+
+RESULTS = {}
+
+
+async def session(tools, port):
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("client")
+    env = dict(os.environ) | {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_SERVICE_NAME": "spillguard-e2e",
+    }
+
+    async def approve(context, params):
+        from mcp import types
+        return types.ElicitResult(action="accept", content={})
+
+    server = StdioServerParameters(command=SPILLGUARD, args=["mcp", "--tools", tools], env=env)
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=approve) as client:
+            await client.initialize()
+            with tracer.start_as_current_span("agent step") as client_span:
+                carrier = {}
+                propagate.inject(carrier)
+                carrier["tracestate"] = "client=1"
+                result = await client.call_tool("work", {}, meta=carrier)
+                RESULTS["client"] = {
+                    "trace_id": format(client_span.get_span_context().trace_id, "032x"),
+                    "span_id": format(client_span.get_span_context().span_id, "016x"),
+                }
+                RESULTS["work"] = result
+                RESULTS["broken"] = await client.call_tool("broken", {}, meta=carrier)
+
+
+def check_trace(lines):
+    client = RESULTS["client"]
+    work = RESULTS["work"]
+    check(not work.is_error, f"the work call: {work}")
+    helper = json.loads(work.content[0].text)
+    record = work.structured_content
+    requests = [json.loads(l) for l in lines]
+    check(all("error" not in r for r in requests), f"every request decodes: {requests}")
+    spans = [s for r in requests for s in r.get("spans", [])]
+    by_name = {}
+    for s in spans:
+        by_name.setdefault(s["name"], []).append(s)
+    mcp_spans = by_name.get("tools/call work", [])
+    check(len(mcp_spans) == 1, f"one MCP span for work: {list(by_name)}")
+    mcp_span = mcp_spans[0]
+    call_span = next(s for s in spans if s["span_id"] == record["span_id"])
+    approval = by_name.get("approval", [])
+    check(len(approval) == 1, f"one approval span: {list(by_name)}")
+
+    trace_id = client["trace_id"]
+    for name, span in [("mcp", mcp_span), ("call", call_span), ("approval", approval[0])]:
+        check(span["trace_id"] == trace_id, f"{name} span in the client's trace")
+    check(helper["trace_id"] == trace_id, "the helper's span in the client's trace")
+    check(mcp_span["parent_span_id"] == client["span_id"], "MCP span under the client span")
+    check(call_span["parent_span_id"] == mcp_span["span_id"], "call span under the MCP span")
+    check(approval[0]["parent_span_id"] == mcp_span["span_id"], "approval under the MCP span")
+    check(helper["parent_id"] == call_span["span_id"], "the helper's span under the call span")
+    check(helper["tracestate"] == "client=1", "tracestate passed on to the helper")
+    check(record["trace_id"] == trace_id and record["parent_span_id"] == mcp_span["span_id"],
+          "the record names the trace and the MCP span")
+
+    a = mcp_span["attributes"]
+    check(mcp_span["kind"] == 2, "MCP span kind SERVER")
+    check(a.get("mcp.method.name") == "tools/call", "mcp.method.name")
+    check(a.get("gen_ai.tool.name") == "work", "gen_ai.tool.name")
+    check(a.get("network.transport") == "pipe", "network.transport")
+    check(a.get("jsonrpc.request.id") not in (None, ""), "jsonrpc.request.id")
+    check("error.type" not in a, "no error on the work call")
+    c = call_span["attributes"]
+    check(c.get("process.exit.code") == 0 and c.get("spillguard.state") == "completed",
+          "call span: exit 0, completed")
+    check(c.get("spillguard.call.id") == record["call_id"], "call span's call id")
+
+    broken = by_name.get("tools/call broken", [])
+    check(len(broken) == 1, "one MCP span for broken")
+    check(broken[0]["attributes"].get("error.type") == "tool_error", "tool_error on an isError result")
+    check(broken[0]["status"] == 2, "error status")
+    broken_call = next(s for s in spans if s["span_id"] == RESULTS["broken"].structured_content["span_id"])
+    check(broken_call["attributes"].get("error.type") == "2", "the broken call's exit code")
+    logs = [l for r in requests for l in r.get("logs", [])]
+    check(any(l["span_id"] == broken_call["span_id"] and "no route" in l["body"] for l in logs),
+          "the broken call's excerpt as a log record on its span")
+    print(f"one trace {trace_id}: client -> tools/call work -> work call -> helper; "
+          f"{len(spans)} spans, {len(logs)} log records received")
+
+
+main()
