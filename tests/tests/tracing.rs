@@ -88,15 +88,30 @@ fn events_of<H: HostUnderTest>(host: H, collector: &Collector, call_id: &str) ->
     );
     let outcome = call.wait_timeout(Duration::from_secs(30)).ok().unwrap();
     assert_eq!(outcome.record.stderr_bytes_seen, 23);
+    let finished = {
+        let seen = collector.seen.lock().unwrap();
+        seen.events
+            .iter()
+            .find(|e| {
+                e.get("spillguard.call.id").map(String::as_str) == Some(call_id)
+                    && e["message"] == "call finished"
+            })
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(finished["spillguard.state"], "cancelled_after_dispatch");
+    assert_eq!(finished["spillguard.stderr.bytes_seen"], "23");
+    assert_eq!(finished["process.exit.signal"], "15");
     let seen = collector.seen.lock().unwrap();
     let mine: Vec<&HashMap<String, String>> = seen
         .events
         .iter()
-        .filter(|e| e.get("call_id").map(String::as_str) == Some(call_id))
+        .filter(|e| e.get("spillguard.call.id").map(String::as_str) == Some(call_id))
         .collect();
     for event in &mine {
         assert_eq!(event["span"], "spillguard.call");
-        assert_eq!(event["session_id"], "s_traced");
+        assert_eq!(event["spillguard.session.id"], "s_traced");
+        assert_eq!(event["process.executable.name"], "sh");
         assert!(
             event.values().all(|v| !v.contains("secret-token")),
             "{event:?}"

@@ -684,7 +684,7 @@ impl<'h, H> CallBuilder<'h, H> {
 }
 
 /// The program's file name, as the default action.
-fn program_name(command: &HelperCommand) -> String {
+pub(crate) fn program_name(command: &HelperCommand) -> String {
     if command.shell {
         return "sh".to_owned();
     }

@@ -431,12 +431,18 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) -> Self {
         #[cfg(feature = "tracing")]
         let span = {
+            // The OpenTelemetry conventions' names, so that a
+            // tracing-to-OpenTelemetry layer exports them as they are.
             let spec = call.spec();
+            let trace = call.settings().trace.as_ref();
             tracing::info_span!(
                 "spillguard.call",
-                call_id = %spec.call_id,
-                session_id = %spec.session_id,
-                action = %spec.action,
+                spillguard.call.id = %spec.call_id,
+                spillguard.session.id = %spec.session_id,
+                spillguard.action = %spec.action,
+                process.executable.name = %crate::builder::program_name(&command),
+                trace_id = trace.map(|t| spillguard_core::trace::hex(&t.trace_id)),
+                span_id = trace.map(|t| spillguard_core::trace::hex(&t.span_id)),
             )
         };
         let streamed = call.settings().stdout_mode == StdoutMode::Streamed;
@@ -636,9 +642,12 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 let record = &outcome.record;
                 tracing::info!(
                     parent: span,
-                    state = record.state.as_str(),
-                    stderr_bytes_seen = record.stderr_bytes_seen,
-                    stderr_bytes_retained = record.stderr_bytes_retained,
+                    spillguard.state = record.state.as_str(),
+                    spillguard.stderr.bytes_seen = record.stderr_bytes_seen,
+                    spillguard.stderr.bytes_retained = record.stderr_bytes_retained,
+                    spillguard.stderr.truncated = record.stderr_truncated,
+                    process.exit.code = record.exit_status,
+                    process.exit.signal = record.exit_signal,
                     "call finished"
                 );
             }
@@ -719,7 +728,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
         #[cfg(feature = "tracing")]
         if let Some(pgid) = self.call.live_group() {
-            tracing::debug!(parent: &self.span, pid = pgid, "helper spawned in its own group");
+            tracing::debug!(parent: &self.span, process.pid = pgid, "helper spawned in its own group");
         }
     }
 

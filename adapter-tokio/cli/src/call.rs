@@ -295,7 +295,16 @@ impl Telemetry {
         if !self.is_on() || record.trace_id.is_none() {
             return;
         }
-        let requests = crate::otel::call_requests(record, excerpt);
+        let mut requests = crate::otel::call_requests(record, excerpt);
+        // Loss so far is said on the next span out, where the collector
+        // sees it (and at the exit, on stderr).
+        let dropped = self
+            .http
+            .as_ref()
+            .map_or(0, crate::otlp_http::Exporter::dropped);
+        if dropped > 0 {
+            crate::otel::mark_dropped(&mut requests, dropped);
+        }
         self.write(&requests);
     }
 

@@ -1,10 +1,11 @@
-//! OpenTelemetry for the command: a call's record as an OTLP span (the
-//! process attributes of the semantic conventions, spillguard's own under
-//! `spillguard.*`, one event per state entered and per signal) and its
-//! redacted stderr excerpt as a log record tied to that span, written to
-//! `--otel-file` as OTLP JSON: one export request per line, traces and
-//! logs on lines of their own, the form a Collector's file exporter writes
-//! and its file receiver reads.
+//! OpenTelemetry for the command, as OTLP messages: a call's record as a
+//! span (the process attributes of the semantic conventions, spillguard's
+//! own under `spillguard.*`, one event per state entered and per signal),
+//! its approval wait as a span beside it, its redacted stderr excerpt as a
+//! log record tied to it, and an MCP request as a span above it.
+//! [`OtelFile`] writes them as OTLP JSON for `--otel-file` (one export
+//! request per line, the form a Collector's file exporter writes and its
+//! file receiver reads); `otlp_http` sends them as protobuf.
 //!
 //! The resource is named by the standard variables: `OTEL_SERVICE_NAME`
 //! (default `spillguard`) and `OTEL_RESOURCE_ATTRIBUTES` (`key=value`
@@ -454,6 +455,23 @@ pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
     CallRequests {
         traces: traces(resource.clone(), spans),
         logs: excerpt_log(record, excerpt).map(|log| logs(resource, vec![log])),
+    }
+}
+
+/// Says on the call's span (`spillguard.telemetry.dropped`) how many
+/// export requests the queue has dropped so far.
+pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
+    let spans = requests
+        .traces
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| r.scope_spans.iter_mut())
+        .flat_map(|s| s.spans.iter_mut());
+    for span in spans.take(1) {
+        span.attributes.push(int(
+            "spillguard.telemetry.dropped",
+            i64::try_from(dropped).unwrap_or(i64::MAX),
+        ));
     }
 }
 

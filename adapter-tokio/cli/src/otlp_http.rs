@@ -13,7 +13,8 @@
 //!   what is still queued.
 //!
 //! A call hands its span and log to a queue of [`QUEUE_REQUESTS`] export
-//! requests and goes on; one thread sends them in order. When the queue
+//! requests and goes on; one thread sends them in order, in batches (what
+//! comes within 200 ms, one `POST` per endpoint). When the queue
 //! is full the request is dropped and counted; a collector that refuses,
 //! hangs or answers an error costs the calls nothing, and the program's
 //! exit at most one timeout. Only `http://` is spoken: an `https://`
@@ -22,7 +23,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -31,7 +32,16 @@ use std::time::{Duration, Instant};
 use prost::Message;
 
 /// Export requests the queue holds before it drops.
-pub const QUEUE_REQUESTS: usize = 256;
+pub const QUEUE_REQUESTS: usize = 2048;
+
+/// How long the sender gathers requests after the first of a batch.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// How often a lingering sender looks whether the queue was closed.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The most requests one batch holds.
+const BATCH_REQUESTS: usize = 2048;
 
 /// The default of `OTEL_EXPORTER_OTLP_TIMEOUT`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -198,6 +208,8 @@ struct Counts {
     failed: AtomicU64,
     dropped: AtomicU64,
     queued: AtomicU64,
+    /// Set when the queue is closed (the exit): the linger ends.
+    closed: AtomicBool,
     /// The first failure, said once at the exit.
     first_failure: Mutex<Option<String>>,
 }
@@ -251,10 +263,16 @@ impl Exporter {
         }
     }
 
+    /// Export requests dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.counts.dropped.load(Ordering::Relaxed)
+    }
+
     /// Closes the queue and waits at most the timeout for what is in it to
     /// be sent; what is left then is abandoned (the thread is let go).
     pub fn finish(mut self) -> (Tally, Option<String>) {
         drop(self.queue.take());
+        self.counts.closed.store(true, Ordering::Relaxed);
         let until = Instant::now() + self.timeout;
         if let Some(sender) = self.sender.take() {
             while !sender.is_finished() && Instant::now() < until {
@@ -280,28 +298,64 @@ impl Exporter {
     }
 }
 
+/// Sends the queued requests in batches: what comes within [`LINGER`] of
+/// the first (at most [`BATCH_REQUESTS`]) goes in one `POST` per endpoint,
+/// the encoded requests concatenated (protobuf merges concatenated
+/// messages: their repeated fields add up). The queue's end sends what is
+/// left at once.
 fn send_all(settings: &Settings, requests: &Receiver<Request>, counts: &Counts) {
-    for request in requests {
-        let endpoint = if request.to_logs {
-            &settings.logs
-        } else {
-            &settings.traces
+    let closed = &counts.closed;
+    while let Ok(first) = requests.recv() {
+        // Per endpoint (traces, logs): the bodies and how many requests.
+        let mut batches = [(Vec::new(), 0_u64), (Vec::new(), 0_u64)];
+        let mut add = |request: Request| {
+            let batch = &mut batches[usize::from(request.to_logs)];
+            batch.0.extend_from_slice(&request.body);
+            batch.1 += 1;
         };
-        let sent = post(endpoint, &settings.headers, &request.body, settings.timeout);
-        counts.queued.fetch_sub(1, Ordering::Relaxed);
-        match sent {
-            Ok(()) => counts.sent.fetch_add(1, Ordering::Relaxed),
-            Err(error) => {
-                let mut first = counts
-                    .first_failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                first.get_or_insert_with(|| {
-                    format!("http://{}{}: {error}", endpoint.authority, endpoint.path)
-                });
-                counts.failed.fetch_add(1, Ordering::Relaxed)
+        add(first);
+        // One wake-up per batch, not one per request: the thread sleeps
+        // the linger out (the queue holds what comes meanwhile), then takes
+        // what is there. The queue's end cuts the linger short.
+        let until = Instant::now() + LINGER;
+        while Instant::now() < until && !closed.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+        }
+        let mut taken = 1;
+        while taken < BATCH_REQUESTS {
+            match requests.try_recv() {
+                Ok(request) => {
+                    add(request);
+                    taken += 1;
+                }
+                Err(_) => break,
             }
-        };
+        }
+        for (to_logs, (body, count)) in batches.into_iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            let endpoint = if to_logs == 1 {
+                &settings.logs
+            } else {
+                &settings.traces
+            };
+            let sent = post(endpoint, &settings.headers, &body, settings.timeout);
+            counts.queued.fetch_sub(count, Ordering::Relaxed);
+            match sent {
+                Ok(()) => counts.sent.fetch_add(count, Ordering::Relaxed),
+                Err(error) => {
+                    let mut first = counts
+                        .first_failure
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    first.get_or_insert_with(|| {
+                        format!("http://{}{}: {error}", endpoint.authority, endpoint.path)
+                    });
+                    counts.failed.fetch_add(count, Ordering::Relaxed)
+                }
+            };
+        }
     }
 }
 
@@ -445,8 +499,9 @@ mod tests {
         let exporter = Exporter::with_queue(settings, 4).unwrap();
         let request = ExportTraceServiceRequest::default();
         exporter.export(&request, false);
-        // The sender has taken the first and waits on the collector.
-        std::thread::sleep(Duration::from_millis(100));
+        // The sender has gathered the first for its batch (LINGER) and now
+        // waits on the collector.
+        std::thread::sleep(LINGER + Duration::from_millis(150));
         let started = Instant::now();
         for _ in 0..9 {
             exporter.export(&request, false);

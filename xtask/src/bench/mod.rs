@@ -15,6 +15,7 @@
 mod jsonrpc;
 mod line;
 mod message;
+mod otel;
 mod plot;
 mod recall;
 mod redact;
@@ -44,7 +45,10 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
   --rounds K       rounds of the flood, grandchild, spawn and verify cases
                    (default 5; the output() grandchild case runs once)
   --only SECTIONS  comma-separated: flood, grandchild, spawn, stdio, redact,
-                   verify (default all; redact: rendering a 16 KiB window
+                   verify, otel (default all; otel: 1,000 short calls through
+                   `spillguard mcp` with OTLP/HTTP export to a local sink and
+                   without, side by side, and the flood through `run` with
+                   `--otel-file` and without; redact: rendering a 16 KiB window
                    with 0, 1 and 50 secrets, and recall per class on the
                    generated corpus and false alarms on core/tests/corpus,
                    spillguard beside detect-secrets when .ci/peers.sh
@@ -125,6 +129,8 @@ pub struct Options {
     pub redact: bool,
     /// Run the audit reading section.
     pub verify: bool,
+    /// Run the OpenTelemetry export section.
+    pub otel: bool,
     /// The small smoke run.
     pub quick: bool,
     /// Draw the peak-memory chart at this path instead of the tables.
@@ -144,6 +150,7 @@ impl Options {
             stdio: true,
             redact: true,
             verify: true,
+            otel: true,
             quick: false,
             plot: None,
         };
@@ -180,7 +187,8 @@ impl Options {
                         options.stdio,
                         options.redact,
                         options.verify,
-                    ) = (false, false, false, false, false, false);
+                        options.otel,
+                    ) = (false, false, false, false, false, false, false);
                     for section in sections.split(',') {
                         match section.trim() {
                             "flood" => options.flood = true,
@@ -189,6 +197,7 @@ impl Options {
                             "stdio" => options.stdio = true,
                             "redact" => options.redact = true,
                             "verify" => options.verify = true,
+                            "otel" => options.otel = true,
                             other => return Err(format!("--only: unknown section {other:?}")),
                         }
                     }
@@ -385,6 +394,13 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
                 failed += 1;
             }
         }
+    }
+    if options.otel {
+        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peers/venv/bin/python");
+        let python = peers.exists().then_some(peers.as_path());
+        let measured = otel::measure(&binaries.spillguard, python, options.rounds, options.bytes);
+        otel::print(&measured);
+        failed += measured.failures.len();
     }
     if options.verify {
         let measured = verify::measure(&binaries, &options);

@@ -11,8 +11,9 @@ helper's span, one trace id; the MCP span's and the call span's attributes;
 an approval wait as a span under the MCP span; a tool error's
 `error.type = tool_error`.
 
-usage: otel_trace.py PATH/TO/spillguard
-Exits non-zero at the first wrong fact.
+usage: otel_trace.py PATH/TO/spillguard [--svg PATH]
+Exits non-zero at the first wrong fact. With --svg, also draws the trace
+as a backend's waterfall shows it (the README's picture).
 """
 
 import json
@@ -45,12 +46,15 @@ if os.environ.get("TRACESTATE"):
 context = propagate.extract(carrier)
 with tracer.start_as_current_span("helper work", context=context) as span:
     parent = span.parent
-    print(json.dumps({
+    sum(range(200000))
+line = {
         "trace_id": format(span.get_span_context().trace_id, "032x"),
         "span_id": format(span.get_span_context().span_id, "016x"),
         "parent_id": format(parent.span_id, "016x") if parent else None,
         "tracestate": os.environ.get("TRACESTATE"),
-    }))
+}
+line["start_ns"], line["end_ns"] = span.start_time, span.end_time
+print(json.dumps(line))
 '''
 
 
@@ -117,6 +121,7 @@ async def session(tools, port):
         async with ClientSession(read, write, elicitation_callback=approve) as client:
             await client.initialize()
             with tracer.start_as_current_span("agent step") as client_span:
+                RESULTS["client_span"] = client_span
                 carrier = {}
                 propagate.inject(carrier)
                 carrier["tracestate"] = "client=1"
@@ -124,6 +129,7 @@ async def session(tools, port):
                 RESULTS["client"] = {
                     "trace_id": format(client_span.get_span_context().trace_id, "032x"),
                     "span_id": format(client_span.get_span_context().span_id, "016x"),
+                    "start_ns": client_span.start_time,
                 }
                 RESULTS["work"] = result
                 RESULTS["broken"] = await client.call_tool("broken", {}, meta=carrier)
@@ -181,8 +187,47 @@ def check_trace(lines):
     logs = [l for r in requests for l in r.get("logs", [])]
     check(any(l["span_id"] == broken_call["span_id"] and "no route" in l["body"] for l in logs),
           "the broken call's excerpt as a log record on its span")
+    if "--svg" in sys.argv:
+        client_span = RESULTS["client_span"]
+        rows = [("agent step (client, OpenTelemetry SDK)", client_span.start_time, client_span.end_time, 0)]
+        rows.append((f"tools/call work (spillguard, MCP span)", mcp_span["start_ns"], mcp_span["end_ns"], 1))
+        rows.append(("approval (spillguard)", approval[0]["start_ns"], approval[0]["end_ns"], 2))
+        rows.append((f"{call_span['name']} (spillguard, call span)", call_span["start_ns"], call_span["end_ns"], 2))
+        rows.append(("helper work (the helper, OpenTelemetry SDK)", helper["start_ns"], helper["end_ns"], 3))
+        draw(sys.argv[sys.argv.index("--svg") + 1], trace_id, rows)
     print(f"one trace {trace_id}: client -> tools/call work -> work call -> helper; "
           f"{len(spans)} spans, {len(logs)} log records received")
+
+
+def draw(path, trace_id, rows):
+    """A waterfall of `rows` (name, start ns, end ns, depth), one bar each."""
+    t0 = min(r[1] for r in rows)
+    t1 = max(r[2] for r in rows)
+    width, left, bar_w, row_h = 940, 440, 480, 30
+    scale = bar_w / max(t1 - t0, 1)
+    height = 60 + row_h * len(rows) + 30
+    colours = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="13">',
+           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+           f'<text x="12" y="24" font-size="15" font-weight="bold">trace {trace_id}</text>',
+           f'<text x="12" y="44" fill="#555">one tools/call from an OpenTelemetry SDK client through '
+           f'spillguard mcp to a helper; total {(t1 - t0) / 1e6:.1f} ms</text>']
+    for i, (name, start, end, depth) in enumerate(rows):
+        y = 60 + i * row_h
+        x = left + (start - t0) * scale
+        w = max((end - start) * scale, 2)
+        out.append(f'<text x="{12 + depth * 16}" y="{y + 19}">{name} '
+                   f'<tspan fill="#555">{(end - start) / 1e6:.1f} ms</tspan></text>')
+        out.append(f'<rect x="{x:.1f}" y="{y + 6}" width="{w:.1f}" height="18" rx="3" '
+                   f'fill="{colours[depth % len(colours)]}"/>')
+    axis_y = 60 + row_h * len(rows) + 12
+    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + bar_w}" y2="{axis_y}" stroke="#999"/>')
+    out.append(f'<text x="{left}" y="{axis_y + 16}" fill="#555">0 ms</text>')
+    out.append(f'<text x="{left + bar_w - 60}" y="{axis_y + 16}" fill="#555">{(t1 - t0) / 1e6:.1f} ms</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 main()

@@ -44,6 +44,7 @@ class Handler(BaseHTTPRequestHandler):
                     {"trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
                      "parent_span_id": s.parent_span_id.hex(), "name": s.name,
                      "kind": s.kind, "attributes": attrs(s), "status": s.status.code,
+                     "start_ns": s.start_time_unix_nano, "end_ns": s.end_time_unix_nano,
                      "events": [e.name for e in s.events]}
                     for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
                 reply = ExportTraceServiceResponse().SerializeToString()
