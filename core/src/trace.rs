@@ -241,14 +241,17 @@ pub struct CallTrace {
 }
 
 impl CallTrace {
-    /// The span `span_id` as a child of `parent`, passing `trace_state` on.
+    /// The span `span_id` as a child of `parent`, passing `trace_state` on
+    /// (dropped unless it is well formed, see [`trace_state`]). Of the
+    /// parent's flags only `sampled` is kept: the others are not known
+    /// here, and version 00 asks that unknown flags be passed as zero.
     pub fn child_of(parent: TraceParent, span_id: [u8; 8], trace_state: Option<String>) -> Self {
         Self {
             trace_id: parent.trace_id,
             span_id,
             parent_span_id: Some(parent.parent_id),
-            flags: parent.flags,
-            trace_state,
+            flags: parent.flags & 0x01,
+            trace_state: trace_state.and_then(|state| self::trace_state(&state).ok().flatten()),
         }
     }
 
@@ -385,6 +388,13 @@ mod tests {
             TraceParent::parse(&call.traceparent()).unwrap().parent_id,
             [0xab; 8]
         );
+        let flagged = TraceParent {
+            flags: 0xff,
+            ..parent
+        };
+        let call = CallTrace::child_of(flagged, [0xab; 8], Some("a=1\r\nX: y".into()));
+        assert_eq!(call.flags, 0x01, "only the sampled flag is passed on");
+        assert_eq!(call.trace_state, None, "a malformed tracestate is dropped");
         let root = CallTrace::root([7; 16], [9; 8]);
         assert_eq!(root.parent_span_id, None);
         assert!(root.traceparent().ends_with("-0909090909090909-01"));

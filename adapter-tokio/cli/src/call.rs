@@ -260,7 +260,8 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// Opens `--otel-file` and reads the OTLP variables: a path that cannot
-    /// be opened or a variable that cannot be used is a usage error.
+    /// be opened is a usage error; variables that cannot be used turn the
+    /// OTLP export off, said in one line on stderr.
     pub fn open(otel_file: Option<&std::path::Path>) -> Result<Self, UsageError> {
         let file = otel_file
             .map(|path| {
@@ -272,13 +273,20 @@ impl Telemetry {
                 })
             })
             .transpose()?;
-        let http = crate::otlp_http::Settings::from_env(|name| std::env::var(name).ok())
-            .map_err(UsageError)?
-            .map(|settings| {
+        // The OTLP variables are often set for a whole environment: one
+        // this exporter cannot use turns export off with a warning, and the
+        // command runs.
+        let http = match crate::otlp_http::Settings::from_env(|name| std::env::var(name).ok()) {
+            Ok(settings) => settings.and_then(|settings| {
                 crate::otlp_http::Exporter::start(settings)
-                    .map_err(|e| UsageError(format!("cannot start the OTLP export: {e}")))
-            })
-            .transpose()?;
+                    .inspect_err(|e| eprintln!("spillguard: OTLP export is off: {e}"))
+                    .ok()
+            }),
+            Err(reason) => {
+                eprintln!("spillguard: OTLP export is off: {reason}");
+                None
+            }
+        };
         Ok(Self { file, http })
     }
 

@@ -76,6 +76,7 @@ pub fn percent_decoded(value: &str) -> String {
         let escaped = (bytes[at] == b'%')
             .then(|| bytes.get(at + 1..at + 3))
             .flatten()
+            .filter(|pair| pair.iter().all(u8::is_ascii_hexdigit))
             .and_then(|pair| std::str::from_utf8(pair).ok())
             .and_then(|pair| u8::from_str_radix(pair, 16).ok());
         match escaped {

@@ -37,11 +37,28 @@ pub const QUEUE_REQUESTS: usize = 2048;
 /// How long the sender gathers requests after the first of a batch.
 const LINGER: Duration = Duration::from_millis(200);
 
+/// The most bytes one batch's body holds (a Collector refuses requests over
+/// 20 MiB by default).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Bytes written per system call, each under the time left.
+const WRITE_PIECE: usize = 64 << 10;
+
 /// How often a lingering sender looks whether the queue was closed.
 const POLL: Duration = Duration::from_millis(20);
 
 /// The most requests one batch holds.
 const BATCH_REQUESTS: usize = 2048;
+
+/// Headers the exporter writes itself: a second copy would change how the
+/// request is framed.
+const FRAMING: [&str; 5] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+];
 
 /// The default of `OTEL_EXPORTER_OTLP_TIMEOUT`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +108,9 @@ impl Endpoint {
         if path.contains(['\r', '\n', ' ']) {
             return Err(format!("{url}: the path holds a space or a line break"));
         }
+        if path.contains('#') {
+            return Err(format!("{url}: a fragment (#) is not sent"));
+        }
         let authority = if authority
             .rsplit_once(':')
             .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
@@ -121,6 +141,18 @@ impl Settings {
         let set = |name: &str| var(name).filter(|value| !value.trim().is_empty());
         if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
             return Ok(None);
+        }
+        for name in [
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        ] {
+            if let Some(protocol) = set(name)
+                && protocol.trim() != "http/protobuf"
+            {
+                return Err(format!(
+                    "{name}={protocol}: only http/protobuf is spoken here"
+                ));
+            }
         }
         let base = set("OTEL_EXPORTER_OTLP_ENDPOINT");
         let traces = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
@@ -165,6 +197,11 @@ impl Settings {
             if key.is_empty() || !key.bytes().all(token) {
                 return Err(format!(
                     "OTEL_EXPORTER_OTLP_HEADERS: {key:?} is not a header name"
+                ));
+            }
+            if FRAMING.iter().any(|name| key.eq_ignore_ascii_case(name)) {
+                return Err(format!(
+                    "OTEL_EXPORTER_OTLP_HEADERS: {key} is set by the exporter itself"
                 ));
             }
             if value.bytes().any(|c| c < 0x20 && c != b'\t' || c == 0x7f) {
@@ -313,6 +350,7 @@ fn send_all(settings: &Settings, requests: &Receiver<Request>, counts: &Counts) 
             batch.0.extend_from_slice(&request.body);
             batch.1 += 1;
         };
+        let first_len = first.body.len();
         add(first);
         // One wake-up per batch, not one per request: the thread sleeps
         // the linger out (the queue holds what comes meanwhile), then takes
@@ -322,9 +360,11 @@ fn send_all(settings: &Settings, requests: &Receiver<Request>, counts: &Counts) 
             std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
         }
         let mut taken = 1;
-        while taken < BATCH_REQUESTS {
+        let mut bytes = first_len;
+        while taken < BATCH_REQUESTS && bytes < BATCH_BYTES {
             match requests.try_recv() {
                 Ok(request) => {
+                    bytes += request.body.len();
                     add(request);
                     taken += 1;
                 }
@@ -374,12 +414,20 @@ fn post(
             .filter(|d| !d.is_zero())
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "timed out"))
     };
-    let address = endpoint
-        .authority
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::other("the host has no address"))?;
-    let mut stream = TcpStream::connect_timeout(&address, left()?)?;
+    // Every address the name has, in turn (`localhost` is often `::1`
+    // first, and a collector may listen on 127.0.0.1 only).
+    let mut last = io::Error::other("the host has no address");
+    let mut connected = None;
+    for address in endpoint.authority.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&address, left()?) {
+            Ok(stream) => {
+                connected = Some(stream);
+                break;
+            }
+            Err(error) => last = error,
+        }
+    }
+    let mut stream = connected.ok_or(last)?;
     let mut head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\n\
          Content-Length: {}\r\nConnection: close\r\nUser-Agent: spillguard/{}\r\n",
@@ -392,9 +440,16 @@ fn post(
         head.push_str(&format!("{key}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.set_write_timeout(Some(left()?))?;
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body)?;
+    // In pieces, each within what is left: a collector that reads slowly
+    // cannot stretch one request past the timeout.
+    for piece in head
+        .as_bytes()
+        .chunks(WRITE_PIECE)
+        .chain(body.chunks(WRITE_PIECE))
+    {
+        stream.set_write_timeout(Some(left()?))?;
+        stream.write_all(piece)?;
+    }
     // The status line is all that is read (at most 1 KiB of the answer).
     let mut answer = Vec::with_capacity(256);
     let mut chunk = [0; 256];
@@ -410,7 +465,9 @@ fn post(
     let line = line.lines().next().unwrap_or("").trim();
     let status = line
         .strip_prefix("HTTP/1.")
-        .and_then(|rest| rest.get(2..5))
+        .and_then(|rest| rest.get(1..5))
+        .and_then(|rest| rest.strip_prefix(' '))
+        .filter(|code| code.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|code| code.parse::<u16>().ok())
         .ok_or_else(|| io::Error::other(format!("not an HTTP answer: {line:?}")))?;
     if (200..300).contains(&status) {
@@ -561,6 +618,24 @@ mod tests {
                     ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
                 ],
                 "not a positive number",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "Content-Length=0"),
+                ],
+                "set by the exporter itself",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4317"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ],
+                "only http/protobuf is spoken here",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1/x#frag")],
+                "fragment",
             ),
         ] {
             let error = Settings::from_env(env(&pairs)).unwrap_err();

@@ -480,28 +480,42 @@ fn a_collector_that_is_down_hangs_or_fails_costs_at_most_one_timeout_at_exit() {
     }
 }
 
+/// OTLP variables are often set for a whole environment: one this
+/// exporter cannot use turns export off with one line on stderr, and the
+/// call runs (with no trace, as without export).
 #[test]
-fn bad_otlp_variables_are_usage_errors_and_nothing_runs() {
+fn unusable_otlp_variables_turn_export_off_with_one_warning_and_the_call_runs() {
     for (vars, said) in [
         (
             vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")],
-            "spillguard: https://collector:4318: https is not spoken here; export to a Collector \
-             over http (it can speak TLS onwards)",
+            "spillguard: OTLP export is off: https://collector:4318: https is not spoken here; \
+             export to a Collector over http (it can speak TLS onwards)",
         ),
         (
             vec![
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
                 ("OTEL_EXPORTER_OTLP_HEADERS", "k=v%0d%0aInjected: 1"),
             ],
-            "spillguard: OTEL_EXPORTER_OTLP_HEADERS: the value of k holds a control character",
+            "spillguard: OTLP export is off: OTEL_EXPORTER_OTLP_HEADERS: the value of k holds a \
+             control character",
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ],
+            "spillguard: OTLP export is off: OTEL_EXPORTER_OTLP_PROTOCOL=grpc: only \
+             http/protobuf is spoken here",
         ),
     ] {
         let (output, _) = run_with(&vars);
-        assert_eq!(output.status.code(), Some(2), "{output:?}");
-        assert_eq!(output.stdout, b"");
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(record["state"], "failed_local");
+        assert_eq!(record["trace_id"], Value::Null);
         assert_eq!(String::from_utf8_lossy(&output.stderr).trim_end(), said);
     }
-    // Disabled: no export and no trace.
+    // Disabled: no export, no warning and no trace.
     let (output, _) = run_with(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
         ("OTEL_SDK_DISABLED", "true"),

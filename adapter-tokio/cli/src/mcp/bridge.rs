@@ -122,9 +122,8 @@ struct Inner {
     /// The calls whose card went back as `input_required`, by the
     /// `requestState` that names them.
     waiting: Mutex<HashMap<String, Waiting>>,
-    /// Where spans go, when export is on (`--otel-file`, OTLP/HTTP);
-    /// taken at the end.
-    telemetry: Option<Mutex<Option<Telemetry>>>,
+    /// Where spans go, when export is on (`--otel-file`, OTLP/HTTP).
+    telemetry: Option<TelemetryWorker>,
 }
 
 /// A call waiting for the retry that carries its card's answer.
@@ -177,41 +176,42 @@ impl Bridge {
                 gone,
                 outbox,
                 waiting: Mutex::new(HashMap::new()),
-                telemetry: telemetry.is_on().then(|| Mutex::new(Some(telemetry))),
+                telemetry: telemetry
+                    .is_on()
+                    .then(|| TelemetryWorker::start(telemetry))
+                    .flatten(),
             }),
         })
     }
 
     /// Sends what is still queued for the collector (waiting at most its
     /// timeout) and says what was not sent; export ends here.
-    pub fn finish_telemetry(&self) {
-        let taken = self.inner.telemetry.as_ref().and_then(|telemetry| {
-            telemetry
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-        });
-        if let Some(telemetry) = taken {
-            telemetry.finish();
+    pub async fn finish_telemetry(&self) {
+        let Some(worker) = &self.inner.telemetry else {
+            return;
+        };
+        let thread = worker.close();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
     }
 
     /// Exports a finished call (its span, its approval wait, its excerpt),
     /// when export is on.
     fn export_call(&self, outcome: &Outcome) {
-        self.with_telemetry(|telemetry| {
-            telemetry.export(&outcome.record, &outcome.agent_excerpt());
-        });
+        if self.inner.telemetry.is_none() {
+            return;
+        }
+        let (record, excerpt) = (outcome.record.clone(), outcome.agent_excerpt());
+        self.with_telemetry(move |telemetry| telemetry.export(&record, &excerpt));
     }
 
-    fn with_telemetry(&self, f: impl FnOnce(&mut Telemetry)) {
-        if let Some(telemetry) = &self.inner.telemetry
-            && let Some(telemetry) = telemetry
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_mut()
-        {
-            f(telemetry);
+    /// Hands `f` to the telemetry's own thread, when export is on: a file
+    /// write that blocks (a slow disk, a FIFO) is never in a call's way or
+    /// an answer's, and exports keep their order.
+    fn with_telemetry(&self, f: impl FnOnce(&mut Telemetry) + Send + 'static) {
+        if let Some(worker) = &self.inner.telemetry {
+            worker.send(Box::new(f));
         }
     }
 
@@ -602,6 +602,63 @@ impl Bridge {
     }
 }
 
+/// One export for the telemetry's thread.
+type TelemetryJob = Box<dyn FnOnce(&mut Telemetry) + Send>;
+
+/// The thread that owns the telemetry and runs its exports in order; when
+/// its queue closes it finishes the export (the exit's wait).
+#[derive(Debug)]
+struct TelemetryWorker {
+    jobs: Mutex<Option<std::sync::mpsc::Sender<TelemetryJob>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl TelemetryWorker {
+    /// Starts the thread; `None` (said on stderr) if it cannot start.
+    fn start(mut telemetry: Telemetry) -> Option<Self> {
+        let (jobs, queue) = std::sync::mpsc::channel::<TelemetryJob>();
+        let thread = std::thread::Builder::new()
+            .name("spillguard-telemetry".into())
+            .spawn(move || {
+                for job in queue {
+                    job(&mut telemetry);
+                }
+                telemetry.finish();
+            })
+            .inspect_err(|e| eprintln!("spillguard: OpenTelemetry export is off: {e}"))
+            .ok()?;
+        Some(Self {
+            jobs: Mutex::new(Some(jobs)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn send(&self, job: TelemetryJob) {
+        if let Some(jobs) = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Closes the queue; the thread to wait for, once.
+    fn close(&self) -> Option<std::thread::JoinHandle<()>> {
+        drop(
+            self.jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
 /// The trace context a request names in `params._meta` (`traceparent`,
 /// `tracestate`: the MCP convention); a malformed one is ignored, as W3C
 /// Trace Context asks.
@@ -869,7 +926,8 @@ impl Bridge {
                 Ok(_) => None,
                 Err(error) => Some(error.code.0.to_string()),
             };
-            self.with_telemetry(|telemetry| telemetry.export_span(mcp_span(&span)));
+            let span = mcp_span(&span);
+            self.with_telemetry(move |telemetry| telemetry.export_span(span));
         }
         answered
     }

@@ -249,7 +249,7 @@ impl Ready {
         }
         // What is still queued for the collector, waited for at most its
         // timeout.
-        waiting.finish_telemetry();
+        waiting.finish_telemetry().await;
         let unmatched = counts.unmatched_responses();
         if unmatched > 0 {
             eprintln!(
