@@ -109,8 +109,9 @@ fn attribute(key: &str, value: Value) -> KeyValue {
     }
 }
 
-/// The record's name for `value` (a state, a reason): its JSON string.
-fn name_of(value: &impl serde::Serialize) -> String {
+/// The record's name for `value` (a state, a reason, a request id): its
+/// JSON string, unquoted.
+pub fn name_of(value: &impl serde::Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         Ok(other) => other.to_string(),

@@ -207,25 +207,9 @@ fn an_otel_file_that_cannot_be_opened_is_a_usage_error_and_nothing_runs() {
 /// The file read by `tests/peers/otel_file.py` with OpenTelemetry's own
 /// protocol package.
 fn python_reads(file: &Path, output: &Output, parent: Option<&str>) {
-    let peers = std::env::var_os("SPILLGUARD_PEERS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"),
-        PathBuf::from,
-    );
-    let python = peers.join("venv/bin/python");
-    let has_proto = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import opentelemetry.proto"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if !has_proto {
-        let message = format!(
-            "opentelemetry-proto is not installed in {}: run .ci/peers.sh",
-            python.display()
-        );
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-        eprintln!("skipped: {message}");
+    let Some(python) = otel_python() else {
         return;
-    }
+    };
     let record_file = Removed(temp_path(&format!(
         "otel-record-{}.json",
         file.file_name().unwrap().to_string_lossy()

@@ -87,7 +87,7 @@ use spillguard_kit::{CallBuilder, HelperCommand};
 use spillguard_std::core::trace::{TraceParent, trace_state};
 
 use crate::call::Telemetry;
-use crate::otel::{McpRequest, mcp_span};
+use crate::otel::{McpRequest, mcp_span, name_of};
 use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -685,15 +685,6 @@ fn joined<'h>(
     }
 }
 
-/// A request id as the span says it (`jsonrpc.request.id`).
-fn id_text(id: &rmcp::model::RequestId) -> String {
-    match serde_json::to_value(id) {
-        Ok(Value::String(text)) => text,
-        Ok(other) => other.to_string(),
-        Err(_) => String::new(),
-    }
-}
-
 /// Now, in nanoseconds since the Unix epoch.
 fn unix_ns_now() -> u64 {
     std::time::SystemTime::now()
@@ -888,7 +879,7 @@ impl Bridge {
             parent_span_id: incoming.as_ref().map(|(parent, _)| parent.parent_id),
             method: "tools/call",
             tool: tool.name.clone(),
-            request_id: id_text(&context.id),
+            request_id: name_of(&context.id),
             start_ns: unix_ns_now(),
             end_ns: 0,
             error: None,
