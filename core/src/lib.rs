@@ -162,8 +162,8 @@ pub use confine::{
 };
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MessageInfo, MessageKind, MessageScanner,
-    PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue, Segment, ServerGone,
-    StdoutLineGuard,
+    PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue, SERVER_GONE_CODE, Segment,
+    ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{

@@ -6,7 +6,7 @@
 //! With `--debug-on-signal`, SIGUSR1 is a debug grant that reaches the
 //! running call, and SIGUSR2 its end.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -365,6 +365,74 @@ impl Telemetry {
                 tally.abandoned,
                 first_failure.map_or_else(String::new, |f| format!("; first failure: {f}"))
             );
+        }
+    }
+}
+
+/// One export for the telemetry's thread.
+pub type TelemetryJob = Box<dyn FnOnce(&mut Telemetry) + Send>;
+
+/// The thread that owns the telemetry and runs its exports in order; when
+/// its queue closes it finishes the export (the exit's wait).
+#[derive(Debug)]
+pub struct TelemetryWorker {
+    jobs: Mutex<Option<std::sync::mpsc::Sender<TelemetryJob>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl TelemetryWorker {
+    /// Starts the thread; `None` (said on stderr) if it cannot start.
+    pub fn start(mut telemetry: Telemetry) -> Option<Self> {
+        let (jobs, queue) = std::sync::mpsc::channel::<TelemetryJob>();
+        let thread = std::thread::Builder::new()
+            .name("spillguard-telemetry".into())
+            .spawn(move || {
+                for job in queue {
+                    job(&mut telemetry);
+                }
+                telemetry.finish();
+            })
+            .inspect_err(|e| eprintln!("spillguard: OpenTelemetry export is off: {e}"))
+            .ok()?;
+        Some(Self {
+            jobs: Mutex::new(Some(jobs)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues `job` (dropped once the queue is closed).
+    pub fn send(&self, job: TelemetryJob) {
+        if let Some(jobs) = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Closes the queue; the thread to wait for, once.
+    pub fn close(&self) -> Option<std::thread::JoinHandle<()>> {
+        drop(
+            self.jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl TelemetryWorker {
+    /// Closes the queue and waits for the thread: every export queued has
+    /// run, and the exit's wait for the collector is over.
+    pub fn finish(&self) {
+        if let Some(thread) = self.close() {
+            let _ = thread.join();
         }
     }
 }

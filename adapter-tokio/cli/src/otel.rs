@@ -359,9 +359,17 @@ pub struct McpRequest {
     /// The client's span, if the request named one in `params._meta`.
     pub parent_span_id: Option<[u8; 8]>,
     /// `mcp.method.name`.
-    pub method: &'static str,
-    /// `gen_ai.tool.name`.
+    pub method: String,
+    /// What the request names (`params.name`): the tool of a `tools/call`
+    /// (`gen_ai.tool.name`), the prompt of a `prompts/get`
+    /// (`gen_ai.prompt.name`); empty for none.
     pub tool: String,
+    /// `spillguard.call.id`: the call that serves it, when that call is
+    /// not the span's child (the server of `stdio --mcp`).
+    pub call_id: Option<String>,
+    /// `mcp.session.id`: the session of the connection (the session its
+    /// calls are recorded under).
+    pub session_id: String,
     /// `jsonrpc.request.id`.
     pub request_id: String,
     /// When the request was taken, in nanoseconds since the Unix epoch.
@@ -373,15 +381,26 @@ pub struct McpRequest {
     pub error: Option<String>,
 }
 
-/// The span of an MCP request (`tools/call NAME`, kind server).
+/// The span of an MCP request (`tools/call NAME`, `prompts/get NAME`, or
+/// the method alone; kind server).
 pub fn mcp_span(request: &McpRequest) -> Span {
-    let mut attributes = vec![
-        text("mcp.method.name", request.method),
-        text("gen_ai.tool.name", request.tool.clone()),
-        text("gen_ai.operation.name", "execute_tool"),
-        text("jsonrpc.request.id", request.request_id.clone()),
-        text("network.transport", "pipe"),
-    ];
+    let mut attributes = vec![text("mcp.method.name", request.method.clone())];
+    match (request.method.as_str(), request.tool.is_empty()) {
+        ("tools/call", false) => {
+            attributes.push(text("gen_ai.tool.name", request.tool.clone()));
+            attributes.push(text("gen_ai.operation.name", "execute_tool"));
+        }
+        ("prompts/get", false) => {
+            attributes.push(text("gen_ai.prompt.name", request.tool.clone()));
+        }
+        _ => {}
+    }
+    attributes.push(text("jsonrpc.request.id", request.request_id.clone()));
+    attributes.push(text("network.transport", "pipe"));
+    attributes.push(text("mcp.session.id", request.session_id.clone()));
+    if let Some(call_id) = &request.call_id {
+        attributes.push(text("spillguard.call.id", call_id.clone()));
+    }
     if let Some(error) = &request.error {
         attributes.push(text("error.type", error.clone()));
     }
@@ -391,7 +410,11 @@ pub fn mcp_span(request: &McpRequest) -> Span {
         parent_span_id: request
             .parent_span_id
             .map_or_else(Vec::new, |id| id.to_vec()),
-        name: format!("{} {}", request.method, request.tool),
+        name: if request.tool.is_empty() {
+            request.method.clone()
+        } else {
+            format!("{} {}", request.method, request.tool)
+        },
         kind: SpanKind::Server as i32,
         start_time_unix_nano: request.start_ns,
         end_time_unix_nano: request.end_ns.max(request.start_ns),
@@ -406,6 +429,15 @@ pub fn mcp_span(request: &McpRequest) -> Span {
         }),
         ..Span::default()
     }
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+pub fn unix_ns_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
 }
 
 /// The wait for a person's approval, as a span beside the call's (a child

@@ -514,6 +514,23 @@ fn unusable_otlp_variables_turn_export_off_with_one_warning_and_the_call_runs() 
 /// SDK: client span -> MCP span -> call span -> the helper's span.
 #[test]
 fn a_client_span_the_mcp_span_the_call_span_and_the_helper_s_span_are_one_trace() {
+    trace_script(&[]);
+}
+
+/// The same with `spillguard stdio --mcp` in front of a server written
+/// with the MCP Python SDK, whose own OpenTelemetry spans are on
+/// (`tests/peers/otel_trace.py --stdio`): each request the guard forwards
+/// is an MCP span under the client's span, beside the server's span for
+/// the same request (same name, tool and request id), `tool_error` on
+/// both for a tool that failed, and the server's call span at the exit.
+#[test]
+fn through_stdio_mcp_each_request_is_a_span_beside_the_server_s_own() {
+    trace_script(&["--stdio"]);
+}
+
+/// Runs `tests/peers/otel_trace.py` with `args`; it exits non-zero at
+/// the first wrong fact.
+fn trace_script(args: &[&str]) {
     let Some(python) = otel_python() else {
         return;
     };
@@ -529,13 +546,14 @@ fn a_client_span_the_mcp_span_the_call_span_and_the_helper_s_span_are_one_trace(
     let output = Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/otel_trace.py"))
         .arg(env!("CARGO_BIN_EXE_spillguard"))
+        .args(args)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("TRACEPARENT")
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "otel_trace.py: {}\n{}",
+        "otel_trace.py {args:?}: {}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );

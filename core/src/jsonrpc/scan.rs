@@ -5,9 +5,10 @@
 //! the `\n` that ends it) and asked at the end whether they were exactly
 //! one JSON object with `"jsonrpc": "2.0"`. It keeps no copy of the line:
 //! its state is the grammar's position, one bit per open container, and
-//! the raw text of a few short members (`id`, `method`, the `requestId`
-//! of a cancellation's `params`), each at most [`RawValue::CAPACITY`]
-//! bytes. Feeding allocates nothing once the container stack has grown to
+//! the raw text of a few short members (`id`, `method`, and in `params`
+//! a cancellation's `requestId`, a call's `name` and the trace context's
+//! `_meta.traceparent`; in a response, `result.isError` and
+//! `error.code`), each at most [`RawValue::CAPACITY`] bytes. Feeding allocates nothing once the container stack has grown to
 //! the line's depth.
 //!
 //! What it checks is RFC 8259's grammar, byte for byte: strings (escapes,
@@ -127,6 +128,16 @@ pub struct MessageInfo {
     /// `params.requestId`, when `params` is an object holding a short one
     /// (what `notifications/cancelled` names).
     pub request_id: Option<RawValue>,
+    /// `params.name`, when short enough (the tool of a `tools/call`, the
+    /// prompt of a `prompts/get`).
+    pub name: Option<RawValue>,
+    /// `params._meta.traceparent`, when short enough: the W3C trace
+    /// context a client passes with a request.
+    pub trace_parent: Option<RawValue>,
+    /// Whether `result.isError` is `true` (a tool's call that failed).
+    pub is_error: bool,
+    /// `error.code`, when the message is an error answer.
+    pub error_code: Option<RawValue>,
 }
 
 impl MessageInfo {
@@ -136,6 +147,10 @@ impl MessageInfo {
         id: None,
         method: None,
         request_id: None,
+        name: None,
+        trace_parent: None,
+        is_error: false,
+        error_code: None,
     };
 
     /// Whether its method is `name` (compared with the quotes stripped).
@@ -250,6 +265,30 @@ enum Slot {
     Params,
     /// `params.requestId`.
     RequestId,
+    /// `params.name`.
+    Name,
+    /// `params._meta`.
+    Meta,
+    /// `params._meta.traceparent`.
+    TraceParent,
+    /// `result.isError`.
+    IsError,
+    /// `error.code`.
+    ErrorCode,
+}
+
+/// The top-level object member whose own members are being read (at
+/// depth 2), if one whose members the scanner looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inner {
+    /// None of them.
+    None,
+    /// `params`.
+    Params,
+    /// `result`.
+    Result,
+    /// `error`.
+    Error,
 }
 
 /// The members found so far.
@@ -259,6 +298,10 @@ struct Members {
     id: Option<RawValue>,
     method: Option<RawValue>,
     request_id: Option<RawValue>,
+    name: Option<RawValue>,
+    trace_parent: Option<RawValue>,
+    is_error: bool,
+    error_code: Option<RawValue>,
     /// An `id` member was there, whatever its value (kept or not).
     has_id: bool,
     has_result: bool,
@@ -271,6 +314,10 @@ impl Members {
         id: None,
         method: None,
         request_id: None,
+        name: None,
+        trace_parent: None,
+        is_error: false,
+        error_code: None,
         has_id: false,
         has_result: false,
         has_error: false,
@@ -318,7 +365,8 @@ pub struct MessageScanner {
     containers: Vec<u64>,
     depth: usize,
     /// The key being read, if it is one the scanner may keep (at depth 1,
-    /// or at depth 2 inside `params`), and whether it still fits.
+    /// at depth 2 inside `params`, `result` or `error`, at depth 3 inside
+    /// `params._meta`), and whether it still fits.
     key: RawValue,
     key_fits: bool,
     /// The member whose value comes next (set by a key at a kept depth).
@@ -326,9 +374,11 @@ pub struct MessageScanner {
     /// The raw text of the value being captured for `slot`.
     value: RawValue,
     value_fits: bool,
-    /// Whether the top-level `params` being read is an object (its keys at
-    /// depth 2 are looked at).
-    in_params: bool,
+    /// The top-level object whose keys (at depth 2) are looked at.
+    inner: Inner,
+    /// Whether `params._meta` is being read (its keys at depth 3 are
+    /// looked at).
+    in_meta: bool,
     members: Members,
     non_ascii: bool,
 }
@@ -352,7 +402,8 @@ impl MessageScanner {
             slot: Slot::None,
             value: RawValue::EMPTY,
             value_fits: false,
-            in_params: false,
+            inner: Inner::None,
+            in_meta: false,
             members: Members::NONE,
             non_ascii: false,
         }
@@ -363,7 +414,8 @@ impl MessageScanner {
         self.expect = Expect::Start;
         self.depth = 0;
         self.slot = Slot::None;
-        self.in_params = false;
+        self.inner = Inner::None;
+        self.in_meta = false;
         self.members = Members::NONE;
         self.non_ascii = false;
     }
@@ -405,6 +457,10 @@ impl MessageScanner {
             id,
             method: members.method,
             request_id: members.request_id,
+            name: members.name,
+            trace_parent: members.trace_parent,
+            is_error: members.is_error,
+            error_code: members.error_code,
         })
     }
 
@@ -578,7 +634,14 @@ impl MessageScanner {
         self.value = RawValue::EMPTY;
         self.value_fits = matches!(
             self.slot,
-            Slot::Jsonrpc | Slot::Id | Slot::Method | Slot::RequestId
+            Slot::Jsonrpc
+                | Slot::Id
+                | Slot::Method
+                | Slot::RequestId
+                | Slot::Name
+                | Slot::TraceParent
+                | Slot::IsError
+                | Slot::ErrorCode
         );
         match byte {
             b'"' => {
@@ -594,11 +657,19 @@ impl MessageScanner {
                             self.members.id = None;
                             self.members.has_id = true;
                         }
-                        Slot::Result => self.members.has_result = true,
-                        Slot::Error => self.members.has_error = true,
-                        Slot::Params => self.in_params = byte == b'{',
+                        Slot::Result => {
+                            self.members.has_result = true;
+                            self.inner = inner_if(byte, Inner::Result);
+                        }
+                        Slot::Error => {
+                            self.members.has_error = true;
+                            self.inner = inner_if(byte, Inner::Error);
+                        }
+                        Slot::Params => self.inner = inner_if(byte, Inner::Params),
                         _ => {}
                     }
+                } else if self.slot == Slot::Meta {
+                    self.in_meta = byte == b'{';
                 }
                 self.slot = Slot::None;
                 self.open(byte == b'{');
@@ -638,9 +709,15 @@ impl MessageScanner {
             }
             Slot::Method => members.method = value,
             Slot::RequestId => members.request_id = value,
+            Slot::Name => members.name = value,
+            Slot::TraceParent => members.trace_parent = value,
+            Slot::IsError => {
+                members.is_error = value.is_some_and(|v| v.as_bytes() == b"true");
+            }
+            Slot::ErrorCode => members.error_code = value,
             Slot::Result => members.has_result = true,
             Slot::Error => members.has_error = true,
-            Slot::Params | Slot::None => {}
+            Slot::Params | Slot::Meta | Slot::None => {}
         }
         self.slot = Slot::None;
         self.value_fits = false;
@@ -661,8 +738,17 @@ impl MessageScanner {
                 b"\"params\"" => Slot::Params,
                 _ => Slot::None,
             }
-        } else if self.key.as_bytes() == b"\"requestId\"" {
-            Slot::RequestId
+        } else if self.depth == 2 {
+            match (self.inner, self.key.as_bytes()) {
+                (Inner::Params, b"\"requestId\"") => Slot::RequestId,
+                (Inner::Params, b"\"name\"") => Slot::Name,
+                (Inner::Params, b"\"_meta\"") => Slot::Meta,
+                (Inner::Result, b"\"isError\"") => Slot::IsError,
+                (Inner::Error, b"\"code\"") => Slot::ErrorCode,
+                _ => Slot::None,
+            }
+        } else if self.in_meta && self.key.as_bytes() == b"\"traceparent\"" {
+            Slot::TraceParent
         } else {
             Slot::None
         };
@@ -672,7 +758,9 @@ impl MessageScanner {
 
     /// Whether keys at the current depth are looked at.
     fn keeps_keys(&self) -> bool {
-        self.depth == 1 || (self.depth == 2 && self.in_params)
+        self.depth == 1
+            || (self.depth == 2 && self.inner != Inner::None)
+            || (self.depth == 3 && self.in_meta)
     }
 
     /// Appends `bytes` to the key or value being kept, if any.
@@ -726,7 +814,11 @@ impl MessageScanner {
         self.depth -= 1;
         if self.depth == 1 {
             // A container that was the value of a top-level member ended.
-            self.in_params = false;
+            self.inner = Inner::None;
+        }
+        if self.depth <= 2 {
+            // `params._meta` (or a sibling container) ended.
+            self.in_meta = false;
         }
         self.expect = if self.depth == 0 {
             Expect::Done
@@ -734,6 +826,11 @@ impl MessageScanner {
             Expect::AfterValue
         };
     }
+}
+
+/// `inner` if the value opening with `byte` is an object.
+fn inner_if(byte: u8, inner: Inner) -> Inner {
+    if byte == b'{' { inner } else { Inner::None }
 }
 
 /// Bytes from the start of `bytes` that a string holds as they are (no
@@ -857,6 +954,69 @@ mod tests {
             scan(br#"{"jsonrpc":"2.0","method":"m","result":{"requestId":1}}"#).unwrap();
         assert_eq!(elsewhere.request_id, None);
         assert_eq!(elsewhere.kind, MessageKind::Notification);
+    }
+
+    /// The members an MCP span names: the tool, the trace context, how a
+    /// call's answer failed; each only where the protocol puts it.
+    #[test]
+    fn a_call_s_name_trace_context_and_failure_are_read_where_they_belong() {
+        const PARENT: &[u8] = b"\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"";
+        let line = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"progressToken":{"traceparent":"x"},"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"a=1"},"arguments":{"name":"not this","_meta":{"traceparent":"nor this"}},"name":"search"}}"#;
+        for info in [scan(line).unwrap(), scan_bytewise(line).unwrap()] {
+            assert_eq!(info.kind, MessageKind::Request);
+            assert_eq!(info.name.unwrap().as_bytes(), b"\"search\"");
+            assert_eq!(info.trace_parent.unwrap().as_bytes(), PARENT);
+            assert!(!info.is_error);
+            assert_eq!(info.error_code, None);
+        }
+        // A `traceparent` beside `_meta`, in a `_meta` elsewhere, or under
+        // a name spelt with escapes is not the request's context.
+        for line in [
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"traceparent":"00-a-b-01"}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","_meta":{"traceparent":"00-a-b-01"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","result":{"_meta":{"traceparent":"t"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"trace\u0070arent":"t"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":["traceparent","t"]}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{},"x":{"traceparent":"t"}}}"#,
+        ] {
+            let info = scan(line).unwrap();
+            assert_eq!(info.trace_parent, None, "{}", String::from_utf8_lossy(line));
+            assert_eq!(info.name, None);
+        }
+        // A result that failed, and one whose `isError` is not `true`.
+        let failed = scan(
+            br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"isError":false}],"isError":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(failed.kind, MessageKind::Response);
+        assert!(failed.is_error);
+        for line in [
+            br#"{"jsonrpc":"2.0","id":4,"result":{"isError":"true"}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":4,"result":{"isError":false}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{"content":{"isError":true}}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"error":{"isError":true,"code":1}}"#,
+        ] {
+            assert!(
+                !scan(line).unwrap().is_error,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // An error answer's code; a `code` anywhere else is not read.
+        let error = br#"{"jsonrpc":"2.0","id":4,"error":{"data":{"code":7},"code":-32602,"message":"bad"}}"#;
+        assert_eq!(
+            scan_bytewise(error).unwrap().error_code.unwrap().as_bytes(),
+            b"-32602"
+        );
+        let other = scan(br#"{"jsonrpc":"2.0","id":4,"result":{"code":1}}"#).unwrap();
+        assert_eq!(other.error_code, None);
+        // A `name` longer than a kept value is not read; the message is.
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{}"}}}}"#,
+            "n".repeat(RawValue::CAPACITY)
+        );
+        let info = scan(long.as_bytes()).unwrap();
+        assert_eq!((info.kind, info.name), (MessageKind::Request, None));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //!   Python SDK client, with OTLP/HTTP export to a sink in this process
 //!   and without, side by side in each round; the ratio is the median of
 //!   the per-round ratios (goal ≤ 1.05x).
+//! * The same through `spillguard stdio --mcp` in front of a server
+//!   written with the MCP Python SDK: every request an MCP span.
 //! * A flood through `spillguard run` with `--otel-file` and without, side
 //!   by side: the export happens once the call is over, so the flood's
 //!   time must not move.
@@ -28,6 +30,8 @@ const CALLS: u32 = 1000;
 pub struct Measured {
     /// Per round: µs per call without export, with export.
     calls: Vec<(f64, f64)>,
+    /// The same through `stdio --mcp`.
+    stdio_calls: Vec<(f64, f64)>,
     /// Per round: seconds of the flood without export, with.
     flood: Vec<(f64, f64)>,
     /// Spans and log records the sink decoded.
@@ -87,7 +91,12 @@ fn sink() -> std::io::Result<(u16, Arc<AtomicU64>)> {
     Ok((port, count))
 }
 
-fn calls(python: &Path, spillguard: &Path, endpoint: Option<&str>) -> Result<f64, String> {
+fn calls(
+    python: &Path,
+    spillguard: &Path,
+    endpoint: Option<&str>,
+    stdio: bool,
+) -> Result<f64, String> {
     let mut command = Command::new(python);
     command
         .arg(
@@ -96,6 +105,7 @@ fn calls(python: &Path, spillguard: &Path, endpoint: Option<&str>) -> Result<f64
         )
         .arg(spillguard)
         .arg(CALLS.to_string())
+        .args(stdio.then_some("--stdio"))
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("TRACEPARENT")
         .stderr(Stdio::inherit());
@@ -153,8 +163,8 @@ pub fn measure(spillguard: &Path, python: Option<&Path>, rounds: u32, bytes: u64
             for round in 0..rounds {
                 eprintln!("bench round {}/{rounds}: otel calls ...", round + 1);
                 match (
-                    calls(python, spillguard, None),
-                    calls(python, spillguard, Some(&endpoint)),
+                    calls(python, spillguard, None, false),
+                    calls(python, spillguard, Some(&endpoint), false),
                 ) {
                     (Ok(off), Ok(on)) => measured.calls.push((off, on)),
                     (Err(e), _) | (_, Err(e)) => measured.failures.push(e),
@@ -170,6 +180,28 @@ pub fn measure(spillguard: &Path, python: Option<&Path>, rounds: u32, bytes: u64
                     measured.received
                 ));
             }
+            for round in 0..rounds {
+                eprintln!(
+                    "bench round {}/{rounds}: otel stdio --mcp calls ...",
+                    round + 1
+                );
+                match (
+                    calls(python, spillguard, None, true),
+                    calls(python, spillguard, Some(&endpoint), true),
+                ) {
+                    (Ok(off), Ok(on)) => measured.stdio_calls.push((off, on)),
+                    (Err(e), _) | (_, Err(e)) => measured.failures.push(e),
+                }
+            }
+            // At least a span per request (and the server's call span).
+            let stdio_spans = count.load(Ordering::Relaxed) - measured.received;
+            let least = u64::from(rounds) * u64::from(CALLS + 10);
+            if measured.failures.is_empty() && stdio_spans < least {
+                measured.failures.push(format!(
+                    "the sink got {stdio_spans} spans through stdio --mcp, fewer than {least}"
+                ));
+            }
+            measured.received += stdio_spans;
         }
         Some((_, Err(e))) => measured.failures.push(format!("no sink: {e}")),
         None => measured
@@ -198,16 +230,23 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// Prints the section's table.
 pub fn print(measured: &Measured) {
     println!("\n== otel: what export costs");
-    if !measured.calls.is_empty() {
-        let ratios: Vec<f64> = measured.calls.iter().map(|(off, on)| on / off).collect();
+    for (calls, what) in [
+        (&measured.calls, "calls of `true` through `spillguard mcp`"),
+        (
+            &measured.stdio_calls,
+            "calls of an MCP Python SDK server's tool through `spillguard stdio --mcp`",
+        ),
+    ] {
+        if calls.is_empty() {
+            continue;
+        }
+        let ratios: Vec<f64> = calls.iter().map(|(off, on)| on / off).collect();
         let ratio = median(ratios.clone());
-        println!(
-            "   {CALLS} calls of `true` through `spillguard mcp` (MCP Python SDK client), OTLP/HTTP to a local sink"
-        );
+        println!("   {CALLS} {what} (MCP Python SDK client), OTLP/HTTP to a local sink");
         println!(
             "   without export {:.0} µs/call, with {:.0} µs/call (medians); ratio {ratio:.2}x  goal <= 1.05x  {}  per round: {}",
-            median(measured.calls.iter().map(|c| c.0).collect()),
-            median(measured.calls.iter().map(|c| c.1).collect()),
+            median(calls.iter().map(|c| c.0).collect()),
+            median(calls.iter().map(|c| c.1).collect()),
             if ratio <= 1.05 { "met" } else { "MISSED" },
             ratios
                 .iter()
@@ -215,7 +254,9 @@ pub fn print(measured: &Measured) {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        println!("   spans the sink decoded: {}", measured.received);
+    }
+    if measured.received > 0 {
+        println!("   requests the sink decoded: {}", measured.received);
     }
     if !measured.flood.is_empty() {
         let ratios: Vec<f64> = measured.flood.iter().map(|(off, on)| on / off).collect();

@@ -86,8 +86,8 @@ use serde_json::{Map, Value};
 use spillguard_kit::{CallBuilder, HelperCommand};
 use spillguard_std::core::trace::{TraceParent, trace_state};
 
-use crate::call::Telemetry;
-use crate::otel::{McpRequest, mcp_span, name_of};
+use crate::call::{Telemetry, TelemetryWorker};
+use crate::otel::{McpRequest, mcp_span, name_of, unix_ns_now};
 use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -602,63 +602,6 @@ impl Bridge {
     }
 }
 
-/// One export for the telemetry's thread.
-type TelemetryJob = Box<dyn FnOnce(&mut Telemetry) + Send>;
-
-/// The thread that owns the telemetry and runs its exports in order; when
-/// its queue closes it finishes the export (the exit's wait).
-#[derive(Debug)]
-struct TelemetryWorker {
-    jobs: Mutex<Option<std::sync::mpsc::Sender<TelemetryJob>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl TelemetryWorker {
-    /// Starts the thread; `None` (said on stderr) if it cannot start.
-    fn start(mut telemetry: Telemetry) -> Option<Self> {
-        let (jobs, queue) = std::sync::mpsc::channel::<TelemetryJob>();
-        let thread = std::thread::Builder::new()
-            .name("spillguard-telemetry".into())
-            .spawn(move || {
-                for job in queue {
-                    job(&mut telemetry);
-                }
-                telemetry.finish();
-            })
-            .inspect_err(|e| eprintln!("spillguard: OpenTelemetry export is off: {e}"))
-            .ok()?;
-        Some(Self {
-            jobs: Mutex::new(Some(jobs)),
-            thread: Mutex::new(Some(thread)),
-        })
-    }
-
-    fn send(&self, job: TelemetryJob) {
-        if let Some(jobs) = self
-            .jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            let _ = jobs.send(job);
-        }
-    }
-
-    /// Closes the queue; the thread to wait for, once.
-    fn close(&self) -> Option<std::thread::JoinHandle<()>> {
-        drop(
-            self.jobs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        self.thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-}
-
 /// The trace context a request names in `params._meta` (`traceparent`,
 /// `tracestate`: the MCP convention); a malformed one is ignored, as W3C
 /// Trace Context asks.
@@ -683,15 +626,6 @@ fn joined<'h>(
         Some((parent, state)) => builder.trace_parent(*parent, state.clone()),
         None => builder,
     }
-}
-
-/// Now, in nanoseconds since the Unix epoch.
-fn unix_ns_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-        })
 }
 
 /// The elicitation that shows the card: its text as the core built it
@@ -877,8 +811,10 @@ impl Bridge {
                 }),
             span_id: spillguard_kit::fresh_span_id(),
             parent_span_id: incoming.as_ref().map(|(parent, _)| parent.parent_id),
-            method: "tools/call",
+            method: "tools/call".into(),
             tool: tool.name.clone(),
+            call_id: None,
+            session_id: self.inner.host.session_id().to_owned(),
             request_id: name_of(&context.id),
             start_ns: unix_ns_now(),
             end_ns: 0,

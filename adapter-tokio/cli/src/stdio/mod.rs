@@ -27,6 +27,7 @@ mod fds;
 mod forward;
 mod input;
 mod output;
+mod spans;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -42,9 +43,11 @@ use spillguard_kit::os::{poll, read_waiting};
 use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
 
 use crate::args::{StdioArgs, UsageError};
-use crate::call::{self, CallHandle, Host, StdioLine};
+use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
 use forward::Forward;
+use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
+use spans::McpSpans;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -58,7 +61,7 @@ const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
 const NOT_SPAWNED: u8 = 127;
 
 /// Runs the guard; see the module docs.
-pub fn main(host: &Host, mut telemetry: call::Telemetry, args: &StdioArgs) -> ExitCode {
+pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCode {
     let descriptors = fds::own("stdin", io::stdin().as_fd())
         .and_then(|input| fds::own("stdout", io::stdout().as_fd()).map(|output| (input, output)));
     let ((input, input_kind), (output, output_kind)) = match descriptors {
@@ -89,9 +92,18 @@ pub fn main(host: &Host, mut telemetry: call::Telemetry, args: &StdioArgs) -> Ex
         cancel_on_signals(signals, &call);
     }
     let output = Output::new(output, output_kind);
-    let requests = args
-        .mcp
-        .then(|| Requests::new(output.clone(), call.call_id()));
+    // Exports run on a thread of their own, in order, never in a pump's way.
+    let telemetry = telemetry
+        .is_on()
+        .then(|| TelemetryWorker::start(telemetry))
+        .flatten()
+        .map(Arc::new);
+    let requests = args.mcp.then(|| {
+        // The MCP session is the client's connection: the call's session.
+        let session = args.run.session_id.as_deref();
+        let session = session.unwrap_or_else(|| host.session_id());
+        Requests::new(output.clone(), call.call_id(), session, telemetry.clone())
+    });
     let (stdout_done, unused_input) = match call.streams() {
         Ok((stdin, stdout)) => {
             input::start(input, input_kind, stdin, requests.clone());
@@ -154,8 +166,11 @@ pub fn main(host: &Host, mut telemetry: call::Telemetry, args: &StdioArgs) -> Ex
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
-    telemetry.export(&line.record, &line.stderr_excerpt);
-    telemetry.finish();
+    if let Some(telemetry) = telemetry {
+        let (record, excerpt) = (line.record.clone(), line.stderr_excerpt.clone());
+        telemetry.send(Box::new(move |t| t.export(&record, &excerpt)));
+        telemetry.finish();
+    }
     // An audit write that failed was said as it failed; the status is then
     // 1 (the record has PROGRAM's own and counts the failures).
     if call::audit_errors().is_empty() {
@@ -209,23 +224,47 @@ pub struct Requests {
     changed: Condvar,
     output: Arc<Output>,
     call_id: String,
+    /// Where the requests' spans go, with export on.
+    telemetry: Option<Arc<TelemetryWorker>>,
 }
 
 #[derive(Debug, Default)]
 struct Table {
     pending: PendingRequests,
+    /// The requests' spans, with export on.
+    spans: Option<McpSpans>,
     /// The client has sent something (or ended).
     heard: bool,
 }
 
 impl Requests {
-    fn new(output: Arc<Output>, call_id: &str) -> Arc<Self> {
+    fn new(
+        output: Arc<Output>,
+        call_id: &str,
+        session_id: &str,
+        telemetry: Option<Arc<TelemetryWorker>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(Table {
+                spans: telemetry
+                    .as_ref()
+                    .map(|_| McpSpans::new(call_id, session_id)),
+                ..Table::default()
+            }),
             changed: Condvar::new(),
             output,
             call_id: call_id.to_owned(),
+            telemetry,
         })
+    }
+
+    /// Hands finished spans to the export thread.
+    fn export(&self, spans: impl IntoIterator<Item = Span>) {
+        if let Some(telemetry) = &self.telemetry {
+            for span in spans {
+                telemetry.send(Box::new(move |t| t.export_span(span)));
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -234,7 +273,11 @@ impl Requests {
 
     /// A request read from the client, before the server can see it.
     pub fn note(&self, info: &MessageInfo) {
-        self.lock().pending.handle_client(info);
+        let mut table = self.lock();
+        table.pending.handle_client(info);
+        let span = table.spans.as_mut().and_then(|spans| spans.client(info));
+        drop(table);
+        self.export(span);
     }
 
     /// The client sent bytes (or its end) for the first time.
@@ -258,15 +301,26 @@ impl Requests {
 
     /// A response from the server, as it is written to the client.
     pub fn answered(&self, info: &MessageInfo) {
-        self.lock().pending.handle_server(info);
+        let mut table = self.lock();
+        table.pending.handle_server(info);
+        let span = table.spans.as_mut().and_then(|spans| spans.server(info));
+        drop(table);
+        self.export(span);
     }
 
     /// A request dropped because the server does not read: answered now.
     pub fn answer_dropped(&self, info: &MessageInfo) {
-        let line = self.lock().pending.dropped(info, &self.call_id);
+        let mut table = self.lock();
+        let line = table.pending.dropped(info, &self.call_id);
+        let span = line
+            .as_ref()
+            .and(table.spans.as_mut())
+            .and_then(|spans| spans.answered_for_the_server(info));
+        drop(table);
         if let Some(line) = line {
             let _ = self.output.write_all(&line);
         }
+        self.export(span);
     }
 
     fn any_pending(&self) -> bool {
@@ -284,7 +338,12 @@ impl Requests {
     /// The answers for every request still pending (see
     /// `PendingRequests::answers`).
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
-        self.lock().pending.answers(gone)
+        let mut table = self.lock();
+        let answers = table.pending.answers(gone);
+        let spans = table.spans.as_mut().map(McpSpans::close_all);
+        drop(table);
+        self.export(spans.into_iter().flatten());
+        answers
     }
 }
 

@@ -11,7 +11,17 @@ helper's span, one trace id; the MCP span's and the call span's attributes;
 an approval wait as a span under the MCP span; a tool error's
 `error.type = tool_error`.
 
-usage: otel_trace.py PATH/TO/spillguard [--svg PATH]
+With --stdio, the same client calls the tools of an MCP server written
+with the MCP Python SDK (its own OpenTelemetry spans on, written to a
+file) through `spillguard stdio --mcp`. Checked: client span -> the
+guard's MCP span, and client span -> the server's own span for the same
+request (the guard forwards the request unchanged, so the two are
+siblings), with the same name, tool and request id; a tool error's
+`error.type = tool_error` on both; the server's call span at the exit
+with the record's exit code and stderr counts, named by each MCP span's
+`spillguard.call.id`.
+
+usage: otel_trace.py PATH/TO/spillguard [--svg PATH | --stdio]
 Exits non-zero at the first wrong fact. With --svg, also draws the trace
 as a backend's waterfall shows it (the README's picture).
 """
@@ -58,12 +68,61 @@ print(json.dumps(line))
 '''
 
 
+SERVER = r'''
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from mcp.server.mcpserver import MCPServer
+
+
+class FileExporter(SpanExporter):
+    def __init__(self, path):
+        self.path = path
+
+    def export(self, spans):
+        with open(self.path, "a") as f:
+            for s in spans:
+                c = s.get_span_context()
+                f.write(json.dumps({
+                    "name": s.name, "trace_id": format(c.trace_id, "032x"),
+                    "span_id": format(c.span_id, "016x"),
+                    "parent_id": format(s.parent.span_id, "016x") if s.parent else None,
+                    "attributes": dict(s.attributes or {})}) + "\n")
+        return SpanExportResult.SUCCESS
+
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(FileExporter(sys.argv[1])))
+trace.set_tracer_provider(provider)
+server = MCPServer("traced")
+
+
+@server.tool()
+def work() -> str:
+    """does traced work"""
+    return "done"
+
+
+@server.tool()
+def broken() -> str:
+    """fails"""
+    raise ValueError("no route")
+
+
+print("traced server up", file=sys.stderr, flush=True)
+server.run()
+'''
+
+
 def check(fact, what):
     if not fact:
         sys.exit(f"wrong: {what}")
 
 
 def main():
+    if "--stdio" in sys.argv:
+        return main_stdio()
     helper = os.path.join(WORK, "helper.py")
     with open(helper, "w") as f:
         f.write(HELPER)
@@ -100,6 +159,110 @@ def main():
 
 
 RESULTS = {}
+
+
+def start_receiver():
+    port_file, received = os.path.join(WORK, "port"), os.path.join(WORK, "received.jsonl")
+    receiver = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "otlp_receiver.py"), port_file, received])
+    for _ in range(500):
+        if os.path.exists(port_file):
+            break
+        time.sleep(0.02)
+    with open(port_file) as f:
+        return receiver, int(f.read()), received
+
+
+def received_spans(received, at_least):
+    for _ in range(250):
+        lines = open(received).read().splitlines() if os.path.exists(received) else []
+        requests = [json.loads(l) for l in lines]
+        spans = [s for r in requests for s in r.get("spans", [])]
+        if len(spans) >= at_least:
+            break
+        time.sleep(0.02)
+    check(all("error" not in r for r in requests), f"every request decodes: {requests}")
+    return spans
+
+
+def main_stdio():
+    server_py, server_spans = os.path.join(WORK, "server.py"), os.path.join(WORK, "server.jsonl")
+    with open(server_py, "w") as f:
+        f.write(SERVER)
+    record = os.path.join(WORK, "record.json")
+    receiver, port, received = start_receiver()
+    try:
+        env = dict(os.environ) | {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_SERVICE_NAME": "spillguard-e2e",
+        }
+        command = ["stdio", "--mcp", "--record", record, "--", sys.executable, server_py, server_spans]
+        anyio.run(stdio_session, StdioServerParameters(command=SPILLGUARD, args=command, env=env))
+        # The guard has exited; its exit waited for the export: 2 MCP
+        # spans, initialize's and tools/list's, and the call span.
+        spans = received_spans(received, 4)
+    finally:
+        receiver.kill()
+    ours = {}
+    for s in spans:
+        ours.setdefault(s["name"], []).append(s)
+    theirs = {}
+    for line in open(server_spans).read().splitlines():
+        span = json.loads(line)
+        theirs.setdefault(span["name"], []).append(span)
+    line = json.loads(open(record).read().splitlines()[-1])
+    client = RESULTS["client"]
+    for name, failed in [("tools/call work", False), ("tools/call broken", True)]:
+        check(len(ours.get(name, [])) == 1, f"one MCP span {name} from the guard: {list(ours)}")
+        check(len(theirs.get(name, [])) == 1, f"one span {name} from the server: {list(theirs)}")
+        guard, server = ours[name][0], theirs[name][0]
+        a, b = guard["attributes"], server["attributes"]
+        check(guard["trace_id"] == client["trace_id"] == server["trace_id"], f"{name}: one trace")
+        check(guard["parent_span_id"] == client["span_id"], f"{name}: the guard's span under the client's")
+        check(server["parent_id"] == client["span_id"], f"{name}: the server's span under the client's too")
+        check(guard["kind"] == 2, f"{name}: kind SERVER")
+        for key in ["mcp.method.name", "gen_ai.tool.name", "gen_ai.operation.name", "jsonrpc.request.id"]:
+            check(a.get(key) == b.get(key) is not None, f"{name}: {key} {a.get(key)!r} == {b.get(key)!r}")
+        check(a.get("network.transport") == "pipe", f"{name}: network.transport")
+        check(a.get("spillguard.call.id") == line["call_id"], f"{name}: names the server's call")
+        check(a.get("mcp.session.id") == line["session_id"], f"{name}: mcp.session.id is the call's session")
+        check(a.get("error.type") == ("tool_error" if failed else None), f"{name}: error.type {a}")
+        check(guard["status"] == (2 if failed else 0), f"{name}: status")
+        check(guard["start_ns"] <= guard["end_ns"], f"{name}: times")
+    # Requests without trace context start traces of their own.
+    initialize = ours.get("initialize", [])
+    check(len(initialize) == 1 and initialize[0]["parent_span_id"] == ""
+          and initialize[0]["trace_id"] != client["trace_id"], f"initialize: a trace of its own {initialize}")
+    calls = [s for s in spans if s["span_id"] == line["span_id"]]
+    check(len(calls) == 1, "the server's call span, as the record names it")
+    c = calls[0]["attributes"]
+    check(c.get("spillguard.call.id") == line["call_id"], "call span's call id")
+    check(c.get("process.exit.code") == line["exit_status"] == 0, f"call span: exit 0 {c}")
+    check(c.get("spillguard.state") == line["state"], "call span: the record's state")
+    check(c.get("spillguard.stderr.bytes_seen") == line["stderr_bytes_seen"] > 0,
+          f"call span: stderr bytes {c.get('spillguard.stderr.bytes_seen')} vs {line['stderr_bytes_seen']}")
+    print(f"stdio --mcp: one trace {client['trace_id']}: client -> guard's tools/call work, "
+          f"client -> server's tools/call work; {len(spans)} spans from the guard, "
+          f"{sum(map(len, theirs.values()))} from the server")
+
+
+async def stdio_session(server):
+    provider = TracerProvider()
+    tracer = provider.get_tracer("client")
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as client:
+            await client.initialize()
+            with tracer.start_as_current_span("agent step") as client_span:
+                carrier = {}
+                propagate.inject(carrier)
+                RESULTS["client"] = {
+                    "trace_id": format(client_span.get_span_context().trace_id, "032x"),
+                    "span_id": format(client_span.get_span_context().span_id, "016x"),
+                }
+                work = await client.call_tool("work", {}, meta=carrier)
+                check(not work.is_error, f"work: {work}")
+                broken = await client.call_tool("broken", {}, meta=carrier)
+                check(broken.is_error, f"broken: {broken}")
 
 
 async def session(tools, port):
@@ -172,6 +335,7 @@ def check_trace(lines):
     check(a.get("gen_ai.tool.name") == "work", "gen_ai.tool.name")
     check(a.get("network.transport") == "pipe", "network.transport")
     check(a.get("jsonrpc.request.id") not in (None, ""), "jsonrpc.request.id")
+    check(a.get("mcp.session.id") == record["session_id"], "mcp.session.id is the calls' session")
     check("error.type" not in a, "no error on the work call")
     c = call_span["attributes"]
     check(c.get("process.exit.code") == 0 and c.get("spillguard.state") == "completed",

@@ -1,0 +1,267 @@
+//! With `--mcp` and export on, each request of the client as an MCP span:
+//! opened when the guard reads it, closed when the server's answer is
+//! written to the client (`error.type` the answer's error code, or
+//! `tool_error` for a result with `isError`), when the client cancels it
+//! (`cancelled`), or when the guard answers it for a server that does not
+//! read or is gone (the code of that answer).
+//!
+//! The span's parent is the trace context the request carries in
+//! `params._meta.traceparent`; without one it starts a trace. The guard
+//! forwards the client's bytes unchanged, so a server that reads the same
+//! context puts its own spans beside the guard's, in the same trace. Each
+//! span names the server's call (`spillguard.call.id`): the call's own
+//! span covers the server's whole run.
+
+use std::collections::HashMap;
+
+use opentelemetry_proto::tonic::trace::v1::Span;
+use spillguard_std::core::trace::TraceParent;
+use spillguard_std::core::{MessageInfo, MessageKind, RawValue, SERVER_GONE_CODE};
+
+use crate::otel::{McpRequest, mcp_span, name_of, unix_ns_now};
+
+/// Requests whose spans are open at once, at most; one more is not a
+/// span (the request is still forwarded and answered).
+const MAX_OPEN: usize = 65_536;
+
+/// The open spans, by request id.
+#[derive(Debug)]
+pub struct McpSpans {
+    open: HashMap<RawValue, McpRequest>,
+    call_id: String,
+    session_id: String,
+}
+
+impl McpSpans {
+    /// No span open; `call_id` is the server's call, `session_id` its
+    /// session (the MCP session: one client connection).
+    pub fn new(call_id: &str, session_id: &str) -> Self {
+        Self {
+            open: HashMap::new(),
+            call_id: call_id.to_owned(),
+            session_id: session_id.to_owned(),
+        }
+    }
+
+    /// A message from the client: a request opens its span; a
+    /// cancellation closes the span of the request it names.
+    pub fn client(&mut self, info: &MessageInfo) -> Option<Span> {
+        match info.kind {
+            MessageKind::Request => {
+                let id = info.id?;
+                if self.open.len() >= MAX_OPEN && !self.open.contains_key(&id) {
+                    return None;
+                }
+                let request = self.opened(info, id);
+                // A second request with the id of an open one: the first
+                // is over, as far as this guard can tell.
+                let earlier = self.open.insert(id, request)?;
+                Some(closed(earlier, Some("duplicate_id".into())))
+            }
+            MessageKind::Notification if info.is_method("notifications/cancelled") => {
+                let span = self.open.remove(&info.request_id?)?;
+                Some(closed(span, Some("cancelled".into())))
+            }
+            _ => None,
+        }
+    }
+
+    /// A message from the server, as it is written to the client: an
+    /// answer closes its request's span.
+    pub fn server(&mut self, info: &MessageInfo) -> Option<Span> {
+        if info.kind != MessageKind::Response {
+            return None;
+        }
+        let span = self.open.remove(&info.id?)?;
+        let error = match info.error_code {
+            Some(code) => Some(text_of(code)),
+            None if info.is_error => Some("tool_error".into()),
+            None => None,
+        };
+        Some(closed(span, error))
+    }
+
+    /// The request `info` was answered by the guard, with
+    /// [`SERVER_GONE_CODE`].
+    pub fn answered_for_the_server(&mut self, info: &MessageInfo) -> Option<Span> {
+        let span = self.open.remove(&info.id?)?;
+        Some(closed(span, Some(SERVER_GONE_CODE.to_string())))
+    }
+
+    /// Every span still open, closed: the guard answers their requests
+    /// with [`SERVER_GONE_CODE`] (the server is gone), oldest first.
+    pub fn close_all(&mut self) -> Vec<Span> {
+        let mut left: Vec<McpRequest> = self.open.drain().map(|(_, span)| span).collect();
+        left.sort_by_key(|span| span.start_ns);
+        left.into_iter()
+            .map(|span| closed(span, Some(SERVER_GONE_CODE.to_string())))
+            .collect()
+    }
+
+    fn opened(&self, info: &MessageInfo, id: RawValue) -> McpRequest {
+        let parent = info
+            .trace_parent
+            .and_then(|raw| serde_json::from_slice::<String>(raw.as_bytes()).ok())
+            .and_then(|text| TraceParent::parse(&text).ok());
+        McpRequest {
+            trace_id: parent
+                .as_ref()
+                .map_or_else(spillguard_kit::fresh_trace_id, |p| p.trace_id),
+            span_id: spillguard_kit::fresh_span_id(),
+            parent_span_id: parent.map(|p| p.parent_id),
+            method: info.method.map(string_of).unwrap_or_default(),
+            tool: info.name.map(string_of).unwrap_or_default(),
+            call_id: Some(self.call_id.clone()),
+            session_id: self.session_id.clone(),
+            request_id: text_of(id),
+            start_ns: unix_ns_now(),
+            end_ns: 0,
+            error: None,
+        }
+    }
+}
+
+fn closed(mut span: McpRequest, error: Option<String>) -> Span {
+    span.end_ns = unix_ns_now();
+    span.error = error;
+    mcp_span(&span)
+}
+
+/// A raw JSON value as text: a string unquoted (its escapes read), a
+/// number as written.
+fn text_of(raw: RawValue) -> String {
+    serde_json::from_slice::<serde_json::Value>(raw.as_bytes())
+        .map(|value| name_of(&value))
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw.as_bytes()).into_owned())
+}
+
+/// A raw JSON string's text; empty for any other value.
+fn string_of(raw: RawValue) -> String {
+    serde_json::from_slice::<String>(raw.as_bytes()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillguard_std::core::MessageScanner;
+
+    fn info(line: &str) -> MessageInfo {
+        let mut scanner = MessageScanner::new();
+        scanner.feed(line.as_bytes());
+        scanner.finish().expect("a message")
+    }
+
+    fn attribute(span: &Span, key: &str) -> Option<String> {
+        use opentelemetry_proto::tonic::common::v1::any_value::Value;
+        span.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                Value::StringValue(text) => Some(text.clone()),
+                _ => None,
+            })
+    }
+
+    const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn a_call_s_span_is_the_child_of_its_meta_and_ends_with_its_answer() {
+        let mut spans = McpSpans::new("c_1", "s_1");
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":"r\u0031","method":"tools/call","params":{{"name":"se\"arch","_meta":{{"traceparent":"{PARENT}"}}}}}}"#
+        );
+        assert!(spans.client(&info(&request)).is_none());
+        let span = spans
+            .server(&info(
+                r#"{"jsonrpc":"2.0","id":"r\u0031","result":{"isError":true}}"#,
+            ))
+            .expect("closed by its answer");
+        assert_eq!(span.name, "tools/call se\"arch");
+        assert_eq!(hex(&span.trace_id), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(hex(&span.parent_span_id), "b7ad6b7169203331");
+        assert_eq!(span.span_id.len(), 8);
+        assert!(span.end_time_unix_nano >= span.start_time_unix_nano);
+        for (key, want) in [
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "se\"arch"),
+            ("jsonrpc.request.id", "r1"),
+            ("network.transport", "pipe"),
+            ("spillguard.call.id", "c_1"),
+            ("mcp.session.id", "s_1"),
+            ("error.type", "tool_error"),
+        ] {
+            assert_eq!(attribute(&span, key).as_deref(), Some(want), "{key}");
+        }
+        assert!(spans.open.is_empty());
+    }
+
+    #[test]
+    fn every_request_ends_once_however_it_ends() {
+        let mut spans = McpSpans::new("c_1", "s_1");
+        for id in 1..=5 {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert!(spans.client(&info(&line)).is_none());
+        }
+        // No `_meta`: a trace of its own, no parent.
+        let error = spans
+            .server(&info(
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+            ))
+            .unwrap();
+        assert_eq!(error.name, "ping");
+        assert!(error.parent_span_id.is_empty());
+        assert_eq!(error.trace_id.len(), 16);
+        assert_eq!(attribute(&error, "error.type").as_deref(), Some("-32601"));
+        assert_eq!(attribute(&error, "gen_ai.tool.name"), None);
+        let ok = spans
+            .server(&info(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#))
+            .unwrap();
+        assert_eq!(attribute(&ok, "error.type"), None);
+        // An answer for no open request, and a second answer, close nothing.
+        assert!(
+            spans
+                .server(&info(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#))
+                .is_none()
+        );
+        let cancelled = spans
+            .client(&info(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
+            ))
+            .unwrap();
+        assert_eq!(
+            attribute(&cancelled, "error.type").as_deref(),
+            Some("cancelled")
+        );
+        let dropped = spans
+            .answered_for_the_server(&info(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#))
+            .unwrap();
+        assert_eq!(attribute(&dropped, "error.type").as_deref(), Some("-32000"));
+        let left = spans.close_all();
+        assert_eq!(left.len(), 1);
+        assert_eq!(
+            attribute(&left[0], "jsonrpc.request.id").as_deref(),
+            Some("5")
+        );
+        assert_eq!(attribute(&left[0], "error.type").as_deref(), Some("-32000"));
+        assert!(spans.close_all().is_empty());
+    }
+
+    #[test]
+    fn a_malformed_traceparent_starts_a_trace_and_the_table_is_bounded() {
+        let mut spans = McpSpans::new("c_1", "s_1");
+        let bad = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"traceparent":"00-00000000000000000000000000000000-b7ad6b7169203331-01"}}}"#;
+        spans.client(&info(bad));
+        let span = spans.close_all().remove(0);
+        assert!(span.parent_span_id.is_empty());
+        assert_ne!(span.trace_id, vec![0; 16]);
+        for id in 0..MAX_OPEN + 3 {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#);
+            spans.client(&info(&line));
+        }
+        assert_eq!(spans.open.len(), MAX_OPEN);
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
