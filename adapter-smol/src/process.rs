@@ -7,16 +7,21 @@
 //! detached tasks: a waiter that owns the [`Child`] and reports its exit,
 //! and a stdin writer when the helper is given bytes. The waiter keeps
 //! waiting after the call has finished, so a helper the call stopped
-//! waiting for is still reaped.
+//! waiting for is still reaped. A confined helper is spawned by the kit
+//! (its steps run before exec, without a fork); its waiter waits on the
+//! pidfd the kit hands over. Either way the pipes are the standard
+//! library's, in smol's reactor.
 //!
 //! async-process converts the std command but resets its stdio, so the
 //! pipes are set again after the conversion.
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::Stdio;
 
-use async_process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use async_process::Child;
 use futures_lite::{AsyncWriteExt, future};
+use smol::Async;
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
 use spillguard_kit::os::{exit_status, signal_group};
@@ -28,13 +33,30 @@ use spillguard_kit::run_loop::Event;
 use crate::reader::{self, Stream};
 use crate::runtime::Reply;
 
+/// The helper's stdin pipe, in smol's reactor.
+pub(crate) type ChildStdin = Async<std::process::ChildStdin>;
+/// The helper's stdout pipe, in smol's reactor.
+pub(crate) type ChildStdout = Async<std::process::ChildStdout>;
+/// The helper's stderr pipe, in smol's reactor.
+pub(crate) type ChildStderr = Async<std::process::ChildStderr>;
+
+/// A helper as its waiter owns it: async-process's child, or the pidfd of
+/// one the kit spawned.
+#[derive(Debug)]
+pub(crate) enum Helper {
+    /// Spawned by async-process.
+    Process(Child),
+    /// Spawned by the kit (a confined call).
+    Pidfd(OwnedFd),
+}
+
 /// How smol spawns a helper: an async-process child, its waiter and
 /// stdin writer detached on the global executor.
 #[derive(Debug)]
 pub(crate) struct SmolSpawn;
 
 impl AsyncSpawn for SmolSpawn {
-    type Child = Child;
+    type Child = Helper;
     type Stream = Stream;
     type Stdin = ChildStdin;
     type Stdout = ChildStdout;
@@ -43,31 +65,45 @@ impl AsyncSpawn for SmolSpawn {
     type Events = Sender<Event<Reply>>;
 
     fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>> {
+        if let Some(spawned) = command.spawn_confined() {
+            let spillguard_kit::confine::RawChild {
+                pid,
+                pidfd,
+                stdin,
+                stdout,
+                stderr,
+            } = spawned?;
+            let child = Helper::Pidfd(pidfd);
+            let pipes = in_reactor(stdin, stdout, stderr);
+            return finish_spawn(child, pid, pipes);
+        }
         let mut child = async_command(command).spawn()?;
         let pid = child.id();
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            // Not reachable with the stdio set above; dropping the child
-            // hands it to async-process's reaper.
-            signal_group(pid, Signal::Kill);
-            return Err(io::Error::other("the helper's output pipes are missing"));
+        let pipes = match (child.stdout.take(), child.stderr.take()) {
+            (Some(stdout), Some(stderr)) => {
+                let stdin = child.stdin.take().map(OwnedFd::try_from).transpose();
+                match (stdin, OwnedFd::try_from(stdout), OwnedFd::try_from(stderr)) {
+                    (Ok(stdin), Ok(stdout), Ok(stderr)) => in_reactor(stdin, stdout, stderr),
+                    (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => Err(e),
+                }
+            }
+            // Not reachable with the stdio set above.
+            _ => Err(io::Error::other("the helper's output pipes are missing")),
         };
-        let stdin = child.stdin.take();
-        Ok(SpawnedChild {
-            child,
-            pid,
-            stdin,
-            stdout,
-            stderr,
-        })
+        finish_spawn(Helper::Process(child), pid, pipes)
     }
 
     /// The waiter runs until the child is reaped, even after the call has
     /// finished, and reports its exit — or that it can no longer be
     /// waited for.
-    fn start_waiter(mut child: Child, events: &Self::Events) {
+    fn start_waiter(child: Helper, events: &Self::Events) {
         let events = events.clone();
         smol::spawn(async move {
-            let event = match child.status().await {
+            let status = match child {
+                Helper::Process(mut child) => child.status().await,
+                Helper::Pidfd(pidfd) => wait_pidfd(pidfd).await,
+            };
+            let event = match status {
                 Ok(status) => Event::Exited(exit_status(status)),
                 Err(_) => Event::ProcessLost,
             };
@@ -86,6 +122,62 @@ impl AsyncSpawn for SmolSpawn {
 
     fn feed(stdin: ChildStdin, bytes: Vec<u8>) -> Sender<()> {
         start_stdin_writer(stdin, bytes)
+    }
+}
+
+/// The pipes as the standard library's types, in smol's reactor.
+fn in_reactor(
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> io::Result<(Option<ChildStdin>, ChildStdout, ChildStderr)> {
+    Ok((
+        stdin
+            .map(|fd| Async::new(std::process::ChildStdin::from(fd)))
+            .transpose()?,
+        Async::new(std::process::ChildStdout::from(stdout))?,
+        Async::new(std::process::ChildStderr::from(stderr))?,
+    ))
+}
+
+/// The spawned child with its pipes; if they could not be set up, the
+/// child is killed and its waiter reaps it.
+fn finish_spawn(
+    child: Helper,
+    pid: u32,
+    pipes: io::Result<(Option<ChildStdin>, ChildStdout, ChildStderr)>,
+) -> io::Result<SpawnedChild<SmolSpawn>> {
+    match pipes {
+        Ok((stdin, stdout, stderr)) => Ok(SpawnedChild {
+            child,
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        }),
+        Err(error) => {
+            signal_group(pid, Signal::Kill);
+            smol::spawn(async move {
+                let _ = match child {
+                    Helper::Process(mut child) => child.status().await,
+                    Helper::Pidfd(pidfd) => wait_pidfd(pidfd).await,
+                };
+            })
+            .detach();
+            Err(error)
+        }
+    }
+}
+
+/// Waits, in smol's reactor, until the child `pidfd` names has exited,
+/// and reaps it.
+async fn wait_pidfd(pidfd: OwnedFd) -> io::Result<std::process::ExitStatus> {
+    let pidfd = Async::new(pidfd)?;
+    loop {
+        if let Some(status) = spillguard_kit::confine::try_reap(pidfd.get_ref().as_fd())? {
+            return Ok(status);
+        }
+        pidfd.readable().await?;
     }
 }
 

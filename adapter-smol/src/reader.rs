@@ -3,7 +3,7 @@
 //!
 //! The owner keeps one 64 KiB buffer per stream and reads whichever stream
 //! is ready first, the two taking turns at being looked at first (the
-//! other read is dropped unfinished: an async-process pipe read holds no
+//! other read is dropped unfinished: a pipe read in smol's reactor holds no
 //! bytes while it waits, so nothing is lost). A read of 0 is end-of-file,
 //! and so is any read error other than `EINTR`. After the call finished,
 //! a pipe a descendant still holds is the host's drainer's: one task on
@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use async_process::{ChildStderr, ChildStdout};
+use crate::process::{ChildStderr, ChildStdout};
 use futures_lite::AsyncRead;
 use smol::{Async, Timer};
 use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};

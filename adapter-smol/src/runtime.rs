@@ -59,8 +59,8 @@ impl AsyncRuntime for SmolRuntime {
     type Receiver = Receiver<Event<Reply>>;
     /// The owner task is detached; nothing of it is kept.
     type OwnerTask = ();
-    type StdinPipe = async_process::ChildStdin;
-    type StdoutPipe = async_process::ChildStdout;
+    type StdinPipe = crate::process::ChildStdin;
+    type StdoutPipe = crate::process::ChildStdout;
     type Stdin = HelperStdin;
     type Stdout = HelperStdout;
 

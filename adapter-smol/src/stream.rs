@@ -2,7 +2,7 @@
 //! ([`AsyncWrite`]) and [`HelperStdout`] ([`AsyncRead`]), from
 //! [`CallHandle::streams`](crate::CallHandle::streams).
 //!
-//! Both are the helper's own async-process pipes: a read or a write is one poll of
+//! Both are the helper's own pipes in smol's reactor: a read or a write is one poll of
 //! the pipe, counted with one atomic add (the owner reports the counts to
 //! the core; no message per read). The owner keeps draining stderr and can
 //! close stdin under the writer (the core's `CloseStdin`): a writer waiting
@@ -12,7 +12,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use async_process::{ChildStdin, ChildStdout};
+use crate::process::{ChildStdin, ChildStdout};
 use futures_lite::{AsyncRead, AsyncWrite};
 use spillguard_kit::stream::{StdinWriter, StdoutReader};
 

@@ -8,10 +8,13 @@
 //! [`Child`] itself; elsewhere (or if the kernel has no pidfd) a waiter job
 //! on a [worker](crate::workers) thread holds the child and sends its exit
 //! through the [`Mailbox`]. A helper given stdin bytes gets a writer job.
+//! A confined helper is spawned by the kit (its steps run before exec,
+//! without a fork) and comes with its pidfd; the owner reaps it through
+//! that pidfd.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -50,7 +53,8 @@ pub(crate) struct Process {
 #[derive(Debug)]
 pub(crate) struct ExitWatch {
     pidfd: OwnedFd,
-    child: Child,
+    /// `None` for a child the kit spawned: the pidfd alone reaps it.
+    child: Option<Child>,
 }
 
 impl ExitWatch {
@@ -63,7 +67,22 @@ impl ExitWatch {
     /// the status (the child is reaped), `Some(Err)` if it can no longer be
     /// waited for, `None` if it is still running (a spurious wake-up).
     pub(crate) fn reap(&mut self) -> Option<io::Result<std::process::ExitStatus>> {
-        self.child.try_wait().transpose()
+        match &mut self.child {
+            Some(child) => child.try_wait().transpose(),
+            None => spillguard_kit::confine::try_reap(self.pidfd.as_fd()).transpose(),
+        }
+    }
+
+    /// Waits for the child's exit, reaping it.
+    fn wait(mut self) {
+        match &mut self.child {
+            Some(child) => {
+                let _ = child.wait();
+            }
+            None => {
+                let _ = spillguard_kit::confine::reap(self.pidfd.as_fd());
+            }
+        }
     }
 }
 
@@ -76,9 +95,17 @@ impl Process {
         pipe_size: Option<usize>,
         mailbox: &Mailbox,
     ) -> io::Result<Self> {
+        if let Some(spawned) = command.spawn_confined() {
+            return Self::confined(spawned?, command.stdin, pipe_size);
+        }
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
-        let prepared = prepare(&mut child, command.stdin, pipe_size);
+        let prepared = match (child.stdout.take(), child.stderr.take()) {
+            (Some(stdout), Some(stderr)) => {
+                prepare(child.stdin.take(), stdout, stderr, command.stdin, pipe_size)
+            }
+            _ => Err(io::Error::other("the helper's output pipes are missing")),
+        };
         let Prepared {
             pipes,
             pipe_capacity,
@@ -94,7 +121,10 @@ impl Process {
             }
         };
         let exit = match pidfd(pid) {
-            Some(pidfd) => Some(ExitWatch { pidfd, child }),
+            Some(pidfd) => Some(ExitWatch {
+                pidfd,
+                child: Some(child),
+            }),
             None => {
                 if let Err(error) = start_waiter(child, mailbox.clone()) {
                     // The child went down with the job that was to own it.
@@ -113,6 +143,46 @@ impl Process {
             stdin_closed,
             streamed_stdin,
             streamed_stdout,
+        })
+    }
+
+    /// A confined helper the kit spawned, with its pidfd.
+    fn confined(
+        spawned: spillguard_kit::confine::RawChild,
+        stdin: StdinMode,
+        pipe_size: Option<usize>,
+    ) -> io::Result<Self> {
+        let spillguard_kit::confine::RawChild {
+            pid,
+            pidfd,
+            stdin: stdin_pipe,
+            stdout,
+            stderr,
+        } = spawned;
+        let exit = ExitWatch { pidfd, child: None };
+        let prepared = prepare(
+            stdin_pipe.map(ChildStdin::from),
+            ChildStdout::from(stdout),
+            ChildStderr::from(stderr),
+            stdin,
+            pipe_size,
+        );
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                signal_group(pid, Signal::Kill);
+                exit.wait();
+                return Err(error);
+            }
+        };
+        Ok(Self {
+            pid,
+            pipe_capacity: prepared.pipe_capacity,
+            pipes: prepared.pipes,
+            exit: Some(exit),
+            stdin_closed: prepared.stdin_closed,
+            streamed_stdin: prepared.streamed_stdin,
+            streamed_stdout: prepared.streamed_stdout,
         })
     }
 
@@ -161,11 +231,9 @@ impl Drop for Process {
     /// pidfd), that job reaps it, and nothing is signalled: the helper may
     /// already be reaped and its pgid another group's.
     fn drop(&mut self) {
-        if let Some(ExitWatch { mut child, .. }) = self.exit.take() {
+        if let Some(exit) = self.exit.take() {
             signal_group(self.pid, Signal::Kill);
-            let reaper = crate::workers::run(move || {
-                let _ = child.wait();
-            });
+            let reaper = crate::workers::run(move || exit.wait());
             if reaper.is_err() {
                 // The child went down with the job: reap it here.
                 reap(self.pid);
@@ -185,10 +253,13 @@ struct Prepared {
 /// Our ends of the output pipes, enlarged and non-blocking, and the stdin
 /// writer if the helper is given bytes. A streamed call's stdout stays
 /// blocking and goes to the caller, with its stdin.
-fn prepare(child: &mut Child, stdin: StdinMode, pipe_size: Option<usize>) -> io::Result<Prepared> {
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(io::Error::other("the helper's output pipes are missing"));
-    };
+fn prepare(
+    stdin_pipe: Option<ChildStdin>,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    stdin: StdinMode,
+    pipe_size: Option<usize>,
+) -> io::Result<Prepared> {
     let pipe_capacity = enlarge_pipes(&stdout, &stderr, pipe_size);
     let stderr = Some(non_blocking(stderr)?);
     let mut prepared = Prepared {
@@ -198,7 +269,7 @@ fn prepare(child: &mut Child, stdin: StdinMode, pipe_size: Option<usize>) -> io:
         streamed_stdin: None,
         streamed_stdout: None,
     };
-    match (stdin, child.stdin.take()) {
+    match (stdin, stdin_pipe) {
         (StdinMode::Streamed, Some(pipe)) => {
             prepared.streamed_stdin = Some(SharedStdin::new(Arc::new(pipe)));
             prepared.streamed_stdout = Some(stdout);

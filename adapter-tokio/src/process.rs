@@ -8,16 +8,20 @@
 //! itself. Around it run a waiter task that owns the [`Child`] and reports
 //! its exit, and a stdin writer when the helper is given bytes. The waiter
 //! keeps waiting after the call has finished, so a helper the call stopped
-//! waiting for is still reaped.
+//! waiting for is still reaped. A confined helper is spawned by the kit
+//! (its steps run before exec, without a fork); its waiter waits on the
+//! pidfd the kit hands over.
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
 use spillguard_kit::HelperCommand;
 use spillguard_kit::os::{exit_status, signal_group};
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWriteExt, Interest, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
@@ -59,13 +63,23 @@ impl Stream {
     }
 }
 
+/// A helper as its waiter owns it: tokio's child, or the pidfd of one the
+/// kit spawned.
+#[derive(Debug)]
+pub(crate) enum Helper {
+    /// Spawned by tokio.
+    Tokio(Child),
+    /// Spawned by the kit (a confined call).
+    Pidfd(OwnedFd),
+}
+
 /// How tokio spawns a helper: a tokio child, its waiter and stdin writer
 /// spawned on the current runtime (the owner's).
 #[derive(Debug)]
 pub(crate) struct TokioSpawn;
 
 impl AsyncSpawn for TokioSpawn {
-    type Child = Child;
+    type Child = Helper;
     type Stream = Stream;
     type Stdin = ChildStdin;
     type Stdout = ChildStdout;
@@ -74,6 +88,9 @@ impl AsyncSpawn for TokioSpawn {
     type Events = mpsc::UnboundedSender<Event<Reply>>;
 
     fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>> {
+        if let Some(spawned) = command.spawn_confined() {
+            return confined(spawned?);
+        }
         let mut child = tokio::process::Command::from(command.to_std()).spawn()?;
         match (child.id(), child.stdout.take(), child.stderr.take()) {
             (Some(pid), Some(stdout), Some(stderr)) => Ok(SpawnedChild {
@@ -81,7 +98,7 @@ impl AsyncSpawn for TokioSpawn {
                 stdin: child.stdin.take(),
                 stdout,
                 stderr,
-                child,
+                child: Helper::Tokio(child),
             }),
             (pid, ..) => {
                 if let Some(pid) = pid {
@@ -97,10 +114,14 @@ impl AsyncSpawn for TokioSpawn {
 
     /// The waiter outlives the call if need be; it reports the exit, or
     /// that the child can no longer be waited for.
-    fn start_waiter(mut child: Child, events: &Self::Events) {
+    fn start_waiter(child: Helper, events: &Self::Events) {
         let events = events.clone();
         tokio::spawn(async move {
-            let event = match child.wait().await {
+            let status = match child {
+                Helper::Tokio(mut child) => child.wait().await,
+                Helper::Pidfd(pidfd) => wait_pidfd(pidfd).await,
+            };
+            let event = match status {
                 Ok(status) => Event::Exited(exit_status(status)),
                 Err(_) => Event::ProcessLost,
             };
@@ -118,6 +139,60 @@ impl AsyncSpawn for TokioSpawn {
 
     fn feed(stdin: ChildStdin, bytes: Vec<u8>) -> oneshot::Sender<()> {
         start_stdin_writer(stdin, bytes)
+    }
+}
+
+/// A confined helper the kit spawned, its pipes in tokio's reactor; on
+/// error it is killed and reaped.
+fn confined(spawned: spillguard_kit::confine::RawChild) -> io::Result<SpawnedChild<TokioSpawn>> {
+    let spillguard_kit::confine::RawChild {
+        pid,
+        pidfd,
+        stdin,
+        stdout,
+        stderr,
+    } = spawned;
+    let pipes = (|| {
+        Ok::<_, io::Error>((
+            stdin
+                .map(|fd| ChildStdin::from_std(std::process::ChildStdin::from(fd)))
+                .transpose()?,
+            ChildStdout::from_std(std::process::ChildStdout::from(stdout))?,
+            ChildStderr::from_std(std::process::ChildStderr::from(stderr))?,
+        ))
+    })();
+    match pipes {
+        Ok((stdin, stdout, stderr)) => Ok(SpawnedChild {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+            child: Helper::Pidfd(pidfd),
+        }),
+        Err(error) => {
+            signal_group(pid, Signal::Kill);
+            tokio::spawn(async move {
+                let _ = wait_pidfd(pidfd).await;
+            });
+            Err(error)
+        }
+    }
+}
+
+/// Waits, in the reactor, until the child `pidfd` names has exited, and
+/// reaps it.
+#[allow(unsafe_code)]
+async fn wait_pidfd(pidfd: OwnedFd) -> io::Result<std::process::ExitStatus> {
+    // SAFETY: the `OwnedFd` keeps its descriptor open, and the same, for as
+    // long as the `AsyncFd` owns it.
+    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+        .map_err(io::Error::from)?;
+    loop {
+        let mut ready = pidfd.readable().await?;
+        if let Some(status) = spillguard_kit::confine::try_reap(pidfd.get_ref().as_fd())? {
+            return Ok(status);
+        }
+        ready.clear_ready();
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -274,6 +275,38 @@ impl HelperCommand {
         Ok(())
     }
 
+    /// The confinement steps, once.
+    fn take_setup(&self) -> Option<ChildSetup> {
+        self.confine.0.as_ref().and_then(|slot| match slot.lock() {
+            Ok(mut setup) => setup.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        })
+    }
+
+    /// Whether the call is confined: its helper is spawned by
+    /// [`spawn_confined`](Self::spawn_confined), which every runtime uses
+    /// for such a call (its child takes the confinement's steps before
+    /// exec).
+    pub fn is_confined(&self) -> bool {
+        self.confine
+            .0
+            .as_ref()
+            .is_some_and(|slot| match slot.lock() {
+                Ok(setup) => setup.is_some(),
+                Err(poisoned) => poisoned.into_inner().is_some(),
+            })
+    }
+
+    /// Spawns a confined call's helper (see [`is_confined`](Self::is_confined)):
+    /// in its own process group, stdout and stderr piped, stdin as the
+    /// mode says, its confinement's steps taken before exec; `None` for a
+    /// command that is not confined (or whose steps were taken). On error
+    /// nothing is left running.
+    pub fn spawn_confined(&self) -> Option<io::Result<crate::confine::RawChild>> {
+        let setup = self.take_setup()?;
+        Some(crate::confine::spawn::spawn(self, setup))
+    }
+
     /// Makes the spawned child take `setup`'s steps before exec.
     pub(crate) fn confine(&mut self, setup: ChildSetup) {
         self.confine = ChildSlot(Some(Arc::new(Mutex::new(Some(setup)))));
@@ -290,6 +323,18 @@ impl HelperCommand {
         line
     }
 
+    /// The `PATH` the helper's program name is looked up in: the one its
+    /// environment sets, else this process's (`None` when the helper's
+    /// environment has none).
+    pub(crate) fn search_path(&self) -> Option<OsString> {
+        let set = self.env.iter().rev().find(|(key, _)| key == "PATH");
+        match set {
+            Some((_, value)) => Some(value.clone()),
+            None if self.env_clear || self.env_remove.iter().any(|key| key == "PATH") => None,
+            None => std::env::var_os("PATH"),
+        }
+    }
+
     /// The std command: own process group (`process_group(0)`, so the pgid
     /// is the child's pid), stdout and stderr piped, stdin null unless bytes
     /// are to be written or the call is streamed, no shell unless [`shell`](Self::shell). The smol
@@ -297,10 +342,18 @@ impl HelperCommand {
     /// call is confined, the first command made takes the child's steps
     /// (control groups, limits, Landlock) with it.
     pub fn to_std(&self) -> Command {
+        let setup = self.take_setup();
+        let resolved = setup.as_ref().and_then(|setup| setup.program.as_ref());
         let mut command = if self.shell {
             let mut sh = Command::new("/bin/sh");
             sh.arg("-c").arg(&self.program).arg("sh");
             sh
+        } else if let Some(resolved) = resolved {
+            // The file the host found in `PATH`; the program still sees
+            // the name it was called by.
+            let mut command = Command::new(resolved);
+            command.arg0(&self.program);
+            command
         } else {
             Command::new(&self.program)
         };
@@ -323,10 +376,6 @@ impl HelperCommand {
                 StdinMode::Null => Stdio::null(),
                 StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
             });
-        let setup = self.confine.0.as_ref().and_then(|slot| match slot.lock() {
-            Ok(mut setup) => setup.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        });
         if let Some(setup) = setup {
             setup.install(&mut command);
         }

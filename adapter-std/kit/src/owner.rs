@@ -688,7 +688,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             } else {
                 std::path::PathBuf::from(&command.program)
             };
-            match crate::confine::prepare(&self.call.settings().confinement, &program) {
+            let search = command.search_path();
+            let confinement = &self.call.settings().confinement;
+            match crate::confine::prepare(confinement, &program, search.as_deref()) {
                 Ok(prepared) => {
                     command.confine(prepared.child);
                     confined = Some((prepared.tree, prepared.enforcement));

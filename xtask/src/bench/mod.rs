@@ -98,8 +98,9 @@ pub const SPAWN_CASES: [(&str, &str, &str); 3] = [
 /// The confined spawn cases: (runtime, confined spillguard case, raw
 /// case). Confined: a control group of its own with memory and process
 /// limits, rlimits, and Landlock file rules.
-pub const CONFINED_SPAWN_CASES: [(&str, &str, &str); 2] = [
+pub const CONFINED_SPAWN_CASES: [(&str, &str, &str); 3] = [
     ("std", "spawn-std-confined", "spawn-std-raw"),
+    ("smol", "spawn-smol-confined", "spawn-smol-raw"),
     ("tokio", "spawn-tokio-confined", "spawn-tokio-raw"),
 ];
 

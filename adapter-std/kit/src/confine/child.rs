@@ -13,7 +13,9 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 
 /// The steps the child takes, prepared by the host.
 #[derive(Debug, Default)]
@@ -24,10 +26,16 @@ pub(crate) struct ChildSetup {
     pub rlimits: Vec<(Resource, u64, u64)>,
     /// Leave the host's network for a namespace with loopback only.
     pub new_netns: bool,
-    /// The Landlock ruleset to restrict itself with (taken in the child).
-    pub landlock: Option<landlock::RulesetCreated>,
-    /// `PR_SET_NO_NEW_PRIVS` (Landlock sets it too).
+    /// The Landlock ruleset to restrict itself with: its descriptor,
+    /// created with every right it handles supported (so a restriction
+    /// that succeeds is the whole ruleset), shared by the calls whose
+    /// rules are the same.
+    pub landlock: Option<Arc<OwnedFd>>,
+    /// `PR_SET_NO_NEW_PRIVS` (required before Landlock).
     pub no_new_privs: bool,
+    /// The file the program name resolves to in `PATH`, found by the host:
+    /// the child execs it at once instead of trying each `PATH` entry.
+    pub program: Option<PathBuf>,
 }
 
 /// The resource limits the child may set.
@@ -43,22 +51,20 @@ impl ChildSetup {
     /// Makes `command` take these steps in its child, after the process
     /// group is set and before exec.
     #[allow(unsafe_code)]
-    pub(crate) fn install(mut self, command: &mut Command) {
-        let mut ruleset = self.landlock.take();
+    pub(crate) fn install(self, command: &mut Command) {
         let setup = self;
         // SAFETY: the closure runs in the forked child before exec. It only
         // makes system calls on values prepared before the fork (file
-        // descriptors, integers, a ruleset whose descriptor is open): no
-        // allocation on the success path, no lock, no unwinding out of
-        // the closure (errors are returned).
+        // descriptors, integers): no allocation on the success path, no
+        // lock, no unwinding out of the closure (errors are returned).
         unsafe {
-            command.pre_exec(move || setup.run(ruleset.take()));
+            command.pre_exec(move || setup.run());
         }
     }
 
     /// The child's steps, in order.
     #[allow(unsafe_code)]
-    fn run(&self, ruleset: Option<landlock::RulesetCreated>) -> io::Result<()> {
+    pub(crate) fn run(&self) -> io::Result<()> {
         for procs in &self.procs {
             // SAFETY: writing two bytes from a static buffer to an open fd.
             let n = unsafe { libc::write(procs.as_raw_fd(), b"0\n".as_ptr().cast(), 2) };
@@ -90,18 +96,12 @@ impl ChildSetup {
                 return Err(io::Error::last_os_error());
             }
         }
-        if let Some(ruleset) = ruleset {
-            let status = ruleset.restrict_self().map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    "landlock_restrict_self failed",
-                )
-            })?;
-            if status.ruleset != landlock::RulesetStatus::FullyEnforced {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "the Landlock ruleset was not fully enforced",
-                ));
+        if let Some(ruleset) = &self.landlock {
+            // SAFETY: a plain system call on an open descriptor.
+            let restricted =
+                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) };
+            if restricted != 0 {
+                return Err(io::Error::last_os_error());
             }
         }
         Ok(())

@@ -21,9 +21,14 @@
 
 mod cgroup;
 mod child;
+pub(crate) mod spawn;
 
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use landlock::{
@@ -35,6 +40,7 @@ use spillguard_core::{Confinement, Enforcement, Network, Signal, TreeReport};
 pub(crate) use cgroup::TreeGroup;
 pub(crate) use child::ChildSetup;
 use child::Resource;
+pub use spawn::{RawChild, reap, try_reap};
 
 /// Read and execute, whenever files are restricted: what the dynamic
 /// loader, the C library and common programs read to start (libraries,
@@ -79,24 +85,33 @@ pub(crate) struct Prepared {
 }
 
 /// Prepares `confinement` for a helper that runs `program` (a path, or a
-/// name looked up in `PATH`). `Err` is the refusal's line: the call
-/// fails before dispatch and nothing runs.
-pub(crate) fn prepare(confinement: &Confinement, program: &Path) -> Result<Prepared, String> {
+/// name looked up in `search`, the helper's `PATH`). `Err` is the
+/// refusal's line: the call fails before dispatch and nothing runs.
+pub(crate) fn prepare(
+    confinement: &Confinement,
+    program: &Path,
+    search: Option<&OsStr>,
+) -> Result<Prepared, String> {
     let limits = &confinement.limits;
     let sandbox = &confinement.sandbox;
     let mut failures: Vec<String> = Vec::new();
     let mut enforced: Vec<String> = Vec::new();
 
+    // Each path's file, as the ruleset will name it: a path replaced since
+    // a ruleset was made for it gets a ruleset of its own.
+    let mut files_named = Vec::new();
     for (flag, paths) in [
         ("read-only", &sandbox.read_only),
         ("read-write", &sandbox.read_write),
     ] {
         for path in paths {
-            if let Err(e) = std::fs::metadata(path) {
-                return Err(format!("{flag} {}: {e}", path.display()));
+            match std::fs::metadata(path) {
+                Ok(meta) => files_named.push((meta.dev(), meta.ino())),
+                Err(e) => return Err(format!("{flag} {}: {e}", path.display())),
             }
         }
     }
+    let resolved = resolve(program, search);
 
     let (tree, unavailable) = if confinement.wants_tree() {
         TreeGroup::create(cgroup::Wanted {
@@ -112,7 +127,10 @@ pub(crate) fn prepare(confinement: &Confinement, program: &Path) -> Result<Prepa
     if let Some(tree) = &tree {
         enforced.extend(tree.mechanisms().into_iter().map(str::to_owned));
     }
-    let mut child = ChildSetup::default();
+    let mut child = ChildSetup {
+        program: resolved.clone(),
+        ..ChildSetup::default()
+    };
     if let Some(tree) = &tree {
         match tree.procs_files() {
             Ok(files) => child.procs = files,
@@ -176,12 +194,20 @@ pub(crate) fn prepare(confinement: &Confinement, program: &Path) -> Result<Prepa
         } else {
             (&sandbox.connect_ports[..], &sandbox.bind_ports[..])
         };
-        match ruleset(
-            abi,
-            files.then_some(confinement),
+        let key = format!(
+            "{abi} {:?} {files_named:?} {:?} {resolved:?}",
+            files.then_some(sandbox),
             tcp_landlock.then_some(allowed_tcp),
-            program,
-        ) {
+        );
+        let made = cached_ruleset(key, || {
+            ruleset(
+                abi,
+                files.then_some(confinement),
+                tcp_landlock.then_some(allowed_tcp),
+                resolved.as_deref().or(Some(program).filter(|p| p.exists())),
+            )
+        });
+        match made {
             Ok(ruleset) => {
                 child.landlock = Some(ruleset);
                 enforced.push(format!("landlock-abi-{abi}"));
@@ -250,6 +276,35 @@ fn abi_text(abi: i32) -> String {
     }
 }
 
+/// Rulesets made so far, by what they were made from (at most
+/// [`RULESETS_KEPT`]): a ruleset is only read when a child restricts
+/// itself, so the calls whose rules are the same share one, made once.
+static RULESETS: Mutex<Option<HashMap<String, Arc<OwnedFd>>>> = Mutex::new(None);
+
+/// Rulesets kept; when full, the cache starts over.
+const RULESETS_KEPT: usize = 64;
+
+/// The ruleset `key` names, made by `make` the first time.
+fn cached_ruleset(
+    key: String,
+    make: impl FnOnce() -> Result<landlock::RulesetCreated, landlock::RulesetError>,
+) -> Result<Arc<OwnedFd>, String> {
+    let mut cache = RULESETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(fd) = cache.get(&key) {
+        return Ok(Arc::clone(fd));
+    }
+    let created = make().map_err(|e| e.to_string())?;
+    let fd: Option<OwnedFd> = created.into();
+    // A ruleset made as a hard requirement has a descriptor, or failed.
+    let fd = Arc::new(fd.ok_or("the kernel made no ruleset")?);
+    if cache.len() >= RULESETS_KEPT {
+        cache.clear();
+    }
+    cache.insert(key, Arc::clone(&fd));
+    Ok(fd)
+}
+
 /// The Landlock ruleset: file rules (system paths, the program, the
 /// confinement's paths) when `files` is given, TCP rules (the ports
 /// allowed to connect and bind) when `tcp` is.
@@ -257,7 +312,7 @@ fn ruleset(
     kernel_abi: i32,
     files: Option<&Confinement>,
     tcp: Option<(&[u16], &[u16])>,
-    program: &Path,
+    program: Option<&Path>,
 ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
     // The newest rights this kernel has, up to the ones this code asks
     // for (ABI 5: device ioctls).
@@ -279,8 +334,8 @@ fn ruleset(
         };
         let mut read = existing(SYSTEM_READ);
         read.extend(confinement.sandbox.read_only.iter().cloned());
-        if let Some(resolved) = resolve(program) {
-            read.push(resolved);
+        if let Some(program) = program {
+            read.push(program.to_path_buf());
         }
         created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi)))?;
         let mut write = existing(SYSTEM_WRITE);
@@ -298,16 +353,28 @@ fn ruleset(
     Ok(created)
 }
 
-/// The file `program` runs: itself when it names a path, else the first
-/// match in `PATH`.
-fn resolve(program: &Path) -> Option<PathBuf> {
-    if program.components().count() > 1 {
-        return program.exists().then(|| program.to_path_buf());
+/// The file a program name (no `/`) runs: the first executable file of
+/// that name in `search`, as `execvp` finds it. `None` for a path (it
+/// names its file), for no match, and where `search` has a relative
+/// entry before the match (the helper's directory decides it): the child
+/// then searches as it would have.
+pub(crate) fn resolve(program: &Path, search: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_os_str().as_bytes().contains(&b'/') || program.as_os_str().is_empty() {
+        return None;
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
+    for dir in std::env::split_paths(search?) {
+        if !dir.is_absolute() {
+            return None;
+        }
+        let candidate = dir.join(program);
+        let executable = candidate.metadata().is_ok_and(|m| m.is_file())
+            && rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok();
+        if executable {
+            return Some(candidate);
+        }
+    }
+    None
 }
 
 /// A call's groups once spawned: signalled with the group, read at the

@@ -50,7 +50,7 @@ cases:
   spawn-std, spawn-smol, spawn-tokio
                          `true` --count times through the runtime's adapter
   spawn-std-raw, spawn-smol-raw, spawn-tokio-raw
-  spawn-std-confined, spawn-tokio-confined
+  spawn-std-confined, spawn-smol-confined, spawn-tokio-confined
                          `true` --count times: the runtime's spawn + wait
   audit-log              writes a clear audit log of --bytes at --log (and
                          its anchor): one real call of `--spillguard run
@@ -188,6 +188,7 @@ fn main() -> ExitCode {
         "spawn-tokio" => spawn::tokio_spillguard(&args),
         "spawn-tokio-raw" => spawn::tokio_raw(&args),
         "spawn-std-confined" => spawn::std_confined(&args),
+        "spawn-smol-confined" => spawn::smol_confined(&args),
         "spawn-tokio-confined" => spawn::tokio_confined(&args),
         "audit-log" => audit::write_log(&args),
         "audit-read" => audit::read_log(&args),

@@ -164,6 +164,16 @@ pub fn std_raw(args: &Args) -> Result<Measured, String> {
 
 /// spillguard-smol under `smol::block_on`.
 pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
+    smol_calls(args, "spawn-smol", None)
+}
+
+/// spillguard-smol with [`confinement`].
+pub fn smol_confined(args: &Args) -> Result<Measured, String> {
+    smol_calls(args, "spawn-smol-confined", Some(confinement()))
+}
+
+/// The smol adapter's calls of `case`, each with `bounds` if given.
+fn smol_calls(args: &Args, case: &str, bounds: Option<Confinement>) -> Result<Measured, String> {
     let host = spillguard_smol::Host::new(Config::default(), HostOptions::default())
         .map_err(host_error)?;
     Ok(smol::block_on(async {
@@ -174,20 +184,21 @@ pub fn smol_spillguard(args: &Args) -> Result<Measured, String> {
             if i == SPAWN_WARMUP {
                 start = Instant::now();
             }
-            let call = host.command(PROGRAM).call_id(format!("c_{i}"));
-            let outcome = call.action("bench.true").run().await;
+            let call = host
+                .command(PROGRAM)
+                .call_id(format!("c_{i}"))
+                .action("bench.true");
+            let call = match &bounds {
+                Some(bounds) => call.confinement(bounds.clone()),
+                None => call,
+            };
+            let outcome = call.run().await;
             if let Some(problem) = check_outcome(&outcome) {
                 failures += 1;
                 first_failure.get_or_insert(problem);
             }
         }
-        finish(
-            "spawn-smol",
-            args.count,
-            start.elapsed(),
-            failures,
-            first_failure,
-        )
+        finish(case, args.count, start.elapsed(), failures, first_failure)
     }))
 }
 

@@ -1,0 +1,570 @@
+//! The spawn of a confined helper, the same for every runtime: the child
+//! shares the host's memory until it execs (`clone` with `CLONE_VM |
+//! CLONE_VFORK`, as `posix_spawn` does), takes its confinement steps on a
+//! stack of its own, and the host gets a pidfd for it (`CLONE_PIDFD`).
+//!
+//! A `pre_exec` step would make the standard library fork instead, which
+//! copies the host's page tables (about 300 µs per spawn here, more for a
+//! bigger host). Everything the child needs is made before the clone:
+//! the program's path, `argv` and `envp` as C strings, its standard
+//! streams, the confinement's descriptors and numbers. The child then only
+//! makes system calls, on its own stack, with every signal blocked until
+//! their handlers are reset; the first step that fails has its `errno`
+//! reported to the host (in the memory they share) and the child exits:
+//! the spawn fails with that error and nothing runs.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::ChildSetup;
+use crate::command::{HelperCommand, StdinMode};
+
+/// The child's stack while it shares the host's memory.
+const CHILD_STACK_BYTES: usize = 128 * 1024;
+
+/// A confined helper, spawned: its pid (its process group id too), a pidfd
+/// that waits for it without any risk of reuse, and the host's ends of its
+/// pipes.
+#[derive(Debug)]
+pub struct RawChild {
+    /// The helper's pid, which is also its process group id.
+    pub pid: u32,
+    /// A pidfd for the helper: readable once it has exited; [`try_reap`]
+    /// and [`reap`] collect its status.
+    pub pidfd: OwnedFd,
+    /// The write end of its stdin, when the command's mode makes a pipe.
+    pub stdin: Option<OwnedFd>,
+    /// The read end of its stdout.
+    pub stdout: OwnedFd,
+    /// The read end of its stderr.
+    pub stderr: OwnedFd,
+}
+
+/// The exit of the child `pidfd` names, if it has exited (it is reaped).
+pub fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
+    wait(pidfd, rustix::process::WaitIdOptions::NOHANG)
+}
+
+/// Waits for the child `pidfd` names to exit and reaps it.
+pub fn reap(pidfd: BorrowedFd<'_>) -> io::Result<ExitStatus> {
+    loop {
+        match wait(pidfd, rustix::process::WaitIdOptions::empty()) {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn wait(
+    pidfd: BorrowedFd<'_>,
+    options: rustix::process::WaitIdOptions,
+) -> io::Result<Option<ExitStatus>> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let Some(status) = waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED | options)? else {
+        return Ok(None);
+    };
+    // As `wait` encodes it: the code in the second byte, or the signal
+    // (with 0x80 if it dumped core).
+    let raw = match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => (code & 0xff) << 8,
+        (None, Some(signal)) => signal | if status.dumped() { 0x80 } else { 0 },
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(ExitStatus::from_raw(raw)))
+}
+
+/// What the child reads, made by the host before the clone.
+struct Exec {
+    /// The file to exec (or, without a `/`, the name `execvp` looks up).
+    path: CString,
+    argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    envp: Vec<CString>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    cwd: Option<CString>,
+    /// The child's ends of stdin, stdout and stderr (each 3 or more, so
+    /// that no `dup2` overwrites another's source).
+    stdio: [OwnedFd; 3],
+    setup: ChildSetup,
+    /// The `errno` of the step that failed; 0 until one does.
+    error: AtomicI32,
+}
+
+/// Spawns `command` with `setup`'s steps; see the module docs.
+pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<RawChild> {
+    let (path, argv) = program_and_argv(command, setup.program.as_deref().map(|p| p.as_os_str()))?;
+    let envp = environment(command)?;
+    let cwd = command
+        .cwd
+        .as_deref()
+        .map(|d| c_string(d.as_os_str()))
+        .transpose()?;
+    let (stdin_child, stdin) = match command.stdin {
+        StdinMode::Bytes(_) | StdinMode::Streamed => {
+            let (read, write) = pipe()?;
+            (read, Some(write))
+        }
+        _ => (
+            rustix::fs::open(
+                "/dev/null",
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )?,
+            None,
+        ),
+    };
+    let (stdout, stdout_child) = pipe()?;
+    let (stderr, stderr_child) = pipe()?;
+    let mut exec = Exec {
+        path,
+        argv_ptrs: Vec::new(),
+        argv,
+        envp_ptrs: Vec::new(),
+        envp,
+        cwd,
+        stdio: [
+            above_stdio(stdin_child)?,
+            above_stdio(stdout_child)?,
+            above_stdio(stderr_child)?,
+        ],
+        setup,
+        error: AtomicI32::new(0),
+    };
+    exec.argv_ptrs = pointers(&exec.argv);
+    exec.envp_ptrs = pointers(&exec.envp);
+    let (pid, pidfd) = clone_child(&exec)?;
+    match exec.error.load(Ordering::Acquire) {
+        0 => Ok(RawChild {
+            pid,
+            pidfd,
+            stdin,
+            stdout,
+            stderr,
+        }),
+        errno => {
+            // The child exited without exec: reap it.
+            let _ = reap(pidfd.as_fd());
+            Err(io::Error::from_raw_os_error(errno))
+        }
+    }
+}
+
+/// The file to exec and `argv`: `/bin/sh -c SCRIPT sh ARGS` for a shell
+/// command, else the program (the file the host resolved it to, if
+/// given) with the name it was called by as `argv[0]`.
+fn program_and_argv(
+    command: &HelperCommand,
+    resolved: Option<&OsStr>,
+) -> io::Result<(CString, Vec<CString>)> {
+    let mut argv = Vec::with_capacity(command.args.len() + 4);
+    let path = if command.shell {
+        argv.push(c_string(OsStr::new("/bin/sh"))?);
+        argv.push(c_string(OsStr::new("-c"))?);
+        argv.push(c_string(&command.program)?);
+        argv.push(c_string(OsStr::new("sh"))?);
+        c_string(OsStr::new("/bin/sh"))?
+    } else {
+        argv.push(c_string(&command.program)?);
+        c_string(resolved.unwrap_or(&command.program))?
+    };
+    for arg in &command.args {
+        argv.push(c_string(arg)?);
+    }
+    Ok((path, argv))
+}
+
+/// The helper's environment: this process's (unless cleared), less the
+/// names removed, with the command's own set, as `KEY=VALUE`.
+fn environment(command: &HelperCommand) -> io::Result<Vec<CString>> {
+    let mut env: std::collections::BTreeMap<OsString, OsString> = if command.env_clear {
+        std::collections::BTreeMap::new()
+    } else {
+        std::env::vars_os().collect()
+    };
+    for key in &command.env_remove {
+        env.remove(key);
+    }
+    for (key, value) in &command.env {
+        env.insert(key.clone(), value.clone());
+    }
+    env.into_iter()
+        .map(|(key, value)| {
+            let mut pair = key;
+            pair.push("=");
+            pair.push(value);
+            c_string(&pair)
+        })
+        .collect()
+}
+
+fn c_string(text: &OsStr) -> io::Result<CString> {
+    CString::new(text.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a NUL byte in the helper's command",
+        )
+    })
+}
+
+/// A null-terminated array of the strings' pointers (valid while they
+/// live).
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// `fd` as a descriptor of 3 or more (a host whose own standard streams
+/// are closed gets 0, 1 or 2 from `pipe`).
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
+/// The clone itself: `exec`'s child on a stack of its own, the host
+/// suspended until the child execs or exits. Returns the pid and pidfd.
+#[allow(unsafe_code)]
+fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
+    let mut stack = vec![0_u8; CHILD_STACK_BYTES];
+    // The stack grows down: its top, 16-byte aligned.
+    let top = stack.as_mut_ptr_range().end as usize & !15;
+    let mut pidfd: libc::c_int = -1;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+    // SAFETY: every signal is blocked around the clone, so no handler of
+    // the host runs on the child's stack or in its shared memory; the mask
+    // is restored below, in the host, whatever the clone did. `exec` and
+    // `stack` outlive the child's use of them: CLONE_VFORK suspends this
+    // thread until the child has exec'd or exited. The child (`child_main`)
+    // only makes system calls on values made before the clone.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child_main,
+            top as *mut libc::c_void,
+            flags,
+            std::ptr::from_ref(exec).cast_mut().cast(),
+            &mut pidfd as *mut libc::c_int,
+        );
+        let error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(error);
+        }
+        pid
+    };
+    drop(stack);
+    // SAFETY: CLONE_PIDFD stored a new descriptor this process owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok((u32::try_from(pid).unwrap_or_default(), pidfd))
+}
+
+/// The child, until exec: see the module docs. Never returns on success.
+#[allow(unsafe_code)]
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Exec` the host made, alive while it is
+    // suspended (CLONE_VFORK).
+    let exec = unsafe { &*arg.cast_const().cast::<Exec>() };
+    let failed = |error: io::Error| -> libc::c_int {
+        exec.error.store(
+            error.raw_os_error().unwrap_or(libc::EINVAL),
+            Ordering::Release,
+        );
+        // SAFETY: ends the child without running anything of the host's.
+        unsafe { libc::_exit(127) }
+    };
+    // SAFETY: plain system calls on descriptors and strings made before
+    // the clone; nothing allocates, locks or unwinds.
+    unsafe {
+        for (fd, target) in exec.stdio.iter().zip(0..) {
+            if libc::dup2(fd.as_raw_fd(), target as RawFd) < 0 {
+                return failed(io::Error::last_os_error());
+            }
+        }
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) != 0
+        {
+            return failed(io::Error::last_os_error());
+        }
+        if libc::setpgid(0, 0) != 0 {
+            return failed(io::Error::last_os_error());
+        }
+        if let Err(error) = exec.setup.run() {
+            return failed(error);
+        }
+        // Handlers are the host's code: back to the default for each one
+        // set (an ignored signal stays ignored, as across exec), and
+        // SIGPIPE to the default, as the standard library's spawn does.
+        for signal in 1..libc::SIGRTMAX() {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
+            if handled || signal == libc::SIGPIPE {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        if exec.path.as_bytes().contains(&b'/') {
+            libc::execve(
+                exec.path.as_ptr(),
+                exec.argv_ptrs.as_ptr(),
+                exec.envp_ptrs.as_ptr(),
+            );
+        } else {
+            libc::execvpe(
+                exec.path.as_ptr(),
+                exec.argv_ptrs.as_ptr(),
+                exec.envp_ptrs.as_ptr(),
+            );
+        }
+        failed(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// `command` spawned as a confined call with `setup`: its exit and
+    /// what it wrote to stdout.
+    fn run(mut command: HelperCommand, setup: ChildSetup) -> io::Result<(ExitStatus, String)> {
+        command.confine(setup);
+        let child = command.spawn_confined().expect("a confined command")?;
+        let mut out = String::new();
+        std::fs::File::from(child.stdout).read_to_string(&mut out)?;
+        let status = reap(child.pidfd.as_fd())?;
+        Ok((status, out))
+    }
+
+    #[test]
+    fn the_program_is_found_in_path_and_keeps_the_name_it_was_called_by() {
+        let setup = ChildSetup {
+            program: super::super::resolve(
+                std::path::Path::new("cat"),
+                std::env::var_os("PATH").as_deref(),
+            ),
+            ..ChildSetup::default()
+        };
+        assert!(setup.program.as_ref().is_some_and(|p| p.is_absolute()));
+        let (status, out) =
+            run(HelperCommand::new("cat").arg("/proc/self/cmdline"), setup).unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert_eq!(out, "cat\0/proc/self/cmdline\0");
+        // Not resolved by the host: the child searches `PATH` itself.
+        let (status, out) = run(
+            HelperCommand::new("cat").arg("/proc/self/cmdline"),
+            ChildSetup::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (status.code(), out.as_str()),
+            (Some(0), "cat\0/proc/self/cmdline\0")
+        );
+    }
+
+    /// The host finds the program as `execvp` would in the helper's own
+    /// `PATH`, or leaves the search to the child.
+    #[test]
+    fn the_host_resolves_a_name_only_where_the_child_would_find_the_same_file() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::path::{Path, PathBuf};
+        let dir = std::env::temp_dir().join(format!("sg-resolve-{}", std::process::id()));
+        let (first, second) = (dir.join("a"), dir.join("b"));
+        for d in [&first, &second] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let file = |path: PathBuf, mode: u32| {
+            std::fs::write(&path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        file(first.join("tool"), 0o644);
+        let runnable = file(second.join("tool"), 0o755);
+        let search = std::env::join_paths([&first, &second]).unwrap();
+        let resolve =
+            |name: &str, search: &OsStr| super::super::resolve(Path::new(name), Some(search));
+        // A file that is not executable is passed over, as execvp does.
+        assert_eq!(resolve("tool", &search), Some(runnable));
+        assert_eq!(resolve("missing", &search), None);
+        // A path names its own file; a relative entry leaves it to the child.
+        assert_eq!(resolve("./tool", &search), None);
+        assert_eq!(resolve("tool", OsStr::new("relative:/usr/bin")), None);
+        // The helper's own `PATH` is the one searched.
+        let command = HelperCommand::new("tool").env("PATH", &search);
+        assert_eq!(command.search_path().as_deref(), Some(search.as_os_str()));
+        assert_eq!(HelperCommand::new("x").env_clear().search_path(), None);
+        assert_eq!(
+            HelperCommand::new("x").env_remove("PATH").search_path(),
+            None
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn environment_directory_and_shell_are_the_command_s() {
+        let command =
+            HelperCommand::shell_script(r#"printf '%s|%s|%s|%s' "$A" "${HOME-unset}" "$PWD" "$0""#)
+                .env_clear()
+                .env("A", "one")
+                .env("A", "two")
+                .current_dir("/tmp");
+        let (status, out) = run(command, ChildSetup::default()).unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert_eq!(out, "two|unset|/tmp|sh");
+        // SAFETY-free: the test reads, never sets, the host's environment.
+        let inherited = std::env::vars_os().next().map(|(k, _)| k);
+        if let Some(key) = inherited {
+            let script = format!(
+                "test -n \"${{{}+set}}\" && echo kept",
+                key.to_string_lossy()
+            );
+            let kept = run(
+                HelperCommand::shell_script(script.clone()),
+                ChildSetup::default(),
+            );
+            assert_eq!(kept.unwrap().1, "kept\n");
+            let removed = HelperCommand::shell_script(script).env_remove(key);
+            assert_eq!(run(removed, ChildSetup::default()).unwrap().1, "");
+        }
+    }
+
+    #[test]
+    fn a_step_that_fails_fails_the_spawn_with_its_error_and_nothing_runs() {
+        // A "control group" whose `cgroup.procs` refuses the write.
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let marker = std::env::temp_dir().join(format!("sg-spawn-{}", std::process::id()));
+        let setup = ChildSetup {
+            procs: vec![OwnedFd::from(full)],
+            ..ChildSetup::default()
+        };
+        let mut command = HelperCommand::new("touch").arg(&marker);
+        command.confine(setup);
+        let error = command.spawn_confined().unwrap().unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
+        assert!(!marker.exists(), "the program ran");
+        let missing = run(
+            HelperCommand::new("/nonexistent/program"),
+            ChildSetup::default(),
+        );
+        assert_eq!(missing.unwrap_err().kind(), io::ErrorKind::NotFound);
+        let not_found = run(
+            HelperCommand::new("no-such-program-sg"),
+            ChildSetup::default(),
+        );
+        assert_eq!(not_found.unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    /// The host ignores SIGPIPE (as every Rust program does) and blocks
+    /// every signal around the clone: the helper starts with SIGPIPE at
+    /// its default, nothing blocked, nothing caught; and none of the
+    /// descriptors the host opened close-on-exec (its own pipes, the other
+    /// helpers' pipes spawned at the same time) reaches it.
+    #[test]
+    fn the_helper_starts_with_default_signals_and_none_of_the_host_s_descriptors() {
+        let open_elsewhere: Vec<(OwnedFd, OwnedFd)> = (0..8).map(|_| pipe().unwrap()).collect();
+        let inode = |fd: &OwnedFd| rustix::fs::fstat(fd).map(|st| st.st_ino).unwrap();
+        let host_pipes: Vec<String> = open_elsewhere
+            .iter()
+            .map(|(read, _)| format!("pipe:[{}]", inode(read)))
+            .collect();
+        // `cat` sets no handler of its own: what it shows is what it got.
+        let script = "cat /proc/self/status; ls -l /proc/self/fd";
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    run(HelperCommand::shell_script(script), ChildSetup::default()).unwrap()
+                })
+            })
+            .collect();
+        let outs: Vec<String> = threads
+            .into_iter()
+            .map(|thread| {
+                let (status, out) = thread.join().unwrap();
+                assert_eq!(status.code(), Some(0));
+                out
+            })
+            .collect();
+        for out in &outs {
+            let field = |key: &str| {
+                let line = out.lines().find(|l| l.starts_with(key)).unwrap();
+                u64::from_str_radix(line.trim_start_matches(key).trim(), 16).unwrap()
+            };
+            assert_eq!(field("SigBlk:"), 0, "{out}");
+            assert_eq!(field("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{out}");
+            assert_eq!(field("SigCgt:"), 0, "{out}");
+            for other in host_pipes.iter().chain(
+                outs.iter()
+                    .filter(|o| *o != out)
+                    .flat_map(|o| {
+                        // Another helper's stdout and stderr.
+                        o.lines()
+                            .filter(|l| l.contains(" 1 -> pipe:") || l.contains(" 2 -> pipe:"))
+                            .filter_map(|l| l.split("-> ").nth(1))
+                    })
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+                    .iter(),
+            ) {
+                assert!(
+                    !out.contains(other.as_str()),
+                    "{other} reached a helper:\n{out}"
+                );
+            }
+            assert!(
+                out.contains(" 1 -> pipe:[") && out.contains(" 2 -> pipe:["),
+                "{out}"
+            );
+        }
+    }
+
+    #[test]
+    fn stdin_bytes_reach_the_helper_and_signals_are_reported() {
+        let mut command = HelperCommand::new("cat").stdin_bytes(b"fed".to_vec());
+        command.confine(ChildSetup::default());
+        let mut child = command.spawn_confined().unwrap().unwrap();
+        let stdin = child.stdin.take().expect("a stdin pipe");
+        std::io::Write::write_all(&mut std::fs::File::from(stdin), b"fed").unwrap();
+        let mut out = String::new();
+        std::fs::File::from(child.stdout)
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "fed");
+        assert_eq!(reap(child.pidfd.as_fd()).unwrap().code(), Some(0));
+        let mut killed = HelperCommand::shell_script("kill -9 $$");
+        killed.confine(ChildSetup::default());
+        let child = killed.spawn_confined().unwrap().unwrap();
+        let status = reap(child.pidfd.as_fd()).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+}
