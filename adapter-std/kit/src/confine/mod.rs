@@ -377,6 +377,10 @@ pub(crate) fn resolve(program: &Path, search: Option<&OsStr>) -> Option<PathBuf>
     None
 }
 
+/// How long the end of a call waits for its killed tree to be gone and
+/// its groups removed.
+const TREE_END_WAIT: Duration = Duration::from_secs(5);
+
 /// A call's groups once spawned: signalled with the group, read at the
 /// helper's exit, removed at the end of the call.
 #[derive(Debug)]
@@ -401,9 +405,11 @@ impl Tree {
     }
 
     /// The end of the call: whatever is left of the tree is killed and
-    /// its groups removed (waiting at most a bounded time for the last
-    /// processes to go).
+    /// its groups removed, waiting at most [`TREE_END_WAIT`] for the last
+    /// processes to go (a killed process exits at once, unless the machine
+    /// is loaded: a thousand ending together on two cores take longer
+    /// than half a second).
     pub(crate) fn end(mut self) {
-        self.group.remove(Duration::from_millis(500));
+        self.group.remove(TREE_END_WAIT);
     }
 }
