@@ -83,7 +83,11 @@ impl AsyncSpawn for SmolSpawn {
             (Some(stdout), Some(stderr)) => {
                 let stdin = child.stdin.take().map(OwnedFd::try_from).transpose();
                 match (stdin, OwnedFd::try_from(stdout), OwnedFd::try_from(stderr)) {
-                    (Ok(stdin), Ok(stdout), Ok(stderr)) => in_reactor(stdin, stdout, stderr),
+                    (Ok(stdin), Ok(stdout), Ok(stderr)) => in_reactor(
+                        stdin.map(std::process::ChildStdin::from),
+                        std::process::ChildStdout::from(stdout),
+                        std::process::ChildStderr::from(stderr),
+                    ),
                     (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => Err(e),
                 }
             }
@@ -127,16 +131,14 @@ impl AsyncSpawn for SmolSpawn {
 
 /// The pipes as the standard library's types, in smol's reactor.
 fn in_reactor(
-    stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::process::ChildStdout,
+    stderr: std::process::ChildStderr,
 ) -> io::Result<(Option<ChildStdin>, ChildStdout, ChildStderr)> {
     Ok((
-        stdin
-            .map(|fd| Async::new(std::process::ChildStdin::from(fd)))
-            .transpose()?,
-        Async::new(std::process::ChildStdout::from(stdout))?,
-        Async::new(std::process::ChildStderr::from(stderr))?,
+        stdin.map(Async::new).transpose()?,
+        Async::new(stdout)?,
+        Async::new(stderr)?,
     ))
 }
 

@@ -160,13 +160,7 @@ impl Process {
             stderr,
         } = spawned;
         let exit = ExitWatch { pidfd, child: None };
-        let prepared = prepare(
-            stdin_pipe.map(ChildStdin::from),
-            ChildStdout::from(stdout),
-            ChildStderr::from(stderr),
-            stdin,
-            pipe_size,
-        );
+        let prepared = prepare(stdin_pipe, stdout, stderr, stdin, pipe_size);
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {

@@ -154,11 +154,9 @@ fn confined(spawned: spillguard_kit::confine::RawChild) -> io::Result<SpawnedChi
     } = spawned;
     let pipes = (|| {
         Ok::<_, io::Error>((
-            stdin
-                .map(|fd| ChildStdin::from_std(std::process::ChildStdin::from(fd)))
-                .transpose()?,
-            ChildStdout::from_std(std::process::ChildStdout::from(stdout))?,
-            ChildStderr::from_std(std::process::ChildStderr::from(stderr))?,
+            stdin.map(ChildStdin::from_std).transpose()?,
+            ChildStdout::from_std(stdout)?,
+            ChildStderr::from_std(stderr)?,
         ))
     })();
     match pipes {

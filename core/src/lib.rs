@@ -161,9 +161,9 @@ pub use confine::{
     Sandbox, TreeReport, parse_size,
 };
 pub use jsonrpc::{
-    ClientLines, Diverted, HeldLine, InputQueue, MessageInfo, MessageKind, MessageScanner,
-    PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue, SERVER_GONE_CODE, Segment,
-    ServerGone, StdoutLineGuard,
+    ClientLines, Diverted, HeldLine, InputQueue, MAX_PENDING, MessageInfo, MessageKind,
+    MessageScanner, PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue,
+    SERVER_GONE_CODE, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{

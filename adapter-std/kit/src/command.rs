@@ -85,7 +85,7 @@ pub struct HelperCommand {
 }
 
 /// The child's confinement steps, handed to the command once and taken by
-/// [`HelperCommand::to_std`]. Two commands are equal here when they hold
+/// [`HelperCommand::spawn_confined`]. Two commands are equal here when they hold
 /// the same steps (or none).
 #[derive(Clone, Default)]
 struct ChildSlot(Option<Arc<Mutex<Option<ChildSetup>>>>);
@@ -283,25 +283,11 @@ impl HelperCommand {
         })
     }
 
-    /// Whether the call is confined: its helper is spawned by
-    /// [`spawn_confined`](Self::spawn_confined), which every runtime uses
-    /// for such a call (its child takes the confinement's steps before
-    /// exec).
-    pub fn is_confined(&self) -> bool {
-        self.confine
-            .0
-            .as_ref()
-            .is_some_and(|slot| match slot.lock() {
-                Ok(setup) => setup.is_some(),
-                Err(poisoned) => poisoned.into_inner().is_some(),
-            })
-    }
-
-    /// Spawns a confined call's helper (see [`is_confined`](Self::is_confined)):
-    /// in its own process group, stdout and stderr piped, stdin as the
-    /// mode says, its confinement's steps taken before exec; `None` for a
-    /// command that is not confined (or whose steps were taken). On error
-    /// nothing is left running.
+    /// Spawns a confined call's helper, as every runtime does for such a
+    /// call: in its own process group, stdout and stderr piped, stdin as
+    /// the mode says, its confinement's steps taken before exec; `None`
+    /// for a command that is not confined (the runtime spawns it itself),
+    /// or whose steps were taken. On error nothing is left running.
     pub fn spawn_confined(&self) -> Option<io::Result<crate::confine::RawChild>> {
         let setup = self.take_setup()?;
         Some(crate::confine::spawn::spawn(self, setup))
@@ -338,22 +324,14 @@ impl HelperCommand {
     /// The std command: own process group (`process_group(0)`, so the pgid
     /// is the child's pid), stdout and stderr piped, stdin null unless bytes
     /// are to be written or the call is streamed, no shell unless [`shell`](Self::shell). The smol
-    /// and tokio adapters convert it into their runtime's command. When the
-    /// call is confined, the first command made takes the child's steps
-    /// (control groups, limits, Landlock) with it.
+    /// and tokio adapters convert it into their runtime's command. A
+    /// confined call is not spawned from it: see
+    /// [`spawn_confined`](Self::spawn_confined).
     pub fn to_std(&self) -> Command {
-        let setup = self.take_setup();
-        let resolved = setup.as_ref().and_then(|setup| setup.program.as_ref());
         let mut command = if self.shell {
             let mut sh = Command::new("/bin/sh");
             sh.arg("-c").arg(&self.program).arg("sh");
             sh
-        } else if let Some(resolved) = resolved {
-            // The file the host found in `PATH`; the program still sees
-            // the name it was called by.
-            let mut command = Command::new(resolved);
-            command.arg0(&self.program);
-            command
         } else {
             Command::new(&self.program)
         };
@@ -376,9 +354,6 @@ impl HelperCommand {
                 StdinMode::Null => Stdio::null(),
                 StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
             });
-        if let Some(setup) = setup {
-            setup.install(&mut command);
-        }
         command
     }
 }

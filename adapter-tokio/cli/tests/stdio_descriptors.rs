@@ -832,3 +832,115 @@ fn a_line_over_the_maximum_is_diverted_whole_and_the_next_message_passes() {
         assert_eq!(r["stderr_bytes_retained"], 16_384, "{what}");
     }
 }
+
+/// With `--mcp --otel-file`, over pipes and over socketpairs (what Node
+/// and Bun hosts give) on either side: a `tools/call` the server answers
+/// with `isError` and a request it leaves when it ends are each one MCP
+/// span, the first under the client's `traceparent`, each with the
+/// error its end gave; the server's call span follows, and the replies
+/// the host reads are the server's answer and the guard's.
+#[test]
+fn each_request_is_a_span_over_pipes_and_socketpairs() {
+    const CALL: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"lookup\",\"_meta\":{\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}}}\n";
+    const FAILED: &[u8] =
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[],\"isError\":true}}\n";
+    const LEFT: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":\"left\",\"method\":\"ping\"}\n";
+    // Answers the first request it reads with FAILED, reads the second,
+    // then ends without answering it.
+    let server = format!(
+        "read -r first; printf '%s\\n' '{}'; read -r second; exit 3",
+        std::str::from_utf8(FAILED).unwrap().trim_end()
+    );
+    for (input, output) in [
+        (Kind::Pipe, Kind::Pipe),
+        (Kind::Socket, Kind::Socket),
+        (Kind::Pipe, Kind::Socket),
+        (Kind::Socket, Kind::Pipe),
+    ] {
+        let what = format!("stdin {input:?}, stdout {output:?}");
+        let record = temp_path(&format!("spans-{input:?}-{output:?}.jsonl"));
+        let otel = temp_path(&format!("spans-{input:?}-{output:?}.otlp.jsonl"));
+        let (guard_in, host_in) = ends(input, true);
+        let (guard_out, host_out) = ends(output, false);
+        let otel_arg = otel.to_str().unwrap();
+        let mut child = guard(
+            &["--mcp", "--otel-file", otel_arg, "--", "sh", "-c", &server],
+            guard_in.into(),
+            guard_out.into(),
+            &record,
+        );
+        let replies = reader(host_out);
+        let mut host_in = File::from(host_in);
+        host_in.write_all(CALL).unwrap();
+        assert_eq!(reply(&replies, FAILED.len(), &what), FAILED, "{what}");
+        host_in.write_all(LEFT).unwrap();
+        // The guard answers the request the server left.
+        let mut gone = reply(&replies, 1, &what);
+        while !gone.contains(&b'\n') {
+            gone.extend(reply(&replies, 1, &what));
+        }
+        let answer: Value = serde_json::from_slice(gone.split(|&b| b == b'\n').next().unwrap())
+            .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&gone)));
+        assert_eq!(answer["id"], "left", "{what}");
+        assert_eq!(answer["error"]["code"], -32000, "{what}");
+        let kept = end_input(input, host_in.into());
+        assert_eq!(
+            exit_within(&mut child, REPLY_WAIT, &what),
+            Some(3),
+            "{what}"
+        );
+        drop(kept);
+        let record = record_in(&record);
+        assert_eq!(record["exit_status"], 3, "{what}");
+
+        let text = std::fs::read_to_string(&otel).unwrap();
+        let _ = std::fs::remove_file(&otel);
+        let spans: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .flat_map(|request| {
+                request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+        let attribute = |span: &Value, key: &str| -> Value {
+            span["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|kv| kv["key"] == key)
+                .map_or(Value::Null, |kv| kv["value"]["stringValue"].clone())
+        };
+        let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        // The two request spans as they ended, then the call's.
+        assert_eq!(names, ["tools/call lookup", "ping", "sh"], "{what}");
+        let (call, left, server) = (&spans[0], &spans[1], &spans[2]);
+        assert_eq!(
+            call["traceId"], "0af7651916cd43dd8448eb211c80319c",
+            "{what}"
+        );
+        assert_eq!(call["parentSpanId"], "b7ad6b7169203331", "{what}");
+        assert_eq!(attribute(call, "error.type"), "tool_error", "{what}");
+        assert_eq!(attribute(call, "gen_ai.tool.name"), "lookup", "{what}");
+        assert_eq!(attribute(call, "jsonrpc.request.id"), "7", "{what}");
+        assert_eq!(left["parentSpanId"], "", "{what}");
+        assert_eq!(attribute(left, "error.type"), "-32000", "{what}");
+        assert_eq!(attribute(left, "jsonrpc.request.id"), "left", "{what}");
+        for span in [call, left] {
+            assert_eq!(
+                attribute(span, "spillguard.call.id"),
+                record["call_id"],
+                "{what}"
+            );
+            assert_eq!(
+                attribute(span, "mcp.session.id"),
+                record["session_id"],
+                "{what}"
+            );
+        }
+        assert_eq!(server["spanId"], record["span_id"], "{what}");
+        assert_eq!(attribute(server, "error.type"), "3", "{what}");
+    }
+}

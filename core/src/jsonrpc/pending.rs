@@ -21,7 +21,7 @@ pub const SERVER_GONE_CODE: i64 = -32000;
 /// Requests tracked at most: a client that never sees answers cannot grow
 /// the table beyond this (later ones are counted in
 /// [`PendingRequests::untracked`], not answered).
-const MAX_PENDING: usize = 65_536;
+pub const MAX_PENDING: usize = 65_536;
 
 /// Reads the client's side of an MCP stdio session as it is forwarded
 /// (nothing is held: the bytes go on to the server as they are), and

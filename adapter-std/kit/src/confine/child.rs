@@ -1,20 +1,17 @@
-//! What the helper does to itself between fork and exec: join its
-//! control groups, take its resource limits, leave the host's network,
-//! and restrict itself with Landlock. This is the kit's one `unsafe`
-//! block: [`CommandExt::pre_exec`].
+//! What the helper does to itself between its spawn and exec (the
+//! `spawn` module runs it): join its control groups, take its resource
+//! limits, leave the host's network, and restrict itself with Landlock.
 //!
-//! Everything is prepared in the host before the fork (files opened, the
+//! Everything is prepared in the host before the spawn (files opened, the
 //! Landlock ruleset built, numbers computed), so the child makes system
-//! calls only: no allocation, no lock, nothing a forked copy of a
-//! multi-threaded process may not do. Any step that fails makes the
+//! calls only: no allocation, no lock, nothing a child sharing a
+//! multi-threaded host's memory may not do. Any step that fails makes the
 //! spawn fail with that step's OS error: the helper never runs less
 //! confined than the host decided.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
 /// The steps the child takes, prepared by the host.
@@ -48,20 +45,6 @@ pub(crate) enum Resource {
 }
 
 impl ChildSetup {
-    /// Makes `command` take these steps in its child, after the process
-    /// group is set and before exec.
-    #[allow(unsafe_code)]
-    pub(crate) fn install(self, command: &mut Command) {
-        let setup = self;
-        // SAFETY: the closure runs in the forked child before exec. It only
-        // makes system calls on values prepared before the fork (file
-        // descriptors, integers): no allocation on the success path, no
-        // lock, no unwinding out of the closure (errors are returned).
-        unsafe {
-            command.pre_exec(move || setup.run());
-        }
-    }
-
     /// The child's steps, in order.
     #[allow(unsafe_code)]
     pub(crate) fn run(&self) -> io::Result<()> {

@@ -18,7 +18,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::ChildSetup;
@@ -38,11 +38,11 @@ pub struct RawChild {
     /// and [`reap`] collect its status.
     pub pidfd: OwnedFd,
     /// The write end of its stdin, when the command's mode makes a pipe.
-    pub stdin: Option<OwnedFd>,
+    pub stdin: Option<ChildStdin>,
     /// The read end of its stdout.
-    pub stdout: OwnedFd,
+    pub stdout: ChildStdout,
     /// The read end of its stderr.
-    pub stderr: OwnedFd,
+    pub stderr: ChildStderr,
 }
 
 /// The exit of the child `pidfd` names, if it has exited (it is reaped).
@@ -144,9 +144,9 @@ pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<Ra
         0 => Ok(RawChild {
             pid,
             pidfd,
-            stdin,
-            stdout,
-            stderr,
+            stdin: stdin.map(ChildStdin::from),
+            stdout: ChildStdout::from(stdout),
+            stderr: ChildStderr::from(stderr),
         }),
         errno => {
             // The child exited without exec: reap it.
@@ -313,7 +313,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // Handlers are the host's code: back to the default for each one
         // set (an ignored signal stays ignored, as across exec), and
         // SIGPIPE to the default, as the standard library's spawn does.
-        for signal in 1..libc::SIGRTMAX() {
+        for signal in 1..=libc::SIGRTMAX() {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }
@@ -359,7 +359,8 @@ mod tests {
         command.confine(setup);
         let child = command.spawn_confined().expect("a confined command")?;
         let mut out = String::new();
-        std::fs::File::from(child.stdout).read_to_string(&mut out)?;
+        let mut stdout = child.stdout;
+        stdout.read_to_string(&mut out)?;
         let status = reap(child.pidfd.as_fd())?;
         Ok((status, out))
     }
@@ -553,12 +554,11 @@ mod tests {
         let mut command = HelperCommand::new("cat").stdin_bytes(b"fed".to_vec());
         command.confine(ChildSetup::default());
         let mut child = command.spawn_confined().unwrap().unwrap();
-        let stdin = child.stdin.take().expect("a stdin pipe");
-        std::io::Write::write_all(&mut std::fs::File::from(stdin), b"fed").unwrap();
+        let mut stdin = child.stdin.take().expect("a stdin pipe");
+        std::io::Write::write_all(&mut stdin, b"fed").unwrap();
+        drop(stdin);
         let mut out = String::new();
-        std::fs::File::from(child.stdout)
-            .read_to_string(&mut out)
-            .unwrap();
+        child.stdout.read_to_string(&mut out).unwrap();
         assert_eq!(out, "fed");
         assert_eq!(reap(child.pidfd.as_fd()).unwrap().code(), Some(0));
         let mut killed = HelperCommand::shell_script("kill -9 $$");

@@ -16,13 +16,14 @@ use std::collections::HashMap;
 
 use opentelemetry_proto::tonic::trace::v1::Span;
 use spillguard_std::core::trace::TraceParent;
-use spillguard_std::core::{MessageInfo, MessageKind, RawValue, SERVER_GONE_CODE};
+use spillguard_std::core::{MAX_PENDING, MessageInfo, MessageKind, RawValue, SERVER_GONE_CODE};
 
 use crate::otel::{McpRequest, mcp_span, name_of, unix_ns_now};
 
-/// Requests whose spans are open at once, at most; one more is not a
-/// span (the request is still forwarded and answered).
-const MAX_OPEN: usize = 65_536;
+/// Requests whose spans are open at once, at most, as many as the
+/// requests the guard tracks; one more is not a span (the request is
+/// still forwarded and answered).
+const MAX_OPEN: usize = MAX_PENDING;
 
 /// The open spans, by request id.
 #[derive(Debug)]

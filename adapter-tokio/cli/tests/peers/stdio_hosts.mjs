@@ -14,7 +14,8 @@
 //   `spillguard stdio --mcp` to `mcp-server-time` (PyPI) and to
 //   `@modelcontextprotocol/server-everything` (npm): initialize, list
 //   tools, call one, close; the record is written, `completed`, nothing
-//   diverted, every byte counted;
+//   diverted, every byte counted; with `--otel-file`, each request is an
+//   MCP span, the call under the `traceparent` the client put in `_meta`;
 // * the same client to a server that writes a Python traceback and exits
 //   1 during `initialize`: through the guard, the error for `initialize`
 //   carries the exit status and the traceback's last line within a second;
@@ -163,6 +164,46 @@ for (const [name, server, tool, toolArgs, expect] of [
         `${r.stdin_bytes_forwarded} in, ${r.stdout_bytes_forwarded} out, ${r.stdin_bytes_undelivered} undelivered`);
     check(`${name} record: nothing undelivered`, r.stdin_bytes_undelivered, 0);
     console.log(`     connect: control ${ms(plain.connected)}, guarded ${ms(guarded.connected)}`);
+}
+
+// -------------------------------------------------------------------------
+// 2b. The same client with OpenTelemetry on (`--otel-file`): each request
+// through the socketpairs Node hands its child is an MCP span, the call
+// under the trace context the client put in `_meta`.
+
+{
+    const record = path.join(scratch, 'otel.jsonl');
+    const otel = path.join(scratch, 'otel.otlp.jsonl');
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const parent = '00f067aa0ba902b7';
+    const transport = new StdioClientTransport({
+        command: spillguard,
+        args: ['stdio', '--mcp', '--record', record, '--otel-file', otel, '--', ...everything],
+        env: getDefaultEnvironment(),
+        stderr: 'pipe',
+    });
+    const client = new Client({ name: 'spillguard-hosts', version: '1.0.0' });
+    await client.connect(transport);
+    const result = await client.callTool({
+        name: 'echo',
+        arguments: { message: 'traced' },
+        _meta: { traceparent: `00-${traceId}-${parent}-01` },
+    });
+    await client.close();
+    check('otel: echo answered', result.content[0].text, 'Echo: traced');
+    const r = await readRecord(record);
+    const spans = fs.readFileSync(otel, 'utf8').trim().split('\n')
+        .flatMap((line) => (JSON.parse(line).resourceSpans ?? []).flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)));
+    const attr = (span, key) => span.attributes.find((kv) => kv.key === key)?.value.stringValue;
+    const named = (name) => spans.filter((s) => s.name === name);
+    check('otel: one initialize span, a trace of its own', named('initialize').map((s) => s.parentSpanId), ['']);
+    const [call] = named('tools/call echo');
+    checkThat('otel: one tools/call echo span', named('tools/call echo').length === 1, spans.map((s) => s.name).join(', '));
+    check('otel: the call under the client\'s context', [call.traceId, call.parentSpanId], [traceId, parent]);
+    check('otel: the call\'s attributes',
+        ['mcp.method.name', 'gen_ai.tool.name', 'network.transport', 'spillguard.call.id', 'mcp.session.id', 'error.type'].map((k) => attr(call, k)),
+        ['tools/call', 'echo', 'pipe', r.call_id, r.session_id, undefined]);
+    check('otel: the server\'s call span, as the record names it', spans.filter((s) => s.spanId === r.span_id).length, 1);
 }
 
 // -------------------------------------------------------------------------
