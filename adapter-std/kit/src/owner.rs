@@ -399,6 +399,8 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     watched: Option<u32>,
     /// The call's control groups, from its spawn to its end.
     tree: Option<crate::confine::Tree>,
+    /// The helper's exit (or loss) was handled.
+    exited: bool,
 }
 
 impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
@@ -467,6 +469,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             span,
             watched: None,
             tree: None,
+            exited: false,
         }
     }
 
@@ -483,10 +486,17 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     }
 
     /// Tells the core what the helper's tree did against its limits (its
-    /// control groups' events and peaks), when the call has a tree: before
-    /// the helper's exit is handled, and again at each stream's end (a
-    /// descendant may still be running then).
-    pub fn report_tree(&mut self) {
+    /// control groups' events and peaks), when the call has a tree, just
+    /// before the helper's exit (or loss) is handled. Each stream's end
+    /// after it reports again (a descendant may still be running then); a
+    /// report replaces the one before, so an end before the exit reads
+    /// nothing.
+    pub fn report_tree_at_exit(&mut self) {
+        self.exited = true;
+        self.report_tree();
+    }
+
+    fn report_tree(&mut self) {
         if let Some(tree) = &self.tree {
             self.call.handle_tree_report(tree.report());
         }
@@ -534,7 +544,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) {
         if matches!(event, Event::Exited(_) | Event::ProcessLost) {
             self.published.set_pid(None);
-            self.report_tree();
+            self.report_tree_at_exit();
         }
         match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
@@ -549,7 +559,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
                 (tap.0)(bytes);
             }
-            if matches!(read, Read::End) {
+            if matches!(read, Read::End) && self.exited {
                 self.report_tree();
             }
             run_loop::handle_read(self.call_mut(), now, pipe, read);

@@ -285,3 +285,48 @@ fn bad_limits_and_sandbox_flags_are_one_line_errors_and_nothing_runs() {
     }
     let _ = std::io::stderr().flush();
 }
+
+/// A bounded run leaves no control group once the command has exited:
+/// its call's groups and the empty ones kept ready for a next call are
+/// removed at the process's exit.
+#[test]
+fn a_bounded_run_leaves_no_control_group_after_its_exit() {
+    if !ready() {
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args([
+            "run",
+            "--memory-max",
+            "64M",
+            "--pids-max",
+            "16",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("spillguard.{}.", child.id());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let line = record(&output);
+    assert_eq!(line["state"], "completed");
+    let mut left = Vec::new();
+    let mut dirs = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                left.push(entry.path());
+            } else if dir.components().count() < 8 {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    assert_eq!(left, Vec::<PathBuf>::new());
+}

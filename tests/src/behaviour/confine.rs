@@ -73,8 +73,18 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
 }
 
 /// The call's control groups left behind (`spillguard.<pid>.*`) in every
-/// hierarchy.
+/// hierarchy, once the empty groups kept ready for the next calls are
+/// removed and those of ended calls have gone (`settle_groups`).
 pub fn leftover_groups() -> usize {
+    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
+        10
+    )));
+    groups_now()
+}
+
+/// The groups of this process (`spillguard.<pid>.*`) in every hierarchy
+/// now, spare ones included.
+fn groups_now() -> usize {
     let prefix = format!("spillguard.{}.", std::process::id());
     let mut count = 0;
     let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
@@ -88,7 +98,7 @@ pub fn leftover_groups() -> usize {
             }
             if entry.file_name().to_string_lossy().starts_with(&prefix) {
                 count += 1;
-            } else if dir.components().count() < 6 {
+            } else if dir.components().count() < 8 {
                 dirs.push(entry.path());
             }
         }
@@ -490,4 +500,46 @@ pub fn a_sandboxed_helper_cannot_leave_its_control_group<H: HostUnderTest>(
         "escape=0\n"
     );
     assert_eq!(leftover_groups(), 0);
+}
+
+/// The groups of ended calls are removed without being asked, moments
+/// after: what stays is the few empty groups kept ready for the next
+/// calls (the configured number under each parent a call used), until
+/// `settle_groups` or the process's exit removes them.
+pub fn ended_calls_leave_only_the_spare_groups<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
+        10
+    )));
+    let host = host(HostOptions::default());
+    let mut enforced = Vec::new();
+    for _ in 0..20 {
+        let call = request(HelperCommand::new("true"))
+            .limits(limits(|l| {
+                l.pids_max = Some(16);
+                l.memory_max = Some(64 << 20);
+            }))
+            .into_request();
+        let outcome = wait(host.launch(call));
+        assert_eq!(outcome.record.state, State::Completed);
+        enforced = outcome.record.enforced;
+    }
+    // The tree's v2 group and, where the v2 parent does not delegate
+    // them, a v1 group each for memory and pids.
+    let has = |m: &str| enforced.iter().any(|e| e == m);
+    let parents = usize::from(has("cgroup-v2")) + if has("cgroup-v1") { 2 } else { 0 };
+    assert!(parents > 0, "{enforced:?}");
+    let spare = spillguard_kit::confine::SPARE_GROUPS * parents;
+    let until = Instant::now() + Duration::from_secs(5);
+    while groups_now() != spare && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(groups_now(), spare);
+    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
+        10
+    )));
+    assert_eq!(groups_now(), 0);
 }

@@ -121,6 +121,7 @@ macro_rules! behaviour_suite {
             a_sandbox_path_that_does_not_exist_refuses_the_call,
             a_thousand_limited_calls_leave_no_group_and_no_survivor,
             a_sandboxed_helper_cannot_leave_its_control_group,
+            ended_calls_leave_only_the_spare_groups,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -78,8 +78,9 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
 pub const DEFAULT_PLOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/flood-peak-memory.svg");
 
 /// The flood cases: (case, runtime, what it is).
-pub const FLOOD_CASES: [(&str, &str, &str); 7] = [
+pub const FLOOD_CASES: [(&str, &str, &str); 8] = [
     ("flood-std", "std", "spillguard-std"),
+    ("flood-std-confined", "std", "spillguard-std, cgroup"),
     ("flood-std-raw", "std", "raw read loop"),
     ("flood-std-output", "std", "Command::output()"),
     ("flood-smol", "smol", "spillguard-smol"),

@@ -13,6 +13,9 @@ const AFTER_EXIT_GOAL_MS: f64 = 250.0;
 const SPAWN_GOAL: f64 = 1.15;
 /// A spawn with a control group and Landlock, against a raw spawn.
 const CONFINED_SPAWN_GOAL: f64 = 1.3;
+/// Bounded flood goal: a flood's throughput in a control group with
+/// limits at least this fraction of the same flood's without.
+const CONFINED_FLOOD_GOAL: f64 = 0.95;
 
 /// Prints every section that was run, then the failed case runs.
 pub fn print(results: &Results, options: &Options, helper: &str) {
@@ -211,6 +214,18 @@ fn flood(results: &Results, options: &Options, helper: &str) {
                 );
             }
         }
+    }
+    // A flood whose tree is in a control group with limits, against the
+    // same flood without: the group must not slow the drain.
+    if let Some(ratios) =
+        RatioSpread::of(results.paired_ratios("flood-std", "flood-std-confined", "wall_us"))
+    {
+        println!(
+            "std    throughput in a cgroup/without {:>12}   goal >= {CONFINED_FLOOD_GOAL:.2}x  {:<6}  per round: {}",
+            format!("{:.2}x", ratios.median),
+            verdict(ratios.median >= CONFINED_FLOOD_GOAL),
+            ratios.listed(),
+        );
     }
     let output = spread(&results.of("flood-std-output"), |f| f.number("wall_us"));
     let raw = spread(&results.of("flood-std-raw"), |f| f.number("wall_us"));

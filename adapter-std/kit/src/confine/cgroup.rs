@@ -22,14 +22,15 @@
 //! and exec), so nothing it starts is ever outside them.
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io::{self, Read as _, Write as _};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{Signal, TreeReport};
+
+use super::pool;
 
 /// The machine's cgroup hierarchies, as this process sees them.
 #[derive(Debug, Default)]
@@ -168,12 +169,6 @@ impl TreeGroup {
     /// the call or records it); a group that cannot be made at all is not
     /// an error when no limit needs it (`tree_kill` is then `None`).
     pub(crate) fn create(wanted: Wanted) -> (Option<TreeGroup>, Vec<Unavailable>) {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "spillguard.{}.{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
         let found = Hierarchies::get();
         let mut group = TreeGroup {
             v2: None,
@@ -184,14 +179,13 @@ impl TreeGroup {
         };
         let mut v2_error = String::from("no cgroup v2 hierarchy is mounted");
         if let Some(parent) = &found.v2 {
-            let dir = parent.join(&name);
-            match fs::create_dir(&dir) {
-                Ok(()) if dir.join("cgroup.kill").exists() => group.v2 = Some(dir),
-                Ok(()) => {
-                    let _ = fs::remove_dir(&dir);
+            match pool::take(parent) {
+                Ok(dir) if has_kill(&dir) => group.v2 = Some(dir),
+                Ok(dir) => {
+                    pool::retire([dir]);
                     v2_error = "cgroup v2 has no cgroup.kill (Linux 5.14 or later)".into();
                 }
-                Err(e) => v2_error = format!("{}: {e}", dir.display()),
+                Err(e) => v2_error = format!("{}: {e}", parent.display()),
             }
         }
         let mut unavailable = Vec::new();
@@ -211,17 +205,16 @@ impl TreeGroup {
                 };
                 return Err(Unavailable { limit, why });
             };
-            let dir = parent.join(&name);
-            match fs::create_dir(&dir) {
-                Ok(()) => {
+            match pool::take(parent) {
+                Ok(dir) => {
                     group.v1.push((controller.to_owned(), dir.clone()));
                     Ok((dir, Version::V1))
                 }
                 Err(e) => Err(Unavailable {
                     limit,
                     why: format!(
-                        "cannot make a cgroup v1 {controller} group: {}: {e}",
-                        dir.display()
+                        "cannot make a cgroup v1 {controller} group under {}: {e}",
+                        parent.display()
                     ),
                 }),
             }
@@ -303,14 +296,7 @@ impl TreeGroup {
 
     /// The pids of the processes in the tree now.
     pub(crate) fn pids(&self) -> Vec<i32> {
-        let Some(dir) = self.procs_dir() else {
-            return Vec::new();
-        };
-        fs::read_to_string(dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        self.procs_dir().map(procs).unwrap_or_default()
     }
 
     /// Sends `signal` to every process of the tree: `cgroup.kill` for
@@ -353,31 +339,61 @@ impl TreeGroup {
         report
     }
 
-    /// Kills whatever is left of the tree and removes the groups, waiting
-    /// at most `wait` for the last processes to go. Returns whether every
-    /// group was removed. Done once; later calls do nothing.
-    pub(crate) fn remove(&mut self, wait: Duration) -> bool {
+    /// Kills whatever is left of the tree, waits at most `wait` for its
+    /// last process to be gone, and hands the groups over for removal
+    /// (see the `pool` module). Returns whether the tree was gone. Done
+    /// once; later calls do nothing.
+    pub(crate) fn end(&mut self, wait: Duration) -> bool {
         if self.removed {
             return true;
         }
         self.removed = true;
         let until = Instant::now() + wait;
-        let mut pending: Vec<PathBuf> = self.dirs().map(Path::to_path_buf).collect();
-        loop {
+        let gone = loop {
+            if self.pids().is_empty() {
+                break true;
+            }
             self.signal(Signal::Kill);
-            pending.retain(|dir| fs::remove_dir(dir).is_err() && dir.exists());
-            if pending.is_empty() || Instant::now() >= until {
-                return pending.is_empty();
+            if Instant::now() >= until {
+                break false;
             }
             std::thread::sleep(Duration::from_millis(1));
-        }
+        };
+        pool::retire(self.dirs().map(Path::to_path_buf).collect::<Vec<_>>());
+        gone
     }
 }
 
 impl Drop for TreeGroup {
     fn drop(&mut self) {
-        self.remove(Duration::from_millis(500));
+        self.end(Duration::from_millis(500));
     }
+}
+
+/// Whether a v2 group has `cgroup.kill` (Linux 5.14): looked at once.
+fn has_kill(dir: &Path) -> bool {
+    static HAS_KILL: OnceLock<bool> = OnceLock::new();
+    *HAS_KILL.get_or_init(|| dir.join("cgroup.kill").exists())
+}
+
+/// Kills every process in the group at `dir`: at once through
+/// `cgroup.kill` on v2, else each one its `cgroup.procs` lists.
+pub(super) fn kill_all(dir: &Path) {
+    if write(&dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    for pid in procs(dir) {
+        crate::os::signal_pid(pid, Signal::Kill);
+    }
+}
+
+/// The processes the group at `dir` holds now.
+fn procs(dir: &Path) -> Vec<i32> {
+    read_text(&dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }
 
 fn write_memory_limit(dir: &Path, version: Version, bytes: u64) -> io::Result<()> {
@@ -385,16 +401,18 @@ fn write_memory_limit(dir: &Path, version: Version, bytes: u64) -> io::Result<()
         Version::V2 => {
             write(&dir.join("memory.max"), &bytes.to_string())?;
             // Memory pushed to swap is memory all the same.
+            static HAS_SWAP: OnceLock<bool> = OnceLock::new();
             let swap = dir.join("memory.swap.max");
-            if swap.exists() {
+            if *HAS_SWAP.get_or_init(|| swap.exists()) {
                 write(&swap, "0")?;
             }
             Ok(())
         }
         Version::V1 => {
             write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())?;
+            static HAS_MEMSW: OnceLock<bool> = OnceLock::new();
             let swap = dir.join("memory.memsw.limit_in_bytes");
-            if swap.exists() {
+            if *HAS_MEMSW.get_or_init(|| swap.exists()) {
                 write(&swap, &bytes.to_string())?;
             }
             Ok(())
@@ -411,7 +429,7 @@ fn write(path: &Path, text: &str) -> io::Result<()> {
 
 /// The value of `key` in a `key value` file (`memory.events`), 0 if absent.
 fn key_value(path: &Path, key: &str) -> u64 {
-    fs::read_to_string(path)
+    read_text(path)
         .unwrap_or_default()
         .lines()
         .find_map(|l| {
@@ -423,7 +441,25 @@ fn key_value(path: &Path, key: &str) -> u64 {
 
 /// A file holding one number.
 fn number(path: &Path) -> Option<u64> {
-    fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_text(path).ok()?.trim().parse().ok()
+}
+
+/// A control file's text. Read in plain reads: the size a control file
+/// reports is 0, so asking for it first (as `fs::read_to_string` does)
+/// is a system call for nothing, on each of the files a call reads.
+fn read_text(path: &Path) -> io::Result<String> {
+    let mut file = fs::File::open(path)?;
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 
 mod cgroup;
 mod child;
+mod pool;
 pub(crate) mod spawn;
 
 use std::collections::HashMap;
@@ -72,6 +73,32 @@ pub const SYSTEM_READ: &[&str] = &[
 
 /// Read and write, whenever files are restricted.
 pub const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// How many empty control groups are kept ready under each parent group
+/// bounded calls used in the last minute (from the process's second such
+/// call on), so that the next calls join a group made ahead instead of
+/// making one on their path.
+pub const SPARE_GROUPS: usize = pool::SPARE;
+
+/// Removes the empty control groups kept ready for the next bounded
+/// calls, and waits at most `wait` until the groups of every call that
+/// ended are removed too. Returns whether none is left.
+///
+/// A call's tree is killed and gone before its outcome is published;
+/// its groups are removed moments later, off the call's path, and
+/// [`SPARE_GROUPS`] empty groups are kept ready while calls keep coming
+/// (for a minute after the last). The process's exit (a return from `main`, or
+/// `std::process::exit`) settles them, so a host calls this only to see
+/// no group left while it goes on running.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(5)));
+/// ```
+pub fn settle_groups(wait: Duration) -> bool {
+    pool::settle(wait)
+}
 
 /// A call's confinement, ready for its spawn.
 #[derive(Debug)]
@@ -410,6 +437,6 @@ impl Tree {
     /// is loaded: a thousand ending together on two cores take longer
     /// than half a second).
     pub(crate) fn end(mut self) {
-        self.group.remove(TREE_END_WAIT);
+        self.group.end(TREE_END_WAIT);
     }
 }

@@ -6,7 +6,7 @@ use std::io::{self, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use spillguard_std::core::{CallRecord, Config, Signal, State};
+use spillguard_std::core::{CallRecord, Config, Confinement, Limits, Signal, State};
 use spillguard_std::os::enlarge_pipe;
 use spillguard_std::{HelperCommand, HostOptions};
 
@@ -43,6 +43,41 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
         start.elapsed(),
         &outcome.record,
     ))
+}
+
+/// spillguard-std as [`std_spillguard`], the helper's tree in a control
+/// group of its own with memory and process limits: what a bounded flood
+/// costs. The record must also say a control group held it.
+pub fn std_confined(args: &Args) -> Result<Measured, String> {
+    let host = spillguard_std::Host::new(Config::default(), HostOptions::default())
+        .map_err(config_error)?;
+    let command = command(args)?;
+    let bounds = Confinement {
+        limits: Limits {
+            memory_max: Some(256 << 20),
+            pids_max: Some(64),
+            ..Limits::default()
+        },
+        ..Confinement::default()
+    };
+    let start = Instant::now();
+    let outcome = host
+        .call(command)
+        .call_id("c_flood")
+        .action("bench.flood")
+        .confinement(bounds)
+        .run();
+    let mut measured = from_record(
+        "flood-std-confined",
+        args.bytes,
+        start.elapsed(),
+        &outcome.record,
+    );
+    let enforced = &outcome.record.enforced;
+    measured.check(enforced.iter().any(|m| m.starts_with("cgroup-")), || {
+        format!("no control group held the flood: enforced {enforced:?}")
+    });
+    Ok(measured)
 }
 
 /// spillguard-smol, waited for with `smol::block_on`.

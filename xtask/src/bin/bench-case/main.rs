@@ -38,6 +38,8 @@ cases:
   idle                   nothing; the peak RSS baseline
   flood-std              spillguard-std on a stderr flood of --bytes
   flood-std-raw          std read-and-discard loop (1 MiB pipe, 64 KiB buffer)
+  flood-std-confined     flood-std with the tree in a control group of its
+                         own (256 MiB memory, 64 processes)
   flood-std-output       std Command::output()
   flood-smol             spillguard-smol
   flood-smol-raw         async-process read-and-discard loop
@@ -50,8 +52,10 @@ cases:
   spawn-std, spawn-smol, spawn-tokio
                          `true` --count times through the runtime's adapter
   spawn-std-raw, spawn-smol-raw, spawn-tokio-raw
-  spawn-std-confined, spawn-smol-confined, spawn-tokio-confined
                          `true` --count times: the runtime's spawn + wait
+  spawn-std-confined, spawn-smol-confined, spawn-tokio-confined
+                         `true` --count times through the adapter, bounded
+                         (SPILLGUARD_BENCH_CONFINE picks one mechanism)
   audit-log              writes a clear audit log of --bytes at --log (and
                          its anchor): one real call of `--spillguard run
                          --audit`, its records written again per call id
@@ -174,6 +178,7 @@ fn main() -> ExitCode {
         "idle" => Ok(Measured::new("idle")),
         "flood-std" => flood::std_spillguard(&args),
         "flood-std-raw" => flood::std_raw(&args),
+        "flood-std-confined" => flood::std_confined(&args),
         "flood-std-output" => flood::std_output(&args),
         "flood-smol" => flood::smol_spillguard(&args),
         "flood-smol-raw" => flood::smol_raw(&args),

@@ -113,7 +113,8 @@ fn std_calls(args: &Args, case: &str, bounds: Option<Confinement>) -> Result<Mea
 /// process limits, rlimits, and Landlock file rules.
 fn confinement() -> Confinement {
     // `SPILLGUARD_BENCH_CONFINE` picks one mechanism, to see what each
-    // costs: `tree` (a v2 group only), `limits` (the groups and rlimits),
+    // costs: `tree` (the tree's group only), `memory` and `pids` (the
+    // tree's group and that one limit), `limits` (the groups and rlimits),
     // `landlock` (the file rules only); anything else, all of them.
     let all = Confinement {
         limits: Limits {
@@ -130,6 +131,20 @@ fn confinement() -> Confinement {
     match std::env::var("SPILLGUARD_BENCH_CONFINE").as_deref() {
         Ok("tree") => Confinement {
             contain_tree: true,
+            ..Confinement::default()
+        },
+        Ok("memory") => Confinement {
+            limits: Limits {
+                memory_max: all.limits.memory_max,
+                ..Limits::default()
+            },
+            ..Confinement::default()
+        },
+        Ok("pids") => Confinement {
+            limits: Limits {
+                pids_max: all.limits.pids_max,
+                ..Limits::default()
+            },
             ..Confinement::default()
         },
         Ok("limits") => Confinement {
