@@ -299,7 +299,7 @@ impl Owner {
         let Some(reaped) = watch.reap() else {
             return;
         };
-        self.core.report_tree_at_exit();
+        self.core.report_tree();
         let call = self.core.call_mut();
         let reported = match reaped {
             Ok(status) => call.handle_exit(now, exit_status(status)),

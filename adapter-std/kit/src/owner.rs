@@ -399,8 +399,6 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     watched: Option<u32>,
     /// The call's control groups, from its spawn to its end.
     tree: Option<crate::confine::Tree>,
-    /// The helper's exit (or loss) was handled.
-    exited: bool,
 }
 
 impl<H: HostLink, W: Wake> std::fmt::Debug for OwnerCore<H, W> {
@@ -469,7 +467,6 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             span,
             watched: None,
             tree: None,
-            exited: false,
         }
     }
 
@@ -486,17 +483,12 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     }
 
     /// Tells the core what the helper's tree did against its limits (its
-    /// control groups' events and peaks), when the call has a tree, just
-    /// before the helper's exit (or loss) is handled. Each stream's end
-    /// after it reports again (a descendant may still be running then); a
-    /// report replaces the one before, so an end before the exit reads
-    /// nothing.
-    pub fn report_tree_at_exit(&mut self) {
-        self.exited = true;
-        self.report_tree();
-    }
-
-    fn report_tree(&mut self) {
+    /// control groups' events and peaks), when the call has a tree: just
+    /// before the helper's exit (or loss) is handled, and at each
+    /// stream's end (a descendant may still be running after the exit; a
+    /// call whose helper cannot be reaped ends on its kill timer with the
+    /// report of its last stream's end). A report replaces the one before.
+    pub fn report_tree(&mut self) {
         if let Some(tree) = &self.tree {
             self.call.handle_tree_report(tree.report());
         }
@@ -544,7 +536,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) {
         if matches!(event, Event::Exited(_) | Event::ProcessLost) {
             self.published.set_pid(None);
-            self.report_tree_at_exit();
+            self.report_tree();
         }
         match run_loop::handle_event(self.call_mut(), now, event) {
             Leftover::Nothing => {}
@@ -559,7 +551,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
                 (tap.0)(bytes);
             }
-            if matches!(read, Read::End) && self.exited {
+            if matches!(read, Read::End) {
                 self.report_tree();
             }
             run_loop::handle_read(self.call_mut(), now, pipe, read);
@@ -614,8 +606,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 Action::AbandonStreams => self.listening = false,
                 Action::Finished(outcome) => {
                     // Nothing of the tree outlives the call: whatever is
-                    // left is killed and its groups removed before the
-                    // outcome is published.
+                    // left is killed and gone before the outcome is
+                    // published (its empty groups are removed after).
                     if let Some(tree) = self.tree.take() {
                         tree.end();
                     }

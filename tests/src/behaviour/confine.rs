@@ -8,7 +8,7 @@
 
 use std::io::Read as _;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -79,15 +79,15 @@ pub fn leftover_groups() -> usize {
     assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
         10
     )));
-    groups_now()
+    group_paths().len()
 }
 
 /// The groups of this process (`spillguard.<pid>.*`) in every hierarchy
 /// now, spare ones included.
-fn groups_now() -> usize {
+fn group_paths() -> Vec<PathBuf> {
     let prefix = format!("spillguard.{}.", std::process::id());
-    let mut count = 0;
-    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    let mut found = Vec::new();
+    let mut dirs = vec![PathBuf::from("/sys/fs/cgroup")];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -97,13 +97,13 @@ fn groups_now() -> usize {
                 continue;
             }
             if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                count += 1;
+                found.push(entry.path());
             } else if dir.components().count() < 8 {
                 dirs.push(entry.path());
             }
         }
     }
-    count
+    found
 }
 
 fn limits(f: impl FnOnce(&mut Limits)) -> Limits {
@@ -527,19 +527,66 @@ pub fn ended_calls_leave_only_the_spare_groups<H: HostUnderTest>(host: fn(HostOp
         assert_eq!(outcome.record.state, State::Completed);
         enforced = outcome.record.enforced;
     }
-    // The tree's v2 group and, where the v2 parent does not delegate
-    // them, a v1 group each for memory and pids.
-    let has = |m: &str| enforced.iter().any(|e| e == m);
-    let parents = usize::from(has("cgroup-v2")) + if has("cgroup-v1") { 2 } else { 0 };
-    assert!(parents > 0, "{enforced:?}");
-    let spare = spillguard_kit::confine::SPARE_GROUPS * parents;
+    // What stays, once the ended calls' groups are removed: the spare
+    // groups, as many under each parent the calls used (the tree's v2
+    // group, and v1 groups where v2 does not delegate a controller).
+    let used = usize::from(enforced.iter().any(|e| e == "cgroup-v2"))
+        + usize::from(enforced.iter().any(|e| e == "cgroup-v1"));
+    assert!(used > 0, "{enforced:?}");
+    let spare = spillguard_kit::confine::SPARE_GROUPS;
+    let settled = |groups: &[PathBuf]| {
+        let mut parents: Vec<_> = groups.iter().filter_map(|g| g.parent()).collect();
+        parents.sort();
+        parents.dedup();
+        parents.len() >= used
+            && parents
+                .iter()
+                .all(|p| groups.iter().filter(|g| g.parent() == Some(p)).count() == spare)
+    };
     let until = Instant::now() + Duration::from_secs(5);
-    while groups_now() != spare && Instant::now() < until {
+    while !settled(&group_paths()) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(groups_now(), spare);
+    let groups = group_paths();
+    assert!(settled(&groups), "{groups:?}");
     assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
         10
     )));
-    assert_eq!(groups_now(), 0);
+    assert_eq!(group_paths(), Vec::<PathBuf>::new());
+}
+
+/// A helper running as root that makes a group below its own and moves
+/// there, leaving a descendant behind: the call still ends with nothing
+/// of the tree left and no group (its own included) behind.
+pub fn a_helper_in_a_group_below_its_own_is_killed_with_the_tree<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    // The v2 mount the tree's group is in.
+    let Some(mount) = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|m| Path::new(m).join("cgroup.controllers").exists())
+    else {
+        panic!("no cgroup v2 mount");
+    };
+    let marker = format!("nested-{}", std::process::id());
+    let script = "d=\"$1$(sed -n 's/^0:://p' /proc/self/cgroup)/below\"; \
+                  mkdir \"$d\" && echo $$ > \"$d/cgroup.procs\" && \
+                  (setsid sh -c 'sleep 30; : \"$1\"' sh \"$2\" </dev/null >/dev/null 2>&1 &) && \
+                  sed -n 's/^0:://p' /proc/$$/cgroup";
+    let command = HelperCommand::shell_script(script).args([mount, &marker]);
+    let call = request(command).contain_tree(true).into_request();
+    let outcome = wait(host.launch(call));
+    let record = &outcome.record;
+    assert_eq!(record.state, State::Completed, "{}", record.to_json());
+    assert_eq!(record.tree_kill.as_deref(), Some("cgroup-v2"));
+    // The helper (and so its escapee) was in the group below.
+    let stdout = String::from_utf8(outcome.stdout.to_vec()).unwrap();
+    assert!(stdout.ends_with("/below\n"), "{stdout:?}");
+    assert_eq!(processes_with(&marker), Vec::<u32>::new());
+    assert_eq!(leftover_groups(), 0);
 }

@@ -122,6 +122,7 @@ macro_rules! behaviour_suite {
             a_thousand_limited_calls_leave_no_group_and_no_survivor,
             a_sandboxed_helper_cannot_leave_its_control_group,
             ended_calls_leave_only_the_spare_groups,
+            a_helper_in_a_group_below_its_own_is_killed_with_the_tree,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

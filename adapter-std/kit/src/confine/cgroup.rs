@@ -205,6 +205,11 @@ impl TreeGroup {
                 };
                 return Err(Unavailable { limit, why });
             };
+            // Controllers mounted together (`memory,pids`) share a group:
+            // a second group there would move the helper out of the first.
+            if let Some((_, dir)) = group.v1.iter().find(|(_, d)| d.parent() == Some(parent)) {
+                return Ok((dir.clone(), Version::V1));
+            }
             match pool::take(parent) {
                 Ok(dir) => {
                     group.v1.push((controller.to_owned(), dir.clone()));
@@ -294,9 +299,25 @@ impl TreeGroup {
         self.dirs().next()
     }
 
-    /// The pids of the processes in the tree now.
+    /// The pids of the processes in the tree now (none if they cannot be
+    /// read).
     pub(crate) fn pids(&self) -> Vec<i32> {
-        self.procs_dir().map(procs).unwrap_or_default()
+        self.procs_dir()
+            .map(|dir| procs(dir).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Whether a process of the tree is left, in the call's group or in
+    /// one a helper made below it; an error when that cannot be read.
+    fn populated(&self) -> io::Result<bool> {
+        if let Some(v2) = &self.v2 {
+            let events = read_text(&v2.join("cgroup.events"))?;
+            return Ok(!events.lines().any(|l| l.trim() == "populated 0"));
+        }
+        match self.procs_dir() {
+            Some(dir) => Ok(!procs(dir)?.is_empty()),
+            None => Ok(false),
+        }
     }
 
     /// Sends `signal` to every process of the tree: `cgroup.kill` for
@@ -348,13 +369,15 @@ impl TreeGroup {
             return true;
         }
         self.removed = true;
-        let until = Instant::now() + wait;
+        let start = Instant::now();
         let gone = loop {
-            if self.pids().is_empty() {
+            // Killed first, whatever a look would say: a look that fails
+            // (no descriptor left) is not an empty tree.
+            self.signal(Signal::Kill);
+            if let Ok(false) = self.populated() {
                 break true;
             }
-            self.signal(Signal::Kill);
-            if Instant::now() >= until {
+            if start.elapsed() >= wait {
                 break false;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -376,24 +399,37 @@ fn has_kill(dir: &Path) -> bool {
     *HAS_KILL.get_or_init(|| dir.join("cgroup.kill").exists())
 }
 
-/// Kills every process in the group at `dir`: at once through
-/// `cgroup.kill` on v2, else each one its `cgroup.procs` lists.
+/// Kills every process in the group at `dir` and below it: at once
+/// through `cgroup.kill` on v2, else each one a `cgroup.procs` lists.
 pub(super) fn kill_all(dir: &Path) {
     if write(&dir.join("cgroup.kill"), "1").is_ok() {
         return;
     }
-    for pid in procs(dir) {
+    for pid in procs(dir).unwrap_or_default() {
         crate::os::signal_pid(pid, Signal::Kill);
     }
 }
 
-/// The processes the group at `dir` holds now.
-fn procs(dir: &Path) -> Vec<i32> {
-    read_text(&dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+/// The processes the group at `dir` holds now, with those of any group
+/// below it (a helper running as root may make one and move there).
+fn procs(dir: &Path) -> io::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let listed = read_text(&dir.join("cgroup.procs"))?;
+        pids.extend(listed.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+        dirs.extend(subgroups(&dir)?);
+    }
+    Ok(pids)
+}
+
+/// The groups right below the group at `dir`.
+pub(super) fn subgroups(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(fs::read_dir(dir)?
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|entry| entry.path())
+        .collect())
 }
 
 fn write_memory_limit(dir: &Path, version: Version, bytes: u64) -> io::Result<()> {

@@ -404,8 +404,7 @@ pub(crate) fn resolve(program: &Path, search: Option<&OsStr>) -> Option<PathBuf>
     None
 }
 
-/// How long the end of a call waits for its killed tree to be gone and
-/// its groups removed.
+/// How long the end of a call waits for its killed tree to be gone.
 const TREE_END_WAIT: Duration = Duration::from_secs(5);
 
 /// A call's groups once spawned: signalled with the group, read at the
@@ -431,11 +430,11 @@ impl Tree {
         self.group.report()
     }
 
-    /// The end of the call: whatever is left of the tree is killed and
-    /// its groups removed, waiting at most [`TREE_END_WAIT`] for the last
-    /// processes to go (a killed process exits at once, unless the machine
-    /// is loaded: a thousand ending together on two cores take longer
-    /// than half a second).
+    /// The end of the call: whatever is left of the tree is killed, and
+    /// the call waits at most [`TREE_END_WAIT`] for the last process to go
+    /// (a killed process exits at once, unless the machine is loaded: a
+    /// thousand ending together on two cores take longer than half a
+    /// second); its empty groups are then removed off the call's path.
     pub(crate) fn end(mut self) {
         self.group.end(TREE_END_WAIT);
     }

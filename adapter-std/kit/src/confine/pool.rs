@@ -10,28 +10,31 @@
 //!   bounded call, as `spillguard run` does, makes no spare.)
 //! * **Removing.** A call's tree is killed and gone before its call ends;
 //!   its empty groups are then handed here ([`retire`]) and removed within
-//!   moments. A group that still holds a process (one that left and came
-//!   back cannot, but a root helper may write itself elsewhere and back)
-//!   is killed again and retried for [`RETRY`].
+//!   moments, groups a helper made below them first. A group that still
+//!   holds a process is killed again and retried for [`RETRY`]; one that
+//!   still cannot be removed is kept for [`settle`] to try again and
+//!   report.
 //! * **Settling.** [`settle`] removes the spare groups and waits for the
 //!   retired ones to be gone. It runs at the process's exit (a return from
 //!   `main` or `std::process::exit`); a host that is killed leaves its
-//!   spare groups, which are empty.
+//!   spare groups, which are empty (a later process whose pid is the same
+//!   makes its groups under the next free name).
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Empty groups kept ready under each parent a call used lately.
+/// Empty groups kept ready under each parent calls used lately.
 pub const SPARE: usize = 2;
 
 /// How long spare groups are kept after a call last took one.
 pub const KEEP: Duration = Duration::from_secs(60);
 
-/// How long a retired group that cannot be removed is killed and retried.
+/// How long a retired group that cannot be removed is killed and retried
+/// by the thread before it is left to [`settle`].
 pub const RETRY: Duration = Duration::from_secs(5);
 
 /// The pause between two tries of a retired group that is still busy.
@@ -51,6 +54,8 @@ struct State {
     pid: u32,
     parents: Vec<Parent>,
     retired: Vec<Retired>,
+    /// Retired groups the thread gave up on: [`settle`] tries them again.
+    stuck: Vec<PathBuf>,
     /// The thread is running.
     started: bool,
     /// Groups the thread is making or removing outside the lock.
@@ -78,6 +83,11 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(Pool::default)
 }
 
+/// The process that registered the exit handler: a forked child inherits
+/// the handler, and must not touch a lock its parent's threads may have
+/// held at the fork.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
 fn lock() -> MutexGuard<'static, State> {
     let mut state = pool().state.lock().unwrap_or_else(PoisonError::into_inner);
     let pid = std::process::id();
@@ -92,14 +102,26 @@ fn lock() -> MutexGuard<'static, State> {
     state
 }
 
-/// A fresh group name under any parent: `spillguard.<host pid>.<n>`.
-fn fresh_name() -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "spillguard.{}.{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
+/// The `n` of the next group name.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Makes a group under `parent` with a fresh name: `spillguard.<host
+/// pid>.<n>`, the next `n` while a name is taken (by a process that had
+/// this pid before and was killed).
+fn make(parent: &Path) -> io::Result<PathBuf> {
+    let mut tries = 0;
+    loop {
+        let name = format!(
+            "spillguard.{}.{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = parent.join(name);
+        match fs::create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 64 => tries += 1,
+            made => return made.map(|()| dir),
+        }
+    }
 }
 
 /// An empty group under `parent` for one call: a spare one, or one made
@@ -133,32 +155,31 @@ pub fn take(parent: &Path) -> io::Result<PathBuf> {
     match spare {
         // Removed from outside since it was made: make one now.
         Some(dir) if dir.is_dir() => Ok(dir),
-        _ => {
-            let dir = parent.join(fresh_name());
-            fs::create_dir(&dir)?;
-            Ok(dir)
-        }
+        _ => make(parent),
     }
 }
 
 /// Hands a call's groups over for removal; their processes are gone (or
-/// are killed again before each try).
+/// are killed again before each try). Without the thread (it could not
+/// be started), they are removed here.
 pub fn retire(dirs: impl IntoIterator<Item = PathBuf>) {
     let mut state = lock();
     let now = Instant::now();
-    state.retired.extend(dirs.into_iter().map(|dir| Retired {
-        dir,
-        next_try: now,
-        give_up: now + RETRY,
-    }));
     wake(&mut state);
+    if state.started {
+        state_retire(&mut state.retired, dirs, now);
+    } else {
+        drop(state);
+        let left: Vec<PathBuf> = dirs.into_iter().filter(|dir| !remove(dir)).collect();
+        lock().stuck.extend(left);
+    }
 }
 
 /// Removes every spare group and waits, at most `wait`, until every
 /// retired group is removed too. Returns whether none is left. Calls
 /// that come after take (and make) groups again.
 pub fn settle(wait: Duration) -> bool {
-    let until = Instant::now() + wait;
+    let start = Instant::now();
     let mut state = lock();
     loop {
         let now = Instant::now();
@@ -168,16 +189,20 @@ pub fn settle(wait: Duration) -> bool {
             let spare = std::mem::take(&mut parent.spare);
             state_retire(&mut state_now.retired, spare, now);
         }
-        let mut due = std::mem::take(&mut state.retired);
+        let mut due: Vec<PathBuf> = std::mem::take(&mut state_now.retired)
+            .into_iter()
+            .map(|group| group.dir)
+            .collect();
+        due.append(&mut state_now.stuck);
         drop(state);
-        due.retain(|group| !remove(&group.dir) && now < group.give_up.max(until));
+        due.retain(|dir| !remove(dir));
         state = lock();
-        state.retired.append(&mut due);
+        state.stuck.append(&mut due);
         pool().changed.notify_all();
-        if state.retired.is_empty() && state.working == 0 {
+        if state.retired.is_empty() && state.stuck.is_empty() && state.working == 0 {
             return true;
         }
-        let left = until.saturating_duration_since(Instant::now());
+        let left = wait.saturating_sub(start.elapsed());
         if left.is_zero() {
             return false;
         }
@@ -189,7 +214,7 @@ pub fn settle(wait: Duration) -> bool {
     }
 }
 
-fn state_retire(retired: &mut Vec<Retired>, dirs: Vec<PathBuf>, now: Instant) {
+fn state_retire(retired: &mut Vec<Retired>, dirs: impl IntoIterator<Item = PathBuf>, now: Instant) {
     retired.extend(dirs.into_iter().map(|dir| Retired {
         dir,
         next_try: now,
@@ -197,29 +222,37 @@ fn state_retire(retired: &mut Vec<Retired>, dirs: Vec<PathBuf>, now: Instant) {
     }));
 }
 
-/// Starts the thread the first time, and tells it there is work.
+/// Registers the exit handler once, starts the thread if it is not
+/// running, and tells it there is work.
 fn wake(state: &mut State) {
-    if !state.started {
-        let spawned = std::thread::Builder::new()
-            .name("spillguard-cgroups".into())
-            .spawn(run);
-        // Without the thread, spare groups are not made and retired
-        // groups wait for `settle` (at exit at the latest).
-        state.started = spawned.is_ok();
-        if state.started {
-            #[allow(unsafe_code)]
-            // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds
-            // (nothing in `settle` panics: every lock ignores poisoning).
-            unsafe {
-                libc::atexit(at_exit);
-            }
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        OWNER.store(std::process::id(), Ordering::Relaxed);
+        #[allow(unsafe_code)]
+        // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds
+        // (nothing in `settle` panics: every lock ignores poisoning, every
+        // duration is saturating).
+        unsafe {
+            libc::atexit(at_exit);
         }
+    });
+    if !state.started {
+        // Without the thread, spare groups are not made and retired
+        // groups are removed by `retire` itself.
+        state.started = std::thread::Builder::new()
+            .name("spillguard-cgroups".into())
+            .spawn(run)
+            .is_ok();
     }
     pool().changed.notify_all();
 }
 
 extern "C" fn at_exit() {
-    let _ = settle(Duration::from_secs(1));
+    // In a child forked without exec, the groups are its parent's, and
+    // the lock may be held by a thread that did not come along.
+    if OWNER.load(Ordering::Relaxed) == std::process::id() {
+        let _ = settle(Duration::from_secs(1));
+    }
 }
 
 /// What the thread does next.
@@ -243,25 +276,28 @@ fn run() {
                 state = lock();
                 state.working -= 1;
                 let now = Instant::now();
-                if !removed && now < group.give_up {
-                    state.retired.push(Retired {
-                        next_try: now + RETRY_PAUSE,
-                        ..group
-                    });
+                if !removed {
+                    if now < group.give_up {
+                        state.retired.push(Retired {
+                            next_try: now + RETRY_PAUSE,
+                            ..group
+                        });
+                    } else {
+                        state.stuck.push(group.dir);
+                    }
                 }
             }
             Work::Make(parent) => {
                 state.working += 1;
                 drop(state);
-                let dir = parent.join(fresh_name());
-                let made = fs::create_dir(&dir);
+                let made = make(&parent);
                 state = lock();
                 state.working -= 1;
                 let now = Instant::now();
                 let entry = state.parents.iter_mut().find(|p| p.dir == parent);
                 match (made, entry) {
-                    (Ok(()), Some(entry)) if entry.last_take.is_some() => entry.spare.push(dir),
-                    (Ok(()), _) => state_retire(&mut state.retired, vec![dir], now),
+                    (Ok(dir), Some(entry)) if entry.last_take.is_some() => entry.spare.push(dir),
+                    (Ok(dir), _) => state_retire(&mut state.retired, [dir], now),
                     // A parent where groups cannot be made keeps no spare;
                     // its calls make their own (and say why they cannot).
                     (Err(_), Some(entry)) => entry.last_take = None,
@@ -312,10 +348,15 @@ fn next_work(state: &mut State, now: Instant) -> Work {
     Work::Wait(pause.max(Duration::from_millis(1)))
 }
 
-/// Removes `dir`; `true` once it is gone. A group still holding
-/// processes has them killed (all at once on v2, one by one on v1) and
-/// is tried again later.
+/// Removes `dir` and any group a helper made below it; `true` once it is
+/// gone. A group still holding processes has them killed (all at once on
+/// v2, one by one on v1) and is tried again later.
 fn remove(dir: &Path) -> bool {
+    if let Ok(below) = super::cgroup::subgroups(dir) {
+        for sub in below {
+            remove(&sub);
+        }
+    }
     match fs::remove_dir(dir) {
         Ok(()) => true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => true,
@@ -401,6 +442,42 @@ mod tests {
         retire([first, second, third]);
         assert!(settle(Duration::from_secs(5)));
         assert!(wait_for(|| entries(&parent) == 0));
+        fs::remove_dir(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_name_left_by_a_killed_process_with_the_same_pid_is_passed_over() {
+        let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        let parent = parent("taken-names");
+        let next = SEQ.load(Ordering::Relaxed);
+        let left: Vec<PathBuf> = (next..next + 8)
+            .map(|n| parent.join(format!("spillguard.{}.{n}", std::process::id())))
+            .collect();
+        for dir in &left {
+            fs::create_dir(dir).unwrap();
+        }
+        let made = take(&parent).unwrap();
+        assert!(made.is_dir());
+        assert!(!left.contains(&made), "{made:?}");
+        for dir in &left {
+            fs::remove_dir(dir).unwrap();
+        }
+        retire([made]);
+        assert!(settle(Duration::from_secs(5)));
+        assert_eq!(entries(&parent), 0);
+        fs::remove_dir(&parent).unwrap();
+    }
+
+    #[test]
+    fn groups_made_below_a_retired_group_are_removed_with_it() {
+        let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        let parent = parent("nested");
+        let group = take(&parent).unwrap();
+        fs::create_dir_all(group.join("a").join("b")).unwrap();
+        fs::create_dir(group.join("c")).unwrap();
+        retire([group.clone()]);
+        assert!(settle(Duration::from_secs(5)));
+        assert!(!group.exists());
         fs::remove_dir(&parent).unwrap();
     }
 }
