@@ -105,6 +105,22 @@ pub const CONFINED_SPAWN_CASES: [(&str, &str, &str); 3] = [
     ("tokio", "spawn-tokio-confined", "spawn-tokio-raw"),
 ];
 
+/// The spawn cases of calls that come apart (std only): (runtime,
+/// spillguard case key, raw case key); each runs its case with
+/// `--gap-ms` [`APART_GAP_MS`] and at most [`APART_COUNT`] calls.
+pub const APART_SPAWN_CASES: [(&str, &str, &str); 1] =
+    [("std", "spawn-std-apart", "spawn-std-raw-apart")];
+
+/// As [`APART_SPAWN_CASES`], bounded as `spawn-std-confined` is.
+pub const APART_CONFINED_SPAWN_CASES: [(&str, &str, &str); 1] =
+    [("std", "spawn-std-confined-apart", "spawn-std-raw-apart")];
+
+/// The pause before each call of the cases that come apart.
+pub const APART_GAP_MS: u64 = 20;
+
+/// Calls per case that comes apart (fewer with a smaller `--count`).
+pub const APART_COUNT: u32 = 200;
+
 /// The drain window of the second spillguard grandchild run.
 pub const SHORT_DRAIN_MS: u64 = 200;
 
@@ -577,6 +593,19 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
             }
             for (_, confined, _) in CONFINED_SPAWN_CASES {
                 run(confined, confined, &count, spawn_timeout);
+            }
+            let apart = [
+                "--count".to_owned(),
+                options.spawn_count.min(APART_COUNT).to_string(),
+                "--gap-ms".to_owned(),
+                APART_GAP_MS.to_string(),
+            ];
+            for (key, case) in [
+                ("spawn-std-apart", "spawn-std"),
+                ("spawn-std-raw-apart", "spawn-std-raw"),
+                ("spawn-std-confined-apart", "spawn-std-confined"),
+            ] {
+                run(key, case, &apart, spawn_timeout);
             }
         }
     }

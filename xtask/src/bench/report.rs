@@ -356,6 +356,20 @@ fn spawn(results: &Results, options: &Options) {
         &super::CONFINED_SPAWN_CASES,
         CONFINED_SPAWN_GOAL,
     );
+    println!();
+    println!(
+        "   calls {} ms apart (std, x{}, the pause not clocked), as a host's calls come: the \
+         kernel's group lock is cold again at each",
+        super::APART_GAP_MS,
+        options.spawn_count.min(super::APART_COUNT),
+    );
+    spawn_rows(results, "apart", &super::APART_SPAWN_CASES, SPAWN_GOAL);
+    spawn_rows(
+        results,
+        "confined",
+        &super::APART_CONFINED_SPAWN_CASES,
+        CONFINED_SPAWN_GOAL,
+    );
 }
 
 /// One row per (runtime, spillguard case, raw case): µs per call of each

@@ -17,9 +17,13 @@
 //!   ended by walking the v1 group's processes with `SIGKILL` until none
 //!   is left.
 //!
-//! The helper joins every group before it runs (it writes `0` to each
-//! group's `cgroup.procs`, opened by the host, in the child between fork
-//! and exec), so nothing it starts is ever outside them.
+//! The helper joins every group before it runs, so nothing it starts is
+//! ever outside them: it is cloned into the v2 group (`CLONE_INTO_CGROUP`)
+//! and writes `0` to each v1 group's `tasks` (which moves its one thread)
+//! between clone and exec. Neither waits for an RCU grace period, as a
+//! write to `cgroup.procs` does once no group changed for a while (10-20
+//! ms a call here); the write to the v2 group's `cgroup.procs` is the
+//! fallback where the clone cannot name a group.
 
 use std::fs;
 use std::io::{self, Read as _, Write as _};
@@ -129,6 +133,49 @@ fn under_mount(mount: &str, root: &str, path: &str) -> PathBuf {
     Path::new(mount).join(relative)
 }
 
+/// The control files a tree's report reads, each opened once when the
+/// groups are made: the OOM kills and peak of its memory, the forks
+/// refused and peak of its processes, its CPU time.
+#[derive(Debug, Default)]
+struct Counters {
+    oom_kills: Option<fs::File>,
+    peak_memory: Option<fs::File>,
+    pids_refused: Option<fs::File>,
+    peak_pids: Option<fs::File>,
+    cpu: Option<fs::File>,
+}
+
+impl Counters {
+    fn open(group: &TreeGroup) -> Self {
+        let open = |dir: &Path, name: &str| fs::File::open(dir.join(name)).ok();
+        let mut counters = Counters::default();
+        if let Some((dir, version)) = &group.memory {
+            let (events, peak) = match version {
+                Version::V2 => ("memory.events", "memory.peak"),
+                Version::V1 => ("memory.oom_control", "memory.max_usage_in_bytes"),
+            };
+            counters.oom_kills = open(dir, events);
+            counters.peak_memory = open(dir, peak);
+        }
+        if let Some(dir) = &group.pids {
+            counters.pids_refused = open(dir, "pids.events");
+            counters.peak_pids = open(dir, "pids.peak");
+        }
+        if let Some(v2) = &group.v2 {
+            counters.cpu = open(v2, "cpu.stat");
+        }
+        counters
+    }
+}
+
+/// What the child needs to join a call's groups ([`TreeGroup::joins`]).
+#[derive(Debug, Default)]
+pub(crate) struct Joins {
+    pub cgroup: Option<OwnedFd>,
+    pub cgroup_procs: Option<OwnedFd>,
+    pub tasks: Vec<OwnedFd>,
+}
+
 /// What a call's groups must hold.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Wanted {
@@ -154,6 +201,9 @@ pub(crate) struct TreeGroup {
     /// Where the memory limit lives: `memory.*` files of v2 or v1.
     memory: Option<(PathBuf, Version)>,
     pids: Option<PathBuf>,
+    /// The files a report reads, opened once (a report reads them again
+    /// from their start).
+    counters: Counters,
     removed: bool,
 }
 
@@ -175,6 +225,7 @@ impl TreeGroup {
             v1: Vec::new(),
             memory: None,
             pids: None,
+            counters: Counters::default(),
             removed: false,
         };
         let mut v2_error = String::from("no cgroup v2 hierarchy is mounted");
@@ -251,6 +302,7 @@ impl TreeGroup {
         if group.v2.is_none() && group.v1.is_empty() {
             return (None, unavailable);
         }
+        group.counters = Counters::open(&group);
         (Some(group), unavailable)
     }
 
@@ -275,16 +327,31 @@ impl TreeGroup {
         }
     }
 
-    /// Each group's `cgroup.procs`, opened for the child to join.
-    pub(crate) fn procs_files(&self) -> io::Result<Vec<OwnedFd>> {
-        self.dirs()
-            .map(|dir| {
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(dir.join("cgroup.procs"))
-                    .map(OwnedFd::from)
-            })
-            .collect()
+    /// What the child needs to join the groups, opened by the host: the
+    /// v2 group's directory (to be cloned into) and `cgroup.procs` (the
+    /// fallback), and each v1 group's `tasks`.
+    pub(crate) fn joins(&self) -> io::Result<Joins> {
+        let open = |path: PathBuf| -> io::Result<OwnedFd> {
+            Ok(OwnedFd::from(
+                fs::OpenOptions::new().write(true).open(path)?,
+            ))
+        };
+        let mut joins = Joins::default();
+        if let Some(v2) = &self.v2 {
+            let dir = rustix::fs::open(
+                v2,
+                rustix::fs::OFlags::PATH
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )?;
+            joins.cgroup = Some(dir);
+            joins.cgroup_procs = Some(open(v2.join("cgroup.procs"))?);
+        }
+        for (_, dir) in &self.v1 {
+            joins.tasks.push(open(dir.join("tasks"))?);
+        }
+        Ok(joins)
     }
 
     fn dirs(&self) -> impl Iterator<Item = &Path> {
@@ -336,27 +403,16 @@ impl TreeGroup {
 
     /// What the tree did against its limits, and its peaks.
     pub(crate) fn report(&self) -> TreeReport {
-        let mut report = TreeReport::default();
-        if let Some((dir, version)) = &self.memory {
-            match version {
-                Version::V2 => {
-                    report.oom_kills = key_value(&dir.join("memory.events"), "oom_kill");
-                    report.peak_memory_bytes = number(&dir.join("memory.peak"));
-                }
-                Version::V1 => {
-                    report.oom_kills = key_value(&dir.join("memory.oom_control"), "oom_kill");
-                    report.peak_memory_bytes = number(&dir.join("memory.max_usage_in_bytes"));
-                }
-            }
-        }
-        if let Some(dir) = &self.pids {
-            report.pids_refused = key_value(&dir.join("pids.events"), "max");
-            report.peak_pids = number(&dir.join("pids.peak"));
-        }
-        if let Some(v2) = &self.v2 {
-            let usage = key_value(&v2.join("cpu.stat"), "usage_usec");
-            report.cpu_usage_us = (usage > 0).then_some(usage);
-        }
+        let counters = &self.counters;
+        let mut report = TreeReport {
+            oom_kills: key_value(counters.oom_kills.as_ref(), "oom_kill"),
+            peak_memory_bytes: number(counters.peak_memory.as_ref()),
+            pids_refused: key_value(counters.pids_refused.as_ref(), "max"),
+            peak_pids: number(counters.peak_pids.as_ref()),
+            ..TreeReport::default()
+        };
+        let usage = key_value(counters.cpu.as_ref(), "usage_usec");
+        report.cpu_usage_us = (usage > 0).then_some(usage);
         report
     }
 
@@ -464,8 +520,8 @@ fn write(path: &Path, text: &str) -> io::Result<()> {
 }
 
 /// The value of `key` in a `key value` file (`memory.events`), 0 if absent.
-fn key_value(path: &Path, key: &str) -> u64 {
-    read_text(path)
+fn key_value(file: Option<&fs::File>, key: &str) -> u64 {
+    file.and_then(|f| read_from_start(f).ok())
         .unwrap_or_default()
         .lines()
         .find_map(|l| {
@@ -476,8 +532,24 @@ fn key_value(path: &Path, key: &str) -> u64 {
 }
 
 /// A file holding one number.
-fn number(path: &Path) -> Option<u64> {
-    read_text(path).ok()?.trim().parse().ok()
+fn number(file: Option<&fs::File>) -> Option<u64> {
+    read_from_start(file?).ok()?.trim().parse().ok()
+}
+
+/// The text of an open control file, read again from its start.
+fn read_from_start(file: &fs::File) -> io::Result<String> {
+    use std::os::unix::fs::FileExt as _;
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        match file.read_at(&mut chunk, text.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// A control file's text. Read in plain reads: the size a control file

@@ -17,8 +17,20 @@ use std::sync::Arc;
 /// The steps the child takes, prepared by the host.
 #[derive(Debug, Default)]
 pub(crate) struct ChildSetup {
-    /// Each control group's `cgroup.procs`, to write `0` to.
-    pub procs: Vec<OwnedFd>,
+    /// The call's cgroup v2 group, a directory descriptor: the child is
+    /// cloned into it (`CLONE_INTO_CGROUP`), which takes the kernel's
+    /// cgroup lock for reading only, where a write to `cgroup.procs`
+    /// takes it for writing and so waits for an RCU grace period (10-20
+    /// ms once no other group change happened lately).
+    pub cgroup: Option<OwnedFd>,
+    /// That group's `cgroup.procs`: the child writes `0` to it only when
+    /// it could not be cloned into the group (a kernel before Linux 5.7,
+    /// an architecture without the clone the kit makes).
+    pub cgroup_procs: Option<OwnedFd>,
+    /// Each cgroup v1 group's `tasks`, to write `0` to: that moves the
+    /// calling thread, which is the whole child (it has one), without
+    /// the lock a write to `cgroup.procs` takes (Linux 6.0 and later).
+    pub tasks: Vec<OwnedFd>,
     /// `(resource, soft, hard)` for `setrlimit`.
     pub rlimits: Vec<(Resource, u64, u64)>,
     /// Leave the host's network for a namespace with loopback only.
@@ -45,12 +57,14 @@ pub(crate) enum Resource {
 }
 
 impl ChildSetup {
-    /// The child's steps, in order.
+    /// The child's steps, in order; `in_group`: the clone put the child
+    /// in [`cgroup`](Self::cgroup) already.
     #[allow(unsafe_code)]
-    pub(crate) fn run(&self) -> io::Result<()> {
-        for procs in &self.procs {
+    pub(crate) fn run(&self, in_group: bool) -> io::Result<()> {
+        let procs = self.cgroup_procs.as_ref().filter(|_| !in_group);
+        for file in procs.into_iter().chain(&self.tasks) {
             // SAFETY: writing two bytes from a static buffer to an open fd.
-            let n = unsafe { libc::write(procs.as_raw_fd(), b"0\n".as_ptr().cast(), 2) };
+            let n = unsafe { libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }

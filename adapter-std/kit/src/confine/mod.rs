@@ -159,8 +159,12 @@ pub(crate) fn prepare(
         ..ChildSetup::default()
     };
     if let Some(tree) = &tree {
-        match tree.procs_files() {
-            Ok(files) => child.procs = files,
+        match tree.joins() {
+            Ok(joins) => {
+                child.cgroup = joins.cgroup;
+                child.cgroup_procs = joins.cgroup_procs;
+                child.tasks = joins.tasks;
+            }
             Err(e) => return Err(format!("cannot join the call's control group: {e}")),
         }
     }

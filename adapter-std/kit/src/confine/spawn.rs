@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use super::ChildSetup;
 use crate::command::{HelperCommand, StdinMode};
@@ -95,6 +95,8 @@ struct Exec {
     setup: ChildSetup,
     /// The `errno` of the step that failed; 0 until one does.
     error: AtomicI32,
+    /// The clone put the child in the call's v2 group.
+    in_group: AtomicBool,
 }
 
 /// Spawns `command` with `setup`'s steps; see the module docs.
@@ -136,6 +138,7 @@ pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<Ra
         ],
         setup,
         error: AtomicI32::new(0),
+        in_group: AtomicBool::new(false),
     };
     exec.argv_ptrs = pointers(&exec.argv);
     exec.envp_ptrs = pointers(&exec.envp);
@@ -239,13 +242,17 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// The clone itself: `exec`'s child on a stack of its own, the host
 /// suspended until the child execs or exits. Returns the pid and pidfd.
+/// With a v2 group to join, the child is cloned into it (`clone3` with
+/// `CLONE_INTO_CGROUP`) where the kernel and the architecture allow, else
+/// cloned as usual to write to the group's `cgroup.procs` itself.
 #[allow(unsafe_code)]
 fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
     let mut stack = vec![0_u8; CHILD_STACK_BYTES];
     // The stack grows down: its top, 16-byte aligned.
     let top = stack.as_mut_ptr_range().end as usize & !15;
+    let base = stack.as_ptr() as usize;
     let mut pidfd: libc::c_int = -1;
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+    let arg = std::ptr::from_ref(exec).cast_mut().cast::<libc::c_void>();
     // SAFETY: every signal is blocked around the clone, so no handler of
     // the host runs on the child's stack or in its shared memory; the mask
     // is restored below, in the host, whatever the clone did. `exec` and
@@ -257,13 +264,18 @@ fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            top as *mut libc::c_void,
-            flags,
-            std::ptr::from_ref(exec).cast_mut().cast(),
-            &mut pidfd as *mut libc::c_int,
-        );
+        let mut pid = -1;
+        if let Some(group) = &exec.setup.cgroup {
+            exec.in_group.store(true, Ordering::Release);
+            pid = clone_into_group(group.as_raw_fd(), base, top - base, &mut pidfd, arg);
+            if pid < 0 {
+                exec.in_group.store(false, Ordering::Release);
+            }
+        }
+        if pid < 0 {
+            let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+            pid = libc::clone(child_main, top as *mut libc::c_void, flags, arg, &mut pidfd);
+        }
         let error = io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if pid < 0 {
@@ -275,6 +287,126 @@ fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
     // SAFETY: CLONE_PIDFD stored a new descriptor this process owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok((u32::try_from(pid).unwrap_or_default(), pidfd))
+}
+
+/// `clone3`'s arguments (`struct clone_args`, as of Linux 5.7).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Whether `clone3` into a group failed once for a reason that will not
+/// change (no `clone3`, or no `CLONE_INTO_CGROUP`): then it is not tried.
+static NO_CLONE_INTO_GROUP: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP)`:
+/// `child_main(arg)` runs in the group `group` on the stack `[base, base +
+/// size)`. Returns the pid, or -1 when the clone could not be made (the
+/// caller clones as usual then).
+///
+/// # Safety
+///
+/// As for `libc::clone`: the stack and `arg` stay valid until the child
+/// has exec'd or exited, and the caller has blocked every signal.
+#[allow(unsafe_code)]
+unsafe fn clone_into_group(
+    group: RawFd,
+    base: usize,
+    size: usize,
+    pidfd: &mut libc::c_int,
+    arg: *mut libc::c_void,
+) -> libc::c_int {
+    if NO_CLONE_INTO_GROUP.load(Ordering::Relaxed) {
+        return -1;
+    }
+    let mut args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
+        pidfd: std::ptr::from_mut(pidfd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: base as u64,
+        stack_size: size as u64,
+        cgroup: group as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: the caller's promises, and `args` lives across the call.
+    let pid = unsafe { clone3_vm(&mut args, child_main, arg) };
+    if pid >= 0 {
+        return libc::c_int::try_from(pid).unwrap_or(-1);
+    }
+    let errno = libc::c_int::try_from(-pid).unwrap_or(libc::EINVAL);
+    if matches!(errno, libc::ENOSYS | libc::E2BIG | libc::EINVAL) {
+        NO_CLONE_INTO_GROUP.store(true, Ordering::Relaxed);
+    }
+    -1
+}
+
+/// The raw `clone3` for a child that shares the host's memory: the child
+/// starts on the stack `args` names with no frame to return to, so this
+/// calls `child(arg)` there and exits with its value. Returns the pid or
+/// `-errno`.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+unsafe fn clone3_vm(
+    args: &mut CloneArgs,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the system call's registers as the kernel reads them; the
+    // child (rax 0) never leaves the block: it calls `child` on its own
+    // stack (16-byte aligned, so aligned at the call as the ABI wants) and
+    // exits. `r12` and `r13` keep `child` and `arg` across the syscall in
+    // both processes; the syscall clobbers `rcx` and `r11`.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, 60",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") std::ptr::from_mut(args),
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") child,
+            in("r13") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Where the kit has no `clone3` of its own: the usual clone is used.
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(unsafe_code)]
+unsafe fn clone3_vm(
+    _args: &mut CloneArgs,
+    _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    _arg: *mut libc::c_void,
+) -> isize {
+    -(libc::ENOSYS as isize)
 }
 
 /// The child, until exec: see the module docs. Never returns on success.
@@ -307,7 +439,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::setpgid(0, 0) != 0 {
             return failed(io::Error::last_os_error());
         }
-        if let Err(error) = exec.setup.run() {
+        if let Err(error) = exec.setup.run(exec.in_group.load(Ordering::Acquire)) {
             return failed(error);
         }
         // Handlers are the host's code: back to the default for each one
@@ -363,6 +495,54 @@ mod tests {
         stdout.read_to_string(&mut out)?;
         let status = reap(child.pidfd.as_fd())?;
         Ok((status, out))
+    }
+
+    /// The child joins its v2 group at birth (`CLONE_INTO_CGROUP`): its
+    /// `cgroup.procs` here is `/dev/full`, whose write would fail the
+    /// spawn, and the helper finds itself in the group. Needs root and a
+    /// cgroup v2 mount (as in CI).
+    #[test]
+    fn the_child_is_cloned_into_its_v2_group_without_writing_cgroup_procs() {
+        let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|m| m.join("cgroup.controllers").exists());
+        let (Some(mount), true) = (mount, rustix::process::geteuid().is_root()) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "this check needs root and cgroup v2 in CI"
+            );
+            eprintln!("skipped: this check needs root and cgroup v2");
+            return;
+        };
+        let name = format!("spillguard-clone-into-{}", std::process::id());
+        let group = mount.join(&name);
+        std::fs::create_dir(&group).unwrap();
+        let dir = rustix::fs::open(
+            &group,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let setup = ChildSetup {
+            cgroup: Some(dir),
+            cgroup_procs: Some(OwnedFd::from(full)),
+            ..ChildSetup::default()
+        };
+        let script = HelperCommand::shell_script("sed -n 's/^0:://p' /proc/self/cgroup");
+        let ran = run(script, setup);
+        let _ = std::fs::remove_dir(&group);
+        let (status, out) = ran.unwrap();
+        assert!(status.success());
+        assert_eq!(
+            out.trim_end().rsplit('/').next(),
+            Some(name.as_str()),
+            "{out}"
+        );
     }
 
     #[test]
@@ -466,7 +646,7 @@ mod tests {
             .unwrap();
         let marker = std::env::temp_dir().join(format!("sg-spawn-{}", std::process::id()));
         let setup = ChildSetup {
-            procs: vec![OwnedFd::from(full)],
+            tasks: vec![OwnedFd::from(full)],
             ..ChildSetup::default()
         };
         let mut command = HelperCommand::new("touch").arg(&marker);

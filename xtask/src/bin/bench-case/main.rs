@@ -30,7 +30,7 @@ use spillguard_std::core::Signal;
 use crate::line::Line;
 
 const USAGE: &str = "\
-usage: bench-case CASE [--helper PATH] [--bytes N] [--hold-ms MS] [--drain-ms MS] [--count N]
+usage: bench-case CASE [--helper PATH] [--bytes N] [--hold-ms MS] [--drain-ms MS] [--count N] [--gap-ms MS]
                       [--spillguard PATH] [--log PATH] [--command C] [--calls N] [--records N]
                       [--max-message N]
 
@@ -55,7 +55,9 @@ cases:
                          `true` --count times: the runtime's spawn + wait
   spawn-std-confined, spawn-smol-confined, spawn-tokio-confined
                          `true` --count times through the adapter, bounded
-                         (SPILLGUARD_BENCH_CONFINE picks one mechanism)
+                         (SPILLGUARD_BENCH_CONFINE picks one mechanism);
+                         std's with --gap-ms, a pause before each call
+                         that the clock leaves out
   audit-log              writes a clear audit log of --bytes at --log (and
                          its anchor): one real call of `--spillguard run
                          --audit`, its records written again per call id
@@ -92,6 +94,9 @@ pub struct Args {
     pub drain_ms: Option<u64>,
     /// Spawns per spawn case.
     pub count: u32,
+    /// The pause before each counted call of a std spawn case, not
+    /// clocked: calls that come apart, as a host's do.
+    pub gap_ms: u64,
     /// The release `spillguard` binary (audit cases).
     pub spillguard: Option<PathBuf>,
     /// The audit log (audit cases).
@@ -240,6 +245,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         hold_ms: 20_000,
         drain_ms: None,
         count: 1000,
+        gap_ms: 0,
         spillguard: None,
         log: None,
         command: None,
@@ -264,6 +270,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--calls" => args.calls = number(value()?)?,
             "--records" => args.records = number(value()?)?,
             "--max-message" => args.max_message = Some(number(value()?)?),
+            "--gap-ms" => args.gap_ms = number(value()?)?,
             "--count" => {
                 args.count =
                     u32::try_from(number(value()?)?).map_err(|_| format!("{flag}: too large"))?;

@@ -34,9 +34,14 @@ fn check_status(status: io::Result<std::process::ExitStatus>) -> Option<String> 
     }
 }
 
-/// Runs `call(i)` for the warmup and then `count` times; the clock covers
-/// only the counted calls.
-fn measure(case: &str, count: u32, mut call: impl FnMut(u32) -> Option<String>) -> Measured {
+/// Runs `call(i)` for the warmup and then `count` times, each after a
+/// pause of `gap`; the clock covers only the counted calls themselves.
+fn measure(
+    case: &str,
+    count: u32,
+    gap: Duration,
+    mut call: impl FnMut(u32) -> Option<String>,
+) -> Measured {
     let mut failures = 0u64;
     let mut first_failure = None;
     let mut tally = |problem: Option<String>| {
@@ -48,11 +53,13 @@ fn measure(case: &str, count: u32, mut call: impl FnMut(u32) -> Option<String>) 
     for i in 0..SPAWN_WARMUP {
         tally(call(i));
     }
-    let start = Instant::now();
+    let mut wall = Duration::ZERO;
     for i in 0..count {
+        std::thread::sleep(gap);
+        let start = Instant::now();
         tally(call(SPAWN_WARMUP + i));
+        wall += start.elapsed();
     }
-    let wall = start.elapsed();
     finish(case, count, wall, failures, first_failure)
 }
 
@@ -96,7 +103,8 @@ pub fn std_spillguard(args: &Args) -> Result<Measured, String> {
 fn std_calls(args: &Args, case: &str, bounds: Option<Confinement>) -> Result<Measured, String> {
     let host =
         spillguard_std::Host::new(Config::default(), HostOptions::default()).map_err(host_error)?;
-    Ok(measure(case, args.count, |i| {
+    let gap = Duration::from_millis(args.gap_ms);
+    Ok(measure(case, args.count, gap, |i| {
         let call = host
             .command(PROGRAM)
             .call_id(format!("c_{i}"))
@@ -171,7 +179,8 @@ pub fn tokio_confined(args: &Args) -> Result<Measured, String> {
 
 /// std: `Command::spawn` + `Child::wait`.
 pub fn std_raw(args: &Args) -> Result<Measured, String> {
-    Ok(measure("spawn-std-raw", args.count, |_| {
+    let gap = Duration::from_millis(args.gap_ms);
+    Ok(measure("spawn-std-raw", args.count, gap, |_| {
         let mut command = HelperCommand::new(PROGRAM).to_std();
         check_status(command.spawn().and_then(|mut child| child.wait()))
     }))
