@@ -10,7 +10,7 @@
 //! cannot enforce refuses the call with one line naming it and why
 //! (`memory-max: cannot be enforced: …`), unless the confinement allows
 //! degraded mode; then the record lists it in `not_enforced`. A step that
-//! fails in the child (a write to `cgroup.procs`, `setrlimit`,
+//! fails in the child (a write to a group's `tasks`, `setrlimit`,
 //! `unshare`, `landlock_restrict_self`) fails the spawn: the helper never
 //! runs less confined than decided.
 //!

@@ -1,7 +1,10 @@
 //! The spawn of a confined helper, the same for every runtime: the child
-//! shares the host's memory until it execs (`clone` with `CLONE_VM |
-//! CLONE_VFORK`, as `posix_spawn` does), takes its confinement steps on a
-//! stack of its own, and the host gets a pidfd for it (`CLONE_PIDFD`).
+//! shares the host's memory until it execs (`CLONE_VM | CLONE_VFORK`, as
+//! `posix_spawn` does), takes its confinement steps on a stack of its
+//! own, and the host gets a pidfd for it (`CLONE_PIDFD`). With a v2 group
+//! to join, the clone puts the child in it (`clone3` with
+//! `CLONE_INTO_CGROUP`): a write to `cgroup.procs` would wait for an RCU
+//! grace period.
 //!
 //! A `pre_exec` step would make the standard library fork instead, which
 //! copies the host's page tables (about 300 µs per spawn here, more for a
