@@ -362,7 +362,7 @@ unsafe fn clone_into_group(
 /// starts on the stack `args` names with no frame to return to, so this
 /// calls `child(arg)` there and exits with its value. Returns the pid or
 /// `-errno`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
 #[allow(unsafe_code)]
 unsafe fn clone3_vm(
     args: &mut CloneArgs,
@@ -402,7 +402,7 @@ unsafe fn clone3_vm(
 }
 
 /// Where the kit has no `clone3` of its own: the usual clone is used.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", target_pointer_width = "64")))]
 #[allow(unsafe_code)]
 unsafe fn clone3_vm(
     _args: &mut CloneArgs,
@@ -488,6 +488,10 @@ mod tests {
     use super::*;
     use std::io::Read;
 
+    /// The checks that depend on how the clone joins a group, one at a
+    /// time (one of them turns the clone into a group off for a while).
+    static CLONE_INTO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// `command` spawned as a confined call with `setup`: its exit and
     /// what it wrote to stdout.
     fn run(mut command: HelperCommand, setup: ChildSetup) -> io::Result<(ExitStatus, String)> {
@@ -506,6 +510,9 @@ mod tests {
     /// cgroup v2 mount (as in CI).
     #[test]
     fn the_child_is_cloned_into_its_v2_group_without_writing_cgroup_procs() {
+        let _turn = CLONE_INTO
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
             .into_iter()
             .map(std::path::Path::new)
@@ -520,7 +527,11 @@ mod tests {
         };
         let name = format!("spillguard-clone-into-{}", std::process::id());
         let group = mount.join(&name);
-        std::fs::create_dir(&group).unwrap();
+        match std::fs::create_dir(&group) {
+            // Left by an earlier run that had this pid.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            made => made.unwrap(),
+        }
         let dir = rustix::fs::open(
             &group,
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
@@ -538,7 +549,13 @@ mod tests {
         };
         let script = HelperCommand::shell_script("sed -n 's/^0:://p' /proc/self/cgroup");
         let ran = run(script, setup);
-        let _ = std::fs::remove_dir(&group);
+        // The group empties once the reaped helper is released.
+        for _ in 0..500 {
+            if std::fs::remove_dir(&group).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         let (status, out) = ran.unwrap();
         assert!(status.success());
         assert_eq!(
@@ -546,6 +563,84 @@ mod tests {
             Some(name.as_str()),
             "{out}"
         );
+    }
+
+    /// Where the clone cannot name a group, the child writes `0` to the
+    /// v2 group's `cgroup.procs`; it joins a v1 group through `tasks`.
+    /// Needs root and a cgroup v2 mount (as in CI); the v1 part runs where
+    /// a v1 `pids` hierarchy is mounted.
+    #[test]
+    fn without_the_clone_into_a_group_the_child_writes_itself_in() {
+        let _turn = CLONE_INTO
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|m| m.join("cgroup.controllers").exists());
+        let (Some(mount), true) = (mount, rustix::process::geteuid().is_root()) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "this check needs root and cgroup v2 in CI"
+            );
+            eprintln!("skipped: this check needs root and cgroup v2");
+            return;
+        };
+        let name = format!("spillguard-write-in-{}", std::process::id());
+        let v1 = std::path::Path::new("/sys/fs/cgroup/pids");
+        let v1 = v1.join("tasks").exists().then(|| v1.join(&name));
+        let groups: Vec<_> = [Some(mount.join(&name)), v1.clone()]
+            .into_iter()
+            .flatten()
+            .collect();
+        for group in &groups {
+            match std::fs::create_dir(group) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                made => made.unwrap(),
+            }
+        }
+        let open = |path: std::path::PathBuf| {
+            OwnedFd::from(std::fs::OpenOptions::new().write(true).open(path).unwrap())
+        };
+        let setup = ChildSetup {
+            cgroup: Some(
+                rustix::fs::open(
+                    &groups[0],
+                    rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+                    rustix::fs::Mode::empty(),
+                )
+                .unwrap(),
+            ),
+            cgroup_procs: Some(open(groups[0].join("cgroup.procs"))),
+            tasks: v1.iter().map(|g| open(g.join("tasks"))).collect(),
+            ..ChildSetup::default()
+        };
+        let script = HelperCommand::shell_script("cat /proc/self/cgroup");
+        NO_CLONE_INTO_GROUP.store(true, Ordering::Relaxed);
+        let ran = run(script, setup);
+        NO_CLONE_INTO_GROUP.store(false, Ordering::Relaxed);
+        for group in &groups {
+            for _ in 0..500 {
+                if std::fs::remove_dir(group).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        let (status, out) = ran.unwrap();
+        assert!(status.success());
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{name}"))),
+            "{out}"
+        );
+        if v1.is_some() {
+            assert!(
+                out.lines()
+                    .any(|l| l.contains(":pids:") && l.ends_with(&format!("/{name}"))),
+                "{out}"
+            );
+        }
     }
 
     #[test]
