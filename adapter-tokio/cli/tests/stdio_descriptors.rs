@@ -177,17 +177,30 @@ fn request_response_round_trips_work_with_every_interactive_descriptor_kind() {
             if input == Kind::Terminal && output == Kind::Terminal {
                 continue;
             }
-            for mcp in [false, true] {
-                let what = format!("stdin {input:?}, stdout {output:?}, mcp {mcp}");
-                let record = temp_path(&format!("rt-{input:?}-{output:?}-{mcp}.jsonl"));
+            for (mcp, bounded) in [(false, false), (true, false), (false, true), (true, true)] {
+                // Bounded: the server cloned into a control group of its
+                // own with a process limit (root, as in CI).
+                if bounded && !rustix::process::geteuid().is_root() {
+                    assert!(
+                        std::env::var_os("CI").is_none(),
+                        "bounded rows need root in CI"
+                    );
+                    continue;
+                }
+                let what =
+                    format!("stdin {input:?}, stdout {output:?}, mcp {mcp}, bounded {bounded}");
+                let record = temp_path(&format!("rt-{input:?}-{output:?}-{mcp}-{bounded}.jsonl"));
                 let (guard_in, host_in) = ends(input, true);
                 let (guard_out, host_out) = ends(output, false);
-                let args: &[&str] = if mcp {
-                    &["--mcp", "--", "cat"]
-                } else {
-                    &["--", "cat"]
-                };
-                let mut child = guard(args, guard_in.into(), guard_out.into(), &record);
+                let mut args: Vec<&str> = Vec::new();
+                if mcp {
+                    args.push("--mcp");
+                }
+                if bounded {
+                    args.extend(["--pids-max", "16"]);
+                }
+                args.extend(["--", "cat"]);
+                let mut child = guard(&args, guard_in.into(), guard_out.into(), &record);
                 let replies = reader(host_out);
                 let mut host_in = File::from(host_in);
                 host_in.write_all(NOTE).unwrap();
@@ -205,6 +218,12 @@ fn request_response_round_trips_work_with_every_interactive_descriptor_kind() {
                 assert_eq!(record["stdout_bytes_forwarded"], both, "{what}");
                 assert_eq!(record["stdin_bytes_undelivered"], 0, "{what}");
                 assert_eq!(record["stdout_lines_diverted"], 0, "{what}");
+                let tree_kill = if bounded {
+                    "cgroup-v2"
+                } else {
+                    "process-group"
+                };
+                assert_eq!(record["tree_kill"], tree_kill, "{what}");
             }
         }
     }

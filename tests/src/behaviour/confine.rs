@@ -590,3 +590,73 @@ pub fn a_helper_in_a_group_below_its_own_is_killed_with_the_tree<H: HostUnderTes
     assert_eq!(processes_with(&marker), Vec::<u32>::new());
     assert_eq!(leftover_groups(), 0);
 }
+
+/// A helper running as root without the file sandbox moves sleepers into
+/// the spare groups kept for the next calls: the next call gets an empty
+/// group all the same (the sleepers are not in its tree or its record),
+/// and the sleepers are killed with the groups they hid in.
+pub fn a_process_hidden_in_a_spare_group_never_joins_the_next_call<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
+        10
+    )));
+    let host = host(HostOptions::default());
+    let Some(mount) = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|m| Path::new(m).join("cgroup.controllers").exists())
+    else {
+        panic!("no cgroup v2 mount");
+    };
+    let contained = |command: HelperCommand| {
+        let outcome = wait(host.launch(request(command).contain_tree(true).into_request()));
+        assert_eq!(
+            outcome.record.state,
+            State::Completed,
+            "{}",
+            outcome.record.to_json()
+        );
+        String::from_utf8(outcome.stdout.to_vec()).unwrap()
+    };
+    // Two calls, and the spares are made.
+    contained(HelperCommand::new("true"));
+    contained(HelperCommand::new("true"));
+    let spare = spillguard_kit::confine::SPARE_GROUPS;
+    let until = Instant::now() + Duration::from_secs(5);
+    while group_paths().len() != spare && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(group_paths().len(), spare);
+    let marker = format!("hidden-{}", std::process::id());
+    // It waits for the pool to make up for its own group and to remove
+    // the last call's, then hides a sleeper in each spare.
+    let hide = "sleep 0.3; own=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+                parent=\"$1${own%/*}\"; n=0; \
+                for d in \"$parent\"/spillguard.*; do \
+                  [ \"$d\" = \"$1$own\" ] && continue; \
+                  setsid sh -c 'echo $$ > \"$2/cgroup.procs\" && sleep 30; : \"$1\"' \
+                    sh \"$2\" \"$d\" </dev/null >/dev/null 2>&1 & \
+                  n=$((n+1)); \
+                done; echo $n; sleep 0.3";
+    let hidden = contained(HelperCommand::shell_script(hide).args([mount, &marker]));
+    assert_eq!(hidden, format!("{spare}\n"));
+    assert_eq!(processes_with(&marker).len(), spare);
+    // The next call lists the command lines of its group's processes.
+    let list = "g=\"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\"; \
+                for p in $(cat \"$g/cgroup.procs\"); do \
+                  tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null; echo; \
+                done";
+    let listed = contained(HelperCommand::shell_script(list).arg(mount));
+    assert!(!listed.contains(&marker), "{listed}");
+    assert!(!listed.is_empty());
+    assert_eq!(leftover_groups(), 0);
+    let until = Instant::now() + Duration::from_secs(5);
+    while !processes_with(&marker).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(processes_with(&marker), Vec::<u32>::new());
+}

@@ -123,6 +123,7 @@ macro_rules! behaviour_suite {
             a_sandboxed_helper_cannot_leave_its_control_group,
             ended_calls_leave_only_the_spare_groups,
             a_helper_in_a_group_below_its_own_is_killed_with_the_tree,
+            a_process_hidden_in_a_spare_group_never_joins_the_next_call,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -230,7 +230,7 @@ impl TreeGroup {
         };
         let mut v2_error = String::from("no cgroup v2 hierarchy is mounted");
         if let Some(parent) = &found.v2 {
-            match pool::take(parent) {
+            match take_empty(parent) {
                 Ok(dir) if has_kill(&dir) => group.v2 = Some(dir),
                 Ok(dir) => {
                     pool::retire([dir]);
@@ -261,7 +261,7 @@ impl TreeGroup {
             if let Some((_, dir)) = group.v1.iter().find(|(_, d)| d.parent() == Some(parent)) {
                 return Ok((dir.clone(), Version::V1));
             }
-            match pool::take(parent) {
+            match take_empty(parent) {
                 Ok(dir) => {
                     group.v1.push((controller.to_owned(), dir.clone()));
                     Ok((dir, Version::V1))
@@ -447,6 +447,22 @@ impl Drop for TreeGroup {
     fn drop(&mut self) {
         self.end(Duration::from_millis(500));
     }
+}
+
+/// An empty group under `parent` from the pool. A spare group a process
+/// has moved into since it was made (a helper running as root, without
+/// the file sandbox, can write itself anywhere) is not handed to a call,
+/// whose tree and record it would join: it goes back to be killed and
+/// removed, and the next is taken (a new one once the spares are gone).
+fn take_empty(parent: &Path) -> io::Result<PathBuf> {
+    for _ in 0..pool::SPARE {
+        let dir = pool::take(parent)?;
+        match procs(&dir) {
+            Ok(pids) if pids.is_empty() => return Ok(dir),
+            _ => pool::retire([dir]),
+        }
+    }
+    pool::take(parent)
 }
 
 /// Whether a v2 group has `cgroup.kill` (Linux 5.14): looked at once.

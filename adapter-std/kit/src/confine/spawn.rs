@@ -504,6 +504,34 @@ mod tests {
         Ok((status, out))
     }
 
+    /// The cgroup v2 mount, when this process is root (as in CI, where
+    /// both must be there); `None`, said on stderr, elsewhere.
+    fn v2_mount_as_root() -> Option<&'static std::path::Path> {
+        let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|m| m.join("cgroup.controllers").exists());
+        if mount.is_none() || !rustix::process::geteuid().is_root() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "this check needs root and cgroup v2 in CI"
+            );
+            eprintln!("skipped: this check needs root and cgroup v2");
+            return None;
+        }
+        mount
+    }
+
+    /// Removes a test's group once its reaped helper has left it.
+    fn remove_once_empty(group: &std::path::Path) {
+        for _ in 0..500 {
+            if std::fs::remove_dir(group).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// The child joins its v2 group at birth (`CLONE_INTO_CGROUP`): its
     /// `cgroup.procs` here is `/dev/full`, whose write would fail the
     /// spawn, and the helper finds itself in the group. Needs root and a
@@ -513,16 +541,7 @@ mod tests {
         let _turn = CLONE_INTO
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-            .into_iter()
-            .map(std::path::Path::new)
-            .find(|m| m.join("cgroup.controllers").exists());
-        let (Some(mount), true) = (mount, rustix::process::geteuid().is_root()) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this check needs root and cgroup v2 in CI"
-            );
-            eprintln!("skipped: this check needs root and cgroup v2");
+        let Some(mount) = v2_mount_as_root() else {
             return;
         };
         let name = format!("spillguard-clone-into-{}", std::process::id());
@@ -549,13 +568,7 @@ mod tests {
         };
         let script = HelperCommand::shell_script("sed -n 's/^0:://p' /proc/self/cgroup");
         let ran = run(script, setup);
-        // The group empties once the reaped helper is released.
-        for _ in 0..500 {
-            if std::fs::remove_dir(&group).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        remove_once_empty(&group);
         let (status, out) = ran.unwrap();
         assert!(status.success());
         assert_eq!(
@@ -574,16 +587,7 @@ mod tests {
         let _turn = CLONE_INTO
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mount = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-            .into_iter()
-            .map(std::path::Path::new)
-            .find(|m| m.join("cgroup.controllers").exists());
-        let (Some(mount), true) = (mount, rustix::process::geteuid().is_root()) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this check needs root and cgroup v2 in CI"
-            );
-            eprintln!("skipped: this check needs root and cgroup v2");
+        let Some(mount) = v2_mount_as_root() else {
             return;
         };
         let name = format!("spillguard-write-in-{}", std::process::id());
@@ -619,14 +623,7 @@ mod tests {
         NO_CLONE_INTO_GROUP.store(true, Ordering::Relaxed);
         let ran = run(script, setup);
         NO_CLONE_INTO_GROUP.store(false, Ordering::Relaxed);
-        for group in &groups {
-            for _ in 0..500 {
-                if std::fs::remove_dir(group).is_ok() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-        }
+        groups.iter().for_each(|group| remove_once_empty(group));
         let (status, out) = ran.unwrap();
         assert!(status.success());
         assert!(
