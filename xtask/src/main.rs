@@ -1,5 +1,6 @@
 //! Workspace tasks, run as `cargo xtask <task>`.
 
+mod audit_fixtures;
 mod bench;
 mod fuzz;
 mod release;
@@ -59,6 +60,15 @@ tasks:
                       publishes it). `release --check`: every manifest
                       agrees; `release --check-tag vX.Y.Z`: and says the
                       tag's version. Exit status 1 on a disagreement.
+  audit-fixtures [--exe PATH]
+                      write the audit log fixtures of the record format
+                      version this release writes (a plain and a sealed
+                      log of run, stdio and mcp calls, their anchors and
+                      key, what audit verify, sessions and activity said)
+                      in adapter-tokio/cli/tests/fixtures/audit/vN/, and
+                      that version's layout in core/tests/audit_formats/;
+                      run once per format version (it refuses one whose
+                      fixtures exist), after raising FORMAT_VERSION.
   help                this text
 ";
 
@@ -75,6 +85,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(args.collect()),
         Some("fuzz") => fuzz::run(args.collect()),
         Some("release") => release::run(args.collect()),
+        Some("audit-fixtures") => audit_fixtures::run(args.collect()),
         Some(other) => {
             eprintln!("xtask: unknown task `{other}` (try `cargo xtask help`)");
             ExitCode::from(2)

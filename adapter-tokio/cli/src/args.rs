@@ -111,6 +111,9 @@ Exit status of `audit`:
      no --key-file was given: its seals were not checked
 `sessions` and `activity` exit 0 for a log that is ok, unanchored or torn at
 the tail, and with the verdict's status otherwise (nothing is shown).
+Records of any earlier format version are read; a record written by a newer
+release is verified as a link of the chain but not read: `verify` says how
+many (still exit 0 when ok), the views leave them out and say so on stderr.
 The log is streamed, in memory that does not grow with it; `activity`
 reads it twice (it verifies the whole log, then prints its rows).
 

@@ -22,8 +22,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 use spillguard_std::KeySource;
 use spillguard_std::core::audit::{
-    Activity, ActivityRow, Anchor, Comparison, Difference, ExpectedCall, Key, Record, SessionRow,
-    Sessions, Transition, Verdict, Verifier, VerifyOptions,
+    Activity, ActivityRow, Anchor, Comparison, Difference, ExpectedCall, FORMAT_VERSION, Key,
+    NewerRecords, OLDEST_FORMAT_VERSION, Record, SessionRow, Sessions, Transition, Verdict,
+    Verifier, VerifyOptions,
 };
 
 use self::input::{OpenError, ReadError, open_regular, read_log};
@@ -143,6 +144,9 @@ struct Reading {
     /// A record was accepted without its entry: the log is sealed and no
     /// key was given.
     sealed: bool,
+    /// Records of a newer format version than this release reads: their
+    /// chain verified, their entries not read.
+    newer: NewerRecords,
     /// Bytes read: the log's length when it was read.
     end: u64,
 }
@@ -170,16 +174,18 @@ impl Log<'_> {
         let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
         let mut sealed = false;
         let end = read_log(&mut self.file, &mut verifier, limit, |record| {
-            sealed |= record.entry.is_none();
+            sealed |= record.entry.is_none() && !record.is_newer_format();
             each(&record)
         })
         .map_err(|error| match error {
             ReadError::Input(e) => usage(format!("cannot read {}: {e}", self.path.display())),
             ReadError::Record(failure) => failure,
         })?;
+        let newer = verifier.newer_records();
         Ok(Reading {
             verdict: verifier.finish(),
             sealed,
+            newer,
             end,
         })
     }
@@ -194,6 +200,17 @@ impl Log<'_> {
             )));
         }
         Ok(())
+    }
+
+    /// A view leaves out the records of a newer format version: it says
+    /// so on stderr, so that the rows are not taken for the whole log.
+    fn say_unread(&self, reading: &Reading) {
+        if let Some(line) = newer_line(reading.newer) {
+            eprintln!(
+                "spillguard: {}: {line}; the rows leave them out",
+                self.path.display()
+            );
+        }
     }
 
     /// Without the key, a sealed record or the anchor's MAC is checked by
@@ -266,6 +283,7 @@ fn verify(
     let differences = comparison.map(Comparison::finish);
     let checked = Checked {
         seals: !log.seals_unchecked(&reading),
+        newer: reading.newer,
         expected: expected.zip(differences.as_deref()),
     };
     print_verdict(out, args, &reading.verdict, checked)
@@ -282,6 +300,7 @@ fn show_sessions(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<
     if reading.verdict.is_rejected() {
         return Err(Failure::Refused(reading.verdict));
     }
+    log.say_unread(&reading);
     view.handle_end();
     let rows: Vec<SessionRow> = std::iter::from_fn(|| view.poll_row()).collect();
     print_sessions(out, &rows, json)?;
@@ -309,6 +328,7 @@ fn show_activity(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<
     if first.verdict.is_rejected() {
         return Err(Failure::Refused(first.verdict));
     }
+    log.say_unread(&first);
     if let Some(widths) = &widths {
         line(out, &ACTIVITY_HEADER, widths)?;
     }
@@ -370,6 +390,8 @@ struct Checked<'a> {
     /// `false` when the log is sealed or the anchor MACed and no key was
     /// given.
     seals: bool,
+    /// The records of a newer format version, left unread.
+    newer: NewerRecords,
     /// The lifecycles of `--expect`, when given, and how the log differs
     /// from them.
     expected: Option<(&'a [ExpectedCall], &'a [Difference])>,
@@ -390,6 +412,7 @@ fn print_verdict(
         let json = VerifyJson {
             verdict,
             seals_checked: checked.seals,
+            newer_records: (checked.newer.records > 0).then_some(checked.newer),
             differences,
         };
         json_line(out, &json)?;
@@ -407,6 +430,9 @@ fn print_verdict(
         }
         if !checked.seals {
             writeln!(out, "{SEALS_NOT_CHECKED}")?;
+        }
+        if let Some(line) = newer_line(checked.newer) {
+            writeln!(out, "{line}")?;
         }
         if let Some((expected, differences)) = checked.expected {
             if differences.is_empty() {
@@ -443,8 +469,31 @@ struct VerifyJson<'a> {
     /// `false` when the log is sealed (or the anchor MACed) and no key was
     /// given: the chain alone was verified.
     seals_checked: bool,
+    /// Records of a newer format version than this release reads, when
+    /// there are any: `{"records": N, "newest": V}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    newer_records: Option<NewerRecords>,
     #[serde(skip_serializing_if = "Option::is_none")]
     differences: Option<&'a [Difference]>,
+}
+
+/// What is said of the records a newer release wrote, when there are any.
+fn newer_line(newer: NewerRecords) -> Option<String> {
+    let records = match newer.records {
+        0 => return None,
+        1 => "1 record".to_owned(),
+        n => format!("{n} records"),
+    };
+    let readable = if OLDEST_FORMAT_VERSION == FORMAT_VERSION {
+        format!("{FORMAT_VERSION}")
+    } else {
+        format!("{OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
+    };
+    Some(format!(
+        "{records} of a newer format version (up to {}) than this release reads ({readable}): \
+         their chain verified, their contents were not read; a later release reads them",
+        newer.newest
+    ))
 }
 
 fn transition(t: Option<&Transition>) -> String {

@@ -7,8 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::chain::{ChainHash, LogId, frame_hash};
 use super::seal::Nonce;
 
-/// The format version written in every frame.
-pub(crate) const VERSION: u8 = 1;
+/// The format version a writer puts in every frame it writes.
+pub(crate) use super::format::FORMAT_VERSION as VERSION;
 /// Bytes of the frame header: body length and its complement.
 pub(crate) const HEADER_BYTES: usize = 8;
 /// Bytes of the chain hash that ends every frame.
@@ -177,6 +177,7 @@ pub(crate) enum BuildError {
 /// is left as it was.
 pub(crate) fn write_frame(
     out: &mut Vec<u8>,
+    version: u8,
     seq: u64,
     log_id: LogId,
     prev: &ChainHash,
@@ -185,7 +186,7 @@ pub(crate) fn write_frame(
     let start = out.len();
     out.extend_from_slice(&[0u8; HEADER_BYTES]);
     let body = Body {
-        version: VERSION,
+        version,
         seq,
         log_id: log_id.0,
         prev: prev.0,
@@ -227,6 +228,7 @@ mod tests {
         let prev = ChainHash([5; 32]);
         let hash = write_frame(
             &mut out,
+            VERSION,
             300,
             LogId([1; 16]),
             &prev,

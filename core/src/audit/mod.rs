@@ -17,7 +17,7 @@
 //! happen: the attempt before dispatch, every transition, the final record
 //! ([`LogEntry::Call`]).
 //!
-//! # Frame layout (format version 1)
+//! # Frame layout (every format version)
 //!
 //! A log is a sequence of frames with nothing before, between or after
 //! them. Frame `n` (from 0) is:
@@ -26,7 +26,7 @@
 //! |---|---|---|
 //! | 4 | `body_len`: bytes after the header | u32 little-endian, 84 ..= 16 MiB |
 //! | 4 | `body_len_check` | `!body_len` (bitwise complement), u32 LE |
-//! | 1 | version | `1` |
+//! | 1 | version | the entry's format version, [`FORMAT_VERSION`] when written (see [format versions](#format-versions)) |
 //! | 1–10 | sequence number | postcard varint u64; equals `n` |
 //! | 16 | log id | raw |
 //! | 32 | previous hash | raw; frame 0: [`ChainHash::genesis`] of the log id |
@@ -42,9 +42,8 @@
 //! exactly. Postcard writes fields in order and enum variants by index, so
 //! the field and variant order of [`LogEntry`] and of the core types it
 //! holds ([`AuditEvent`], [`CallRecord`](crate::CallRecord),
-//! [`State`](crate::State), …) is part of the format: new variants and
-//! fields go at the end, behind a new format version if old readers must
-//! not misread them.
+//! [`State`](crate::State), …) is the entry's format: it changes only
+//! with a new format version.
 //!
 //! **Chain hash.** The hash is BLAKE3 in `derive_key` mode with context
 //! `"spillguard audit chain v1"`, over every byte of the frame before the
@@ -68,6 +67,41 @@
 //! Its text form is `sga2.…` (format 1, `sga1.…`, without the offset, is
 //! still read); see [`Anchor`].
 //!
+//! # Format versions
+//!
+//! Each record names the format version of its entry; the frame around it
+//! is the same in every version. A reader decodes every version from
+//! [`OLDEST_FORMAT_VERSION`] to [`FORMAT_VERSION`] (a field added later
+//! reads as absent in an older record), and a log may hold records of
+//! several versions. A record of a newer version than the reader's is
+//! verified as a link of the chain like any other and handed on without
+//! its entry ([`Record::is_newer_format`]): never reported as tampering,
+//! and the rest of the log still verifies.
+//!
+//! ## Adding a field to a record
+//!
+//! An audit log written by any release must stay readable by every later
+//! one. Postcard writes fields in order without names, so a record's
+//! layout is its types' field and variant order. To change it:
+//!
+//! 1. Freeze the version being left: copy the types whose encoding
+//!    changes, and every type that holds one of them up to [`LogEntry`],
+//!    into a module `v{N}` beside `format.rs`, as they are; write a `From`
+//!    that turns its `LogEntry` into today's, giving each new field its
+//!    absent value (`None`, `0`, empty).
+//! 2. Add the field at the end of its struct (or the variant at the end of
+//!    its enum), raise [`FORMAT_VERSION`] to `N + 1`, and decode version
+//!    `N` through the frozen types in `format::decode_entry`.
+//! 3. Write the new version's fixtures with `cargo xtask audit-fixtures`
+//!    (a plain and a sealed log written by the CLI, their anchors and
+//!    key, what `audit verify`, `sessions` and `activity` said of them,
+//!    and the new layout's description) and commit them. The fixtures of
+//!    every earlier version stay as they are: CI reads them all.
+//!
+//! A test traces the layout of [`LogEntry`] and fails when it differs from
+//! the one recorded for [`FORMAT_VERSION`]: a record type cannot change
+//! without a new version and its fixtures.
+//!
 //! # Verification rules
 //!
 //! The verifier reads frames in order. For frame `n` at byte `offset`:
@@ -77,8 +111,10 @@
 //!    A length that does not match its complement, or is out of bounds,
 //!    is [`TamperKind::Modified`].
 //! 2. **Hash.** The frame must match its own hash, else `Modified`.
-//! 3. **Body.** It must decode and name version 1, else
-//!    [`Verdict::Malformed`].
+//! 3. **Body.** It must decode and name a version that was written (1 or
+//!    later), else [`Verdict::Malformed`]. A version newer than
+//!    [`FORMAT_VERSION`] is checked by every rule below except the
+//!    entry's decoding.
 //! 4. **Log id.** It must be the anchor's (or frame 0's), else
 //!    [`TamperKind::WrongLog`].
 //! 5. **Sequence and link.** With sequence number `s`:
@@ -148,6 +184,7 @@
 mod anchor;
 mod chain;
 mod expect;
+mod format;
 mod frame;
 mod seal;
 mod verdict;
@@ -162,10 +199,11 @@ use crate::call::AuditEvent;
 pub use anchor::{Anchor, AnchorMac, AnchorParseError};
 pub use chain::{ChainHash, HexParseError, LogId};
 pub use expect::{Comparison, Difference, ExpectedCall, Transition, compare};
+pub use format::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use frame::MAX_BODY_BYTES;
 pub use seal::{Key, KeyId, Nonce};
 pub use verdict::{MalformedReason, Record, TamperKind, Verdict};
-pub use verify::{Verifier, VerifyOptions, verify, verify_and_read};
+pub use verify::{NewerRecords, Verifier, VerifyOptions, verify, verify_and_read};
 pub use views::{Activity, ActivityRow, SessionRow, Sessions, StateCount, activity, sessions};
 pub use writer::{AppendError, LogWriter, Resume, ResumeError, TornTail};
 

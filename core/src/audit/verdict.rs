@@ -158,7 +158,7 @@ pub enum TamperKind {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum MalformedReason {
-    /// The frame says it was written by another format version.
+    /// The frame names a format version no release ever wrote (0).
     UnsupportedVersion {
         /// The version it names.
         version: u8,
@@ -178,8 +178,21 @@ pub struct Record {
     pub offset: u64,
     /// Its chain hash.
     pub hash: ChainHash,
-    /// The entry; `None` when it is sealed and no key was given.
+    /// The format version its entry was written in.
+    pub format_version: u8,
+    /// The entry; `None` when it is sealed and no key was given, or when
+    /// its format is newer than this reader's
+    /// ([`is_newer_format`](Self::is_newer_format)).
     pub entry: Option<LogEntry>,
+}
+
+impl Record {
+    /// Whether the record was written in a format version newer than this
+    /// reader's ([`FORMAT_VERSION`](super::FORMAT_VERSION)): its link in
+    /// the chain verified, but its entry was not read.
+    pub fn is_newer_format(&self) -> bool {
+        self.format_version > super::FORMAT_VERSION
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -259,7 +272,7 @@ impl fmt::Display for MalformedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MalformedReason::UnsupportedVersion { version } => {
-                write!(f, "format version {version} is not supported")
+                write!(f, "format version {version} was never written")
             }
             MalformedReason::UndecodableBody => f.write_str("the frame body does not decode"),
             MalformedReason::UndecodableEntry => f.write_str("the entry does not decode"),

@@ -12,9 +12,12 @@
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 
+use serde::Serialize;
+
 use super::LogEntry;
 use super::anchor::{Anchor, MacCheck};
 use super::chain::{ChainHash, LogId};
+use super::format::{self, DecodeError, Decoded};
 use super::frame::{self, Frame, HEADER_BYTES, Header, Payload, VERSION};
 use super::seal::{Key, KeyId, KeySchedule};
 use super::verdict::{MalformedReason, Record, TamperKind, Verdict};
@@ -185,7 +188,20 @@ pub struct Verifier {
     /// must be the anchor's head).
     link_from_anchor: bool,
     ready: VecDeque<Record>,
+    /// Records accepted whose format is newer than this reader's.
+    newer: NewerRecords,
     phase: Phase,
+}
+
+/// Records of a newer format version than this reader's
+/// ([`FORMAT_VERSION`](super::FORMAT_VERSION)): verified as links of the
+/// chain, their entries not read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NewerRecords {
+    /// How many were accepted.
+    pub records: u64,
+    /// The newest version among them (0 when there is none).
+    pub newest: u8,
 }
 
 impl Verifier {
@@ -214,6 +230,7 @@ impl Verifier {
             seek: None,
             link_from_anchor: false,
             ready: VecDeque::new(),
+            newer: NewerRecords::default(),
             phase: Phase::Reading,
         };
         if let (Some(keys), Some(anchor)) = (&verifier.keys, &verifier.anchor) {
@@ -409,6 +426,12 @@ impl Verifier {
         self.log_id
     }
 
+    /// The records accepted so far whose format version is newer than
+    /// this reader's: their chain verified, their entries were not read.
+    pub fn newer_records(&self) -> NewerRecords {
+        self.newer
+    }
+
     /// Whether the log's records are sealed, once the first is read.
     pub fn sealed(&self) -> Option<bool> {
         self.sealed
@@ -478,7 +501,7 @@ impl Verifier {
         let Some(present) = partial.get(HEADER_BYTES..) else {
             return true;
         };
-        let expected = match self.log_id {
+        let mut expected = match self.log_id {
             Some(log_id) => frame::fixed_prefix(self.next_index, log_id, &self.head),
             // Frame 0 of a log whose id is not known yet: the id is in the
             // frame, and the previous hash must be its genesis value.
@@ -493,6 +516,13 @@ impl Verifier {
                 None => vec![VERSION, 0],
             },
         };
+        // The writer may be of another release than this reader: its
+        // frame may name any format version that was ever written.
+        if let (Some(&version), Some(first)) = (present.first(), expected.first_mut())
+            && format::is_written_version(version)
+        {
+            *first = version;
+        }
         // The anchored record's previous hash is not known before it is
         // read: only what precedes it in the frame can be compared.
         let known = if self.link_from_anchor {
@@ -621,8 +651,8 @@ impl Verifier {
         let Some(body) = frame.body() else {
             return self.malformed(MalformedReason::UndecodableBody);
         };
-        if body.version != VERSION {
-            let version = body.version;
+        let version = body.version;
+        if !format::is_written_version(version) {
             return self.malformed(MalformedReason::UnsupportedVersion { version });
         }
         let log_id = LogId(body.log_id);
@@ -688,9 +718,9 @@ impl Verifier {
         self.sealed = Some(sealed);
 
         let entry = match (&body.payload, &self.keys) {
-            (Payload::Plain(bytes), _) => match decode_entry(bytes.0) {
-                Some(entry) => Some(entry),
-                None => return self.malformed(MalformedReason::UndecodableEntry),
+            (Payload::Plain(bytes), _) => match self.decode(version, bytes.0) {
+                Ok(entry) => entry,
+                Err(reason) => return self.malformed(reason),
             },
             (Payload::Sealed { .. }, None) => None,
             (
@@ -715,9 +745,9 @@ impl Verifier {
                 let Ok(plain) = keys.open(log_id, body.seq, &prev, nonce, ciphertext.0) else {
                     return self.decide(self.tampered(TamperKind::BadMac));
                 };
-                match decode_entry(&plain) {
-                    Some(entry) => Some(entry),
-                    None => return self.malformed(MalformedReason::UndecodableEntry),
+                match self.decode(version, &plain) {
+                    Ok(entry) => entry,
+                    Err(reason) => return self.malformed(reason),
                 }
             }
         };
@@ -730,6 +760,10 @@ impl Verifier {
         }
         self.head = hash;
         self.remember(index, hash);
+        if version > VERSION {
+            self.newer.records += 1;
+            self.newer.newest = self.newer.newest.max(version);
+        }
         self.last_offset = Some(self.offset);
         self.link_from_anchor = false;
         self.next_index += 1;
@@ -738,6 +772,7 @@ impl Verifier {
                 index,
                 offset: self.offset,
                 hash,
+                format_version: version,
                 entry,
             });
         }
@@ -760,20 +795,25 @@ impl Verifier {
         }
     }
 
+    /// Reads a record's entry by its format version; a newer version than
+    /// this reader's is left unread.
+    fn decode(&self, version: u8, bytes: &[u8]) -> Result<Option<LogEntry>, MalformedReason> {
+        match format::decode_entry(version, bytes) {
+            Ok(Decoded::Entry(entry)) => Ok(Some(entry)),
+            Ok(Decoded::Newer) => Ok(None),
+            Err(DecodeError::UnknownVersion) => {
+                Err(MalformedReason::UnsupportedVersion { version })
+            }
+            Err(DecodeError::Undecodable) => Err(MalformedReason::UndecodableEntry),
+        }
+    }
+
     fn malformed(&mut self, reason: MalformedReason) {
         self.decide(Verdict::Malformed {
             record_index: self.next_index,
             offset: self.offset,
             reason,
         });
-    }
-}
-
-/// Decodes a postcard [`LogEntry`] that must fill `bytes` exactly.
-fn decode_entry(bytes: &[u8]) -> Option<LogEntry> {
-    match postcard::take_from_bytes::<LogEntry>(bytes) {
-        Ok((entry, [])) => Some(entry),
-        _ => None,
     }
 }
 

@@ -12,7 +12,7 @@ use std::fmt;
 use super::LogEntry;
 use super::anchor::Anchor;
 use super::chain::{ChainHash, LogId};
-use super::frame::{self, BuildError, Bytes, Frame, Header, Payload};
+use super::frame::{self, BuildError, Bytes, Frame, Header, Payload, VERSION};
 use super::seal::{Key, KeySchedule, Nonce};
 use super::verdict::Verdict;
 use super::verify::{Verifier, VerifyOptions};
@@ -349,24 +349,43 @@ impl LogWriter {
         nonce: Option<Nonce>,
         out: &mut Vec<u8>,
     ) -> Result<(), AppendError> {
-        match (&self.keys, nonce) {
-            (Some(_), None) => return Err(AppendError::NonceRequired),
-            (None, Some(_)) => return Err(AppendError::NonceForPlainLog),
-            (Some(_), Some(nonce)) if self.last_nonce == Some(nonce) => {
-                return Err(AppendError::NonceReused);
-            }
-            _ => {}
-        }
-        let start = out.len();
+        self.check_nonce(nonce)?;
         let mut payload = std::mem::take(&mut self.scratch);
         payload.clear();
-        let mut payload = postcard::to_extend(entry, payload).map_err(|_| AppendError::Encode)?;
+        let payload = postcard::to_extend(entry, payload).map_err(|_| AppendError::Encode)?;
+        self.write_encoded(VERSION, payload, nonce, out)
+    }
+
+    /// A nonce is given exactly when the log is sealed, and never twice
+    /// in a row.
+    fn check_nonce(&self, nonce: Option<Nonce>) -> Result<(), AppendError> {
+        match (&self.keys, nonce) {
+            (Some(_), None) => Err(AppendError::NonceRequired),
+            (None, Some(_)) => Err(AppendError::NonceForPlainLog),
+            (Some(_), Some(nonce)) if self.last_nonce == Some(nonce) => {
+                Err(AppendError::NonceReused)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Frames the encoded entry `payload` (sealing it with `nonce` when
+    /// the log is sealed) as a record of format `version`.
+    fn write_encoded(
+        &mut self,
+        version: u8,
+        mut payload: Vec<u8>,
+        nonce: Option<Nonce>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AppendError> {
+        let start = out.len();
         let built = match (&self.keys, &nonce) {
             (Some(keys), Some(nonce)) => {
                 let sealed = keys.seal(self.log_id, self.next_seq, &self.head, nonce, &mut payload);
                 match sealed {
                     Ok(()) => frame::write_frame(
                         out,
+                        version,
                         self.next_seq,
                         self.log_id,
                         &self.head,
@@ -381,6 +400,7 @@ impl LogWriter {
             }
             _ => frame::write_frame(
                 out,
+                version,
                 self.next_seq,
                 self.log_id,
                 &self.head,
@@ -400,6 +420,22 @@ impl LogWriter {
             self.last_nonce = nonce;
         }
         Ok(())
+    }
+
+    /// What a writer of another release would append: a record of format
+    /// `version` whose encoded entry is `entry_bytes`. For tests of
+    /// readers against logs written across releases.
+    #[doc(hidden)]
+    pub fn append_encoded_as(
+        &mut self,
+        version: u8,
+        entry_bytes: &[u8],
+        nonce: Option<Nonce>,
+    ) -> Result<Vec<u8>, AppendError> {
+        self.check_nonce(nonce)?;
+        let mut out = Vec::new();
+        self.write_encoded(version, entry_bytes.to_vec(), nonce, &mut out)?;
+        Ok(out)
     }
 
     /// A checkpoint of the log as written so far, with the offset of its
