@@ -598,9 +598,11 @@ fn a_response_answers_its_request_only_by_id_in_type_and_value() {
     assert_eq!(lines, want);
 }
 
-/// Only `accept` with the content the card asked for (its schema declares
-/// no field: `{}`) grants; every other answer is denied with its reason in
-/// the record, and `cancel` cancels before dispatch.
+/// Only `accept` with the content the card asked for grants: its schema
+/// declares no field, so `{}`, `null` and no `content` at all; content
+/// that is not an object or names a field the schema lacks is denied with
+/// its reason in the record, as is every other answer, and `cancel`
+/// cancels before dispatch.
 #[test]
 fn an_elicitation_grants_only_with_accept_and_the_requested_content() {
     let name = "content";
@@ -618,17 +620,20 @@ fn an_elicitation_grants_only_with_accept_and_the_requested_content() {
             "denied",
             json!("accept with content that is not an object"),
         ),
+        // The card asks for no field: an accept that leaves `content` out
+        // (as the MCP Python SDK's `ElicitResult(action="accept")` does)
+        // or sends null gives everything asked for.
         (
             json!({"result": {"action": "accept"}}),
-            "denied",
-            "denied",
-            json!("accept without the requested content"),
+            "completed",
+            "granted",
+            Value::Null,
         ),
         (
             json!({"result": {"action": "accept", "content": null}}),
-            "denied",
-            "denied",
-            json!("accept without the requested content"),
+            "completed",
+            "granted",
+            Value::Null,
         ),
         (
             json!({"result": {"action": "accept", "content": {"approve": true}}}),

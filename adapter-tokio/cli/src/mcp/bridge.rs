@@ -662,14 +662,19 @@ enum Verdict {
 }
 
 /// The verdict on `answer`, an elicitation result for a card that asked
-/// for `schema`. Only `accept` whose `content` is an object of the
-/// schema grants: every required field there, each field one the schema
-/// declares, of its declared type (for the card's empty schema: `{}`).
-/// `decline` is denied ("the approver declined"), `cancel` cancels, and
-/// an accept without that content is denied with the reason.
+/// for `schema`. Only `accept` grants, and only with the content the
+/// schema asks for: an object with every required field, each field one
+/// the schema declares, of its declared type. A schema with no field asks
+/// for nothing, so there `content` absent, `null` (read as absent) and
+/// `{}` all grant: clients send any of them for a form with nothing to
+/// fill (the MCP Python SDK's `ElicitResult(action="accept")` leaves it
+/// out). `decline` is denied ("the approver declined"), `cancel`
+/// cancels, and an accept without the content asked for is denied with
+/// the reason.
 fn judge(answer: &ElicitResult, schema: &ElicitationSchema) -> Verdict {
     match answer.action {
         ElicitationAction::Accept => match &answer.content {
+            None if schema.properties.is_empty() => Verdict::Grant,
             None => Verdict::Decline("accept without the requested content".into()),
             Some(Value::Object(content)) if fits(content, schema) => Verdict::Grant,
             Some(Value::Object(_)) => Verdict::Decline(

@@ -345,6 +345,19 @@ check('server declares tools', typeof client.getServerCapabilities()?.tools, 'ob
     check('approve: file created', fs.existsSync(file), true);
 }
 
+// Approval accepted with no content: the card's form has no field, so a
+// client may leave `content` out.
+{
+    const file = path.join(dir, 'approved-bare');
+    answer = async () => ({ action: 'accept' });
+    const result = await client.callTool({ name: 'touch', arguments: { path: file } });
+    expected.push('completed');
+    check('approve without content: state', result.structuredContent.state, 'completed');
+    check('approve without content: approval', result.structuredContent.approval, 'granted');
+    check('approve without content: exit_status', result.structuredContent.exit_status, 0);
+    check('approve without content: file created', fs.existsSync(file), true);
+}
+
 // Approval declined.
 {
     const file = path.join(dir, 'declined');

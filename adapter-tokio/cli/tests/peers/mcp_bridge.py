@@ -130,6 +130,10 @@ class Approver:
         action, delay = self.answers.pop(0) if self.answers else ("decline", 0)
         if delay:
             await anyio.sleep(delay)
+        if action == "accept-bare":
+            # What a callback writes for a form with nothing to fill: the
+            # SDK then leaves `content` out of the result.
+            return types.ElicitResult(action="accept")
         return types.ElicitResult(action=action, content={} if action == "accept" else None)
 
 
@@ -213,6 +217,19 @@ async def main_session():
             equal(approver.messages[-1], card(done), "the card")
             equal((result.is_error, sc["state"], sc["approval"]), (False, "completed", "granted"), "accepted")
             check(os.path.exists(done), "the approved helper ran")
+
+            # Accepted with no content at all (`ElicitResult(action="accept")`):
+            # the card asks for no field, so that is a yes too.
+            bare = os.path.join(WORK, "accepted-bare")
+            approver.answers.append(("accept-bare", 0))
+            result = await client.call_tool("touch", {"path": bare})
+            sc = content(result)
+            equal(
+                (result.is_error, sc["state"], sc["approval"], sc["exit_status"]),
+                (False, "completed", "granted", 0),
+                "accepted without content",
+            )
+            check(os.path.exists(bare), "the helper approved without content ran")
 
             # Declined and cancelled: nothing runs.
             for action, state in (("decline", "denied"), ("cancel", "cancelled_before_dispatch")):
@@ -319,7 +336,7 @@ async def main_session():
     equal(by_state.get(("flood", "completed")), 2, "the floods' records")
     equal(by_state.get(("touch", "denied")), 21 + noisy_calls, "the denied cards' records")
     equal(by_state.get(("leak", "completed")), 1, "the leak's record")
-    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 40, "every call has its record")
+    equal(len(records), 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 40, "every call has its record")
     sessions = subprocess.run(
         [SPILLGUARD, "audit", "sessions", log, "--json"], check=True, capture_output=True, text=True
     ).stdout.splitlines()
