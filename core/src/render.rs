@@ -708,8 +708,10 @@ struct Part {
 impl Part {
     /// `bytes` showing `shown`, with `spans` clipped to it: a secret that
     /// straddles an edge is replaced over its visible part.
+    /// A token glued to the word before it, which no rule finds, is
+    /// hidden as `[cut]` over its visible part where an edge cuts it.
     fn clipped(bytes: Vec<u8>, shown: Range<usize>, spans: &[Span]) -> Part {
-        let spans = spans
+        let mut clipped: Vec<Span> = spans
             .iter()
             .filter(|s| s.end > shown.start && s.start < shown.end)
             .map(|s| Span {
@@ -718,6 +720,37 @@ impl Part {
                 label: s.label,
             })
             .collect();
+        let (start, end) = (shown.start, shown.end);
+        if end > start
+            && end < bytes.len()
+            && !ends_word_at(&bytes, end)
+            && let Some(from) = cut_token(&bytes, spans, end).filter(|&from| from < end)
+            && !clipped.iter().any(|s| s.end > from.max(start))
+        {
+            let span = Span {
+                start: from.max(start),
+                end,
+                label: Label::Cut,
+            };
+            insert_span(&mut clipped, span);
+        }
+        if start > 0
+            && start < end
+            && !ends_word_at(&bytes, start - 1)
+            && let Some(from) = cut_token(&bytes, spans, start)
+        {
+            let to = word_end(&bytes, start).min(next_span_start(&clipped, start, end));
+            let from = from.max(start);
+            if from < to && !inside_span(&clipped, from) {
+                let span = Span {
+                    start: from,
+                    end: to,
+                    label: Label::Cut,
+                };
+                insert_span(&mut clipped, span);
+            }
+        }
+        let spans = clipped;
         Part {
             bytes,
             shown,
@@ -817,6 +850,32 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
             start = nl + 1;
         }
     }
+    // The edge (of the room, or of the window: bytes before it were read
+    // as the margin) cuts a word.
+    if start > 0
+        && start < len
+        && !ends_word_at(raw, start - 1)
+        && span_at(spans, start).is_none()
+        && let Some(from) = cut_token(raw, spans, start)
+    {
+        let hidden = from.max(start)..word_end(raw, start).min(next_span_start(spans, start, len));
+        if hidden.start < hidden.end {
+            let shown = out_len(r, raw, spans, start, len) - lossy_len(&raw[hidden.clone()]);
+            if shown + CUT.len() <= room {
+                insert_span(
+                    spans,
+                    Span {
+                        start: hidden.start,
+                        end: hidden.end,
+                        label: Label::Cut,
+                    },
+                );
+            } else {
+                start = hidden.end;
+            }
+        }
+        return start;
+    }
     if start > floor
         && start < len
         && !ends_word_at(raw, start - 1)
@@ -854,6 +913,25 @@ fn fit_suffix(r: &Redactor, raw: &[u8], floor: usize, spans: &mut Vec<Span>, roo
     start
 }
 
+/// Where a token the edge at `at` cuts begins: the word `at` falls in
+/// (between the spans around it) holds a known token prefix with only
+/// token bytes after it, up to the word's end. The rules find a token
+/// only with a boundary before it, so one glued to the word before it
+/// (`hhhhsk_live_…`) is found here when an edge cuts it: the edge then
+/// hides it from its prefix on, whatever its length.
+fn cut_token(raw: &[u8], spans: &[Span], at: usize) -> Option<usize> {
+    let floor = spans
+        .iter()
+        .map(|s| s.end)
+        .filter(|&e| e <= at)
+        .max()
+        .unwrap_or(0);
+    let ceil = next_span_start(spans, at, raw.len());
+    let (start, end) = (word_start(raw, floor, at), word_end(raw, at).min(ceil));
+    let from = start + crate::redact::token_prefix_in(&raw[start..end])?;
+    (from < end).then_some(from)
+}
+
 /// The end of the longest prefix of `raw` whose rendering fits in `room`
 /// bytes and ends on a character (preferably a line) boundary, never
 /// inside a span. Nothing from `ceil` on is shown. A word the new end cuts
@@ -889,6 +967,28 @@ fn fit_prefix(r: &Redactor, raw: &[u8], ceil: usize, spans: &mut Vec<Span>, room
         {
             end = nl + 1;
         }
+    }
+    // The edge (of the room, or of the window: bytes after it were read
+    // as the margin) cuts a word.
+    let cut = |at: usize| at > 0 && at < raw.len() && !ends_word_at(raw, at);
+    if cut(end)
+        && !spans.iter().any(|s| s.end == end)
+        && let Some(from) = cut_token(raw, spans, end).filter(|&from| from < end)
+    {
+        let shown = out_len(r, raw, spans, 0, end) - lossy_len(&raw[from..end]);
+        if shown + CUT.len() <= room {
+            insert_span(
+                spans,
+                Span {
+                    start: from,
+                    end,
+                    label: Label::Cut,
+                },
+            );
+        } else {
+            end = from;
+        }
+        return end;
     }
     if end > 0 && end < ceil && !ends_word_at(raw, end) && !spans.iter().any(|s| s.end == end) {
         let floor = spans

@@ -369,3 +369,43 @@ fn a_shrunk_budget_keeps_the_dropped_bytes_next_to_the_window_as_its_margin() {
     );
     assert_eq!(pool.in_use(), 20 + CUT_MARGIN as u64);
 }
+
+/// A token glued to the word before it (no boundary, so no rule finds
+/// it) and cut by a window's edge: from its prefix on, the edge hides it,
+/// whatever its length; the word before it and the text past it show.
+#[test]
+fn a_glued_token_cut_by_an_edge_is_hidden_from_its_prefix() {
+    let body: String = TOKEN_BODY.repeat(5);
+    let token = format!("sk_live_{body}");
+    let glue = "h".repeat(300);
+    let before = prose(1000);
+    let input = format!("{before}{glue}{token}\n{}", "y".repeat(3000));
+    let token_at = before.len() + glue.len();
+    // A head window that ends 90 bytes into the token.
+    let head = token_at + 90;
+    let (text, counts) = render(Retain::Head, head, 0, input.as_bytes());
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept first {head} of {} bytes]\n{before}{glue}[cut]",
+            input.len()
+        )
+    );
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+
+    // A tail window that starts 90 bytes into it: its end is hidden, the
+    // line after it shows.
+    let after = format!("\nthe deploy goes on {}\n", prose(200));
+    let input = format!("{before}{glue}{token}{after}");
+    let budget = input.len() - token_at - 90;
+    let (text, counts) = render(Retain::Tail, budget, 0, input.as_bytes());
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept last {budget} of {} bytes]\n[cut]{after}",
+            input.len()
+        )
+    );
+    assert_eq!(counts.cut_words(), 1);
+    assert!(!text.contains(&body[body.len() - 20..]));
+}

@@ -46,6 +46,7 @@ use regex_automata::{Anchored, Input, PatternID};
 use serde::{Deserialize, Serialize};
 
 pub use providers::provider_samples;
+pub(crate) use providers::token_prefix_in;
 use rules::{BUILTIN_RULES, KEY_END, PRIVATE_KEY, Secret};
 pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 
