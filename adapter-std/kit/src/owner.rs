@@ -682,9 +682,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// supervisor ([`crate::host_death`]) unless the host opted out.
     fn spawn(&mut self, effects: &mut impl Effects) {
         let mut confined = None;
-        if let Some(command) = self.command.as_mut()
-            && !self.call.settings().confinement.is_empty()
-        {
+        if let Some(command) = self.command.as_mut() {
             let program = if command.shell {
                 std::path::PathBuf::from("/bin/sh")
             } else {
@@ -692,7 +690,16 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             };
             let search = command.search_path();
             let confinement = &self.call.settings().confinement;
-            match crate::confine::prepare(confinement, &program, search.as_deref()) {
+            // Every helper is spawned by the kit, so that it gets the
+            // descriptors the call gives it and no other, whatever the
+            // host left open; one with nothing to confine takes no other
+            // step.
+            let prepared = if confinement.is_empty() {
+                Ok(crate::confine::plain(&program, search.as_deref()))
+            } else {
+                crate::confine::prepare(confinement, &program, search.as_deref())
+            };
+            match prepared {
                 Ok(prepared) => {
                     command.confine(prepared.child);
                     confined = Some((prepared.tree, prepared.enforcement));

@@ -330,3 +330,75 @@ fn a_bounded_run_leaves_no_control_group_after_its_exit() {
     }
     assert_eq!(left, Vec::<PathBuf>::new());
 }
+
+/// As an unprivileged user (nobody), a sandboxed helper is held the same
+/// way as root's: its own session, no unix socket outside the sandbox
+/// (the socket file is open to everyone, so only the sandbox refuses it),
+/// no signal to its host, no descriptor the host leaked; the record names
+/// the mechanisms (no capability to drop). The same helper without a
+/// sandbox connects: the check can fail.
+#[test]
+fn as_nobody_a_sandboxed_helper_reaches_no_unix_socket_and_no_host() {
+    use std::os::unix::net::UnixListener;
+    if !ready() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("sg-nobody-doors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary: PathBuf = dir.join("spillguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
+    let socket = dir.join("host.sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let probe = "import errno, os, socket, sys\n\
+                 def attempt(f):\n\
+                 \x20   try:\n\
+                 \x20       f()\n\
+                 \x20       return 'ok'\n\
+                 \x20   except OSError as e:\n\
+                 \x20       return errno.errorcode.get(e.errno, str(e.errno))\n\
+                 print('unix', attempt(lambda: socket.socket(socket.AF_UNIX).connect(sys.argv[1])))\n\
+                 print('signal-host', attempt(lambda: os.kill(os.getppid(), 0)))\n\
+                 print('own-session', os.getsid(0) == os.getpid())\n\
+                 print('descriptors', sorted(int(n) for n in os.listdir('/proc/self/fd'))[:4])\n";
+    let as_nobody = |sandbox: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&binary)
+            .arg("run")
+            .args(sandbox)
+            .args(["--", "/usr/bin/python3", "-c", probe])
+            .arg(&socket)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let held = as_nobody(&["--read-only", "/usr", "--read-only", "/proc"]);
+    assert_eq!(held.status.code(), Some(0), "{held:?}");
+    let line = record(&held);
+    assert_eq!(
+        line["stdout"],
+        "unix EACCES\nsignal-host EPERM\nown-session True\ndescriptors [0, 1, 2, 3]\n"
+    );
+    let enforced: Vec<&str> = line["enforced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        enforced,
+        ["rlimit", "seccomp", "landlock-abi-6", "no-new-privs"],
+        "{line}"
+    );
+    let open = as_nobody(&[]);
+    let line = record(&open);
+    assert_eq!(
+        line["stdout"],
+        "unix ok\nsignal-host ok\nown-session False\ndescriptors [0, 1, 2, 3]\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -660,3 +660,223 @@ pub fn a_process_hidden_in_a_spare_group_never_joins_the_next_call<H: HostUnderT
     }
     assert_eq!(processes_with(&marker), Vec::<u32>::new());
 }
+
+/// What a helper finds when it tries the doors a hostile tool would: the
+/// probe prints one line per attempt, `ok` or the errno's number.
+const DOORS_PROBE: &str = "import errno, fcntl, os, socket, sys, termios\n\
+def attempt(f):\n\
+\x20   try:\n\
+\x20       f()\n\
+\x20       return 'ok'\n\
+\x20   except OSError as e:\n\
+\x20       return errno.errorcode.get(e.errno, str(e.errno))\n\
+def inject():\n\
+\x20   fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY)\n\
+\x20   fcntl.ioctl(fd, termios.TIOCSTI, b'x')\n\
+print('tiocsti', attempt(inject))\n\
+print('dev-tty', attempt(lambda: os.open('/dev/tty', os.O_RDWR)))\n\
+print('unix', attempt(lambda: socket.socket(socket.AF_UNIX).connect(sys.argv[2])))\n\
+print('abstract', attempt(lambda: socket.socket(socket.AF_UNIX).connect('\\0' + sys.argv[3])))\n\
+print('socketpair', attempt(socket.socketpair))\n\
+print('signal-host', attempt(lambda: os.kill(os.getppid(), 0)))\n\
+print('own-session', os.getsid(0) == os.getpid())\n";
+
+/// The lines [`DOORS_PROBE`] prints for a helper confined by
+/// `confinement`, with a pty's other end, a unix socket listening outside
+/// any sandbox (by path and abstract), and whatever input the probe
+/// pushed into the pty (read from its other end once the call is over).
+fn try_doors<H: HostUnderTest>(host: &H, confinement: Confinement) -> (String, Vec<u8>) {
+    use std::os::unix::net::UnixListener;
+    // A unix socket's path is at most 107 bytes: a short one.
+    let base = std::env::temp_dir().join(format!("sg-doors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let socket = base.join("host.sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    let abstract_name = format!("spillguard-doors-{}", std::process::id());
+    let abstract_listener = {
+        use std::os::linux::net::SocketAddrExt as _;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
+        UnixListener::bind_addr(&addr).unwrap()
+    };
+    let master =
+        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+            .unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let slave_name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let slave_path = PathBuf::from(slave_name.to_str().unwrap());
+    let command = HelperCommand::new("/usr/bin/python3")
+        .args(["-c", DOORS_PROBE])
+        .arg(&slave_path)
+        .arg(&socket)
+        .arg(&abstract_name);
+    let outcome = wait(host.launch(request(command).confinement(confinement).into_request()));
+    assert_eq!(
+        outcome.record.state,
+        State::Completed,
+        "{}",
+        outcome.record.to_json()
+    );
+    // What the probe's TIOCSTI queued is read from the pty's input side.
+    let slave = rustix::fs::open(
+        &slave_path,
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::NONBLOCK,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let termios = rustix::termios::tcgetattr(&slave).unwrap();
+    let mut raw = termios.clone();
+    raw.make_raw();
+    rustix::termios::tcsetattr(&slave, rustix::termios::OptionalActions::Now, &raw).unwrap();
+    let mut queued = vec![0u8; 64];
+    let n = rustix::io::read(&slave, &mut queued).unwrap_or(0);
+    queued.truncate(n);
+    drop((abstract_listener, master));
+    let _ = std::fs::remove_dir_all(&base);
+    (String::from_utf8(outcome.stdout.to_vec()).unwrap(), queued)
+}
+
+/// A helper with a limit or a sandbox has no way to the user's terminal
+/// (its own session, no `/dev/tty`, `TIOCSTI` refused on any descriptor:
+/// nothing is queued in the terminal's input), cannot signal its host, and
+/// with a sandbox reaches no unix socket (by path or abstract) while a
+/// socketpair still works. The same probe without bounds, as root, shows
+/// each door open: the checks can fail.
+pub fn a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let (open, queued) = try_doors(&host, Confinement::default());
+    assert_eq!(
+        open,
+        "tiocsti ok\ndev-tty ENXIO\nunix ok\nabstract ok\nsocketpair ok\nsignal-host ok\n\
+         own-session False\n"
+    );
+    assert_eq!(
+        queued, b"x",
+        "the unbounded probe's input reached the terminal"
+    );
+
+    let limited = Confinement {
+        limits: limits(|l| l.pids_max = Some(64)),
+        ..Confinement::default()
+    };
+    let (shut, queued) = try_doors(&host, limited);
+    assert_eq!(
+        shut,
+        "tiocsti EPERM\ndev-tty ENXIO\nunix ok\nabstract EPERM\nsocketpair ok\n\
+         signal-host EPERM\nown-session True\n"
+    );
+    assert_eq!(queued, b"");
+
+    // A file sandbox that lets the helper open the pty (so that its
+    // ioctl is tried) but not `/dev/tty`; and no network at all.
+    let files = Sandbox {
+        read_only: vec![PathBuf::from("/usr")],
+        read_write: vec![PathBuf::from("/dev/pts")],
+        ..Sandbox::default()
+    };
+    let no_network = Sandbox {
+        network: Network::None,
+        ..Sandbox::default()
+    };
+    for (sandbox, dev_tty) in [(files, "EACCES"), (no_network, "ENXIO")] {
+        let confinement = Confinement {
+            sandbox,
+            ..Confinement::default()
+        };
+        let (shut, queued) = try_doors(&host, confinement);
+        assert_eq!(
+            shut,
+            format!(
+                "tiocsti EPERM\ndev-tty {dev_tty}\nunix EACCES\nabstract EACCES\n\
+                 socketpair ok\nsignal-host EPERM\nown-session True\n"
+            )
+        );
+        assert_eq!(queued, b"");
+    }
+}
+
+/// A descriptor the host left open without close-on-exec (a caller's
+/// leak) never reaches a helper, bounded or not: it gets its standard
+/// streams only.
+pub fn an_inherited_descriptor_never_reaches_a_helper<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let file = std::fs::File::open("/etc/hostname")
+        .or_else(|_| std::fs::File::open("/etc/passwd"))
+        .unwrap();
+    // `dup` makes a copy without close-on-exec, as a careless caller's
+    // open would.
+    let leaked = rustix::io::dup(&file).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
+    let script = "for fd in /proc/self/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && \
+                  [ \"$(readlink \"$fd\")\" = \"$1\" ] && echo \"inherited $n\"; done; \
+                  ls /proc/self/fd | wc -l";
+    let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+    let command = HelperCommand::shell_script(script).arg(&target);
+    let outcome = wait(host.launch(request(command).into_request()));
+    assert_eq!(outcome.record.state, State::Completed);
+    // 0, 1, 2 and the one `ls` opens to read the directory.
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap().trim(),
+        "4"
+    );
+    drop(leaked);
+}
+
+/// A root helper with a sandbox loses the capabilities that undo it:
+/// making a device node in its writable directory, entering or making a
+/// network namespace and mounting all fail; without a sandbox the same
+/// root helper makes the node (the check can fail).
+pub fn a_sandboxed_root_helper_cannot_undo_its_sandbox<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let base = temp_path("undo");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let script = "mknod \"$1/kmsg\" c 1 11 2>/dev/null; echo \"mknod=$?\"; \
+                  unshare -n true 2>/dev/null; echo \"unshare=$?\"; \
+                  nsenter --net=/proc/1/ns/net true 2>/dev/null; echo \"nsenter=$?\"; \
+                  mount -t tmpfs none \"$1\" 2>/dev/null; echo \"mount=$?\"";
+    let command = || HelperCommand::shell_script(script).arg(&base);
+    let sandbox = Sandbox {
+        read_only: vec![PathBuf::from("/proc")],
+        read_write: vec![base.clone()],
+        ..Sandbox::default()
+    };
+    let call = request(command()).sandbox(sandbox).into_request();
+    let outcome = wait(host.launch(call));
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(
+        String::from_utf8(outcome.stdout.to_vec()).unwrap(),
+        "mknod=1\nunshare=1\nnsenter=1\nmount=32\n"
+    );
+    assert!(
+        outcome
+            .record
+            .enforced
+            .contains(&"capabilities-dropped".to_owned()),
+        "{:?}",
+        outcome.record.enforced
+    );
+    assert!(!base.join("kmsg").exists());
+    let outcome = wait(host.launch(request(command()).into_request()));
+    assert!(
+        String::from_utf8(outcome.stdout.to_vec())
+            .unwrap()
+            .starts_with("mknod=0\n")
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}

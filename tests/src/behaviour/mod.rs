@@ -124,6 +124,9 @@ macro_rules! behaviour_suite {
             ended_calls_leave_only_the_spare_groups,
             a_helper_in_a_group_below_its_own_is_killed_with_the_tree,
             a_process_hidden_in_a_spare_group_never_joins_the_next_call,
+            a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets,
+            an_inherited_descriptor_never_reaches_a_helper,
+            a_sandboxed_root_helper_cannot_undo_its_sandbox,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

@@ -1,6 +1,8 @@
 //! What the helper does to itself between its spawn and exec (the
 //! `spawn` module runs it): join its control groups, take its resource
-//! limits, leave the host's network, and restrict itself with Landlock.
+//! limits, leave the host's network, restrict itself with Landlock, drop
+//! the capabilities that undo a sandbox, and install its seccomp filter,
+//! in that order (each step needs what the later ones take away).
 //!
 //! Everything is prepared in the host before the spawn (files opened, the
 //! Landlock ruleset built, numbers computed), so the child makes system
@@ -40,8 +42,19 @@ pub(crate) struct ChildSetup {
     /// that succeeds is the whole ruleset), shared by the calls whose
     /// rules are the same.
     pub landlock: Option<Arc<OwnedFd>>,
-    /// `PR_SET_NO_NEW_PRIVS` (required before Landlock).
+    /// `PR_SET_NO_NEW_PRIVS` (required before Landlock and seccomp).
     pub no_new_privs: bool,
+    /// Start a session of its own (`setsid`): no controlling terminal, so
+    /// `/dev/tty` opens nothing and the terminal's signals do not reach
+    /// it. Else only a process group of its own.
+    pub new_session: bool,
+    /// Drop the capabilities that undo a sandbox ([`DROPPED_CAPS`]) from
+    /// the bounding set and from the effective, permitted and inheritable
+    /// sets, and clear the ambient set (a root helper: exec would give
+    /// them back otherwise).
+    pub drop_caps: bool,
+    /// The seccomp filter to install last.
+    pub seccomp: Option<Arc<super::seccomp::Filter>>,
     /// The file the program name resolves to in `PATH`, found by the host:
     /// the child execs it at once instead of trying each `PATH` entry.
     pub program: Option<PathBuf>,
@@ -101,8 +114,127 @@ impl ChildSetup {
                 return Err(io::Error::last_os_error());
             }
         }
+        if self.drop_caps {
+            drop_capabilities()?;
+        }
+        if let Some(filter) = &self.seccomp {
+            let program = filter.fprog();
+            // SAFETY: `program` points into the filter, alive for the call;
+            // the kernel copies it.
+            let set = unsafe {
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    std::ptr::from_ref(&program),
+                    0,
+                    0,
+                )
+            };
+            if set != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
         Ok(())
     }
+}
+
+/// The capabilities a root helper with a sandbox or `network none` loses:
+/// each undoes or steps around a bound. `CAP_SYS_ADMIN` (mount, `setns`,
+/// `unshare`, namespaces, most of the rest), `CAP_SYS_PTRACE` (read or
+/// steer another process), `CAP_MKNOD` (device files), `CAP_NET_ADMIN`
+/// (interfaces, routes, firewall), `CAP_SYS_MODULE` (kernel modules),
+/// `CAP_DAC_READ_SEARCH` (`open_by_handle_at`, which opens a file without
+/// its path), `CAP_SYS_RAWIO` (`/dev/mem`, I/O ports), `CAP_SYS_BOOT`,
+/// `CAP_SYS_CHROOT`, `CAP_BPF`, `CAP_PERFMON`, `CAP_SYSLOG`,
+/// `CAP_MAC_ADMIN`, `CAP_MAC_OVERRIDE`, `CAP_SYS_TIME`, `CAP_NET_RAW`,
+/// `CAP_LINUX_IMMUTABLE`, `CAP_SETPCAP` (last: the drops need it).
+pub(crate) const DROPPED_CAPS: &[u32] = &[
+    21, // CAP_SYS_ADMIN
+    19, // CAP_SYS_PTRACE
+    27, // CAP_MKNOD
+    12, // CAP_NET_ADMIN
+    16, // CAP_SYS_MODULE
+    2,  // CAP_DAC_READ_SEARCH
+    17, // CAP_SYS_RAWIO
+    22, // CAP_SYS_BOOT
+    18, // CAP_SYS_CHROOT
+    39, // CAP_BPF
+    38, // CAP_PERFMON
+    34, // CAP_SYSLOG
+    33, // CAP_MAC_ADMIN
+    32, // CAP_MAC_OVERRIDE
+    25, // CAP_SYS_TIME
+    13, // CAP_NET_RAW
+    9,  // CAP_LINUX_IMMUTABLE
+    8,  // CAP_SETPCAP
+];
+
+/// Drops [`DROPPED_CAPS`]: from the bounding set (so exec cannot give
+/// them back), then from the effective, permitted and inheritable sets;
+/// clears the ambient set. A capability the kernel does not know is
+/// passed over in the bounding set (`EINVAL`).
+#[allow(unsafe_code)]
+fn drop_capabilities() -> io::Result<()> {
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: plain system calls; `header` and `data` live on this stack
+    // for the calls that read and write them (two `Data` for version 3).
+    unsafe {
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() != Some(libc::EINVAL) {
+                return Err(error);
+            }
+        }
+        for &cap in DROPPED_CAPS {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                let error = io::Error::last_os_error();
+                if error.raw_os_error() != Some(libc::EINVAL) {
+                    return Err(error);
+                }
+            }
+        }
+        let mut header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for &cap in DROPPED_CAPS {
+            let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+            data[word].effective &= !bit;
+            data[word].permitted &= !bit;
+            data[word].inheritable &= !bit;
+        }
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl Resource {

@@ -5,6 +5,16 @@
 //! `no_new_privs`; then, after the helper's exit, what the tree did, and
 //! at the end of the call its kill and the removal of its groups.
 //!
+//! **No way out through the host.** A helper with a limit or a sandbox
+//! also starts a session of its own (no controlling terminal), runs in a
+//! Landlock domain that scopes signals and abstract unix sockets (ABI 6),
+//! and installs a seccomp filter (the `seccomp` module: no terminal-input
+//! ioctl; with a file sandbox or no network, no unix socket); a root one
+//! with a sandbox drops the capabilities that undo it
+//! ([`child::DROPPED_CAPS`]). Every helper, bounded or not, is spawned
+//! here and gets its standard streams only: every other descriptor is
+//! closed at exec.
+//!
 //! **Fail closed.** `prepare` decides, before anything runs, what this
 //! machine and the host's permissions can enforce. A restriction it
 //! cannot enforce refuses the call with one line naming it and why
@@ -22,6 +32,7 @@
 mod cgroup;
 mod child;
 mod pool;
+mod seccomp;
 pub(crate) mod spawn;
 
 use std::collections::HashMap;
@@ -34,7 +45,7 @@ use std::time::Duration;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, path_beneath_rules,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 use spillguard_core::{Confinement, Enforcement, Network, Signal, TreeReport};
 
@@ -71,8 +82,10 @@ pub const SYSTEM_READ: &[&str] = &[
     "/dev/random",
 ];
 
-/// Read and write, whenever files are restricted.
-pub const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// Read and write, whenever files are restricted. Not `/dev/tty`: a
+/// sandboxed helper has no controlling terminal, and the user's terminal
+/// is no file of its.
+pub const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// How many empty control groups are kept ready under each parent group
 /// bounded calls used in the last minute (from the process's second such
@@ -109,6 +122,24 @@ pub(crate) struct Prepared {
     pub tree: Option<TreeGroup>,
     /// What is enforced, by mechanism, for the record.
     pub enforcement: Enforcement,
+}
+
+/// A helper with nothing to confine: the kit spawns it all the same, in
+/// a process group of its own with only its standard streams (see
+/// [`prepare`] for one with bounds).
+pub(crate) fn plain(program: &Path, search: Option<&OsStr>) -> Prepared {
+    Prepared {
+        child: ChildSetup {
+            program: resolve(program, search),
+            ..ChildSetup::default()
+        },
+        tree: None,
+        enforcement: Enforcement {
+            enforced: Vec::new(),
+            not_enforced: Vec::new(),
+            tree_kill: "process-group".to_owned(),
+        },
+    }
 }
 
 /// Prepares `confinement` for a helper that runs `program` (a path, or a
@@ -212,21 +243,46 @@ pub(crate) fn prepare(
             ));
         }
     }
+    // A helper with a sandbox or a limit: its own session (no terminal),
+    // no terminal-input ioctl, scoped signals and abstract sockets, and
+    // for a sandbox no unix socket and no capability that undoes it.
+    let bounded = !limits.is_empty() || !sandbox.is_empty();
     let files = sandbox.restricts_files();
+    let scoped = bounded && abi >= 6;
+    if bounded {
+        child.new_session = true;
+        let rules = seccomp::Rules {
+            no_unix_sockets: files || sandbox.network == Network::None,
+        };
+        if seccomp::available() {
+            child.seccomp = Some(seccomp::Filter::get(rules));
+            enforced.push("seccomp".to_owned());
+        } else {
+            failures.push(
+                "terminal input and unix sockets: cannot be enforced: this kernel has no \
+                 seccomp filter"
+                    .to_owned(),
+            );
+        }
+        if !sandbox.is_empty() && holds_capabilities() {
+            child.drop_caps = true;
+            enforced.push("capabilities-dropped".to_owned());
+        }
+    }
     if files && abi < 1 {
         failures.push(format!(
             "read-only/read-write: cannot be enforced: file rules need Landlock; this kernel has {}",
             abi_text(abi)
         ));
     }
-    if (files && abi >= 1) || tcp_landlock {
+    if (files && abi >= 1) || tcp_landlock || scoped {
         let allowed_tcp = if sandbox.network == Network::None {
             (&[][..], &[][..])
         } else {
             (&sandbox.connect_ports[..], &sandbox.bind_ports[..])
         };
         let key = format!(
-            "{abi} {:?} {files_named:?} {:?} {resolved:?}",
+            "{abi} {:?} {files_named:?} {:?} {resolved:?} {scoped}",
             files.then_some(sandbox),
             tcp_landlock.then_some(allowed_tcp),
         );
@@ -235,18 +291,21 @@ pub(crate) fn prepare(
                 abi,
                 files.then_some(confinement),
                 tcp_landlock.then_some(allowed_tcp),
+                scoped,
                 resolved.as_deref().or(Some(program).filter(|p| p.exists())),
             )
         });
         match made {
             Ok(ruleset) => {
                 child.landlock = Some(ruleset);
-                enforced.push(format!("landlock-abi-{abi}"));
+                // The ABI whose rights the ruleset asks for: the kernel's,
+                // up to the newest this code uses.
+                enforced.push(format!("landlock-abi-{}", abi.min(LANDLOCK_ABI_USED)));
             }
             Err(e) => failures.push(format!("sandbox: cannot be enforced: Landlock: {e}")),
         }
     }
-    if !confinement.sandbox.is_empty() || confinement.wants_tree() {
+    if bounded || confinement.wants_tree() {
         child.no_new_privs = true;
         enforced.push("no-new-privs".to_owned());
     }
@@ -281,6 +340,26 @@ fn within_current(rlimits: Vec<(Resource, u64, u64)>) -> Vec<(Resource, u64, u64
             (resource, soft.min(hard), hard)
         })
         .collect()
+}
+
+/// The newest Landlock ABI whose rights this code asks for: 6 (scoped
+/// signals and abstract unix sockets). The record's `landlock-abi-N`
+/// names the lesser of it and the kernel's.
+const LANDLOCK_ABI_USED: i32 = 6;
+
+/// Whether this process holds any capability (root, usually): a helper it
+/// spawns would too, so a sandboxed one has its dangerous ones dropped.
+fn holds_capabilities() -> bool {
+    static HOLDS: OnceLock<bool> = OnceLock::new();
+    *HOLDS.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+                u64::from_str_radix(hex.trim(), 16).ok()
+            })
+            .is_none_or(|caps| caps != 0)
+    })
 }
 
 /// Whether this process may make a network namespace: it holds
@@ -343,17 +422,24 @@ fn ruleset(
     kernel_abi: i32,
     files: Option<&Confinement>,
     tcp: Option<(&[u16], &[u16])>,
+    scoped: bool,
     program: Option<&Path>,
 ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
     // The newest rights this kernel has, up to the ones this code asks
-    // for (ABI 5: device ioctls).
-    let abi = ABI::from(kernel_abi.min(5));
+    // for (ABI 5: device ioctls; 6: scopes).
+    let abi = ABI::from(kernel_abi.min(LANDLOCK_ABI_USED));
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
     if files.is_some() {
         ruleset = ruleset.handle_access(AccessFs::from_all(abi))?;
     }
     if tcp.is_some() {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    if scoped {
+        // No signal to a process outside the helper's own domain (the
+        // host, the user's other processes), no connection to an
+        // abstract unix socket made outside it.
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
     let mut created = ruleset.create()?;
     if let Some(confinement) = files {
@@ -371,7 +457,10 @@ fn ruleset(
         created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi)))?;
         let mut write = existing(SYSTEM_WRITE);
         write.extend(confinement.sandbox.read_write.iter().cloned());
-        created = created.add_rules(path_beneath_rules(write, AccessFs::from_all(abi)))?;
+        // Every right but making device files: a device node made in a
+        // writable directory would open what its numbers name.
+        let writable = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+        created = created.add_rules(path_beneath_rules(write, writable))?;
     }
     if let Some((connect, bind)) = tcp {
         for &port in connect {
