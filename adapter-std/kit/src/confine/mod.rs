@@ -11,7 +11,7 @@
 //! and installs a seccomp filter (the `seccomp` module: no terminal-input
 //! ioctl; with a file sandbox or no network, no unix socket); a root one
 //! with a sandbox drops the capabilities that undo it
-//! ([`child::DROPPED_CAPS`]). Every helper, bounded or not, is spawned
+//! (`child::DROPPED_CAPS`). Every helper, bounded or not, is spawned
 //! here and gets its standard streams only: every other descriptor is
 //! closed at exec.
 //!
