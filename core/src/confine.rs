@@ -164,23 +164,40 @@ pub struct Confinement {
     /// the record lists what was not (`not_enforced`). Off by default:
     /// such a call is refused before anything runs.
     pub allow_degraded: bool,
-    /// Start the helper in a control group of its own even with no limit
-    /// set, so that the end of the call kills its whole tree (a
-    /// descendant that left the process group included). Implied by any
-    /// limit or restriction.
-    pub contain_tree: bool,
+    /// Whether the helper's whole tree gets a control group of its own,
+    /// so that the end of the call kills all of it (a descendant that
+    /// left the process group with `setsid` included):
+    ///
+    /// * `None` (the default): wherever the host can make one; where it
+    ///   cannot, the helper's process group is what a stop signals, the
+    ///   record says `tree_kill: "process-group"`, and nothing is refused.
+    /// * `Some(true)`: required. A call for which no group can be made is
+    ///   refused with one line, unless [`allow_degraded`](Self::allow_degraded)
+    ///   (then it runs, and `not_enforced` lists it).
+    /// * `Some(false)`: never; not with `memory_max` or `pids_max`, which
+    ///   need the group.
+    pub contain_tree: Option<bool>,
 }
 
 impl Confinement {
     /// Whether nothing is asked: the helper runs as without confinement
     /// (its process group is what a stop signals).
     pub fn is_empty(&self) -> bool {
-        self.limits.is_empty() && self.sandbox.is_empty() && !self.contain_tree
+        self.limits.is_empty() && self.sandbox.is_empty() && self.contain_tree != Some(true)
     }
 
-    /// Whether the helper's tree should get a control group of its own.
+    /// Whether the helper's tree should get a control group of its own:
+    /// unless the call opted out (`contain_tree = Some(false)`).
     pub fn wants_tree(&self) -> bool {
-        !self.is_empty()
+        self.contain_tree != Some(false)
+    }
+
+    /// Whether a control group is required: asked for, or needed by a
+    /// memory or process limit.
+    pub fn requires_tree(&self) -> bool {
+        self.contain_tree == Some(true)
+            || self.limits.memory_max.is_some()
+            || self.limits.pids_max.is_some()
     }
 
     /// Checks what can be checked without the machine: no zero limit, no
@@ -207,6 +224,19 @@ impl Confinement {
             if value == Some(0) {
                 return Err(ConfineError::new(field, "must be greater than zero"));
             }
+        }
+        if self.contain_tree == Some(false)
+            && (self.limits.memory_max.is_some() || self.limits.pids_max.is_some())
+        {
+            let field = if self.limits.memory_max.is_some() {
+                "memory_max"
+            } else {
+                "pids_max"
+            };
+            return Err(ConfineError::new(
+                field,
+                "needs the tree's control group, which contain_tree = false turns off",
+            ));
         }
         if self
             .limits
@@ -369,15 +399,16 @@ impl Confinement {
                 .as_table()
                 .ok_or_else(|| ConfineError::new("helper_limits", "must be a table"))?;
             let mut limits = table.clone();
-            for (key, slot) in [
-                ("allow_degraded", &mut confinement.allow_degraded),
-                ("contain_tree", &mut confinement.contain_tree),
-            ] {
-                if let Some(value) = limits.remove(key) {
-                    *slot = value.as_bool().ok_or_else(|| {
-                        ConfineError::new(format!("helper_limits.{key}"), "must be true or false")
-                    })?;
-                }
+            let flag = |value: toml::Value, key: &str| {
+                value.as_bool().ok_or_else(|| {
+                    ConfineError::new(format!("helper_limits.{key}"), "must be true or false")
+                })
+            };
+            if let Some(value) = limits.remove("allow_degraded") {
+                confinement.allow_degraded = flag(value, "allow_degraded")?;
+            }
+            if let Some(value) = limits.remove("contain_tree") {
+                confinement.contain_tree = Some(flag(value, "contain_tree")?);
             }
             confinement.merge_limits(&limits, "helper_limits")?;
         }
@@ -766,10 +797,13 @@ mod tests {
     #[test]
     fn an_empty_confinement_wants_nothing() {
         let mut c = Confinement::default();
-        assert!(c.is_empty() && !c.wants_tree());
+        // By default the tree is contained where it can be, not required.
+        assert!(c.is_empty() && c.wants_tree() && !c.requires_tree());
         assert!(c.card_lines().is_empty());
-        c.contain_tree = true;
-        assert!(c.wants_tree());
+        c.contain_tree = Some(false);
+        assert!(c.is_empty() && !c.wants_tree() && !c.requires_tree());
+        c.contain_tree = Some(true);
+        assert!(!c.is_empty() && c.wants_tree() && c.requires_tree());
         assert!(c.card_lines().is_empty());
         c.sandbox.connect_ports = vec![443];
         assert_eq!(

@@ -484,9 +484,13 @@ fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> OrphanStats {
                 pid_file.display()
             );
             let escape = HelperCommand::shell_script(script);
+            // Opted out of its control group, which would end the
+            // escapee with the call: this phase measures the leftover
+            // pipes of helpers that have none.
             host.launch(
                 request(escape)
                     .call_id(format!("c_escape_{i}"))
+                    .contain_tree(false)
                     .into_request(),
             )
         })

@@ -665,14 +665,21 @@ impl<'h, H> CallBuilder<'h, H> {
         self
     }
 
-    /// Starts the helper in a control group of its own even with no
-    /// limit, so that every process of its tree (one that left its
-    /// process group with `setsid` included) is killed when the call
-    /// ends. Implied by any limit or restriction. Where no control group
-    /// can be made the call still runs, and its record says
-    /// `tree_kill: "process-group"`.
+    /// Every helper starts in a control group of its own wherever the
+    /// host can make one, so that every process of its tree (one that left
+    /// its process group with `setsid` included) is killed when the call
+    /// ends; where none can be made it runs all the same and its record
+    /// says `tree_kill: "process-group"`.
+    ///
+    /// `contain_tree(true)` makes the group required: a call for which
+    /// none can be made is refused before anything runs, with one line
+    /// naming why (unless [`allow_degraded`](Self::allow_degraded), which
+    /// runs it and lists the line in `not_enforced`).
+    /// `contain_tree(false)` opts out: no group, the process group is
+    /// what a stop signals (refused with a memory or process limit,
+    /// which need the group).
     pub fn contain_tree(mut self, contain: bool) -> Self {
-        self.confinement_mut().contain_tree = contain;
+        self.confinement_mut().contain_tree = Some(contain);
         self
     }
 

@@ -1,115 +1,207 @@
 //! Helpers never outlive the host process: a small supervisor process
-//! that signals every live helper's group once the host process is gone.
+//! that ends every live helper's tree once the host process is gone, or
+//! once a call is long past its deadline while the host is stopped.
 //!
 //! Dropping a `Host` cancels its calls, but a host *process* that dies
 //! (SIGKILL, a crash, an abort) or exits without dropping its hosts runs no
 //! destructor. So the first spawn of a process starts one supervisor: a
 //! `/bin/sh` script in its own process group, whose stdin is a pipe from
-//! the host process. Each spawned helper's group id is written to it
-//! (`+pgid`) and taken back when its call finishes (`-pgid`). When the
-//! host process ends, however it ends, the kernel closes the pipe's write
-//! end; the script reads end-of-file, sends SIGTERM to every group still
-//! listed, waits up to [`GRACE`] for them to be gone (looking every
-//! 100 ms), sends SIGKILL to those left, and exits.
+//! the host process. It is told:
+//!
+//! * every parent directory under which the host makes control groups
+//!   (`+C DIR`), before the first group is made there: the host's groups
+//!   are `DIR/spillguard.<host pid>.<n>`, so a group is known to it before
+//!   any helper runs in it, spare groups included;
+//! * each spawned helper's process group (`+P PGID`), taken back when its
+//!   call finishes (`-P PGID`);
+//! * a call's last moment (`+D PGID SECONDS`: its deadline, grace and one
+//!   second more, from now), taken back with its group.
+//!
+//! When the host process ends, however it ends, the kernel closes the
+//! pipe's write end; the script sends SIGTERM to every listed process
+//! group, waits up to [`GRACE`] for them to be gone (looking every
+//! 100 ms), then kills every process of every one of the host's control
+//! groups (`cgroup.kill`, or each process of a v1 group, groups below
+//! included), SIGKILLs the process groups left, removes the control
+//! groups, and exits. A call still running one second past its deadline
+//! and grace (the host stopped with SIGSTOP, or wedged) has its process
+//! group killed by the supervisor, as its owner would have.
 //!
 //! Why a supervisor and not `PR_SET_PDEATHSIG`: the death signal fires
 //! when the *thread* that forked the child ends, not the process, and our
 //! owners run on pooled worker threads (std) or runtime threads and
-//! blocking pools (smol, tokio) that come and go; it would need a
-//! long-lived spawning thread and code in the child between fork and exec
-//! (`pre_exec`, which is `unsafe`); and it reaches only the direct child,
-//! not the group. The supervisor needs none of that, is the same on every
-//! runtime and on every Unix with a POSIX `sh`, and signals whole groups.
+//! blocking pools (smol, tokio) that come and go; and it reaches only the
+//! direct child, not the tree. The supervisor is the same on every
+//! runtime, and ends whole trees.
 //!
 //! Its limits:
 //!
-//! * A helper spawned in the instant before the host process dies, before
-//!   its `+pgid` line is written, is not listed.
-//! * Only the helper's group is signalled: a descendant that left it
-//!   (`setsid`) is not. Its pipes close with the host process, so its next
-//!   write to them gets SIGPIPE or EPIPE.
+//! * A helper without a control group (none could be made, or the call
+//!   opted out) spawned in the instant before the host process dies,
+//!   before its `+P` line is written, is not listed; nor is a descendant
+//!   of such a helper that left its process group (`setsid`). Its pipes
+//!   close with the host process, so its next write to them gets SIGPIPE
+//!   or EPIPE.
 //! * A supervisor killed on purpose (SIGKILL to it) protects nothing; a
-//!   later spawn notices the broken pipe and starts a new one with the
-//!   groups still live.
-//! * The group ids come from the host's own spawns and are taken back when
-//!   a call finishes; a group whose leader was reaped while the host died
-//!   and whose id the system gave to a new group in between could be
-//!   signalled (the kernel reuses an id only once no process has it as
-//!   process or group id, and rarely so soon).
-//! * A host process stopped (SIGSTOP) is not dead: nothing happens.
+//!   later spawn notices the broken pipe and starts a new one, told every
+//!   parent, group and deadline still live.
+//! * A group id whose leader was reaped while the host died and that the
+//!   system gave to a new group in between could be signalled (the kernel
+//!   reuses an id only once no process has it as process or group id, and
+//!   rarely so soon).
 //!
 //! The pipe's write end is close-on-exec, so no helper inherits it (an
 //! inherited end would keep the pipe open after the host died).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the supervisor waits between SIGTERM and SIGKILL once the
 /// host process is gone: the default shutdown grace.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// The supervisor's script (`$1`: the grace in seconds). `g` holds the
-/// listed groups, space-separated with a space at each end; terminal
-/// signals are ignored (it runs in its own group, but a whole session may
-/// be signalled). A group whose members are gone but not yet reaped still
-/// counts as alive: it gets the SIGKILL, which changes nothing.
+/// The supervisor's script (`$1`: the grace in seconds, `$2`: the host's
+/// pid). A ticker adds a `T` line every second to what the host writes,
+/// and an `E` line marks the host's end. `p` holds the listed process
+/// groups, `d` the deadlines (`PGID:TICK`), both space-separated with a
+/// space at each end; `c` the parents of the host's control groups, one
+/// per line. Terminal signals are ignored (it runs in its own group, but a
+/// whole session may be signalled). A group whose members are gone but
+/// not yet reaped still counts as alive: it gets the SIGKILL, which
+/// changes nothing.
 const SCRIPT: &str = r#"trap '' INT HUP QUIT
-g=' '
-while read -r op; do
+grace=$1
+host=$2
+nl='
+'
+kill_tree() {
+  if [ -e "$1/cgroup.kill" ]; then echo 1 > "$1/cgroup.kill" 2>/dev/null; fi
+  for s in "$1"/*/; do [ -d "$s" ] && (kill_tree "${s%/}"); done
+  if [ ! -e "$1/cgroup.kill" ]; then
+    for q in $(cat "$1/cgroup.procs" 2>/dev/null); do kill -s KILL "$q" 2>/dev/null; done
+  fi
+}
+remove_tree() {
+  for s in "$1"/*/; do [ -d "$s" ] && (remove_tree "${s%/}"); done
+  rmdir "$1" 2>/dev/null
+}
+left_tree() { left=1; }
+each_group() {
+  IFS=$nl
+  for parent in $c; do
+    IFS=' '
+    for g in "$parent"/spillguard."$host".*; do [ -d "$g" ] && "$1" "$g"; done
+    IFS=$nl
+  done
+  IFS=' '
+}
+(
+  while sleep 1; do echo T || exit 0; done &
+  cat
+  echo E
+  kill $! 2>/dev/null
+) | {
+p=' '
+d=' '
+c=''
+n=0
+while read -r op a b; do
   case $op in
-    +*) g="$g${op#+} " ;;
-    -*) p=${op#-}
-        case $g in *" $p "*) g="${g%% $p *} ${g#* $p }" ;; esac ;;
+    +C) c="$c$a$nl" ;;
+    +P) p="$p$a " ;;
+    -P) case $p in *" $a "*) p="${p%% $a *} ${p#* $a }" ;; esac
+        for e in $d; do case $e in "$a:"*) d="${d%% $e *} ${d#* $e }" ;; esac; done ;;
+    +D) d="$d$a:$((n + b)) " ;;
+    T) n=$((n + 1))
+       for e in $d; do
+         [ "${e#*:}" -le "$n" ] || continue
+         kill -s KILL -- "-${e%%:*}" 2>/dev/null
+         d="${d%% $e *} ${d#* $e }"
+       done ;;
+    E) break ;;
   esac
 done
-[ "$g" = ' ' ] && exit 0
-for p in $g; do kill -s TERM -- "-$p" 2>/dev/null; done
+for x in $p; do kill -s TERM -- "-$x" 2>/dev/null; done
 i=0
-while [ "$i" -lt "$(($1 * 10))" ]; do
+while [ "$i" -lt "$((grace * 10))" ]; do
   alive=''
-  for p in $g; do kill -s 0 -- "-$p" 2>/dev/null && alive=1; done
-  [ -n "$alive" ] || exit 0
+  for x in $p; do kill -s 0 -- "-$x" 2>/dev/null && alive=1; done
+  [ -n "$alive" ] || break
   if sleep 0.1 2>/dev/null; then i=$((i + 1)); else sleep 1; i=$((i + 10)); fi
 done
-for p in $g; do kill -s KILL -- "-$p" 2>/dev/null; done
+each_group kill_tree
+for x in $p; do kill -s KILL -- "-$x" 2>/dev/null; done
+for attempt in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  each_group kill_tree
+  each_group remove_tree
+  left=''
+  each_group left_tree
+  [ -n "$left" ] || break
+  sleep 0.1 2>/dev/null || sleep 1
+done
 exit 0
+}
 "#;
 
-/// The process's supervisor, once started, and the groups it lists.
+/// The process's supervisor, once started, and what it is told: the
+/// listed process groups with their last moment, if any, and the parents
+/// of the host's control groups.
 struct Supervisor {
     link: Option<(Child, ChildStdin)>,
-    groups: BTreeSet<u32>,
+    groups: BTreeMap<u32, Option<Instant>>,
+    parents: Vec<PathBuf>,
 }
 
 static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
     link: None,
-    groups: BTreeSet::new(),
+    groups: BTreeMap::new(),
+    parents: Vec::new(),
 });
 
 fn supervisor() -> MutexGuard<'static, Supervisor> {
     SUPERVISOR.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Names `parent`, a directory under which this process makes its
+/// control groups (`spillguard.<pid>.<n>`): if this process dies, every
+/// such group there has its processes killed and is removed. Told before
+/// a helper runs in a group there, so no helper of a group is ever
+/// unknown to the supervisor. Starts the supervisor at the first call.
+pub fn watch_parent(parent: &Path) {
+    let mut supervisor = supervisor();
+    if supervisor.parents.iter().any(|p| p == parent) {
+        return;
+    }
+    supervisor.parents.push(parent.to_path_buf());
+    let line = parent_line(parent);
+    supervisor.send(&line);
+}
+
 /// Lists `pgid`, a helper's group just spawned: if this process dies
 /// before [`release`], the group gets SIGTERM, then SIGKILL after
-/// [`GRACE`]. Starts the supervisor at the first call. If no supervisor
-/// can be started, the group is still listed and the next call tries
-/// again.
-pub fn watch(pgid: u32) {
+/// [`GRACE`]. With `last`, the moment the call must have ended by (its
+/// deadline and grace, plus a second): if it is still listed then (the
+/// host stopped or wedged), the supervisor kills the group. Starts the
+/// supervisor at the first call. If no supervisor can be started, the
+/// group is still listed and the next call tries again.
+pub fn watch(pgid: u32, last: Option<Duration>) {
     let mut supervisor = supervisor();
-    supervisor.groups.insert(pgid);
-    supervisor.send(&format!("+{pgid}\n"));
+    let at = last.map(|after| Instant::now() + after);
+    supervisor.groups.insert(pgid, at);
+    let line = group_lines(pgid, at);
+    supervisor.send(&line);
 }
 
 /// Takes `pgid` off the list: its call finished, nothing of it is to be
 /// signalled any more.
 pub fn release(pgid: u32) {
     let mut supervisor = supervisor();
-    if supervisor.groups.remove(&pgid) {
-        supervisor.send(&format!("-{pgid}\n"));
+    if supervisor.groups.remove(&pgid).is_some() {
+        supervisor.send(&format!("-P {pgid}\n"));
     }
 }
 
@@ -124,9 +216,30 @@ pub fn watched_groups() -> usize {
     supervisor().groups.len()
 }
 
+/// `+C DIR`; a directory with a line break in its name cannot be told
+/// (the groups under it are still removed by the host's own exit).
+fn parent_line(parent: &Path) -> String {
+    match parent.to_str() {
+        Some(text) if !text.contains('\n') => format!("+C {text}\n"),
+        _ => String::new(),
+    }
+}
+
+/// `+P PGID`, and `+D PGID SECONDS` when the call has a last moment
+/// (whole seconds from now, at least one).
+fn group_lines(pgid: u32, last: Option<Instant>) -> String {
+    let mut lines = format!("+P {pgid}\n");
+    if let Some(at) = last {
+        let left = at.saturating_duration_since(Instant::now());
+        let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        lines.push_str(&format!("+D {pgid} {}\n", seconds.max(1)));
+    }
+    lines
+}
+
 impl Supervisor {
     /// Writes `line`; a supervisor that is gone is replaced by a new one,
-    /// told every listed group.
+    /// told every parent and listed group.
     fn send(&mut self, line: &str) {
         if let Some((_, stdin)) = &mut self.link
             && stdin.write_all(line.as_bytes()).is_ok()
@@ -141,7 +254,10 @@ impl Supervisor {
         let Ok((child, mut stdin)) = start() else {
             return;
         };
-        let listed: String = self.groups.iter().map(|g| format!("+{g}\n")).collect();
+        let mut listed: String = self.parents.iter().map(|p| parent_line(p)).collect();
+        for (&pgid, &last) in &self.groups {
+            listed.push_str(&group_lines(pgid, last));
+        }
         if stdin.write_all(listed.as_bytes()).is_ok() {
             self.link = Some((child, stdin));
         }
@@ -158,6 +274,7 @@ fn start() -> io::Result<(Child, ChildStdin)> {
         .arg(SCRIPT)
         .arg("spillguard-supervisor")
         .arg(GRACE.as_secs().to_string())
+        .arg(std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

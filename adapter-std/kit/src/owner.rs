@@ -695,7 +695,12 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             // host left open; one with nothing to confine takes no other
             // step.
             let prepared = if confinement.is_empty() {
-                Ok(crate::confine::plain(&program, search.as_deref()))
+                let contained = confinement.wants_tree();
+                Ok(crate::confine::unbounded(
+                    &program,
+                    search.as_deref(),
+                    contained,
+                ))
             } else {
                 crate::confine::prepare(confinement, &program, search.as_deref())
             };
@@ -716,11 +721,25 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
         let options = self.host.state().options();
         let (pipe_size, watch) = (options.pipe_size, options.kill_helpers_on_host_death);
+        if watch && let Some((Some(tree), _)) = &confined {
+            // Before the helper runs: its groups are known to the
+            // supervisor however soon the host dies.
+            for parent in tree.parents() {
+                crate::host_death::watch_parent(parent);
+            }
+        }
+        // Past its deadline, its grace and a second more, the call has
+        // ended, unless the host is stopped or wedged: the supervisor ends
+        // it then.
+        let settings = self.call.settings();
+        let last = settings
+            .deadline
+            .map(|deadline| deadline + settings.shutdown_grace + Duration::from_secs(1));
         let watched = &mut self.watched;
         run_loop::spawn(&mut self.call, self.command.take(), self.clock, |command| {
             let spawned = effects.spawn(command, pipe_size);
             if watch && let Ok((pgid, _)) = &spawned {
-                crate::host_death::watch(*pgid);
+                crate::host_death::watch(*pgid, last);
                 *watched = Some(*pgid);
             }
             spawned

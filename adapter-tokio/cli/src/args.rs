@@ -462,10 +462,17 @@ pub struct ConfineFlags {
     /// A TCP port the helper may bind (repeatable)
     #[arg(long, value_name = "N", value_parser = port)]
     pub bind_port: Vec<u16>,
-    /// Kill the whole tree when the call ends (a control group of its
-    /// own), even with no limit
-    #[arg(long)]
+    /// Require the control group that holds the whole tree (every helper
+    /// gets one wherever it can be made, and the end of the call kills
+    /// all of it): refuse to run where none can be made, unless
+    /// --allow-degraded
+    #[arg(long, conflicts_with = "no_contain_tree")]
     pub contain_tree: bool,
+    /// Give the helper no control group: the end of the call signals its
+    /// process group only (a descendant that left it with setsid
+    /// outlives the call); not with --memory-max or --pids-max
+    #[arg(long)]
+    pub no_contain_tree: bool,
     /// Run even when a bound cannot be enforced here; the record lists
     /// each one in `not_enforced`
     #[arg(long)]
@@ -491,7 +498,11 @@ impl ConfineFlags {
                 bind_ports: self.bind_port.clone(),
             },
             allow_degraded: self.allow_degraded,
-            contain_tree: self.contain_tree,
+            contain_tree: match (self.contain_tree, self.no_contain_tree) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         }
     }
 }

@@ -440,10 +440,15 @@ impl TelemetryWorker {
 /// Why the call was refused before anything ran, when the reason is a
 /// limit or sandbox rule this machine cannot enforce (fail closed).
 pub fn refused_bounds(record: &CallRecord) -> Option<&str> {
-    let bounded = record.limits.is_some() || record.sandbox.is_some();
     let refused = record.state == spillguard_std::core::State::FailedBeforeDispatch
         && record.spawn_error_kind.as_deref() == Some("unsupported");
-    (bounded && refused).then_some(record.failure.as_deref()?)
+    // A bounded call's refusal, or one that names a bound it could not
+    // enforce (`contain-tree: cannot be enforced: …`, asked alone).
+    let failure = record.failure.as_deref()?;
+    let bounded = record.limits.is_some()
+        || record.sandbox.is_some()
+        || failure.contains(": cannot be enforced: ");
+    (refused && bounded).then_some(failure)
 }
 
 /// The line `stdio` writes at the end: every record field, the excerpt,

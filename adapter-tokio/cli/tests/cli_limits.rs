@@ -402,3 +402,198 @@ fn as_nobody_a_sandboxed_helper_reaches_no_unix_socket_and_no_host() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The control groups named `spillguard.<pid>.*` of process `pid`, in
+/// every hierarchy (two levels of v1 groups included).
+fn groups_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("spillguard.{pid}.");
+    let mut found = Vec::new();
+    let mut dirs = vec![PathBuf::from("/sys/fs/cgroup")];
+    let mut depth = 0;
+    while !dirs.is_empty() && depth < 8 {
+        let mut next = Vec::new();
+        for dir in dirs {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(path);
+                } else {
+                    next.push(path);
+                }
+            }
+        }
+        dirs = next;
+        depth += 1;
+    }
+    found
+}
+
+/// A helper that kills its host at once, as a hostile tool would to
+/// escape: with no flag (the tree contained by default), its `setsid`
+/// grandchild is killed and the host's groups removed by the supervisor,
+/// 100 times over: 0 survivors and 0 groups 5 s later.
+#[test]
+fn a_helper_that_kills_its_host_leaves_no_survivor_and_no_group() {
+    if !ready() {
+        return;
+    }
+    let marker = format!("host-killed-{}", std::process::id());
+    let mut hosts = Vec::new();
+    for _ in 0..100 {
+        let script = format!(
+            "setsid sh -c 'sleep 44; : {marker}' </dev/null >/dev/null 2>&1 & kill -9 $PPID"
+        );
+        let host = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args(["run", "--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        hosts.push(host);
+    }
+    let mut pids = Vec::new();
+    for mut host in hosts {
+        pids.push(host.id());
+        let status = host.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (mut survivors, mut groups) = (usize::MAX, usize::MAX);
+    while std::time::Instant::now() < until {
+        survivors = processes_with(&marker);
+        groups = pids.iter().map(|&pid| groups_of(pid).len()).sum();
+        if survivors == 0 && groups == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        (survivors, groups),
+        (0, 0),
+        "survivors and groups left 5 s after"
+    );
+}
+
+/// A helper that stops its host (SIGSTOP) to outlive its deadline is
+/// killed by the supervisor within deadline + grace + 1 s (and its tick),
+/// though the host never wakes to do it.
+#[test]
+fn a_helper_that_stops_its_host_is_killed_past_its_deadline() {
+    if !ready() {
+        return;
+    }
+    // The sleeper's command line (`sleep 30.PID`) is put together by the
+    // shell, so that the host's own does not hold it.
+    let marker = format!("30.{}", std::process::id());
+    let script = format!(
+        "kill -STOP $PPID; a=3; exec sleep \"$a\"0.{}",
+        std::process::id()
+    );
+    let started = std::time::Instant::now();
+    let host = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["run", "--deadline-ms", "1000", "--grace-ms", "500", "--"])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = started + std::time::Duration::from_secs(10);
+    while processes_with(&marker) == 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(processes_with(&marker), 1, "the helper runs");
+    while processes_with(&marker) > 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ended = started.elapsed();
+    assert_eq!(processes_with(&marker), 0);
+    // deadline 1 s + grace 0.5 s + 1 s, plus at most a tick of 1 s.
+    assert!(ended < std::time::Duration::from_millis(3_800), "{ended:?}");
+    assert!(
+        ended >= std::time::Duration::from_millis(2_400),
+        "{ended:?}"
+    );
+    let pid = rustix::process::Pid::from_raw(host.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let output = host.wait_with_output().unwrap();
+    let line = record(&output);
+    assert_eq!(line["exit_signal"], 9, "{line}");
+}
+
+/// `--contain-tree` requires the group: as nobody (no group can be made
+/// here) the call is refused with one line, exit 4; with
+/// `--allow-degraded` it runs and lists the line. With no flag the call
+/// runs as before, `tree_kill: process-group`, nothing listed.
+/// `--no-contain-tree` beside a memory limit is a usage error.
+#[test]
+fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
+    if !ready() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("sg-contain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary: PathBuf = dir.join("spillguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
+    let as_nobody = |flags: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&binary)
+            .arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", "echo ran"])
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = as_nobody(&["--contain-tree"]);
+    assert_eq!(refused.status.code(), Some(4), "{refused:?}");
+    let stderr = String::from_utf8(refused.stderr.clone()).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "spillguard: nothing ran: contain-tree: cannot be enforced: no control group can be made: "
+        ),
+        "{stderr}"
+    );
+    assert_eq!(record(&refused)["state"], "failed_before_dispatch");
+
+    let degraded = as_nobody(&["--contain-tree", "--allow-degraded"]);
+    let line = record(&degraded);
+    assert_eq!(
+        (line["state"].as_str(), line["stdout"].as_str()),
+        (Some("completed"), Some("ran\n"))
+    );
+    let not_enforced = line["not_enforced"].as_array().unwrap();
+    assert_eq!(not_enforced.len(), 1, "{line}");
+    assert!(
+        not_enforced[0]
+            .as_str()
+            .unwrap()
+            .starts_with("contain-tree: cannot be enforced: ")
+    );
+    assert_eq!(line["tree_kill"], "process-group");
+
+    let default = as_nobody(&[]);
+    let line = record(&default);
+    assert_eq!(line["state"], "completed");
+    assert_eq!(line["tree_kill"], "process-group");
+    assert_eq!(line["not_enforced"], serde_json::json!([]));
+    assert_eq!(line["enforced"], serde_json::json!([]));
+
+    // As root: contained with no flag; not with --no-contain-tree.
+    let contained = spillguard(&["run", "--", "true"]);
+    assert_eq!(record(&contained)["tree_kill"], "cgroup-v2");
+    let opted_out = spillguard(&["run", "--no-contain-tree", "--", "true"]);
+    assert_eq!(record(&opted_out)["tree_kill"], "process-group");
+    let _ = std::fs::remove_dir_all(&dir);
+}

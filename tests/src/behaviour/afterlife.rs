@@ -114,7 +114,10 @@ fn start_escapee<H: HostUnderTest>(host: &H, pid_file: &str) -> (Outcome, Pid) {
         "setsid sh -c 'echo $$ > \"{}\"; while :; do echo noise >&2; sleep 0.02; done' & echo ok",
         pid_file.display()
     );
-    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).into_request()));
+    // Opted out of its control group, which would end the escapee with
+    // the call.
+    let call = request(HelperCommand::shell_script(script)).contain_tree(false);
+    let outcome = wait(host.launch(call.into_request()));
     assert_eq!(outcome.record.stream_end, StreamEnd::AbandonedOpen);
     assert_eq!(outcome.stdout.to_vec(), b"ok\n");
     let mut escapee = None;

@@ -24,9 +24,36 @@ use crate::engine::{HostUnderTest, request};
 /// bounds a duration.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn turn() -> (MutexGuard<'static, ()>, RwLockWriteGuard<'static, ()>) {
+/// The checks of this module: they count the process's control groups,
+/// so no other check runs beside them ([`super::GROUPS`]).
+pub const COUNTS_GROUPS: &[&str] = &[
+    "a_helper_past_its_memory_limit_ends_with_limit_hit_memory",
+    "a_fork_bomb_is_held_to_its_process_limit_and_leaves_no_survivor",
+    "a_busy_loop_past_its_cpu_seconds_ends_with_limit_hit_cpu",
+    "a_setsid_escapee_is_gone_when_a_contained_call_ends",
+    "a_sandboxed_helper_reaches_only_its_listed_paths",
+    "a_sandboxed_helper_connects_only_to_listed_ports",
+    "a_thousand_limited_calls_leave_no_group_and_no_survivor",
+    "a_sandboxed_helper_cannot_leave_its_control_group",
+    "ended_calls_leave_only_the_spare_groups",
+    "a_helper_in_a_group_below_its_own_is_killed_with_the_tree",
+    "a_process_hidden_in_a_spare_group_never_joins_the_next_call",
+    "a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets",
+    "a_sandboxed_root_helper_cannot_undo_its_sandbox",
+];
+
+type Turn = (
+    MutexGuard<'static, ()>,
+    RwLockWriteGuard<'static, ()>,
+    RwLockWriteGuard<'static, ()>,
+);
+
+fn turn() -> Turn {
     let mine = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    (mine, super::scenario_turn())
+    let groups = super::GROUPS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner);
+    (mine, groups, super::scenario_turn())
 }
 
 /// Whether this machine can run the checks: root, with cgroups mounted.
@@ -148,7 +175,8 @@ pub fn a_helper_past_its_memory_limit_ends_with_limit_hit_memory<H: HostUnderTes
     let next = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     assert_eq!(next.record.state, State::Completed);
     assert_eq!(next.record.limit_hit, None);
-    assert_eq!(next.record.tree_kill.as_deref(), Some("process-group"));
+    // Contained by default, as every call where a group can be made.
+    assert_eq!(next.record.tree_kill.as_deref(), Some("cgroup-v2"));
     assert_eq!(leftover_groups(), 0);
 }
 
@@ -225,8 +253,9 @@ pub fn a_busy_loop_past_its_cpu_seconds_ends_with_limit_hit_cpu<H: HostUnderTest
 }
 
 /// A descendant that left the helper's process group with `setsid`
-/// survives a call without a control group, and is gone when a contained
-/// call ends: a `/proc` scan finds 0.
+/// survives a call that opted out of its control group, and is gone when
+/// a call ends with no flag at all (contained by default) or with the
+/// group required: a `/proc` scan finds 0.
 pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
@@ -241,10 +270,10 @@ pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
         )
         .arg(marker)
     };
-    // Without containment the escapee outlives the call (then this test
-    // ends it).
+    // Opted out, the escapee outlives the call (then this test ends it).
     let loose = format!("loose-{}", std::process::id());
-    let outcome = wait(host.launch(request(escape(&loose)).into_request()));
+    let call = request(escape(&loose)).contain_tree(false).into_request();
+    let outcome = wait(host.launch(call));
     assert_eq!(outcome.record.state, State::Completed);
     assert_eq!(outcome.record.tree_kill.as_deref(), Some("process-group"));
     let survivors = processes_with(&loose);
@@ -256,16 +285,25 @@ pub fn a_setsid_escapee_is_gone_when_a_contained_call_ends<H: HostUnderTest>(
         );
     }
 
-    let held = format!("held-{}", std::process::id());
-    let call = request(escape(&held)).contain_tree(true).into_request();
-    let outcome = wait(host.launch(call));
-    let record = &outcome.record;
-    assert_eq!(record.state, State::Completed);
-    assert!(matches!(
-        record.tree_kill.as_deref(),
-        Some("cgroup-v2" | "cgroup-v1")
-    ));
-    assert_eq!(processes_with(&held), Vec::<u32>::new());
+    for required in [None, Some(true)] {
+        let held = format!("held-{}-{required:?}", std::process::id());
+        let mut call = request(escape(&held));
+        if let Some(required) = required {
+            call = call.contain_tree(required);
+        }
+        let outcome = wait(host.launch(call.into_request()));
+        let record = &outcome.record;
+        assert_eq!(record.state, State::Completed);
+        assert_eq!(record.tree_kill.as_deref(), Some("cgroup-v2"));
+        // Required, the group comes with the bounds' other steps (no core
+        // dumps, no new privileges); by default, alone.
+        let enforced: &[&str] = match required {
+            None => &["cgroup-v2"],
+            Some(_) => &["cgroup-v2", "rlimit", "no-new-privs"],
+        };
+        assert_eq!(record.enforced, enforced, "{required:?}");
+        assert_eq!(processes_with(&held), Vec::<u32>::new(), "{required:?}");
+    }
     assert_eq!(leftover_groups(), 0);
 }
 
@@ -636,13 +674,15 @@ pub fn a_process_hidden_in_a_spare_group_never_joins_the_next_call<H: HostUnderT
     // the last call's, then hides a sleeper in each spare.
     let hide = "sleep 0.3; own=$(sed -n 's/^0:://p' /proc/self/cgroup); \
                 parent=\"$1${own%/*}\"; n=0; \
-                for d in \"$parent\"/spillguard.*; do \
+                for d in \"$parent\"/spillguard.$3.*; do \
                   [ \"$d\" = \"$1$own\" ] && continue; \
+                  [ -s \"$d/cgroup.procs\" ] && continue; \
                   setsid sh -c 'echo $$ > \"$2/cgroup.procs\" && sleep 30; : \"$1\"' \
                     sh \"$2\" \"$d\" </dev/null >/dev/null 2>&1 & \
                   n=$((n+1)); \
                 done; echo $n; sleep 0.3";
-    let hidden = contained(HelperCommand::shell_script(hide).args([mount, &marker]));
+    let host_pid = std::process::id().to_string();
+    let hidden = contained(HelperCommand::shell_script(hide).args([mount, &marker, &host_pid]));
     assert_eq!(hidden, format!("{spare}\n"));
     assert_eq!(processes_with(&marker).len(), spare);
     // The next call lists the command lines of its group's processes.

@@ -535,7 +535,10 @@ pub fn a_successful_call_with_an_escaped_descendant_ends_soon_after_the_drain_wi
         pid_file.display()
     );
     let started = Instant::now();
-    let outcome = wait(host.launch(request(HelperCommand::shell_script(script)).into_request()));
+    // Opted out of its control group, which would end the escapee with
+    // the call.
+    let call = request(HelperCommand::shell_script(script)).contain_tree(false);
+    let outcome = wait(host.launch(call.into_request()));
     let elapsed = started.elapsed();
     let record = &outcome.record;
     assert_eq!(record.state, State::Completed);

@@ -51,6 +51,21 @@ const MS: Duration = Duration::from_millis(1);
 /// checks that bound a duration run together between scenarios.
 static TIMED_RUNS: RwLock<()> = RwLock::new(());
 
+/// Every helper gets a control group of its own where one can be made,
+/// so a check that counts the process's groups (the confinement checks)
+/// runs while no other check has a call in flight: it holds this for
+/// writing, every other check for reading.
+static GROUPS: RwLock<()> = RwLock::new(());
+
+/// The shared hold on [`GROUPS`] of a check that does not count groups
+/// (`None` for one that does: it takes the lock itself).
+pub fn groups_shared(check: &str) -> Option<RwLockReadGuard<'static, ()>> {
+    if confine::COUNTS_GROUPS.contains(&check) {
+        return None;
+    }
+    Some(GROUPS.read().unwrap_or_else(PoisonError::into_inner))
+}
+
 /// A scenario's turn: no other scenario and no timed check runs until the
 /// guard is dropped.
 pub fn scenario_turn() -> RwLockWriteGuard<'static, ()> {
@@ -135,6 +150,7 @@ macro_rules! behaviour_suite {
             $(
                 #[test]
                 fn $name() {
+                    let _groups = $crate::behaviour::groups_shared(stringify!($name));
                     $crate::behaviour::$name(driver::host);
                 }
             )+

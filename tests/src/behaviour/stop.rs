@@ -162,7 +162,13 @@ pub fn answers_come_at_once_after_the_end_while_an_escaped_process_holds_the_str
         ..HostOptions::default()
     });
     let command = HelperCommand::shell_script("setsid sleep 2 & exit 0");
-    let call = host.launch(request(command).call_id("c_escaped").into_request());
+    // Opted out of its control group, which would end the escapee.
+    let call = host.launch(
+        request(command)
+            .call_id("c_escaped")
+            .contain_tree(false)
+            .into_request(),
+    );
     poll_until(Duration::from_secs(10), "the call to end", || {
         call.state().is_terminal()
     });

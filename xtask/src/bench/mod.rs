@@ -96,6 +96,14 @@ pub const SPAWN_CASES: [(&str, &str, &str); 3] = [
     ("tokio", "spawn-tokio", "spawn-tokio-raw"),
 ];
 
+/// The spawn cases of calls that opted out of the tree's control group
+/// (`contain_tree(false)`): (runtime, spillguard case, raw case).
+pub const UNCONTAINED_SPAWN_CASES: [(&str, &str, &str); 3] = [
+    ("std", "spawn-std-uncontained", "spawn-std-raw"),
+    ("smol", "spawn-smol-uncontained", "spawn-smol-raw"),
+    ("tokio", "spawn-tokio-uncontained", "spawn-tokio-raw"),
+];
+
 /// The confined spawn cases: (runtime, confined spillguard case, raw
 /// case). Confined: a control group of its own with memory and process
 /// limits, rlimits, and Landlock file rules.
@@ -110,6 +118,10 @@ pub const CONFINED_SPAWN_CASES: [(&str, &str, &str); 3] = [
 /// `--gap-ms` [`APART_GAP_MS`] and at most [`APART_COUNT`] calls.
 pub const APART_SPAWN_CASES: [(&str, &str, &str); 1] =
     [("std", "spawn-std-apart", "spawn-std-raw-apart")];
+
+/// As [`APART_SPAWN_CASES`], without the tree's control group.
+pub const APART_UNCONTAINED_SPAWN_CASES: [(&str, &str, &str); 1] =
+    [("std", "spawn-std-uncontained-apart", "spawn-std-raw-apart")];
 
 /// As [`APART_SPAWN_CASES`], bounded as `spawn-std-confined` is.
 pub const APART_CONFINED_SPAWN_CASES: [(&str, &str, &str); 1] =
@@ -591,8 +603,8 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
                 run(spillguard, spillguard, &count, spawn_timeout);
                 run(raw, raw, &count, spawn_timeout);
             }
-            for (_, confined, _) in CONFINED_SPAWN_CASES {
-                run(confined, confined, &count, spawn_timeout);
+            for (_, case, _) in UNCONTAINED_SPAWN_CASES.iter().chain(&CONFINED_SPAWN_CASES) {
+                run(case, case, &count, spawn_timeout);
             }
             let apart = [
                 "--count".to_owned(),
@@ -603,6 +615,7 @@ fn measure(binaries: &Binaries, options: &Options) -> Results {
             for (key, case) in [
                 ("spawn-std-apart", "spawn-std"),
                 ("spawn-std-raw-apart", "spawn-std-raw"),
+                ("spawn-std-uncontained-apart", "spawn-std-uncontained"),
                 ("spawn-std-confined-apart", "spawn-std-confined"),
             ] {
                 run(key, case, &apart, spawn_timeout);

@@ -181,6 +181,9 @@ pub(crate) struct Joins {
 pub(crate) struct Wanted {
     pub memory_max: Option<u64>,
     pub pids_max: Option<u64>,
+    /// The tree's group is required: where none can be made, that is
+    /// returned as unavailable (`contain-tree`).
+    pub required: bool,
 }
 
 /// Why a limit could not be placed in a control group.
@@ -300,10 +303,25 @@ impl TreeGroup {
             }
         }
         if group.v2.is_none() && group.v1.is_empty() {
+            if wanted.required && unavailable.is_empty() {
+                unavailable.push(Unavailable {
+                    limit: "contain-tree",
+                    why: format!("no control group can be made: {v2_error}"),
+                });
+            }
             return (None, unavailable);
         }
         group.counters = Counters::open(&group);
         (Some(group), unavailable)
+    }
+
+    /// The directories its groups were made under.
+    pub(crate) fn parents(&self) -> Vec<&Path> {
+        self.v2
+            .iter()
+            .chain(self.v1.iter().map(|(_, dir)| dir))
+            .filter_map(|dir| dir.parent())
+            .collect()
     }
 
     /// The mechanisms that hold the tree, in the record's names.

@@ -124,20 +124,42 @@ pub(crate) struct Prepared {
     pub enforcement: Enforcement,
 }
 
-/// A helper with nothing to confine: the kit spawns it all the same, in
-/// a process group of its own with only its standard streams (see
-/// [`prepare`] for one with bounds).
-pub(crate) fn plain(program: &Path, search: Option<&OsStr>) -> Prepared {
+/// A helper with no bound asked: the kit spawns it all the same, in a
+/// process group of its own with only its standard streams, and, unless
+/// `contained` is false (the call opted out), in a control group of its
+/// own wherever one can be made (else its process group is what a stop
+/// signals, and nothing is refused). See [`prepare`] for one with bounds.
+pub(crate) fn unbounded(program: &Path, search: Option<&OsStr>, contained: bool) -> Prepared {
+    let mut child = ChildSetup {
+        program: resolve(program, search),
+        ..ChildSetup::default()
+    };
+    let mut enforced = Vec::new();
+    let mut tree_kill = "process-group";
+    let tree = if contained {
+        TreeGroup::create(cgroup::Wanted::default()).0
+    } else {
+        None
+    };
+    let tree = tree.and_then(|tree| match tree.joins() {
+        Ok(joins) => {
+            child.cgroup = joins.cgroup;
+            child.cgroup_procs = joins.cgroup_procs;
+            child.tasks = joins.tasks;
+            enforced.extend(tree.mechanisms().into_iter().map(str::to_owned));
+            tree_kill = tree.tree_kill();
+            Some(tree)
+        }
+        // A group it cannot join: the call runs as without one.
+        Err(_) => None,
+    });
     Prepared {
-        child: ChildSetup {
-            program: resolve(program, search),
-            ..ChildSetup::default()
-        },
-        tree: None,
+        child,
+        tree,
         enforcement: Enforcement {
-            enforced: Vec::new(),
+            enforced,
             not_enforced: Vec::new(),
-            tree_kill: "process-group".to_owned(),
+            tree_kill: tree_kill.to_owned(),
         },
     }
 }
@@ -175,6 +197,7 @@ pub(crate) fn prepare(
         TreeGroup::create(cgroup::Wanted {
             memory_max: limits.memory_max,
             pids_max: limits.pids_max,
+            required: confinement.requires_tree(),
         })
     } else {
         (None, Vec::new())
@@ -211,7 +234,7 @@ pub(crate) fn prepare(
     if let Some(bytes) = limits.file_size_max {
         rlimits.push((Resource::Fsize, bytes, bytes));
     }
-    if confinement.wants_tree() {
+    if !confinement.is_empty() {
         child.rlimits = within_current(rlimits);
         enforced.push("rlimit".to_owned());
     }
@@ -305,7 +328,7 @@ pub(crate) fn prepare(
             Err(e) => failures.push(format!("sandbox: cannot be enforced: Landlock: {e}")),
         }
     }
-    if bounded || confinement.wants_tree() {
+    if !confinement.is_empty() {
         child.no_new_privs = true;
         enforced.push("no-new-privs".to_owned());
     }

@@ -1,5 +1,7 @@
-//! A tool's bounds: `[tools.NAME.limits]`, `[tools.NAME.sandbox]` and
-//! `allow_degraded`, over the `[defaults]` table that holds the same keys
+//! A tool's bounds: `[tools.NAME.limits]`, `[tools.NAME.sandbox]`,
+//! `allow_degraded` and `contain_tree` (`true`: the tree's control group
+//! is required; `false`: none; left out: wherever one can be made), over
+//! the `[defaults]` table that holds the same keys
 //! for every tool (a tool's key wins over the default's, key by key).
 //!
 //! ```toml
@@ -34,7 +36,7 @@ pub const BASE_ENV: &[&str] = &[
 ];
 
 /// The keys of `[defaults]`.
-pub const DEFAULT_KEYS: &[&str] = &["limits", "sandbox", "allow_degraded"];
+pub const DEFAULT_KEYS: &[&str] = &["limits", "sandbox", "allow_degraded", "contain_tree"];
 
 /// A tool's bounds, as loaded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,6 +106,22 @@ impl Bounds {
                 ToolsError::new(format!("{path}.allow_degraded"), "must be true or false")
             })?;
         }
+        if let Some(value) = table.get("contain_tree") {
+            let contain = value.as_bool().ok_or_else(|| {
+                ToolsError::new(format!("{path}.contain_tree"), "must be true or false")
+            })?;
+            bounds.confinement.contain_tree = Some(contain);
+        }
+        bounds.confinement.validate().map_err(|e| {
+            let table = if LIMIT_KEYS.contains(&e.field.as_str()) {
+                "limits."
+            } else if SANDBOX_KEYS.contains(&e.field.as_str()) {
+                "sandbox."
+            } else {
+                ""
+            };
+            ToolsError::new(format!("{path}.{table}{}", e.field), e.reason)
+        })?;
         Ok(bounds)
     }
 }
@@ -131,6 +149,24 @@ mod tests {
         Bounds::default()
             .over(&table, "tools.t")
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn contain_tree_is_required_off_or_left_to_the_default() {
+        assert_eq!(load("").unwrap().confinement.contain_tree, None);
+        let on = load("contain_tree = true\n").unwrap();
+        assert_eq!(on.confinement.contain_tree, Some(true));
+        let off = load("contain_tree = false\n").unwrap();
+        assert_eq!(off.confinement.contain_tree, Some(false));
+        assert_eq!(
+            load("contain_tree = \"yes\"\n").unwrap_err(),
+            "tools.t.contain_tree: must be true or false"
+        );
+        assert_eq!(
+            load("contain_tree = false\n[limits]\nmemory_max = \"64M\"\n").unwrap_err(),
+            "tools.t.limits.memory_max: needs the tree's control group, which contain_tree = \
+             false turns off"
+        );
     }
 
     #[test]

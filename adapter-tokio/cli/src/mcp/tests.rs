@@ -251,7 +251,7 @@ fn tool_errors_name_their_field() {
     let cases = [
         (
             "command = [\"true\"]\naproval = \"none\"",
-            "tools.t.aproval: unknown key (known keys: description, command, params, approval, kind, result, deadline_ms, approval_timeout_ms, target, limits, sandbox, allow_degraded)",
+            "tools.t.aproval: unknown key (known keys: description, command, params, approval, kind, result, deadline_ms, approval_timeout_ms, target, limits, sandbox, allow_degraded, contain_tree)",
         ),
         ("", "tools.t.command: is required"),
         ("command = []", "tools.t.command: must not be empty"),

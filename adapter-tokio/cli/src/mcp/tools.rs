@@ -187,6 +187,7 @@ const TOOL_KEYS: &[&str] = &[
     "limits",
     "sandbox",
     "allow_degraded",
+    "contain_tree",
 ];
 impl ToolsFile {
     /// Parses and validates a tools file; the first broken rule is

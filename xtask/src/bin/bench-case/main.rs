@@ -58,6 +58,9 @@ cases:
                          (SPILLGUARD_BENCH_CONFINE picks one mechanism);
                          std's with --gap-ms, a pause before each call
                          that the clock leaves out
+  spawn-std-uncontained, spawn-smol-uncontained, spawn-tokio-uncontained
+                         the same without bounds, opted out of the tree's
+                         control group
   audit-log              writes a clear audit log of --bytes at --log (and
                          its anchor): one real call of `--spillguard run
                          --audit`, its records written again per call id
@@ -198,6 +201,9 @@ fn main() -> ExitCode {
         "spawn-tokio" => spawn::tokio_spillguard(&args),
         "spawn-tokio-raw" => spawn::tokio_raw(&args),
         "spawn-std-confined" => spawn::std_confined(&args),
+        "spawn-std-uncontained" => spawn::std_uncontained(&args),
+        "spawn-smol-uncontained" => spawn::smol_uncontained(&args),
+        "spawn-tokio-uncontained" => spawn::tokio_uncontained(&args),
         "spawn-smol-confined" => spawn::smol_confined(&args),
         "spawn-tokio-confined" => spawn::tokio_confined(&args),
         "audit-log" => audit::write_log(&args),

@@ -138,7 +138,7 @@ fn confinement() -> Confinement {
     };
     match std::env::var("SPILLGUARD_BENCH_CONFINE").as_deref() {
         Ok("tree") => Confinement {
-            contain_tree: true,
+            contain_tree: Some(true),
             ..Confinement::default()
         },
         Ok("memory") => Confinement {
@@ -165,6 +165,29 @@ fn confinement() -> Confinement {
         },
         _ => all,
     }
+}
+
+/// A call that opted out of the tree's control group.
+fn uncontained() -> Confinement {
+    Confinement {
+        contain_tree: Some(false),
+        ..Confinement::default()
+    }
+}
+
+/// spillguard-std without the tree's group.
+pub fn std_uncontained(args: &Args) -> Result<Measured, String> {
+    std_calls(args, "spawn-std-uncontained", Some(uncontained()))
+}
+
+/// spillguard-smol without the tree's group.
+pub fn smol_uncontained(args: &Args) -> Result<Measured, String> {
+    smol_calls(args, "spawn-smol-uncontained", Some(uncontained()))
+}
+
+/// spillguard-tokio without the tree's group.
+pub fn tokio_uncontained(args: &Args) -> Result<Measured, String> {
+    tokio_calls(args, "spawn-tokio-uncontained", Some(uncontained()))
 }
 
 /// spillguard-std with [`confinement`].
