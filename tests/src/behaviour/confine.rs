@@ -25,7 +25,7 @@ use crate::engine::{HostUnderTest, request};
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The checks of this module: they count the process's control groups,
-/// so no other check runs beside them ([`super::GROUPS`]).
+/// so no other check runs beside them (see [`super::groups_shared`]).
 pub const COUNTS_GROUPS: &[&str] = &[
     "a_helper_past_its_memory_limit_ends_with_limit_hit_memory",
     "a_fork_bomb_is_held_to_its_process_limit_and_leaves_no_survivor",

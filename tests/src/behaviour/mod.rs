@@ -57,8 +57,11 @@ static TIMED_RUNS: RwLock<()> = RwLock::new(());
 /// writing, every other check for reading.
 static GROUPS: RwLock<()> = RwLock::new(());
 
-/// The shared hold on [`GROUPS`] of a check that does not count groups
-/// (`None` for one that does: it takes the lock itself).
+/// The shared hold of a check that does not count control groups on the
+/// lock that a check which counts them holds alone (`None` for one that
+/// does: it takes the lock itself). Every helper gets a control group of
+/// its own where one can be made, so counting them needs no other call
+/// in flight.
 pub fn groups_shared(check: &str) -> Option<RwLockReadGuard<'static, ()>> {
     if confine::COUNTS_GROUPS.contains(&check) {
         return None;
