@@ -50,6 +50,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::ExitStatus;
 use serde::{Deserialize, Serialize};
 
 /// Resource limits on a helper's whole process tree. `None` is no limit.
@@ -640,13 +641,22 @@ impl LimitHit {
     }
 
     /// Which limit the tree hit, from what the driver measured and how the
-    /// direct child ended (`exit_signal`): an out-of-memory kill first,
-    /// then a refused fork, then CPU time, then file size; `None` when no
-    /// limit set was hit.
-    pub fn of(limits: &Limits, report: &TreeReport, exit_signal: Option<i32>) -> Option<Self> {
+    /// direct child ended: an out-of-memory kill anywhere in the tree
+    /// first, then a refused fork, then CPU time, then file size; `None`
+    /// when no limit set was hit.
+    ///
+    /// A descendant's signal reaches the record through the shell that
+    /// ran it: a shell whose child a signal ended exits with status 128 +
+    /// the signal's number (152 for `SIGXCPU`, 153 for `SIGXFSZ`). A 152
+    /// counts as the CPU limit only when the tree's accounting shows the
+    /// CPU time spent (no process reaches its `SIGXCPU` with less); a 153
+    /// counts as the file-size limit (no accounting can confirm it).
+    pub fn of(limits: &Limits, report: &TreeReport, exit: Option<ExitStatus>) -> Option<Self> {
         const SIGKILL: i32 = 9;
         const SIGXCPU: i32 = 24;
         const SIGXFSZ: i32 = 25;
+        let signal = exit.and_then(|e| e.signal);
+        let code = exit.and_then(|e| e.code);
         if limits.memory_max.is_some() && report.oom_kills > 0 {
             return Some(LimitHit::Memory);
         }
@@ -657,12 +667,15 @@ impl LimitHit {
             let spent = report
                 .cpu_usage_us
                 .is_some_and(|us| us >= seconds.saturating_mul(1_000_000));
-            let signal = exit_signal == Some(SIGXCPU) || report.cpu_signals > 0;
-            if signal || (exit_signal == Some(SIGKILL) && spent) {
+            let signalled = signal == Some(SIGXCPU) || report.cpu_signals > 0;
+            let reported = code == Some(128 + SIGXCPU) || signal == Some(SIGKILL);
+            if signalled || (reported && spent) {
                 return Some(LimitHit::Cpu);
             }
         }
-        if limits.file_size_max.is_some() && exit_signal == Some(SIGXFSZ) {
+        if limits.file_size_max.is_some()
+            && (signal == Some(SIGXFSZ) || code == Some(128 + SIGXFSZ))
+        {
             return Some(LimitHit::FileSize);
         }
         None
@@ -740,7 +753,10 @@ mod tests {
             pids_refused: 3,
             ..TreeReport::default()
         };
-        assert_eq!(LimitHit::of(&all, &report, Some(9)), Some(LimitHit::Memory));
+        assert_eq!(
+            LimitHit::of(&all, &report, Some(ExitStatus::signal(9))),
+            Some(LimitHit::Memory)
+        );
         let pids_only = Limits {
             pids_max: Some(64),
             ..Limits::default()
@@ -751,25 +767,52 @@ mod tests {
         );
         // An OOM kill with no memory limit set is not this call's limit.
         let none = Limits::default();
-        assert_eq!(LimitHit::of(&none, &report, Some(9)), None);
+        assert_eq!(
+            LimitHit::of(&none, &report, Some(ExitStatus::signal(9))),
+            None
+        );
         let quiet = TreeReport::default();
-        assert_eq!(LimitHit::of(&all, &quiet, Some(24)), Some(LimitHit::Cpu));
+        assert_eq!(
+            LimitHit::of(&all, &quiet, Some(ExitStatus::signal(24))),
+            Some(LimitHit::Cpu)
+        );
         let spent = TreeReport {
             cpu_usage_us: Some(1_000_000),
             ..TreeReport::default()
         };
-        assert_eq!(LimitHit::of(&all, &spent, Some(9)), Some(LimitHit::Cpu));
+        assert_eq!(
+            LimitHit::of(&all, &spent, Some(ExitStatus::signal(9))),
+            Some(LimitHit::Cpu)
+        );
         // SIGKILL without the CPU time spent is someone else's kill.
         let short = TreeReport {
             cpu_usage_us: Some(999_999),
             ..TreeReport::default()
         };
-        assert_eq!(LimitHit::of(&all, &short, Some(9)), None);
         assert_eq!(
-            LimitHit::of(&all, &quiet, Some(25)),
+            LimitHit::of(&all, &short, Some(ExitStatus::signal(9))),
+            None
+        );
+        assert_eq!(
+            LimitHit::of(&all, &quiet, Some(ExitStatus::signal(25))),
             Some(LimitHit::FileSize)
         );
         assert_eq!(LimitHit::of(&all, &quiet, None), None);
+        // A descendant's signal, as the shell that ran it reports it: 152
+        // is the CPU limit only with the CPU time spent; 153 the file size.
+        let code = |n| Some(ExitStatus::code(n));
+        assert_eq!(LimitHit::of(&all, &spent, code(152)), Some(LimitHit::Cpu));
+        assert_eq!(LimitHit::of(&all, &short, code(152)), None);
+        assert_eq!(
+            LimitHit::of(&all, &quiet, code(153)),
+            Some(LimitHit::FileSize)
+        );
+        let no_file_limit = Limits {
+            file_size_max: None,
+            ..all.clone()
+        };
+        assert_eq!(LimitHit::of(&no_file_limit, &quiet, code(153)), None);
+        assert_eq!(LimitHit::of(&all, &spent, code(1)), None);
     }
 
     #[test]

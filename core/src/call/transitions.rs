@@ -739,9 +739,10 @@ fn end(call: &mut Call, now: Instant, state: State) {
         enforced: enforcement.enforced,
         not_enforced: enforcement.not_enforced,
         tree_kill,
-        limit_hit: call.tree.as_ref().and_then(|tree| {
-            LimitHit::of(&confinement.limits, tree, call.exit.and_then(|e| e.signal))
-        }),
+        limit_hit: call
+            .tree
+            .as_ref()
+            .and_then(|tree| LimitHit::of(&confinement.limits, tree, call.exit)),
         tree_peak_memory_bytes: call.tree.and_then(|tree| tree.peak_memory_bytes),
         tree_peak_pids: call.tree.and_then(|tree| tree.peak_pids),
         received_at_unix_us: unix_us(call.received_at),

@@ -40,6 +40,7 @@ pub const COUNTS_GROUPS: &[&str] = &[
     "a_process_hidden_in_a_spare_group_never_joins_the_next_call",
     "a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets",
     "a_sandboxed_root_helper_cannot_undo_its_sandbox",
+    "a_limit_a_descendant_hits_is_named_in_the_record",
 ];
 
 type Turn = (
@@ -919,4 +920,72 @@ pub fn a_sandboxed_root_helper_cannot_undo_its_sandbox<H: HostUnderTest>(
             .starts_with("mknod=0\n")
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A limit hit by a descendant is named in the record like one hit by the
+/// helper itself: a grandchild's busy loop past its CPU seconds (the
+/// shell reports 152, the tree's accounting shows the time spent), a
+/// grandchild's write past the file-size limit (the shell reports 153),
+/// and an out-of-memory kill in a v1 memory group the helper made below
+/// its own.
+pub fn a_limit_a_descendant_hits_is_named_in_the_record<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let run = |script: &str, args: &[&str], limits: Limits| {
+        let command = HelperCommand::shell_script(script).args(args);
+        let outcome = wait(host.launch(request(command).limits(limits).into_request()));
+        outcome.record
+    };
+    // The shell does not exec its last command (the `s=$?` after it), so
+    // the busy loop is a grandchild of the call.
+    let busy = "python3 -c 'while True: pass'; s=$?; exit $s";
+    let record = run(busy, &[], limits(|l| l.cpu_seconds = Some(1)));
+    assert_eq!(
+        (record.state, record.exit_status, record.limit_hit),
+        (State::FailedLocal, Some(152), Some(LimitHit::Cpu)),
+        "{}",
+        record.to_json()
+    );
+    assert!(record.tree_peak_pids.is_none() || record.tree_peak_pids >= Some(2));
+
+    let base = temp_path("file-size");
+    std::fs::create_dir_all(&base).unwrap();
+    let write = "head -c 2000000 /dev/zero > \"$1/big\"; s=$?; exit $s";
+    let dir = base.to_str().unwrap();
+    let record = run(write, &[dir], limits(|l| l.file_size_max = Some(1 << 20)));
+    assert_eq!(
+        (record.state, record.exit_status, record.limit_hit),
+        (State::FailedLocal, Some(153), Some(LimitHit::FileSize)),
+        "{}",
+        record.to_json()
+    );
+    assert_eq!(std::fs::metadata(base.join("big")).unwrap().len(), 1 << 20);
+    let _ = std::fs::remove_dir_all(&base);
+
+    // Its own v1 memory group, a group below it, and a grandchild there
+    // that touches 1 GiB under a 128 MiB limit.
+    let nested = "g=$(sed -n 's/^[0-9]*:memory:\\(.*\\)$/\\1/p' /proc/self/cgroup); \
+                  [ -n \"$g\" ] || { echo 'no v1 memory group'; exit 3; }; \
+                  sub=\"/sys/fs/cgroup/memory$g/below\"; mkdir \"$sub\" || exit 4; \
+                  sh -c 'echo $$ > \"$1/cgroup.procs\"; \
+                  exec python3 -c \"b = bytearray(1 << 30); b[::4096] = b\\\"x\\\" * (len(b) // 4096)\"' \
+                  sh \"$sub\"; s=$?; exit $s";
+    let record = run(nested, &[], limits(|l| l.memory_max = Some(128 << 20)));
+    assert_eq!(
+        (record.state, record.limit_hit),
+        (State::FailedLocal, Some(LimitHit::Memory)),
+        "{}",
+        record.to_json()
+    );
+    assert!(
+        record.enforced.contains(&"cgroup-v1".to_owned()),
+        "{:?}",
+        record.enforced
+    );
+    assert_eq!(leftover_groups(), 0);
 }

@@ -145,6 +145,7 @@ macro_rules! behaviour_suite {
             a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets,
             an_inherited_descriptor_never_reaches_a_helper,
             a_sandboxed_root_helper_cannot_undo_its_sandbox,
+            a_limit_a_descendant_hits_is_named_in_the_record,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

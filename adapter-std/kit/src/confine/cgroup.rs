@@ -431,6 +431,12 @@ impl TreeGroup {
         };
         let usage = key_value(counters.cpu.as_ref(), "usage_usec");
         report.cpu_usage_us = (usage > 0).then_some(usage);
+        // v2's `memory.events` counts the groups below too; a v1 group's
+        // `oom_kill` only its own: those a helper made below its group
+        // are read one by one (an OOM kill in any of them is the tree's).
+        if let Some((dir, Version::V1)) = &self.memory {
+            report.oom_kills += nested_oom_kills(dir);
+        }
         report
     }
 
@@ -514,6 +520,26 @@ fn procs(dir: &Path) -> io::Result<Vec<i32>> {
 }
 
 /// The groups right below the group at `dir`.
+/// The OOM kills counted in the v1 memory groups below `dir` (at any
+/// depth, at most 8 levels), not in `dir` itself.
+fn nested_oom_kills(dir: &Path) -> u64 {
+    let mut kills = 0;
+    let mut level = subgroups(dir).unwrap_or_default();
+    for _ in 0..8 {
+        if level.is_empty() {
+            break;
+        }
+        let mut next = Vec::new();
+        for group in level {
+            let file = fs::File::open(group.join("memory.oom_control")).ok();
+            kills += key_value(file.as_ref(), "oom_kill");
+            next.extend(subgroups(&group).unwrap_or_default());
+        }
+        level = next;
+    }
+    kills
+}
+
 pub(super) fn subgroups(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(fs::read_dir(dir)?
         .flatten()
