@@ -14,8 +14,10 @@
 //!   any helper runs in it, spare groups included;
 //! * each spawned helper's process group (`+P PGID`), taken back when its
 //!   call finishes (`-P PGID`);
-//! * a call's last moment (`+D PGID SECONDS`: its deadline, grace and one
-//!   second more, from now), taken back with its group.
+//! * a call's last moment (its deadline, grace and one second more, from
+//!   now): for its control groups (`+G SECONDS DIR`) before the helper
+//!   runs, taken back when the call ends (`-G DIR`); for its process
+//!   group (`+D PGID SECONDS`) once spawned, taken back with it.
 //!
 //! When the host process ends, however it ends, the kernel closes the
 //! pipe's write end; the script sends SIGTERM to every listed process
@@ -24,8 +26,10 @@
 //! groups (`cgroup.kill`, or each process of a v1 group, groups below
 //! included), SIGKILLs the process groups left, removes the control
 //! groups, and exits. A call still running one second past its deadline
-//! and grace (the host stopped with SIGSTOP, or wedged) has its process
-//! group killed by the supervisor, as its owner would have.
+//! and grace (the host stopped with SIGSTOP, or wedged) has its tree
+//! killed by the supervisor (its control groups, or its process group),
+//! as its owner would have: a helper that stops its host the moment it
+//! starts is known by its groups already.
 //!
 //! Why a supervisor and not `PR_SET_PDEATHSIG`: the death signal fires
 //! when the *thread* that forked the child ends, not the process, and our
@@ -108,6 +112,7 @@ each_group() {
 p=' '
 d=' '
 c=''
+t=''
 n=0
 while read -r op a b; do
   case $op in
@@ -116,12 +121,25 @@ while read -r op a b; do
     -P) case $p in *" $a "*) p="${p%% $a *} ${p#* $a }" ;; esac
         for e in $d; do case $e in "$a:"*) d="${d%% $e *} ${d#* $e }" ;; esac; done ;;
     +D) d="$d$a:$((n + b)) " ;;
+    +G) t="$t$((n + a)) $b$nl" ;;
+    -G) g="$a${b:+ $b}"; keep=''
+        IFS=$nl
+        for e in $t; do [ "${e#* }" = "$g" ] || keep="$keep$e$nl"; done
+        IFS=' '
+        t=$keep ;;
     T) n=$((n + 1))
        for e in $d; do
          [ "${e#*:}" -le "$n" ] || continue
          kill -s KILL -- "-${e%%:*}" 2>/dev/null
          d="${d%% $e *} ${d#* $e }"
-       done ;;
+       done
+       keep=''
+       IFS=$nl
+       for e in $t; do
+         if [ "${e%% *}" -le "$n" ]; then kill_tree "${e#* }"; else keep="$keep$e$nl"; fi
+       done
+       IFS=' '
+       t=$keep ;;
     E) break ;;
   esac
 done
@@ -154,12 +172,14 @@ struct Supervisor {
     link: Option<(Child, ChildStdin)>,
     groups: BTreeMap<u32, Option<Instant>>,
     parents: Vec<PathBuf>,
+    trees: BTreeMap<PathBuf, Instant>,
 }
 
 static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
     link: None,
     groups: BTreeMap::new(),
     parents: Vec::new(),
+    trees: BTreeMap::new(),
 });
 
 fn supervisor() -> MutexGuard<'static, Supervisor> {
@@ -179,6 +199,37 @@ pub fn watch_parent(parent: &Path) {
     supervisor.parents.push(parent.to_path_buf());
     let line = parent_line(parent);
     supervisor.send(&line);
+}
+
+/// Names a call's control groups `dirs` with its last moment, `last` from
+/// now (its deadline, grace and a second), before its helper runs: if the
+/// call is still listed then (the host stopped or wedged), the supervisor
+/// kills every process of them. [`release_tree`] takes them back.
+pub fn watch_tree(dirs: &[PathBuf], last: Duration) {
+    let mut supervisor = supervisor();
+    let at = Instant::now() + last;
+    let mut lines = String::new();
+    for dir in dirs {
+        supervisor.trees.insert(dir.clone(), at);
+        lines.push_str(&tree_line(dir, at));
+    }
+    supervisor.send(&lines);
+}
+
+/// Takes a call's control groups off the list: the call ended.
+pub fn release_tree(dirs: &[PathBuf]) {
+    let mut supervisor = supervisor();
+    let mut lines = String::new();
+    for dir in dirs {
+        if supervisor.trees.remove(dir).is_some()
+            && let Some(text) = dir.to_str().filter(|t| !t.contains('\n'))
+        {
+            lines.push_str(&format!("-G {text}\n"));
+        }
+    }
+    if !lines.is_empty() {
+        supervisor.send(&lines);
+    }
 }
 
 /// Lists `pgid`, a helper's group just spawned: if this process dies
@@ -225,6 +276,17 @@ fn parent_line(parent: &Path) -> String {
     }
 }
 
+/// `+G SECONDS DIR` (whole seconds from now, at least one); nothing for
+/// a directory with a line break in its name.
+fn tree_line(dir: &Path, at: Instant) -> String {
+    let left = at.saturating_duration_since(Instant::now());
+    let seconds = (left.as_secs() + u64::from(left.subsec_nanos() > 0)).max(1);
+    match dir.to_str() {
+        Some(text) if !text.contains('\n') => format!("+G {seconds} {text}\n"),
+        _ => String::new(),
+    }
+}
+
 /// `+P PGID`, and `+D PGID SECONDS` when the call has a last moment
 /// (whole seconds from now, at least one).
 fn group_lines(pgid: u32, last: Option<Instant>) -> String {
@@ -255,6 +317,9 @@ impl Supervisor {
             return;
         };
         let mut listed: String = self.parents.iter().map(|p| parent_line(p)).collect();
+        for (dir, &at) in &self.trees {
+            listed.push_str(&tree_line(dir, at));
+        }
         for (&pgid, &last) in &self.groups {
             listed.push_str(&group_lines(pgid, last));
         }

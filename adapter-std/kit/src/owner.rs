@@ -397,6 +397,9 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     span: tracing::Span,
     /// The helper's group, while the process's supervisor lists it.
     watched: Option<u32>,
+    /// The call's control groups, listed with its last moment with the
+    /// supervisor until the call ends.
+    watched_tree: Vec<std::path::PathBuf>,
     /// The call's control groups, from its spawn to its end.
     tree: Option<crate::confine::Tree>,
 }
@@ -466,6 +469,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             #[cfg(feature = "tracing")]
             span,
             watched: None,
+            watched_tree: Vec::new(),
             tree: None,
         }
     }
@@ -721,13 +725,6 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
         let options = self.host.state().options();
         let (pipe_size, watch) = (options.pipe_size, options.kill_helpers_on_host_death);
-        if watch && let Some((Some(tree), _)) = &confined {
-            // Before the helper runs: its groups are known to the
-            // supervisor however soon the host dies.
-            for parent in tree.parents() {
-                crate::host_death::watch_parent(parent);
-            }
-        }
         // Past its deadline, its grace and a second more, the call has
         // ended, unless the host is stopped or wedged: the supervisor ends
         // it then.
@@ -735,6 +732,17 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         let last = settings
             .deadline
             .map(|deadline| deadline + settings.shutdown_grace + Duration::from_secs(1));
+        if watch && let Some((Some(tree), _)) = &confined {
+            // Before the helper runs: its groups are known to the
+            // supervisor however soon the host dies or is stopped.
+            for parent in tree.parents() {
+                crate::host_death::watch_parent(parent);
+            }
+            if let Some(last) = last {
+                self.watched_tree = tree.dirs().map(std::path::Path::to_path_buf).collect();
+                crate::host_death::watch_tree(&self.watched_tree, last);
+            }
+        }
         let watched = &mut self.watched;
         run_loop::spawn(&mut self.call, self.command.take(), self.clock, |command| {
             let spawned = effects.spawn(command, pipe_size);
@@ -796,6 +804,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     fn release(&mut self) {
         if let Some(pgid) = self.watched.take() {
             crate::host_death::release(pgid);
+        }
+        if !self.watched_tree.is_empty() {
+            crate::host_death::release_tree(&std::mem::take(&mut self.watched_tree));
         }
         if !self.released {
             self.released = true;

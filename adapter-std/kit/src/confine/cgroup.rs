@@ -372,7 +372,7 @@ impl TreeGroup {
         Ok(joins)
     }
 
-    fn dirs(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn dirs(&self) -> impl Iterator<Item = &Path> {
         self.v2
             .iter()
             .map(PathBuf::as_path)
