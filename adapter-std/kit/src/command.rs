@@ -79,6 +79,12 @@ pub struct HelperCommand {
     pub stdin: StdinMode,
     /// Run `program` as a script with `/bin/sh -c` (off by default).
     pub shell: bool,
+    /// Start the helper in a session of its own (`setsid`): no controlling
+    /// terminal, so it cannot open the user's terminal (`/dev/tty`) or
+    /// receive its signals. Off by default (the helper's own process group
+    /// in the host's session); always on for a helper with a limit or a
+    /// sandbox.
+    pub new_session: bool,
     /// What the child does to itself before exec (its call's
     /// confinement), set by the owner just before the spawn.
     confine: ChildSlot,
@@ -219,6 +225,15 @@ impl HelperCommand {
     /// or after this call.
     pub fn env_clear(mut self) -> Self {
         self.env_clear = true;
+        self
+    }
+
+    /// Starts the helper in a session of its own, with no controlling
+    /// terminal (see [`new_session`](Self::new_session)): for a helper
+    /// that has no business with the user's terminal, as every tool of
+    /// `spillguard mcp` is run.
+    pub fn new_session(mut self, own: bool) -> Self {
+        self.new_session = own;
         self
     }
 

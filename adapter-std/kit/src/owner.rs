@@ -709,7 +709,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 crate::confine::prepare(confinement, &program, search.as_deref())
             };
             match prepared {
-                Ok(prepared) => {
+                Ok(mut prepared) => {
+                    prepared.child.new_session |= command.new_session;
                     command.confine(prepared.child);
                     confined = Some((prepared.tree, prepared.enforcement));
                 }

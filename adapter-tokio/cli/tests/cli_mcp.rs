@@ -500,3 +500,22 @@ fn the_tools_of_the_peer_tests_load() {
     let output = spillguard(&["mcp", "--tools", peers, "--check"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
+
+/// A tool has no business with the user's terminal: its helper runs in a
+/// session of its own (the session id is its own pid), with no limit or
+/// sandbox asked.
+#[test]
+fn a_tool_runs_in_a_session_of_its_own() {
+    let call = approve_one_call(
+        "session",
+        "[tools.session]\ndescription = \"which session it runs in\"\n\
+         command = [\"sh\", \"-c\", \"[ \\\"$(cut -d' ' -f6 /proc/$$/stat)\\\" = $$ ] && echo own || echo host\"]\n\
+         approval = \"required\"\n",
+        json!({}),
+    );
+    let text = call.answer["result"]["structuredContent"]["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(text, "own\n", "{}", call.answer);
+}

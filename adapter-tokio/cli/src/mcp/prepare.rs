@@ -303,7 +303,11 @@ impl Tool {
                 problems,
             });
         }
-        let mut command = HelperCommand::new(&self.program).args(args);
+        // A tool has no business with the user's terminal, if the
+        // client that runs this server has one: a session of its own.
+        let mut command = HelperCommand::new(&self.program)
+            .args(args)
+            .new_session(true);
         if let Some(allowed) = &self.bounds.env_allow {
             // A sandboxed tool's environment: the base names and its
             // allow-list, with the host's values; nothing else.

@@ -452,7 +452,10 @@ fn the_example_prepares_its_call_and_card() {
         call,
         PreparedCall {
             tool: "remote_uptime".into(),
-            command: HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "uptime"]),
+            // Every tool runs in a session of its own.
+            command: HelperCommand::new("ssh")
+                .args(["-o", "BatchMode=yes", "web-3", "uptime"])
+                .new_session(true),
             target: "ssh -o BatchMode=yes web-3 uptime".into(),
             summary: "ssh -o BatchMode=yes web-3 uptime".into(),
             card_lines: [
@@ -1140,11 +1143,13 @@ fn a_secret_parameter_reaches_the_helper_and_no_view() {
     // The helper receives the real values.
     assert_eq!(
         call.command,
-        HelperCommand::new("dbcli").args([
-            "--user=admin".to_owned(),
-            format!("--password={SYMBOLS}"),
-            "nb-1234".to_owned()
-        ])
+        HelperCommand::new("dbcli")
+            .args([
+                "--user=admin".to_owned(),
+                format!("--password={SYMBOLS}"),
+                "nb-1234".to_owned()
+            ])
+            .new_session(true)
     );
     assert_eq!(call.target, "admin:[redacted: secret-parameter]@db");
     assert_eq!(
