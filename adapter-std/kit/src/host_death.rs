@@ -14,6 +14,9 @@
 //!   any helper runs in it, spare groups included;
 //! * each spawned helper's process group (`+P PGID`), taken back when its
 //!   call finishes (`-P PGID`);
+//! * a call's CPU budget for its whole tree (`+U MICROSECONDS DIR`, its
+//!   v2 group), checked every second against the group's `cpu.stat`: the
+//!   tree is killed once it has used it all;
 //! * a call's last moment (its deadline, grace and one second more, from
 //!   now): for its control groups (`+G SECONDS DIR`) before the helper
 //!   runs, taken back when the call ends (`-G DIR`); for its process
@@ -113,6 +116,7 @@ p=' '
 d=' '
 c=''
 t=''
+u=''
 n=0
 while read -r op a b; do
   case $op in
@@ -122,11 +126,14 @@ while read -r op a b; do
         for e in $d; do case $e in "$a:"*) d="${d%% $e *} ${d#* $e }" ;; esac; done ;;
     +D) d="$d$a:$((n + b)) " ;;
     +G) t="$t$((n + a)) $b$nl" ;;
+    +U) u="$u$a $b$nl" ;;
     -G) g="$a${b:+ $b}"; keep=''
         IFS=$nl
         for e in $t; do [ "${e#* }" = "$g" ] || keep="$keep$e$nl"; done
+        t=$keep; keep=''
+        for e in $u; do [ "${e#* }" = "$g" ] || keep="$keep$e$nl"; done
         IFS=' '
-        t=$keep ;;
+        u=$keep ;;
     T) n=$((n + 1))
        for e in $d; do
          [ "${e#*:}" -le "$n" ] || continue
@@ -138,8 +145,14 @@ while read -r op a b; do
        for e in $t; do
          if [ "${e%% *}" -le "$n" ]; then kill_tree "${e#* }"; else keep="$keep$e$nl"; fi
        done
+       t=$keep; keep=''
+       for e in $u; do
+         used=0
+         while IFS=' ' read -r k v; do [ "$k" = usage_usec ] && used=$v; done < "${e#* }/cpu.stat"
+         if [ "$used" -ge "${e%% *}" ]; then kill_tree "${e#* }"; else keep="$keep$e$nl"; fi
+       done
        IFS=' '
-       t=$keep ;;
+       u=$keep ;;
     E) break ;;
   esac
 done
@@ -173,6 +186,7 @@ struct Supervisor {
     groups: BTreeMap<u32, Option<Instant>>,
     parents: Vec<PathBuf>,
     trees: BTreeMap<PathBuf, Instant>,
+    cpu: BTreeMap<PathBuf, u64>,
 }
 
 static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
@@ -180,6 +194,7 @@ static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
     groups: BTreeMap::new(),
     parents: Vec::new(),
     trees: BTreeMap::new(),
+    cpu: BTreeMap::new(),
 });
 
 fn supervisor() -> MutexGuard<'static, Supervisor> {
@@ -216,12 +231,27 @@ pub fn watch_tree(dirs: &[PathBuf], last: Duration) {
     supervisor.send(&lines);
 }
 
+/// Holds the CPU time of a call's whole tree, its v2 group `dir`, to
+/// `seconds`: the supervisor reads the group's `cpu.stat` every second
+/// and kills every process of it once `usage_usec` reaches the budget
+/// (the call's record then says `limit_hit: "cpu"`). [`release_tree`]
+/// takes it back.
+pub fn watch_cpu(dir: &Path, seconds: u64) {
+    let mut supervisor = supervisor();
+    let usec = seconds.saturating_mul(1_000_000);
+    supervisor.cpu.insert(dir.to_path_buf(), usec);
+    let line = cpu_line(dir, usec);
+    supervisor.send(&line);
+}
+
 /// Takes a call's control groups off the list: the call ended.
 pub fn release_tree(dirs: &[PathBuf]) {
     let mut supervisor = supervisor();
     let mut lines = String::new();
     for dir in dirs {
-        if supervisor.trees.remove(dir).is_some()
+        let listed = supervisor.trees.remove(dir).is_some();
+        let held = supervisor.cpu.remove(dir).is_some();
+        if (listed || held)
             && let Some(text) = dir.to_str().filter(|t| !t.contains('\n'))
         {
             lines.push_str(&format!("-G {text}\n"));
@@ -276,6 +306,15 @@ fn parent_line(parent: &Path) -> String {
     }
 }
 
+/// `+U MICROSECONDS DIR`; nothing for a directory with a line break in
+/// its name.
+fn cpu_line(dir: &Path, usec: u64) -> String {
+    match dir.to_str() {
+        Some(text) if !text.contains('\n') => format!("+U {usec} {text}\n"),
+        _ => String::new(),
+    }
+}
+
 /// `+G SECONDS DIR` (whole seconds from now, at least one); nothing for
 /// a directory with a line break in its name.
 fn tree_line(dir: &Path, at: Instant) -> String {
@@ -319,6 +358,9 @@ impl Supervisor {
         let mut listed: String = self.parents.iter().map(|p| parent_line(p)).collect();
         for (dir, &at) in &self.trees {
             listed.push_str(&tree_line(dir, at));
+        }
+        for (dir, &usec) in &self.cpu {
+            listed.push_str(&cpu_line(dir, usec));
         }
         for (&pgid, &last) in &self.groups {
             listed.push_str(&group_lines(pgid, last));

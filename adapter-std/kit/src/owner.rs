@@ -739,9 +739,15 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             for parent in tree.parents() {
                 crate::host_death::watch_parent(parent);
             }
+            self.watched_tree = tree.dirs().map(std::path::Path::to_path_buf).collect();
             if let Some(last) = last {
-                self.watched_tree = tree.dirs().map(std::path::Path::to_path_buf).collect();
                 crate::host_death::watch_tree(&self.watched_tree, last);
+            }
+            // The CPU time of the whole tree, not of each process only
+            // (each process still has its `RLIMIT_CPU`).
+            if let (Some(seconds), Some(v2)) = (settings.confinement.limits.cpu_seconds, tree.v2())
+            {
+                crate::host_death::watch_cpu(v2, seconds);
             }
         }
         let watched = &mut self.watched;

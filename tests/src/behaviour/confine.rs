@@ -41,6 +41,7 @@ pub const COUNTS_GROUPS: &[&str] = &[
     "a_bounded_helper_has_no_way_to_the_terminal_the_host_or_its_sockets",
     "a_sandboxed_root_helper_cannot_undo_its_sandbox",
     "a_limit_a_descendant_hits_is_named_in_the_record",
+    "the_cpu_time_of_the_whole_tree_is_held_to_its_limit",
 ];
 
 type Turn = (
@@ -987,5 +988,39 @@ pub fn a_limit_a_descendant_hits_is_named_in_the_record<H: HostUnderTest>(
         "{:?}",
         record.enforced
     );
+    assert_eq!(leftover_groups(), 0);
+}
+
+/// CPU time is held for the whole tree, not only per process: four busy
+/// processes under `cpu_seconds = 1` reach one CPU second between them
+/// long before any of them reaches its own, and the tree is killed then
+/// (`SIGKILL` to the helper, `limit_hit: cpu`, the tree's accounting at
+/// or past the budget), within the supervisor's one-second look.
+pub fn the_cpu_time_of_the_whole_tree_is_held_to_its_limit<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let _turn = turn();
+    if !machine_ready() {
+        return;
+    }
+    let host = host(HostOptions::default());
+    let busy = "for i in 1 2 3 4; do python3 -c 'while True: pass' & done; wait";
+    let started = Instant::now();
+    let command = HelperCommand::shell_script(busy);
+    let limited = request(command)
+        .limits(limits(|l| l.cpu_seconds = Some(1)))
+        .into_request();
+    let outcome = wait(host.launch(limited));
+    let elapsed = started.elapsed();
+    let record = &outcome.record;
+    assert_eq!(
+        (record.state, record.exit_signal, record.limit_hit),
+        (State::FailedLocal, Some(9), Some(LimitHit::Cpu)),
+        "{}",
+        record.to_json()
+    );
+    // Four processes at one second each would take two seconds of wall
+    // time on two cores, more on one: the tree's budget ends them first.
+    assert!(elapsed < Duration::from_millis(2_900), "{elapsed:?}");
     assert_eq!(leftover_groups(), 0);
 }

@@ -146,6 +146,7 @@ macro_rules! behaviour_suite {
             an_inherited_descriptor_never_reaches_a_helper,
             a_sandboxed_root_helper_cannot_undo_its_sandbox,
             a_limit_a_descendant_hits_is_named_in_the_record,
+            the_cpu_time_of_the_whole_tree_is_held_to_its_limit,
         );
     };
     ($driver:path; $($name:ident),+ $(,)?) => {

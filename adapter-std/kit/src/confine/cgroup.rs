@@ -315,6 +315,11 @@ impl TreeGroup {
         (Some(group), unavailable)
     }
 
+    /// Its v2 group, if it has one.
+    pub(crate) fn v2(&self) -> Option<&Path> {
+        self.v2.as_deref()
+    }
+
     /// The directories its groups were made under.
     pub(crate) fn parents(&self) -> Vec<&Path> {
         self.v2
