@@ -233,12 +233,14 @@ pub fn watch_tree(dirs: &[PathBuf], last: Duration) {
 
 /// Holds the CPU time of a call's whole tree, its v2 group `dir`, to
 /// `seconds`: the supervisor reads the group's `cpu.stat` every second
-/// and kills every process of it once `usage_usec` reaches the budget
-/// (the call's record then says `limit_hit: "cpu"`). [`release_tree`]
+/// and kills every process of it once `usage_usec` is a quarter second
+/// past the budget (the call's record then says `limit_hit: "cpu"`). [`release_tree`]
 /// takes it back.
 pub fn watch_cpu(dir: &Path, seconds: u64) {
     let mut supervisor = supervisor();
-    let usec = seconds.saturating_mul(1_000_000);
+    // A quarter second past the budget: a lone process reaches its own
+    // `RLIMIT_CPU` (SIGXCPU, at the budget) first, and is named by it.
+    let usec = seconds.saturating_mul(1_000_000).saturating_add(250_000);
     supervisor.cpu.insert(dir.to_path_buf(), usec);
     let line = cpu_line(dir, usec);
     supervisor.send(&line);
