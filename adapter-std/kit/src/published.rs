@@ -187,9 +187,16 @@ impl<W: Wake> Published<W> {
         &self.changed
     }
 
-    /// The call's current state (nobody waits for a state alone).
+    /// The call's current state (nobody waits for a state alone). A
+    /// terminal state also takes the pid back, as the outcome does: the
+    /// helper is not the caller's to signal any more while the call ends
+    /// its tree.
     pub fn set_state(&self, state: State) {
-        self.lock().state = state;
+        let mut snapshot = self.lock();
+        snapshot.state = state;
+        if state.is_terminal() {
+            snapshot.pid = None;
+        }
     }
 
     /// The helper's pid while it runs (`None` once its exit was observed).
