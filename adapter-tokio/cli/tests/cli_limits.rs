@@ -49,6 +49,48 @@ fn processes_with(marker: &str) -> usize {
         .count()
 }
 
+/// A copy of the binary that nobody can run, wherever the checkout is,
+/// in a directory of its own (`name`, under the temp dir), and a way to
+/// run it as nobody: `spillguard ARGS` from `/`, stdin null.
+struct AsNobody {
+    dir: PathBuf,
+    binary: PathBuf,
+}
+
+impl AsNobody {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let binary = dir.join("spillguard");
+        std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
+        AsNobody { dir, binary }
+    }
+
+    fn run(&self, args: &[&std::ffi::OsStr]) -> Output {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&self.binary)
+            .args(args)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for AsNobody {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `words` as command-line arguments.
+fn os(words: &[&str]) -> Vec<std::ffi::OsString> {
+    words.iter().map(std::ffi::OsString::from).collect()
+}
+
 #[test]
 fn memory_max_ends_a_helper_that_allocates_4_gib_with_limit_hit_memory() {
     if !ready() {
@@ -181,24 +223,16 @@ fn a_limit_the_host_cannot_enforce_refuses_the_call_unless_degraded_is_allowed()
     if !ready() {
         return;
     }
-    // A copy of the binary that nobody can run, wherever the checkout is.
-    let dir = std::env::temp_dir().join(format!("spillguard-nobody-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let binary: PathBuf = dir.join("spillguard");
-    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
-    let marker = dir.join("ran");
+    let nobody = AsNobody::new("spillguard-nobody");
+    let marker = nobody.dir.join("ran");
     let as_nobody = |extra: &[&str]| {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&binary)
-            .args(["run", "--memory-max", "256M"])
-            .args(extra)
-            .args(["--", "sh", "-c", "echo ran"])
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        let args = [
+            os(&["run", "--memory-max", "256M"]),
+            os(extra),
+            os(&["--", "sh", "-c", "echo ran"]),
+        ]
+        .concat();
+        nobody.run(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
     };
     let refused = as_nobody(&[]);
     assert_eq!(refused.status.code(), Some(4), "{refused:?}");
@@ -234,7 +268,6 @@ fn a_limit_the_host_cannot_enforce_refuses_the_call_unless_degraded_is_allowed()
     );
     assert_eq!(line["tree_kill"], "process-group");
     assert!(!marker.exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -343,13 +376,8 @@ fn as_nobody_a_sandboxed_helper_reaches_no_unix_socket_and_no_host() {
     if !ready() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("sg-nobody-doors-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let binary: PathBuf = dir.join("spillguard");
-    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
-    let socket = dir.join("host.sock");
+    let nobody = AsNobody::new("sg-nobody-doors");
+    let socket = nobody.dir.join("host.sock");
     let _listener = UnixListener::bind(&socket).unwrap();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
     let probe = "import errno, os, socket, sys\n\
@@ -364,17 +392,14 @@ fn as_nobody_a_sandboxed_helper_reaches_no_unix_socket_and_no_host() {
                  print('own-session', os.getsid(0) == os.getpid())\n\
                  print('descriptors', sorted(int(n) for n in os.listdir('/proc/self/fd'))[:4])\n";
     let as_nobody = |sandbox: &[&str]| {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&binary)
-            .arg("run")
-            .args(sandbox)
-            .args(["--", "/usr/bin/python3", "-c", probe])
-            .arg(&socket)
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        let args = [
+            os(&["run"]),
+            os(sandbox),
+            os(&["--", "/usr/bin/python3", "-c", probe]),
+            vec![socket.clone().into_os_string()],
+        ]
+        .concat();
+        nobody.run(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
     };
     let held = as_nobody(&["--read-only", "/usr", "--read-only", "/proc"]);
     assert_eq!(held.status.code(), Some(0), "{held:?}");
@@ -400,7 +425,6 @@ fn as_nobody_a_sandboxed_helper_reaches_no_unix_socket_and_no_host() {
         line["stdout"],
         "unix ok\nsignal-host ok\nown-session False\ndescriptors [0, 1, 2, 3]\n"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The control groups named `spillguard.<pid>.*` of process `pid`, in
@@ -538,22 +562,10 @@ fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
     if !ready() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("sg-contain-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let binary: PathBuf = dir.join("spillguard");
-    std::fs::copy(env!("CARGO_BIN_EXE_spillguard"), &binary).unwrap();
+    let nobody = AsNobody::new("sg-contain");
     let as_nobody = |flags: &[&str]| {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&binary)
-            .arg("run")
-            .args(flags)
-            .args(["--", "sh", "-c", "echo ran"])
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        let args = [os(&["run"]), os(flags), os(&["--", "sh", "-c", "echo ran"])].concat();
+        nobody.run(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
     };
     let refused = as_nobody(&["--contain-tree"]);
     assert_eq!(refused.status.code(), Some(4), "{refused:?}");
@@ -595,5 +607,4 @@ fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
     assert_eq!(record(&contained)["tree_kill"], "cgroup-v2");
     let opted_out = spillguard(&["run", "--no-contain-tree", "--", "true"]);
     assert_eq!(record(&opted_out)["tree_kill"], "process-group");
-    let _ = std::fs::remove_dir_all(&dir);
 }
