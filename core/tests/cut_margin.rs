@@ -409,3 +409,23 @@ fn a_glued_token_cut_by_an_edge_is_hidden_from_its_prefix() {
     assert_eq!(counts.cut_words(), 1);
     assert!(!text.contains(&body[body.len() - 20..]));
 }
+
+/// The same with a four-byte prefix: a GitHub token glued to the word
+/// before it and cut by a head window shows none of its characters.
+#[test]
+fn a_glued_github_token_cut_by_a_head_window_is_hidden() {
+    let token = format!("ghp_{TOKEN_BODY}");
+    let glue = "h".repeat(300);
+    let before = prose(1000);
+    let input = format!("{before}{glue}{token}\n{}", "y".repeat(3000));
+    let head = before.len() + glue.len() + 18;
+    let (text, counts) = render(Retain::Head, head, 0, input.as_bytes());
+    assert_eq!(
+        text,
+        format!(
+            "[stderr truncated: kept first {head} of {} bytes]\n{before}{glue}[cut]",
+            input.len()
+        )
+    );
+    assert_eq!((counts.total(), counts.cut_words()), (0, 1));
+}

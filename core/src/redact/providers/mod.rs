@@ -278,15 +278,15 @@ fn scan_run(searcher: &Searcher, hay: &[u8], from: usize, to: usize, spans: &mut
 /// clamp edge cuts) begins, when what follows it are bytes a token holds
 /// up to the word's end: from there on the word may be a token the edge
 /// cut, whatever is glued before it (`hhhhsk_live_…`), so the edge hides
-/// it. Only prefixes of 5 bytes or more count (`sk_live_`, `ghp_A`…
-/// anchors shorter than that name too much ordinary text).
+/// it. Only prefixes of 4 bytes or more count (`ghp_`, `AKIA`,
+/// `sk_live_`; the 2- and 3-byte anchors name too much ordinary text).
 pub(crate) fn token_prefix_in(word: &[u8]) -> Option<usize> {
     let searcher = SEARCHER.as_ref()?;
     let token = |b: &u8| searcher.token_bytes[usize::from(*b)];
     let input = aho_corasick::Input::new(word);
     let matches = searcher.automaton.try_find_overlapping_iter(input).ok()?;
     matches
-        .filter(|m| m.len() >= 5 && word[m.end()..].iter().all(token))
+        .filter(|m| m.len() >= 4 && word[m.end()..].iter().all(token))
         .map(|m| m.start())
         .min()
 }
