@@ -176,6 +176,46 @@ fn shapes() -> Vec<(&'static str, String, String)> {
             format!("Cookie: lang=en; sid={}; theme=dark", alnum(20)),
             alnum(20),
         ),
+        (
+            "sql-password",
+            format!("ALTER ROLE app WITH PASSWORD '{}'", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "dsn-userinfo",
+            format!("app:{}@tcp(db:3306)/prod", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "config-set-credential",
+            format!("aws configure set aws_secret_access_key {}", alnum(40)),
+            alnum(40),
+        ),
+        (
+            "xml-key-value",
+            format!("<add key=\"DbPassword\" value=\"{}\"/>", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "protocol-auth",
+            format!("\"AUTH\" \"app\" \"{}\"", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "yaml-block-secret",
+            format!("password: |\n  {}\nnext: 1", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "toml-multiline-secret",
+            format!("password = '''{}'''", alnum(16)),
+            alnum(16),
+        ),
+        (
+            "pgpass-line",
+            format!("db.example.com:5432:app:appuser:{}", alnum(16)),
+            alnum(16),
+        ),
     ]
 }
 

@@ -30,6 +30,7 @@
 
 mod cookies;
 mod encoded;
+mod layouts;
 mod providers;
 mod rules;
 mod scanners;
@@ -349,6 +350,7 @@ impl Redactor {
         regex()
             .chain([cookies::RULE])
             .chain(encoded::RULE_NAMES)
+            .chain(layouts::RULE_NAMES)
             .chain(providers::rule_names().filter(move |name| !regex().any(|r| r == *name)))
     }
 
@@ -416,6 +418,12 @@ impl Redactor {
             }
             let (mut start, mut end) = (m.start(), m.end());
             if pid < BUILTIN_RULES.len() {
+                // A key right after `/` is a file's name, not a key:
+                // `/etc/passwd:root:x:0:0:…` as `grep` prints it.
+                if start > 0 && hay[start - 1] == b'/' && BUILTIN_RULES[pid].secret == Secret::Value
+                {
+                    continue;
+                }
                 // The escape or terminal sequence before the secret stays.
                 start += rules::boundary_len(&hay[start..end]);
             }
@@ -1144,5 +1152,7 @@ fn push_lossy(bytes: &[u8], out: &mut String) {
 mod anchor_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ops;
 #[cfg(test)]
 mod tests_syntax;

@@ -55,7 +55,10 @@ pub(crate) enum Secret {
     /// quote; inside the quotes when quoted. An unquoted `null`, `true` or
     /// `false`, or one that opens a JSON object or array, is no secret
     /// (`"next_token": null`, `"has_password": false`); a number is taken
-    /// without the brackets that close the JSON after it.
+    /// without the brackets that close the JSON after it. A bare value
+    /// keeps its `;` (INI, TOML, YAML), except after a shell's `KEY=` with
+    /// no blank before the `=`, where the `;` ends it (the pattern's group
+    /// runs on over it).
     Value,
     /// The match's last blank-separated word, a header's credential
     /// (`Authorization: Bearer TOKEN`, `authorization=TOKEN`): after a
@@ -89,6 +92,14 @@ pub(crate) enum Secret {
     /// The password of the `user:password` word that ends the match, if
     /// [`plausible`].
     UserPassword,
+    /// The value that ends the match, after a key, a keyword or an option
+    /// that names a credential: inside its quotes when quoted, and taken
+    /// if [`looks_secret_quoted`]; bare, if [`looks_secret`].
+    LastValue,
+    /// The password of a data source name, before its last `@`: after the
+    /// first `:` of `user:password@tcp(…)`, or after the `/` of Oracle's
+    /// `user/password@db`; taken unless a placeholder or a reference.
+    DsnPassword,
 }
 
 impl Secret {
@@ -110,6 +121,11 @@ impl Secret {
                     start += 1;
                 }
                 let quoted_key = sep > 0 && matches!(m[sep - 1], b'"' | b'\'');
+                // `;` and `#` are a value's own characters in INI, TOML and
+                // YAML (`password = nXP;yV3l#OnHb`, `key: a;b`); only a
+                // shell's `KEY=value;cmd`, `=` with no blank before it,
+                // ends the value there.
+                let shell = m[sep] == b'=' && sep > 0 && !matches!(m[sep - 1], b' ' | b'\t');
                 let (from, to, quoted) = match m.get(start) {
                     Some(&q @ (b'"' | b'\'')) if len > start + 1 && m[len - 1] == q => {
                         (start + 1, len - 1, true)
@@ -127,11 +143,17 @@ impl Secret {
                     }
                     Some(b'{' | b'[') => (start, start, false),
                     _ if is_literal(&m[start..]) => (start, start, false),
-                    _ => (
-                        start,
-                        start + number_len(&m[start..]).unwrap_or(len - start),
-                        false,
-                    ),
+                    _ => {
+                        let to = number_len(&m[start..]).map_or(len, |n| start + n);
+                        let to = match shell {
+                            true => m[start..to]
+                                .iter()
+                                .position(|&b| b == b';')
+                                .map_or(to, |i| start + i),
+                            false => to,
+                        };
+                        (start, to, false)
+                    }
                 };
                 // A bracket that closes around a bare value is not part of
                 // it: `[--token=abc123]`.
@@ -141,7 +163,8 @@ impl Secret {
                 };
                 let secret = match quoted {
                     true => looks_secret_quoted(&m[from..to]),
-                    false => looks_secret(&m[from..to]),
+                    false if shell => looks_secret(&m[from..to]),
+                    false => looks_secret_allowing(&m[from..to], b";"),
                 };
                 if secret { (from, to) } else { (from, from) }
             }
@@ -221,8 +244,68 @@ impl Secret {
                     (from, from)
                 }
             }
+            Secret::LastValue => {
+                let (from, to, quoted) = match m.last() {
+                    // A SQL literal doubles a quote inside it: `'a''b'`.
+                    Some(b'\'') => {
+                        let close = len - 1;
+                        let mut open = close;
+                        while let Some(i) = m[..open].iter().rposition(|&b| b == b'\'') {
+                            match i > 0 && m[i - 1] == b'\'' {
+                                true => open = i - 1,
+                                false => {
+                                    open = i;
+                                    break;
+                                }
+                            }
+                        }
+                        (open + 1, close.max(open + 1), true)
+                    }
+                    Some(&q @ b'"') => {
+                        let (from, to) = quoted_at_end(m, q);
+                        (from, to, true)
+                    }
+                    _ => (
+                        m.iter()
+                            .rposition(|&b| b.is_ascii_whitespace() || b == b'%')
+                            .map_or(0, |i| i + 1),
+                        len,
+                        false,
+                    ),
+                };
+                let secret = match quoted {
+                    true => looks_secret_quoted(&m[from..to]),
+                    false => looks_secret(&m[from..to]),
+                };
+                if secret { (from, to) } else { (from, from) }
+            }
+            Secret::DsnPassword => {
+                let at = m.iter().rposition(|&b| b == b'@').unwrap_or(len);
+                let oracle =
+                    m[..at].iter().any(|b| b.is_ascii_whitespace()) || m.starts_with(b"jdbc:");
+                // After a scheme's `://`, if any (`mysql://app:pw@tcp(…)`).
+                let user = find(&m[..at], b"://").map_or(0, |i| i + 3);
+                let sep = match oracle {
+                    true => m[..at].iter().rposition(|&b| b == b'/'),
+                    false => m[user..at]
+                        .iter()
+                        .position(|&b| b == b':')
+                        .map(|i| user + i),
+                };
+                let from = sep.map_or(at, |i| i + 1).min(at);
+                if takes(&m[from..at], true) {
+                    (from, at)
+                } else {
+                    (from, from)
+                }
+            }
             Secret::HeaderToken => {
+                // After the last blank, or a blank written `%20` in a URL.
                 let from = m.iter().rposition(blank).map_or(0, |i| i + 1);
+                let from = m
+                    .windows(3)
+                    .rposition(|w| w == b"%20")
+                    .map_or(from, |i| from.max(i + 3));
                 let token = &m[from..];
                 let before = m[..from].trim_ascii_end();
                 let scheme = &before[before
@@ -280,13 +363,24 @@ impl Secret {
                         let (from, to) = quoted_at_end(m, q);
                         (from, to, true)
                     }
-                    _ => (
-                        m.iter()
+                    _ => {
+                        let word = m
+                            .iter()
                             .rposition(|b| b.is_ascii_whitespace())
-                            .map_or(0, |i| i + 1),
-                        len,
-                        false,
-                    ),
+                            .map_or(0, |i| i + 1);
+                        // Samba's `-U user%PASSWORD`, openssl's `pass:PASSWORD`:
+                        // the password follows the first `%` or the `pass:`.
+                        let before = m[..word].trim_ascii_end();
+                        let samba = before.ends_with(b"-U")
+                            || m[word..].starts_with(b"--user")
+                            || m[word..].starts_with(b"-U");
+                        let from = match m[word..].iter().position(|&b| b == b'%') {
+                            Some(i) if samba => word + i + 1,
+                            _ if m[word..].starts_with(b"pass:") => word + 5,
+                            _ => word,
+                        };
+                        (from, len, false)
+                    }
                 };
                 if takes(&m[from..to], quoted) {
                     (from, to)
@@ -433,10 +527,43 @@ pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
 /// * it has at least [`MIN_SECRET_BYTES`] bytes and at least
 ///   [`MIN_SECRET_ENTROPY`] bits of entropy per byte.
 pub(crate) fn looks_secret(value: &[u8]) -> bool {
-    if !plausible(value, false) || is_word(value) || is_identifier(value) || is_path(value) {
+    looks_secret_allowing(value, b"")
+}
+
+/// [`looks_secret`], where the bytes of `allowed` are no shell syntax
+/// (`;` inside an INI or YAML value).
+pub(crate) fn looks_secret_allowing(value: &[u8], allowed: &[u8]) -> bool {
+    let syntax_free: Vec<u8>;
+    let checked = match value.iter().any(|b| allowed.contains(b)) {
+        true => {
+            syntax_free = value
+                .iter()
+                .map(|&b| if allowed.contains(&b) { b'.' } else { b })
+                .collect();
+            &syntax_free[..]
+        }
+        false => value,
+    };
+    if !plausible(checked, false)
+        || is_word(value)
+        || is_camel_case(value)
+        || is_identifier(value)
+        || is_path(value)
+    {
         return false;
     }
     value.len() >= MIN_SECRET_BYTES && entropy(value) >= MIN_SECRET_ENTROPY
+}
+
+/// A type's name in CamelCase: letters only, an uppercase first, and every
+/// uppercase letter followed by a lowercase one (`SecretString`,
+/// `PasswordHash`, `Option`), as a compiler prints after a field's name.
+fn is_camel_case(value: &[u8]) -> bool {
+    value.first().is_some_and(u8::is_ascii_uppercase)
+        && value.iter().all(u8::is_ascii_alphabetic)
+        && value.iter().enumerate().all(|(i, b)| {
+            !b.is_ascii_uppercase() || value.get(i + 1).is_some_and(u8::is_ascii_lowercase)
+        })
 }
 
 /// Whether a quoted value after a credential key (`"password": "…"`,
@@ -552,7 +679,33 @@ fn is_path(value: &[u8]) -> bool {
                     b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
                 })
         });
-    anchored || relative
+    anchored || relative || is_file_path(value)
+}
+
+/// A relative path to a file: segments of path characters joined by `/`,
+/// the last with an extension of 1 to 5 lowercase letters or digits
+/// (`src/components/Button.test.tsx`, as a test runner prints it).
+fn is_file_path(value: &[u8]) -> bool {
+    let Some(slash) = value.iter().rposition(|&b| b == b'/') else {
+        return false;
+    };
+    let name = &value[slash + 1..];
+    let ext = name
+        .iter()
+        .rposition(|&b| b == b'.')
+        .map(|dot| &name[dot + 1..]);
+    ext.is_some_and(|ext| {
+        (1..=5).contains(&ext.len())
+            && ext
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && ext.iter().any(u8::is_ascii_lowercase)
+    }) && value.split(|&b| b == b'/').all(|seg| {
+        !seg.is_empty()
+            && seg
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    })
 }
 
 /// Wholly a reference to where a value comes from: a shell variable or
@@ -714,12 +867,22 @@ macro_rules! token {
 
 /// A value after `=` or `:`: double-quoted (to the closing quote), quoted
 /// with JSON-escaped quotes (`\"value\"`, inside a JSON string),
-/// single-quoted, or bare (to whitespace, a quote, a backslash, `,`, `;`,
-/// `&`, `<`, `>`, BEL or ESC: a colour or the end of a title follows a
-/// value, it is not part of it).
+/// single-quoted, or bare (to whitespace, a quote, a backslash, `,`, `&`,
+/// `<`, `>`, BEL or ESC: a colour or the end of a title follows a value,
+/// it is not part of it; a `;` only when nothing but a separator follows
+/// it). A bare value never begins with `:`: `auth::tests` is a path of
+/// code, not a key and its value.
 macro_rules! value {
     () => {
-        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|\[([^\[\]\r\n]*)\]|([^\s"'\\,;&<>\x07\x1b]+))"#
+        r#"(?:"((?:[^"\\\r\n]|\\.)*)"|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\"|'([^'\r\n]*)'|\[([^\[\]\r\n]*)\]|([^\s"'\\,;&<>\x07\x1b:][^\s"'\\,;&<>\x07\x1b]*(?:;[^\s"'\\,;&<>\x07\x1b]+)*))"#
+    };
+}
+
+/// A quoted SQL literal: `'…'` (`''` inside it a quote, with an `E` or
+/// `N` prefix), or `"…"`, maybe with JSON-escaped quotes.
+macro_rules! sql_literal {
+    () => {
+        r#"(?:[EeNn]?'((?:[^'\\\r\n]|''|\\[^\r\n])*)'|\\?"((?:[^"\\\r\n]|\\[^"\r\n])*)\\?")"#
     };
 }
 
@@ -785,11 +948,11 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             start!(),
             r#"(?i:(?:proxy-)?authorization)"#,
             assign!(),
-            r#"\[?(?:\\?["'])?(?i:bearer)[ \t]+("#,
+            r#"\[?(?:\\?["'])?(?i:bearer)(?:[ \t]+|%20)("#,
             token!(),
             r#"+=*)|"#,
             start!(),
-            r#"[Bb]earer[ \t]+("#,
+            r#"[Bb]earer(?:[ \t]+|%20)("#,
             token!(),
             r#"{8,}=*)"#
         ),
@@ -998,7 +1161,7 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
         // runs to the last `@` before a host), or scheme://TOKEN@host.
         pattern: concat!(
             start!(),
-            r#"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s:/?#@"'<>\[\]]*:([^\s"'<>\\]+)|([A-Za-z0-9_\-]{16,}))@[A-Za-z0-9\-._~%]+(?::[0-9]*)?(?:[/?#\s"'<>\\)\]]|\z)"#
+            r#"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s:/?#@"'<>\[\]]*:([^\s"'<>\\]+)|([A-Za-z0-9_\-]{16,}))@(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~%]+)(?::[0-9]*)?(?:[/?#\s"'<>\\)\],]|\z)"#
         ),
         secret: Secret::UrlCredentials,
     },
@@ -1021,14 +1184,44 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "password-argument",
-        anchors: &["pass", "login", "redis-cli", "mongo"],
-        // Programs that take a password as the next argument of `-p` or
-        // `-a` (`sshpass -p X`, `docker login -u u -p X`, `redis-cli -a X`),
-        // and `.netrc`'s `machine HOST login USER password X`.
+        anchors: &[
+            "pass",
+            "login",
+            "redis-cli",
+            "mongo",
+            "ldap",
+            "sqlcmd",
+            "bcp",
+            "isql",
+            "osql",
+            "ipmitool",
+            "zip",
+            "mosquitto",
+            "sqlpackage",
+            "-U",
+            "--user",
+        ],
+        // Programs that take a password as the next argument of an
+        // option of theirs: `-p` or `-a` (`sshpass -p X`, `docker login -u
+        // u -p X`, `az login -p X`, `redis-cli -a X`), LDAP clients' `-w`,
+        // `-P` of `sqlcmd`, `ipmitool`, `zip`, `mosquitto_pub`, …,
+        // `keytool -storepass X -keypass Y`, `openssl … -passin pass:X`,
+        // the `%` of Samba's `-U user%X`; and `.netrc`'s `machine HOST login
+        // USER password X`.
         pattern: concat!(
             r#"(?:"#,
             start!(),
-            r#"(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login|redis-cli|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)\b[^\r\n;|&]*?[ \t]-[pa][ \t]+|"#,
+            r#"(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras|az|azure)[ \t]+login|redis-cli|mongosh|mongo|mongodump|mongorestore|mongoexport|mongoimport)\b[^\r\n;|&]*?[ \t]-[pa][ \t]+|"#,
+            start!(),
+            r#"ldap(?:search|add|modify|delete|whoami|passwd|compare|modrdn|exop|url)\b[^\r\n;|&]*?[ \t]-[wy][ \t]+|"#,
+            start!(),
+            r#"(?:sqlcmd|bcp|isql|osql|ipmitool|zip|unzip|mosquitto_pub|mosquitto_sub|mosquitto_rr|sqlpackage)\b[^\r\n;|&]*?[ \t]-P[ \t]+|"#,
+            flag_start!(),
+            r#"-(?:src|dest|new)?(?:storepass|keypass)[ \t]+|"#,
+            flag_start!(),
+            r#"-(?:pass(?:in|out)?|kdfpass)[ \t]+pass:|"#,
+            start!(),
+            r#"(?:smbclient|rpcclient|smbmap|smbget|smbcacls|smbcquotas|smbtree|net|mount\.cifs|crackmapexec|nxc|netexec|winexe)\b[^\r\n;|&]*?[ \t](?:-U[ \t]*|--user(?:name)?=)[^\s%'"]*%|"#,
             start!(),
             r#"(?:machine[ \t\r\n]+[^\s]+|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]+)*[ \t\r\n]+password[ \t]+)"#,
             flag_value!()
@@ -1071,6 +1264,94 @@ pub(crate) const BUILTIN_RULES: &[BuiltinRule] = &[
             r#"--user)(?:=|[ \t]+)(?:'[^'\s:]*:([^'\r\n]+)'|"?[^\s:'"]*:([^\s'"]+))"#
         ),
         secret: Secret::UserPassword,
+    },
+    BuiltinRule {
+        name: "sql-password",
+        anchors: &["password", "identified"],
+        // SQL's password clauses: `CREATE USER … WITH PASSWORD '…'`,
+        // `ALTER ROLE … [ENCRYPTED] PASSWORD '…'`, `IDENTIFIED BY '…'`, `SET PASSWORD FOR u = '…'` (also
+        // `IDENTIFIED WITH plugin BY '…'` and Oracle's bare `IDENTIFIED BY
+        // word`): a quoted literal, `''` inside it a quote.
+        pattern: concat!(
+            r#"\b(?:(?i:(?:(?:un)?encrypted[ \t]+)?password)(?:[ \t]+(?i:for)[ \t]+[^\s=;]+[ \t]*=[ \t]*|[ \t]+)"#,
+            sql_literal!(),
+            r#"|(?i:identified(?:[ \t]+(?:with|via)[ \t]+[A-Za-z0-9_]+)?[ \t]+(?:by|as|using)(?:[ \t]+password)?)[ \t]+(?:"#,
+            sql_literal!(),
+            r#"|([^\s'";,()\\=][^\s'";,()\\]*)))"#
+        ),
+        secret: Secret::LastValue,
+    },
+    BuiltinRule {
+        name: "dsn-userinfo",
+        anchors: &[
+            "@tcp",
+            "@unix",
+            "@udp",
+            "@pipe",
+            "@memory",
+            "jdbc:oracle",
+            "sqlplus",
+            "sqlldr",
+            "rman",
+            "expdp",
+            "impdp",
+            "dgmgrl",
+        ],
+        // A data source name's `user:password@` before a Go driver's
+        // network (`app:pw@tcp(db:3306)/prod`, `root:pw@unix(/run/x)/app`),
+        // and Oracle's `user/password@` (`sqlplus scott/pw@orcl`,
+        // `jdbc:oracle:thin:scott/pw@db:1521/svc`).
+        pattern: concat!(
+            r#"(?:"#,
+            start!(),
+            r#"(?:[A-Za-z][A-Za-z0-9+.\-]*://)?[A-Za-z0-9_.\-]*:([^\s"'<>\\]+)@(?:tcp[46]?|udp[46]?|unix(?:gram|packet)?|pipe|memory)\(|"#,
+            start!(),
+            r#"(?:jdbc:oracle:(?:thin|oci8?):|(?i:sqlplus|sqlldr|rman|expdp|impdp|dgmgrl)(?:[ \t]+-[A-Za-z]+)*[ \t]+)[A-Za-z0-9_$#.\-]+/([^\s@/"']+)@)"#
+        ),
+        secret: Secret::DsnPassword,
+    },
+    BuiltinRule {
+        name: "config-set-credential",
+        anchors: &["config"],
+        // A CLI's `config set KEY VALUE` where the key names a credential:
+        // `aws configure set aws_secret_access_key X`, `git config --global
+        // user.password X`, `poetry config pypi-token.pypi X`, `yarn config
+        // set npmAuthToken X`, `dotnet user-secrets set "Db:Password" X`.
+        pattern: concat!(
+            start!(),
+            r#"(?i:configure|config|user-secrets)(?:[ \t]+(?:set|--set|--add|--replace-all|--global|--local|--system|--user|--worktree|-g|--profile[ \t]+[^\s]+|--location[ \t]+[a-z]+))*[ \t]+"#,
+            r#"\\?["']?[^\s='"\\]*(?i:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key)[^\s='"\\]*\\?["']?[ \t]+"#,
+            flag_value!()
+        ),
+        secret: Secret::LastValue,
+    },
+    BuiltinRule {
+        name: "xml-key-value",
+        anchors: &["value"],
+        // .NET and Java settings as attribute pairs: `<add key="DbPassword"
+        // value="…"/>`, `<entry name="api.token" value='…'/>`.
+        pattern: concat!(
+            r#"<[A-Za-z][A-Za-z0-9_:\-]*[ \t][^<>\r\n]*?\b(?i:key|name)[ \t]*=[ \t]*\\?["'][^"'<>\\]*(?i:password|passwd|pwd|passphrase|secret|token|api[_\-]?key|apikey|credential)[^"'<>\\]*\\?["'][ \t]+(?i:value)[ \t]*=[ \t]*"#,
+            r#"(?:"([^"\\\r\n]*)"|'([^'\r\n]*)'|\\"((?:[^"\\\r\n]|\\[^"\r\n])*)\\")"#
+        ),
+        secret: Secret::LastValue,
+    },
+    BuiltinRule {
+        name: "protocol-auth",
+        anchors: &["auth", "PASS"],
+        // Credentials in protocol traces: SMTP's `AUTH PLAIN|LOGIN
+        // <base64>`, FTP's and POP3's `PASS …` (a command at a line's start
+        // or after a trace's `> `, `C: `, `*cmd* '` or `send: '`), Redis's
+        // `"AUTH" ["user"] "password"` (as `MONITOR` prints it).
+        pattern: concat!(
+            r#"(?:\b(?i:auth)[ \t]+(?i:plain|login|xoauth2|oauthbearer|cram-md5)[ \t]+([A-Za-z0-9+/]{4,}={0,2})|"#,
+            r#"(?:^|[\r\n]|\\[nr]|[>'"][ \t]?|\*cmd\*[ \t]'|"#,
+            sequence!(),
+            r#"|:[ \t])PASS[ \t]"#,
+            flag_value!(),
+            r#"|\\?"(?i:auth)\\?"(?:[ \t]+\\?"(?:[^"\\\r\n]|\\[^"\r\n])*\\?")?[ \t]+\\?"((?:[^"\\\r\n]|\\[^"\r\n])*)\\?")"#
+        ),
+        secret: Secret::LastValue,
     },
     BuiltinRule {
         name: "password-assignment",

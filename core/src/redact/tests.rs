@@ -11,7 +11,7 @@ const ALNUM: &str = "a1B2c3D4e5F6g7H8i9J0";
 
 /// Redacts `input` with the built-in rules and checks the text and that
 /// exactly one secret was replaced, by `rule`.
-fn check(rule: &str, input: &str, expected: &str) {
+pub(super) fn check(rule: &str, input: &str, expected: &str) {
     let out = Redactor::builtin().redact(input);
     // The rule's scan finds the same secret as the pattern's first group.
     let by_groups = Redactor::compile_with(Vec::new(), true).unwrap();
@@ -35,9 +35,15 @@ fn every_builtin_rule_is_tested_here() {
         .map(|r| r.name)
         .chain([cookies::RULE])
         .chain(encoded::RULE_NAMES)
+        .chain(layouts::RULE_NAMES)
         .collect();
-    assert_eq!(names.len(), 41);
-    let source = [include_str!("tests.rs"), include_str!("tests_syntax.rs")].concat();
+    assert_eq!(names.len(), 49);
+    let source = [
+        include_str!("tests.rs"),
+        include_str!("tests_syntax.rs"),
+        include_str!("tests_ops.rs"),
+    ]
+    .concat();
     for name in names {
         assert!(
             source.contains(&format!("fn rule_{}(", name.replace('-', "_"))),

@@ -302,3 +302,282 @@ pub(super) fn private_key_forms(rng: &mut Rng) -> Vec<Base> {
     }
     out
 }
+
+/// A password for a form that carries it bare: alphanumeric, or with the
+/// symbols an INI value may hold (`;`, `#`, `%`, `!`) when `ini`.
+fn bare_password(rng: &mut Rng, ini: bool) -> String {
+    let p = rng.password();
+    match ini {
+        true => {
+            let at = rng.range(3, p.len() - 3);
+            let symbol = [";", "#", "%", "!", "@"][rng.range(0, 4)];
+            format!("{}{symbol}{}#{}", &p[..at], &p[at..], rng.draw(ALNUM, 3))
+        }
+        false => p,
+    }
+}
+
+/// Each form of a family as `(form, quoted, make)`: the secret drawn with
+/// shell symbols when `quoted` (the syntax quotes it), alphanumeric if not.
+type Family = &'static [(&'static str, bool, Make)];
+
+fn family_forms(rng: &mut Rng, rounds: usize, forms: Family) -> Vec<Base> {
+    let mut out = Vec::new();
+    for _ in 0..rounds {
+        for &(form, quoted, make) in forms {
+            let secret = match quoted {
+                true => rng.symbol_password(),
+                false => bare_password(rng, false),
+            };
+            out.push((form, form, make(&secret), secret));
+        }
+    }
+    out
+}
+
+pub(super) fn sql_password_forms(rng: &mut Rng) -> Vec<Base> {
+    family_forms(
+        rng,
+        3,
+        &[
+            ("create-user-with-password", true, |p| {
+                format!("CREATE USER app WITH PASSWORD '{p}';\n")
+            }),
+            ("alter-role-encrypted", true, |p| {
+                format!("ALTER ROLE app ENCRYPTED PASSWORD '{p}';\n")
+            }),
+            ("create-role-login", true, |p| {
+                format!("CREATE ROLE app LOGIN PASSWORD '{p}' VALID UNTIL 'infinity';\n")
+            }),
+            ("postgres-log", true, |p| {
+                format!(
+                    "2026-12-04 10:00:01 UTC [812] LOG:  statement: ALTER USER app PASSWORD '{p}'\n"
+                )
+            }),
+            ("identified-by", true, |p| {
+                format!("CREATE USER 'app'@'%' IDENTIFIED BY '{p}';\n")
+            }),
+            ("identified-with-plugin", true, |p| {
+                format!(
+                    "ALTER USER 'app'@'localhost' IDENTIFIED WITH caching_sha2_password BY '{p}';\n"
+                )
+            }),
+            ("set-password-for", true, |p| {
+                format!("SET PASSWORD FOR 'app'@'%' = '{p}';\n")
+            }),
+            ("mssql-login", true, |p| {
+                format!("CREATE LOGIN app WITH PASSWORD = '{p}', CHECK_POLICY = OFF;\n")
+            }),
+            ("oracle-bare", false, |p| {
+                format!("SQL> CREATE USER app IDENTIFIED BY {p};\n")
+            }),
+        ],
+    )
+}
+
+pub(super) fn dsn_forms(rng: &mut Rng) -> Vec<Base> {
+    family_forms(
+        rng,
+        2,
+        &[
+            ("go-mysql-tcp", false, |p| {
+                format!("dsn: app:{p}@tcp(db:3306)/prod?parseTime=true\n")
+            }),
+            ("go-mysql-unix", false, |p| {
+                format!("DATABASE_DSN=root:{p}@unix(/var/run/mysqld/mysqld.sock)/app\n")
+            }),
+            ("go-mysql-error", false, |p| {
+                format!("open app:{p}@tcp(10.0.0.5:3306)/orders: connection refused\n")
+            }),
+            ("scheme-tcp", false, |p| {
+                format!("connecting to mysql://app:{p}@tcp(db.internal:3306)/orders\n")
+            }),
+            ("sqlplus", false, |p| {
+                format!("+ sqlplus -s scott/{p}@//db:1521/ORCLPDB1 @report.sql\n")
+            }),
+            ("jdbc-oracle", false, |p| {
+                format!("url=jdbc:oracle:thin:app/{p}@db:1521/svc\n")
+            }),
+            ("postgres-url", false, |p| {
+                format!("DATABASE_URL=postgres://app:{p}@db:5432/prod?sslmode=disable\n")
+            }),
+            ("ipv6-host", false, |p| {
+                format!("amqp://guest:{p}@[::1]:5672/vhost\n")
+            }),
+            ("multi-host", false, |p| {
+                format!("mongodb://app:{p}@db1:27017,db2:27017/app?replicaSet=rs0\n")
+            }),
+            ("empty-user", false, |p| {
+                format!("REDIS_URL=redis://:{p}@cache:6379/0\n")
+            }),
+        ],
+    )
+}
+
+pub(super) fn cli_option_forms(rng: &mut Rng) -> Vec<Base> {
+    family_forms(
+        rng,
+        2,
+        &[
+            ("ldapsearch-w", false, |p| {
+                format!(
+                    "+ ldapsearch -x -H ldap://dc -D cn=admin,dc=ex,dc=com -w {p} -b dc=ex,dc=com\n"
+                )
+            }),
+            ("ldapmodify-quoted", true, |p| {
+                format!("+ ldapmodify -D \"cn=admin\" -w '{p}' -f people.ldif\n")
+            }),
+            ("az-login", false, |p| {
+                format!("+ az login --service-principal -u http://app -p {p} --tenant t1\n")
+            }),
+            ("keytool-storepass", false, |p| {
+                format!(
+                    "+ keytool -importkeystore -srckeystore a.p12 -srcstorepass {p} -destkeystore b.jks\n"
+                )
+            }),
+            ("keytool-keypass", false, |p| {
+                format!("+ keytool -genkeypair -alias web -keypass {p} -keystore ks.jks\n")
+            }),
+            ("smbclient-user-percent", false, |p| {
+                format!("+ smbclient //fs/share -U backup%{p} -c 'ls'\n")
+            }),
+            ("sqlcmd-P", false, |p| {
+                format!("+ sqlcmd -S db -U sa -P {p} -Q \"SELECT 1\"\n")
+            }),
+            ("ipmitool-P", false, |p| {
+                format!("+ ipmitool -I lanplus -H 10.0.0.9 -U admin -P {p} power status\n")
+            }),
+            ("openssl-pass", false, |p| {
+                format!(
+                    "+ openssl pkcs12 -export -in c.pem -inkey k.pem -passout pass:{p} -out c.p12\n"
+                )
+            }),
+            ("zip-P", false, |p| {
+                format!("+ zip -P {p} backup.zip db.sql\n")
+            }),
+            ("mosquitto-P", false, |p| {
+                format!("+ mosquitto_pub -h broker -u dev -P {p} -t t -m hi\n")
+            }),
+        ],
+    )
+}
+
+pub(super) fn config_set_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = family_forms(
+        rng,
+        3,
+        &[
+            ("aws-session-token", false, |p| {
+                format!("+ aws configure set aws_session_token {p} --profile dev\n")
+            }),
+            ("git-config", false, |p| {
+                format!("+ git config --global user.password {p}\n")
+            }),
+            ("yarn-config", false, |p| {
+                format!("+ yarn config set npmAuthToken {p}\n")
+            }),
+            ("npm-config", false, |p| {
+                format!("+ npm config set //registry.npmjs.org/:_authToken {p}\n")
+            }),
+            ("dotnet-user-secrets", true, |p| {
+                format!("+ dotnet user-secrets set \"Db:Password\" \"{p}\"\n")
+            }),
+            ("pip-config", false, |p| {
+                format!("+ pip config set global.password {p}\n")
+            }),
+        ],
+    );
+    for _ in 0..3 {
+        let secret = rng.draw(B64, 40);
+        out.push((
+            "aws-secret-access-key",
+            "aws-secret-access-key",
+            format!("+ aws configure set aws_secret_access_key {secret}\n"),
+            secret,
+        ));
+    }
+    out
+}
+
+pub(super) fn config_layout_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = family_forms(
+        rng,
+        3,
+        &[
+            ("yaml-block", true, |p| {
+                format!("db:\n  password: |\n    {p}\n  port: 5432\n")
+            }),
+            ("yaml-folded", true, |p| {
+                format!("  db_password: >-\n    {p}\n  user: app\n")
+            }),
+            ("dotnet-add-key", true, |p| {
+                format!("    <add key=\"DbPassword\" value=\"{p}\" />\n")
+            }),
+            ("entry-key-value", true, |p| {
+                format!("<entry key=\"api.secret\" value=\"{p}\"/>\n")
+            }),
+            ("toml-basic-multiline", true, |p| {
+                format!("password = \"\"\"{p}\"\"\"\n")
+            }),
+            ("toml-literal-multiline", true, |p| {
+                format!("token = '''\n{p}\n'''\n")
+            }),
+            ("pgpass", false, |p| {
+                format!("db.example.com:5432:app:app:{p}\n")
+            }),
+        ],
+    );
+    for _ in 0..3 {
+        let secret = bare_password(rng, true);
+        out.push((
+            "ini-symbols",
+            "ini",
+            format!("[db]\npassword = {secret}\n"),
+            secret,
+        ));
+    }
+    out
+}
+
+pub(super) fn protocol_trace_forms(rng: &mut Rng) -> Vec<Base> {
+    let mut out = family_forms(
+        rng,
+        3,
+        &[
+            ("curl-ftp-pass", false, |p| format!("> PASS {p}\n")),
+            ("ftplib-cmd", false, |p| format!("*cmd* 'PASS {p}'\n")),
+            ("pop3-pass", false, |p| format!("C: PASS {p}\n")),
+            ("redis-monitor", true, |p| {
+                format!("1700000000.123456 [0 127.0.0.1:52144] \"AUTH\" \"{p}\"\n")
+            }),
+            ("redis-monitor-user", true, |p| {
+                format!("1700000000.123456 [0 127.0.0.1:52144] \"AUTH\" \"app\" \"{p}\"\n")
+            }),
+        ],
+    );
+    for _ in 0..3 {
+        let plain = base64(format!("\0app\0{}", rng.password()).as_bytes());
+        out.push((
+            "smtp-auth-plain",
+            "smtplib",
+            format!("send: 'AUTH PLAIN {plain}\\r\\n'\n"),
+            plain,
+        ));
+        let oauth =
+            base64(format!("user=app\x01auth=Bearer {}\x01\x01", rng.draw(ALNUM, 32)).as_bytes());
+        out.push((
+            "smtp-auth-xoauth2",
+            "smtplib",
+            format!("send: 'AUTH XOAUTH2 {oauth}\\r\\n'\n"),
+            oauth,
+        ));
+        let token = rng.draw(ALNUM, 40);
+        out.push((
+            "percent-bearer",
+            "url",
+            format!("GET /stream?authorization=Bearer%20{token} HTTP/1.1\n"),
+            token,
+        ));
+    }
+    out
+}

@@ -40,8 +40,9 @@ mod forms;
 use spillguard_core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
 
 use forms::{
-    Base, encoded_forms, key_syntax_forms, private_key_forms, provider_forms, quoted_symbol_forms,
-    url_forms,
+    Base, cli_option_forms, config_layout_forms, config_set_forms, dsn_forms, encoded_forms,
+    key_syntax_forms, private_key_forms, protocol_trace_forms, provider_forms, quoted_symbol_forms,
+    sql_password_forms, url_forms,
 };
 
 /// A class of secret, reported on its own.
@@ -61,17 +62,39 @@ pub enum Class {
     Encoded,
     /// A PEM or OpenSSH private-key block.
     PrivateKey,
+    /// A SQL password clause (`WITH PASSWORD '…'`, `IDENTIFIED BY '…'`).
+    SqlPassword,
+    /// A data source name's password (`user:pw@tcp(…)`, Oracle's
+    /// `user/pw@db`, URLs with IPv6 and several hosts).
+    Dsn,
+    /// A CLI's short password option (`-w`, `-P`, `-storepass`, `-U
+    /// user%pw`, `pass:`).
+    CliOption,
+    /// A CLI's `config set KEY VALUE` with a credential key.
+    ConfigSet,
+    /// A config layout: YAML blocks, XML attribute pairs, TOML multi-line
+    /// strings, `.pgpass` lines, INI values with `;` and `#`.
+    ConfigLayout,
+    /// A protocol trace: SMTP `AUTH`, FTP and POP3 `PASS`, Redis `AUTH`,
+    /// a percent-encoded `Bearer`.
+    ProtocolTrace,
 }
 
 impl Class {
     /// Every class, in report order.
-    pub const ALL: [Class; 6] = [
+    pub const ALL: [Class; 12] = [
         Class::ProviderToken,
         Class::QuotedSymbolValue,
         Class::KeySyntax,
         Class::Url,
         Class::Encoded,
         Class::PrivateKey,
+        Class::SqlPassword,
+        Class::Dsn,
+        Class::CliOption,
+        Class::ConfigSet,
+        Class::ConfigLayout,
+        Class::ProtocolTrace,
     ];
 
     /// Its name in reports.
@@ -83,6 +106,12 @@ impl Class {
             Class::Url => "url",
             Class::Encoded => "encoded",
             Class::PrivateKey => "private-key",
+            Class::SqlPassword => "sql-password",
+            Class::Dsn => "dsn",
+            Class::CliOption => "cli-option",
+            Class::ConfigSet => "config-set",
+            Class::ConfigLayout => "config-layout",
+            Class::ProtocolTrace => "protocol-trace",
         }
     }
 }
@@ -462,13 +491,19 @@ fn carried(class: Class, base: Base, rng: &mut Rng, out: &mut Vec<Item>) {
 pub fn corpus(seed: u64) -> Vec<Item> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::new();
-    let classes: [(Class, Vec<Base>); 6] = [
+    let classes: [(Class, Vec<Base>); 12] = [
         (Class::ProviderToken, provider_forms(seed)),
         (Class::QuotedSymbolValue, quoted_symbol_forms(&mut rng)),
         (Class::KeySyntax, key_syntax_forms(&mut rng)),
         (Class::Url, url_forms(&mut rng)),
         (Class::Encoded, encoded_forms(&mut rng)),
         (Class::PrivateKey, private_key_forms(&mut rng)),
+        (Class::SqlPassword, sql_password_forms(&mut rng)),
+        (Class::Dsn, dsn_forms(&mut rng)),
+        (Class::CliOption, cli_option_forms(&mut rng)),
+        (Class::ConfigSet, config_set_forms(&mut rng)),
+        (Class::ConfigLayout, config_layout_forms(&mut rng)),
+        (Class::ProtocolTrace, protocol_trace_forms(&mut rng)),
     ];
     for (class, bases) in classes {
         for base in bases {

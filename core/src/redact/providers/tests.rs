@@ -286,19 +286,22 @@ fn rule_names_extend_the_builtin_list_without_duplicates() {
     for format in FORMATS {
         assert!(names.contains(&format.name), "{}", format.name);
     }
-    // After the regex rules, the cookie and encoded scanners' four.
+    // After the regex rules, the cookie, encoded and layout scanners' seven.
     assert_eq!(
-        names[regex..regex + 4],
+        names[regex..regex + 7],
         [
             "cookie-value",
             "encoded-private-key",
             "encoded-user-password",
-            "encoded-credentials-json"
+            "encoded-credentials-json",
+            "yaml-block-secret",
+            "toml-multiline-secret",
+            "pgpass-line",
         ]
     );
-    assert_eq!(names[regex + 4], "aws-session-token");
+    assert_eq!(names[regex + 7], "aws-session-token");
     // 140 provider names, 17 of them a regex rule's too.
-    assert_eq!(names.len(), regex + 4 + 140 - 17);
+    assert_eq!(names.len(), regex + 7 + 140 - 17);
 }
 
 /// The run search that skips `shortest` bytes at a time finds exactly the
