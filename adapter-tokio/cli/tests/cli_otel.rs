@@ -464,12 +464,79 @@ fn a_collector_that_is_down_hangs_or_fails_costs_at_most_one_timeout_at_exit() {
     }
 }
 
+/// A base endpoint with a query: the signal path goes before the query,
+/// the collector is asked at exactly that target, and the failure said at
+/// the exit shows neither the query's values nor a header's.
+#[test]
+fn a_base_endpoint_s_query_is_sent_after_the_signal_path_and_never_shown() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    let fails = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = fails.local_addr().unwrap();
+    let (asked, targets) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in fails.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = asked.send(line.trim_end().to_owned());
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let endpoint = format!("http://{at}/base?api_key=K1SECRET&tenant=t1");
+    let (output, _) = run_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer%20K2SECRET",
+        ),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let mut seen: Vec<String> = targets.try_iter().collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "POST /base/v1/logs?api_key=K1SECRET&tenant=t1 HTTP/1.1",
+            "POST /base/v1/traces?api_key=K1SECRET&tenant=t1 HTTP/1.1",
+        ]
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        format!(
+            "spillguard: otlp export: 0 sent, 2 failed, 0 dropped (queue full), 0 not sent by \
+             the exit's wait; first failure: http://{at}/base/v1/traces?api_key=***&tenant=***: \
+             the collector answered HTTP/1.1 500 Internal Server Error"
+        )
+    );
+}
+
 /// OTLP variables are often set for a whole environment: one this
 /// exporter cannot use turns export off with one line on stderr, and the
 /// call runs (with no trace, as without export).
 #[test]
 fn unusable_otlp_variables_turn_export_off_with_one_warning_and_the_call_runs() {
     for (vars, said) in [
+        (
+            vec![(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "http://otel:PASS@collector:4318/?api_key=K1",
+            )],
+            "spillguard: OTLP export is off: http://otel:***@collector:4318/?api_key=***: \
+             credentials in the URL are not sent; give them as a header in \
+             OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer K2=x"),
+            ],
+            "spillguard: OTLP export is off: OTEL_EXPORTER_OTLP_HEADERS: the name of pair 1 \
+             is not a header name",
+        ),
         (
             vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")],
             "spillguard: OTLP export is off: https://collector:4318: https is not spoken here; \
