@@ -292,10 +292,12 @@ pub struct McpArgs {
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
-    /// Append OpenTelemetry OTLP JSON to FILE: a span per tools/call
-    /// request (a child of the traceparent in its params._meta), the
-    /// call's span and approval wait under it, and each call's stderr
-    /// excerpt as a log record, one export request per line
+    /// Append OpenTelemetry OTLP JSON to FILE: a span per request (a
+    /// child of the traceparent in its params._meta), a tools/call's call
+    /// span and approval wait under it, and each call's stderr excerpt as
+    /// a log record, one export request per line. FILE is a regular file
+    /// or a device such as /dev/null (a FIFO or a socket is refused); a
+    /// write that fails is cut back to the last whole line
     #[arg(long, value_name = "FILE")]
     pub otel_file: Option<PathBuf>,
 }
@@ -383,7 +385,9 @@ pub struct RunArgs {
     /// child of the TRACEPARENT this program was given, else the first of
     /// a new trace) and its stderr excerpt as a log record, one export
     /// request per line. The helper gets TRACEPARENT naming the call's
-    /// span
+    /// span. FILE is a regular file or a device such as /dev/null (a FIFO
+    /// or a socket is refused); a write that fails is cut back to the
+    /// last whole line
     #[arg(long, value_name = "FILE")]
     pub otel_file: Option<PathBuf>,
     /// Limits and sandbox.

@@ -510,19 +510,62 @@ pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
 }
 
 /// `--otel-file`: export requests appended as lines of OTLP JSON.
+///
+/// The file is a regular file or a character device such as `/dev/null`;
+/// a FIFO, a socket or a directory is refused when it is opened (a FIFO
+/// without a reader would hold the command before its helper runs, and
+/// one whose reader stalls would hold every export). A write that fails
+/// part way (a full disk, the file-size limit, a short write) is cut back
+/// to the file's length before it, so the file holds whole lines only and
+/// the next export starts a line of its own. The cut assumes this program
+/// is the file's only writer while it runs.
 #[derive(Debug)]
 pub struct OtelFile {
     path: PathBuf,
     file: File,
+    /// A regular file: a failed write is cut back.
+    regular: bool,
 }
 
 impl OtelFile {
-    /// Opens (creates) `path` for appending.
+    /// Opens (creates) `path` for appending. Its kind is checked before it
+    /// is opened and again, with `fstat`, on what was opened; it is opened
+    /// with `O_NONBLOCK` (then cleared), so that a FIFO put there in
+    /// between cannot block the open.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        use std::os::unix::fs::FileTypeExt;
+        use std::os::unix::fs::OpenOptionsExt;
+
+        let refused = |kind: std::fs::FileType| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "it is {}, not a regular file; give a file (or /dev/null)",
+                    spillguard_std::os::file_kind(kind)
+                ),
+            )
+        };
+        let usable = |kind: std::fs::FileType| kind.is_file() || kind.is_char_device();
+        match std::fs::metadata(path) {
+            Ok(meta) if !usable(meta.file_type()) => return Err(refused(meta.file_type())),
+            _ => {}
+        }
+        let nonblocking = rustix::fs::OFlags::NONBLOCK;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(i32::try_from(nonblocking.bits()).unwrap_or(0))
+            .open(path)?;
+        let kind = file.metadata()?.file_type();
+        if !usable(kind) {
+            return Err(refused(kind));
+        }
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        rustix::fs::fcntl_setfl(&file, flags - nonblocking)?;
         Ok(Self {
             path: path.to_owned(),
             file,
+            regular: kind.is_file(),
         })
     }
 
@@ -532,7 +575,8 @@ impl OtelFile {
     }
 
     /// Appends `requests` (a call's, see [`call_requests`]): each request
-    /// one line, all written with one `write`.
+    /// one line, all written with one `write`. A write that fails leaves
+    /// the file as it was before it (see [`OtelFile`]).
     pub fn export(&mut self, requests: &CallRequests) -> io::Result<()> {
         let mut lines = serde_json::to_string(&requests.traces).map_err(io::Error::other)?;
         lines.push('\n');
@@ -540,7 +584,19 @@ impl OtelFile {
             lines.push_str(&serde_json::to_string(logs).map_err(io::Error::other)?);
             lines.push('\n');
         }
-        self.file.write_all(lines.as_bytes())?;
-        self.file.flush()
+        let before = match self.regular {
+            true => Some(self.file.metadata()?.len()),
+            false => None,
+        };
+        let written = self.file.write_all(lines.as_bytes());
+        if let (Err(error), Some(before)) = (&written, before)
+            && let Err(cut) = self.file.set_len(before)
+        {
+            return Err(io::Error::new(
+                error.kind(),
+                format!("{error}; the part written could not be cut back: {cut}"),
+            ));
+        }
+        written
     }
 }

@@ -180,6 +180,103 @@ fn a_full_otel_file_is_reported_and_the_record_still_printed() {
     );
 }
 
+/// `spillguard run --otel-file FILE -- sh -c HELPER` under a file-size
+/// limit of 4,096 bytes, with `SIGXFSZ` ignored (a write past the limit
+/// then fails with `EFBIG` after a short write).
+fn run_under_file_size_limit(file: &Path, helper: &str) -> Output {
+    Command::new("sh")
+        .args([
+            "-c",
+            r#"trap '' XFSZ; exec prlimit --fsize=4096 -- "$0" "$@""#,
+        ])
+        .arg(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["run", "--otel-file"])
+        .arg(file)
+        .args(["--", "sh", "-c", helper])
+        .env_remove("TRACEPARENT")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .env("OTEL_SERVICE_NAME", "otel-test")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A write cut short by the file-size limit is cut back to the file's
+/// length before it: the file keeps whole lines only, and the next call's
+/// span (which fits) is a whole line of its own.
+#[test]
+fn a_write_past_the_file_size_limit_is_cut_back_and_the_next_span_is_whole() {
+    let file = Removed(temp_path("otel-fsize.jsonl"));
+    // The span and a 4 KiB excerpt's log: more than 4,096 bytes.
+    let big = run_under_file_size_limit(&file.0, "head -c 20000 /dev/zero | tr '\\0' x >&2");
+    assert_eq!(big.status.code(), Some(3), "{big:?}");
+    let stderr = String::from_utf8_lossy(&big.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "spillguard: otel file {}: File too large (os error 27)",
+            file.0.display()
+        )
+    );
+    assert_eq!(std::fs::metadata(&file.0).unwrap().len(), 0);
+    // A call without stderr: its span alone, under 2 KiB.
+    let small = run_under_file_size_limit(&file.0, "exit 0");
+    assert_eq!(small.status.code(), Some(0), "{small:?}");
+    assert_eq!(small.stderr, b"");
+    let text = std::fs::read_to_string(&file.0).unwrap();
+    assert_eq!(text.matches('\n').count(), 1, "{text}");
+    assert!(text.ends_with('\n'));
+    let lines = lines(&file.0);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(span(&lines)["name"], "sh");
+    assert_eq!(attribute(span(&lines), "spillguard.state"), "completed");
+}
+
+/// A FIFO as `--otel-file`, with no reader: refused at once with a message
+/// that names it, before anything runs (a blocking open would wait for a
+/// reader forever).
+#[test]
+fn a_fifo_as_otel_file_is_refused_at_once_and_nothing_runs() {
+    let fifo = Removed(temp_path("otel.fifo"));
+    let _ = std::fs::remove_file(&fifo.0);
+    let made = Command::new("mkfifo").arg(&fifo.0).status().unwrap();
+    assert!(made.success());
+    let marker = temp_path("otel-fifo-never-ran");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["run", "--otel-file"])
+        .arg(&fifo.0)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("spillguard blocked on a FIFO as --otel-file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(output.stdout, b"");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        format!(
+            "spillguard: cannot open --otel-file {}: it is a FIFO, not a regular file; give \
+             a file (or /dev/null)",
+            fifo.0.display()
+        )
+    );
+    assert!(!marker.exists());
+    // A character device such as /dev/null is written to as a file.
+    let output = run(Path::new("/dev/null"), None, None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
 #[test]
 fn an_otel_file_that_cannot_be_opened_is_a_usage_error_and_nothing_runs() {
     let marker = temp_path("otel-never-ran");
