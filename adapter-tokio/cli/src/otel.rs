@@ -26,7 +26,7 @@ use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 use spillguard_std::core::trace::{TraceParent, trace_state};
-use spillguard_std::core::{CallRecord, State};
+use spillguard_std::core::{CallRecord, Redactor, State};
 
 /// The instrumentation scope of every span and log record.
 const SCOPE: &str = "spillguard";
@@ -489,6 +489,56 @@ pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
     CallRequests {
         traces: traces(resource.clone(), spans),
         logs: excerpt_log(record, excerpt).map(|log| logs(resource, vec![log])),
+    }
+}
+
+/// Passes every text of `requests` through `redactor`: span names, event
+/// names, status messages and the string values of every attribute (of
+/// the spans, their events and the log records). What a client, a server
+/// or a helper wrote (a tool's name, a method, a request id, a program's
+/// path, an error) reaches an export only so; a log's body is the
+/// redacted excerpt already.
+pub fn redact(requests: &mut CallRequests, redactor: &Redactor) {
+    let clean = |text: &mut String| {
+        if !text.is_empty() {
+            *text = redactor.redact(text).text;
+        }
+    };
+    let clean_all = |attributes: &mut Vec<KeyValue>| {
+        for value in attributes
+            .iter_mut()
+            .filter_map(|kv| kv.value.as_mut()?.value.as_mut())
+        {
+            if let Value::StringValue(text) = value {
+                clean(text);
+            }
+        }
+    };
+    let spans = requests
+        .traces
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| r.scope_spans.iter_mut())
+        .flat_map(|s| s.spans.iter_mut());
+    for span in spans {
+        clean(&mut span.name);
+        clean_all(&mut span.attributes);
+        for event in &mut span.events {
+            clean(&mut event.name);
+            clean_all(&mut event.attributes);
+        }
+        if let Some(status) = &mut span.status {
+            clean(&mut status.message);
+        }
+    }
+    let records = requests
+        .logs
+        .iter_mut()
+        .flat_map(|l| l.resource_logs.iter_mut())
+        .flat_map(|r| r.scope_logs.iter_mut())
+        .flat_map(|s| s.log_records.iter_mut());
+    for record in records {
+        clean_all(&mut record.attributes);
     }
 }
 

@@ -611,6 +611,116 @@ fn a_base_endpoint_s_query_is_sent_after_the_signal_path_and_never_shown() {
     );
 }
 
+/// Every span out of the file, in the file's order.
+fn all_spans(lines: &[Value]) -> Vec<Value> {
+    lines
+        .iter()
+        .filter_map(|line| line["resourceSpans"].as_array())
+        .flatten()
+        .flat_map(|r| r["scopeSpans"].as_array().unwrap())
+        .flat_map(|s| s["spans"].as_array().unwrap())
+        .cloned()
+        .collect()
+}
+
+/// A span's name and its string attributes, as (key, value) pairs in order.
+fn named_strings(span: &Value) -> (String, Vec<(String, String)>) {
+    let strings = span["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|kv| {
+            let text = kv["value"]["stringValue"].as_str()?;
+            Some((kv["key"].as_str()?.to_owned(), text.to_owned()))
+        })
+        .collect();
+    (span["name"].as_str().unwrap().to_owned(), strings)
+}
+
+/// Under `stdio --mcp --otel-file`, what the client wrote reaches a span
+/// only redacted: a token as a tool's name, a password in a method and in
+/// a request id.
+#[test]
+fn an_mcp_span_s_name_and_attributes_are_redacted() {
+    let file = Removed(temp_path("otel-redacted.jsonl"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["stdio", "--mcp", "--otel-file"])
+        .arg(&file.0)
+        .args(["--", "sh", "-c", "while read -r l; do :; done"])
+        .env_remove("TRACEPARENT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":"password=hunter2","method":"tools/call","#,
+        r#""params":{"name":"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"debug password=hunter2"}"#,
+        "\n",
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let record: Value =
+        serde_json::from_str(String::from_utf8_lossy(&output.stderr).trim_end()).unwrap();
+    let (call, session) = (
+        record["call_id"].as_str().unwrap().to_owned(),
+        record["session_id"].as_str().unwrap().to_owned(),
+    );
+    let spans: Vec<_> = all_spans(&lines(&file.0))
+        .iter()
+        .map(named_strings)
+        .collect();
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(
+        spans[0],
+        (
+            "tools/call [redacted: github-token]".to_owned(),
+            pairs(&[
+                ("mcp.method.name", "tools/call"),
+                ("gen_ai.tool.name", "[redacted: github-token]"),
+                ("gen_ai.operation.name", "execute_tool"),
+                (
+                    "jsonrpc.request.id",
+                    "password=[redacted: password-assignment]"
+                ),
+                ("network.transport", "pipe"),
+                ("mcp.session.id", &session),
+                ("spillguard.call.id", &call),
+                ("error.type", "-32000"),
+            ])
+        )
+    );
+    assert_eq!(
+        spans[1],
+        (
+            "debug password=[redacted: password-assignment]".to_owned(),
+            pairs(&[
+                (
+                    "mcp.method.name",
+                    "debug password=[redacted: password-assignment]"
+                ),
+                ("jsonrpc.request.id", "2"),
+                ("network.transport", "pipe"),
+                ("mcp.session.id", &session),
+                ("spillguard.call.id", &call),
+                ("error.type", "-32000"),
+            ])
+        )
+    );
+    assert_eq!(spans[2].0, "sh");
+    let text = std::fs::read_to_string(&file.0).unwrap();
+    assert_eq!(text.matches("hunter2").count(), 0);
+    assert_eq!(text.matches("ghp_").count(), 0);
+}
+
 /// OTLP variables are often set for a whole environment: one this
 /// exporter cannot use turns export off with one line on stderr, and the
 /// call runs (with no trace, as without export).
