@@ -492,6 +492,16 @@ pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
     }
 }
 
+/// The spans of `requests`, in order.
+fn spans_of(requests: &mut CallRequests) -> impl Iterator<Item = &mut Span> {
+    requests
+        .traces
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| r.scope_spans.iter_mut())
+        .flat_map(|s| s.spans.iter_mut())
+}
+
 /// Passes every text of `requests` through `redactor`: span names, event
 /// names, status messages and the string values of every attribute (of
 /// the spans, their events and the log records). What a client, a server
@@ -514,12 +524,7 @@ pub fn redact(requests: &mut CallRequests, redactor: &Redactor) {
             }
         }
     };
-    let spans = requests
-        .traces
-        .resource_spans
-        .iter_mut()
-        .flat_map(|r| r.scope_spans.iter_mut())
-        .flat_map(|s| s.spans.iter_mut());
+    let spans = spans_of(requests);
     for span in spans {
         clean(&mut span.name);
         clean_all(&mut span.attributes);
@@ -545,12 +550,7 @@ pub fn redact(requests: &mut CallRequests, redactor: &Redactor) {
 /// Says on the call's span (`spillguard.telemetry.dropped`) how many
 /// export requests the queue has dropped so far.
 pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
-    let spans = requests
-        .traces
-        .resource_spans
-        .iter_mut()
-        .flat_map(|r| r.scope_spans.iter_mut())
-        .flat_map(|s| s.spans.iter_mut());
+    let spans = spans_of(requests);
     for span in spans.take(1) {
         span.attributes.push(int(
             "spillguard.telemetry.dropped",
