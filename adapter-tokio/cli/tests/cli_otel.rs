@@ -611,6 +611,22 @@ fn a_base_endpoint_s_query_is_sent_after_the_signal_path_and_never_shown() {
     );
 }
 
+/// `spillguard BEFORE --otel-file FILE AFTER` with its three streams
+/// piped and no trace context in its environment.
+fn piped(before: &[&str], file: &Path, after: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(before)
+        .arg("--otel-file")
+        .arg(file)
+        .args(after)
+        .env_remove("TRACEPARENT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Every span out of the file, in the file's order.
 fn all_spans(lines: &[Value]) -> Vec<Value> {
     lines
@@ -643,16 +659,11 @@ fn named_strings(span: &Value) -> (String, Vec<(String, String)>) {
 #[test]
 fn an_mcp_span_s_name_and_attributes_are_redacted() {
     let file = Removed(temp_path("otel-redacted.jsonl"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args(["stdio", "--mcp", "--otel-file"])
-        .arg(&file.0)
-        .args(["--", "sh", "-c", "while read -r l; do :; done"])
-        .env_remove("TRACEPARENT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(
+        &["stdio", "--mcp"],
+        &file.0,
+        &["--", "sh", "-c", "while read -r l; do :; done"],
+    );
     let input = concat!(
         r#"{"jsonrpc":"2.0","id":"password=hunter2","method":"tools/call","#,
         r#""params":{"name":"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}"#,
@@ -719,6 +730,96 @@ fn an_mcp_span_s_name_and_attributes_are_redacted() {
     let text = std::fs::read_to_string(&file.0).unwrap();
     assert_eq!(text.matches("hunter2").count(), 0);
     assert_eq!(text.matches("ghp_").count(), 0);
+}
+
+/// `spillguard mcp --otel-file`: every request of the client is a span
+/// (initialize, tools/list, ping, tools/call), of the same shape as under
+/// `stdio --mcp`; a tools/call's call span is its child.
+#[test]
+fn under_mcp_every_request_is_a_span_and_a_call_is_the_child_of_its_request() {
+    use std::io::{BufRead, BufReader, Write};
+
+    let file = Removed(temp_path("otel-mcp-requests.jsonl"));
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_tools.toml");
+    let mut server = piped(&["mcp", "--tools", tools], &file.0, &[]);
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut ask = |message: Value| -> Value {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        if message.get("id").is_none() {
+            return Value::Null;
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "spans", "version": "1"}}}),
+    );
+    assert_eq!(answer["id"], 1);
+    ask(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+        "params": {"_meta": {"traceparent": PARENT}}}),
+    );
+    assert_eq!(answer["id"], 2);
+    let answer = ask(serde_json::json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
+    assert_eq!(
+        answer,
+        serde_json::json!({"jsonrpc": "2.0", "id": "p", "result": {}})
+    );
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "flood", "arguments": {"bytes": 0}}}),
+    );
+    assert_eq!(answer["id"], 3);
+    drop(stdin);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let spans = all_spans(&lines(&file.0));
+    // The call's span is kind client (3); the requests' kind server (2).
+    let (calls, requests): (Vec<&Value>, Vec<&Value>) = spans.iter().partition(|s| s["kind"] == 3);
+    assert_eq!(calls.len(), 1);
+    let call = calls[0];
+    let mut names: Vec<&str> = requests
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["initialize", "ping", "tools/call flood", "tools/list"]
+    );
+    let by_name = |name: &str| spans.iter().find(|s| s["name"] == name).unwrap();
+    let session = attribute(call, "spillguard.session.id").as_str().unwrap();
+    let list = by_name("tools/list");
+    assert_eq!(
+        named_strings(list).1,
+        [
+            ("mcp.method.name", "tools/list"),
+            ("jsonrpc.request.id", "2"),
+            ("network.transport", "pipe"),
+            ("mcp.session.id", session),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
+    assert_eq!(list["kind"], 2, "server");
+    assert_eq!(list["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(list["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(
+        list["status"],
+        serde_json::json!({"code": 0, "message": ""})
+    );
+    let ping = by_name("ping");
+    assert_eq!(attribute(ping, "jsonrpc.request.id"), "p");
+    assert_eq!(ping["parentSpanId"], "");
+    let request = by_name("tools/call flood");
+    assert_eq!(attribute(request, "gen_ai.tool.name"), "flood");
+    assert_eq!(attribute(request, "jsonrpc.request.id"), "3");
+    assert_eq!(call["parentSpanId"], request["spanId"]);
+    assert_eq!(call["traceId"], request["traceId"]);
 }
 
 /// OTLP variables are often set for a whole environment: one this

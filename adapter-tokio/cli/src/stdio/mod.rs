@@ -27,7 +27,6 @@ mod fds;
 mod forward;
 mod input;
 mod output;
-mod spans;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -44,10 +43,10 @@ use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests
 
 use crate::args::{StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
+use crate::mcp_spans::McpSpans;
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
-use spans::McpSpans;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -248,7 +247,7 @@ impl Requests {
             table: Mutex::new(Table {
                 spans: telemetry
                     .as_ref()
-                    .map(|_| McpSpans::new(call_id, session_id)),
+                    .map(|_| McpSpans::new(Some(call_id), session_id)),
                 ..Table::default()
             }),
             changed: Condvar::new(),

@@ -1,16 +1,17 @@
-//! With `--mcp` and export on, each request of the client as an MCP span:
-//! opened when the guard reads it, closed when the server's answer is
-//! written to the client (`error.type` the answer's error code, or
+//! Each request of an MCP client as a span, for `stdio --mcp` and
+//! `mcp` alike: opened when the request is read, closed when its answer
+//! is written to the client (`error.type` the answer's error code, or
 //! `tool_error` for a result with `isError`), when the client cancels it
-//! (`cancelled`), or when the guard answers it for a server that does not
-//! read or is gone (the code of that answer).
+//! (`cancelled`), or, under `stdio --mcp`, when the guard answers it for a
+//! server that does not read or is gone (the code of that answer).
 //!
 //! The span's parent is the trace context the request carries in
-//! `params._meta.traceparent`; without one it starts a trace. The guard
-//! forwards the client's bytes unchanged, so a server that reads the same
-//! context puts its own spans beside the guard's, in the same trace. Each
-//! span names the server's call (`spillguard.call.id`): the call's own
-//! span covers the server's whole run.
+//! `params._meta.traceparent`; without one it starts a trace. `stdio
+//! --mcp` forwards the client's bytes unchanged, so a server that reads
+//! the same context puts its own spans beside the guard's, in the same
+//! trace; each span names the server's call (`spillguard.call.id`), whose
+//! own span covers the server's whole run. Under `mcp` a `tools/call`'s
+//! call span is the request span's child ([`McpSpans::parent_of`]).
 
 use std::collections::HashMap;
 
@@ -29,19 +30,28 @@ const MAX_OPEN: usize = MAX_PENDING;
 #[derive(Debug)]
 pub struct McpSpans {
     open: HashMap<RawValue, McpRequest>,
-    call_id: String,
+    call_id: Option<String>,
     session_id: String,
 }
 
 impl McpSpans {
-    /// No span open; `call_id` is the server's call, `session_id` its
-    /// session (the MCP session: one client connection).
-    pub fn new(call_id: &str, session_id: &str) -> Self {
+    /// No span open; `call_id` is the server's call (`stdio --mcp`; none
+    /// under `mcp`, whose calls are the spans' children), `session_id`
+    /// its session (the MCP session: one client connection).
+    pub fn new(call_id: Option<&str>, session_id: &str) -> Self {
         Self {
             open: HashMap::new(),
-            call_id: call_id.to_owned(),
+            call_id: call_id.map(str::to_owned),
             session_id: session_id.to_owned(),
         }
+    }
+
+    /// The trace and span of the open request `id` (as the client spelt
+    /// it): the parent of what serving it starts.
+    pub fn parent_of(&self, id: &RawValue) -> Option<([u8; 16], [u8; 8])> {
+        self.open
+            .get(id)
+            .map(|request| (request.trace_id, request.span_id))
     }
 
     /// A message from the client: a request opens its span; a
@@ -112,7 +122,7 @@ impl McpSpans {
             parent_span_id: parent.map(|p| p.parent_id),
             method: info.method.map(string_of).unwrap_or_default(),
             tool: info.name.map(string_of).unwrap_or_default(),
-            call_id: Some(self.call_id.clone()),
+            call_id: self.call_id.clone(),
             session_id: self.session_id.clone(),
             request_id: text_of(id),
             start_ns: unix_ns_now(),
@@ -167,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_call_s_span_is_the_child_of_its_meta_and_ends_with_its_answer() {
-        let mut spans = McpSpans::new("c_1", "s_1");
+        let mut spans = McpSpans::new(Some("c_1"), "s_1");
         let request = format!(
             r#"{{"jsonrpc":"2.0","id":"r\u0031","method":"tools/call","params":{{"name":"se\"arch","_meta":{{"traceparent":"{PARENT}"}}}}}}"#
         );
@@ -198,7 +208,7 @@ mod tests {
 
     #[test]
     fn every_request_ends_once_however_it_ends() {
-        let mut spans = McpSpans::new("c_1", "s_1");
+        let mut spans = McpSpans::new(Some("c_1"), "s_1");
         for id in 1..=5 {
             let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
             assert!(spans.client(&info(&line)).is_none());
@@ -249,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_malformed_traceparent_starts_a_trace_and_the_table_is_bounded() {
-        let mut spans = McpSpans::new("c_1", "s_1");
+        let mut spans = McpSpans::new(Some("c_1"), "s_1");
         let bad = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"traceparent":"00-00000000000000000000000000000000-b7ad6b7169203331-01"}}}"#;
         spans.client(&info(bad));
         let span = spans.close_all().remove(0);
