@@ -339,7 +339,7 @@ impl Outbox {
             true => traced.spans.client(&info),
             false => traced.spans.server(&info),
         };
-        if let Some(span) = closed {
+        for span in closed {
             traced
                 .worker
                 .send(Box::new(move |telemetry| telemetry.export_span(span)));
