@@ -73,9 +73,9 @@ reading does not hold it up: once it has taken nothing for 1 s with the
 queue full (4 MiB), or for 250 ms after the client's end, what it did not
 take is dropped and counted (`stdin_bytes_undelivered`; with --mcp whole
 messages only, each request answered with an error). With --mcp, only whole JSON-RPC
-messages reach stdout, and requests still pending when PROGRAM exits (or
-cannot start) are answered with a JSON-RPC error (code -32000) carrying its
-exit status and stderr excerpt. At the end the call record and
+messages (or batches) reach stdout, and requests still pending when PROGRAM
+exits (or cannot start) are answered with a JSON-RPC error (code -32000)
+carrying its exit status and stderr excerpt, a batch's requests in one array. At the end the call record and
 `stderr_excerpt` are written as one line of JSON to --record FILE
 (appended), or else to this program's stderr.
 
@@ -601,10 +601,11 @@ impl AuditFlags {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct StdioArgs {
     /// Keep stdout protocol-only: a line that is not exactly one JSON-RPC
-    /// message is not forwarded but goes to the stderr capture (counted in
-    /// the record as `stdout_lines_diverted` and `stdout_bytes_diverted`);
-    /// requests left unanswered when PROGRAM ends get an error with its
-    /// exit status and stderr excerpt
+    /// message or batch is not forwarded but goes to the stderr capture
+    /// (counted in the record as `stdout_lines_diverted` and
+    /// `stdout_bytes_diverted`); requests left unanswered when PROGRAM ends
+    /// get an error with its exit status and stderr excerpt (a batch's in
+    /// one array)
     #[arg(long)]
     pub mcp: bool,
     /// Copy PROGRAM's stderr to this program's stderr, redacted as it
