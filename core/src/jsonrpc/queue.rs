@@ -111,8 +111,8 @@ struct Line {
 /// let mut read = |queue: &mut InputQueue, bytes: &[u8]| {
 ///     queue.room()[..bytes.len()].copy_from_slice(bytes);
 ///     queue.handle_read(bytes.len(), |event| match event {
-///         QueueEvent::Request(info) => requests.push(info.id.unwrap()),
-///         QueueEvent::Dropped(info) => dropped.push(info.id.unwrap()),
+///         QueueEvent::Request(info) => requests.push(info.id.clone().unwrap()),
+///         QueueEvent::Dropped(info) => dropped.push(info.id.clone().unwrap()),
 ///     });
 /// };
 /// let line = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}\n");
@@ -125,7 +125,7 @@ struct Line {
 /// assert_eq!(stall, t0 + Duration::from_secs(1));
 /// queue.handle_timeout(stall, |event| {
 ///     if let QueueEvent::Dropped(info) = event {
-///         dropped.push(info.id.unwrap());
+///         dropped.push(info.id.clone().unwrap());
 ///     }
 /// });
 /// // The request begun is kept whole; the next one is dropped, counted.

@@ -354,7 +354,7 @@ impl Members {
 /// scanner.feed(br#"hod":"tools/call","params":{"name":"x"}}"#);
 /// let info = scanner.finish().expect("one JSON-RPC message");
 /// assert_eq!(info.kind, MessageKind::Request);
-/// assert_eq!(info.id.unwrap().as_bytes(), b"7");
+/// assert_eq!(info.id.as_ref().unwrap().as_bytes(), b"7");
 /// assert!(info.is_method("tools/call"));
 ///
 /// // A JSON object without `"jsonrpc": "2.0"` is not a message; nor are
