@@ -161,9 +161,9 @@ pub use confine::{
     Sandbox, TreeReport, parse_size,
 };
 pub use jsonrpc::{
-    ClientLines, Diverted, HeldLine, InputQueue, MAX_PENDING, MessageInfo, MessageKind,
-    MessageScanner, PendingRequests, ProtocolLine, QueueEvent, QueueSettings, RawValue,
-    SERVER_GONE_CODE, Segment, ServerGone, StdoutLineGuard,
+    ClientLines, Diverted, HeldLine, InputQueue, MAX_BATCH, MAX_PENDING, MAX_PENDING_ID_BYTES,
+    MessageInfo, MessageKind, MessageScanner, PendingRequests, ProtocolLine, QueueEvent,
+    QueueSettings, RawValue, SERVER_GONE_CODE, Segment, ServerGone, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{

@@ -80,9 +80,18 @@ fn split(input: &[u8]) -> Split {
 /// serde_json's verdict: one object with `"jsonrpc": "2.0"`.
 fn is_message(line: &[u8]) -> bool {
     let body = line.strip_suffix(b"\n").unwrap_or(line);
-    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+    let message = |v: &serde_json::Value| {
         v.as_object()
             .is_some_and(|o| o.get("jsonrpc") == Some(&serde_json::json!("2.0")))
+    };
+    // One message, or a batch of one or more (at most MAX_BATCH).
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| match v.as_array() {
+        Some(batch) => {
+            !batch.is_empty()
+                && batch.len() <= spillguard_core::MAX_BATCH
+                && batch.iter().all(message)
+        }
+        None => message(&v),
     })
 }
 
@@ -121,6 +130,11 @@ fn the_documented_rules() {
     assert_eq!(s.forwarded.len(), 2);
     assert_eq!(s.forwarded.concat(), both);
     assert_eq!(s.lines, 0);
+    // So is a batch answer: an array of messages.
+    let batch = b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}},{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}]\n";
+    let s = split(batch);
+    assert_eq!(s.forwarded, [batch.to_vec()]);
+    assert_eq!(s.lines, 0);
     // What the issue names is diverted, one line each: broken JSON, a
     // brace that starts a log line, two objects on one line, structured
     // logs without `jsonrpc`, a wrong version, a blank line.
@@ -134,7 +148,8 @@ fn the_documented_rules() {
         b"{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}\n",
         b"\n",
         b" \t\r\n",
-        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]\n",
+        b"[]\n",
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}},1]\n",
         b"\xff{\"jsonrpc\":\"2.0\",\"id\":1}\n",
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xc3\x28\"}\n",
     ];
@@ -159,7 +174,10 @@ fn the_documented_rules() {
     guard
         .feed(ok, |segment| {
             if let Segment::Forward(line) = segment {
-                kinds.push((line.info.kind, line.info.id.unwrap().as_bytes().to_vec()));
+                kinds.push((
+                    line.info.kind,
+                    line.info.id.as_ref().unwrap().as_bytes().to_vec(),
+                ));
             }
             Ok::<(), ()>(())
         })

@@ -73,9 +73,9 @@ reading does not hold it up: once it has taken nothing for 1 s with the
 queue full (4 MiB), or for 250 ms after the client's end, what it did not
 take is dropped and counted (`stdin_bytes_undelivered`; with --mcp whole
 messages only, each request answered with an error). With --mcp, only whole JSON-RPC
-messages reach stdout, and requests still pending when PROGRAM exits (or
-cannot start) are answered with a JSON-RPC error (code -32000) carrying its
-exit status and stderr excerpt. At the end the call record and
+messages (or batches) reach stdout, and requests still pending when PROGRAM
+exits (or cannot start) are answered with a JSON-RPC error (code -32000)
+carrying its exit status and stderr excerpt, a batch's requests in one array. At the end the call record and
 `stderr_excerpt` are written as one line of JSON to --record FILE
 (appended), or else to this program's stderr.
 
@@ -292,10 +292,12 @@ pub struct McpArgs {
     /// The audit log.
     #[command(flatten)]
     pub audit: AuditFlags,
-    /// Append OpenTelemetry OTLP JSON to FILE: a span per tools/call
-    /// request (a child of the traceparent in its params._meta), the
-    /// call's span and approval wait under it, and each call's stderr
-    /// excerpt as a log record, one export request per line
+    /// Append OpenTelemetry OTLP JSON to FILE: a span per request (a
+    /// child of the traceparent in its params._meta), a tools/call's call
+    /// span and approval wait under it, and each call's stderr excerpt as
+    /// a log record, one export request per line. FILE is a regular file
+    /// or a device such as /dev/null (a FIFO or a socket is refused); a
+    /// write that fails is cut back to the last whole line
     #[arg(long, value_name = "FILE")]
     pub otel_file: Option<PathBuf>,
 }
@@ -383,7 +385,9 @@ pub struct RunArgs {
     /// child of the TRACEPARENT this program was given, else the first of
     /// a new trace) and its stderr excerpt as a log record, one export
     /// request per line. The helper gets TRACEPARENT naming the call's
-    /// span
+    /// span. FILE is a regular file or a device such as /dev/null (a FIFO
+    /// or a socket is refused); a write that fails is cut back to the
+    /// last whole line
     #[arg(long, value_name = "FILE")]
     pub otel_file: Option<PathBuf>,
     /// Limits and sandbox.
@@ -597,10 +601,11 @@ impl AuditFlags {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct StdioArgs {
     /// Keep stdout protocol-only: a line that is not exactly one JSON-RPC
-    /// message is not forwarded but goes to the stderr capture (counted in
-    /// the record as `stdout_lines_diverted` and `stdout_bytes_diverted`);
-    /// requests left unanswered when PROGRAM ends get an error with its
-    /// exit status and stderr excerpt
+    /// message or batch is not forwarded but goes to the stderr capture
+    /// (counted in the record as `stdout_lines_diverted` and
+    /// `stdout_bytes_diverted`); requests left unanswered when PROGRAM ends
+    /// get an error with its exit status and stderr excerpt (a batch's in
+    /// one array)
     #[arg(long)]
     pub mcp: bool,
     /// Copy PROGRAM's stderr to this program's stderr, redacted as it

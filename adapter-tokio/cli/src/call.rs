@@ -61,7 +61,10 @@ fn prepare_with(
         .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
 
     let audit = open_audit(&run.audit)?;
-    let telemetry = Telemetry::open(run.otel_file.as_deref())?;
+    let telemetry = Telemetry::open(
+        run.otel_file.as_deref(),
+        config.redact_extra_patterns.clone(),
+    )?;
     let telemetry_on = telemetry.is_on();
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
@@ -256,13 +259,19 @@ fn traced<'h>(
 pub struct Telemetry {
     file: Option<crate::otel::OtelFile>,
     http: Option<crate::otlp_http::Exporter>,
+    /// Every export passes through it (see [`crate::otel::redact`]).
+    redactor: spillguard_std::core::Redactor,
 }
 
 impl Telemetry {
     /// Opens `--otel-file` and reads the OTLP variables: a path that cannot
     /// be opened is a usage error; variables that cannot be used turn the
-    /// OTLP export off, said in one line on stderr.
-    pub fn open(otel_file: Option<&std::path::Path>) -> Result<Self, UsageError> {
+    /// OTLP export off, said in one line on stderr. Every export is
+    /// redacted by `redactor` (the configuration's).
+    pub fn open(
+        otel_file: Option<&std::path::Path>,
+        redactor: spillguard_std::core::Redactor,
+    ) -> Result<Self, UsageError> {
         let file = otel_file
             .map(|path| {
                 crate::otel::OtelFile::open(path).map_err(|error| {
@@ -287,7 +296,11 @@ impl Telemetry {
                 None
             }
         };
-        Ok(Self { file, http })
+        Ok(Self {
+            file,
+            http,
+            redactor,
+        })
     }
 
     /// Whether calls are exported at all (then each is a span).
@@ -313,7 +326,7 @@ impl Telemetry {
         if dropped > 0 {
             crate::otel::mark_dropped(&mut requests, dropped);
         }
-        self.write(&requests);
+        self.write(requests);
     }
 
     /// Exports one span of this program's own (an MCP request's).
@@ -325,10 +338,13 @@ impl Telemetry {
             traces: crate::otel::traces(crate::otel::resource(), vec![span]),
             logs: None,
         };
-        self.write(&requests);
+        self.write(requests);
     }
 
-    fn write(&mut self, requests: &crate::otel::CallRequests) {
+    /// Redacts `requests` and writes them to each way out.
+    fn write(&mut self, mut requests: crate::otel::CallRequests) {
+        crate::otel::redact(&mut requests, &self.redactor);
+        let requests = &requests;
         if let Some(file) = &mut self.file
             && let Err(error) = file.export(requests)
         {

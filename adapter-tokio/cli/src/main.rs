@@ -12,6 +12,7 @@ mod args;
 mod audit;
 mod call;
 mod mcp;
+mod mcp_spans;
 mod otel;
 mod otlp_http;
 mod stdio;

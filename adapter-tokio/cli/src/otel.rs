@@ -26,7 +26,7 @@ use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 use spillguard_std::core::trace::{TraceParent, trace_state};
-use spillguard_std::core::{CallRecord, State};
+use spillguard_std::core::{CallRecord, Redactor, State};
 
 /// The instrumentation scope of every span and log record.
 const SCOPE: &str = "spillguard";
@@ -492,15 +492,65 @@ pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
     }
 }
 
-/// Says on the call's span (`spillguard.telemetry.dropped`) how many
-/// export requests the queue has dropped so far.
-pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
-    let spans = requests
+/// The spans of `requests`, in order.
+fn spans_of(requests: &mut CallRequests) -> impl Iterator<Item = &mut Span> {
+    requests
         .traces
         .resource_spans
         .iter_mut()
         .flat_map(|r| r.scope_spans.iter_mut())
-        .flat_map(|s| s.spans.iter_mut());
+        .flat_map(|s| s.spans.iter_mut())
+}
+
+/// Passes every text of `requests` through `redactor`: span names, event
+/// names, status messages and the string values of every attribute (of
+/// the spans, their events and the log records). What a client, a server
+/// or a helper wrote (a tool's name, a method, a request id, a program's
+/// path, an error) reaches an export only so; a log's body is the
+/// redacted excerpt already.
+pub fn redact(requests: &mut CallRequests, redactor: &Redactor) {
+    let clean = |text: &mut String| {
+        if !text.is_empty() {
+            *text = redactor.redact(text).text;
+        }
+    };
+    let clean_all = |attributes: &mut Vec<KeyValue>| {
+        for value in attributes
+            .iter_mut()
+            .filter_map(|kv| kv.value.as_mut()?.value.as_mut())
+        {
+            if let Value::StringValue(text) = value {
+                clean(text);
+            }
+        }
+    };
+    let spans = spans_of(requests);
+    for span in spans {
+        clean(&mut span.name);
+        clean_all(&mut span.attributes);
+        for event in &mut span.events {
+            clean(&mut event.name);
+            clean_all(&mut event.attributes);
+        }
+        if let Some(status) = &mut span.status {
+            clean(&mut status.message);
+        }
+    }
+    let records = requests
+        .logs
+        .iter_mut()
+        .flat_map(|l| l.resource_logs.iter_mut())
+        .flat_map(|r| r.scope_logs.iter_mut())
+        .flat_map(|s| s.log_records.iter_mut());
+    for record in records {
+        clean_all(&mut record.attributes);
+    }
+}
+
+/// Says on the call's span (`spillguard.telemetry.dropped`) how many
+/// export requests the queue has dropped so far.
+pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
+    let spans = spans_of(requests);
     for span in spans.take(1) {
         span.attributes.push(int(
             "spillguard.telemetry.dropped",
@@ -510,19 +560,62 @@ pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
 }
 
 /// `--otel-file`: export requests appended as lines of OTLP JSON.
+///
+/// The file is a regular file or a character device such as `/dev/null`;
+/// a FIFO, a socket or a directory is refused when it is opened (a FIFO
+/// without a reader would hold the command before its helper runs, and
+/// one whose reader stalls would hold every export). A write that fails
+/// part way (a full disk, the file-size limit, a short write) is cut back
+/// to the file's length before it, so the file holds whole lines only and
+/// the next export starts a line of its own. The cut assumes this program
+/// is the file's only writer while it runs.
 #[derive(Debug)]
 pub struct OtelFile {
     path: PathBuf,
     file: File,
+    /// A regular file: a failed write is cut back.
+    regular: bool,
 }
 
 impl OtelFile {
-    /// Opens (creates) `path` for appending.
+    /// Opens (creates) `path` for appending. Its kind is checked before it
+    /// is opened and again, with `fstat`, on what was opened; it is opened
+    /// with `O_NONBLOCK` (then cleared), so that a FIFO put there in
+    /// between cannot block the open.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        use std::os::unix::fs::FileTypeExt;
+        use std::os::unix::fs::OpenOptionsExt;
+
+        let refused = |kind: std::fs::FileType| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "it is {}, not a regular file; give a file (or /dev/null)",
+                    spillguard_std::os::file_kind(kind)
+                ),
+            )
+        };
+        let usable = |kind: std::fs::FileType| kind.is_file() || kind.is_char_device();
+        match std::fs::metadata(path) {
+            Ok(meta) if !usable(meta.file_type()) => return Err(refused(meta.file_type())),
+            _ => {}
+        }
+        let nonblocking = rustix::fs::OFlags::NONBLOCK;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(i32::try_from(nonblocking.bits()).unwrap_or(0))
+            .open(path)?;
+        let kind = file.metadata()?.file_type();
+        if !usable(kind) {
+            return Err(refused(kind));
+        }
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        rustix::fs::fcntl_setfl(&file, flags - nonblocking)?;
         Ok(Self {
             path: path.to_owned(),
             file,
+            regular: kind.is_file(),
         })
     }
 
@@ -532,7 +625,8 @@ impl OtelFile {
     }
 
     /// Appends `requests` (a call's, see [`call_requests`]): each request
-    /// one line, all written with one `write`.
+    /// one line, all written with one `write`. A write that fails leaves
+    /// the file as it was before it (see [`OtelFile`]).
     pub fn export(&mut self, requests: &CallRequests) -> io::Result<()> {
         let mut lines = serde_json::to_string(&requests.traces).map_err(io::Error::other)?;
         lines.push('\n');
@@ -540,7 +634,19 @@ impl OtelFile {
             lines.push_str(&serde_json::to_string(logs).map_err(io::Error::other)?);
             lines.push('\n');
         }
-        self.file.write_all(lines.as_bytes())?;
-        self.file.flush()
+        let before = match self.regular {
+            true => Some(self.file.metadata()?.len()),
+            false => None,
+        };
+        let written = self.file.write_all(lines.as_bytes());
+        if let (Err(error), Some(before)) = (&written, before)
+            && let Err(cut) = self.file.set_len(before)
+        {
+            return Err(io::Error::new(
+                error.kind(),
+                format!("{error}; the part written could not be cut back: {cut}"),
+            ));
+        }
+        written
     }
 }

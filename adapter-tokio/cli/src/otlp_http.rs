@@ -2,10 +2,13 @@
 //! and out of the calls' way.
 //!
 //! * `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://host:port`, the base: traces go
-//!   to `/v1/traces`, logs to `/v1/logs`), or
+//!   to `/v1/traces`, logs to `/v1/logs`, appended to its path before its
+//!   query: `http://h:4318/base?x=1` sends traces to
+//!   `http://h:4318/base/v1/traces?x=1`), or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and
 //!   `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` used as given; either turns export
-//!   on. `OTEL_SDK_DISABLED=true` turns it off.
+//!   on. `OTEL_SDK_DISABLED=true` turns it off. Credentials in a URL
+//!   (`http://user:pass@host`) are refused: they go in a header.
 //! * `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs, comma separated,
 //!   percent-encoded values, sent with every request.
 //! * `OTEL_EXPORTER_OTLP_TIMEOUT`: milliseconds one request may take
@@ -20,6 +23,10 @@
 //! exit at most one timeout. Only `http://` is spoken: an `https://`
 //! endpoint is refused when the program starts (run a Collector on the
 //! machine and let it speak TLS).
+//!
+//! No diagnostic shows a header's value, a URL's userinfo password or a
+//! query's values: URLs are shown through [`shown`], headers by their
+//! place in the variable.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -76,40 +83,54 @@ pub struct Settings {
     pub timeout: Duration,
 }
 
-/// An `http://host:port/path` URL, taken apart.
+/// An `http://host:port/path?query` URL, taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// `host:port`, as connected to and sent in `Host`.
     pub authority: String,
-    /// The request target, starting with `/`.
+    /// The path, starting with `/`.
     pub path: String,
+    /// The query with its `?`, or empty.
+    pub query: String,
 }
 
 impl Endpoint {
-    /// Parses `url`: `http://` only.
+    /// Parses `url`: `http://` only, no credentials in it. An error shows
+    /// the URL as [`shown`] does (userinfo and query values masked).
     pub fn parse(url: &str) -> Result<Self, String> {
         let rest = match url.split_once("://") {
             Some(("http", rest)) => rest,
             Some(("https", _)) => {
                 return Err(format!(
-                    "{url}: https is not spoken here; export to a Collector over http \
-                     (it can speak TLS onwards)"
+                    "{}: https is not spoken here; export to a Collector over http \
+                     (it can speak TLS onwards)",
+                    shown(url)
                 ));
             }
-            _ => return Err(format!("{url}: not an http:// URL")),
+            _ => return Err(format!("{}: not an http:// URL", shown(url))),
         };
-        let (authority, path) = match rest.find('/') {
+        let (authority, target) = match rest.find(['/', '?']) {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, "/"),
         };
-        if authority.is_empty() || authority.contains(['@', ' ', '\r', '\n']) {
-            return Err(format!("{url}: no usable host"));
+        if authority.contains('@') {
+            return Err(format!(
+                "{}: credentials in the URL are not sent; give them as a header in \
+                 OTEL_EXPORTER_OTLP_HEADERS",
+                shown(url)
+            ));
         }
-        if path.contains(['\r', '\n', ' ']) {
-            return Err(format!("{url}: the path holds a space or a line break"));
+        if authority.is_empty() || authority.contains([' ', '\r', '\n']) {
+            return Err(format!("{}: no usable host", shown(url)));
         }
-        if path.contains('#') {
-            return Err(format!("{url}: a fragment (#) is not sent"));
+        if target.contains(['\r', '\n', ' ']) {
+            return Err(format!(
+                "{}: the path holds a space or a line break",
+                shown(url)
+            ));
+        }
+        if target.contains('#') {
+            return Err(format!("{}: a fragment (#) is not sent", shown(url)));
         }
         let authority = if authority
             .rsplit_once(':')
@@ -119,19 +140,75 @@ impl Endpoint {
         } else {
             format!("{authority}:80")
         };
+        let (path, query) = match target.find('?') {
+            Some(at) => (&target[..at], &target[at..]),
+            None => (target, ""),
+        };
         Ok(Self {
             authority,
-            path: path.to_owned(),
+            path: if path.is_empty() { "/" } else { path }.to_owned(),
+            query: query.to_owned(),
         })
     }
 
-    /// The base endpoint with `signal` (`v1/traces`) appended, as the
-    /// specification asks of `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    /// The base endpoint with `signal` (`v1/traces`) appended to its path,
+    /// before its query, as the specification asks of
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
     fn under(base: &str, signal: &str) -> Result<Self, String> {
         let mut endpoint = Self::parse(base)?;
         endpoint.path = format!("{}/{signal}", endpoint.path.trim_end_matches('/'));
         Ok(endpoint)
     }
+
+    /// The request target: the path and the query.
+    pub fn target(&self) -> String {
+        format!("{}{}", self.path, self.query)
+    }
+
+    /// The URL as diagnostics show it: every query value masked.
+    pub fn shown(&self) -> String {
+        shown(&format!("http://{}{}", self.authority, self.target()))
+    }
+}
+
+/// `url` as a diagnostic may show it: the userinfo's password masked (all
+/// of a userinfo without one, which is then a token), every query value
+/// masked (a query item without `=` whole), a fragment masked.
+/// `http://otel:PASS@h/x?api_key=K&y` is `http://otel:***@h/x?api_key=***&***`.
+pub fn shown(url: &str) -> String {
+    const MASK: &str = "***";
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:{MASK}@{host}"),
+            None => format!("{MASK}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let (rest, fragment) = match rest.split_once('#') {
+        Some((rest, _)) => (rest, format!("#{MASK}")),
+        None => (rest, String::new()),
+    };
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => {
+            let items: Vec<String> = query
+                .split('&')
+                .map(|item| match item.split_once('=') {
+                    Some((key, _)) => format!("{key}={MASK}"),
+                    None if item.is_empty() => String::new(),
+                    None => MASK.to_owned(),
+                })
+                .collect();
+            (path, format!("?{}", items.join("&")))
+        }
+        None => (rest, String::new()),
+    };
+    format!("{scheme}{authority}{path}{query}{fragment}")
 }
 
 impl Settings {
@@ -182,21 +259,26 @@ impl Settings {
                 })?,
         };
         let mut headers = Vec::new();
-        for pair in set("OTEL_EXPORTER_OTLP_HEADERS")
+        // A header's value is never shown, nor a name that may be part of
+        // one (a pair written `Authorization: Bearer …`): the pair is
+        // named by its place.
+        for (place, pair) in set("OTEL_EXPORTER_OTLP_HEADERS")
             .unwrap_or_default()
             .split(',')
+            .enumerate()
         {
             if pair.trim().is_empty() {
                 continue;
             }
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("OTEL_EXPORTER_OTLP_HEADERS: {pair:?} has no ="))?;
+            let place = place + 1;
+            let (key, value) = pair.split_once('=').ok_or_else(|| {
+                format!("OTEL_EXPORTER_OTLP_HEADERS: pair {place} has no = (key=value)")
+            })?;
             let (key, value) = (key.trim(), crate::otel::percent_decoded(value.trim()));
             let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
             if key.is_empty() || !key.bytes().all(token) {
                 return Err(format!(
-                    "OTEL_EXPORTER_OTLP_HEADERS: {key:?} is not a header name"
+                    "OTEL_EXPORTER_OTLP_HEADERS: the name of pair {place} is not a header name"
                 ));
             }
             if FRAMING.iter().any(|name| key.eq_ignore_ascii_case(name)) {
@@ -389,9 +471,7 @@ fn send_all(settings: &Settings, requests: &Receiver<Request>, counts: &Counts) 
                         .first_failure
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner);
-                    first.get_or_insert_with(|| {
-                        format!("http://{}{}: {error}", endpoint.authority, endpoint.path)
-                    });
+                    first.get_or_insert_with(|| format!("{}: {error}", endpoint.shown()));
                     counts.failed.fetch_add(count, Ordering::Relaxed)
                 }
             };
@@ -431,7 +511,7 @@ fn post(
     let mut head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\n\
          Content-Length: {}\r\nConnection: close\r\nUser-Agent: spillguard/{}\r\n",
-        endpoint.path,
+        endpoint.target(),
         endpoint.authority,
         body.len(),
         env!("CARGO_PKG_VERSION")
@@ -504,7 +584,8 @@ mod tests {
             base.traces,
             Endpoint {
                 authority: "collector:4318".into(),
-                path: "/v1/traces".into()
+                path: "/v1/traces".into(),
+                query: String::new(),
             }
         );
         assert_eq!(base.logs.path, "/v1/logs");
@@ -531,6 +612,84 @@ mod tests {
             ("OTEL_SDK_DISABLED", "TRUE"),
         ]));
         assert_eq!(off, Ok(None));
+    }
+
+    #[test]
+    fn a_base_endpoint_s_query_stays_after_the_signal_path() {
+        let base = Settings::from_env(env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://h:4318/base?x=1&tenant=t",
+        )]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(base.traces.target(), "/base/v1/traces?x=1&tenant=t");
+        assert_eq!(base.logs.target(), "/base/v1/logs?x=1&tenant=t");
+        assert_eq!(base.traces.authority, "h:4318");
+        let bare = Settings::from_env(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318?x=1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(bare.traces.target(), "/v1/traces?x=1");
+        let own = Settings::from_env(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318/base?x=1"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9/mine?k=v"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(own.traces.authority, "t:9");
+        assert_eq!(own.traces.target(), "/mine?k=v");
+        assert_eq!(own.logs.target(), "/base/v1/logs?x=1");
+        assert_eq!(own.traces.shown(), "http://t:9/mine?k=***");
+    }
+
+    #[test]
+    fn diagnostics_mask_userinfo_query_values_and_header_values() {
+        for (url, want) in [
+            (
+                "http://otel:PASS@h:4318/x?api_key=K1&y=2",
+                "http://otel:***@h:4318/x?api_key=***&y=***",
+            ),
+            ("http://ghp_TOKEN@h/x", "http://***@h/x"),
+            ("http://h?secret&a=", "http://h?***&a=***"),
+            ("http://h/p#frag", "http://h/p#***"),
+            ("otel:PASS@h:4318", "otel:***@h:4318"),
+            ("http://h:1/x", "http://h:1/x"),
+        ] {
+            assert_eq!(shown(url), want, "{url}");
+        }
+        for (pairs, said) in [
+            (
+                vec![(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "http://otel:PASS@otel:4318/?api_key=K1",
+                )],
+                "http://otel:***@otel:4318/?api_key=***: credentials in the URL are not \
+                 sent; give them as a header in OTEL_EXPORTER_OTLP_HEADERS",
+            ),
+            (
+                vec![(
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "https://h/v1/traces?api_key=K1",
+                )],
+                "https://h/v1/traces?api_key=***: https is not spoken here; export to a \
+                 Collector over http (it can speak TLS onwards)",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "x=1,Authorization Bearer K1"),
+                ],
+                "OTEL_EXPORTER_OTLP_HEADERS: pair 2 has no = (key=value)",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer K1=x"),
+                ],
+                "OTEL_EXPORTER_OTLP_HEADERS: the name of pair 1 is not a header name",
+            ),
+        ] {
+            assert_eq!(Settings::from_env(env(&pairs)), Err(said.to_owned()));
+        }
     }
 
     /// A full queue drops and counts; the exit waits at most the timeout

@@ -180,6 +180,103 @@ fn a_full_otel_file_is_reported_and_the_record_still_printed() {
     );
 }
 
+/// `spillguard run --otel-file FILE -- sh -c HELPER` under a file-size
+/// limit of 4,096 bytes, with `SIGXFSZ` ignored (a write past the limit
+/// then fails with `EFBIG` after a short write).
+fn run_under_file_size_limit(file: &Path, helper: &str) -> Output {
+    Command::new("sh")
+        .args([
+            "-c",
+            r#"trap '' XFSZ; exec prlimit --fsize=4096 -- "$0" "$@""#,
+        ])
+        .arg(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["run", "--otel-file"])
+        .arg(file)
+        .args(["--", "sh", "-c", helper])
+        .env_remove("TRACEPARENT")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .env("OTEL_SERVICE_NAME", "otel-test")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A write cut short by the file-size limit is cut back to the file's
+/// length before it: the file keeps whole lines only, and the next call's
+/// span (which fits) is a whole line of its own.
+#[test]
+fn a_write_past_the_file_size_limit_is_cut_back_and_the_next_span_is_whole() {
+    let file = Removed(temp_path("otel-fsize.jsonl"));
+    // The span and a 4 KiB excerpt's log: more than 4,096 bytes.
+    let big = run_under_file_size_limit(&file.0, "head -c 20000 /dev/zero | tr '\\0' x >&2");
+    assert_eq!(big.status.code(), Some(3), "{big:?}");
+    let stderr = String::from_utf8_lossy(&big.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "spillguard: otel file {}: File too large (os error 27)",
+            file.0.display()
+        )
+    );
+    assert_eq!(std::fs::metadata(&file.0).unwrap().len(), 0);
+    // A call without stderr: its span alone, under 2 KiB.
+    let small = run_under_file_size_limit(&file.0, "exit 0");
+    assert_eq!(small.status.code(), Some(0), "{small:?}");
+    assert_eq!(small.stderr, b"");
+    let text = std::fs::read_to_string(&file.0).unwrap();
+    assert_eq!(text.matches('\n').count(), 1, "{text}");
+    assert!(text.ends_with('\n'));
+    let lines = lines(&file.0);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(span(&lines)["name"], "sh");
+    assert_eq!(attribute(span(&lines), "spillguard.state"), "completed");
+}
+
+/// A FIFO as `--otel-file`, with no reader: refused at once with a message
+/// that names it, before anything runs (a blocking open would wait for a
+/// reader forever).
+#[test]
+fn a_fifo_as_otel_file_is_refused_at_once_and_nothing_runs() {
+    let fifo = Removed(temp_path("otel.fifo"));
+    let _ = std::fs::remove_file(&fifo.0);
+    let made = Command::new("mkfifo").arg(&fifo.0).status().unwrap();
+    assert!(made.success());
+    let marker = temp_path("otel-fifo-never-ran");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["run", "--otel-file"])
+        .arg(&fifo.0)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("spillguard blocked on a FIFO as --otel-file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(output.stdout, b"");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        format!(
+            "spillguard: cannot open --otel-file {}: it is a FIFO, not a regular file; give \
+             a file (or /dev/null)",
+            fifo.0.display()
+        )
+    );
+    assert!(!marker.exists());
+    // A character device such as /dev/null is written to as a file.
+    let output = run(Path::new("/dev/null"), None, None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
 #[test]
 fn an_otel_file_that_cannot_be_opened_is_a_usage_error_and_nothing_runs() {
     let marker = temp_path("otel-never-ran");
@@ -464,12 +561,290 @@ fn a_collector_that_is_down_hangs_or_fails_costs_at_most_one_timeout_at_exit() {
     }
 }
 
+/// A base endpoint with a query: the signal path goes before the query,
+/// the collector is asked at exactly that target, and the failure said at
+/// the exit shows neither the query's values nor a header's.
+#[test]
+fn a_base_endpoint_s_query_is_sent_after_the_signal_path_and_never_shown() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    let fails = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = fails.local_addr().unwrap();
+    let (asked, targets) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in fails.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = asked.send(line.trim_end().to_owned());
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let endpoint = format!("http://{at}/base?api_key=K1SECRET&tenant=t1");
+    let (output, _) = run_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer%20K2SECRET",
+        ),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let mut seen: Vec<String> = targets.try_iter().collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "POST /base/v1/logs?api_key=K1SECRET&tenant=t1 HTTP/1.1",
+            "POST /base/v1/traces?api_key=K1SECRET&tenant=t1 HTTP/1.1",
+        ]
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        format!(
+            "spillguard: otlp export: 0 sent, 2 failed, 0 dropped (queue full), 0 not sent by \
+             the exit's wait; first failure: http://{at}/base/v1/traces?api_key=***&tenant=***: \
+             the collector answered HTTP/1.1 500 Internal Server Error"
+        )
+    );
+}
+
+/// `spillguard BEFORE --otel-file FILE AFTER` with its three streams
+/// piped and no trace context in its environment.
+fn piped(before: &[&str], file: &Path, after: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(before)
+        .arg("--otel-file")
+        .arg(file)
+        .args(after)
+        .env_remove("TRACEPARENT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Every span out of the file, in the file's order.
+fn all_spans(lines: &[Value]) -> Vec<Value> {
+    lines
+        .iter()
+        .filter_map(|line| line["resourceSpans"].as_array())
+        .flatten()
+        .flat_map(|r| r["scopeSpans"].as_array().unwrap())
+        .flat_map(|s| s["spans"].as_array().unwrap())
+        .cloned()
+        .collect()
+}
+
+/// A span's name and its string attributes, as (key, value) pairs in order.
+fn named_strings(span: &Value) -> (String, Vec<(String, String)>) {
+    let strings = span["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|kv| {
+            let text = kv["value"]["stringValue"].as_str()?;
+            Some((kv["key"].as_str()?.to_owned(), text.to_owned()))
+        })
+        .collect();
+    (span["name"].as_str().unwrap().to_owned(), strings)
+}
+
+/// Under `stdio --mcp --otel-file`, what the client wrote reaches a span
+/// only redacted: a token as a tool's name, a password in a method and in
+/// a request id.
+#[test]
+fn an_mcp_span_s_name_and_attributes_are_redacted() {
+    let file = Removed(temp_path("otel-redacted.jsonl"));
+    let mut child = piped(
+        &["stdio", "--mcp"],
+        &file.0,
+        &["--", "sh", "-c", "while read -r l; do :; done"],
+    );
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":"password=hunter2","method":"tools/call","#,
+        r#""params":{"name":"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"debug password=hunter2"}"#,
+        "\n",
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let record: Value =
+        serde_json::from_str(String::from_utf8_lossy(&output.stderr).trim_end()).unwrap();
+    let (call, session) = (
+        record["call_id"].as_str().unwrap().to_owned(),
+        record["session_id"].as_str().unwrap().to_owned(),
+    );
+    let spans: Vec<_> = all_spans(&lines(&file.0))
+        .iter()
+        .map(named_strings)
+        .collect();
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(
+        spans[0],
+        (
+            "tools/call [redacted: github-token]".to_owned(),
+            pairs(&[
+                ("mcp.method.name", "tools/call"),
+                ("gen_ai.tool.name", "[redacted: github-token]"),
+                ("gen_ai.operation.name", "execute_tool"),
+                (
+                    "jsonrpc.request.id",
+                    "password=[redacted: password-assignment]"
+                ),
+                ("network.transport", "pipe"),
+                ("mcp.session.id", &session),
+                ("spillguard.call.id", &call),
+                ("error.type", "-32000"),
+            ])
+        )
+    );
+    assert_eq!(
+        spans[1],
+        (
+            "debug password=[redacted: password-assignment]".to_owned(),
+            pairs(&[
+                (
+                    "mcp.method.name",
+                    "debug password=[redacted: password-assignment]"
+                ),
+                ("jsonrpc.request.id", "2"),
+                ("network.transport", "pipe"),
+                ("mcp.session.id", &session),
+                ("spillguard.call.id", &call),
+                ("error.type", "-32000"),
+            ])
+        )
+    );
+    assert_eq!(spans[2].0, "sh");
+    let text = std::fs::read_to_string(&file.0).unwrap();
+    assert_eq!(text.matches("hunter2").count(), 0);
+    assert_eq!(text.matches("ghp_").count(), 0);
+}
+
+/// `spillguard mcp --otel-file`: every request of the client is a span
+/// (initialize, tools/list, ping, tools/call), of the same shape as under
+/// `stdio --mcp`; a tools/call's call span is its child.
+#[test]
+fn under_mcp_every_request_is_a_span_and_a_call_is_the_child_of_its_request() {
+    use std::io::{BufRead, BufReader, Write};
+
+    let file = Removed(temp_path("otel-mcp-requests.jsonl"));
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_tools.toml");
+    let mut server = piped(&["mcp", "--tools", tools], &file.0, &[]);
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut ask = |message: Value| -> Value {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        if message.get("id").is_none() {
+            return Value::Null;
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "spans", "version": "1"}}}),
+    );
+    assert_eq!(answer["id"], 1);
+    ask(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+        "params": {"_meta": {"traceparent": PARENT}}}),
+    );
+    assert_eq!(answer["id"], 2);
+    let answer = ask(serde_json::json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
+    assert_eq!(
+        answer,
+        serde_json::json!({"jsonrpc": "2.0", "id": "p", "result": {}})
+    );
+    let answer = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "flood", "arguments": {"bytes": 0}}}),
+    );
+    assert_eq!(answer["id"], 3);
+    drop(stdin);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let spans = all_spans(&lines(&file.0));
+    // The call's span is kind client (3); the requests' kind server (2).
+    let (calls, requests): (Vec<&Value>, Vec<&Value>) = spans.iter().partition(|s| s["kind"] == 3);
+    assert_eq!(calls.len(), 1);
+    let call = calls[0];
+    let mut names: Vec<&str> = requests
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["initialize", "ping", "tools/call flood", "tools/list"]
+    );
+    let by_name = |name: &str| spans.iter().find(|s| s["name"] == name).unwrap();
+    let session = attribute(call, "spillguard.session.id").as_str().unwrap();
+    let list = by_name("tools/list");
+    assert_eq!(
+        named_strings(list).1,
+        [
+            ("mcp.method.name", "tools/list"),
+            ("jsonrpc.request.id", "2"),
+            ("network.transport", "pipe"),
+            ("mcp.session.id", session),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
+    assert_eq!(list["kind"], 2, "server");
+    assert_eq!(list["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(list["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(
+        list["status"],
+        serde_json::json!({"code": 0, "message": ""})
+    );
+    let ping = by_name("ping");
+    assert_eq!(attribute(ping, "jsonrpc.request.id"), "p");
+    assert_eq!(ping["parentSpanId"], "");
+    let request = by_name("tools/call flood");
+    assert_eq!(attribute(request, "gen_ai.tool.name"), "flood");
+    assert_eq!(attribute(request, "jsonrpc.request.id"), "3");
+    assert_eq!(call["parentSpanId"], request["spanId"]);
+    assert_eq!(call["traceId"], request["traceId"]);
+}
+
 /// OTLP variables are often set for a whole environment: one this
 /// exporter cannot use turns export off with one line on stderr, and the
 /// call runs (with no trace, as without export).
 #[test]
 fn unusable_otlp_variables_turn_export_off_with_one_warning_and_the_call_runs() {
     for (vars, said) in [
+        (
+            vec![(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "http://otel:PASS@collector:4318/?api_key=K1",
+            )],
+            "spillguard: OTLP export is off: http://otel:***@collector:4318/?api_key=***: \
+             credentials in the URL are not sent; give them as a header in \
+             OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer K2=x"),
+            ],
+            "spillguard: OTLP export is off: OTEL_EXPORTER_OTLP_HEADERS: the name of pair 1 \
+             is not a header name",
+        ),
         (
             vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")],
             "spillguard: OTLP export is off: https://collector:4318: https is not spoken here; \

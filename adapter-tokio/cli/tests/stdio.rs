@@ -480,3 +480,88 @@ for raw in sys.stdin.buffer:
     assert_eq!(record["stdout_bytes_diverted"], 0);
     assert_eq!(record["stderr_bytes_seen"], 0);
 }
+
+/// The one error answer line of a `--mcp` guard whose server exits with
+/// `status` before answering (the record's call id and stderr in `data`).
+fn crash_error(record: &Value, status: i32) -> String {
+    format!(
+        "{{\"code\":-32000,\"message\":\"MCP server exited with status {status} before \
+         answering\",\"data\":{{\"exit_status\":{status},\"exit_signal\":null,\
+         \"stderr_excerpt\":{},\"stderr_bytes_seen\":{},\"call_id\":{}}}}}",
+        record["stderr_excerpt"], record["stderr_bytes_seen"], record["call_id"]
+    )
+}
+
+/// A host's batch (three requests, one notification) reaches the server
+/// intact; when the server exits, the three requests are answered in one
+/// batch, an array, in their order; the notification is not answered.
+#[test]
+fn mcp_answers_every_request_of_a_batch_in_one_array_when_the_server_exits() {
+    let batch = concat!(
+        r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"},"#,
+        r#"{"jsonrpc":"2.0","id":"two","method":"ping"},"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}]"#,
+    );
+    // The server says what it read on stderr, then exits 3.
+    let server = r#"read -r line; printf '%s\n' "$line" >&2; exit 3"#;
+    let output = feed(
+        &["--mcp", "--", "sh", "-c", server],
+        format!("{batch}\n").as_bytes(),
+    );
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    let record = record_on_stderr(&output);
+    assert_eq!(record["stderr_excerpt"], format!("{batch}\n"));
+    let error = crash_error(&record, 3);
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        format!(
+            "[{{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{error}}},\
+             {{\"jsonrpc\":\"2.0\",\"id\":\"two\",\"error\":{error}}},\
+             {{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{error}}}]\n"
+        )
+    );
+}
+
+/// A server's batch answer reaches the host as it was written, and
+/// answers the requests it names: none is answered again at the end.
+#[test]
+fn mcp_forwards_a_server_s_batch_answer_and_it_clears_the_requests() {
+    let answer = r#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":"b","result":{"tools":[]}}]"#;
+    let server = format!("read -r line; printf '%s\\n' '{answer}'; read -r rest; exit 0");
+    let output = feed(
+        &["--mcp", "--", "sh", "-c", &server],
+        concat!(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]"#,
+            "\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout.clone()).unwrap(),
+        format!("{answer}\n")
+    );
+    let record = record_on_stderr(&output);
+    assert_eq!(record["stdout_lines_diverted"], 0);
+    assert_eq!(record["stdout_bytes_forwarded"], answer.len() + 1);
+}
+
+/// A request whose id is a 4,000-byte string is tracked like any other:
+/// the server's exit answers it, with that id.
+#[test]
+fn mcp_answers_a_request_with_a_4000_byte_id_when_the_server_exits() {
+    let id = "i".repeat(4000);
+    let request = format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"tools/list"}}"#);
+    let output = feed(
+        &["--mcp", "--", "sh", "-c", "read -r line; exit 5"],
+        format!("{request}\n").as_bytes(),
+    );
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    let record = record_on_stderr(&output);
+    let error = crash_error(&record, 5);
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"error\":{error}}}\n")
+    );
+}

@@ -38,8 +38,10 @@ fn grown_capacity(want: usize, max_message: usize) -> usize {
 /// and then hands it on whole, as one segment:
 ///
 /// * [`Segment::Forward`]: a line that is exactly one JSON object with
-///   `"jsonrpc": "2.0"` (RFC 8259's grammar, valid UTF-8, nothing after
-///   the object but whitespace), with what it is ([`MessageInfo`]);
+///   `"jsonrpc": "2.0"`, or a batch of them (a JSON array of one to
+///   [`MAX_BATCH`](crate::MAX_BATCH)) (RFC 8259's grammar, valid UTF-8,
+///   nothing after the object or array but whitespace), with what it is
+///   ([`MessageInfo`]);
 /// * [`Segment::Divert`]: any other line, to be kept with the server's
 ///   diagnostics (hand it to
 ///   [`Call::handle_stdout_diverted`](crate::Call::handle_stdout_diverted),

@@ -20,6 +20,8 @@ mod scan;
 pub use line_guard::{
     DEFAULT_MAX_MESSAGE_BYTES, Diverted, HeldLine, ProtocolLine, Segment, StdoutLineGuard,
 };
-pub use pending::{ClientLines, MAX_PENDING, PendingRequests, SERVER_GONE_CODE, ServerGone};
+pub use pending::{
+    ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, SERVER_GONE_CODE, ServerGone,
+};
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
-pub use scan::{MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};
+pub use scan::{MAX_BATCH, MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

@@ -2,10 +2,15 @@
 //! guard gives for them when the server is gone: see [`PendingRequests`].
 //!
 //! [`ClientLines`] scans the client's stream as it is forwarded, holding
-//! nothing. A request is noted before the server sees it and struck off
-//! by its response or a `notifications/cancelled`; at most 65,536 are
-//! kept. When the server is gone, each request left gets one JSON-RPC
-//! error (code [`SERVER_GONE_CODE`]), oldest first.
+//! nothing. A request, alone or in a batch, is noted before the server
+//! sees it and struck off by its response (alone or in a batch) or a
+//! `notifications/cancelled`. The table is bounded twice: at most
+//! [`MAX_PENDING`] requests, and at most [`MAX_PENDING_ID_BYTES`] bytes of
+//! their ids (an id may be as long as a message); a request past either
+//! is counted as untracked. When the server is gone, each request left
+//! gets one JSON-RPC error (code [`SERVER_GONE_CODE`]), oldest first; the
+//! requests of one batch are answered in one batch (an array), as
+//! JSON-RPC 2.0 answers a batch.
 
 use std::collections::HashMap;
 
@@ -22,6 +27,11 @@ pub const SERVER_GONE_CODE: i64 = -32000;
 /// the table beyond this (later ones are counted in
 /// [`PendingRequests::untracked`], not answered).
 pub const MAX_PENDING: usize = 65_536;
+
+/// Bytes of ids the table keeps at most (64 MiB, the default message
+/// limit): with ids of any length up to a message's, the table still holds
+/// a bounded amount; a request whose id would pass it is untracked.
+pub const MAX_PENDING_ID_BYTES: usize = 64 << 20;
 
 /// Reads the client's side of an MCP stdio session as it is forwarded
 /// (nothing is held: the bytes go on to the server as they are), and
@@ -112,10 +122,24 @@ impl ClientLines {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct PendingRequests {
-    /// Each pending id, with the order it came in.
-    ids: HashMap<RawValue, u64>,
+    /// Each pending id, with the order it came in and the batch it came
+    /// in, if one did.
+    ids: HashMap<RawValue, Pending>,
     next: u64,
+    /// The number of the next batch.
+    next_batch: u64,
+    /// The bytes of the ids in `ids`.
+    id_bytes: usize,
     untracked: u64,
+}
+
+/// Where a pending request came.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// Its place among the requests.
+    at: u64,
+    /// The batch it was part of.
+    batch: Option<u64>,
 }
 
 /// Why a server can no longer answer, for [`PendingRequests::answers`]:
@@ -200,35 +224,66 @@ impl PendingRequests {
         self.untracked
     }
 
-    /// A message from the client, before it reaches the server.
+    /// A message from the client, before it reaches the server (a batch:
+    /// each of its messages).
     pub fn handle_client(&mut self, info: &MessageInfo) {
+        let batch = (info.kind == MessageKind::Batch).then(|| {
+            self.next_batch += 1;
+            self.next_batch
+        });
+        for message in info.messages() {
+            self.client_message(message, batch);
+        }
+    }
+
+    fn client_message(&mut self, info: &MessageInfo, batch: Option<u64>) {
         match info.kind {
             MessageKind::Request => {
-                if let Some(id) = info.id {
-                    if self.ids.len() < MAX_PENDING || self.ids.contains_key(&id) {
-                        self.ids.insert(id, self.next);
-                        self.next += 1;
-                    } else {
-                        self.untracked += 1;
-                    }
+                let Some(id) = &info.id else {
+                    return;
+                };
+                let at = Pending {
+                    at: self.next,
+                    batch,
+                };
+                self.next += 1;
+                if let Some(pending) = self.ids.get_mut(id) {
+                    *pending = at;
+                } else if self.ids.len() < MAX_PENDING
+                    && self.id_bytes + id.as_bytes().len() <= MAX_PENDING_ID_BYTES
+                {
+                    self.id_bytes += id.as_bytes().len();
+                    self.ids.insert(id.clone(), at);
+                } else {
+                    self.untracked += 1;
                 }
             }
             MessageKind::Notification if info.is_method("notifications/cancelled") => {
                 // The server should not answer a request cancelled.
-                if let Some(id) = info.request_id {
-                    self.ids.remove(&id);
+                if let Some(id) = &info.request_id {
+                    self.remove(id);
                 }
             }
             _ => {}
         }
     }
 
-    /// A message from the server, as it is forwarded to the client.
+    /// Strikes `id` off; whether it was pending.
+    fn remove(&mut self, id: &RawValue) -> Option<Pending> {
+        let pending = self.ids.remove(id)?;
+        self.id_bytes -= id.as_bytes().len();
+        Some(pending)
+    }
+
+    /// A message from the server, as it is forwarded to the client (a
+    /// batch: each of its responses).
     pub fn handle_server(&mut self, info: &MessageInfo) {
-        if info.kind == MessageKind::Response
-            && let Some(id) = info.id
-        {
-            self.ids.remove(&id);
+        for message in info.messages() {
+            if message.kind == MessageKind::Response
+                && let Some(id) = &message.id
+            {
+                self.remove(id);
+            }
         }
     }
 
@@ -239,27 +294,35 @@ impl PendingRequests {
     /// dropped`, `data` the guard's `call_id` and `"reason":
     /// "server_not_reading"`.
     pub fn dropped(&mut self, info: &MessageInfo, call_id: &str) -> Option<Vec<u8>> {
-        let id = info.id?;
-        self.ids.remove(&id)?;
         let error = serde_json::json!({
             "code": SERVER_GONE_CODE,
             "message": "MCP server is not reading its input: the request was dropped",
             "data": { "call_id": call_id, "reason": "server_not_reading" },
-        });
-        let mut out = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
-        out.extend_from_slice(id.as_bytes());
-        out.extend_from_slice(b",\"error\":");
-        out.extend_from_slice(error.to_string().as_bytes());
-        out.extend_from_slice(b"}\n");
+        })
+        .to_string();
+        let ids: Vec<RawValue> = info
+            .messages()
+            .filter(|message| message.kind == MessageKind::Request)
+            .filter_map(|message| message.id.clone())
+            .filter(|id| self.remove(id).is_some())
+            .collect();
+        if ids.is_empty() {
+            return None;
+        }
+        let mut out = Vec::new();
+        write_answers(&mut out, &ids, &error, info.kind == MessageKind::Batch);
         Some(out)
     }
 
-    /// One JSON-RPC error line per pending request, oldest first (code
+    /// One JSON-RPC error per pending request, oldest first (code
     /// [`SERVER_GONE_CODE`], the message of [`ServerGone::message`],
-    /// `gone` as `data`); the table is empty afterwards.
+    /// `gone` as `data`): a line each, and one line holding an array for
+    /// the requests of one batch (where its oldest request stands); the
+    /// table is empty afterwards.
     pub fn answers(&mut self, gone: &ServerGone) -> Vec<u8> {
-        let mut ids: Vec<(u64, RawValue)> = self.ids.drain().map(|(id, at)| (at, id)).collect();
-        ids.sort_unstable_by_key(|(at, _)| *at);
+        let mut ids: Vec<(Pending, RawValue)> = self.ids.drain().map(|(id, at)| (at, id)).collect();
+        self.id_bytes = 0;
+        ids.sort_unstable_by_key(|(pending, _)| pending.at);
         let body = ErrorBody {
             code: SERVER_GONE_CODE,
             message: gone.message(),
@@ -268,16 +331,50 @@ impl PendingRequests {
         let Ok(error) = serde_json::to_string(&body) else {
             return Vec::new();
         };
+        // A batch's requests, oldest first; answered where its oldest is.
+        let mut batches: HashMap<u64, Vec<RawValue>> = HashMap::new();
+        for (pending, id) in &ids {
+            if let Some(batch) = pending.batch {
+                batches.entry(batch).or_default().push(id.clone());
+            }
+        }
         let mut out = Vec::new();
-        for (_, id) in ids {
-            out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-            // The id as the client spelt it: valid JSON, scanned.
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(b",\"error\":");
-            out.extend_from_slice(error.as_bytes());
-            out.extend_from_slice(b"}\n");
+        for (pending, id) in &ids {
+            match pending.batch {
+                None => write_answers(&mut out, std::slice::from_ref(id), &error, false),
+                Some(batch) => {
+                    if let Some(members) = batches.remove(&batch) {
+                        write_answers(&mut out, &members, &error, true);
+                    }
+                }
+            }
         }
         out
+    }
+}
+
+/// Appends the error answers for `ids` (the ids as the client spelt
+/// them: valid JSON, scanned), `error` the answer's `error` member: a
+/// line each, or one line holding them as an array if `batch`.
+fn write_answers(out: &mut Vec<u8>, ids: &[RawValue], error: &str, batch: bool) {
+    if batch {
+        out.push(b'[');
+    }
+    for (n, id) in ids.iter().enumerate() {
+        if batch && n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(b",\"error\":");
+        out.extend_from_slice(error.as_bytes());
+        out.push(b'}');
+        if !batch {
+            out.push(b'\n');
+        }
+    }
+    if batch {
+        out.extend_from_slice(b"]\n");
     }
 }
 
@@ -378,12 +475,96 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_s_requests_are_tracked_and_answered_in_one_array() {
+        let mut pending = PendingRequests::new();
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":0,"method":"a"}"#));
+        pending.handle_client(&info(concat!(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a"},"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"},"#,
+            r#"{"jsonrpc":"2.0","id":"two","method":"b"},"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"c"},"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"d"}]"#
+        )));
+        pending.handle_client(&info(r#"{"jsonrpc":"2.0","id":5,"method":"e"}"#));
+        assert_eq!(pending.len(), 6);
+        // A server's batch answer strikes off each id it answers.
+        pending.handle_server(&info(
+            r#"[{"jsonrpc":"2.0","id":4,"result":{}},{"jsonrpc":"2.0","id":0,"result":{}}]"#,
+        ));
+        assert_eq!(pending.len(), 4);
+        let error = "{\"code\":-32000,\"message\":\"MCP server was ended by signal 9 before \
+                     answering\",\"data\":{\"exit_status\":null,\"exit_signal\":9,\
+                     \"stderr_excerpt\":\"\",\"stderr_bytes_seen\":0,\"call_id\":\"c\"}}";
+        let answers = String::from_utf8(pending.answers(&gone())).unwrap();
+        assert_eq!(
+            answers,
+            format!(
+                "[{{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{error}}},\
+                 {{\"jsonrpc\":\"2.0\",\"id\":\"two\",\"error\":{error}}},\
+                 {{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{error}}}]\n\
+                 {{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{error}}}\n"
+            )
+        );
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_dropped_batch_is_answered_in_one_array() {
+        let mut pending = PendingRequests::new();
+        let batch = info(concat!(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a"},"#,
+            r#"{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"method":"b"}]"#
+        ));
+        pending.handle_client(&batch);
+        let line = String::from_utf8(pending.dropped(&batch, "c_1").unwrap()).unwrap();
+        let error = r#"{"code":-32000,"data":{"call_id":"c_1","reason":"server_not_reading"},"message":"MCP server is not reading its input: the request was dropped"}"#;
+        assert_eq!(
+            line,
+            format!(
+                "[{{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{error}}},\
+                 {{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{error}}}]\n"
+            )
+        );
+        assert!(pending.is_empty());
+        assert_eq!(pending.dropped(&batch, "c_1"), None);
+    }
+
+    #[test]
+    fn ids_of_any_length_are_tracked_within_the_byte_bound() {
+        let mut pending = PendingRequests::new();
+        let id = format!("\"{}\"", "i".repeat(3998));
+        pending.handle_client(&info(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#
+        )));
+        assert_eq!(pending.len(), 1);
+        let answers = pending.answers(&gone());
+        let answer: serde_json::Value = serde_json::from_slice(&answers).unwrap();
+        assert_eq!(answer["id"].as_str().unwrap().len(), 3998);
+        assert_eq!(answers.iter().filter(|&&b| b == b'\n').count(), 1);
+        // Ids of 1 MiB: 64 fit the byte bound, the 65th is untracked.
+        let big = "b".repeat((1 << 20) - 4);
+        for n in 0..65 {
+            pending.handle_client(&info(&format!(
+                r#"{{"jsonrpc":"2.0","id":"{n:02}{big}","method":"m"}}"#
+            )));
+        }
+        assert_eq!(pending.len(), 64);
+        assert_eq!(pending.untracked(), 1);
+        assert_eq!(pending.id_bytes, MAX_PENDING_ID_BYTES);
+        // Answered ones free their bytes.
+        pending.handle_server(&info(&format!(
+            r#"{{"jsonrpc":"2.0","id":"00{big}","result":{{}}}}"#
+        )));
+        assert_eq!(pending.id_bytes, MAX_PENDING_ID_BYTES - (1 << 20));
+    }
+
+    #[test]
     fn client_lines_are_the_same_for_every_chunking() {
         let stream = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\nlog\n\
                        {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\r\n{\"jsonrpc\":\"2.0\",\"id\":3";
         let whole = {
             let mut ids = Vec::new();
-            ClientLines::new().feed(stream, |m| ids.push(m.id));
+            ClientLines::new().feed(stream, |m| ids.push(m.id.clone()));
             ids
         };
         assert_eq!(whole.len(), 2);
@@ -391,8 +572,8 @@ mod tests {
             let mut ids = Vec::new();
             let mut client = ClientLines::new();
             let (a, b) = stream.split_at(cut);
-            client.feed(a, |m| ids.push(m.id));
-            client.feed(b, |m| ids.push(m.id));
+            client.feed(a, |m| ids.push(m.id.clone()));
+            client.feed(b, |m| ids.push(m.id.clone()));
             assert_eq!(ids, whole, "cut at {cut}");
         }
     }

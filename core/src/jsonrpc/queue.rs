@@ -49,20 +49,20 @@ impl Default for QueueSettings {
 /// What the queue tells its driver about the client's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueEvent<'a> {
-    /// A request was read; it reaches the server after this (note it as
-    /// pending before writing it).
+    /// A request (or a batch holding one) was read; it reaches the server
+    /// after this (note it as pending before writing it).
     Request(&'a MessageInfo),
-    /// A request the server will never get: it stopped reading, and the
-    /// request was dropped (answer it now).
+    /// A request (or a batch holding one) the server will never get: it
+    /// stopped reading, and the line was dropped (answer it now).
     Dropped(&'a MessageInfo),
 }
 
 /// A complete line still in the queue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Line {
     /// Where it ends (its `\n` included), in bytes of the kept stream.
     end: u64,
-    /// What it is, if a request.
+    /// What it is, if a request or a batch holding one.
     request: Option<MessageInfo>,
 }
 
@@ -111,8 +111,8 @@ struct Line {
 /// let mut read = |queue: &mut InputQueue, bytes: &[u8]| {
 ///     queue.room()[..bytes.len()].copy_from_slice(bytes);
 ///     queue.handle_read(bytes.len(), |event| match event {
-///         QueueEvent::Request(info) => requests.push(info.id.unwrap()),
-///         QueueEvent::Dropped(info) => dropped.push(info.id.unwrap()),
+///         QueueEvent::Request(info) => requests.push(info.id.clone().unwrap()),
+///         QueueEvent::Dropped(info) => dropped.push(info.id.clone().unwrap()),
 ///     });
 /// };
 /// let line = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}\n");
@@ -125,7 +125,7 @@ struct Line {
 /// assert_eq!(stall, t0 + Duration::from_secs(1));
 /// queue.handle_timeout(stall, |event| {
 ///     if let QueueEvent::Dropped(info) = event {
-///         dropped.push(info.id.unwrap());
+///         dropped.push(info.id.clone().unwrap());
 ///     }
 /// });
 /// // The request begun is kept whole; the next one is dropped, counted.
@@ -339,7 +339,7 @@ impl InputQueue {
             let info = self.scanner.finish();
             self.scanner.reset();
             at = end + 1;
-            let request = info.filter(|i| i.kind == MessageKind::Request);
+            let request = info.filter(|i| i.messages().any(|m| m.kind == MessageKind::Request));
             if let Some(info) = &request {
                 sink(QueueEvent::Request(info));
             }

@@ -3,13 +3,17 @@
 //!
 //! The scanner is fed the bytes of one line in any number of pieces (never
 //! the `\n` that ends it) and asked at the end whether they were exactly
-//! one JSON object with `"jsonrpc": "2.0"`. It keeps no copy of the line:
-//! its state is the grammar's position, one bit per open container, and
-//! the raw text of a few short members (`id`, `method`, and in `params`
-//! a cancellation's `requestId`, a call's `name` and the trace context's
+//! one JSON object with `"jsonrpc": "2.0"`, or a batch: an array of one to
+//! [`MAX_BATCH`] such objects. It keeps no copy of the line: its state is
+//! the grammar's position, one bit per open container, and the raw text
+//! of a few members (`id`, `method`, and in `params` a cancellation's
+//! `requestId`, a call's `name` and the trace context's
 //! `_meta.traceparent`; in a response, `result.isError` and
-//! `error.code`), each at most [`RawValue::CAPACITY`] bytes. Feeding allocates nothing once the container stack has grown to
-//! the line's depth.
+//! `error.code`), an `id` of at most [`RawValue::MAX_ID`] bytes (the
+//! message limit), the others of at most [`RawValue::CAPACITY`]. Feeding
+//! allocates nothing once the container stack and the capture buffer have
+//! grown to the line's; each member kept is one allocation when a message
+//! ends.
 //!
 //! What it checks is RFC 8259's grammar, byte for byte: strings (escapes,
 //! no raw control characters), numbers, `true`/`false`/`null`, nesting up
@@ -34,60 +38,51 @@ pub(crate) const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// parser may refuse it, and the guard's stack stays small).
 pub const MAX_DEPTH: usize = 1024;
 
-/// The raw JSON text of a short scalar member (`"abc"` with its quotes,
-/// `42`), as the message spelt it.
-#[derive(Clone, Copy)]
+/// The raw JSON text of a scalar member (`"abc"` with its quotes, `42`),
+/// as the message spelt it.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct RawValue {
-    bytes: [u8; RawValue::CAPACITY],
-    len: u8,
+    bytes: Vec<u8>,
 }
 
 impl RawValue {
-    /// The longest value kept: a longer `id` or `method` is not read (the
-    /// message is still forwarded; it is not tracked).
+    /// The longest value kept of a member other than `id` (`method`,
+    /// `params.name`, …): a longer one is not read (the message is still
+    /// forwarded).
     pub const CAPACITY: usize = 128;
 
-    const EMPTY: Self = Self {
-        bytes: [0; Self::CAPACITY],
-        len: 0,
-    };
+    /// The longest `id` kept: the default message limit
+    /// ([`DEFAULT_MAX_MESSAGE_BYTES`](crate::DEFAULT_MAX_MESSAGE_BYTES)),
+    /// so that every request a peer can send is tracked.
+    pub const MAX_ID: usize = super::line_guard::DEFAULT_MAX_MESSAGE_BYTES;
+
+    const EMPTY: Self = Self { bytes: Vec::new() };
 
     /// The value's bytes, as written in the message.
     pub fn as_bytes(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+        &self.bytes
     }
 
-    /// `bytes` as a raw value, if it fits.
+    /// `bytes` as a raw value, if it is at most [`MAX_ID`](Self::MAX_ID)
+    /// bytes.
     pub fn new(bytes: &[u8]) -> Option<Self> {
         let mut value = Self::EMPTY;
-        value.push(bytes).then_some(value)
+        value.push(bytes, Self::MAX_ID).then_some(value)
     }
 
-    /// Appends `more`; `false` (and nothing appended) if it would not fit.
-    fn push(&mut self, more: &[u8]) -> bool {
-        let at = usize::from(self.len);
-        let Some(end) = at.checked_add(more.len()).filter(|&e| e <= Self::CAPACITY) else {
+    /// Appends `more`; `false` (and nothing appended) if the value would
+    /// be longer than `limit`.
+    fn push(&mut self, more: &[u8], limit: usize) -> bool {
+        if self.bytes.len().saturating_add(more.len()) > limit {
             return false;
-        };
-        if let Some(slot) = self.bytes.get_mut(at..end) {
-            slot.copy_from_slice(more);
         }
-        self.len = u8::try_from(end).unwrap_or(u8::MAX);
+        self.bytes.extend_from_slice(more);
         true
     }
-}
 
-impl PartialEq for RawValue {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl Eq for RawValue {}
-
-impl std::hash::Hash for RawValue {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
+    /// Empty again, its memory kept.
+    fn clear(&mut self) {
+        self.bytes.clear();
     }
 }
 
@@ -108,18 +103,21 @@ pub enum MessageKind {
     Notification,
     /// It has no `method`, and a `result` or an `error`.
     Response,
+    /// A JSON-RPC batch: an array of one or more `"jsonrpc": "2.0"`
+    /// objects, each in [`MessageInfo::batch`].
+    Batch,
     /// A `"jsonrpc": "2.0"` object that is none of these (forwarded as it
     /// is: the protocol's peers judge it).
     Other,
 }
 
 /// The members of one JSON-RPC message that the guard reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageInfo {
     /// What the message is.
     pub kind: MessageKind,
     /// Its `id`, when it is a string or a number of at most
-    /// [`RawValue::CAPACITY`] bytes (`null`, an object, an array or a longer
+    /// [`RawValue::MAX_ID`] bytes (`null`, an object, an array or a longer
     /// one: `None`, the request is not tracked). Compared as the message
     /// spells it: a peer that writes `1.0` back for `1` answers another id.
     pub id: Option<RawValue>,
@@ -138,6 +136,9 @@ pub struct MessageInfo {
     pub is_error: bool,
     /// `error.code`, when the message is an error answer.
     pub error_code: Option<RawValue>,
+    /// A [`MessageKind::Batch`]'s messages, in order (none of them a
+    /// batch); empty for any other kind.
+    pub batch: Vec<MessageInfo>,
 }
 
 impl MessageInfo {
@@ -151,7 +152,14 @@ impl MessageInfo {
         trace_parent: None,
         is_error: false,
         error_code: None,
+        batch: Vec::new(),
     };
+
+    /// The messages it carries: a batch's, in order, or itself.
+    pub fn messages(&self) -> impl Iterator<Item = &MessageInfo> {
+        let single = (self.kind != MessageKind::Batch).then_some(self);
+        single.into_iter().chain(self.batch.iter())
+    }
 
     /// Whether its method is `name` (compared with the quotes stripped).
     pub fn is_method(&self, name: &str) -> bool {
@@ -292,7 +300,7 @@ enum Inner {
 }
 
 /// The members found so far.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Members {
     jsonrpc: Option<RawValue>,
     id: Option<RawValue>,
@@ -346,7 +354,7 @@ impl Members {
 /// scanner.feed(br#"hod":"tools/call","params":{"name":"x"}}"#);
 /// let info = scanner.finish().expect("one JSON-RPC message");
 /// assert_eq!(info.kind, MessageKind::Request);
-/// assert_eq!(info.id.unwrap().as_bytes(), b"7");
+/// assert_eq!(info.id.as_ref().unwrap().as_bytes(), b"7");
 /// assert!(info.is_method("tools/call"));
 ///
 /// // A JSON object without `"jsonrpc": "2.0"` is not a message; nor are
@@ -381,7 +389,22 @@ pub struct MessageScanner {
     in_meta: bool,
     members: Members,
     non_ascii: bool,
+    /// The longest the value being captured may grow.
+    value_limit: usize,
+    /// 1 when the line is a batch (an array of messages): every depth
+    /// above is one deeper.
+    base: usize,
+    /// The batch's messages so far.
+    batch: Vec<MessageInfo>,
+    /// Every element of the batch so far is a JSON-RPC message, and there
+    /// are at most [`MAX_BATCH`] of them.
+    batch_ok: bool,
 }
+
+/// The most messages a batch is read for: a longer batch is not a
+/// message (the client's is still forwarded, untracked; the server's is
+/// diverted). As many as the requests a guard tracks.
+pub const MAX_BATCH: usize = super::pending::MAX_PENDING;
 
 impl Default for MessageScanner {
     fn default() -> Self {
@@ -406,6 +429,10 @@ impl MessageScanner {
             in_meta: false,
             members: Members::NONE,
             non_ascii: false,
+            value_limit: 0,
+            base: 0,
+            batch: Vec::new(),
+            batch_ok: false,
         }
     }
 
@@ -418,6 +445,9 @@ impl MessageScanner {
         self.in_meta = false;
         self.members = Members::NONE;
         self.non_ascii = false;
+        self.base = 0;
+        self.batch.clear();
+        self.batch_ok = false;
     }
 
     /// Whether the line so far is still possibly one JSON object.
@@ -439,7 +469,22 @@ impl MessageScanner {
         if self.expect != Expect::Done {
             return None;
         }
-        let members = &self.members;
+        if self.base == 1 {
+            if !self.batch_ok || self.batch.is_empty() {
+                return None;
+            }
+            return Some(MessageInfo {
+                kind: MessageKind::Batch,
+                batch: std::mem::take(&mut self.batch),
+                ..MessageInfo::NONE
+            });
+        }
+        self.message()
+    }
+
+    /// The object just read, if it is a JSON-RPC message.
+    fn message(&self) -> Option<MessageInfo> {
+        let members = self.members.clone();
         if members.jsonrpc.as_ref().map(RawValue::as_bytes) != Some(b"\"2.0\"") {
             return None;
         }
@@ -461,6 +506,7 @@ impl MessageScanner {
             trace_parent: members.trace_parent,
             is_error: members.is_error,
             error_code: members.error_code,
+            batch: Vec::new(),
         })
     }
 
@@ -540,6 +586,11 @@ impl MessageScanner {
         match self.expect {
             Expect::Top | Expect::Done if ws => {}
             Expect::Top if byte == b'{' => self.open(true),
+            Expect::Top if byte == b'[' => {
+                self.base = 1;
+                self.batch_ok = true;
+                self.open(false);
+            }
             Expect::FirstKey
             | Expect::Key
             | Expect::Colon
@@ -550,7 +601,7 @@ impl MessageScanner {
             Expect::FirstKey if byte == b'}' => self.close(),
             Expect::FirstKey | Expect::Key if byte == b'"' => {
                 self.key_fits = self.keeps_keys();
-                self.key = RawValue::EMPTY;
+                self.key.clear();
                 self.capture(b"\"", true);
                 self.expect = Expect::Str { key: true };
             }
@@ -631,7 +682,15 @@ impl MessageScanner {
 
     /// The first byte of a value.
     fn value_start(&mut self, byte: u8) {
-        self.value = RawValue::EMPTY;
+        if self.base == 1 && self.depth == 1 && byte != b'{' {
+            // A batch's element that is not an object.
+            self.batch_ok = false;
+        }
+        self.value.clear();
+        self.value_limit = match self.slot {
+            Slot::Id => RawValue::MAX_ID,
+            _ => RawValue::CAPACITY,
+        };
         self.value_fits = matches!(
             self.slot,
             Slot::Jsonrpc
@@ -651,7 +710,7 @@ impl MessageScanner {
             b'{' | b'[' => {
                 // Not a scalar: kept members are strings and numbers only.
                 self.value_fits = false;
-                if self.depth == 1 {
+                if self.depth == self.base + 1 {
                     match self.slot {
                         Slot::Id => {
                             self.members.id = None;
@@ -699,7 +758,7 @@ impl MessageScanner {
 
     /// A scalar value ended: keep it if its member is kept.
     fn value_done(&mut self) {
-        let value = self.value_fits.then_some(self.value);
+        let value = self.value_fits.then(|| self.value.clone());
         let members = &mut self.members;
         match self.slot {
             Slot::Jsonrpc => members.jsonrpc = value,
@@ -728,7 +787,7 @@ impl MessageScanner {
     fn key_done(&mut self) {
         self.slot = if !self.key_fits {
             Slot::None
-        } else if self.depth == 1 {
+        } else if self.depth == self.base + 1 {
             match self.key.as_bytes() {
                 b"\"jsonrpc\"" => Slot::Jsonrpc,
                 b"\"id\"" => Slot::Id,
@@ -738,7 +797,7 @@ impl MessageScanner {
                 b"\"params\"" => Slot::Params,
                 _ => Slot::None,
             }
-        } else if self.depth == 2 {
+        } else if self.depth == self.base + 2 {
             match (self.inner, self.key.as_bytes()) {
                 (Inner::Params, b"\"requestId\"") => Slot::RequestId,
                 (Inner::Params, b"\"name\"") => Slot::Name,
@@ -758,19 +817,18 @@ impl MessageScanner {
 
     /// Whether keys at the current depth are looked at.
     fn keeps_keys(&self) -> bool {
-        self.depth == 1
-            || (self.depth == 2 && self.inner != Inner::None)
-            || (self.depth == 3 && self.in_meta)
+        let depth = self.depth.saturating_sub(self.base);
+        depth == 1 || (depth == 2 && self.inner != Inner::None) || (depth == 3 && self.in_meta)
     }
 
     /// Appends `bytes` to the key or value being kept, if any.
     fn capture(&mut self, bytes: &[u8], key: bool) {
         if key {
             if self.key_fits {
-                self.key_fits = self.key.push(bytes);
+                self.key_fits = self.key.push(bytes, RawValue::CAPACITY);
             }
         } else if self.value_fits {
-            self.value_fits = self.value.push(bytes);
+            self.value_fits = self.value.push(bytes, self.value_limit);
         }
     }
 
@@ -811,14 +869,23 @@ impl MessageScanner {
 
     /// The innermost container closes.
     fn close(&mut self) {
+        let object = self.in_object();
         self.depth -= 1;
-        if self.depth == 1 {
-            // A container that was the value of a top-level member ended.
+        if self.depth == self.base + 1 {
+            // A container that was the value of a message's member ended.
             self.inner = Inner::None;
         }
-        if self.depth <= 2 {
+        if self.depth <= self.base + 2 {
             // `params._meta` (or a sibling container) ended.
             self.in_meta = false;
+        }
+        if self.base == 1 && self.depth == 1 && object {
+            // A batch's element ended: the next one starts afresh.
+            match self.message() {
+                Some(message) if self.batch.len() < MAX_BATCH => self.batch.push(message),
+                _ => self.batch_ok = false,
+            }
+            self.members = Members::NONE;
         }
         self.expect = if self.depth == 0 {
             Expect::Done
@@ -917,6 +984,13 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"result":{1:2}}"#,
             br#"{"jsonrpc":"2.0","id":1,"result":{}} x"#,
             br#"[{"jsonrpc":"2.0"}]"#,
+            br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]"#,
+            br#"[]"#,
+            br#"[{"jsonrpc":"2.0"},1]"#,
+            br#"[{"jsonrpc":"2.0"},{"jsonrpc":"1.0"}]"#,
+            br#"[{"jsonrpc":"2.0"}"#,
+            br#"[{"jsonrpc":"2.0"}] {}"#,
+            br#"[[{"jsonrpc":"2.0"}]]"#,
             br#""text""#,
             b"",
             b"   ",
@@ -925,9 +999,14 @@ mod tests {
         for line in lines {
             let ours = scan(line).is_some();
             let value: Option<serde_json::Value> = serde_json::from_slice(line).ok();
-            let theirs = value.is_some_and(|v| {
+            let message = |v: &serde_json::Value| {
                 v.as_object()
                     .is_some_and(|o| o.get("jsonrpc") == Some(&serde_json::json!("2.0")))
+            };
+            // One message, or a batch: an array of one or more.
+            let theirs = value.is_some_and(|v| match v.as_array() {
+                Some(batch) => !batch.is_empty() && batch.iter().all(message),
+                None => message(&v),
             });
             assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(line));
             assert_eq!(scan_bytewise(line), scan(line));
@@ -939,8 +1018,8 @@ mod tests {
         let info = scan(br#"{"params":{"id":9,"requestId":"r1"},"id":"x","jsonrpc":"2.0","method":"notifications/cancelled"}"#)
             .unwrap();
         assert_eq!(info.kind, MessageKind::Request);
-        assert_eq!(info.id.unwrap().as_bytes(), b"\"x\"");
-        assert_eq!(info.request_id.unwrap().as_bytes(), b"\"r1\"");
+        assert_eq!(info.id.as_ref().unwrap().as_bytes(), b"\"x\"");
+        assert_eq!(info.request_id.as_ref().unwrap().as_bytes(), b"\"r1\"");
         assert!(info.is_method("notifications/cancelled"));
 
         let nested =
@@ -964,8 +1043,8 @@ mod tests {
         let line = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"progressToken":{"traceparent":"x"},"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"a=1"},"arguments":{"name":"not this","_meta":{"traceparent":"nor this"}},"name":"search"}}"#;
         for info in [scan(line).unwrap(), scan_bytewise(line).unwrap()] {
             assert_eq!(info.kind, MessageKind::Request);
-            assert_eq!(info.name.unwrap().as_bytes(), b"\"search\"");
-            assert_eq!(info.trace_parent.unwrap().as_bytes(), PARENT);
+            assert_eq!(info.name.as_ref().unwrap().as_bytes(), b"\"search\"");
+            assert_eq!(info.trace_parent.as_ref().unwrap().as_bytes(), PARENT);
             assert!(!info.is_error);
             assert_eq!(info.error_code, None);
         }
@@ -1048,14 +1127,20 @@ mod tests {
     }
 
     #[test]
-    fn a_long_id_is_not_kept_and_an_object_id_is_none() {
+    fn an_id_of_any_length_is_kept_and_an_object_id_is_none() {
         let long = format!(
             r#"{{"jsonrpc":"2.0","id":"{}","method":"m"}}"#,
-            "x".repeat(200)
+            "x".repeat(4000)
         );
-        let info = scan(long.as_bytes()).unwrap();
-        assert_eq!(info.id, None);
+        let info = scan_bytewise(long.as_bytes()).unwrap();
+        assert_eq!(info.id.as_ref().unwrap().as_bytes().len(), 4002);
         assert_eq!(info.kind, MessageKind::Request);
+        // Other members stay short: a long method is not kept.
+        let method = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{}"}}"#,
+            "m".repeat(200)
+        );
+        assert_eq!(scan(method.as_bytes()).unwrap().method, None);
         let object = scan(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"m"}"#).unwrap();
         assert_eq!(object.id, None);
         let fits = format!(
@@ -1069,15 +1154,59 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_is_its_messages_in_order_each_read_as_alone() {
+        let line = br#" [{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"traceparent":"p"}}}, {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r"}},{"jsonrpc":"2.0","id":"b","result":{"isError":true}},{"jsonrpc":"2.0","id":"c","error":{"code":-1,"message":"x"}}] "#;
+        let batch = scan(line).unwrap();
+        assert_eq!(scan_bytewise(line), Some(batch.clone()));
+        assert_eq!(batch.kind, MessageKind::Batch);
+        assert_eq!(batch.id, None);
+        let kinds: Vec<MessageKind> = batch.messages().map(|m| m.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                MessageKind::Request,
+                MessageKind::Notification,
+                MessageKind::Response,
+                MessageKind::Response
+            ]
+        );
+        let first = &batch.batch[0];
+        assert_eq!(first.id.as_ref().unwrap().as_bytes(), b"1");
+        assert_eq!(first.name.as_ref().unwrap().as_bytes(), b"\"t\"");
+        assert_eq!(first.trace_parent.as_ref().unwrap().as_bytes(), b"\"p\"");
+        let cancel = &batch.batch[1];
+        assert_eq!(cancel.id, None);
+        assert_eq!(cancel.request_id.as_ref().unwrap().as_bytes(), b"\"r\"");
+        assert!(batch.batch[2].is_error);
+        assert_eq!(
+            batch.batch[3].error_code.as_ref().unwrap().as_bytes(),
+            b"-1"
+        );
+        assert!(batch.batch.iter().all(|m| m.batch.is_empty()));
+        // A message alone is its own one message.
+        let alone = scan(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap();
+        assert_eq!(alone.messages().count(), 1);
+        // At most MAX_BATCH messages.
+        let element = r#"{"jsonrpc":"2.0","method":"n"}"#;
+        let full = format!("[{}]", vec![element; MAX_BATCH].join(","));
+        assert_eq!(scan(full.as_bytes()).unwrap().batch.len(), MAX_BATCH);
+        let over = format!("[{}]", vec![element; MAX_BATCH + 1].join(","));
+        assert_eq!(scan(over.as_bytes()), None);
+    }
+
+    #[test]
     fn a_leading_byte_order_mark_is_skipped_and_only_there() {
         let message = br#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
         let with = |prefix: &[u8], suffix: &[u8]| [prefix, &message[..], suffix].concat();
         let first = scan(&with(b"\xEF\xBB\xBF", b"")).unwrap();
         assert_eq!(first.kind, MessageKind::Response);
-        assert_eq!(first.id.unwrap().as_bytes(), b"7");
-        assert_eq!(scan_bytewise(&with(b"\xEF\xBB\xBF", b"")), Some(first));
+        assert_eq!(first.id.as_ref().unwrap().as_bytes(), b"7");
+        assert_eq!(
+            scan_bytewise(&with(b"\xEF\xBB\xBF", b"")),
+            Some(first.clone())
+        );
         // Then whitespace, as in any line.
-        assert_eq!(scan(&with(b"\xEF\xBB\xBF \t", b" ")), Some(first));
+        assert_eq!(scan(&with(b"\xEF\xBB\xBF \t", b" ")), Some(first.clone()));
         // Not twice, not after whitespace, not cut short, not at the end.
         for line in [
             with(b"\xEF\xBB\xBF\xEF\xBB\xBF", b""),
@@ -1094,11 +1223,11 @@ mod tests {
         // After a reset, the next line may begin with one again.
         let mut scanner = MessageScanner::new();
         scanner.feed(&with(b"\xEF\xBB\xBF", b""));
-        assert_eq!(scanner.finish(), Some(first));
+        assert_eq!(scanner.finish(), Some(first.clone()));
         scanner.reset();
         scanner.feed(b"\xEF\xBB\xBF");
         scanner.feed(message);
-        assert_eq!(scanner.finish(), Some(first));
+        assert_eq!(scanner.finish(), Some(first.clone()));
     }
 
     #[test]

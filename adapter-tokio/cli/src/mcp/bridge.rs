@@ -87,7 +87,7 @@ use spillguard_kit::{CallBuilder, HelperCommand};
 use spillguard_std::core::trace::{TraceParent, trace_state};
 
 use crate::call::{Telemetry, TelemetryWorker};
-use crate::otel::{McpRequest, mcp_span, name_of, unix_ns_now};
+use crate::mcp_spans::McpSpans;
 use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -123,7 +123,7 @@ struct Inner {
     /// `requestState` that names them.
     waiting: Mutex<HashMap<String, Waiting>>,
     /// Where spans go, when export is on (`--otel-file`, OTLP/HTTP).
-    telemetry: Option<TelemetryWorker>,
+    telemetry: Option<Arc<TelemetryWorker>>,
 }
 
 /// A call waiting for the retry that carries its card's answer.
@@ -165,6 +165,15 @@ impl Bridge {
             .map_err(|e| format!("cannot list the tools: {e}"))?;
         // Required from 2026-07-28 on; rmcp clears it for older peers.
         list.result_type = Some(ResultType::COMPLETE);
+        let telemetry = telemetry
+            .is_on()
+            .then(|| TelemetryWorker::start(telemetry))
+            .flatten()
+            .map(Arc::new);
+        // Every request of the client is a span, as under `stdio --mcp`.
+        if let Some(worker) = &telemetry {
+            outbox.trace_requests(McpSpans::new(None, host.session_id()), worker.clone());
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 tools,
@@ -176,10 +185,7 @@ impl Bridge {
                 gone,
                 outbox,
                 waiting: Mutex::new(HashMap::new()),
-                telemetry: telemetry
-                    .is_on()
-                    .then(|| TelemetryWorker::start(telemetry))
-                    .flatten(),
+                telemetry,
             }),
         })
     }
@@ -806,37 +812,20 @@ impl Bridge {
         let arguments = request.arguments.unwrap_or_default();
         let incoming = trace_parent(&context.meta);
         // With export on, the request is a span of its own (a child of the
-        // client's) and the call's span is its child; without, the call's
-        // span is the client's child.
-        let span = self.inner.telemetry.as_ref().map(|_| McpRequest {
-            trace_id: incoming
-                .as_ref()
-                .map_or_else(spillguard_kit::fresh_trace_id, |(parent, _)| {
-                    parent.trace_id
-                }),
-            span_id: spillguard_kit::fresh_span_id(),
-            parent_span_id: incoming.as_ref().map(|(parent, _)| parent.parent_id),
-            method: "tools/call".into(),
-            tool: tool.name.clone(),
-            call_id: None,
-            session_id: self.inner.host.session_id().to_owned(),
-            request_id: name_of(&context.id),
-            start_ns: unix_ns_now(),
-            end_ns: 0,
-            error: None,
-        });
-        let parent = match &span {
-            Some(span) => Some((
+        // client's, made by the wire) and the call's span is its child;
+        // without, the call's span is the client's child.
+        let parent = match self.inner.outbox.span_of(&context.id) {
+            Some((trace_id, span_id)) => Some((
                 TraceParent {
-                    trace_id: span.trace_id,
-                    parent_id: span.span_id,
+                    trace_id,
+                    parent_id: span_id,
                     flags: incoming.as_ref().map_or(1, |(parent, _)| parent.flags),
                 },
                 incoming.as_ref().and_then(|(_, state)| state.clone()),
             )),
             None => incoming,
         };
-        let answered = match &request.request_state {
+        match &request.request_state {
             Some(state) => {
                 self.resume(
                     tool,
@@ -848,19 +837,6 @@ impl Bridge {
                 .await
             }
             None => self.call(tool, &arguments, &context, parent).await,
-        };
-        if let Some(mut span) = span {
-            span.end_ns = unix_ns_now();
-            span.error = match &answered {
-                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-                    Some("tool_error".into())
-                }
-                Ok(_) => None,
-                Err(error) => Some(error.code.0.to_string()),
-            };
-            let span = mcp_span(&span);
-            self.with_telemetry(move |telemetry| telemetry.export_span(span));
         }
-        answered
     }
 }

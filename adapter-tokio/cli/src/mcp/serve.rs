@@ -86,7 +86,10 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     let tools = load(&args.tools)?;
     let limits = tools.bridge.limits(args.max_running, args.queue_timeout_ms);
     let audit = open_audit(&args.audit)?;
-    let telemetry = Telemetry::open(args.otel_file.as_deref())?;
+    let telemetry = Telemetry::open(
+        args.otel_file.as_deref(),
+        tools.config.redact_extra_patterns.clone(),
+    )?;
     let options = HostOptions {
         audit,
         session_id: Some(spillguard_kit::fresh_id("mcp")),

@@ -59,6 +59,10 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
+use crate::call::TelemetryWorker;
+use crate::mcp_spans::McpSpans;
+use spillguard_std::core::{MessageScanner, RawValue};
+
 /// Where a request of protocol 2026-07-28 and later names its protocol,
 /// in its `params._meta`.
 const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
@@ -137,6 +141,10 @@ impl<R: AsyncRead + Unpin + Send> Wire<R> {
             // From the line read to its use, nothing awaits: no
             // cancellation can lose it.
             let checked = self.out.check(&self.line);
+            if let Checked::Message(_) = &checked {
+                let line = self.line.strip_prefix(UTF8_BOM).unwrap_or(&self.line);
+                self.out.span_line(line, true);
+            }
             self.line.clear();
             match checked {
                 Checked::Message(message) => return Some(*message),
@@ -251,6 +259,15 @@ pub struct Outbox {
     /// before a session), such an error says `"id": null`, as JSON-RPC 2.0
     /// has it.
     omits_unknown_id: std::sync::atomic::AtomicBool,
+    /// With export on: each request's span, and where it goes.
+    spans: Mutex<Option<RequestSpans>>,
+}
+
+/// The client's requests as spans (see [`crate::mcp_spans`]).
+#[derive(Debug)]
+struct RequestSpans {
+    spans: McpSpans,
+    worker: Arc<TelemetryWorker>,
 }
 
 #[derive(Debug, Default)]
@@ -284,7 +301,49 @@ impl Outbox {
             file: tokio::sync::Mutex::new(file),
             table: Mutex::new(Table::default()),
             omits_unknown_id: std::sync::atomic::AtomicBool::new(false),
+            spans: Mutex::new(None),
         })
+    }
+
+    /// From now on every request the session is handed is a span,
+    /// exported through `worker` once its answer is written.
+    pub fn trace_requests(&self, spans: McpSpans, worker: Arc<TelemetryWorker>) {
+        *self.lock_spans() = Some(RequestSpans { spans, worker });
+    }
+
+    fn lock_spans(&self) -> MutexGuard<'_, Option<RequestSpans>> {
+        self.spans.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The trace and span of the client's request `id` while it is open
+    /// (export on): what serving it is a child of.
+    pub fn span_of(&self, id: &RequestId) -> Option<([u8; 16], [u8; 8])> {
+        let raw = RawValue::new(&serde_json::to_vec(id).ok()?)?;
+        self.lock_spans().as_ref()?.spans.parent_of(&raw)
+    }
+
+    /// A line of the client's that the session is handed (a request opens
+    /// its span, a cancellation closes one), or one of the session's
+    /// written to the client (an answer closes its request's span).
+    fn span_line(&self, line: &[u8], from_client: bool) {
+        let mut spans = self.lock_spans();
+        let Some(traced) = spans.as_mut() else {
+            return;
+        };
+        let mut scanner = MessageScanner::new();
+        scanner.feed(line.strip_suffix(b"\n").unwrap_or(line));
+        let Some(info) = scanner.finish() else {
+            return;
+        };
+        let closed = match from_client {
+            true => traced.spans.client(&info),
+            false => traced.spans.server(&info),
+        };
+        for span in closed {
+            traced
+                .worker
+                .send(Box::new(move |telemetry| telemetry.export_span(span)));
+        }
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {
@@ -371,6 +430,7 @@ impl Outbox {
         let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
         line.push(b'\n');
         self.write_line(&line).await?;
+        self.span_line(&line, false);
         if let Some(sent) = sent {
             let mut table = self.table();
             let waiters = table.waiters.remove(&sent);

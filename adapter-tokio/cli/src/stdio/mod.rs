@@ -27,7 +27,6 @@ mod fds;
 mod forward;
 mod input;
 mod output;
-mod spans;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -44,10 +43,10 @@ use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests
 
 use crate::args::{StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
+use crate::mcp_spans::McpSpans;
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
-use spans::McpSpans;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -248,7 +247,7 @@ impl Requests {
             table: Mutex::new(Table {
                 spans: telemetry
                     .as_ref()
-                    .map(|_| McpSpans::new(call_id, session_id)),
+                    .map(|_| McpSpans::new(Some(call_id), session_id)),
                 ..Table::default()
             }),
             changed: Condvar::new(),
@@ -275,9 +274,9 @@ impl Requests {
     pub fn note(&self, info: &MessageInfo) {
         let mut table = self.lock();
         table.pending.handle_client(info);
-        let span = table.spans.as_mut().and_then(|spans| spans.client(info));
+        let spans = table.spans.as_mut().map(|spans| spans.client(info));
         drop(table);
-        self.export(span);
+        self.export(spans.into_iter().flatten());
     }
 
     /// The client sent bytes (or its end) for the first time.
@@ -303,24 +302,24 @@ impl Requests {
     pub fn answered(&self, info: &MessageInfo) {
         let mut table = self.lock();
         table.pending.handle_server(info);
-        let span = table.spans.as_mut().and_then(|spans| spans.server(info));
+        let spans = table.spans.as_mut().map(|spans| spans.server(info));
         drop(table);
-        self.export(span);
+        self.export(spans.into_iter().flatten());
     }
 
     /// A request dropped because the server does not read: answered now.
     pub fn answer_dropped(&self, info: &MessageInfo) {
         let mut table = self.lock();
         let line = table.pending.dropped(info, &self.call_id);
-        let span = line
+        let spans = line
             .as_ref()
             .and(table.spans.as_mut())
-            .and_then(|spans| spans.answered_for_the_server(info));
+            .map(|spans| spans.answered_for_the_server(info));
         drop(table);
         if let Some(line) = line {
             let _ = self.output.write_all(&line);
         }
-        self.export(span);
+        self.export(spans.into_iter().flatten());
     }
 
     fn any_pending(&self) -> bool {
