@@ -14,7 +14,8 @@
 # that every fresh .crate has the sha256 of the tested one, and stops
 # before any upload if one differs. `cargo publish --workspace` then
 # packages the same way again and uploads in dependency order; the files
-# it uploaded are compared once more.
+# it uploaded are compared once more (a mismatch there fails the job, too
+# late to hold the upload back, but said).
 #
 # --no-verify: the tested files were built and tested in the build job;
 # here no dependency's build script or proc macro runs beside the token.
@@ -29,21 +30,21 @@ unpublished=(--exclude xtask --exclude spillguard-tests)
 package_dir="${CARGO_TARGET_DIR:-target}/package"
 
 compare() {
-    local when=$1 bad=0 crate file
+    local when=$1 made=$2 bad=0 crate file
     for crate in "${crates[@]}"; do
         file="$crate-$version.crate"
         if [ ! -f "$tested/$file" ]; then
             echo "$file: not among the tested files in $tested" >&2
             bad=1
-        elif [ ! -f "$package_dir/$file" ]; then
-            echo "$file: cargo did not package it" >&2
+        elif [ ! -f "$made/$file" ]; then
+            echo "$file: not in $made" >&2
             bad=1
-        elif ! cmp -s "$tested/$file" "$package_dir/$file"; then
+        elif ! cmp -s "$tested/$file" "$made/$file"; then
             echo "$file: $when differs from the tested file" \
-                "(tested $(sha256sum <"$tested/$file" | cut -c1-16), now $(sha256sum <"$package_dir/$file" | cut -c1-16))" >&2
+                "(tested $(sha256sum <"$tested/$file" | cut -c1-16), now $(sha256sum <"$made/$file" | cut -c1-16))" >&2
             bad=1
         else
-            echo "$file: sha256 $(sha256sum <"$package_dir/$file" | cut -d' ' -f1), as tested"
+            echo "$file: sha256 $(sha256sum <"$made/$file" | cut -d' ' -f1), $when is the tested file"
         fi
     done
     return "$bad"
@@ -52,12 +53,14 @@ compare() {
 echo "-- cargo package (version $version), compared with the tested files"
 rm -rf "$package_dir"
 cargo package --workspace "${unpublished[@]}" --no-verify --locked --quiet
-compare "the package made here"
+compare "the package made here" "$package_dir"
 
 if [ "${PUBLISH_CRATES_DRY_RUN:-}" = 1 ]; then
     echo "-- dry run: nothing uploaded"
     exit 0
 fi
 echo "-- cargo publish --workspace (in dependency order, each waited for in the index)"
+rm -rf "$package_dir"
 cargo publish --workspace "${unpublished[@]}" --no-verify --locked
-compare "the package cargo publish uploaded"
+# cargo publish --workspace keeps the files it uploaded in package/tmp-crate.
+compare "the file cargo publish uploaded" "$package_dir/tmp-crate"
