@@ -7,7 +7,8 @@
 #   spillguard-linux-x64-VERSION.tgz (@spillguard/linux-x64: that binary)
 #   spillguard-VERSION.tgz (spillguard: the launcher, which depends on it)
 # VERSION is the workspace's. The packaging tools (maturin, ziglang,
-# twine, uv) live in a venv in target/dist-tools, reused when present.
+# twine, uv) live in a venv in target/dist-tools, made from the hashed
+# lock .ci/dist-tools/requirements.txt and reused while it is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -17,16 +18,10 @@ dist="$root/target/dist"
 version=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "spillguard-cli"))')
 
-# Pinned: the wheel's tag and layout come from these versions.
-tool_pins=(maturin==1.16.0 ziglang==0.17.1 twine==7.0.0 uv==0.13.9)
-if ! "$tools/venv/bin/python" -c '
-import importlib.metadata as m, sys
-want = dict(p.split("==") for p in sys.argv[1:])
-sys.exit(any(m.version(n) != v for n, v in want.items()))
-' "${tool_pins[@]}" 2>/dev/null; then
-    python3 -m venv "$tools/venv"
-    "$tools/venv/bin/pip" install --quiet --disable-pip-version-check "${tool_pins[@]}"
-fi
+# Locked: the wheel's tag and layout come from these versions, and every
+# package of their tree is installed at an exact version with its hash
+# (.ci/dist-tools/requirements.txt, wheels only).
+.ci/locked-venv.sh "$tools/venv" .ci/dist-tools/requirements.txt
 export PATH="$tools/venv/bin:$PATH"
 
 rm -rf "$dist"

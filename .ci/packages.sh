@@ -10,11 +10,14 @@
 # package`'s verification does (though in one workspace, so with the
 # features its siblings ask for), so that step is skipped. --allow-dirty:
 # a local run packages the work tree as it is (CI's checkout is clean).
+# `.ci/packages.sh DIR` tests the .crate files in DIR instead of packaging
+# (the release's test job: the very files its publish job uploads).
 #
 # Needs the peers of .ci/peers.sh (SPILLGUARD_PEERS, default target/peers):
 # the CLI's tests drive the MCP SDKs and Claude Code from its package, the
 # tokio adapter's drive rmcp against Python and npm servers.
 set -euo pipefail
+given=${1:+$(realpath "$1")}
 cd "$(dirname "$0")/.."
 root="$PWD"
 # The build is kept with the repository's; the sources are not.
@@ -25,15 +28,21 @@ version=$(cargo metadata --no-deps --format-version 1 \
     | python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "spillguard-cli"))')
 crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
 
-echo "-- cargo package --workspace (version $version)"
-# xtask and spillguard-tests are never published (xtask depends on the
-# unpublished spillguard-tests, which cargo could not resolve from a registry).
-cargo package --workspace --exclude xtask --exclude spillguard-tests --no-verify --allow-dirty --quiet
+packaged="${CARGO_TARGET_DIR:-target}/package"
+if [ -n "$given" ]; then
+    echo "-- the .crate files of $given (version $version)"
+    packaged=$given
+else
+    echo "-- cargo package --workspace (version $version)"
+    # xtask and spillguard-tests are never published (xtask depends on the
+    # unpublished spillguard-tests, which cargo could not resolve from a registry).
+    cargo package --workspace --exclude xtask --exclude spillguard-tests --no-verify --allow-dirty --quiet
+fi
 
 members=""
 patches=""
 for crate in "${crates[@]}"; do
-    tar xzf "target/package/$crate-$version.crate" -C "$sources"
+    tar xzf "$packaged/$crate-$version.crate" -C "$sources"
     members+="    \"$crate-$version\",\n"
     patches+="$crate = { path = \"$crate-$version\" }\n"
 done

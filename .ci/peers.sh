@@ -10,44 +10,57 @@
 # redaction; and OpenTelemetry's Python protocol package and SDK
 # (`opentelemetry-proto`, `opentelemetry-sdk`), which read what
 # `--otel-file` writes. Prints the paths it made.
+#
+# Only locked code: every package, down the whole tree, comes at an exact
+# version from a lock file of .ci/peers/ (npm's package-lock.json with
+# each tarball's integrity hash; requirements.txt with each Python file's
+# sha256), and no package's install script runs. Each install is reused
+# while its lock is unchanged and made again when the lock changed.
+# To take a new version: edit .ci/peers/package.json and run
+# `npm install --package-lock-only --ignore-scripts` there, or edit
+# .ci/peers/requirements.in and run `pip-compile --generate-hashes
+# --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links`
+# (pip-tools) there.
 set -euo pipefail
+# Another folder than target/peers may be given (`.ci/peers.sh DIR`).
+dir=${1:+$(realpath -m "$1")}
 cd "$(dirname "$0")/.."
-peers="$PWD/target/peers"
+locks="$PWD/.ci/peers"
+peers="${dir:-$PWD/target/peers}"
 mkdir -p "$peers"
 
-if [ ! -x "$peers/venv/bin/python" ]; then
-    python3 -m venv "$peers/venv"
-fi
-# Pinned: the tests use this SDK's API (its ClientSession and its Client,
-# which negotiates protocol 2026-07-28); a new release is taken on purpose.
-# detect-secrets: its recall and false alarms are the bench's figures.
-# opentelemetry-proto: decodes the OTLP JSON of `--otel-file`
+# Pinned: the tests use the Python SDK's API (its ClientSession and its
+# Client, which negotiates protocol 2026-07-28); a new release is taken on
+# purpose. detect-secrets: its recall and false alarms are the bench's
+# figures. opentelemetry-proto: decodes the OTLP JSON of `--otel-file`
 # (adapter-tokio/cli/tests/peers/otel_file.py); the SDK comes with it.
-python_peers=(mcp==2.3.0 mcp-server-time==2026.10.19 detect-secrets==1.5.0
-    opentelemetry-proto==1.45.2 opentelemetry-sdk==1.45.2)
-if ! "$peers/venv/bin/python" -c '
-import importlib.metadata as m, sys
-sys.exit(m.version("mcp") != "2.3.0" or m.version("mcp-server-time") != "2026.10.19"
-         or m.version("detect-secrets") != "1.5.0"
-         or m.version("opentelemetry-proto") != "1.45.2"
-         or m.version("opentelemetry-sdk") != "1.45.2")
-' 2>/dev/null; then
-    "$peers/venv/bin/pip" install --quiet --disable-pip-version-check "${python_peers[@]}"
-fi
+.ci/locked-venv.sh "$peers/venv" "$locks/requirements.txt"
 
 # Pinned too: Claude Code's `mcp list` health check and the Inspector's
 # CLI are the Node-based hosts adapter-tokio/cli/tests/peers/stdio_hosts.mjs drives.
-npm_peers=(
-    @modelcontextprotocol/server-everything
-    @modelcontextprotocol/sdk@1.32.2
-    @anthropic-ai/claude-code@2.1.332
-    @modelcontextprotocol/inspector@2.12.0
-)
-if [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
+want=$(cat "$locks/package.json" "$locks/package-lock.json" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$peers/npm/.lock-sha256" 2>/dev/null)" != "$want" ] ||
+    [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
     [ ! -e "$peers/npm/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
     [ ! -x "$peers/npm/node_modules/.bin/claude" ] ||
     [ ! -x "$peers/npm/node_modules/.bin/mcp-inspector" ]; then
-    npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error "${npm_peers[@]}"
+    rm -rf "$peers/npm"
+    mkdir -p "$peers/npm"
+    cp "$locks/package.json" "$locks/package-lock.json" "$peers/npm/"
+    # npm ci installs exactly the lock and fails where it disagrees with
+    # package.json; --ignore-scripts: no package's install script runs.
+    (cd "$peers/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    # The one install step the peers need: Claude Code's own postinstall
+    # would put its platform package's native binary in place of the stub
+    # bin/claude.exe. Done here instead of running that script.
+    claude="$peers/npm/node_modules/@anthropic-ai/claude-code"
+    native="$peers/npm/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+    if [ ! -x "$native" ]; then
+        echo "no Claude Code binary for this platform at $native (the lock holds linux-x64's)" >&2
+        exit 1
+    fi
+    ln -f "$native" "$claude/bin/claude.exe" 2>/dev/null || cp "$native" "$claude/bin/claude.exe"
+    echo "$want" >"$peers/npm/.lock-sha256"
 fi
 
 echo "peers: $peers/venv (mcp, mcp-server-time, detect-secrets, opentelemetry-proto, opentelemetry-sdk), $peers/npm (server-everything, sdk, claude-code, inspector)"
