@@ -1,4 +1,4 @@
-//! No false alarms on ordinary output (issue 12): the real output of real
+//! No false alarms on ordinary output: the real output of real
 //! tools, generated here (Python's import trace and a traceback, git's log
 //! with hashes and paths, a verbose cargo build and a compiler error,
 //! UUIDs and SHA-256 digests, URLs without credentials), renders unchanged
@@ -183,7 +183,7 @@ fn a_verbose_cargo_build_and_a_compiler_error_have_no_false_alarms() {
 
 /// The least size of the corpus' recorded files together, in bytes: the
 /// corpus may grow, never shrink below this.
-const CORPUS_FLOOR_BYTES: usize = 2_600_000;
+const CORPUS_FLOOR_BYTES: usize = 3_700_000;
 
 /// The committed corpus (`core/tests/corpus`, see its README): real
 /// output of cargo, npm, pip, git, Python, kubectl, gcloud, docker, aws,
@@ -202,7 +202,7 @@ fn the_false_alarm_corpus_has_no_redactions() {
         .filter(|path| path.extension().is_some_and(|e| e == "txt"))
         .collect();
     files.sort();
-    assert_eq!(files.len(), 28, "{files:?}");
+    assert_eq!(files.len(), 32, "{files:?}");
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     for path in &files {
         let name = path.file_name().unwrap().to_str().unwrap();
@@ -279,6 +279,19 @@ fn generated_ordinary_text() -> String {
         "Enter passphrase for key '/home/dev/.ssh/id_ed25519':",
         "secret: true",
         "Authorization required: log in with `gh auth login`",
+        // Code paths, test names, panics and frames.
+        "test auth::tests::x ... ok",
+        "thread 'auth::tests::login_fails' panicked at src/auth.rs:12:9:",
+        "   7: token::Lexer::next_token",
+        "             at token::Lexer::next_token (src/lexer.rs:40:13)",
+        "credentials::provider::chain: no provider gave credentials",
+        "password::policy::MIN_LEN = 12",
+        "    let secret: SecretString = load_secret()?;",
+        "    >>> topsecret = config['topsecret.server.com']",
+        "/etc/passwd:root:x:0:0:root:/root:/bin/bash",
+        "   -----BEGIN RSA PRIVATE KEY-----\n   ... (private key in base64 encoding) ...\n   -----END RSA PRIVATE KEY-----",
+        "PASS src/components/Button.test.tsx (5.2 s)",
+        "git config --global credential.helper 'cache --timeout=3600'",
     ];
     for sentence in sentences {
         out.push_str(sentence);

@@ -407,6 +407,22 @@ printf 'raw \377\376 bytes\n' >&2"#;
 }
 
 #[test]
+fn forward_stderr_holds_a_token_head_across_a_long_pause_until_its_line_ends() {
+    // The first 20 characters of a token, a pause of 400 ms (four quiet
+    // intervals), then the rest: the head is never shown on its own.
+    let script = "printf 'login ghp_0123456789abcdef' >&2; sleep 0.4; \
+                  printf '0123456789abcdefABCD ok\\n' >&2";
+    let output = feed(&["--forward-stderr", "--", "sh", "-c", script], b"");
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stderr).unwrap();
+    let (copied, line) = text.split_once('\n').unwrap();
+    assert_eq!(copied, "login [redacted: github-token] ok");
+    let record: Value = serde_json::from_str(line.trim_end()).unwrap();
+    assert_eq!(record["stderr_forward_redactions"], 1);
+    assert_eq!(record["stderr_forward_dropped"], 0);
+}
+
+#[test]
 fn forward_stderr_shows_a_partial_line_once_the_server_goes_quiet() {
     let mut child = stdio(&[
         "--forward-stderr",

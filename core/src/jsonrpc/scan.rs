@@ -12,8 +12,8 @@
 //! `error.code`), an `id` of at most [`RawValue::MAX_ID`] bytes (the
 //! message limit), the others of at most [`RawValue::CAPACITY`]. Feeding
 //! allocates nothing once the container stack and the capture buffer have
-//! grown to the line's; each member kept is one allocation when a message
-//! ends.
+//! grown to the line's; a member kept is copied inline when a message
+//! ends, so only an `id` longer than [`RawValue::INLINE`] bytes allocates.
 //!
 //! What it checks is RFC 8259's grammar, byte for byte: strings (escapes,
 //! no raw control characters), numbers, `true`/`false`/`null`, nesting up
@@ -39,10 +39,15 @@ pub(crate) const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 pub const MAX_DEPTH: usize = 1024;
 
 /// The raw JSON text of a scalar member (`"abc"` with its quotes, `42`),
-/// as the message spelt it.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+/// as the message spelt it. A value of up to [`RawValue::INLINE`] bytes
+/// is held inline (cloning it allocates nothing, so the guards read
+/// messages without allocating); a longer `id` on the heap.
 pub struct RawValue {
-    bytes: Vec<u8>,
+    inline: [u8; RawValue::INLINE],
+    len: usize,
+    /// The bytes of a value longer than `INLINE` (its memory kept when
+    /// cleared, for the next long value).
+    heap: Vec<u8>,
 }
 
 impl RawValue {
@@ -51,16 +56,26 @@ impl RawValue {
     /// forwarded).
     pub const CAPACITY: usize = 128;
 
+    /// The longest value held inline.
+    pub const INLINE: usize = 128;
+
     /// The longest `id` kept: the default message limit
     /// ([`DEFAULT_MAX_MESSAGE_BYTES`](crate::DEFAULT_MAX_MESSAGE_BYTES)),
     /// so that every request a peer can send is tracked.
     pub const MAX_ID: usize = super::line_guard::DEFAULT_MAX_MESSAGE_BYTES;
 
-    const EMPTY: Self = Self { bytes: Vec::new() };
+    const EMPTY: Self = Self {
+        inline: [0; Self::INLINE],
+        len: 0,
+        heap: Vec::new(),
+    };
 
     /// The value's bytes, as written in the message.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes
+        match self.len <= Self::INLINE {
+            true => self.inline.get(..self.len).unwrap_or_default(),
+            false => self.heap.get(..self.len).unwrap_or_default(),
+        }
     }
 
     /// `bytes` as a raw value, if it is at most [`MAX_ID`](Self::MAX_ID)
@@ -73,16 +88,69 @@ impl RawValue {
     /// Appends `more`; `false` (and nothing appended) if the value would
     /// be longer than `limit`.
     fn push(&mut self, more: &[u8], limit: usize) -> bool {
-        if self.bytes.len().saturating_add(more.len()) > limit {
+        let Some(end) = self.len.checked_add(more.len()).filter(|&e| e <= limit) else {
             return false;
+        };
+        if end <= Self::INLINE {
+            if let Some(slot) = self.inline.get_mut(self.len..end) {
+                slot.copy_from_slice(more);
+            }
+        } else {
+            if self.len <= Self::INLINE {
+                // Moving to the heap: what was inline first.
+                self.heap.clear();
+                self.heap
+                    .extend_from_slice(self.inline.get(..self.len).unwrap_or_default());
+            }
+            self.heap.extend_from_slice(more);
         }
-        self.bytes.extend_from_slice(more);
+        self.len = end;
         true
     }
 
     /// Empty again, its memory kept.
     fn clear(&mut self) {
-        self.bytes.clear();
+        self.len = 0;
+        self.heap.clear();
+    }
+}
+
+impl Default for RawValue {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl Clone for RawValue {
+    /// A short value is copied inline (no allocation), whatever memory the
+    /// original keeps.
+    fn clone(&self) -> Self {
+        match self.len <= Self::INLINE {
+            true => Self {
+                inline: self.inline,
+                len: self.len,
+                heap: Vec::new(),
+            },
+            false => Self {
+                inline: [0; Self::INLINE],
+                len: self.len,
+                heap: self.as_bytes().to_vec(),
+            },
+        }
+    }
+}
+
+impl PartialEq for RawValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RawValue {}
+
+impl std::hash::Hash for RawValue {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 

@@ -400,7 +400,18 @@ impl Secret {
             Secret::KeyBody => {
                 let start = find(&m[5..], b"-----").map_or(len, |i| i + 10);
                 let end = find(&m[start.min(len)..], b"-----END ").map_or(len, |i| start + i);
-                (start.min(end), end)
+                let start = start.min(end);
+                // A body with no run of base64 is a placeholder, as docs
+                // print one: `... (private key in base64 encoding) ...`.
+                let base64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+                let run = m[start..end]
+                    .split(|b| !base64(b))
+                    .any(|run| run.len() >= MIN_KEY_BODY_RUN);
+                if run || end == len {
+                    (start, end)
+                } else {
+                    (start, start)
+                }
             }
         }
     }
@@ -502,6 +513,10 @@ fn is_literal(value: &[u8]) -> bool {
         .any(|literal| value.eq_ignore_ascii_case(literal))
 }
 
+/// The shortest run of base64 a private key block's body must hold to be
+/// a key (a line of a real body holds 64).
+const MIN_KEY_BODY_RUN: usize = 16;
+
 /// The shortest value an assignment rule takes as a secret.
 pub(crate) const MIN_SECRET_BYTES: usize = 6;
 
@@ -523,7 +538,8 @@ pub(crate) const MIN_SECRET_ENTROPY: f64 = 2.0;
 /// * it is not a word: letters only with no change of case after the first
 ///   (`expired`, `Permission`, `INVALID`; `hUnTeR` is no word);
 /// * it is not a path (`/home/user`, `./certs/key.pem`: where a secret is
-///   kept, not the secret);
+///   kept, not the secret), and opens no bracket it does not close (code:
+///   `config['server']`, cut at its quote);
 /// * it has at least [`MIN_SECRET_BYTES`] bytes and at least
 ///   [`MIN_SECRET_ENTROPY`] bits of entropy per byte.
 pub(crate) fn looks_secret(value: &[u8]) -> bool {
@@ -544,7 +560,10 @@ pub(crate) fn looks_secret_allowing(value: &[u8], allowed: &[u8]) -> bool {
         }
         false => value,
     };
+    let unclosed_bracket =
+        value.iter().filter(|&&b| b == b'[').count() > value.iter().filter(|&&b| b == b']').count();
     if !plausible(checked, false)
+        || unclosed_bracket
         || is_word(value)
         || is_camel_case(value)
         || is_identifier(value)

@@ -51,9 +51,12 @@ const KEY_END_START: &[u8] = b"-----END ";
 ///   calls it after a quiet interval, 100 ms for the CLI): a partial line
 ///   is released through the rules as if the stream ended there, except
 ///   its last word, which could be the first part of a secret; a second
-///   `flush` with nothing fed in between releases that word too. So a
-///   secret written in two writes separated by more than two quiet
-///   intervals may be released in two parts, neither recognised.
+///   `flush` with nothing fed in between releases that word too, unless
+///   it begins with a known token prefix (`ghp_`, `sk_live_`, `AKIA`, …):
+///   such a word is held until its line ends, the hold is full or the
+///   stream ends. So only a secret with no known prefix, written in two
+///   writes separated by more than two quiet intervals, may be released
+///   in two parts, neither recognised.
 /// - **[`finish`](Self::finish)**, at the end of the stream, releases the
 ///   rest.
 ///
@@ -147,7 +150,12 @@ impl StreamRedactor {
     /// into a secret; called again with nothing fed since, releases that
     /// word too. See the type's docs.
     pub fn flush(&mut self, out: &mut Vec<u8>) {
-        let mode = match self.flushed {
+        // A last word that begins with a known token prefix (`ghp_…`,
+        // `sk_live_…`) is the head of a token still being written: it is
+        // held until its line ends, the hold is full or the stream ends.
+        let word = &self.buf[self.last_word_start(self.released, false)..];
+        let token_head = super::token_prefix_in(word).is_some();
+        let mode = match self.flushed && !token_head {
             true => Release::All,
             false => Release::Quiet,
         };

@@ -168,17 +168,17 @@ fn a_word_longer_than_a_cut_is_released_past_the_hold() {
 fn a_quiet_flush_releases_all_but_the_last_word_then_the_word() {
     let mut stream = StreamRedactor::new(Redactor::builtin());
     let mut out = Vec::new();
-    stream.feed(b"Downloading 45% token ghp_0123", &mut out);
+    stream.feed(b"Downloading 45% token 0123abc", &mut out);
     assert_eq!(out, b"");
     stream.flush(&mut out);
     assert_eq!(out, b"Downloading 45% token ");
     stream.flush(&mut out);
-    assert_eq!(out, b"Downloading 45% token ghp_0123");
+    assert_eq!(out, b"Downloading 45% token 0123abc");
     assert_eq!(stream.held(), 0);
     // A flush releases through the rules: a whole secret held is hidden.
     stream.feed(format!(" key {TOKEN} done").as_bytes(), &mut out);
     stream.flush(&mut out);
-    let expected = format!("Downloading 45% token ghp_0123 key {} ", r("github-token"));
+    let expected = format!("Downloading 45% token 0123abc key {} ", r("github-token"));
     assert_eq!(String::from_utf8(out.clone()).unwrap(), expected);
     stream.finish(&mut out);
     assert_eq!(String::from_utf8(out).unwrap(), expected + "done");
@@ -288,4 +288,31 @@ fn a_quoted_password_split_across_writes_is_redacted_as_one_shot() {
         let (out, _) = streamed(input.as_bytes(), &[cut]);
         assert_eq!(String::from_utf8(out).unwrap(), whole, "cut at {cut}");
     }
+}
+
+#[test]
+fn a_last_word_with_a_token_prefix_is_held_across_quiet_flushes_until_its_line_ends() {
+    let mut stream = StreamRedactor::new(Redactor::builtin());
+    let mut out = Vec::new();
+    let (head, tail) = TOKEN.split_at(20);
+    stream.feed(format!("login with {head}").as_bytes(), &mut out);
+    for _ in 0..5 {
+        stream.flush(&mut out);
+    }
+    assert_eq!(out, b"login with ");
+    assert_eq!(stream.held(), head.len());
+    stream.feed(format!("{tail}\n").as_bytes(), &mut out);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("login with {}\n", r("github-token"))
+    );
+    // At the stream's end a held head is released (nothing more comes).
+    let mut stream = StreamRedactor::new(Redactor::builtin());
+    let mut out = Vec::new();
+    stream.feed(b"key sk_live_abc", &mut out);
+    stream.flush(&mut out);
+    stream.flush(&mut out);
+    assert_eq!(out, b"key ");
+    stream.finish(&mut out);
+    assert_eq!(out, b"key sk_live_abc");
 }

@@ -871,10 +871,167 @@ rec_gcc_verbose() {
     gcc -Q --help=optimizers -O2 2>&1
 }
 
+rec_cpython_docs() {
+    # The reStructuredText sources of CPython 3.11's library docs, as
+    # Debian's python3.11-doc package ships them: the modules that speak
+    # of passwords, tokens, keys and secrets most.
+    local dir="$scratch/cpython-docs"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    (cd "$dir" && apt-get download python3.11-doc >/dev/null 2>&1 &&
+        dpkg-deb -x python3.11-doc_*.deb root)
+    local src="$dir/root/usr/share/doc/python3.11/html/_sources/library"
+    local pages="smtplib ftplib poplib imaplib getpass secrets hashlib hmac
+netrc configparser urllib.request urllib.parse http.client http.cookies
+http.cookiejar sqlite3 logging.handlers base64 xmlrpc.client shlex ssl
+subprocess tomllib json venv argparse logging"
+    for page in $pages; do
+        cat "$src/$page.rst.txt"
+    done | drop_secret_lines "kadidd!ehopper"
+}
+
+rec_cargo_test_failures() {
+    # This workspace's own test and build output with failures in it:
+    # failing tests in modules named after credentials (`auth::tests`,
+    # `token::Lexer`, `password::policy`), panics with and without
+    # backtraces, a type error, then the real pass list of the redaction
+    # tests (`redact::tests::rule_password_assignment ... ok`). The scratch
+    # test files are removed afterwards.
+    local root
+    root=$(cd "$here/../../.." && pwd)
+    local fail="$root/core/tests/zz_corpus_failures.rs"
+    local broken="$root/core/tests/zz_corpus_type_error.rs"
+    trap 'rm -f "$fail" "$broken"' RETURN
+    cat >"$fail" <<'RS'
+mod auth {
+    pub mod tests {
+        #[derive(Debug, PartialEq)]
+        pub struct Session { pub user: &'static str, pub token: Option<&'static str>, pub expired: bool }
+        #[test]
+        fn login_fails_with_an_expired_session() {
+            let got = Session { user: "ana", token: None, expired: true };
+            assert_eq!(got, Session { user: "ana", token: None, expired: false });
+        }
+        #[test]
+        fn x() {}
+    }
+}
+mod token {
+    pub struct Lexer<'a> { pub rest: &'a str }
+    impl Lexer<'_> {
+        pub fn next_token(&mut self) -> Option<char> {
+            let c = self.rest.chars().next().expect("token::Lexer::next_token: input ended");
+            self.rest = &self.rest[c.len_utf8()..];
+            Some(c)
+        }
+    }
+    #[test]
+    fn lexer_reads_past_the_end() {
+        let mut lexer = Lexer { rest: "a" };
+        lexer.next_token();
+        lexer.next_token();
+    }
+}
+mod credentials {
+    pub mod provider {
+        pub fn chain() -> Result<(), String> {
+            Err("credentials::provider::chain: no provider in the chain gave credentials".into())
+        }
+        #[test]
+        fn the_chain_finds_a_provider() {
+            chain().unwrap();
+        }
+    }
+}
+mod password {
+    pub mod policy {
+        pub const MIN_LEN: usize = 12;
+        #[test]
+        fn password_policy_min_len_is_16() {
+            assert!(MIN_LEN >= 16, "password::policy::MIN_LEN = {MIN_LEN}");
+        }
+    }
+}
+#[test]
+fn secret_in_a_thread() {
+    let worker = std::thread::Builder::new().name("auth-worker".into());
+    worker.spawn(|| panic!("secret store sealed")).unwrap().join().unwrap();
+}
+RS
+    cat >"$broken" <<'RS'
+struct Credentials { user: String, password_hash: Vec<u8> }
+fn check(c: &Credentials, token: &str) -> bool {
+    let secret: String = c.password_hash;
+    token.len() == secret.len() && c.user.is_empty()
+}
+RS
+    cd "$root" || return
+    say cargo test -p spillguard-core --test zz_corpus_failures
+    cargo test -p spillguard-core --test zz_corpus_failures --color=always 2>&1
+    say RUST_BACKTRACE=1 cargo test -p spillguard-core --test zz_corpus_failures token
+    RUST_BACKTRACE=1 cargo test -p spillguard-core --test zz_corpus_failures token 2>&1
+    say RUST_BACKTRACE=full cargo test -p spillguard-core --test zz_corpus_failures secret "(its first 200 lines)"
+    RUST_BACKTRACE=full cargo test -p spillguard-core --test zz_corpus_failures secret 2>&1 | head -n 200
+    say cargo build -p spillguard-core --tests "(a type error)"
+    cargo build -p spillguard-core --tests 2>&1
+    rm -f "$broken"
+    say cargo test -p spillguard-core --lib redact
+    cargo test -p spillguard-core --lib redact 2>&1
+    say cargo test -p spillguard-core --lib -- --list
+    cargo test -p spillguard-core --lib -- --list 2>&1
+}
+
+rec_cxx_errors() {
+    local dir="$scratch/cxx"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cat >"$dir/auth.cpp" <<'CPP'
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+namespace auth {
+struct Token { std::string value; int expires_in; };
+class Credentials {
+public:
+  explicit Credentials(std::string user) : user_(std::move(user)) {}
+  const std::string& password() const { return password_; }
+private:
+  std::string user_;
+  std::string password_;
+};
+template <typename T> struct Store { std::map<std::string, T> secrets; };
+}  // namespace auth
+int main() {
+  auth::Credentials creds = "ana";
+  auth::Store<auth::Token> store;
+  store.secrets["api"] = 42;
+  std::unique_ptr<auth::Token> token = std::make_unique<auth::Token>();
+  std::vector<auth::Token> tokens{token};
+  int secret_key = creds.password();
+  return creds.password_.size() + secret_key;
+}
+CPP
+    say g++ -std=c++17 -c auth.cpp
+    (cd "$dir" && g++ -std=c++17 -c auth.cpp 2>&1)
+    say g++ -std=c++17 -fdiagnostics-color=always -c auth.cpp "(in a terminal)"
+    (cd "$dir" && tty_run "g++ -std=c++17 -fdiagnostics-color=always -c auth.cpp")
+}
+
+rec_git_log_public() {
+    # `git log --stat` of a public repository (ripgrep; RIPGREP_REPO may
+    # name a local clone).
+    local repo=${RIPGREP_REPO:-$scratch/ripgrep}
+    [ -d "$repo" ] || git clone -q --bare https://github.com/BurntSushi/ripgrep "$repo"
+    say git log --stat -n 400 "(ripgrep, up to 3fce3b5)"
+    git --git-dir="$repo" log --stat -n 400 3fce3b5b
+}
+
 all="kubectl_help kubectl_dry_run gcloud_help docker_help aws_help aws_debug
 curl_verbose ssh_verbose terraform_plan go_errors java_exceptions node_errors
 pytest_color pip_vvv apt_debug git_trace openssl strace rustc_explain
-make_debug gcc_verbose"
+make_debug gcc_verbose cpython_docs cargo_test_failures cxx_errors
+git_log_public"
 for name in ${*:-$all}; do
     out="$here/${name//_/-}.txt"
     "rec_$name" | cap >"$out"

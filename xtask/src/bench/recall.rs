@@ -38,6 +38,8 @@ pub struct Measured {
     pub corpus_lines: usize,
     /// Corpus lines spillguard redacted something on, and its redactions.
     pub spillguard_false: (usize, u64),
+    /// Per corpus file: its name, its lines, the lines spillguard changed.
+    pub per_file: Vec<(String, usize, usize)>,
     /// Corpus lines detect-secrets flagged (when it ran).
     pub detect_secrets_false: Option<usize>,
     /// Why detect-secrets did not run, if it did not.
@@ -79,11 +81,13 @@ pub fn measure() -> Result<Measured, String> {
     let mut corpus_lines = 0;
     let mut false_lines = 0;
     let mut false_redactions = 0;
-    for (_, bytes) in &corpus {
-        corpus_lines += bytes
+    let mut per_file = Vec::with_capacity(corpus.len());
+    for (name, bytes) in &corpus {
+        let file_lines = bytes
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .count();
+        corpus_lines += file_lines;
         let settings = CaptureSettings::tail(StreamName::Stderr, bytes.len().max(1));
         let mut capture = StreamCapture::new(settings, &RetentionPool::unlimited());
         let _ = capture.feed(bytes);
@@ -92,11 +96,13 @@ pub fn measure() -> Result<Measured, String> {
         // text itself but where something was redacted (a line that
         // quotes a placeholder, as a commit message may, is no alarm).
         let original = String::from_utf8_lossy(bytes);
-        false_lines += text
+        let changed = text
             .lines()
             .zip(original.lines())
             .filter(|(shown, line)| shown != line)
             .count();
+        false_lines += changed;
+        per_file.push((name.clone(), file_lines, changed));
         false_redactions += counts.total();
     }
 
@@ -162,6 +168,7 @@ pub fn measure() -> Result<Measured, String> {
         classes,
         corpus_lines,
         spillguard_false: (false_lines, false_redactions),
+        per_file,
         detect_secrets_false,
         skipped,
     })
@@ -253,6 +260,10 @@ pub fn print(measured: &Measured) {
         "    spillguard      {ours:>5} lines ({:.2}%), {redactions} redactions",
         100.0 * ours as f64 / lines
     );
+    println!("    per file (lines changed / lines):");
+    for (name, lines, changed) in &measured.per_file {
+        println!("      {name:<28} {changed:>5} / {lines:>6}");
+    }
     match measured.detect_secrets_false {
         Some(theirs) => println!(
             "    detect-secrets  {theirs:>5} lines ({:.2}%)",
