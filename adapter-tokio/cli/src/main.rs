@@ -39,6 +39,14 @@ const AUDIT_FAILED: u8 = 3;
 const NOT_ENFORCED: u8 = 4;
 
 fn main() -> ExitCode {
+    // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG
+    // instead of ending this program, so that the otel file and the audit
+    // log are cut back to their last whole line. A handler, not an
+    // ignored signal: a helper starts with the default again.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let args: Vec<OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

@@ -127,14 +127,16 @@ impl McpSpans {
             .collect()
     }
 
-    /// Every span still open, closed: the guard answers their requests
-    /// with [`SERVER_GONE_CODE`] (the server is gone), oldest first.
-    pub fn close_all(&mut self) -> Vec<Span> {
+    /// Every span still open, closed with `error` as its `error.type`,
+    /// oldest first: [`SERVER_GONE_CODE`] where the guard answers them
+    /// (the server is gone), [`CLIENT_GONE`] where nobody will read an
+    /// answer (the client left).
+    pub fn close_all(&mut self, error: &str) -> Vec<Span> {
         self.id_bytes = 0;
         let mut left: Vec<McpRequest> = self.open.drain().map(|(_, span)| span).collect();
         left.sort_by_key(|span| span.start_ns);
         left.into_iter()
-            .map(|span| closed(span, Some(SERVER_GONE_CODE.to_string())))
+            .map(|span| closed(span, Some(error.to_owned())))
             .collect()
     }
 
@@ -168,6 +170,10 @@ impl McpSpans {
         }
     }
 }
+
+/// The `error.type` of a request's span left open when the client went
+/// away: no answer will be read.
+pub const CLIENT_GONE: &str = "client_disconnected";
 
 fn closed(mut span: McpRequest, error: Option<String>) -> Span {
     span.end_ns = unix_ns_now();
@@ -289,14 +295,14 @@ mod tests {
             .pop()
             .unwrap();
         assert_eq!(attribute(&dropped, "error.type").as_deref(), Some("-32000"));
-        let left = spans.close_all();
+        let left = spans.close_all(&SERVER_GONE_CODE.to_string());
         assert_eq!(left.len(), 1);
         assert_eq!(
             attribute(&left[0], "jsonrpc.request.id").as_deref(),
             Some("5")
         );
         assert_eq!(attribute(&left[0], "error.type").as_deref(), Some("-32000"));
-        assert!(spans.close_all().is_empty());
+        assert!(spans.close_all(CLIENT_GONE).is_empty());
     }
 
     #[test]

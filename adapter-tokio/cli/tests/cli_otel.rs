@@ -187,7 +187,9 @@ fn run_under_file_size_limit(file: &Path, helper: &str) -> Output {
     Command::new("sh")
         .args([
             "-c",
-            r#"trap '' XFSZ; exec prlimit --fsize=4096 -- "$0" "$@""#,
+            // SIGXFSZ as its default (terminate): the program handles it
+            // itself, so that the write fails and is cut back.
+            r#"trap - XFSZ; exec prlimit --fsize=4096 -- "$0" "$@""#,
         ])
         .arg(env!("CARGO_BIN_EXE_spillguard"))
         .args(["run", "--otel-file"])
@@ -820,6 +822,54 @@ fn under_mcp_every_request_is_a_span_and_a_call_is_the_child_of_its_request() {
     assert_eq!(attribute(request, "jsonrpc.request.id"), "3");
     assert_eq!(call["parentSpanId"], request["spanId"]);
     assert_eq!(call["traceId"], request["traceId"]);
+}
+
+/// `spillguard mcp --otel-file`: a request still open when the client
+/// leaves (a call waiting for its approval) is exported too, its
+/// `error.type` saying the client left.
+#[test]
+fn under_mcp_a_request_open_when_the_client_leaves_is_a_span_too() {
+    use std::io::{BufRead, BufReader, Write};
+
+    let file = Removed(temp_path("otel-mcp-left-open.jsonl"));
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_tools.toml");
+    let mut server = piped(&["mcp", "--tools", tools], &file.0, &[]);
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    };
+    let mut line = String::new();
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "spans", "version": "1"}}}),
+    );
+    stdout.read_line(&mut line).unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "touch", "arguments": {"path": "/tmp/spillguard-never-made"}}}),
+    );
+    // The approval card: an elicitation request of the server's.
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let card: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(card["method"], "elicitation/create");
+    drop(send);
+    drop(stdin);
+    drop(stdout);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let spans = all_spans(&lines(&file.0));
+    let request = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call touch")
+        .unwrap();
+    assert_eq!(attribute(request, "jsonrpc.request.id"), "7");
+    assert_eq!(attribute(request, "error.type"), "client_disconnected");
+    assert_eq!(request["status"]["code"], 2, "error");
 }
 
 /// OTLP variables are often set for a whole environment: one this

@@ -196,6 +196,7 @@ impl Bridge {
         let Some(worker) = &self.inner.telemetry else {
             return;
         };
+        self.inner.outbox.close_open_spans();
         let thread = worker.close();
         if let Some(thread) = thread {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;

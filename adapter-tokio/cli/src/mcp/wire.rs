@@ -311,6 +311,20 @@ impl Outbox {
         *self.lock_spans() = Some(RequestSpans { spans, worker });
     }
 
+    /// Closes the span of every request still open (the client left, no
+    /// answer will be read) and hands them to export.
+    pub fn close_open_spans(&self) {
+        let mut spans = self.lock_spans();
+        let Some(traced) = spans.as_mut() else {
+            return;
+        };
+        for span in traced.spans.close_all(crate::mcp_spans::CLIENT_GONE) {
+            traced
+                .worker
+                .send(Box::new(move |telemetry| telemetry.export_span(span)));
+        }
+    }
+
     fn lock_spans(&self) -> MutexGuard<'_, Option<RequestSpans>> {
         self.spans.lock().unwrap_or_else(PoisonError::into_inner)
     }

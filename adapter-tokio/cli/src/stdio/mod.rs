@@ -339,7 +339,8 @@ impl Requests {
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
         let mut table = self.lock();
         let answers = table.pending.answers(gone);
-        let spans = table.spans.as_mut().map(McpSpans::close_all);
+        let gone = spillguard_std::core::SERVER_GONE_CODE.to_string();
+        let spans = table.spans.as_mut().map(|spans| spans.close_all(&gone));
         drop(table);
         self.export(spans.into_iter().flatten());
         answers
