@@ -310,7 +310,7 @@ mod tests {
         let mut spans = McpSpans::new(Some("c_1"), "s_1");
         let bad = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"traceparent":"00-00000000000000000000000000000000-b7ad6b7169203331-01"}}}"#;
         let _ = spans.client(&info(bad));
-        let span = spans.close_all().remove(0);
+        let span = spans.close_all(CLIENT_GONE).remove(0);
         assert!(span.parent_span_id.is_empty());
         assert_ne!(span.trace_id, vec![0; 16]);
         for id in 0..MAX_OPEN + 3 {

@@ -857,7 +857,6 @@ fn under_mcp_a_request_open_when_the_client_leaves_is_a_span_too() {
     stdout.read_line(&mut line).unwrap();
     let card: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(card["method"], "elicitation/create");
-    drop(send);
     drop(stdin);
     drop(stdout);
     let status = server.wait().unwrap();

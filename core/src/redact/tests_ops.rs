@@ -42,7 +42,7 @@ fn rule_sql_password() {
             format!("CREATE USER app WITH PASSWORD '{x}';"),
         ),
         (
-            format!("ALTER ROLE app ENCRYPTED PASSWORD 'Xk9#mP2v''Lq';"),
+            "ALTER ROLE app ENCRYPTED PASSWORD 'Xk9#mP2v''Lq';".to_owned(),
             format!("ALTER ROLE app ENCRYPTED PASSWORD '{x}';"),
         ),
         (
