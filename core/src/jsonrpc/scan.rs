@@ -60,7 +60,7 @@ impl RawValue {
     pub const INLINE: usize = 128;
 
     /// The longest `id` kept: the default message limit
-    /// ([`DEFAULT_MAX_MESSAGE_BYTES`](crate::DEFAULT_MAX_MESSAGE_BYTES)),
+    /// ([`DEFAULT_MAX_MESSAGE_BYTES`](crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES)),
     /// so that every request a peer can send is tracked.
     pub const MAX_ID: usize = super::line_guard::DEFAULT_MAX_MESSAGE_BYTES;
 
