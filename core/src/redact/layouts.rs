@@ -236,6 +236,14 @@ fn toml_string(hay: &[u8], at: usize, delimiter: &[u8], spans: &mut Vec<Span>) {
 /// the port digits or `*`, then a line's end, a blank, a quote or a
 /// colour.
 fn pgpass(hay: &[u8], at: usize, spans: &mut Vec<Span>) {
+    // Most colons are no `.pgpass` line's: the port (digits or `*`) must
+    // follow at once, checked before anything else.
+    if !hay
+        .get(at + 1)
+        .is_some_and(|&b| b.is_ascii_digit() || b == b'*')
+    {
+        return;
+    }
     let field = |b: u8| {
         !(b.is_ascii_whitespace() || matches!(b, b':' | b'"' | b'\'' | b'\\' | 0x07 | 0x1b))
     };
