@@ -79,14 +79,20 @@ pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 /// `digitalocean-token`, `vault-token`, `shopify-token`,
 /// `huggingface-token`, `twilio-key`, `telegram-bot-token`,
 /// `azure-storage-key`, `url-userinfo` (the password of
-/// `scheme://user:password@host`), `password-assignment`,
+/// `scheme://user:password@host`), `signed-url-parameter`,
+/// `xml-credential`, `password-argument`, `flag-argument`,
+/// `mysql-password`, `user-password-flag`, `sql-password`,
+/// `dsn-userinfo`, `config-set-credential`, `xml-key-value`,
+/// `protocol-auth`, `password-assignment`,
 /// `api-key-assignment`, `secret-assignment` and `token-assignment`
 /// (`key=value`, `key: value` and `"key": "value"`); and, found by a scan
 /// of base64 runs outside the regex set, `encoded-private-key`,
 /// `encoded-user-password` and `encoded-credentials-json` (a run of at
 /// least 16 and at most 65,536 base64 characters that decodes to a
 /// private key, to `user:password` or to a JSON object with a credential
-/// key; a longer run is not decoded). Extra patterns are named `extra-0`,
+/// key; a longer run is not decoded); and, found by a scan of line
+/// layouts, `yaml-block-secret`, `toml-multiline-secret` and
+/// `pgpass-line`. Extra patterns are named `extra-0`,
 /// `extra-1`, … in the order given.
 ///
 /// Provider tokens (226 formats of 120 providers: cloud keys, source
