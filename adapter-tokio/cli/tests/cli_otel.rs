@@ -862,12 +862,21 @@ fn under_mcp_a_request_open_when_the_client_leaves_is_a_span_too() {
     let status = server.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     let spans = all_spans(&lines(&file.0));
-    let request = spans
+    let requests: Vec<&Value> = spans
         .iter()
-        .find(|s| s["name"] == "tools/call touch")
-        .unwrap();
+        .filter(|s| s["name"] == "tools/call touch")
+        .collect();
+    assert_eq!(requests.len(), 1, "{spans:?}");
+    let request = requests[0];
     assert_eq!(attribute(request, "jsonrpc.request.id"), "7");
-    assert_eq!(attribute(request, "error.type"), "client_disconnected");
+    // Closed by the session's own answer to the cancelled call (-32603)
+    // when it is written before the session ends, else at the end, as a
+    // request whose client left.
+    let error = attribute(request, "error.type");
+    assert!(
+        error == "-32603" || error == "client_disconnected",
+        "{error}"
+    );
     assert_eq!(request["status"]["code"], 2, "error");
 }
 
