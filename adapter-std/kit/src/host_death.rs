@@ -13,7 +13,8 @@
 //!   are `DIR/spillguard.<host pid>.<n>`, so a group is known to it before
 //!   any helper runs in it, spare groups included;
 //! * each spawned helper's process group (`+P PGID`), taken back when its
-//!   call finishes (`-P PGID`);
+//!   call finishes (`-P PGID`, sent with the next line or at most
+//!   [`RELEASE_DELAY`] later, so that a call wakes the supervisor once);
 //! * a call's CPU budget for its whole tree (`+U MICROSECONDS DIR`, its
 //!   v2 group), checked every second against the group's `cpu.stat`: the
 //!   tree is killed once it has used it all;
@@ -52,10 +53,10 @@
 //! * A supervisor killed on purpose (SIGKILL to it) protects nothing; a
 //!   later spawn notices the broken pipe and starts a new one, told every
 //!   parent, group and deadline still live.
-//! * A group id whose leader was reaped while the host died and that the
-//!   system gave to a new group in between could be signalled (the kernel
-//!   reuses an id only once no process has it as process or group id, and
-//!   rarely so soon).
+//! * A group id whose leader was reaped while the host died, or less than
+//!   [`RELEASE_DELAY`] before, and that the system gave to a new group in
+//!   between could be signalled (the kernel reuses an id only once no
+//!   process has it as process or group id, and rarely so soon).
 //!
 //! The pipe's write end is close-on-exec, so no helper inherits it (an
 //! inherited end would keep the pipe open after the host died).
@@ -64,7 +65,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long the supervisor waits between SIGTERM and SIGKILL once the
@@ -184,6 +185,11 @@ exit 0
 struct Supervisor {
     link: Option<(Child, ChildStdin)>,
     groups: BTreeMap<u32, Option<Instant>>,
+    /// Groups released and not yet told (`-P`): sent with the next line,
+    /// or by the flusher at most [`RELEASE_DELAY`] after the first.
+    released: Vec<u32>,
+    /// The flusher thread runs.
+    flusher: bool,
     parents: Vec<PathBuf>,
     trees: BTreeMap<PathBuf, Instant>,
     cpu: BTreeMap<PathBuf, u64>,
@@ -192,6 +198,8 @@ struct Supervisor {
 static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
     link: None,
     groups: BTreeMap::new(),
+    released: Vec::new(),
+    flusher: false,
     parents: Vec::new(),
     trees: BTreeMap::new(),
     cpu: BTreeMap::new(),
@@ -284,7 +292,48 @@ pub fn watch(pgid: u32, last: Option<Duration>) {
 pub fn release(pgid: u32) {
     let mut supervisor = supervisor();
     if supervisor.groups.remove(&pgid).is_some() {
-        supervisor.send(&format!("-P {pgid}\n"));
+        supervisor.released.push(pgid);
+        if !supervisor.flusher {
+            supervisor.flusher = std::thread::Builder::new()
+                .name("spillguard-supervisor-flush".into())
+                .spawn(flush_releases)
+                .is_ok();
+            if !supervisor.flusher {
+                // No thread: told at once, as every line.
+                supervisor.send("");
+                return;
+            }
+        }
+        RELEASED.notify_one();
+    }
+}
+
+/// How long a released group may wait to be told to the supervisor: it
+/// goes with the next line sent (a spawn's `+P`, most often), so that a
+/// call costs the supervisor one wake-up, not two; a release with no line
+/// after it is sent alone this much later.
+pub const RELEASE_DELAY: Duration = Duration::from_millis(50);
+
+/// Wakes the flusher when a group is released.
+static RELEASED: Condvar = Condvar::new();
+
+/// The flusher thread: sends the releases still waiting
+/// [`RELEASE_DELAY`] after the first of them.
+fn flush_releases() {
+    let mut supervisor = supervisor();
+    loop {
+        while supervisor.released.is_empty() {
+            supervisor = RELEASED
+                .wait(supervisor)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let (guard, _) = RELEASED
+            .wait_timeout(supervisor, RELEASE_DELAY)
+            .unwrap_or_else(PoisonError::into_inner);
+        supervisor = guard;
+        if !supervisor.released.is_empty() {
+            supervisor.send("");
+        }
     }
 }
 
@@ -344,8 +393,18 @@ impl Supervisor {
     /// Writes `line`; a supervisor that is gone is replaced by a new one,
     /// told every parent and listed group.
     fn send(&mut self, line: &str) {
+        // The releases waiting to be told go first.
+        let released: String = self
+            .released
+            .drain(..)
+            .map(|pgid| format!("-P {pgid}\n"))
+            .collect();
+        let lines = match released.is_empty() {
+            true => std::borrow::Cow::Borrowed(line),
+            false => std::borrow::Cow::Owned(released + line),
+        };
         if let Some((_, stdin)) = &mut self.link
-            && stdin.write_all(line.as_bytes()).is_ok()
+            && stdin.write_all(lines.as_bytes()).is_ok()
         {
             return;
         }
