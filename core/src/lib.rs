@@ -144,6 +144,7 @@ pub mod jsonrpc;
 mod pool;
 mod redact;
 mod render;
+pub mod restart;
 pub mod trace;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
@@ -171,3 +172,7 @@ pub use redact::{
     STREAM_HOLD, StreamRedactions, StreamRedactor, provider_samples,
 };
 pub use render::{Fingerprint, FingerprintParseError, Margins, Window};
+pub use restart::{
+    CrashLoop, RestartAction, RestartError, RestartMode, RestartSettings, RestartState, Restarts,
+    ServerEnd, StopReason,
+};
