@@ -30,6 +30,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::jsonrpc::RestartNote;
+
 /// When a server that ended is started again (`--restart`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -279,6 +281,28 @@ impl Restarts {
     /// How the last run ended, once one has.
     pub fn last_end(&self) -> Option<ServerEnd> {
         self.last_end
+    }
+
+    /// Where the restarts stand, for the answers of the requests the run
+    /// that ended left: while waiting, `restarting (attempt 2 of 5)`;
+    /// crash-looping, the verdict; otherwise nothing.
+    pub fn note(&self) -> Option<RestartNote> {
+        match self.state {
+            RestartState::Waiting { attempt, .. } => Some(RestartNote {
+                restart: format!(
+                    "restarting (attempt {attempt} of {})",
+                    self.settings.max_attempts
+                ),
+                attempts: self.quick,
+                crash_loop: false,
+            }),
+            RestartState::CrashLoop(verdict) => Some(RestartNote {
+                restart: verdict.to_string(),
+                attempts: verdict.attempts,
+                crash_loop: true,
+            }),
+            RestartState::Running { .. } | RestartState::Stopped(_) => None,
+        }
     }
 
     /// The server's run started at `now` (after a `Start`).
@@ -561,6 +585,14 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Restarts::new(settings(RestartMode::OnFailure), t0);
         assert_eq!(end_at(&mut r, t0, ServerEnd::Exited(1), 0), Some(100 * MS));
+        assert_eq!(
+            r.note(),
+            Some(RestartNote {
+                restart: "restarting (attempt 2 of 5)".into(),
+                attempts: 1,
+                crash_loop: false,
+            })
+        );
         let (start, _) = restart(&mut r);
         assert_eq!(
             end_at(&mut r, start, ServerEnd::Exited(1), 0),
@@ -592,6 +624,7 @@ mod tests {
             start = at;
         }
         assert_eq!(attempts, [2, 3, 4, 5]);
+        assert_eq!(r.note(), None, "running");
         // Waits 100 + 200 + 400 + 800 and five runs of 50 ms.
         let last = start + 50 * MS;
         r.handle_ended(last, ServerEnd::Exited(3), 0).unwrap();
@@ -602,6 +635,14 @@ mod tests {
         };
         assert_eq!(last - t0, 1750 * MS);
         assert_eq!(r.poll_action(), Some(RestartAction::GiveUp(verdict)));
+        assert_eq!(
+            r.note(),
+            Some(RestartNote {
+                restart: "crash loop: gave up after 5 attempts in 1.8 s".into(),
+                attempts: 5,
+                crash_loop: true,
+            })
+        );
         assert_eq!(r.poll_action(), None);
         assert_eq!(r.state(), RestartState::CrashLoop(verdict));
         assert_eq!(r.restarts(), 4);

@@ -21,7 +21,8 @@ pub use line_guard::{
     DEFAULT_MAX_MESSAGE_BYTES, Diverted, HeldLine, ProtocolLine, Segment, StdoutLineGuard,
 };
 pub use pending::{
-    ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, SERVER_GONE_CODE, ServerGone,
+    ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, RestartNote, SERVER_GONE_CODE,
+    ServerGone,
 };
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
 pub use scan::{MAX_BATCH, MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

@@ -21,6 +21,13 @@
 //! * **The client's end** (end-of-file, a half-closed socket, a hung-up
 //!   terminal), once the queue is delivered or dropped, closes the
 //!   server's stdin: the MCP stdio shutdown the core runs.
+//! * **With `--restart`** ([`Relay`]) the pump never waits longer than
+//!   100 ms without looking at the relay, and does not splice. When a run
+//!   is over, what is queued is dropped and the requests left are
+//!   answered (within 1 s of the exit); while the next run starts, the
+//!   client is still read and its requests are queued for it. When no
+//!   run follows a crash loop, every request is answered at once until
+//!   the client ends.
 
 use std::fs::File;
 use std::io::{ErrorKind, Write};
@@ -33,7 +40,9 @@ use spillguard_std::core::{InputQueue, QueueEvent, QueueSettings};
 
 use super::Requests;
 use super::fds::Kind;
+use super::relay::{Next, Relay};
 use crate::call::HelperStdin;
+use spillguard_std::core::{ClientLines, ServerGone};
 
 /// The longest wait that holds the server's pipe open (so that a close the
 /// call decides meanwhile takes effect soon).
@@ -45,23 +54,31 @@ const SPLICE_BYTES: usize = 1 << 20;
 
 /// Starts the pump from `input` (of `kind`) to the server's `stdin`; with
 /// `requests` (`--mcp`), the client's requests are noted there, and those
-/// dropped for a server that does not read are answered.
+/// dropped for a server that does not read are answered; with `relay`
+/// (`--restart`), the pump goes on from one run to the next.
 pub fn start(
     input: File,
     kind: Kind,
     stdin: HelperStdin,
     requests: Option<std::sync::Arc<Requests>>,
+    relay: Option<std::sync::Arc<Relay>>,
 ) {
     let settings = QueueSettings {
         messages: requests.is_some(),
         ..QueueSettings::default()
     };
     let pump = Pump {
-        splice: cfg!(target_os = "linux") && kind == Kind::Pipe && requests.is_none(),
+        splice: cfg!(target_os = "linux")
+            && kind == Kind::Pipe
+            && requests.is_none()
+            && relay.is_none(),
         input,
         stdin,
         queue: InputQueue::new(settings, Instant::now()),
         requests,
+        relay,
+        generation: 0,
+        answer_all: None,
     };
     let _ = std::thread::Builder::new()
         .name("spillguard-stdin".into())
@@ -75,6 +92,12 @@ struct Pump {
     splice: bool,
     queue: InputQueue,
     requests: Option<std::sync::Arc<Requests>>,
+    /// With `--restart`: the runs that follow.
+    relay: Option<std::sync::Arc<Relay>>,
+    /// The runs over, as far as the pump has dealt with them.
+    generation: u64,
+    /// No run follows a crash loop: every request gets this.
+    answer_all: Option<ServerGone>,
 }
 
 impl Pump {
@@ -82,9 +105,17 @@ impl Pump {
         let mut server_gone = true;
         if self.stdin.set_nonblocking(true).is_ok() {
             server_gone = loop {
-                match self.round() {
+                let run_over = (self.relay.as_ref())
+                    .is_some_and(|relay| relay.generation() != self.generation);
+                let round = if run_over {
+                    Err(ErrorKind::BrokenPipe.into())
+                } else {
+                    self.round()
+                };
+                match round {
                     Ok(false) => {}
                     Ok(true) => break false,
+                    Err(_) if self.next_server() => {}
                     Err(_) => break true,
                 }
             };
@@ -93,6 +124,16 @@ impl Pump {
         // pending, for the answers given at the server's end).
         self.queue.abandon();
         self.report();
+        if let Some(relay) = self.relay.clone() {
+            if let Some(gone) = self.answer_all.take() {
+                self.answer_until_end(&gone);
+            }
+            if self.queue.is_ended() || !server_gone {
+                // Said before the server's stdin closes, so that its end
+                // is not taken for a crash.
+                relay.client_ended();
+            }
+        }
         // The end of the client's input (or the server's stdin is gone):
         // the call runs the stdio shutdown.
         self.stdin.close();
@@ -104,6 +145,68 @@ impl Pump {
                 super::read_first_request(&self.input, requests);
             }
             requests.input_over();
+        }
+    }
+
+    /// With `--restart`, once a run is over (or its stdin broke): answers
+    /// what it left, then waits for the next run's stdin, reading the
+    /// client meanwhile. `false` when no run follows or the client ended.
+    fn next_server(&mut self) -> bool {
+        let Some(relay) = self.relay.clone() else {
+            return false;
+        };
+        loop {
+            match relay.next(self.generation) {
+                Next::Gone(generation, gone) => {
+                    self.generation = generation;
+                    self.queue.abandon();
+                    self.report();
+                    if let Some(requests) = &self.requests {
+                        requests.answer_left(&gone);
+                    }
+                }
+                Next::Attach(mut stdin) => {
+                    let _ = stdin.set_nonblocking(true);
+                    self.stdin = stdin;
+                    self.queue.handle_progress(Instant::now());
+                    return true;
+                }
+                Next::Over(last) => {
+                    self.answer_all = last;
+                    return false;
+                }
+                Next::Wait if self.queue.is_ended() => return false,
+                Next::Wait if self.queue.wants_input() => {
+                    if self.read_client_within(HOLD).is_err() {
+                        self.queue.handle_read(0, |_| {});
+                    }
+                }
+                Next::Wait => std::thread::sleep(HOLD),
+            }
+        }
+    }
+
+    /// After a crash loop: every request the client still sends is
+    /// answered with `gone` at once (with `--mcp`), until the client ends.
+    fn answer_until_end(&mut self, gone: &ServerGone) {
+        let requests = self.requests.clone();
+        if let Some(requests) = &requests {
+            requests.answer_left(gone);
+        }
+        let mut lines = ClientLines::new();
+        let mut buf = vec![0; 64 * 1024];
+        while !self.queue.is_ended() {
+            let read = read_waiting(&self.input, &mut buf).unwrap_or(0);
+            if read == 0 {
+                self.queue.handle_read(0, |_| {});
+                break;
+            }
+            if let Some(requests) = &requests {
+                lines.feed(buf.get(..read).unwrap_or_default(), |info| {
+                    requests.note(info);
+                });
+                requests.answer_left(gone);
+            }
         }
     }
 
@@ -173,7 +276,9 @@ impl Pump {
         let take_input = self.queue.wants_input();
         let give_output = !self.queue.is_empty() || (self.splice && !self.queue.is_wedged());
         if !give_output {
-            return if take_input {
+            return if take_input && self.relay.is_some() {
+                self.read_client_within(until_stall.unwrap_or(HOLD).min(HOLD))
+            } else if take_input {
                 self.read_client()
             } else {
                 // Nothing to read or write: only the stall rule is left.
@@ -212,6 +317,18 @@ impl Pump {
         if client.readable && !out.writable {
             // The server is slow: take the client's bytes into the queue,
             // so that it is not held up and its end can be seen.
+            self.read_client()?;
+        }
+        Ok(())
+    }
+
+    /// Waits at most `limit` for the client, then reads it if it is ready.
+    fn read_client_within(&mut self, limit: Duration) -> std::io::Result<()> {
+        let [client] = poll(
+            [(self.input.as_fd(), PollFlags::IN | PollFlags::RDHUP)],
+            Some(limit),
+        )?;
+        if client.readable {
             self.read_client()?;
         }
         Ok(())

@@ -27,6 +27,8 @@ mod fds;
 mod forward;
 mod input;
 mod output;
+mod relay;
+mod supervise;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -41,12 +43,14 @@ use signal_hook::iterator::Signals;
 use spillguard_kit::os::{poll, read_waiting};
 use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
 
-use crate::args::{StdioArgs, UsageError};
+use crate::args::{Restart, StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
 use crate::mcp_spans::McpSpans;
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
+use relay::Relay;
+use spillguard_std::core::StopReason;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -86,9 +90,14 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         .then(own_stderr)
         .flatten()
         .map(|stderr| Forward::start(stderr, host.config().redact_extra_patterns.clone()));
+    let relay = (args.restart != Restart::Never).then(Relay::new);
+    let started = Instant::now();
     let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap));
+    if let Some(relay) = &relay {
+        relay.running(call.canceller());
+    }
     if let Some(signals) = signals {
-        cancel_on_signals(signals, &call);
+        cancel_on_signals(signals, &call, relay.clone());
     }
     let output = Output::new(output, output_kind);
     // Exports run on a thread of their own, in order, never in a pump's way.
@@ -105,19 +114,50 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
     });
     let (stdout_done, unused_input) = match call.streams() {
         Ok((stdin, stdout)) => {
-            input::start(input, input_kind, stdin, requests.clone());
+            input::start(input, input_kind, stdin, requests.clone(), relay.clone());
             let mcp = requests.clone().map(|requests| Mcp {
                 max_message: args.max_message_bytes,
                 requests,
             });
             (
-                Some(output::start(stdout, output.clone(), mcp, &call)),
+                Some(output::start(
+                    stdout,
+                    output.clone(),
+                    mcp,
+                    &call,
+                    relay.clone(),
+                )),
                 None,
             )
         }
         Err(_) => (None, Some(input)),
     };
     let outcome = call.wait();
+    let mut ends = supervise::Ends {
+        unused_input,
+        input_kind,
+        stdout_done,
+    };
+    let (outcome, restarts) = match &relay {
+        Some(relay) => {
+            let runs = supervise::Runs {
+                host,
+                args,
+                forward: forward.as_ref(),
+                output: &output,
+                requests: requests.as_ref(),
+                relay,
+            };
+            let (outcome, summary) = supervise::run(&runs, outcome, started, &mut ends);
+            (outcome, Some(summary))
+        }
+        None => (outcome, None),
+    };
+    let supervise::Ends {
+        unused_input,
+        stdout_done,
+        ..
+    } = ends;
     // The server's stderr is over (the call waited for its end).
     let forwarded = forward.map(|forward| forward.finish());
     let record = outcome.record.clone();
@@ -153,6 +193,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             .forward_stderr
             .then(|| forwarded.map_or(0, |f| f.redactions)),
         record,
+        restarts,
     };
     let status = exit_status(&line.record);
     let written = serde_json::to_string(&line)
@@ -334,6 +375,15 @@ impl Requests {
             .wait_timeout_while(table, limit, |table| !table.heard);
     }
 
+    /// Answers every request still pending with `gone` now: a run is
+    /// over and the guard goes on.
+    pub fn answer_left(&self, gone: &ServerGone) {
+        let answers = self.answers(gone);
+        if !answers.is_empty() {
+            let _ = self.output.write_all(&answers);
+        }
+    }
+
     /// The answers for every request still pending (see
     /// `PendingRequests::answers`).
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
@@ -359,14 +409,18 @@ fn exit_status(record: &CallRecord) -> u8 {
 }
 
 /// Turns SIGINT, SIGTERM and SIGHUP into a cancel: the stdio shutdown
-/// (close stdin, the stdin close grace, TERM, grace, KILL).
-fn cancel_on_signals(mut signals: Signals, call: &CallHandle) {
+/// (close stdin, the stdin close grace, TERM, grace, KILL); with `relay`
+/// (`--restart`), of the run on, and no run follows.
+fn cancel_on_signals(mut signals: Signals, call: &CallHandle, relay: Option<Arc<Relay>>) {
     let canceller = call.canceller();
     let _ = std::thread::Builder::new()
         .name("spillguard-signals".into())
         .spawn(move || {
             for _ in signals.forever() {
-                canceller.cancel();
+                match &relay {
+                    Some(relay) => relay.stop(StopReason::StopAsked),
+                    None => canceller.cancel(),
+                }
             }
         });
 }

@@ -22,7 +22,9 @@ use spillguard_std::core::StdoutLineGuard;
 
 use super::Requests;
 use super::fds::Kind;
+use super::relay::Relay;
 use crate::call::{CallHandle, HelperStdout};
+use spillguard_std::core::StopReason;
 
 /// Bytes asked for per `splice(2)` into a pipe.
 #[cfg(target_os = "linux")]
@@ -99,12 +101,13 @@ pub struct Mcp {
 /// Starts the pump from the server's `stdout` to `output` (the call
 /// counts what it forwards and diverts); the receiver hears once the
 /// server's stdout has ended. If this program's stdout is gone (the host
-/// went away), the call is cancelled.
+/// went away), the call is cancelled (and, with `relay`, no run follows).
 pub fn start(
     stdout: HelperStdout,
     output: Arc<Output>,
     mcp: Option<Mcp>,
     call: &CallHandle,
+    relay: Option<Arc<Relay>>,
 ) -> mpsc::Receiver<()> {
     let (done, ended) = mpsc::channel();
     let canceller = call.canceller();
@@ -117,6 +120,9 @@ pub fn start(
             };
             if host_gone {
                 // Nobody reads our stdout any more: the host went away.
+                if let Some(relay) = relay {
+                    relay.stop(StopReason::HostLeft);
+                }
                 canceller.cancel();
             }
             let _ = done.send(());
