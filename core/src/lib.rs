@@ -164,7 +164,8 @@ pub use confine::{
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MAX_BATCH, MAX_PENDING, MAX_PENDING_ID_BYTES,
     MessageInfo, MessageKind, MessageScanner, PendingRequests, ProtocolLine, QueueEvent,
-    QueueSettings, RawValue, RestartNote, SERVER_GONE_CODE, Segment, ServerGone, StdoutLineGuard,
+    QueueSettings, RawValue, RestartNote, SERVER_GONE_CODE, Segment, ServerGone, ServerLine,
+    SessionReplay, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{

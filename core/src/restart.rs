@@ -305,6 +305,16 @@ impl Restarts {
         }
     }
 
+    /// The note for the answers when the new server could not take the
+    /// host's session, for `reason` (`restart refused: …`).
+    pub fn refused_note(&self, reason: &str) -> RestartNote {
+        RestartNote {
+            restart: format!("restart refused: {reason}"),
+            attempts: self.quick,
+            crash_loop: false,
+        }
+    }
+
     /// The server's run started at `now` (after a `Start`).
     ///
     /// # Errors

@@ -7,8 +7,9 @@
 mod stdio_common;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::process::{Pid, Signal, kill_process};
@@ -46,6 +47,38 @@ for line in sys.stdin:
             "result": {"content": [{"type": "text", "text": "call %d" % n}]}}), flush=True)
 "#;
 
+/// `stdio --mcp --restart RESTART -- python3 -c SCRIPT FILE`, started,
+/// with its stdin and its stdout read by line.
+fn python_guard(
+    restart: &str,
+    script: &str,
+    file: &Path,
+) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let file = file.to_str().unwrap();
+    let mut child = stdio(&[
+        "--mcp",
+        "--restart",
+        restart,
+        "--",
+        "python3",
+        "-c",
+        script,
+        file,
+    ])
+    .spawn()
+    .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, stdout)
+}
+
+/// The next message on the guard's stdout.
+fn read_message(stdout: &mut BufReader<ChildStdout>) -> Value {
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
 fn send(stdin: &mut ChildStdin, message: &Value) {
     stdin
         .write_all(format!("{message}\n").as_bytes())
@@ -78,25 +111,8 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
     let log = temp_path("restart-initialize.log");
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(log.with_extension("log.calls"));
-    let mut child = stdio(&[
-        "--mcp",
-        "--restart",
-        "on-failure",
-        "--",
-        "python3",
-        "-c",
-        CRASHES_ON_THIRD_CALL,
-        log.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut read = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
+    let (child, mut stdin, mut stdout) = python_guard("on-failure", CRASHES_ON_THIRD_CALL, &log);
+    let mut read = || read_message(&mut stdout);
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "host", "version": "1"}});
     send(
@@ -127,8 +143,13 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
                 "stderr_bytes_seen": 5, "call_id": call_id,
                 "restart": "restarting (attempt 2 of 5)", "attempts": 1, "crash_loop": false}}})
     );
-    // The next request, sent at once, waits for the new server.
+    // The next request, sent at once, waits for the new server and its
+    // replayed initialize; the host hears that the tools may have changed.
     send(&mut stdin, &call(4));
+    assert_eq!(
+        read(),
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
     let fourth = read();
     let latency = unix_now() - died;
     eprintln!("restart latency (exit to the successor's first answer): {latency:.3} s");
@@ -137,9 +158,19 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
         json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "call 4"}]}})
     );
     drop(stdin);
+    // Nothing more: the host saw one initialize answer, the first.
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "");
+    // Each server got the host's initialize, as the host sent it.
+    let initializes: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(initializes, [params.clone(), params]);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
-    assert_eq!(output.stdout, b"");
     let record = record_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "exit status 3", false]));
     assert_eq!(
@@ -217,13 +248,78 @@ fn a_server_that_exits_at_start_every_time_is_given_up_after_exactly_max_attempt
     }
     assert!(gave_up >= Duration::from_millis(150), "{gave_up:?}");
     drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(4));
-    assert_eq!(output.stdout, b"");
     let record = record_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([2, "exit status 4", true]));
     assert_eq!(record["exit_status"], 4);
     assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 3);
+    let _ = std::fs::remove_file(&starts);
+}
+
+/// A Python server that answers `initialize` with protocol version
+/// `2025-06-18` on its first run and `2024-11-05` after (its runs counted
+/// in `starts`), and exits with status 5 at its first `tools/call`.
+const CHANGES_ITS_PROTOCOL: &str = r#"
+import json, os, sys
+starts = sys.argv[1]
+with open(starts, "a") as f:
+    f.write("start\n")
+first = sum(1 for _ in open(starts)) == 1
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "initialize":
+        version = "2025-06-18" if first else "2024-11-05"
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": version, "capabilities": {},
+            "serverInfo": {"name": "s", "version": "1"}}}), flush=True)
+    elif msg.get("method") == "tools/call":
+        os._exit(5)
+"#;
+
+#[test]
+fn a_new_server_with_another_protocol_version_ends_the_restarts_and_says_why() {
+    let starts = temp_path("restart-protocol.log");
+    let _ = std::fs::remove_file(&starts);
+    let (child, mut stdin, mut stdout) = python_guard("always", CHANGES_ITS_PROTOCOL, &starts);
+    let mut read = || read_message(&mut stdout);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}),
+    );
+    assert_eq!(read()["result"]["protocolVersion"], "2025-06-18");
+    send(&mut stdin, &call(1));
+    assert_eq!(
+        read()["error"]["data"]["restart"],
+        "restarting (attempt 2 of 5)"
+    );
+    support::poll_until(Duration::from_secs(10), "a second start", || {
+        std::fs::read_to_string(&starts).is_ok_and(|s| s.lines().count() == 2)
+    });
+    // Queued behind the replay, then answered with the refusal.
+    send(&mut stdin, &call(2));
+    let refused = read();
+    let reason = "restart refused: the restarted server answered initialize with \
+        protocolVersion \"2024-11-05\", not \"2025-06-18\"";
+    assert_eq!(refused["id"], 2);
+    assert_eq!(
+        (
+            &refused["error"]["data"]["restart"],
+            &refused["error"]["data"]["crash_loop"]
+        ),
+        (&json!(reason), &json!(false))
+    );
+    send(&mut stdin, &call(3));
+    assert_eq!(read()["error"]["data"]["restart"], reason);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([1, "exit status 5", false]));
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&starts);
 }
 

@@ -11,10 +11,13 @@
 //!   server is gone ([`ServerGone`]).
 //! * [`InputQueue`] (`queue.rs`): the client's bytes on their way to the
 //!   server, and the rule for a server that stops reading.
+//! * [`SessionReplay`] (`replay.rs`): the host's session kept for a
+//!   restarted server, and the answers of its replay swallowed.
 
 mod line_guard;
 mod pending;
 mod queue;
+mod replay;
 mod scan;
 
 pub use line_guard::{
@@ -25,4 +28,5 @@ pub use pending::{
     ServerGone,
 };
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
+pub use replay::{MAX_KEPT_LINE, ServerLine, SessionReplay};
 pub use scan::{MAX_BATCH, MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

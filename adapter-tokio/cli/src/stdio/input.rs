@@ -103,7 +103,10 @@ struct Pump {
 impl Pump {
     fn run(mut self) {
         let mut server_gone = true;
-        if self.stdin.set_nonblocking(true).is_ok() {
+        // A server already gone (with `--restart`: the next run's stdin is
+        // waited for).
+        let usable = self.stdin.set_nonblocking(true).is_ok() || self.next_server();
+        if usable {
             server_gone = loop {
                 let run_over = (self.relay.as_ref())
                     .is_some_and(|relay| relay.generation() != self.generation);
@@ -128,11 +131,10 @@ impl Pump {
             if let Some(gone) = self.answer_all.take() {
                 self.answer_until_end(&gone);
             }
-            if self.queue.is_ended() || !server_gone {
-                // Said before the server's stdin closes, so that its end
-                // is not taken for a crash.
-                relay.client_ended();
-            }
+            // The client ended, or no run follows: said before the
+            // server's stdin closes, so that its end is not taken for a
+            // crash.
+            relay.client_ended();
         }
         // The end of the client's input (or the server's stdin is gone):
         // the call runs the stdio shutdown.
@@ -169,6 +171,23 @@ impl Pump {
                     let _ = stdin.set_nonblocking(true);
                     self.stdin = stdin;
                     self.queue.handle_progress(Instant::now());
+                    let first = match &self.requests {
+                        Some(requests) => requests.begin_replay(),
+                        None => Ok(Vec::new()),
+                    };
+                    match first {
+                        // Nothing to replay: the queue goes at once.
+                        Ok(first) if first.is_empty() => return true,
+                        // The queue waits for the new server's answer.
+                        Ok(first) => {
+                            let _ = self.write_now(&first);
+                        }
+                        Err(reason) => relay.refuse(reason),
+                    }
+                }
+                Next::Replayed(then) => {
+                    let _ = self.write_now(&then);
+                    self.queue.handle_progress(Instant::now());
                     return true;
                 }
                 Next::Over(last) => {
@@ -184,6 +203,24 @@ impl Pump {
                 Next::Wait => std::thread::sleep(HOLD),
             }
         }
+    }
+
+    /// Writes `bytes` to the server's stdin whole, waiting for room
+    /// (a server that is gone breaks the pipe).
+    fn write_now(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            match self.stdin.write(bytes) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(written) => bytes = bytes.get(written..).unwrap_or_default(),
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                    self.stdin
+                        .with_fd(|pipe| poll([(pipe, PollFlags::OUT)], Some(HOLD)))??;
+                }
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
     }
 
     /// After a crash loop: every request the client still sends is
@@ -338,6 +375,10 @@ impl Pump {
     /// with `--mcp`); `0`, or a read error, is the client's end.
     fn read_client(&mut self) -> std::io::Result<()> {
         let read = read_waiting(&self.input, self.queue.room()).unwrap_or_default();
+        if let (Some(requests), Some(_)) = (&self.requests, &self.relay) {
+            // The same room again: the bytes just read, kept for a replay.
+            requests.client_bytes(self.queue.room().get(..read).unwrap_or_default());
+        }
         let requests = self.requests.clone();
         self.queue.handle_read(read, |event| match event {
             QueueEvent::Request(info) => {

@@ -41,7 +41,9 @@ use rustix::event::PollFlags;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use spillguard_kit::os::{poll, read_waiting};
-use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
+use spillguard_std::core::{
+    CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone, ServerLine, SessionReplay,
+};
 
 use crate::args::{Restart, StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
@@ -110,7 +112,14 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         // The MCP session is the client's connection: the call's session.
         let session = args.run.session_id.as_deref();
         let session = session.unwrap_or_else(|| host.session_id());
-        Requests::new(output.clone(), call.call_id(), session, telemetry.clone())
+        let replay = relay.is_some();
+        Requests::new(
+            output.clone(),
+            call.call_id(),
+            session,
+            telemetry.clone(),
+            replay,
+        )
     });
     let (stdout_done, unused_input) = match call.streams() {
         Ok((stdin, stdout)) => {
@@ -275,6 +284,8 @@ struct Table {
     spans: Option<McpSpans>,
     /// The client has sent something (or ended).
     heard: bool,
+    /// With `--restart`: the host's session, for the next server.
+    replay: Option<SessionReplay>,
 }
 
 impl Requests {
@@ -283,12 +294,14 @@ impl Requests {
         call_id: &str,
         session_id: &str,
         telemetry: Option<Arc<TelemetryWorker>>,
+        replay: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(Table {
                 spans: telemetry
                     .as_ref()
                     .map(|_| McpSpans::new(Some(call_id), session_id)),
+                replay: replay.then(SessionReplay::new),
                 ..Table::default()
             }),
             changed: Condvar::new(),
@@ -309,6 +322,32 @@ impl Requests {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes read from the client, as read (kept for a replay, with
+    /// `--restart`).
+    pub fn client_bytes(&self, bytes: &[u8]) {
+        if let Some(replay) = &mut self.lock().replay {
+            replay.handle_client(bytes);
+        }
+    }
+
+    /// A line the server wrote, before it is forwarded: what to do with
+    /// it while a new server takes the host's session.
+    pub fn server_line(&self, line: &[u8], info: &MessageInfo) -> ServerLine {
+        match &mut self.lock().replay {
+            Some(replay) => replay.handle_server(line, info),
+            None => ServerLine::Forward,
+        }
+    }
+
+    /// A new server started: what it gets first (the host's
+    /// `initialize`), or why the session cannot be replayed.
+    pub fn begin_replay(&self) -> Result<Vec<u8>, String> {
+        match &mut self.lock().replay {
+            Some(replay) => replay.begin(),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// A request read from the client, before the server can see it.

@@ -24,7 +24,7 @@ use super::Requests;
 use super::fds::Kind;
 use super::relay::Relay;
 use crate::call::{CallHandle, HelperStdout};
-use spillguard_std::core::StopReason;
+use spillguard_std::core::{ServerLine, StopReason};
 
 /// Bytes asked for per `splice(2)` into a pipe.
 #[cfg(target_os = "linux")]
@@ -115,7 +115,7 @@ pub fn start(
         .name("spillguard-stdout".into())
         .spawn(move || {
             let host_gone = match mcp {
-                Some(mcp) => guarded(stdout, &output, &mcp),
+                Some(mcp) => guarded(stdout, &output, &mcp, relay.as_deref()),
                 None => plain(stdout, &output),
             };
             if host_gone {
@@ -171,13 +171,30 @@ fn plain(mut stdout: HelperStdout, output: &Output) -> bool {
     }
 }
 
-/// Forwards whole messages only (see the module docs); returns whether
-/// this program's stdout is gone.
-fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp) -> bool {
+/// Forwards whole messages only (see the module docs); with `relay`
+/// (`--restart`), the answers of a replayed session are swallowed and its
+/// end handed on. Returns whether this program's stdout is gone.
+fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp, relay: Option<&Relay>) -> bool {
     let mut guard = StdoutLineGuard::with_max_message(mcp.max_message);
     loop {
         let mut failed_write = false;
         let read = stdout.read_guarded(&mut guard, |line| {
+            if let Some(relay) = relay {
+                match mcp.requests.server_line(line.bytes, line.info) {
+                    ServerLine::Swallow => return Ok(()),
+                    ServerLine::Ready { to_server, to_host } => {
+                        relay.replayed(to_server);
+                        return output
+                            .write_all(&to_host)
+                            .inspect_err(|_| failed_write = true);
+                    }
+                    ServerLine::Refused(reason) => {
+                        relay.refuse(reason);
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
             // A last message without its newline gets one: clients read
             // by line.
             let bytes = line.bytes;

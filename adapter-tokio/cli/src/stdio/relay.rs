@@ -37,6 +37,11 @@ struct Shared {
     over: Option<Option<ServerGone>>,
     /// Why no run follows, as soon as that is known.
     stop: Option<StopReason>,
+    /// Why the new server could not take the host's session.
+    refused: Option<String>,
+    /// What the new server gets once it took the session, until the pump
+    /// takes it.
+    replayed: Option<Vec<u8>>,
     /// The client's input has ended.
     client_ended: bool,
     /// Stops the current run.
@@ -50,6 +55,9 @@ pub enum Next {
     Gone(u64, ServerGone),
     /// The next run's stdin.
     Attach(HelperStdin),
+    /// The new server took the host's session: write this to it, then
+    /// what is queued.
+    Replayed(Vec<u8>),
     /// No run follows; with an answer, every request from now on gets it.
     Over(Option<ServerGone>),
     /// Nothing yet.
@@ -98,6 +106,24 @@ impl Relay {
         self.changed.notify_all();
     }
 
+    /// The new server took the host's session (the stdout pump saw its
+    /// `initialize` answer): `to_server` goes to it before the queue.
+    pub fn replayed(&self, to_server: Vec<u8>) {
+        self.lock().replayed = Some(to_server);
+    }
+
+    /// The new server cannot take the host's session, for `reason`: it is
+    /// stopped, and no run follows.
+    pub fn refuse(&self, reason: String) {
+        self.lock().refused.get_or_insert(reason);
+        self.stop(StopReason::Refused);
+    }
+
+    /// Why the new server could not take the session, if it could not.
+    pub fn refused(&self) -> Option<String> {
+        self.lock().refused.clone()
+    }
+
     /// Why no restart may follow, if one may not.
     pub fn stop_reason(&self) -> Option<StopReason> {
         self.lock().stop
@@ -142,6 +168,9 @@ impl Relay {
         if let Some(stdin) = state.next.take() {
             return Next::Attach(stdin);
         }
+        if let Some(bytes) = state.replayed.take() {
+            return Next::Replayed(bytes);
+        }
         match &state.over {
             Some(last) => Next::Over(last.clone()),
             None => Next::Wait,
@@ -159,10 +188,16 @@ impl Relay {
         state.stop.is_some()
     }
 
-    /// Waits until the client's input has ended (or a stop is asked).
+    /// Waits until the client's input has ended (or the host left, or a
+    /// stop is asked).
     pub fn await_client_end(&self) {
         let mut state = self.lock();
-        while !state.client_ended && state.stop.is_none() {
+        while !state.client_ended
+            && !matches!(
+                state.stop,
+                Some(StopReason::HostLeft | StopReason::StopAsked)
+            )
+        {
             state = self
                 .changed
                 .wait_timeout(state, Duration::from_secs(1))

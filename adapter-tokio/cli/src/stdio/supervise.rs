@@ -79,6 +79,17 @@ pub fn run(
             }
             break;
         }
+        if let Some(reason) = runs.relay.refused() {
+            // The new server could not take the host's session: every
+            // request is answered with why, until the host leaves.
+            let gone = ServerGone {
+                restart: Some(restarts.refused_note(&reason)),
+                ..gone
+            };
+            runs.relay.over(Some(gone));
+            runs.relay.await_client_end();
+            break;
+        }
         let Some(until) = restarts.poll_timeout() else {
             runs.relay.over(None);
             break;

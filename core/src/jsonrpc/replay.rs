@@ -1,0 +1,365 @@
+//! What a guard that restarts its MCP server keeps of the host's session,
+//! and how it hands it to the next server without the host seeing it:
+//! see [`SessionReplay`].
+//!
+//! **The host never sees a restart in the protocol.** Kept: the host's
+//! `initialize` request (its bytes, as sent), whether it sent
+//! `notifications/initialized`, and each `resources/subscribe` and
+//! `logging/setLevel` request the server answered with a result (an error
+//! answer forgets it). A new server gets the `initialize` first; its
+//! answer is swallowed and must name the `protocolVersion` the first
+//! server's did, or the replay is refused with the reason. Then it gets
+//! `notifications/initialized` and the kept requests (their answers
+//! swallowed too), and the host gets `notifications/tools/list_changed`,
+//! plus `notifications/prompts/list_changed` and
+//! `notifications/resources/list_changed` when the first server's
+//! `initialize` result advertised prompts or resources. A kept line is at
+//! most [`MAX_KEPT_LINE`] bytes; a longer `initialize` makes the session
+//! one that cannot be replayed (the replay is refused, saying so).
+
+use std::collections::{HashMap, HashSet};
+
+use memchr::memmem;
+use serde_json::Value;
+
+use super::scan::{MessageInfo, MessageKind, RawValue};
+
+/// The longest client line kept for a replay (64 KiB: an `initialize`
+/// with its capabilities and client info is a few hundred bytes).
+pub const MAX_KEPT_LINE: usize = 64 << 10;
+
+/// What to do with a line the server wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerLine {
+    /// Forward it to the host.
+    Forward,
+    /// Swallow it: the answer to a replayed request.
+    Swallow,
+    /// Swallow it: the new server took the session. Write `to_server`
+    /// to it (the `initialized` notification and the kept requests), then
+    /// what the host queued, and `to_host` to the host.
+    Ready {
+        /// For the new server, before anything the host sent.
+        to_server: Vec<u8>,
+        /// For the host: the `list_changed` notifications.
+        to_host: Vec<u8>,
+    },
+    /// Swallow it: the new server cannot take the session; no more
+    /// restarts.
+    Refused(String),
+}
+
+/// The host's session as a restarting guard keeps it; see the module
+/// docs. Feed it the client's bytes as read and each server line before
+/// it is forwarded; call [`begin`](Self::begin) when a new server starts.
+#[derive(Debug, Default)]
+pub struct SessionReplay {
+    /// The client's line being read (up to [`MAX_KEPT_LINE`]).
+    line: Vec<u8>,
+    /// The line being read is longer than kept.
+    overlong: bool,
+    /// The host's `initialize`: its id and line.
+    initialize: Option<(RawValue, Vec<u8>)>,
+    /// The host's `initialize` was too long to keep.
+    initialize_lost: bool,
+    /// The host sent `notifications/initialized`.
+    initialized: bool,
+    /// `resources/subscribe` and `logging/setLevel` requests not answered
+    /// yet.
+    asked: HashMap<RawValue, Vec<u8>>,
+    /// Those answered with a result, in order.
+    kept: Vec<Vec<u8>>,
+    /// The first server's `initialize` result: its protocol version and
+    /// whether it has prompts and resources.
+    session: Option<(Value, bool, bool)>,
+    /// While a new server is taking the session: the answers to swallow,
+    /// and the `initialize` id while its answer is awaited.
+    swallow: HashSet<RawValue>,
+    awaiting: Option<RawValue>,
+}
+
+impl SessionReplay {
+    /// Nothing kept yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes read from the client, in any chunking.
+    pub fn handle_client(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
+            let (part, rest, ends) = match memchr::memchr(b'\n', chunk) {
+                Some(at) => (&chunk[..at], &chunk[at + 1..], true),
+                None => (chunk, &[][..], false),
+            };
+            if self.line.len() + part.len() > MAX_KEPT_LINE {
+                self.overlong = true;
+                self.line.clear();
+            } else if !self.overlong {
+                self.line.extend_from_slice(part);
+            }
+            if ends {
+                let line = std::mem::take(&mut self.line);
+                if std::mem::take(&mut self.overlong) {
+                    self.initialize_lost |= self.initialize.is_none();
+                } else {
+                    self.client_line(line);
+                }
+            }
+            chunk = rest;
+        }
+    }
+
+    fn client_line(&mut self, mut line: Vec<u8>) {
+        let wanted = ["initialize", "resources/subscribe", "logging/setLevel"];
+        if !wanted
+            .iter()
+            .any(|m| memmem::find(&line, m.as_bytes()).is_some())
+        {
+            return;
+        }
+        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
+            return;
+        };
+        let method = message.get("method").and_then(Value::as_str);
+        let id = message
+            .get("id")
+            .and_then(|id| RawValue::new(id.to_string().as_bytes()));
+        line.push(b'\n');
+        match (method, id) {
+            (Some("notifications/initialized"), None) => self.initialized = true,
+            (Some("initialize"), Some(id)) if self.initialize.is_none() => {
+                self.initialize = Some((id, line));
+            }
+            (Some("resources/subscribe" | "logging/setLevel"), Some(id)) => {
+                self.asked.insert(id, line);
+            }
+            _ => {}
+        }
+    }
+
+    /// A line the server wrote (`info` from the stdout guard): forwarded,
+    /// swallowed, or the end of a replay.
+    pub fn handle_server(&mut self, line: &[u8], info: &MessageInfo) -> ServerLine {
+        if info.kind != MessageKind::Response {
+            return ServerLine::Forward;
+        }
+        let Some(id) = &info.id else {
+            return ServerLine::Forward;
+        };
+        if self.awaiting.as_ref() == Some(id) {
+            self.awaiting = None;
+            return self.new_session(line);
+        }
+        if self.swallow.remove(id) {
+            return ServerLine::Swallow;
+        }
+        if let Some(asked) = self.asked.remove(id)
+            && info.error_code.is_none()
+        {
+            self.kept.push(asked);
+        }
+        if self.session.is_none() && self.initialize.as_ref().is_some_and(|(init, _)| init == id) {
+            self.session = Some(session_of(line));
+        }
+        ServerLine::Forward
+    }
+
+    /// A new server started: the bytes to write to it first (the host's
+    /// `initialize`), or why the session cannot be replayed.
+    ///
+    /// # Errors
+    ///
+    /// The reason, when the host's `initialize` could not be kept.
+    pub fn begin(&mut self) -> Result<Vec<u8>, String> {
+        self.asked.clear();
+        self.swallow.clear();
+        match &self.initialize {
+            Some((id, line)) => {
+                self.awaiting = Some(id.clone());
+                Ok(line.clone())
+            }
+            None if self.initialize_lost => Err(format!(
+                "the host's initialize request is longer than {MAX_KEPT_LINE} bytes and was not kept"
+            )),
+            // The host never initialized: nothing to replay.
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Whether a replay is waiting for the new server's `initialize`
+    /// answer.
+    pub fn is_replaying(&self) -> bool {
+        self.awaiting.is_some()
+    }
+
+    /// The new server answered the host's `initialize`.
+    fn new_session(&mut self, line: &[u8]) -> ServerLine {
+        let (version, prompts, resources) = session_of(line);
+        let Some((first, had_prompts, had_resources)) = &self.session else {
+            // The first server never answered: this one's answer is the
+            // host's to see.
+            return ServerLine::Forward;
+        };
+        if &version != first {
+            return ServerLine::Refused(format!(
+                "the restarted server answered initialize with protocolVersion {version}, not {first}"
+            ));
+        }
+        let mut to_server = Vec::new();
+        if self.initialized {
+            to_server.extend_from_slice(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            );
+        }
+        for line in &self.kept {
+            to_server.extend_from_slice(line);
+            if let Some(id) = serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|m| m.get("id").map(Value::to_string))
+                .and_then(|id| RawValue::new(id.as_bytes()))
+            {
+                self.swallow.insert(id);
+            }
+        }
+        let mut to_host = Vec::new();
+        for (kind, on) in [
+            ("tools", true),
+            ("prompts", *had_prompts && prompts),
+            ("resources", *had_resources && resources),
+        ] {
+            if on {
+                to_host.extend_from_slice(
+                    format!(
+                        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/{kind}/list_changed\"}}\n"
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        ServerLine::Ready { to_server, to_host }
+    }
+}
+
+/// An `initialize` result's `protocolVersion` and whether its
+/// capabilities name prompts and resources.
+fn session_of(line: &[u8]) -> (Value, bool, bool) {
+    let message = serde_json::from_slice::<Value>(line).unwrap_or(Value::Null);
+    let result = message.get("result").unwrap_or(&Value::Null);
+    let capabilities = result.get("capabilities").unwrap_or(&Value::Null);
+    (
+        result
+            .get("protocolVersion")
+            .cloned()
+            .unwrap_or(Value::Null),
+        capabilities.get("prompts").is_some(),
+        capabilities.get("resources").is_some(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::MessageScanner;
+
+    fn info(line: &[u8]) -> MessageInfo {
+        let mut scanner = MessageScanner::new();
+        scanner.feed(line);
+        scanner.finish().unwrap()
+    }
+
+    const INIT: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"h"}}}"#;
+    const INIT_OK: &[u8] = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{"subscribe":true}}}}"#;
+
+    /// A session: initialize answered, initialized, a subscribe that
+    /// succeeded, a setLevel that failed.
+    fn session() -> SessionReplay {
+        let mut r = SessionReplay::new();
+        // Split anywhere: lines are whole when kept.
+        let client = [
+            INIT,
+            b"\n",
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            b"\n",
+            br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+            b"\n",
+            br#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+            b"\n",
+        ]
+        .concat();
+        for piece in client.chunks(5) {
+            r.handle_client(piece);
+        }
+        assert_eq!(
+            r.handle_server(INIT_OK, &info(INIT_OK)),
+            ServerLine::Forward
+        );
+        let ok = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+        assert_eq!(r.handle_server(ok, &info(ok)), ServerLine::Forward);
+        let failed = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
+        assert_eq!(r.handle_server(failed, &info(failed)), ServerLine::Forward);
+        r
+    }
+
+    #[test]
+    fn a_new_server_gets_the_session_and_its_answers_are_swallowed() {
+        let mut r = session();
+        assert_eq!(r.begin().unwrap(), [INIT, b"\n"].concat());
+        assert!(r.is_replaying());
+        let verdict = r.handle_server(INIT_OK, &info(INIT_OK));
+        assert_eq!(
+            verdict,
+            ServerLine::Ready {
+                to_server: [
+                    &br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..],
+                    b"\n",
+                    br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+                    b"\n",
+                ]
+                .concat(),
+                to_host: [
+                    &br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#[..],
+                    b"\n",
+                    br#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#,
+                    b"\n",
+                ]
+                .concat(),
+            }
+        );
+        assert!(!r.is_replaying());
+        let again = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+        assert_eq!(r.handle_server(again, &info(again)), ServerLine::Swallow);
+        // Only once: the host's own later answer with that id goes through.
+        assert_eq!(r.handle_server(again, &info(again)), ServerLine::Forward);
+    }
+
+    #[test]
+    fn another_protocol_version_refuses_the_replay() {
+        let mut r = session();
+        r.begin().unwrap();
+        let other = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2024-11-05","capabilities":{}}}"#;
+        assert_eq!(
+            r.handle_server(other, &info(other)),
+            ServerLine::Refused(
+                "the restarted server answered initialize with protocolVersion \"2024-11-05\", not \"2025-06-18\"".into()
+            )
+        );
+    }
+
+    #[test]
+    fn an_initialize_longer_than_kept_cannot_be_replayed() {
+        let mut r = SessionReplay::new();
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(MAX_KEPT_LINE)
+        );
+        r.handle_client(long.as_bytes());
+        r.handle_client(b"\n");
+        assert_eq!(
+            r.begin(),
+            Err("the host's initialize request is longer than 65536 bytes and was not kept".into())
+        );
+        // A host that never initialized has nothing to replay.
+        assert_eq!(SessionReplay::new().begin(), Ok(Vec::new()));
+    }
+}
