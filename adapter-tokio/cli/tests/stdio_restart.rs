@@ -79,6 +79,20 @@ fn read_message(stdout: &mut BufReader<ChildStdout>) -> Value {
     serde_json::from_str(&line).unwrap()
 }
 
+/// `stdio FLAGS -- sh -c SCRIPT`, started.
+fn sh_guard(flags: &[&str], script: &str) -> Child {
+    stdio(&[flags, &["--", "sh", "-c", script]].concat())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `starts` has `n` lines (a server's runs, a line each).
+fn await_starts(starts: &Path, n: usize) {
+    support::poll_until(Duration::from_secs(10), "the server's starts", || {
+        std::fs::read_to_string(starts).is_ok_and(|s| s.lines().count() == n)
+    });
+}
+
 fn send(stdin: &mut ChildStdin, message: &Value) {
     stdin
         .write_all(format!("{message}\n").as_bytes())
@@ -191,7 +205,7 @@ fn a_server_that_exits_at_start_every_time_is_given_up_after_exactly_max_attempt
     let _ = std::fs::remove_file(&starts);
     let script = format!("echo start >> {}; echo dying >&2; exit 4", starts.display());
     let started = Instant::now();
-    let mut child = stdio(&[
+    let flags = [
         "--mcp",
         "--restart",
         "on-failure",
@@ -199,18 +213,11 @@ fn a_server_that_exits_at_start_every_time_is_given_up_after_exactly_max_attempt
         "3",
         "--restart-backoff-ms",
         "50,200",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ])
-    .spawn()
-    .unwrap();
+    ];
+    let mut child = sh_guard(&flags, &script);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    support::poll_until(Duration::from_secs(10), "three starts", || {
-        std::fs::read_to_string(&starts).is_ok_and(|s| s.lines().count() == 3)
-    });
+    await_starts(&starts, 3);
     let gave_up = started.elapsed();
     let mut answers = Vec::new();
     for id in 1..=2 {
@@ -297,9 +304,7 @@ fn a_new_server_with_another_protocol_version_ends_the_restarts_and_says_why() {
         read()["error"]["data"]["restart"],
         "restarting (attempt 2 of 5)"
     );
-    support::poll_until(Duration::from_secs(10), "a second start", || {
-        std::fs::read_to_string(&starts).is_ok_and(|s| s.lines().count() == 2)
-    });
+    await_starts(&starts, 2);
     // Queued behind the replay, then answered with the refusal.
     send(&mut stdin, &call(2));
     let refused = read();
@@ -437,4 +442,52 @@ fn bad_restart_flags_are_usage_errors_that_name_the_flag() {
         );
         assert!(!marker.exists(), "nothing runs: {flags:?}");
     }
+}
+
+#[test]
+fn forward_stderr_marks_each_new_run() {
+    let starts = temp_path("restart-forward.log");
+    let record = temp_path("restart-forward.jsonl");
+    let _ = std::fs::remove_file(&starts);
+    let _ = std::fs::remove_file(&record);
+    let script = format!(
+        "echo start >> {}; echo run >&2; read line; exit 3",
+        starts.display()
+    );
+    let flags = [
+        "--restart",
+        "on-failure",
+        "--restart-max",
+        "2",
+        "--restart-backoff-ms",
+        "10,20",
+        "--forward-stderr",
+        "--record",
+        record.to_str().unwrap(),
+    ];
+    let mut child = sh_guard(&flags, &script);
+    let mut stdin = child.stdin.take().unwrap();
+    await_starts(&starts, 1);
+    stdin.write_all(b"one\n").unwrap();
+    await_starts(&starts, 2);
+    stdin.write_all(b"two\n").unwrap();
+    // Two quick runs: a crash loop; the guard ends once stdin does.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "run\nspillguard: server restarted (attempt 2)\nrun\n"
+    );
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim_end()).unwrap();
+    assert_eq!(
+        restart_fields(&line),
+        json!([1, "exit status 3", true]),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
+    let _ = std::fs::remove_file(&starts);
+    let _ = std::fs::remove_file(&record);
 }

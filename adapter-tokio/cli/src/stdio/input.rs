@@ -23,9 +23,10 @@
 //!   server's stdin: the MCP stdio shutdown the core runs.
 //! * **With `--restart`** ([`Relay`]) the pump never waits longer than
 //!   100 ms without looking at the relay, and does not splice. When a run
-//!   is over, what is queued is dropped and the requests left are
-//!   answered (within 1 s of the exit); while the next run starts, the
-//!   client is still read and its requests are queued for it. When no
+//!   is over, the message it had begun is dropped and the requests it was
+//!   given are answered (within 1 s of the exit); the messages it never
+//!   began, and what the client sends while the next run starts, are
+//!   queued for that run. When no
 //!   run follows a crash loop, every request is answered at once until
 //!   the client ends.
 
@@ -161,10 +162,11 @@ impl Pump {
             match relay.next(self.generation) {
                 Next::Gone(generation, gone) => {
                     self.generation = generation;
-                    self.queue.abandon();
+                    self.queue.handle_server_gone();
                     self.report();
                     if let Some(requests) = &self.requests {
-                        requests.answer_left(&gone);
+                        // What the last server never saw waits for the next.
+                        requests.answer_left_except(&gone, self.queue.queued_requests());
                     }
                 }
                 Next::Attach(mut stdin) => {

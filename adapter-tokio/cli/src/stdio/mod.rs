@@ -423,6 +423,31 @@ impl Requests {
         }
     }
 
+    /// Answers every request still pending with `gone` now, except
+    /// `queued` (still queued whole for the next run: they stay pending).
+    /// The spans of the requests answered here are closed at the guard's
+    /// end.
+    pub fn answer_left_except<'a>(
+        &self,
+        gone: &ServerGone,
+        queued: impl Iterator<Item = &'a MessageInfo>,
+    ) {
+        let mut table = self.lock();
+        let queued: Vec<&MessageInfo> = queued.collect();
+        for info in &queued {
+            // Set aside (the answer made for it is not used).
+            let _ = table.pending.dropped(info, &self.call_id);
+        }
+        let answers = table.pending.answers(gone);
+        for info in queued {
+            table.pending.handle_client(info);
+        }
+        drop(table);
+        if !answers.is_empty() {
+            let _ = self.output.write_all(&answers);
+        }
+    }
+
     /// The answers for every request still pending (see
     /// `PendingRequests::answers`).
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
