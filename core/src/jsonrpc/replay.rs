@@ -15,9 +15,12 @@
 //! `notifications/resources/list_changed` when the first server's
 //! `initialize` result advertised prompts or resources. A kept line is at
 //! most [`MAX_KEPT_LINE`] bytes; a longer `initialize` makes the session
-//! one that cannot be replayed (the replay is refused, saying so).
+//! one that cannot be replayed (the replay is refused, saying so). A new
+//! server that has not answered the `initialize` within [`REPLAY_WAIT`]
+//! is refused too.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use memchr::memmem;
 use serde_json::Value;
@@ -27,6 +30,11 @@ use super::scan::{MessageInfo, MessageKind, RawValue};
 /// The longest client line kept for a replay (64 KiB: an `initialize`
 /// with its capabilities and client info is a few hundred bytes).
 pub const MAX_KEPT_LINE: usize = 64 << 10;
+
+/// How long a new server may take to answer the replayed `initialize`
+/// (10 s: what a server's own start may take, while the host's requests
+/// wait in the queue).
+pub const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
 /// What to do with a line the server wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +85,8 @@ pub struct SessionReplay {
     /// and the `initialize` id while its answer is awaited.
     swallow: HashSet<RawValue>,
     awaiting: Option<RawValue>,
+    /// When the replayed `initialize` went out.
+    began: Option<Instant>,
 }
 
 impl SessionReplay {
@@ -171,12 +181,13 @@ impl SessionReplay {
     /// # Errors
     ///
     /// The reason, when the host's `initialize` could not be kept.
-    pub fn begin(&mut self) -> Result<Vec<u8>, String> {
+    pub fn begin(&mut self, now: Instant) -> Result<Vec<u8>, String> {
         self.asked.clear();
         self.swallow.clear();
         match &self.initialize {
             Some((id, line)) => {
                 self.awaiting = Some(id.clone());
+                self.began = Some(now);
                 Ok(line.clone())
             }
             None if self.initialize_lost => Err(format!(
@@ -191,6 +202,27 @@ impl SessionReplay {
     /// answer.
     pub fn is_replaying(&self) -> bool {
         self.awaiting.is_some()
+    }
+
+    /// When the new server's `initialize` answer is overdue.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.awaiting
+            .as_ref()
+            .and(self.began)
+            .and_then(|began| began.checked_add(REPLAY_WAIT))
+    }
+
+    /// The reason to refuse the new server, once its answer is overdue
+    /// at `now` (nothing before).
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<String> {
+        if self.poll_timeout().is_none_or(|due| now < due) {
+            return None;
+        }
+        self.awaiting = None;
+        Some(format!(
+            "the restarted server did not answer initialize within {} s",
+            REPLAY_WAIT.as_secs()
+        ))
     }
 
     /// The new server answered the host's `initialize`.
@@ -255,111 +287,4 @@ fn session_of(line: &[u8]) -> (Value, bool, bool) {
         capabilities.get("prompts").is_some(),
         capabilities.get("resources").is_some(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::jsonrpc::MessageScanner;
-
-    fn info(line: &[u8]) -> MessageInfo {
-        let mut scanner = MessageScanner::new();
-        scanner.feed(line);
-        scanner.finish().unwrap()
-    }
-
-    const INIT: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"h"}}}"#;
-    const INIT_OK: &[u8] = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{"subscribe":true}}}}"#;
-
-    /// A session: initialize answered, initialized, a subscribe that
-    /// succeeded, a setLevel that failed.
-    fn session() -> SessionReplay {
-        let mut r = SessionReplay::new();
-        // Split anywhere: lines are whole when kept.
-        let client = [
-            INIT,
-            b"\n",
-            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            b"\n",
-            br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
-            b"\n",
-            br#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"debug"}}"#,
-            b"\n",
-        ]
-        .concat();
-        for piece in client.chunks(5) {
-            r.handle_client(piece);
-        }
-        assert_eq!(
-            r.handle_server(INIT_OK, &info(INIT_OK)),
-            ServerLine::Forward
-        );
-        let ok = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
-        assert_eq!(r.handle_server(ok, &info(ok)), ServerLine::Forward);
-        let failed = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
-        assert_eq!(r.handle_server(failed, &info(failed)), ServerLine::Forward);
-        r
-    }
-
-    #[test]
-    fn a_new_server_gets_the_session_and_its_answers_are_swallowed() {
-        let mut r = session();
-        assert_eq!(r.begin().unwrap(), [INIT, b"\n"].concat());
-        assert!(r.is_replaying());
-        let verdict = r.handle_server(INIT_OK, &info(INIT_OK));
-        assert_eq!(
-            verdict,
-            ServerLine::Ready {
-                to_server: [
-                    &br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..],
-                    b"\n",
-                    br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
-                    b"\n",
-                ]
-                .concat(),
-                to_host: [
-                    &br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#[..],
-                    b"\n",
-                    br#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#,
-                    b"\n",
-                ]
-                .concat(),
-            }
-        );
-        assert!(!r.is_replaying());
-        let again = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
-        assert_eq!(r.handle_server(again, &info(again)), ServerLine::Swallow);
-        // Only once: the host's own later answer with that id goes through.
-        assert_eq!(r.handle_server(again, &info(again)), ServerLine::Forward);
-    }
-
-    #[test]
-    fn another_protocol_version_refuses_the_replay() {
-        let mut r = session();
-        r.begin().unwrap();
-        let other = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2024-11-05","capabilities":{}}}"#;
-        assert_eq!(
-            r.handle_server(other, &info(other)),
-            ServerLine::Refused(
-                "the restarted server answered initialize with protocolVersion \"2024-11-05\", not \"2025-06-18\"".into()
-            )
-        );
-    }
-
-    #[test]
-    fn an_initialize_longer_than_kept_cannot_be_replayed() {
-        let mut r = SessionReplay::new();
-        let long = format!(
-            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"pad":"{}"}}}}"#,
-            "x".repeat(MAX_KEPT_LINE)
-        );
-        r.handle_client(long.as_bytes());
-        r.handle_client(b"\n");
-        assert_eq!(
-            r.begin(),
-            Err("the host's initialize request is longer than 65536 bytes and was not kept".into())
-        );
-        // A host that never initialized has nothing to replay.
-        assert_eq!(SessionReplay::new().begin(), Ok(Vec::new()));
-    }
 }

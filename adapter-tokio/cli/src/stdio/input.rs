@@ -159,6 +159,11 @@ impl Pump {
             return false;
         };
         loop {
+            let overdue = (self.requests.as_ref())
+                .and_then(|requests| requests.replay_overdue(Instant::now()));
+            if let Some(reason) = overdue {
+                relay.refuse(reason);
+            }
             match relay.next(self.generation) {
                 Next::Gone(generation, gone) => {
                     self.generation = generation;
@@ -174,7 +179,7 @@ impl Pump {
                     self.stdin = stdin;
                     self.queue.handle_progress(Instant::now());
                     let first = match &self.requests {
-                        Some(requests) => requests.begin_replay(),
+                        Some(requests) => requests.begin_replay(Instant::now()),
                         None => Ok(Vec::new()),
                     };
                     match first {

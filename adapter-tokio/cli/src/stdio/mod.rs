@@ -343,11 +343,20 @@ impl Requests {
 
     /// A new server started: what it gets first (the host's
     /// `initialize`), or why the session cannot be replayed.
-    pub fn begin_replay(&self) -> Result<Vec<u8>, String> {
+    pub fn begin_replay(&self, now: Instant) -> Result<Vec<u8>, String> {
         match &mut self.lock().replay {
-            Some(replay) => replay.begin(),
+            Some(replay) => replay.begin(now),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Why the new server is refused, once its `initialize` answer is
+    /// overdue at `now`.
+    pub fn replay_overdue(&self, now: Instant) -> Option<String> {
+        self.lock()
+            .replay
+            .as_mut()
+            .and_then(|replay| replay.handle_timeout(now))
     }
 
     /// A request read from the client, before the server can see it.

@@ -1,0 +1,142 @@
+//! What a restarting guard keeps of the host's MCP session and how a new
+//! server takes it: the exact bytes replayed, the answers swallowed, the
+//! notifications the host gets, and the refusals (another protocol
+//! version, an initialize too long to keep, no answer within the wait).
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use spillguard_core::jsonrpc::{
+    MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, ServerLine, SessionReplay,
+};
+/// The tests' time origin, read once; every later instant is an offset.
+#[allow(clippy::disallowed_methods)]
+fn later(ms: u64) -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now) + Duration::from_millis(ms)
+}
+
+fn info(line: &[u8]) -> MessageInfo {
+    let mut scanner = MessageScanner::new();
+    scanner.feed(line);
+    scanner.finish().unwrap()
+}
+
+const INIT: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"h"}}}"#;
+const INIT_OK: &[u8] = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{"subscribe":true}}}}"#;
+
+/// A session: initialize answered, initialized, a subscribe that
+/// succeeded, a setLevel that failed.
+fn session() -> SessionReplay {
+    let mut r = SessionReplay::new();
+    // Split anywhere: lines are whole when kept.
+    let client = [
+        INIT,
+        b"\n",
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        b"\n",
+        br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+        b"\n",
+        br#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        b"\n",
+    ]
+    .concat();
+    for piece in client.chunks(5) {
+        r.handle_client(piece);
+    }
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    let ok = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+    assert_eq!(r.handle_server(ok, &info(ok)), ServerLine::Forward);
+    let failed = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
+    assert_eq!(r.handle_server(failed, &info(failed)), ServerLine::Forward);
+    r
+}
+
+#[test]
+fn a_new_server_gets_the_session_and_its_answers_are_swallowed() {
+    let mut r = session();
+    let t0 = later(0);
+    assert_eq!(r.begin(t0).unwrap(), [INIT, b"\n"].concat());
+    assert!(r.is_replaying());
+    assert_eq!(r.poll_timeout(), Some(t0 + REPLAY_WAIT));
+    let verdict = r.handle_server(INIT_OK, &info(INIT_OK));
+    assert_eq!(
+        verdict,
+        ServerLine::Ready {
+            to_server: [
+                &br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..],
+                b"\n",
+                br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+                b"\n",
+            ]
+            .concat(),
+            to_host: [
+                &br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#[..],
+                b"\n",
+                br#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#,
+                b"\n",
+            ]
+            .concat(),
+        }
+    );
+    assert!(!r.is_replaying());
+    let again = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+    assert_eq!(r.handle_server(again, &info(again)), ServerLine::Swallow);
+    // Only once: the host's own later answer with that id goes through.
+    assert_eq!(r.handle_server(again, &info(again)), ServerLine::Forward);
+}
+
+#[test]
+fn another_protocol_version_refuses_the_replay() {
+    let mut r = session();
+    r.begin(later(0)).unwrap();
+    let other =
+        br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2024-11-05","capabilities":{}}}"#;
+    assert_eq!(
+        r.handle_server(other, &info(other)),
+        ServerLine::Refused(
+            "the restarted server answered initialize with protocolVersion \"2024-11-05\", not \"2025-06-18\"".into()
+        )
+    );
+}
+
+#[test]
+fn an_initialize_longer_than_kept_cannot_be_replayed() {
+    let mut r = SessionReplay::new();
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(MAX_KEPT_LINE)
+    );
+    r.handle_client(long.as_bytes());
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.begin(later(0)),
+        Err("the host's initialize request is longer than 65536 bytes and was not kept".into())
+    );
+    // A host that never initialized has nothing to replay.
+    assert_eq!(SessionReplay::new().begin(later(0)), Ok(Vec::new()));
+}
+
+#[test]
+fn a_new_server_that_does_not_answer_initialize_is_refused_at_the_wait() {
+    let mut r = session();
+    let t0 = later(0);
+    r.begin(t0).unwrap();
+    assert_eq!(
+        r.handle_timeout(t0 + REPLAY_WAIT - Duration::from_millis(1)),
+        None
+    );
+    assert_eq!(
+        r.handle_timeout(t0 + REPLAY_WAIT),
+        Some("the restarted server did not answer initialize within 10 s".into())
+    );
+    assert_eq!((r.is_replaying(), r.poll_timeout()), (false, None));
+    // A late answer is the host's to judge: nothing swallows it.
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+}
