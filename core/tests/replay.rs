@@ -140,3 +140,22 @@ fn a_new_server_that_does_not_answer_initialize_is_refused_at_the_wait() {
         ServerLine::Forward
     );
 }
+
+#[test]
+fn a_host_whose_initialize_was_never_answered_asks_again_itself() {
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    // The server died before answering: nothing to replay.
+    assert_eq!(r.begin(later(0)), Ok(Vec::new()));
+    assert!(!r.is_replaying());
+    // The host asks again (another id); the new server's answer is its.
+    let again = br#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{}}"#;
+    r.handle_client(again);
+    r.handle_client(b"\n");
+    let answer =
+        br#"{"jsonrpc":"2.0","id":9,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#;
+    assert_eq!(r.handle_server(answer, &info(answer)), ServerLine::Forward);
+    // A later restart replays the initialize that was answered.
+    assert_eq!(r.begin(later(1)), Ok([&again[..], b"\n"].concat()));
+}

@@ -138,7 +138,9 @@ impl SessionReplay {
         line.push(b'\n');
         match (method, id) {
             (Some("notifications/initialized"), None) => self.initialized = true,
-            (Some("initialize"), Some(id)) if self.initialize.is_none() => {
+            // Until a server answered it, the host's latest (it asks again
+            // after the crash answer).
+            (Some("initialize"), Some(id)) if self.session.is_none() => {
                 self.initialize = Some((id, line));
             }
             (Some("resources/subscribe" | "logging/setLevel"), Some(id)) => {
@@ -184,17 +186,18 @@ impl SessionReplay {
     pub fn begin(&mut self, now: Instant) -> Result<Vec<u8>, String> {
         self.asked.clear();
         self.swallow.clear();
-        match &self.initialize {
-            Some((id, line)) => {
+        match (&self.initialize, &self.session) {
+            _ if self.initialize_lost => Err(format!(
+                "the host's initialize request is longer than {MAX_KEPT_LINE} bytes and was not kept"
+            )),
+            (Some((id, line)), Some(_)) => {
                 self.awaiting = Some(id.clone());
                 self.began = Some(now);
                 Ok(line.clone())
             }
-            None if self.initialize_lost => Err(format!(
-                "the host's initialize request is longer than {MAX_KEPT_LINE} bytes and was not kept"
-            )),
-            // The host never initialized: nothing to replay.
-            None => Ok(Vec::new()),
+            // No server answered the host's initialize (it got the crash
+            // answer and asks again itself): nothing to replay.
+            _ => Ok(Vec::new()),
         }
     }
 
@@ -229,8 +232,7 @@ impl SessionReplay {
     fn new_session(&mut self, line: &[u8]) -> ServerLine {
         let (version, prompts, resources) = session_of(line);
         let Some((first, had_prompts, had_resources)) = &self.session else {
-            // The first server never answered: this one's answer is the
-            // host's to see.
+            // Not a replay (`begin` replays an answered session only).
             return ServerLine::Forward;
         };
         if &version != first {
