@@ -159,3 +159,55 @@ fn a_host_whose_initialize_was_never_answered_asks_again_itself() {
     // A later restart replays the initialize that was answered.
     assert_eq!(r.begin(later(1)), Ok([&again[..], b"\n"].concat()));
 }
+
+#[test]
+fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
+    let mut r = SessionReplay::with_retries();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    r.handle_client(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    let list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read","annotations":{"readOnlyHint":true}},{"name":"same","annotations":{"idempotentHint":true}},{"name":"write","annotations":{"idempotentHint":false}}]}}"#;
+    assert_eq!(r.handle_server(list, &info(list)), ServerLine::Forward);
+    let call = |id: u32, name: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}"}}}}"#
+        )
+    };
+    let (read, same, write, done) = (
+        call(2, "read"),
+        call(3, "same"),
+        call(4, "write"),
+        call(5, "read"),
+    );
+    for line in [&read, &same, &write, &done] {
+        r.handle_client(format!("{line}\n").as_bytes());
+    }
+    let answer = br#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+    assert_eq!(r.handle_server(answer, &info(answer)), ServerLine::Forward);
+    // The crash: calls 2 and 3 go again; 4 is answered with the error, 5
+    // was answered.
+    let again: Vec<String> = r
+        .handle_server_gone()
+        .iter()
+        .map(|i| String::from_utf8(i.id.as_ref().unwrap().as_bytes().to_vec()).unwrap())
+        .collect();
+    assert_eq!(again, ["2", "3"]);
+    r.begin(later(0)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(
+        String::from_utf8(to_server).unwrap(),
+        format!("{read}\n{same}\n")
+    );
+    // Once only: in flight at a second crash, they are not sent again.
+    assert_eq!(r.handle_server_gone().len(), 0);
+    // Without retries, nothing is sent again.
+    let mut plain = SessionReplay::new();
+    plain.handle_client(format!("{read}\n").as_bytes());
+    assert_eq!(plain.handle_server_gone().len(), 0);
+}

@@ -654,6 +654,12 @@ pub struct StdioArgs {
     #[arg(long, value_name = "MIN[,MAX]", value_parser = restart_backoff_ms,
           allow_hyphen_values = true, default_value = "100,30000")]
     pub restart_backoff_ms: Backoff,
+    /// With --mcp and --restart: `idempotent` sends a `tools/call` in
+    /// flight when PROGRAM died once more to the next run, if the last
+    /// `tools/list` result marked its tool `idempotentHint` or
+    /// `readOnlyHint`, instead of answering it with the crash error
+    #[arg(long, value_name = "WHICH", value_enum)]
+    pub retry: Option<Retry>,
     /// The flags of `run` and the program.
     #[command(flatten)]
     pub run: RunArgs,
@@ -669,6 +675,13 @@ pub enum Restart {
     /// Never: the guard ends with its server.
     #[default]
     Never,
+}
+
+/// `--retry`: which requests in flight at a crash go to the next run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Retry {
+    /// Tool calls the server marked idempotent or read-only.
+    Idempotent,
 }
 
 /// `--restart-backoff-ms MIN[,MAX]`, in ms.
@@ -748,6 +761,11 @@ impl StdioArgs {
         if self.run.command.first().is_none_or(|p| p.is_empty()) {
             return Err(UsageError(
                 "missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])".into(),
+            ));
+        }
+        if self.retry.is_some() && (!self.mcp || self.restart == Restart::Never) {
+            return Err(UsageError(
+                "`--retry` needs `--mcp` and `--restart on-failure` or `always`".into(),
             ));
         }
         self.run.check()

@@ -424,6 +424,10 @@ fn bad_restart_flags_are_usage_errors_that_name_the_flag() {
             "`--restart-backoff-ms`: MIN 500 is more than MAX 100",
         ),
         (
+            &["--retry", "idempotent", "--restart", "always"],
+            "`--retry` needs `--mcp` and `--restart on-failure` or `always`",
+        ),
+        (
             &["--restart-backoff-ms", "5,0"],
             "`--restart-backoff-ms`: a MAX of 0 would restart at once, every time",
         ),
@@ -490,4 +494,84 @@ fn forward_stderr_marks_each_new_run() {
     assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&starts);
     let _ = std::fs::remove_file(&record);
+}
+
+/// A Python server with a read-only tool `read`: the first call of it
+/// (counted in `calls`) ends the server with status 3 unanswered; later
+/// calls are answered with the call's number.
+const CRASHES_ON_FIRST_READ: &str = r#"
+import json, os, sys
+calls = sys.argv[1]
+for line in sys.stdin:
+    msg = json.loads(line)
+    method = msg.get("method")
+    if method == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "s", "version": "1"}}}), flush=True)
+    elif method == "tools/list":
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": [
+            {"name": "read", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": True}}]}}), flush=True)
+    elif method == "tools/call":
+        with open(calls, "a") as f:
+            f.write("call\n")
+        n = sum(1 for _ in open(calls))
+        if n == 1:
+            os._exit(3)
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+            "result": {"content": [{"type": "text", "text": "read %d" % n}]}}), flush=True)
+"#;
+
+#[test]
+fn retry_idempotent_sends_a_read_only_call_in_flight_to_the_next_server() {
+    let calls = temp_path("restart-retry.log");
+    let _ = std::fs::remove_file(&calls);
+    let file = calls.to_str().unwrap();
+    let flags = ["--mcp", "--restart", "on-failure", "--retry", "idempotent"];
+    let script = ["--", "python3", "-c", CRASHES_ON_FIRST_READ, file];
+    let mut child = stdio(&[&flags[..], &script[..]].concat()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}),
+    );
+    assert_eq!(read_message(&mut stdout)["id"], 0);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(
+        read_message(&mut stdout)["result"]["tools"][0]["name"],
+        "read"
+    );
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read"}}),
+    );
+    // No crash error: the call is answered by the next server.
+    assert_eq!(
+        read_message(&mut stdout),
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+    assert_eq!(
+        read_message(&mut stdout),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "read 2"}]}})
+    );
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "");
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([1, "exit status 3", false]));
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
+    let _ = std::fs::remove_file(&calls);
 }

@@ -18,6 +18,13 @@
 //! one that cannot be replayed (the replay is refused, saying so). A new
 //! server that has not answered the `initialize` within [`REPLAY_WAIT`]
 //! is refused too.
+//!
+//! **Retries** ([`SessionReplay::with_retries`], `--retry idempotent`): a
+//! `tools/call` in flight when the server died, whose tool the last
+//! `tools/list` result marked `annotations.idempotentHint` or
+//! `annotations.readOnlyHint`, is sent once more to the next server (after
+//! the replay) instead of answered with the crash error. At most
+//! [`MAX_RETRY_CALLS`] calls in flight are kept for it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -25,7 +32,7 @@ use std::time::{Duration, Instant};
 use memchr::memmem;
 use serde_json::Value;
 
-use super::scan::{MessageInfo, MessageKind, RawValue};
+use super::scan::{MessageInfo, MessageKind, MessageScanner, RawValue};
 
 /// The longest client line kept for a replay (64 KiB: an `initialize`
 /// with its capabilities and client info is a few hundred bytes).
@@ -35,6 +42,9 @@ pub const MAX_KEPT_LINE: usize = 64 << 10;
 /// (10 s: what a server's own start may take, while the host's requests
 /// wait in the queue).
 pub const REPLAY_WAIT: Duration = Duration::from_secs(10);
+
+/// The `tools/call` requests in flight kept for a retry, at most.
+pub const MAX_RETRY_CALLS: usize = 1024;
 
 /// What to do with a line the server wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,12 +97,39 @@ pub struct SessionReplay {
     awaiting: Option<RawValue>,
     /// When the replayed `initialize` went out.
     began: Option<Instant>,
+    /// With retries on: what they need.
+    retries: Option<Retries>,
+}
+
+/// The `tools/call` requests a restarted server may be sent again.
+#[derive(Debug, Default)]
+struct Retries {
+    /// `tools/list` requests not answered yet.
+    listing: HashSet<RawValue>,
+    /// The tools the last `tools/list` result marked idempotent or
+    /// read-only.
+    safe: HashSet<String>,
+    /// `tools/call` requests in flight: id, tool, line.
+    calls: Vec<(RawValue, String, Vec<u8>)>,
+    /// Calls already sent again once.
+    retried: HashSet<RawValue>,
+    /// Calls to send the next server after the replay.
+    resend: Vec<u8>,
 }
 
 impl SessionReplay {
     /// Nothing kept yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Nothing kept yet; idempotent and read-only tool calls in flight at
+    /// a crash are sent again once (see the module docs).
+    pub fn with_retries() -> Self {
+        Self {
+            retries: Some(Retries::default()),
+            ..Self::default()
+        }
     }
 
     /// Bytes read from the client, in any chunking.
@@ -122,9 +159,11 @@ impl SessionReplay {
 
     fn client_line(&mut self, mut line: Vec<u8>) {
         let wanted = ["initialize", "resources/subscribe", "logging/setLevel"];
-        if !wanted
-            .iter()
-            .any(|m| memmem::find(&line, m.as_bytes()).is_some())
+        let tools = self.retries.is_some() && memmem::find(&line, b"tools/").is_some();
+        if !tools
+            && !wanted
+                .iter()
+                .any(|m| memmem::find(&line, m.as_bytes()).is_some())
         {
             return;
         }
@@ -146,8 +185,41 @@ impl SessionReplay {
             (Some("resources/subscribe" | "logging/setLevel"), Some(id)) => {
                 self.asked.insert(id, line);
             }
+            (Some("tools/list"), Some(id)) => {
+                if let Some(retries) = &mut self.retries {
+                    retries.listing.insert(id);
+                }
+            }
+            (Some("tools/call"), Some(id)) => {
+                let name = message.pointer("/params/name").and_then(Value::as_str);
+                if let (Some(retries), Some(name)) = (&mut self.retries, name)
+                    && retries.calls.len() < MAX_RETRY_CALLS
+                {
+                    retries.calls.push((id, name.to_owned(), line));
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The server is gone and another follows: the requests that will be
+    /// sent to it again after the replay (they stay pending; the others
+    /// in flight are answered with the crash error), oldest first.
+    pub fn handle_server_gone(&mut self) -> Vec<MessageInfo> {
+        let Some(retries) = &mut self.retries else {
+            return Vec::new();
+        };
+        let mut again = Vec::new();
+        for (id, name, line) in retries.calls.drain(..) {
+            if retries.safe.contains(&name) && retries.retried.insert(id) {
+                let mut scanner = MessageScanner::new();
+                scanner.feed(line.strip_suffix(b"\n").unwrap_or(&line));
+                again.extend(scanner.finish());
+                retries.resend.extend_from_slice(&line);
+            }
+        }
+        retries.listing.clear();
+        again
     }
 
     /// A line the server wrote (`info` from the stdout guard): forwarded,
@@ -170,6 +242,12 @@ impl SessionReplay {
             && info.error_code.is_none()
         {
             self.kept.push(asked);
+        }
+        if let Some(retries) = &mut self.retries {
+            retries.calls.retain(|(call, ..)| call != id);
+            if retries.listing.remove(id) {
+                retries.safe = safe_tools(line);
+            }
         }
         if self.session.is_none() && self.initialize.as_ref().is_some_and(|(init, _)| init == id) {
             self.session = Some(session_of(line));
@@ -196,8 +274,9 @@ impl SessionReplay {
                 Ok(line.clone())
             }
             // No server answered the host's initialize (it got the crash
-            // answer and asks again itself): nothing to replay.
-            _ => Ok(Vec::new()),
+            // answer and asks again itself): nothing to replay, only the
+            // calls to send again.
+            _ => Ok(self.take_resend()),
         }
     }
 
@@ -231,11 +310,11 @@ impl SessionReplay {
     /// The new server answered the host's `initialize`.
     fn new_session(&mut self, line: &[u8]) -> ServerLine {
         let (version, prompts, resources) = session_of(line);
-        let Some((first, had_prompts, had_resources)) = &self.session else {
+        let Some((first, had_prompts, had_resources)) = self.session.clone() else {
             // Not a replay (`begin` replays an answered session only).
             return ServerLine::Forward;
         };
-        if &version != first {
+        if version != first {
             return ServerLine::Refused(format!(
                 "the restarted server answered initialize with protocolVersion {version}, not {first}"
             ));
@@ -256,11 +335,13 @@ impl SessionReplay {
                 self.swallow.insert(id);
             }
         }
+        let resend = self.take_resend();
+        to_server.extend_from_slice(&resend);
         let mut to_host = Vec::new();
         for (kind, on) in [
             ("tools", true),
-            ("prompts", *had_prompts && prompts),
-            ("resources", *had_resources && resources),
+            ("prompts", had_prompts && prompts),
+            ("resources", had_resources && resources),
         ] {
             if on {
                 to_host.extend_from_slice(
@@ -273,6 +354,31 @@ impl SessionReplay {
         }
         ServerLine::Ready { to_server, to_host }
     }
+}
+
+impl SessionReplay {
+    /// The calls to send again, taken.
+    fn take_resend(&mut self) -> Vec<u8> {
+        self.retries
+            .as_mut()
+            .map(|retries| std::mem::take(&mut retries.resend))
+            .unwrap_or_default()
+    }
+}
+
+/// The tools a `tools/list` result marks idempotent or read-only.
+fn safe_tools(line: &[u8]) -> HashSet<String> {
+    let message = serde_json::from_slice::<Value>(line).unwrap_or(Value::Null);
+    let tools = message.pointer("/result/tools").and_then(Value::as_array);
+    let hinted = |tool: &Value, hint: &str| {
+        tool.pointer(&format!("/annotations/{hint}")) == Some(&Value::Bool(true))
+    };
+    tools
+        .into_iter()
+        .flatten()
+        .filter(|tool| hinted(tool, "idempotentHint") || hinted(tool, "readOnlyHint"))
+        .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(str::to_owned))
+        .collect()
 }
 
 /// An `initialize` result's `protocolVersion` and whether its

@@ -170,8 +170,11 @@ impl Pump {
                     self.queue.handle_server_gone();
                     self.report();
                     if let Some(requests) = &self.requests {
-                        // What the last server never saw waits for the next.
-                        requests.answer_left_except(&gone, self.queue.queued_requests());
+                        // What the last server never saw waits for the
+                        // next, and so do the calls sent again.
+                        let again = requests.retries_on_gone();
+                        let waiting = self.queue.queued_requests().chain(&again);
+                        requests.answer_left_except(&gone, waiting);
                     }
                 }
                 Next::Attach(mut stdin) => {
@@ -185,9 +188,13 @@ impl Pump {
                     match first {
                         // Nothing to replay: the queue goes at once.
                         Ok(first) if first.is_empty() => return true,
-                        // The queue waits for the new server's answer.
+                        // The queue waits for the new server's answer, if
+                        // it is a replay.
                         Ok(first) => {
                             let _ = self.write_now(&first);
+                            if !self.requests.as_ref().is_some_and(|r| r.replaying()) {
+                                return true;
+                            }
                         }
                         Err(reason) => relay.refuse(reason),
                     }

@@ -112,7 +112,11 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         // The MCP session is the client's connection: the call's session.
         let session = args.run.session_id.as_deref();
         let session = session.unwrap_or_else(|| host.session_id());
-        let replay = relay.is_some();
+        let replay = match (&relay, args.retry) {
+            (None, _) => None,
+            (Some(_), None) => Some(SessionReplay::new()),
+            (Some(_), Some(_)) => Some(SessionReplay::with_retries()),
+        };
         Requests::new(
             output.clone(),
             call.call_id(),
@@ -294,14 +298,14 @@ impl Requests {
         call_id: &str,
         session_id: &str,
         telemetry: Option<Arc<TelemetryWorker>>,
-        replay: bool,
+        replay: Option<SessionReplay>,
     ) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(Table {
                 spans: telemetry
                     .as_ref()
                     .map(|_| McpSpans::new(Some(call_id), session_id)),
-                replay: replay.then(SessionReplay::new),
+                replay,
                 ..Table::default()
             }),
             changed: Condvar::new(),
@@ -348,6 +352,25 @@ impl Requests {
             Some(replay) => replay.begin(now),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The server is gone and another follows: the requests in flight
+    /// that go to it again (`--retry`), not to be answered now.
+    pub fn retries_on_gone(&self) -> Vec<MessageInfo> {
+        self.lock()
+            .replay
+            .as_mut()
+            .map(SessionReplay::handle_server_gone)
+            .unwrap_or_default()
+    }
+
+    /// Whether a new server is taking the host's session (what the host
+    /// sent waits).
+    pub fn replaying(&self) -> bool {
+        self.lock()
+            .replay
+            .as_ref()
+            .is_some_and(SessionReplay::is_replaying)
     }
 
     /// Why the new server is refused, once its `initialize` answer is
