@@ -18,7 +18,8 @@ use stdio_common::{record_on_stderr, stdio};
 use support::temp_path;
 
 /// A Python server: each `initialize` it gets goes to `log` (its params,
-/// a line each), each `tools/call` to `log.calls`; the third call counted
+/// a line each), each `resources/subscribe` to `log.subs` (answered with
+/// an empty result), each `tools/call` to `log.calls`; the third call counted
 /// there ends it with status 3, after its time (Unix seconds) is written
 /// to `log.died`.
 const CRASHES_ON_THIRD_CALL: &str = r#"
@@ -34,6 +35,10 @@ for line in sys.stdin:
             "protocolVersion": "2025-06-18",
             "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "s", "version": "1"}}}), flush=True)
+    elif method == "resources/subscribe":
+        with open(log + ".subs", "a") as f:
+            f.write(json.dumps(msg["params"]) + "\n")
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}), flush=True)
     elif method == "tools/call":
         with open(log + ".calls", "a") as f:
             f.write("call\n")
@@ -125,6 +130,7 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
     let log = temp_path("restart-initialize.log");
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(log.with_extension("log.calls"));
+    let _ = std::fs::remove_file(log.with_extension("log.subs"));
     let (child, mut stdin, mut stdout) = python_guard("on-failure", CRASHES_ON_THIRD_CALL, &log);
     let mut read = || read_message(&mut stdout);
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},
@@ -138,6 +144,12 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
         &mut stdin,
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     );
+    let subscribe = json!({"uri": "file:///notes"});
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": "sub", "method": "resources/subscribe", "params": subscribe}),
+    );
+    assert_eq!(read(), json!({"jsonrpc": "2.0", "id": "sub", "result": {}}));
     for id in 1..=2 {
         send(&mut stdin, &call(id));
         assert_eq!(read()["result"]["content"][0]["text"], format!("call {id}"));
@@ -183,6 +195,13 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert_eq!(initializes, [params.clone(), params]);
+    // And the subscription, its second answer swallowed.
+    let subscriptions: Vec<Value> = std::fs::read_to_string(log.with_extension("log.subs"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(subscriptions, [subscribe.clone(), subscribe]);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let record = record_on_stderr(&output);
@@ -194,8 +213,9 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
     // The backoff's first wait is 100 to 125 ms; the rest is spawning
     // Python twice.
     assert!(latency < 3.0, "{latency}");
-    let _ = std::fs::remove_file(log.with_extension("log.calls"));
-    let _ = std::fs::remove_file(log.with_extension("log.died"));
+    for end in ["log.calls", "log.died", "log.subs"] {
+        let _ = std::fs::remove_file(log.with_extension(end));
+    }
     let _ = std::fs::remove_file(&log);
 }
 
