@@ -595,3 +595,49 @@ fn retry_idempotent_sends_a_read_only_call_in_flight_to_the_next_server() {
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&calls);
 }
+
+#[test]
+fn a_program_that_cannot_start_is_a_crash_loop_answered_with_why() {
+    let flags = [
+        "--mcp",
+        "--restart",
+        "on-failure",
+        "--restart-max",
+        "2",
+        "--restart-backoff-ms",
+        "10,20",
+        "--",
+        "/nonexistent/spillguard-test-server",
+    ];
+    let mut child = stdio(&flags).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Sent once the restarts are over (two runs and a wait of 10 to
+    // 12.5 ms): the guard reads it while it waits for the first request.
+    std::thread::sleep(Duration::from_millis(300));
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(127));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let data = &answer["error"]["data"];
+    let failure = "spawn failed: /nonexistent/spillguard-test-server: NotFound: \
+        No such file or directory (os error 2)";
+    assert_eq!(
+        (&data["failure"], &data["attempts"], &data["crash_loop"]),
+        (&json!(failure), &json!(2), &json!(true))
+    );
+    let restart = data["restart"].as_str().unwrap();
+    assert_eq!(
+        answer["error"]["message"],
+        format!("MCP server could not be started: {failure}; {restart}")
+    );
+    assert!(
+        restart.starts_with("crash loop: gave up after 2 attempts in 0."),
+        "{restart}"
+    );
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([1, "no exit status", true]));
+}

@@ -151,7 +151,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         input_kind,
         stdout_done,
     };
-    let (outcome, restarts) = match &relay {
+    let (outcome, restarts, note) = match &relay {
         Some(relay) => {
             let runs = supervise::Runs {
                 host,
@@ -161,10 +161,10 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
                 requests: requests.as_ref(),
                 relay,
             };
-            let (outcome, summary) = supervise::run(&runs, outcome, started, &mut ends);
-            (outcome, Some(summary))
+            let (outcome, summary, note) = supervise::run(&runs, outcome, started, &mut ends);
+            (outcome, Some(summary), note)
         }
-        None => (outcome, None),
+        None => (outcome, None, None),
     };
     let supervise::Ends {
         unused_input,
@@ -187,7 +187,10 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             // request is waited for, to be answered too.
             None => requests.await_first_request(FIRST_REQUEST_WAIT),
         }
-        let gone = ServerGone::from_record(&record, stderr_excerpt.clone());
+        let gone = ServerGone {
+            restart: note,
+            ..ServerGone::from_record(&record, stderr_excerpt.clone())
+        };
         // Stdout ends here, after every message the server wrote and the
         // answers for the requests it left.
         let _ = output.close(|| requests.answers(&gone));

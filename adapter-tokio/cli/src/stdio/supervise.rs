@@ -10,7 +10,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use spillguard_std::core::{
-    CallRecord, Outcome, RestartAction, RestartState, Restarts, ServerEnd, ServerGone,
+    CallRecord, Outcome, RestartAction, RestartNote, RestartState, Restarts, ServerEnd, ServerGone,
 };
 
 use super::fds::Kind;
@@ -50,15 +50,17 @@ pub struct Ends {
 
 /// Runs the server again as the restart policy says, from the first
 /// run's `outcome` (started at `started`); returns the last run's
-/// outcome and the account of the restarts.
+/// outcome, the account of the restarts, and the note for the answers
+/// still to give (after a crash loop or a refusal).
 pub fn run(
     runs: &Runs<'_>,
     mut outcome: Outcome,
     started: Instant,
     ends: &mut Ends,
-) -> (Outcome, RestartSummary) {
+) -> (Outcome, RestartSummary, Option<RestartNote>) {
     let mut restarts = Restarts::new(runs.args.restart_settings(), started);
     let mut restart_reason = None;
+    let mut last_note = None;
     loop {
         if let Some(reason) = runs.relay.stop_reason() {
             restarts.handle_stop(reason);
@@ -72,6 +74,7 @@ pub fn run(
         };
         if let Some(RestartAction::GiveUp(_)) = restarts.poll_action() {
             restart_reason = Some(end.to_string());
+            last_note.clone_from(&gone.restart);
             runs.relay.over(Some(gone));
             if ends.unused_input.is_none() {
                 // Every request is answered at once until the host leaves.
@@ -86,6 +89,7 @@ pub fn run(
                 restart: Some(restarts.refused_note(&reason)),
                 ..gone
             };
+            last_note.clone_from(&gone.restart);
             runs.relay.over(Some(gone));
             runs.relay.await_client_end();
             break;
@@ -149,7 +153,7 @@ pub fn run(
         restart_reason,
         crash_loop: matches!(restarts.state(), RestartState::CrashLoop(_)),
     };
-    (outcome, summary)
+    (outcome, summary, last_note)
 }
 
 /// How a run ended, as the restart policy reads it: a signal counts as
