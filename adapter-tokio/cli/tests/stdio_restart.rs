@@ -84,6 +84,17 @@ fn read_message(stdout: &mut BufReader<ChildStdout>) -> Value {
     serde_json::from_str(&line).unwrap()
 }
 
+/// Restarts after a failure, a crash loop at the second quick run, waits
+/// of 10 to 20 ms.
+const TWO_QUICK_RUNS: [&str; 6] = [
+    "--restart",
+    "on-failure",
+    "--restart-max",
+    "2",
+    "--restart-backoff-ms",
+    "10,20",
+];
+
 /// `stdio FLAGS -- sh -c SCRIPT`, started.
 fn sh_guard(flags: &[&str], script: &str) -> Child {
     stdio(&[flags, &["--", "sh", "-c", script]].concat())
@@ -479,16 +490,10 @@ fn forward_stderr_marks_each_new_run() {
         starts.display()
     );
     let flags = [
-        "--restart",
-        "on-failure",
-        "--restart-max",
-        "2",
-        "--restart-backoff-ms",
-        "10,20",
-        "--forward-stderr",
-        "--record",
-        record.to_str().unwrap(),
-    ];
+        &TWO_QUICK_RUNS[..],
+        &["--forward-stderr", "--record", record.to_str().unwrap()],
+    ]
+    .concat();
     let mut child = sh_guard(&flags, &script);
     let mut stdin = child.stdin.take().unwrap();
     await_starts(&starts, 1);
@@ -598,18 +603,10 @@ fn retry_idempotent_sends_a_read_only_call_in_flight_to_the_next_server() {
 
 #[test]
 fn a_program_that_cannot_start_is_a_crash_loop_answered_with_why() {
-    let flags = [
-        "--mcp",
-        "--restart",
-        "on-failure",
-        "--restart-max",
-        "2",
-        "--restart-backoff-ms",
-        "10,20",
-        "--",
-        "/nonexistent/spillguard-test-server",
-    ];
-    let mut child = stdio(&flags).spawn().unwrap();
+    let program = ["--mcp", "--", "/nonexistent/spillguard-test-server"];
+    let mut child = stdio(&[&TWO_QUICK_RUNS[..], &program].concat())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     // Sent once the restarts are over (two runs and a wait of 10 to
     // 12.5 ms): the guard reads it while it waits for the first request.
