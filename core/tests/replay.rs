@@ -211,3 +211,37 @@ fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
     plain.handle_client(format!("{read}\n").as_bytes());
     assert_eq!(plain.handle_server_gone().len(), 0);
 }
+
+#[test]
+fn an_unsubscribe_ends_a_kept_subscription_and_the_last_level_is_kept() {
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"file:///b"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"error"}}"#,
+    ];
+    for (id, line) in (1..).zip(lines) {
+        r.handle_client(format!("{line}\n").as_bytes());
+        let ok = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        assert_eq!(
+            r.handle_server(ok.as_bytes(), &info(ok.as_bytes())),
+            ServerLine::Forward
+        );
+    }
+    r.begin(later(0)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(
+        String::from_utf8(to_server).unwrap(),
+        format!("{}\n{}\n", lines[1], lines[4])
+    );
+}

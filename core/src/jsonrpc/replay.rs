@@ -6,18 +6,20 @@
 //! `initialize` request (its bytes, as sent), whether it sent
 //! `notifications/initialized`, and each `resources/subscribe` and
 //! `logging/setLevel` request the server answered with a result (an error
-//! answer forgets it). A new server gets the `initialize` first; its
-//! answer is swallowed and must name the `protocolVersion` the first
-//! server's did, or the replay is refused with the reason. Then it gets
-//! `notifications/initialized` and the kept requests (their answers
-//! swallowed too), and the host gets `notifications/tools/list_changed`,
-//! plus `notifications/prompts/list_changed` and
+//! answer forgets it; a `resources/unsubscribe` answered with a result ends
+//! the subscription kept; a later level replaces the last). A new server
+//! gets the `initialize` first; its answer is swallowed and must name the
+//! `protocolVersion` the first server's did, or the replay is refused with
+//! the reason. Then it gets `notifications/initialized` and the kept
+//! requests (their answers swallowed too), and the host gets
+//! `notifications/tools/list_changed`, plus
+//! `notifications/prompts/list_changed` and
 //! `notifications/resources/list_changed` when the first server's
 //! `initialize` result advertised prompts or resources. A kept line is at
 //! most [`MAX_KEPT_LINE`] bytes; a longer `initialize` makes the session
 //! one that cannot be replayed (the replay is refused, saying so). A new
-//! server that has not answered the `initialize` within [`REPLAY_WAIT`]
-//! is refused too.
+//! server that has not answered the `initialize` within [`REPLAY_WAIT`] is
+//! refused too.
 //!
 //! **Retries** ([`SessionReplay::with_retries`], `--retry idempotent`): a
 //! `tools/call` in flight when the server died, whose tool the last
@@ -83,11 +85,12 @@ pub struct SessionReplay {
     initialize_lost: bool,
     /// The host sent `notifications/initialized`.
     initialized: bool,
-    /// `resources/subscribe` and `logging/setLevel` requests not answered
-    /// yet.
-    asked: HashMap<RawValue, Vec<u8>>,
-    /// Those answered with a result, in order.
-    kept: Vec<Vec<u8>>,
+    /// `resources/subscribe`, `resources/unsubscribe` and
+    /// `logging/setLevel` requests not answered yet.
+    asked: HashMap<RawValue, (Setting, Vec<u8>)>,
+    /// The subscriptions and the log level in force (answered with a
+    /// result), in order.
+    kept: Vec<(Setting, Vec<u8>)>,
     /// The first server's `initialize` result: its protocol version and
     /// whether it has prompts and resources.
     session: Option<(Value, bool, bool)>,
@@ -99,6 +102,17 @@ pub struct SessionReplay {
     began: Option<Instant>,
     /// With retries on: what they need.
     retries: Option<Retries>,
+}
+
+/// What a kept request sets on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Setting {
+    /// A subscription to this URI.
+    Subscribe(String),
+    /// The end of the subscription to this URI (never kept itself).
+    Unsubscribe(String),
+    /// The log level.
+    Level,
 }
 
 /// The `tools/call` requests a restarted server may be sent again.
@@ -158,7 +172,12 @@ impl SessionReplay {
     }
 
     fn client_line(&mut self, mut line: Vec<u8>) {
-        let wanted = ["initialize", "resources/subscribe", "logging/setLevel"];
+        let wanted = [
+            "initialize",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "logging/setLevel",
+        ];
         let tools = self.retries.is_some() && memmem::find(&line, b"tools/").is_some();
         if !tools
             && !wanted
@@ -182,8 +201,17 @@ impl SessionReplay {
             (Some("initialize"), Some(id)) if self.session.is_none() => {
                 self.initialize = Some((id, line));
             }
-            (Some("resources/subscribe" | "logging/setLevel"), Some(id)) => {
-                self.asked.insert(id, line);
+            (Some(method @ ("resources/subscribe" | "resources/unsubscribe")), Some(id)) => {
+                let uri = message.pointer("/params/uri").and_then(Value::as_str);
+                let uri = uri.unwrap_or_default().to_owned();
+                let setting = match method {
+                    "resources/subscribe" => Setting::Subscribe(uri),
+                    _ => Setting::Unsubscribe(uri),
+                };
+                self.asked.insert(id, (setting, line));
+            }
+            (Some("logging/setLevel"), Some(id)) => {
+                self.asked.insert(id, (Setting::Level, line));
             }
             (Some("tools/list"), Some(id)) => {
                 if let Some(retries) = &mut self.retries {
@@ -238,10 +266,20 @@ impl SessionReplay {
         if self.swallow.remove(id) {
             return ServerLine::Swallow;
         }
-        if let Some(asked) = self.asked.remove(id)
+        if let Some((setting, line)) = self.asked.remove(id)
             && info.error_code.is_none()
         {
-            self.kept.push(asked);
+            // The latest of each setting is kept; an unsubscribe ends one.
+            let replaces = match &setting {
+                Setting::Subscribe(uri) | Setting::Unsubscribe(uri) => {
+                    Setting::Subscribe(uri.clone())
+                }
+                Setting::Level => Setting::Level,
+            };
+            self.kept.retain(|(kept, _)| *kept != replaces);
+            if !matches!(setting, Setting::Unsubscribe(_)) {
+                self.kept.push((setting, line));
+            }
         }
         if let Some(retries) = &mut self.retries {
             retries.calls.retain(|(call, ..)| call != id);
@@ -325,7 +363,7 @@ impl SessionReplay {
                 b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
             );
         }
-        for line in &self.kept {
+        for (_, line) in &self.kept {
             to_server.extend_from_slice(line);
             if let Some(id) = serde_json::from_slice::<Value>(line)
                 .ok()
