@@ -3,12 +3,12 @@
 //! see [`SessionReplay`].
 //!
 //! **The host never sees a restart in the protocol.** Kept: the host's
-//! `initialize` request (its bytes, as sent), whether it sent
-//! `notifications/initialized`, and each `resources/subscribe` and
-//! `logging/setLevel` request the server answered with a result (an error
-//! answer forgets it; a `resources/unsubscribe` answered with a result ends
-//! the subscription kept; a later level replaces the last). A new server
-//! gets the `initialize` first; its answer is swallowed and must name the
+//! `initialize` request and its `notifications/initialized` (their bytes,
+//! as sent), and each `resources/subscribe` and `logging/setLevel` request
+//! the server answered with a result (an error answer forgets it; a
+//! `resources/unsubscribe` answered with a result ends the subscription
+//! kept; a later level replaces the last). A new server gets the
+//! `initialize` first; its answer is swallowed and must name the
 //! `protocolVersion` the first server's did, or the replay is refused with
 //! the reason. Then it gets `notifications/initialized` and the kept
 //! requests (their answers swallowed too), and the host gets
@@ -83,8 +83,8 @@ pub struct SessionReplay {
     initialize: Option<(RawValue, Vec<u8>)>,
     /// The host's `initialize` was too long to keep.
     initialize_lost: bool,
-    /// The host sent `notifications/initialized`.
-    initialized: bool,
+    /// The host's `notifications/initialized`, as sent.
+    initialized: Option<Vec<u8>>,
     /// `resources/subscribe`, `resources/unsubscribe` and
     /// `logging/setLevel` requests not answered yet.
     asked: HashMap<RawValue, (Setting, Vec<u8>)>,
@@ -195,7 +195,7 @@ impl SessionReplay {
             .and_then(|id| RawValue::new(id.to_string().as_bytes()));
         line.push(b'\n');
         match (method, id) {
-            (Some("notifications/initialized"), None) => self.initialized = true,
+            (Some("notifications/initialized"), None) => self.initialized = Some(line),
             // Until a server answered it, the host's latest (it asks again
             // after the crash answer).
             (Some("initialize"), Some(id)) if self.session.is_none() => {
@@ -358,10 +358,8 @@ impl SessionReplay {
             ));
         }
         let mut to_server = Vec::new();
-        if self.initialized {
-            to_server.extend_from_slice(
-                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
-            );
+        if let Some(initialized) = &self.initialized {
+            to_server.extend_from_slice(initialized);
         }
         for (_, line) in &self.kept {
             to_server.extend_from_slice(line);
