@@ -144,6 +144,7 @@ pub mod jsonrpc;
 mod pool;
 mod redact;
 mod render;
+pub mod restart;
 pub mod trace;
 
 pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
@@ -163,7 +164,8 @@ pub use confine::{
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MAX_BATCH, MAX_PENDING, MAX_PENDING_ID_BYTES,
     MessageInfo, MessageKind, MessageScanner, PendingRequests, ProtocolLine, QueueEvent,
-    QueueSettings, RawValue, SERVER_GONE_CODE, Segment, ServerGone, StdoutLineGuard,
+    QueueSettings, RawValue, RestartNote, SERVER_GONE_CODE, Segment, ServerGone, ServerLine,
+    SessionReplay, StdoutLineGuard,
 };
 pub use pool::{PoolLease, RetentionPool};
 pub use redact::{
@@ -171,3 +173,7 @@ pub use redact::{
     STREAM_HOLD, StreamRedactions, StreamRedactor, provider_samples,
 };
 pub use render::{Fingerprint, FingerprintParseError, Margins, Window};
+pub use restart::{
+    CrashLoop, RestartAction, RestartError, RestartMode, RestartSettings, RestartState, Restarts,
+    ServerEnd, StopReason,
+};

@@ -267,3 +267,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_restarted_server_gets_the_whole_lines_the_last_one_never_began() {
+    let t0 = epoch();
+    let mut d = Drive::new(small(true), t0);
+    let (one, two, three) = (request(1, 10), request(2, 10), request(3, 10));
+    d.read(&[one.clone(), two.clone(), three[..20].to_vec()].concat());
+    // The server took 30 bytes of the first line, then died.
+    d.take(t0, 30);
+    let ids = |d: &Drive| -> Vec<String> { d.queue.queued_requests().map(id).collect() };
+    assert_eq!(ids(&d), ["2"]);
+    d.queue.handle_server_gone();
+    d.undelivered += d.queue.take_undelivered();
+    // The rest of line 1 is dropped; line 2 and line 3 (as it comes) wait.
+    assert_eq!(d.undelivered, one.len() as u64 - 30);
+    assert_eq!(ids(&d), ["2"]);
+    d.read(&three[20..]);
+    assert_eq!(ids(&d), ["2", "3"]);
+    d.server.clear();
+    d.take(t0 + ms(100), usize::MAX);
+    assert_eq!(d.server, [two, three].concat());
+    assert_eq!(d.requests, ["1", "2", "3"]);
+    assert_eq!(d.dropped.len(), 0);
+}
+
+#[test]
+fn a_restart_drops_the_rest_of_a_line_not_yet_read_whole() {
+    let t0 = epoch();
+    let mut d = Drive::new(small(true), t0);
+    let (one, two) = (request(1, 10), request(2, 10));
+    d.read(&one[..40]);
+    d.take(t0, 25);
+    d.queue.handle_server_gone();
+    d.read(&[&one[40..], &two[..]].concat());
+    d.undelivered += d.queue.take_undelivered();
+    assert_eq!(d.undelivered, one.len() as u64 - 25);
+    d.server.clear();
+    d.take(t0 + ms(100), usize::MAX);
+    assert_eq!(d.server, two);
+}

@@ -9,10 +9,13 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
-use spillguard_std::core::{Confinement, Limits, Network, Retain, Sandbox};
+use spillguard_std::core::{
+    Confinement, Limits, Network, RestartMode, RestartSettings, Retain, Sandbox,
+};
 
 /// The usage lines shown at the top of `spillguard --help`.
 const USAGE: &str = "\
@@ -628,9 +631,127 @@ pub struct StdioArgs {
     /// TERM, in ms [default: 2000]
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub stdin_close_grace_ms: Option<u64>,
+    /// Start PROGRAM again when it ends while the host is connected:
+    /// `on-failure` after an exit that is not 0 or a signal the guard did
+    /// not send, `always` after any end, `never`; never once stdin ended
+    /// or the guard was asked to stop
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = Restart::Never)]
+    pub restart: Restart,
+    /// With --restart: this many runs in a row that each end within
+    /// --restart-window-ms of their start are a crash loop, and end the
+    /// restarts
+    #[arg(long, value_name = "N", value_parser = restart_max, allow_hyphen_values = true,
+          default_value_t = 5)]
+    pub restart_max: u32,
+    /// With --restart: a run shorter than this, in ms, counts toward a
+    /// crash loop
+    #[arg(long, value_name = "MS", value_parser = restart_window_ms, allow_hyphen_values = true,
+          default_value_t = 10_000)]
+    pub restart_window_ms: u64,
+    /// With --restart: the wait before the first restart and the longest
+    /// wait, in ms; it doubles after each restart, plus up to a quarter of
+    /// jitter, and goes back to MIN after a run of 60 s
+    #[arg(long, value_name = "MIN[,MAX]", value_parser = restart_backoff_ms,
+          allow_hyphen_values = true, default_value = "100,30000")]
+    pub restart_backoff_ms: Backoff,
+    /// With --mcp and --restart: `idempotent` sends a `tools/call` in
+    /// flight when PROGRAM died once more to the next run, if the last
+    /// `tools/list` result marked its tool `idempotentHint` or
+    /// `readOnlyHint`, instead of answering it with the crash error
+    #[arg(long, value_name = "WHICH", value_enum)]
+    pub retry: Option<Retry>,
     /// The flags of `run` and the program.
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `--restart`: when a stdio server that ended is started again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Restart {
+    /// After an exit that is not 0, or a signal the guard did not send.
+    OnFailure,
+    /// After any end.
+    Always,
+    /// Never: the guard ends with its server.
+    #[default]
+    Never,
+}
+
+/// `--retry`: which requests in flight at a crash go to the next run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Retry {
+    /// Tool calls the server marked idempotent or read-only.
+    Idempotent,
+}
+
+/// `--restart-backoff-ms MIN[,MAX]`, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first wait.
+    pub min: u64,
+    /// The longest wait.
+    pub max: u64,
+}
+
+impl Default for Backoff {
+    /// 100 ms to 30 s.
+    fn default() -> Self {
+        Self {
+            min: 100,
+            max: 30_000,
+        }
+    }
+}
+
+impl StdioArgs {
+    /// The restart policy these flags ask for.
+    pub fn restart_settings(&self) -> RestartSettings {
+        RestartSettings {
+            mode: match self.restart {
+                Restart::OnFailure => RestartMode::OnFailure,
+                Restart::Always => RestartMode::Always,
+                Restart::Never => RestartMode::Never,
+            },
+            max_attempts: self.restart_max,
+            window: Duration::from_millis(self.restart_window_ms),
+            backoff_min: Duration::from_millis(self.restart_backoff_ms.min),
+            backoff_max: Duration::from_millis(self.restart_backoff_ms.max),
+            ..RestartSettings::default()
+        }
+    }
+}
+
+/// `--restart-max`: at least 1.
+fn restart_max(value: &str) -> Result<u32, String> {
+    match u32::try_from(number(value)?) {
+        Ok(0) => Err("0 would give up before the first start".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{value}` is too large")),
+    }
+}
+
+/// `--restart-window-ms`: at least 1.
+fn restart_window_ms(value: &str) -> Result<u64, String> {
+    match number(value)? {
+        0 => Err("0 would count no run toward a crash loop".into()),
+        n => Ok(n),
+    }
+}
+
+/// `--restart-backoff-ms`: `MIN` or `MIN,MAX`, MIN at most MAX, MAX at
+/// least 1 (MAX is 30000 when left out).
+fn restart_backoff_ms(value: &str) -> Result<Backoff, String> {
+    let (min, max) = match value.split_once(',') {
+        Some((min, max)) => (number(min)?, number(max)?),
+        None => (number(value)?, 30_000),
+    };
+    if max == 0 {
+        return Err("a MAX of 0 would restart at once, every time".into());
+    }
+    if min > max {
+        return Err(format!("MIN {min} is more than MAX {max}"));
+    }
+    Ok(Backoff { min, max })
 }
 
 impl StdioArgs {
@@ -640,6 +761,11 @@ impl StdioArgs {
         if self.run.command.first().is_none_or(|p| p.is_empty()) {
             return Err(UsageError(
                 "missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])".into(),
+            ));
+        }
+        if self.retry.is_some() && (!self.mcp || self.restart == Restart::Never) {
+            return Err(UsageError(
+                "`--retry` needs `--mcp` and `--restart on-failure` or `always`".into(),
             ));
         }
         self.run.check()

@@ -480,6 +480,22 @@ pub struct StdioLine {
     pub stderr_forward_dropped: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_forward_redactions: Option<u64>,
+    /// With `--restart`: how often, why, and whether a crash loop ended
+    /// the restarts (the record is the last run's).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<RestartSummary>,
+}
+
+/// With `--restart`, the record line's account of the restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RestartSummary {
+    /// How many times the server was started again.
+    pub restarts: u32,
+    /// How the run before the last restart ended (`exit status 3`,
+    /// `signal 9`, `no exit status`); `null` without a restart.
+    pub restart_reason: Option<String>,
+    /// Whether the restarts ended in a crash loop.
+    pub crash_loop: bool,
 }
 
 /// Starts the streamed call of `stdio` (its program and arguments, no

@@ -3,35 +3,19 @@
 //! a signal, `--mcp` and `--forward-stderr`.
 #![allow(clippy::unwrap_used)]
 
+mod stdio_common;
 // tests/support links to the std adapter's test helpers: one source, whose
 // files each package carries.
 mod support;
 
 use std::io::{Read, Write};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Output};
 
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, kill_process, test_kill_process_group};
 use serde_json::Value;
+use stdio_common::{record_on_stderr, stdio};
 use support::temp_path;
-
-fn stdio(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spillguard"));
-    command
-        .arg("stdio")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-/// The record line on the guard's stderr (its only line there).
-fn record_on_stderr(output: &Output) -> Value {
-    let text = String::from_utf8(output.stderr.clone()).unwrap();
-    assert_eq!(text.lines().count(), 1, "{text}");
-    serde_json::from_str(text.trim_end()).unwrap()
-}
 
 /// The guard is given `input`, closes its stdin, and ends.
 fn feed(args: &[&str], input: &[u8]) -> Output {

@@ -11,17 +11,22 @@
 //!   server is gone ([`ServerGone`]).
 //! * [`InputQueue`] (`queue.rs`): the client's bytes on their way to the
 //!   server, and the rule for a server that stops reading.
+//! * [`SessionReplay`] (`replay.rs`): the host's session kept for a
+//!   restarted server, and the answers of its replay swallowed.
 
 mod line_guard;
 mod pending;
 mod queue;
+mod replay;
 mod scan;
 
 pub use line_guard::{
     DEFAULT_MAX_MESSAGE_BYTES, Diverted, HeldLine, ProtocolLine, Segment, StdoutLineGuard,
 };
 pub use pending::{
-    ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, SERVER_GONE_CODE, ServerGone,
+    ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, RestartNote, SERVER_GONE_CODE,
+    ServerGone,
 };
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
+pub use replay::{MAX_KEPT_LINE, REPLAY_WAIT, ServerLine, SessionReplay};
 pub use scan::{MAX_BATCH, MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

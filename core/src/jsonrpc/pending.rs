@@ -106,6 +106,7 @@ impl ClientLines {
 ///     stderr_excerpt: "ValueError: bad config\n".into(),
 ///     stderr_bytes_seen: 23,
 ///     failure: None,
+///     restart: None,
 /// };
 /// let answers = String::from_utf8(pending.answers(&gone)).unwrap();
 /// assert_eq!(
@@ -161,6 +162,23 @@ pub struct ServerGone {
     /// `failure`); left out of the answer otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Where the guard's restarts stand, when it restarts its server;
+    /// its fields are written in `data` (left out otherwise).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartNote>,
+}
+
+/// Where a guard's restarts stand when a run of its server ended, for
+/// [`ServerGone`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RestartNote {
+    /// `restarting (attempt 2 of 5)`, or the crash-loop verdict
+    /// (`crash loop: gave up after 5 attempts in 9.8 s`).
+    pub restart: String,
+    /// The runs in a row that ended quickly, this one included.
+    pub attempts: u32,
+    /// Whether the restarts have ended in a crash loop.
+    pub crash_loop: bool,
 }
 
 impl ServerGone {
@@ -178,11 +196,21 @@ impl ServerGone {
                 .is_some()
                 .then(|| record.failure.clone())
                 .flatten(),
+            restart: None,
         }
     }
 
-    /// The answer's `message`.
+    /// The answer's `message`: how the server ended, then where the
+    /// restarts stand (`; restarting (attempt 2 of 5)`), if they do.
     pub fn message(&self) -> String {
+        let ended = self.ended();
+        match &self.restart {
+            Some(note) => format!("{ended}; {}", note.restart),
+            None => ended,
+        }
+    }
+
+    fn ended(&self) -> String {
         match (self.exit_status, self.exit_signal, &self.failure) {
             (Some(code), _, _) => format!("MCP server exited with status {code} before answering"),
             (None, Some(signal), _) => {
@@ -396,6 +424,7 @@ mod tests {
             stderr_bytes_seen: 0,
             call_id: "c".into(),
             failure: None,
+            restart: None,
         }
     }
 

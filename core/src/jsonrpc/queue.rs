@@ -318,6 +318,28 @@ impl InputQueue {
         self.drop_all(&mut |_| {});
     }
 
+    /// The server the queue was writing to is gone and another follows
+    /// (a restart): with `messages`, the line it had begun is dropped
+    /// (counted; its request stays pending, for the answers given for the
+    /// run that ended), and the whole lines it had not begun stay queued
+    /// for the next server; without, the bytes stay as they are.
+    pub fn handle_server_gone(&mut self) {
+        if self.settings.messages && self.taken > self.line_start {
+            self.skipping = true;
+            self.skip();
+        }
+    }
+
+    /// The requests queued whole and not begun (with `messages`), oldest
+    /// first: what a server that is gone never saw.
+    pub fn queued_requests(&self) -> impl Iterator<Item = &MessageInfo> {
+        let begun = self.taken > self.line_start;
+        self.lines
+            .iter()
+            .skip(usize::from(begun))
+            .filter_map(|line| line.request.as_ref())
+    }
+
     /// The server took bytes at `now` without the queue (a splice while it
     /// was empty): the stall rule counts from here.
     pub fn handle_progress(&mut self, now: Instant) {

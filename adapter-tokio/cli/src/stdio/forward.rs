@@ -92,6 +92,16 @@ impl Forward {
         })
     }
 
+    /// A run of the server ended and another starts (`--restart`):
+    /// releases what the last one left held, then writes `line`.
+    pub fn mark(&self, line: &str) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        state.stream.finish(&mut state.out);
+        state.out.extend_from_slice(line.as_bytes());
+        state.write();
+    }
+
     /// The server's stderr ended: releases what is held.
     pub fn finish(&self) -> Forwarded {
         let mut state = self.lock();

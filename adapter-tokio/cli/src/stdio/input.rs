@@ -21,6 +21,14 @@
 //! * **The client's end** (end-of-file, a half-closed socket, a hung-up
 //!   terminal), once the queue is delivered or dropped, closes the
 //!   server's stdin: the MCP stdio shutdown the core runs.
+//! * **With `--restart`** ([`Relay`]) the pump never waits longer than
+//!   100 ms without looking at the relay, and does not splice. When a run
+//!   is over, the message it had begun is dropped and the requests it was
+//!   given are answered (within 1 s of the exit); the messages it never
+//!   began, and what the client sends while the next run starts, are
+//!   queued for that run. When no
+//!   run follows a crash loop, every request is answered at once until
+//!   the client ends.
 
 use std::fs::File;
 use std::io::{ErrorKind, Write};
@@ -33,7 +41,9 @@ use spillguard_std::core::{InputQueue, QueueEvent, QueueSettings};
 
 use super::Requests;
 use super::fds::Kind;
+use super::relay::{Next, Relay};
 use crate::call::HelperStdin;
+use spillguard_std::core::{ClientLines, ServerGone};
 
 /// The longest wait that holds the server's pipe open (so that a close the
 /// call decides meanwhile takes effect soon).
@@ -45,23 +55,31 @@ const SPLICE_BYTES: usize = 1 << 20;
 
 /// Starts the pump from `input` (of `kind`) to the server's `stdin`; with
 /// `requests` (`--mcp`), the client's requests are noted there, and those
-/// dropped for a server that does not read are answered.
+/// dropped for a server that does not read are answered; with `relay`
+/// (`--restart`), the pump goes on from one run to the next.
 pub fn start(
     input: File,
     kind: Kind,
     stdin: HelperStdin,
     requests: Option<std::sync::Arc<Requests>>,
+    relay: Option<std::sync::Arc<Relay>>,
 ) {
     let settings = QueueSettings {
         messages: requests.is_some(),
         ..QueueSettings::default()
     };
     let pump = Pump {
-        splice: cfg!(target_os = "linux") && kind == Kind::Pipe && requests.is_none(),
+        splice: cfg!(target_os = "linux")
+            && kind == Kind::Pipe
+            && requests.is_none()
+            && relay.is_none(),
         input,
         stdin,
         queue: InputQueue::new(settings, Instant::now()),
         requests,
+        relay,
+        generation: 0,
+        answer_all: None,
     };
     let _ = std::thread::Builder::new()
         .name("spillguard-stdin".into())
@@ -75,16 +93,33 @@ struct Pump {
     splice: bool,
     queue: InputQueue,
     requests: Option<std::sync::Arc<Requests>>,
+    /// With `--restart`: the runs that follow.
+    relay: Option<std::sync::Arc<Relay>>,
+    /// The runs over, as far as the pump has dealt with them.
+    generation: u64,
+    /// No run follows a crash loop: every request gets this.
+    answer_all: Option<ServerGone>,
 }
 
 impl Pump {
     fn run(mut self) {
         let mut server_gone = true;
-        if self.stdin.set_nonblocking(true).is_ok() {
+        // A server already gone (with `--restart`: the next run's stdin is
+        // waited for).
+        let usable = self.stdin.set_nonblocking(true).is_ok() || self.next_server();
+        if usable {
             server_gone = loop {
-                match self.round() {
+                let run_over = (self.relay.as_ref())
+                    .is_some_and(|relay| relay.generation() != self.generation);
+                let round = if run_over {
+                    Err(ErrorKind::BrokenPipe.into())
+                } else {
+                    self.round()
+                };
+                match round {
                     Ok(false) => {}
                     Ok(true) => break false,
+                    Err(_) if self.next_server() => {}
                     Err(_) => break true,
                 }
             };
@@ -93,6 +128,15 @@ impl Pump {
         // pending, for the answers given at the server's end).
         self.queue.abandon();
         self.report();
+        if let Some(relay) = self.relay.clone() {
+            if let Some(gone) = self.answer_all.take() {
+                self.answer_until_end(&gone);
+            }
+            // The client ended, or no run follows: said before the
+            // server's stdin closes, so that its end is not taken for a
+            // crash.
+            relay.client_ended();
+        }
         // The end of the client's input (or the server's stdin is gone):
         // the call runs the stdio shutdown.
         self.stdin.close();
@@ -104,6 +148,116 @@ impl Pump {
                 super::read_first_request(&self.input, requests);
             }
             requests.input_over();
+        }
+    }
+
+    /// With `--restart`, once a run is over (or its stdin broke): answers
+    /// what it left, then waits for the next run's stdin, reading the
+    /// client meanwhile. `false` when no run follows or the client ended.
+    fn next_server(&mut self) -> bool {
+        let Some(relay) = self.relay.clone() else {
+            return false;
+        };
+        loop {
+            let overdue = (self.requests.as_ref())
+                .and_then(|requests| requests.replay_overdue(Instant::now()));
+            if let Some(reason) = overdue {
+                relay.refuse(reason);
+            }
+            match relay.next(self.generation) {
+                Next::Gone(generation, gone) => {
+                    self.generation = generation;
+                    self.queue.handle_server_gone();
+                    self.report();
+                    if let Some(requests) = &self.requests {
+                        // What the last server never saw waits for the
+                        // next, and so do the calls sent again.
+                        let again = requests.retries_on_gone();
+                        let waiting = self.queue.queued_requests().chain(&again);
+                        requests.answer_left_except(&gone, waiting);
+                    }
+                }
+                Next::Attach(mut stdin) => {
+                    let _ = stdin.set_nonblocking(true);
+                    self.stdin = stdin;
+                    self.queue.handle_progress(Instant::now());
+                    let first = match &self.requests {
+                        Some(requests) => requests.begin_replay(Instant::now()),
+                        None => Ok(Vec::new()),
+                    };
+                    match first {
+                        // Nothing to replay: the queue goes at once.
+                        Ok(first) if first.is_empty() => return true,
+                        // The queue waits for the new server's answer, if
+                        // it is a replay.
+                        Ok(first) => {
+                            let _ = self.write_now(&first);
+                            if !self.requests.as_ref().is_some_and(|r| r.replaying()) {
+                                return true;
+                            }
+                        }
+                        Err(reason) => relay.refuse(reason),
+                    }
+                }
+                Next::Replayed(then) => {
+                    let _ = self.write_now(&then);
+                    self.queue.handle_progress(Instant::now());
+                    return true;
+                }
+                Next::Over(last) => {
+                    self.answer_all = last;
+                    return false;
+                }
+                Next::Wait if self.queue.is_ended() => return false,
+                Next::Wait if self.queue.wants_input() => {
+                    if self.read_client_within(HOLD).is_err() {
+                        self.queue.handle_read(0, |_| {});
+                    }
+                }
+                Next::Wait => std::thread::sleep(HOLD),
+            }
+        }
+    }
+
+    /// Writes `bytes` to the server's stdin whole, waiting for room
+    /// (a server that is gone breaks the pipe).
+    fn write_now(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            match self.stdin.write(bytes) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(written) => bytes = bytes.get(written..).unwrap_or_default(),
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                    self.stdin
+                        .with_fd(|pipe| poll([(pipe, PollFlags::OUT)], Some(HOLD)))??;
+                }
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// After a crash loop: every request the client still sends is
+    /// answered with `gone` at once (with `--mcp`), until the client ends.
+    fn answer_until_end(&mut self, gone: &ServerGone) {
+        let requests = self.requests.clone();
+        if let Some(requests) = &requests {
+            requests.answer_left(gone);
+        }
+        let mut lines = ClientLines::new();
+        let mut buf = vec![0; 64 * 1024];
+        while !self.queue.is_ended() {
+            let read = read_waiting(&self.input, &mut buf).unwrap_or(0);
+            if read == 0 {
+                self.queue.handle_read(0, |_| {});
+                break;
+            }
+            if let Some(requests) = &requests {
+                lines.feed(buf.get(..read).unwrap_or_default(), |info| {
+                    requests.note(info);
+                });
+                requests.answer_left(gone);
+            }
         }
     }
 
@@ -173,7 +327,9 @@ impl Pump {
         let take_input = self.queue.wants_input();
         let give_output = !self.queue.is_empty() || (self.splice && !self.queue.is_wedged());
         if !give_output {
-            return if take_input {
+            return if take_input && self.relay.is_some() {
+                self.read_client_within(until_stall.unwrap_or(HOLD).min(HOLD))
+            } else if take_input {
                 self.read_client()
             } else {
                 // Nothing to read or write: only the stall rule is left.
@@ -217,10 +373,26 @@ impl Pump {
         Ok(())
     }
 
+    /// Waits at most `limit` for the client, then reads it if it is ready.
+    fn read_client_within(&mut self, limit: Duration) -> std::io::Result<()> {
+        let [client] = poll(
+            [(self.input.as_fd(), PollFlags::IN | PollFlags::RDHUP)],
+            Some(limit),
+        )?;
+        if client.readable {
+            self.read_client()?;
+        }
+        Ok(())
+    }
+
     /// One read of the client into the queue (each request noted first,
     /// with `--mcp`); `0`, or a read error, is the client's end.
     fn read_client(&mut self) -> std::io::Result<()> {
         let read = read_waiting(&self.input, self.queue.room()).unwrap_or_default();
+        if let (Some(requests), Some(_)) = (&self.requests, &self.relay) {
+            // The same room again: the bytes just read, kept for a replay.
+            requests.client_bytes(self.queue.room().get(..read).unwrap_or_default());
+        }
         let requests = self.requests.clone();
         self.queue.handle_read(read, |event| match event {
             QueueEvent::Request(info) => {

@@ -27,6 +27,8 @@ mod fds;
 mod forward;
 mod input;
 mod output;
+mod relay;
+mod supervise;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -39,14 +41,18 @@ use rustix::event::PollFlags;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use spillguard_kit::os::{poll, read_waiting};
-use spillguard_std::core::{CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone};
+use spillguard_std::core::{
+    CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone, ServerLine, SessionReplay,
+};
 
-use crate::args::{StdioArgs, UsageError};
+use crate::args::{Restart, StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
 use crate::mcp_spans::McpSpans;
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
+use relay::Relay;
+use spillguard_std::core::StopReason;
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -86,9 +92,14 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         .then(own_stderr)
         .flatten()
         .map(|stderr| Forward::start(stderr, host.config().redact_extra_patterns.clone()));
+    let relay = (args.restart != Restart::Never).then(Relay::new);
+    let started = Instant::now();
     let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap));
+    if let Some(relay) = &relay {
+        relay.running(call.canceller());
+    }
     if let Some(signals) = signals {
-        cancel_on_signals(signals, &call);
+        cancel_on_signals(signals, &call, relay.clone());
     }
     let output = Output::new(output, output_kind);
     // Exports run on a thread of their own, in order, never in a pump's way.
@@ -101,23 +112,65 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         // The MCP session is the client's connection: the call's session.
         let session = args.run.session_id.as_deref();
         let session = session.unwrap_or_else(|| host.session_id());
-        Requests::new(output.clone(), call.call_id(), session, telemetry.clone())
+        let replay = match (&relay, args.retry) {
+            (None, _) => None,
+            (Some(_), None) => Some(SessionReplay::new()),
+            (Some(_), Some(_)) => Some(SessionReplay::with_retries()),
+        };
+        Requests::new(
+            output.clone(),
+            call.call_id(),
+            session,
+            telemetry.clone(),
+            replay,
+        )
     });
     let (stdout_done, unused_input) = match call.streams() {
         Ok((stdin, stdout)) => {
-            input::start(input, input_kind, stdin, requests.clone());
+            input::start(input, input_kind, stdin, requests.clone(), relay.clone());
             let mcp = requests.clone().map(|requests| Mcp {
                 max_message: args.max_message_bytes,
                 requests,
             });
             (
-                Some(output::start(stdout, output.clone(), mcp, &call)),
+                Some(output::start(
+                    stdout,
+                    output.clone(),
+                    mcp,
+                    &call,
+                    relay.clone(),
+                )),
                 None,
             )
         }
         Err(_) => (None, Some(input)),
     };
     let outcome = call.wait();
+    let mut ends = supervise::Ends {
+        unused_input,
+        input_kind,
+        stdout_done,
+    };
+    let (outcome, restarts, note) = match &relay {
+        Some(relay) => {
+            let runs = supervise::Runs {
+                host,
+                args,
+                forward: forward.as_ref(),
+                output: &output,
+                requests: requests.as_ref(),
+                relay,
+            };
+            let (outcome, summary, note) = supervise::run(&runs, outcome, started, &mut ends);
+            (outcome, Some(summary), note)
+        }
+        None => (outcome, None, None),
+    };
+    let supervise::Ends {
+        unused_input,
+        stdout_done,
+        ..
+    } = ends;
     // The server's stderr is over (the call waited for its end).
     let forwarded = forward.map(|forward| forward.finish());
     let record = outcome.record.clone();
@@ -134,7 +187,10 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             // request is waited for, to be answered too.
             None => requests.await_first_request(FIRST_REQUEST_WAIT),
         }
-        let gone = ServerGone::from_record(&record, stderr_excerpt.clone());
+        let gone = ServerGone {
+            restart: note,
+            ..ServerGone::from_record(&record, stderr_excerpt.clone())
+        };
         // Stdout ends here, after every message the server wrote and the
         // answers for the requests it left.
         let _ = output.close(|| requests.answers(&gone));
@@ -153,6 +209,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             .forward_stderr
             .then(|| forwarded.map_or(0, |f| f.redactions)),
         record,
+        restarts,
     };
     let status = exit_status(&line.record);
     let written = serde_json::to_string(&line)
@@ -234,6 +291,8 @@ struct Table {
     spans: Option<McpSpans>,
     /// The client has sent something (or ended).
     heard: bool,
+    /// With `--restart`: the host's session, for the next server.
+    replay: Option<SessionReplay>,
 }
 
 impl Requests {
@@ -242,12 +301,14 @@ impl Requests {
         call_id: &str,
         session_id: &str,
         telemetry: Option<Arc<TelemetryWorker>>,
+        replay: Option<SessionReplay>,
     ) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(Table {
                 spans: telemetry
                     .as_ref()
                     .map(|_| McpSpans::new(Some(call_id), session_id)),
+                replay,
                 ..Table::default()
             }),
             changed: Condvar::new(),
@@ -268,6 +329,60 @@ impl Requests {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes read from the client, as read (kept for a replay, with
+    /// `--restart`).
+    pub fn client_bytes(&self, bytes: &[u8]) {
+        if let Some(replay) = &mut self.lock().replay {
+            replay.handle_client(bytes);
+        }
+    }
+
+    /// A line the server wrote, before it is forwarded: what to do with
+    /// it while a new server takes the host's session.
+    pub fn server_line(&self, line: &[u8], info: &MessageInfo) -> ServerLine {
+        match &mut self.lock().replay {
+            Some(replay) => replay.handle_server(line, info),
+            None => ServerLine::Forward,
+        }
+    }
+
+    /// A new server started: what it gets first (the host's
+    /// `initialize`), or why the session cannot be replayed.
+    pub fn begin_replay(&self, now: Instant) -> Result<Vec<u8>, String> {
+        match &mut self.lock().replay {
+            Some(replay) => replay.begin(now),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The server is gone and another follows: the requests in flight
+    /// that go to it again (`--retry`), not to be answered now.
+    pub fn retries_on_gone(&self) -> Vec<MessageInfo> {
+        self.lock()
+            .replay
+            .as_mut()
+            .map(SessionReplay::handle_server_gone)
+            .unwrap_or_default()
+    }
+
+    /// Whether a new server is taking the host's session (what the host
+    /// sent waits).
+    pub fn replaying(&self) -> bool {
+        self.lock()
+            .replay
+            .as_ref()
+            .is_some_and(SessionReplay::is_replaying)
+    }
+
+    /// Why the new server is refused, once its `initialize` answer is
+    /// overdue at `now`.
+    pub fn replay_overdue(&self, now: Instant) -> Option<String> {
+        self.lock()
+            .replay
+            .as_mut()
+            .and_then(|replay| replay.handle_timeout(now))
     }
 
     /// A request read from the client, before the server can see it.
@@ -334,6 +449,40 @@ impl Requests {
             .wait_timeout_while(table, limit, |table| !table.heard);
     }
 
+    /// Answers every request still pending with `gone` now: a run is
+    /// over and the guard goes on.
+    pub fn answer_left(&self, gone: &ServerGone) {
+        let answers = self.answers(gone);
+        if !answers.is_empty() {
+            let _ = self.output.write_all(&answers);
+        }
+    }
+
+    /// Answers every request still pending with `gone` now, except
+    /// `queued` (still queued whole for the next run: they stay pending).
+    /// The spans of the requests answered here are closed at the guard's
+    /// end.
+    pub fn answer_left_except<'a>(
+        &self,
+        gone: &ServerGone,
+        queued: impl Iterator<Item = &'a MessageInfo>,
+    ) {
+        let mut table = self.lock();
+        let queued: Vec<&MessageInfo> = queued.collect();
+        for info in &queued {
+            // Set aside (the answer made for it is not used).
+            let _ = table.pending.dropped(info, &self.call_id);
+        }
+        let answers = table.pending.answers(gone);
+        for info in queued {
+            table.pending.handle_client(info);
+        }
+        drop(table);
+        if !answers.is_empty() {
+            let _ = self.output.write_all(&answers);
+        }
+    }
+
     /// The answers for every request still pending (see
     /// `PendingRequests::answers`).
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
@@ -359,14 +508,18 @@ fn exit_status(record: &CallRecord) -> u8 {
 }
 
 /// Turns SIGINT, SIGTERM and SIGHUP into a cancel: the stdio shutdown
-/// (close stdin, the stdin close grace, TERM, grace, KILL).
-fn cancel_on_signals(mut signals: Signals, call: &CallHandle) {
+/// (close stdin, the stdin close grace, TERM, grace, KILL); with `relay`
+/// (`--restart`), of the run on, and no run follows.
+fn cancel_on_signals(mut signals: Signals, call: &CallHandle, relay: Option<Arc<Relay>>) {
     let canceller = call.canceller();
     let _ = std::thread::Builder::new()
         .name("spillguard-signals".into())
         .spawn(move || {
             for _ in signals.forever() {
-                canceller.cancel();
+                match &relay {
+                    Some(relay) => relay.stop(StopReason::StopAsked),
+                    None => canceller.cancel(),
+                }
             }
         });
 }

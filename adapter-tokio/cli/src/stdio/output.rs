@@ -22,7 +22,9 @@ use spillguard_std::core::StdoutLineGuard;
 
 use super::Requests;
 use super::fds::Kind;
+use super::relay::Relay;
 use crate::call::{CallHandle, HelperStdout};
+use spillguard_std::core::{ServerLine, StopReason};
 
 /// Bytes asked for per `splice(2)` into a pipe.
 #[cfg(target_os = "linux")]
@@ -99,12 +101,13 @@ pub struct Mcp {
 /// Starts the pump from the server's `stdout` to `output` (the call
 /// counts what it forwards and diverts); the receiver hears once the
 /// server's stdout has ended. If this program's stdout is gone (the host
-/// went away), the call is cancelled.
+/// went away), the call is cancelled (and, with `relay`, no run follows).
 pub fn start(
     stdout: HelperStdout,
     output: Arc<Output>,
     mcp: Option<Mcp>,
     call: &CallHandle,
+    relay: Option<Arc<Relay>>,
 ) -> mpsc::Receiver<()> {
     let (done, ended) = mpsc::channel();
     let canceller = call.canceller();
@@ -112,11 +115,14 @@ pub fn start(
         .name("spillguard-stdout".into())
         .spawn(move || {
             let host_gone = match mcp {
-                Some(mcp) => guarded(stdout, &output, &mcp),
+                Some(mcp) => guarded(stdout, &output, &mcp, relay.as_deref()),
                 None => plain(stdout, &output),
             };
             if host_gone {
                 // Nobody reads our stdout any more: the host went away.
+                if let Some(relay) = relay {
+                    relay.stop(StopReason::HostLeft);
+                }
                 canceller.cancel();
             }
             let _ = done.send(());
@@ -165,13 +171,30 @@ fn plain(mut stdout: HelperStdout, output: &Output) -> bool {
     }
 }
 
-/// Forwards whole messages only (see the module docs); returns whether
-/// this program's stdout is gone.
-fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp) -> bool {
+/// Forwards whole messages only (see the module docs); with `relay`
+/// (`--restart`), the answers of a replayed session are swallowed and its
+/// end handed on. Returns whether this program's stdout is gone.
+fn guarded(mut stdout: HelperStdout, output: &Output, mcp: &Mcp, relay: Option<&Relay>) -> bool {
     let mut guard = StdoutLineGuard::with_max_message(mcp.max_message);
     loop {
         let mut failed_write = false;
         let read = stdout.read_guarded(&mut guard, |line| {
+            if let Some(relay) = relay {
+                match mcp.requests.server_line(line.bytes, line.info) {
+                    ServerLine::Swallow => return Ok(()),
+                    ServerLine::Ready { to_server, to_host } => {
+                        relay.replayed(to_server);
+                        return output
+                            .write_all(&to_host)
+                            .inspect_err(|_| failed_write = true);
+                    }
+                    ServerLine::Refused(reason) => {
+                        relay.refuse(reason);
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
             // A last message without its newline gets one: clients read
             // by line.
             let bytes = line.bytes;

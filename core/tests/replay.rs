@@ -1,0 +1,247 @@
+//! What a restarting guard keeps of the host's MCP session and how a new
+//! server takes it: the exact bytes replayed, the answers swallowed, the
+//! notifications the host gets, and the refusals (another protocol
+//! version, an initialize too long to keep, no answer within the wait).
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use spillguard_core::jsonrpc::{
+    MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, ServerLine, SessionReplay,
+};
+/// The tests' time origin, read once; every later instant is an offset.
+#[allow(clippy::disallowed_methods)]
+fn later(ms: u64) -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now) + Duration::from_millis(ms)
+}
+
+fn info(line: &[u8]) -> MessageInfo {
+    let mut scanner = MessageScanner::new();
+    scanner.feed(line);
+    scanner.finish().unwrap()
+}
+
+const INIT: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"h"}}}"#;
+const INIT_OK: &[u8] = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{"subscribe":true}}}}"#;
+
+/// A session: initialize answered, initialized, a subscribe that
+/// succeeded, a setLevel that failed.
+fn session() -> SessionReplay {
+    let mut r = SessionReplay::new();
+    // Split anywhere: lines are whole when kept.
+    let client = [
+        INIT,
+        b"\n",
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        b"\n",
+        br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+        b"\n",
+        br#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        b"\n",
+    ]
+    .concat();
+    for piece in client.chunks(5) {
+        r.handle_client(piece);
+    }
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    let ok = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+    assert_eq!(r.handle_server(ok, &info(ok)), ServerLine::Forward);
+    let failed = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
+    assert_eq!(r.handle_server(failed, &info(failed)), ServerLine::Forward);
+    r
+}
+
+#[test]
+fn a_new_server_gets_the_session_and_its_answers_are_swallowed() {
+    let mut r = session();
+    let t0 = later(0);
+    assert_eq!(r.begin(t0).unwrap(), [INIT, b"\n"].concat());
+    assert!(r.is_replaying());
+    assert_eq!(r.poll_timeout(), Some(t0 + REPLAY_WAIT));
+    let verdict = r.handle_server(INIT_OK, &info(INIT_OK));
+    assert_eq!(
+        verdict,
+        ServerLine::Ready {
+            to_server: [
+                &br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..],
+                b"\n",
+                br#"{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+                b"\n",
+            ]
+            .concat(),
+            to_host: [
+                &br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#[..],
+                b"\n",
+                br#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#,
+                b"\n",
+            ]
+            .concat(),
+        }
+    );
+    assert!(!r.is_replaying());
+    let again = br#"{"jsonrpc":"2.0","id":"s","result":{}}"#;
+    assert_eq!(r.handle_server(again, &info(again)), ServerLine::Swallow);
+    // Only once: the host's own later answer with that id goes through.
+    assert_eq!(r.handle_server(again, &info(again)), ServerLine::Forward);
+}
+
+#[test]
+fn another_protocol_version_refuses_the_replay() {
+    let mut r = session();
+    r.begin(later(0)).unwrap();
+    let other =
+        br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2024-11-05","capabilities":{}}}"#;
+    assert_eq!(
+        r.handle_server(other, &info(other)),
+        ServerLine::Refused(
+            "the restarted server answered initialize with protocolVersion \"2024-11-05\", not \"2025-06-18\"".into()
+        )
+    );
+}
+
+#[test]
+fn an_initialize_longer_than_kept_cannot_be_replayed() {
+    let mut r = SessionReplay::new();
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(MAX_KEPT_LINE)
+    );
+    r.handle_client(long.as_bytes());
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.begin(later(0)),
+        Err("the host's initialize request is longer than 65536 bytes and was not kept".into())
+    );
+    // A host that never initialized has nothing to replay.
+    assert_eq!(SessionReplay::new().begin(later(0)), Ok(Vec::new()));
+}
+
+#[test]
+fn a_new_server_that_does_not_answer_initialize_is_refused_at_the_wait() {
+    let mut r = session();
+    let t0 = later(0);
+    r.begin(t0).unwrap();
+    assert_eq!(
+        r.handle_timeout(t0 + REPLAY_WAIT - Duration::from_millis(1)),
+        None
+    );
+    assert_eq!(
+        r.handle_timeout(t0 + REPLAY_WAIT),
+        Some("the restarted server did not answer initialize within 10 s".into())
+    );
+    assert_eq!((r.is_replaying(), r.poll_timeout()), (false, None));
+    // A late answer is the host's to judge: nothing swallows it.
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+}
+
+#[test]
+fn a_host_whose_initialize_was_never_answered_asks_again_itself() {
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    // The server died before answering: nothing to replay.
+    assert_eq!(r.begin(later(0)), Ok(Vec::new()));
+    assert!(!r.is_replaying());
+    // The host asks again (another id); the new server's answer is its.
+    let again = br#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{}}"#;
+    r.handle_client(again);
+    r.handle_client(b"\n");
+    let answer =
+        br#"{"jsonrpc":"2.0","id":9,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#;
+    assert_eq!(r.handle_server(answer, &info(answer)), ServerLine::Forward);
+    // A later restart replays the initialize that was answered.
+    assert_eq!(r.begin(later(1)), Ok([&again[..], b"\n"].concat()));
+}
+
+#[test]
+fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
+    let mut r = SessionReplay::with_retries();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    r.handle_client(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    let list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read","annotations":{"readOnlyHint":true}},{"name":"same","annotations":{"idempotentHint":true}},{"name":"write","annotations":{"idempotentHint":false}}]}}"#;
+    assert_eq!(r.handle_server(list, &info(list)), ServerLine::Forward);
+    let call = |id: u32, name: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}"}}}}"#
+        )
+    };
+    let (read, same, write, done) = (
+        call(2, "read"),
+        call(3, "same"),
+        call(4, "write"),
+        call(5, "read"),
+    );
+    for line in [&read, &same, &write, &done] {
+        r.handle_client(format!("{line}\n").as_bytes());
+    }
+    let answer = br#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+    assert_eq!(r.handle_server(answer, &info(answer)), ServerLine::Forward);
+    // The crash: calls 2 and 3 go again; 4 is answered with the error, 5
+    // was answered.
+    let again: Vec<String> = r
+        .handle_server_gone()
+        .iter()
+        .map(|i| String::from_utf8(i.id.as_ref().unwrap().as_bytes().to_vec()).unwrap())
+        .collect();
+    assert_eq!(again, ["2", "3"]);
+    r.begin(later(0)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(
+        String::from_utf8(to_server).unwrap(),
+        format!("{read}\n{same}\n")
+    );
+    // Once only: in flight at a second crash, they are not sent again.
+    assert_eq!(r.handle_server_gone().len(), 0);
+    // Without retries, nothing is sent again.
+    let mut plain = SessionReplay::new();
+    plain.handle_client(format!("{read}\n").as_bytes());
+    assert_eq!(plain.handle_server_gone().len(), 0);
+}
+
+#[test]
+fn an_unsubscribe_ends_a_kept_subscription_and_the_last_level_is_kept() {
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    assert_eq!(
+        r.handle_server(INIT_OK, &info(INIT_OK)),
+        ServerLine::Forward
+    );
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"file:///b"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"error"}}"#,
+    ];
+    for (id, line) in (1..).zip(lines) {
+        r.handle_client(format!("{line}\n").as_bytes());
+        let ok = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        assert_eq!(
+            r.handle_server(ok.as_bytes(), &info(ok.as_bytes())),
+            ServerLine::Forward
+        );
+    }
+    r.begin(later(0)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(
+        String::from_utf8(to_server).unwrap(),
+        format!("{}\n{}\n", lines[1], lines[4])
+    );
+}
