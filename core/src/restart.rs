@@ -373,6 +373,10 @@ impl Restarts {
             (S::Stopped(_) | S::CrashLoop(_), _) => Ok(()),
             (S::Running { .. } | S::Waiting { .. }, Input::Stop(reason)) => {
                 self.state = S::Stopped(reason);
+                // A start asked for and not yet polled is taken back.
+                if matches!(self.action, Some(RestartAction::Start { .. })) {
+                    self.action = None;
+                }
                 Ok(())
             }
             (S::Running { started, .. }, Input::Ended(end, jitter)) => {

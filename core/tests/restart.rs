@@ -120,6 +120,18 @@ fn a_stop_while_waiting_cancels_the_start() {
 }
 
 #[test]
+fn a_stop_after_the_wait_ended_takes_back_the_start_not_yet_polled() {
+    let t0 = epoch();
+    let mut r = Restarts::new(settings(RestartMode::Always), t0);
+    let wait = end_at(&mut r, t0, ServerEnd::Exited(1), 0).unwrap();
+    // The wait is over: a start is asked for, and not polled yet.
+    r.handle_timeout(t0 + wait);
+    r.handle_stop(StopReason::HostLeft);
+    assert_eq!(r.poll_action(), None);
+    assert_eq!(r.state(), RestartState::Stopped(StopReason::HostLeft));
+}
+
+#[test]
 fn the_backoff_doubles_to_its_cap_with_jitter_of_at_most_a_quarter() {
     let (t0, mut r) = on_failure_with_max(100);
     // Each run lasts 20 s (not quick), so no crash loop; the backoff

@@ -298,6 +298,75 @@ fn a_server_that_exits_at_start_every_time_is_given_up_after_exactly_max_attempt
     let _ = std::fs::remove_file(&starts);
 }
 
+#[test]
+fn a_request_in_flight_at_the_crash_loop_verdict_is_answered_without_more_input() {
+    let starts = temp_path("restart-in-flight.log");
+    let _ = std::fs::remove_file(&starts);
+    // Each run reads one request and exits without answering it.
+    let script = format!("echo start >> {}; read line; exit 4", starts.display());
+    let flags = [
+        "--mcp",
+        "--restart",
+        "on-failure",
+        "--restart-max",
+        "2",
+        "--restart-backoff-ms",
+        "50,100",
+    ];
+    let mut child = sh_guard(&flags, &script);
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (lines, answers) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let answer = || -> Value {
+        let line = answers
+            .recv_timeout(Duration::from_secs(5))
+            .expect("an answer within 5 s");
+        serde_json::from_str(&line).unwrap()
+    };
+    await_starts(&starts, 1);
+    send(&mut stdin, &call(1));
+    let first = answer();
+    assert_eq!(first["id"], 1);
+    assert_eq!(
+        first["error"]["message"],
+        "MCP server exited with status 4 before answering; restarting (attempt 2 of 2)"
+    );
+    await_starts(&starts, 2);
+    // The second run takes request 2 and exits: the crash loop's verdict
+    // comes with request 2 in flight, and the host sends nothing more.
+    let asked = Instant::now();
+    send(&mut stdin, &call(2));
+    let second = answer();
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(second["id"], 2);
+    assert_eq!(second["error"]["data"]["crash_loop"], true);
+    assert_eq!(second["error"]["data"]["attempts"], 2);
+    let message = second["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "MCP server exited with status 4 before answering; crash loop: gave up after 2 attempts in "
+        ),
+        "{message}"
+    );
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
+    let _ = std::fs::remove_file(&starts);
+}
+
 /// A Python server that answers `initialize` with protocol version
 /// `2025-06-18` on its first run and `2024-11-05` after (its runs counted
 /// in `starts`), and exits with status 5 at its first `tools/call`.
@@ -351,6 +420,13 @@ fn a_new_server_with_another_protocol_version_ends_the_restarts_and_says_why() {
     );
     send(&mut stdin, &call(3));
     assert_eq!(read()["error"]["data"]["restart"], reason);
+    // A stop asked of the guard ends it, the host still connected.
+    let mut child = child;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    kill_process(pid, Signal::TERM).unwrap();
+    support::poll_until(Duration::from_secs(5), "the guard's end at TERM", || {
+        child.try_wait().unwrap().is_some()
+    });
     drop(stdin);
     let output = child.wait_with_output().unwrap();
     let record = record_on_stderr(&output);

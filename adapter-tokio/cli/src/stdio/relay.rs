@@ -86,11 +86,15 @@ impl Relay {
         state.canceller = Some(canceller);
     }
 
-    /// No restart after this (the first reason stays), and the current
-    /// run is stopped.
+    /// No restart after this, and the current run is stopped. The first
+    /// reason stays, except that a refused session still ends at a stop
+    /// asked of the guard.
     pub fn stop(&self, reason: StopReason) {
         let mut state = self.lock();
-        state.stop.get_or_insert(reason);
+        match state.stop {
+            None | Some(StopReason::Refused) => state.stop = Some(reason),
+            Some(_) => {}
+        }
         if let Some(canceller) = &state.canceller {
             canceller.cancel();
         }

@@ -75,6 +75,10 @@ pub fn run(
         if let Some(RestartAction::GiveUp(_)) = restarts.poll_action() {
             restart_reason = Some(end.to_string());
             last_note.clone_from(&gone.restart);
+            // The requests the last run left are answered at once, as at
+            // any run's end (the pump is woken by the run's end), then
+            // every later one.
+            runs.relay.server_gone(gone.clone());
             runs.relay.over(Some(gone));
             if ends.unused_input.is_none() {
                 // Every request is answered at once until the host leaves.
@@ -112,6 +116,11 @@ pub fn run(
         if let Some(done) = ends.stdout_done.take() {
             // The last run's stdout is over, or held by a descendant.
             let _ = done.recv_timeout(STDOUT_END_WAIT);
+        }
+        if runs.relay.stop_reason().is_some() {
+            // The host left (or a stop was asked) during the wait.
+            runs.relay.over(None);
+            break;
         }
         if let Some(forward) = runs.forward {
             forward.mark(&format!(
