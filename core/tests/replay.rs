@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use spillguard_core::jsonrpc::{
-    MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, ServerLine, SessionReplay,
+    MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, RawValue, ServerLine, SessionReplay,
 };
 /// The tests' time origin, read once; every later instant is an offset.
 #[allow(clippy::disallowed_methods)]
@@ -160,6 +160,78 @@ fn a_host_whose_initialize_was_never_answered_asks_again_itself() {
     assert_eq!(r.begin(later(1)), Ok([&again[..], b"\n"].concat()));
 }
 
+/// A session with `read` listed read-only and the calls `ids` of it
+/// sent (none answered).
+fn with_read_calls(ids: &[u32]) -> SessionReplay {
+    let mut r = SessionReplay::with_retries();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    let _ = r.handle_server(INIT_OK, &info(INIT_OK));
+    r.handle_client(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    let list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read","annotations":{"readOnlyHint":true}}]}}"#;
+    let _ = r.handle_server(list, &info(list));
+    for id in ids {
+        r.handle_client(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read"}}}}"#
+            )
+            .as_bytes(),
+        );
+        r.handle_client(b"\n");
+    }
+    r
+}
+
+fn ids(infos: &[MessageInfo]) -> Vec<String> {
+    infos
+        .iter()
+        .map(|i| String::from_utf8(i.id.as_ref().unwrap().as_bytes().to_vec()).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_call_still_queued_at_a_crash_is_not_sent_again_but_stays_retriable() {
+    let mut r = with_read_calls(&[2, 3]);
+    // Call 3 was still queued whole: the next server gets it from the
+    // queue, not a second time from the retries.
+    let queued = RawValue::new(b"3").unwrap();
+    assert_eq!(ids(&r.handle_server_gone([&queued])), ["2"]);
+    r.begin(later(0)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(to_server.iter().filter(|&&b| b == b'\n').count(), 1);
+    // Delivered then in flight at the next crash: sent again once.
+    assert_eq!(ids(&r.handle_server_gone([])), ["3"]);
+}
+
+#[test]
+fn a_call_chosen_at_a_crash_and_not_sent_before_the_next_crash_stays_pending_once() {
+    let mut r = with_read_calls(&[2]);
+    assert_eq!(ids(&r.handle_server_gone([])), ["2"]);
+    // The next server dies before it answered initialize: call 2 was
+    // never sent, it stays pending (not answered with the crash error),
+    // and the server after it gets it once.
+    r.begin(later(0)).unwrap();
+    assert_eq!(ids(&r.handle_server_gone([])), ["2"]);
+    r.begin(later(1)).unwrap();
+    let ServerLine::Ready { to_server, .. } = r.handle_server(INIT_OK, &info(INIT_OK)) else {
+        panic!("no replay");
+    };
+    assert_eq!(to_server.iter().filter(|&&b| b == b'\n').count(), 1);
+}
+
+#[test]
+fn a_call_the_guard_answered_or_the_host_cancelled_is_not_sent_again() {
+    let mut r = with_read_calls(&[2, 3]);
+    r.forget_call(&RawValue::new(b"2").unwrap());
+    r.handle_client(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
+    );
+    r.handle_client(b"\n");
+    assert_eq!(r.handle_server_gone([]).len(), 0);
+}
+
 #[test]
 fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
     let mut r = SessionReplay::with_retries();
@@ -191,7 +263,7 @@ fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
     // The crash: calls 2 and 3 go again; 4 is answered with the error, 5
     // was answered.
     let again: Vec<String> = r
-        .handle_server_gone()
+        .handle_server_gone([])
         .iter()
         .map(|i| String::from_utf8(i.id.as_ref().unwrap().as_bytes().to_vec()).unwrap())
         .collect();
@@ -205,11 +277,11 @@ fn an_idempotent_call_in_flight_is_sent_once_more_after_the_replay() {
         format!("{read}\n{same}\n")
     );
     // Once only: in flight at a second crash, they are not sent again.
-    assert_eq!(r.handle_server_gone().len(), 0);
+    assert_eq!(r.handle_server_gone([]).len(), 0);
     // Without retries, nothing is sent again.
     let mut plain = SessionReplay::new();
     plain.handle_client(format!("{read}\n").as_bytes());
-    assert_eq!(plain.handle_server_gone().len(), 0);
+    assert_eq!(plain.handle_server_gone([]).len(), 0);
 }
 
 #[test]

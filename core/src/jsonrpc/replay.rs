@@ -178,7 +178,9 @@ impl SessionReplay {
             "resources/unsubscribe",
             "logging/setLevel",
         ];
-        let tools = self.retries.is_some() && memmem::find(&line, b"tools/").is_some();
+        let tools = self.retries.is_some()
+            && (memmem::find(&line, b"tools/").is_some()
+                || memmem::find(&line, b"notifications/cancelled").is_some());
         if !tools
             && !wanted
                 .iter()
@@ -213,6 +215,13 @@ impl SessionReplay {
             (Some("logging/setLevel"), Some(id)) => {
                 self.asked.insert(id, (Setting::Level, line));
             }
+            (Some("notifications/cancelled"), None) => {
+                let cancelled = message.pointer("/params/requestId");
+                if let Some(id) = cancelled.and_then(|id| RawValue::new(id.to_string().as_bytes()))
+                {
+                    self.forget_call(&id);
+                }
+            }
             (Some("tools/list"), Some(id)) => {
                 if let Some(retries) = &mut self.retries {
                     retries.listing.insert(id);
@@ -233,21 +242,49 @@ impl SessionReplay {
     /// The server is gone and another follows: the requests that will be
     /// sent to it again after the replay (they stay pending; the others
     /// in flight are answered with the crash error), oldest first.
-    pub fn handle_server_gone(&mut self) -> Vec<MessageInfo> {
+    /// `queued` are the ids of the host's requests still waiting whole to
+    /// be written: the next server gets them from the queue, once, and
+    /// they stay retriable. Calls chosen at an earlier end and not sent
+    /// yet (that server died during its replay) are chosen again.
+    pub fn handle_server_gone<'a>(
+        &mut self,
+        queued: impl IntoIterator<Item = &'a RawValue>,
+    ) -> Vec<MessageInfo> {
         let Some(retries) = &mut self.retries else {
             return Vec::new();
         };
-        let mut again = Vec::new();
+        let queued: HashSet<&RawValue> = queued.into_iter().collect();
+        let read = |line: &[u8]| {
+            let mut scanner = MessageScanner::new();
+            scanner.feed(line.strip_suffix(b"\n").unwrap_or(line));
+            scanner.finish()
+        };
+        // Still to be sent from an earlier end: they stay pending.
+        let mut again: Vec<MessageInfo> = retries
+            .resend
+            .split_inclusive(|&b| b == b'\n')
+            .filter_map(read)
+            .collect();
+        let mut kept = Vec::new();
         for (id, name, line) in retries.calls.drain(..) {
-            if retries.safe.contains(&name) && retries.retried.insert(id) {
-                let mut scanner = MessageScanner::new();
-                scanner.feed(line.strip_suffix(b"\n").unwrap_or(&line));
-                again.extend(scanner.finish());
+            if queued.contains(&id) {
+                kept.push((id, name, line));
+            } else if retries.safe.contains(&name) && retries.retried.insert(id) {
+                again.extend(read(&line));
                 retries.resend.extend_from_slice(&line);
             }
         }
+        retries.calls = kept;
         retries.listing.clear();
         again
+    }
+
+    /// The guard answered the host's request `id` itself (dropped, or
+    /// cancelled by the host): it is no call to send again.
+    pub fn forget_call(&mut self, id: &RawValue) {
+        if let Some(retries) = &mut self.retries {
+            retries.calls.retain(|(call, _, _)| call != id);
+        }
     }
 
     /// A line the server wrote (`info` from the stdout guard): forwarded,

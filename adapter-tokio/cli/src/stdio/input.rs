@@ -172,7 +172,10 @@ impl Pump {
                     if let Some(requests) = &self.requests {
                         // What the last server never saw waits for the
                         // next, and so do the calls sent again.
-                        let again = requests.retries_on_gone();
+                        let queued: Vec<_> = (self.queue.queued_requests())
+                            .filter_map(|info| info.id.clone())
+                            .collect();
+                        let again = requests.retries_on_gone(&queued);
                         let waiting = self.queue.queued_requests().chain(&again);
                         requests.answer_left_except(&gone, waiting);
                     }

@@ -359,11 +359,14 @@ impl Requests {
 
     /// The server is gone and another follows: the requests in flight
     /// that go to it again (`--retry`), not to be answered now.
-    pub fn retries_on_gone(&self) -> Vec<MessageInfo> {
+    pub fn retries_on_gone<'a>(
+        &self,
+        queued: impl IntoIterator<Item = &'a spillguard_std::core::RawValue>,
+    ) -> Vec<MessageInfo> {
         self.lock()
             .replay
             .as_mut()
-            .map(SessionReplay::handle_server_gone)
+            .map(|replay| replay.handle_server_gone(queued))
             .unwrap_or_default()
     }
 
@@ -425,6 +428,9 @@ impl Requests {
     /// A request dropped because the server does not read: answered now.
     pub fn answer_dropped(&self, info: &MessageInfo) {
         let mut table = self.lock();
+        if let (Some(replay), Some(id)) = (table.replay.as_mut(), info.id.as_ref()) {
+            replay.forget_call(id);
+        }
         let line = table.pending.dropped(info, &self.call_id);
         let spans = line
             .as_ref()
