@@ -190,6 +190,26 @@ fn ids(infos: &[MessageInfo]) -> Vec<String> {
 }
 
 #[test]
+fn an_initialize_answered_with_an_error_is_no_session_and_the_next_one_is_kept() {
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    let refused = br#"{"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"unsupported"}}"#;
+    assert_eq!(
+        r.handle_server(refused, &info(refused)),
+        ServerLine::Forward
+    );
+    let again = br#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#;
+    r.handle_client(again);
+    r.handle_client(b"\n");
+    let answer =
+        br#"{"jsonrpc":"2.0","id":9,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#;
+    assert_eq!(r.handle_server(answer, &info(answer)), ServerLine::Forward);
+    // The initialize replayed is the one that was answered with a result.
+    assert_eq!(r.begin(later(0)), Ok([&again[..], b"\n"].concat()));
+}
+
+#[test]
 fn a_call_still_queued_at_a_crash_is_not_sent_again_but_stays_retriable() {
     let mut r = with_read_calls(&[2, 3]);
     // Call 3 was still queued whole: the next server gets it from the

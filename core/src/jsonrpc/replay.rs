@@ -324,8 +324,10 @@ impl SessionReplay {
                 retries.safe = safe_tools(line);
             }
         }
+        // Only a result is a session: after an error answer the host asks
+        // again, and its next initialize is the one kept.
         if self.session.is_none() && self.initialize.as_ref().is_some_and(|(init, _)| init == id) {
-            self.session = Some(session_of(line));
+            self.session = session_of(line);
         }
         ServerLine::Forward
     }
@@ -384,11 +386,13 @@ impl SessionReplay {
 
     /// The new server answered the host's `initialize`.
     fn new_session(&mut self, line: &[u8]) -> ServerLine {
-        let (version, prompts, resources) = session_of(line);
         let Some((first, had_prompts, had_resources)) = self.session.clone() else {
             // Not a replay (`begin` replays an answered session only).
             return ServerLine::Forward;
         };
+        // An error answer (or no version) is no session: refused as a
+        // version that differs.
+        let (version, prompts, resources) = session_of(line).unwrap_or((Value::Null, false, false));
         if version != first {
             return ServerLine::Refused(format!(
                 "the restarted server answered initialize with protocolVersion {version}, not {first}"
@@ -456,16 +460,14 @@ fn safe_tools(line: &[u8]) -> HashSet<String> {
 
 /// An `initialize` result's `protocolVersion` and whether its
 /// capabilities name prompts and resources.
-fn session_of(line: &[u8]) -> (Value, bool, bool) {
-    let message = serde_json::from_slice::<Value>(line).unwrap_or(Value::Null);
-    let result = message.get("result").unwrap_or(&Value::Null);
+fn session_of(line: &[u8]) -> Option<(Value, bool, bool)> {
+    let message = serde_json::from_slice::<Value>(line).ok()?;
+    let result = message.get("result")?;
+    let version = result.get("protocolVersion").filter(|v| v.is_string())?;
     let capabilities = result.get("capabilities").unwrap_or(&Value::Null);
-    (
-        result
-            .get("protocolVersion")
-            .cloned()
-            .unwrap_or(Value::Null),
+    Some((
+        version.clone(),
         capabilities.get("prompts").is_some(),
         capabilities.get("resources").is_some(),
-    )
+    ))
 }
