@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use spillguard_core::trace::CallTrace;
 use spillguard_core::{InputQueue, QueueEvent, QueueSettings, RawValue};
 
 /// The tests' time origin, read once; every later instant is an offset.
@@ -35,6 +36,8 @@ struct Drive {
     requests: Vec<String>,
     dropped: Vec<String>,
     undelivered: u64,
+    /// The span each request is to carry (with `whole_lines`).
+    trace: Option<CallTrace>,
 }
 
 fn id(info: &spillguard_core::MessageInfo) -> String {
@@ -56,6 +59,7 @@ impl Drive {
             requests: Vec::new(),
             dropped: Vec::new(),
             undelivered: 0,
+            trace: None,
         }
     }
 
@@ -66,9 +70,16 @@ impl Drive {
             let n = room.len().min(rest.len());
             room[..n].copy_from_slice(&rest[..n]);
             let (requests, dropped) = (&mut self.requests, &mut self.dropped);
+            let trace = &self.trace;
             self.queue.handle_read(n, |event| match event {
-                QueueEvent::Request(info) => requests.push(id(info)),
-                QueueEvent::Dropped(info) => dropped.push(id(info)),
+                QueueEvent::Request(info) => {
+                    requests.push(id(info));
+                    trace.clone()
+                }
+                QueueEvent::Dropped(info) => {
+                    dropped.push(id(info));
+                    None
+                }
             });
             rest = &rest[n..];
         }
@@ -81,6 +92,7 @@ impl Drive {
             if let QueueEvent::Dropped(info) = event {
                 dropped.push(id(info));
             }
+            None
         });
         self.undelivered += self.queue.take_undelivered();
     }
@@ -306,4 +318,138 @@ fn a_restart_drops_the_rest_of_a_line_not_yet_read_whole() {
     d.server.clear();
     d.take(t0 + ms(100), usize::MAX);
     assert_eq!(d.server, two);
+}
+
+fn whole_lines() -> QueueSettings {
+    QueueSettings {
+        whole_lines: true,
+        ..small(true)
+    }
+}
+
+/// What the queue writes into each request of [`request`].
+fn span_text(trace: &CallTrace) -> String {
+    format!("\"_meta\":{{\"traceparent\":\"{}\"}},", trace.traceparent())
+}
+
+#[test]
+fn with_whole_lines_a_request_waits_for_its_end_then_carries_the_span() {
+    let t0 = epoch();
+    let mut d = Drive::new(whole_lines(), t0);
+    let trace = CallTrace::root([7; 16], [9; 8]);
+    d.trace = Some(trace.clone());
+    let line = request(1, 30);
+    d.read(&line[..40]);
+    assert_eq!(d.queue.to_write(), b"", "half a line is held");
+    assert_eq!(d.queue.len(), 40);
+    d.read(&line[40..]);
+    let want = String::from_utf8(line.clone()).unwrap().replacen(
+        "\"params\":{",
+        &format!("\"params\":{{{}", span_text(&trace)),
+        1,
+    );
+    assert_eq!(d.queue.to_write(), want.as_bytes());
+    // A notification (not a request) and a line that is not a message go
+    // as they are; the next request carries the span too.
+    let note = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":{}}\n";
+    d.read(note);
+    d.read(b"not json\n");
+    d.read(&request(2, 0));
+    d.take(t0, usize::MAX);
+    let server = String::from_utf8(d.server.clone()).unwrap();
+    let lines: Vec<&str> = server.lines().collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[1].as_bytes(), &note[..note.len() - 1]);
+    assert_eq!(lines[2], "not json");
+    assert!(lines[3].contains(&span_text(&trace)), "{}", lines[3]);
+    assert_eq!(d.requests, ["1", "2"]);
+}
+
+#[test]
+fn with_whole_lines_a_line_that_fills_the_queue_goes_as_it_comes_unchanged() {
+    let t0 = epoch();
+    let mut d = Drive::new(whole_lines(), t0);
+    d.trace = Some(CallTrace::root([7; 16], [9; 8]));
+    let long = request(1, 1_500);
+    d.read(&long[..1_000]);
+    assert_eq!(
+        d.queue.to_write().len(),
+        1_000,
+        "the full queue is released"
+    );
+    d.take(t0, 600);
+    d.read(&long[1_000..]);
+    d.take(t0, usize::MAX);
+    assert_eq!(d.server, long, "as the client wrote it");
+    // The client's end releases a last line without its newline.
+    let short = request(2, 5);
+    d.read(&short[..short.len() - 1]);
+    assert_eq!(d.queue.to_write(), b"");
+    d.end();
+    assert_eq!(d.queue.to_write(), &short[..short.len() - 1]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// With whole lines and a span for each request, whatever the
+    /// schedule: apart from the bytes the queue wrote, every byte read is
+    /// delivered, queued or counted (undelivered counts the client's
+    /// bytes only); each line delivered whole is a line sent, with the
+    /// span.
+    #[test]
+    fn with_whole_lines_every_client_byte_is_accounted_for(
+        steps in proptest::collection::vec((0..4_u8, 1..400_usize), 1..60),
+    ) {
+        let t0 = epoch();
+        let mut d = Drive::new(whole_lines(), t0);
+        let trace = CallTrace::root([3; 16], [4; 8]);
+        d.trace = Some(trace.clone());
+        let span = span_text(&trace);
+        let mut now = t0;
+        let mut sent = Vec::new();
+        let mut next = 0;
+        for (what, size) in steps {
+            match what {
+                0 if d.queue.wants_input() => {
+                    let line = request(next, size % 120);
+                    next += 1;
+                    sent.extend_from_slice(&line);
+                    // In two pieces, the cut anywhere.
+                    let cut = size % line.len();
+                    d.read(&line[..cut]);
+                    d.read(&line[cut..]);
+                }
+                1 => d.take(now, size),
+                2 => {
+                    now += ms(size as u64 * 10);
+                    d.timeout(now);
+                }
+                _ => now += ms(size as u64),
+            }
+            let server = String::from_utf8_lossy(&d.server).replace(&span, "");
+            let queued = String::from_utf8_lossy(d.queue.to_write()).replace(&span, "");
+            let held = d.queue.len() - d.queue.to_write().len();
+            let total = (server.len() + queued.len() + held) as u64 + d.undelivered;
+            // A span cut in two by a partial take is not found whole:
+            // at most one such in the server's bytes and one in the queue.
+            let slack = 2 * span.len() as u64;
+            prop_assert!(total >= sent.len() as u64 && total <= sent.len() as u64 + slack,
+                "{} vs {}", total, sent.len());
+        }
+        let sent_lines: Vec<String> = sent
+            .split_inclusive(|&b| b == b'\n')
+            .map(|l| String::from_utf8_lossy(l).replacen("\"params\":{", &format!("\"params\":{{{span}"), 1))
+            .collect();
+        let mut at = 0;
+        for line in String::from_utf8_lossy(&d.server).split_inclusive('\n') {
+            if !line.ends_with('\n') {
+                break;
+            }
+            let found = sent_lines[at..].iter().position(|l| l == line);
+            prop_assert!(found.is_some(), "{:?}", line);
+            at += found.unwrap() + 1;
+        }
+        prop_assert_eq!(d.requests.len(), next as usize);
+    }
 }

@@ -660,6 +660,19 @@ pub struct StdioArgs {
     /// `readOnlyHint`, instead of answering it with the crash error
     #[arg(long, value_name = "WHICH", value_enum)]
     pub retry: Option<Retry>,
+    /// With --mcp: each request forwarded to PROGRAM carries
+    /// `params._meta.traceparent` naming the guard's span for it (a child
+    /// of the request's own traceparent, else of the TRACEPARENT this
+    /// program was given); only `_meta` is added or its traceparent
+    /// replaced, every other byte as the client wrote it. Without
+    /// OpenTelemetry export (no span of the guard's), a request without a
+    /// traceparent gets the TRACEPARENT this program was given. On by
+    /// default with --mcp when OpenTelemetry export is configured
+    #[arg(long, conflicts_with = "no_propagate_trace")]
+    pub propagate_trace: bool,
+    /// Never add or replace a request's `params._meta.traceparent`
+    #[arg(long)]
+    pub no_propagate_trace: bool,
     /// The flags of `run` and the program.
     #[command(flatten)]
     pub run: RunArgs,
@@ -704,6 +717,13 @@ impl Default for Backoff {
 }
 
 impl StdioArgs {
+    /// Whether requests carry the guard's span to the server: asked for,
+    /// or by default with `--mcp` when `export` (OpenTelemetry export is
+    /// configured), unless refused.
+    pub fn propagates_trace(&self, export: bool) -> bool {
+        self.mcp && !self.no_propagate_trace && (self.propagate_trace || export)
+    }
+
     /// The restart policy these flags ask for.
     pub fn restart_settings(&self) -> RestartSettings {
         RestartSettings {
@@ -762,6 +782,9 @@ impl StdioArgs {
             return Err(UsageError(
                 "missing program (usage: spillguard stdio [OPTIONS] -- PROGRAM [ARGS...])".into(),
             ));
+        }
+        if self.propagate_trace && !self.mcp {
+            return Err(UsageError("`--propagate-trace` needs `--mcp`".into()));
         }
         if self.retry.is_some() && (!self.mcp || self.restart == Restart::Never) {
             return Err(UsageError(

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use opentelemetry_proto::tonic::trace::v1::Span;
-use spillguard_std::core::trace::TraceParent;
+use spillguard_std::core::trace::{CallTrace, TraceParent};
 use spillguard_std::core::{
     MAX_PENDING, MAX_PENDING_ID_BYTES, MessageInfo, MessageKind, RawValue, SERVER_GONE_CODE,
 };
@@ -36,6 +36,10 @@ pub struct McpSpans {
     id_bytes: usize,
     call_id: Option<String>,
     session_id: String,
+    /// The parent of a request's span that names none (the TRACEPARENT
+    /// this program was given, with `--propagate-trace`), and its
+    /// tracestate.
+    default_parent: Option<(TraceParent, Option<String>)>,
 }
 
 impl McpSpans {
@@ -48,6 +52,44 @@ impl McpSpans {
             id_bytes: 0,
             call_id: call_id.map(str::to_owned),
             session_id: session_id.to_owned(),
+            default_parent: None,
+        }
+    }
+
+    /// The span of a request that names no parent is a child of
+    /// `parent` (not the root of a trace).
+    pub fn with_default_parent(mut self, parent: Option<(TraceParent, Option<String>)>) -> Self {
+        self.default_parent = parent;
+        self
+    }
+
+    /// The open span of the request `info`, as the server is to be told
+    /// it (`params._meta.traceparent`): the span's trace and id, the
+    /// parent's sampled flag, and the default parent's tracestate when the
+    /// request named no parent of its own (its own tracestate stays in
+    /// the request).
+    pub fn trace_of(&self, info: &MessageInfo) -> Option<CallTrace> {
+        let request = self.open.get(info.id.as_ref()?)?;
+        let (parent, own) = self.parent(info);
+        Some(CallTrace {
+            trace_id: request.trace_id,
+            span_id: request.span_id,
+            parent_span_id: request.parent_span_id,
+            flags: parent.as_ref().map_or(1, |(p, _)| p.flags & 1),
+            trace_state: if own {
+                None
+            } else {
+                parent.and_then(|(_, s)| s)
+            },
+        })
+    }
+
+    /// The parent of a request's span: the request's own well-formed
+    /// traceparent (`true`), else the default parent.
+    fn parent(&self, info: &MessageInfo) -> (Option<(TraceParent, Option<String>)>, bool) {
+        match own_parent(info) {
+            Some(parent) => (Some((parent, None)), true),
+            None => (self.default_parent.clone(), false),
         }
     }
 
@@ -148,11 +190,7 @@ impl McpSpans {
     }
 
     fn opened(&self, info: &MessageInfo, id: &RawValue) -> McpRequest {
-        let parent = info
-            .trace_parent
-            .as_ref()
-            .and_then(|raw| serde_json::from_slice::<String>(raw.as_bytes()).ok())
-            .and_then(|text| TraceParent::parse(&text).ok());
+        let parent = self.parent(info).0.map(|(parent, _)| parent);
         McpRequest {
             trace_id: parent
                 .as_ref()
@@ -169,6 +207,14 @@ impl McpSpans {
             error: None,
         }
     }
+}
+
+/// The well-formed `params._meta.traceparent` a request names, if any.
+pub fn own_parent(info: &MessageInfo) -> Option<TraceParent> {
+    info.trace_parent
+        .as_ref()
+        .and_then(|raw| serde_json::from_slice::<String>(raw.as_bytes()).ok())
+        .and_then(|text| TraceParent::parse(&text).ok())
 }
 
 /// The `error.type` of a request's span left open when the client went

@@ -952,10 +952,12 @@ fn a_client_span_the_mcp_span_the_call_span_and_the_helper_s_span_are_one_trace(
 
 /// The same with `spillguard stdio --mcp` in front of a server written
 /// with the MCP Python SDK, whose own OpenTelemetry spans are on
-/// (`tests/peers/otel_trace.py --stdio`): each request the guard forwards
-/// is an MCP span under the client's span, beside the server's span for
-/// the same request (same name, tool and request id), `tool_error` on
-/// both for a tool that failed, and the server's call span at the exit.
+/// (`tests/peers/otel_trace.py --stdio`), the guard started with a host's
+/// `TRACEPARENT`: each request the guard forwards is an MCP span under
+/// the client's span (or the host's, for a request without one), and the
+/// server's span for it (same name, tool and request id) is that span's
+/// child; `tool_error` on both for a tool that failed; the server's call
+/// span at the exit.
 #[test]
 fn through_stdio_mcp_each_request_is_a_span_beside_the_server_s_own() {
     trace_script(&["--stdio"]);

@@ -11,10 +11,13 @@
 //!   server is gone ([`ServerGone`]).
 //! * [`InputQueue`] (`queue.rs`): the client's bytes on their way to the
 //!   server, and the rule for a server that stops reading.
+//! * [`trace_edit`] (`meta.rs`): a request made to carry a span in
+//!   `params._meta.traceparent`, its other bytes as they were.
 //! * [`SessionReplay`] (`replay.rs`): the host's session kept for a
 //!   restarted server, and the answers of its replay swallowed.
 
 mod line_guard;
+mod meta;
 mod pending;
 mod queue;
 mod replay;
@@ -23,6 +26,7 @@ mod scan;
 pub use line_guard::{
     DEFAULT_MAX_MESSAGE_BYTES, Diverted, HeldLine, ProtocolLine, Segment, StdoutLineGuard,
 };
+pub use meta::trace_edit;
 pub use pending::{
     ClientLines, MAX_PENDING, MAX_PENDING_ID_BYTES, PendingRequests, RestartNote, SERVER_GONE_CODE,
     ServerGone,

@@ -11,7 +11,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::meta::trace_edit;
 use super::scan::{MessageInfo, MessageKind, MessageScanner};
+use crate::trace::CallTrace;
 
 /// How an [`InputQueue`] holds and gives up the client's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,12 @@ pub struct QueueSettings {
     /// are reported as they are read, and a server that is not reading
     /// loses whole messages only, each request reported as dropped.
     pub messages: bool,
+    /// With `messages`: a line goes to the server only once it is whole,
+    /// so that the driver can have a request carry a span
+    /// ([`InputQueue::handle_read`]). A line that fills the queue before
+    /// its end goes as it comes (and as the client wrote it): the queue's
+    /// bound is the bound on what is held.
+    pub whole_lines: bool,
 }
 
 impl Default for QueueSettings {
@@ -42,6 +50,7 @@ impl Default for QueueSettings {
             stall_open: Duration::from_secs(1),
             stall_ended: Duration::from_millis(250),
             messages: false,
+            whole_lines: false,
         }
     }
 }
@@ -50,7 +59,10 @@ impl Default for QueueSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueEvent<'a> {
     /// A request (or a batch holding one) was read; it reaches the server
-    /// after this (note it as pending before writing it).
+    /// after this (note it as pending before writing it). With
+    /// [`whole_lines`](QueueSettings::whole_lines), the span the driver
+    /// answers with goes into the request's `params._meta` (see
+    /// [`trace_edit`](super::trace_edit); a batch is left as written).
     Request(&'a MessageInfo),
     /// A request (or a batch holding one) the server will never get: it
     /// stopped reading, and the line was dropped (answer it now).
@@ -64,6 +76,18 @@ struct Line {
     end: u64,
     /// What it is, if a request or a batch holding one.
     request: Option<MessageInfo>,
+    /// The span written into it: where those bytes are in the kept
+    /// stream, and how many bytes of the client's they replaced (not the
+    /// client's: a drop does not count them as undelivered).
+    written: Option<Written>,
+}
+
+/// Bytes the queue wrote into a line.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    at: u64,
+    len: u64,
+    replaced: u64,
 }
 
 /// The client's bytes between the reads of the client and the writes to
@@ -111,8 +135,8 @@ struct Line {
 /// let mut read = |queue: &mut InputQueue, bytes: &[u8]| {
 ///     queue.room()[..bytes.len()].copy_from_slice(bytes);
 ///     queue.handle_read(bytes.len(), |event| match event {
-///         QueueEvent::Request(info) => requests.push(info.id.clone().unwrap()),
-///         QueueEvent::Dropped(info) => dropped.push(info.id.clone().unwrap()),
+///         QueueEvent::Request(info) => { requests.push(info.id.clone().unwrap()); None }
+///         QueueEvent::Dropped(info) => { dropped.push(info.id.clone().unwrap()); None }
 ///     });
 /// };
 /// let line = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}\n");
@@ -149,6 +173,10 @@ pub struct InputQueue {
     /// Complete lines not yet all taken (with `messages`).
     lines: VecDeque<Line>,
     scanner: MessageScanner,
+    /// Where the line being scanned begins, in the kept stream.
+    scan_start: u64,
+    /// Part of the line being scanned was dropped: it is not edited.
+    scan_broken: bool,
     /// The rest of a line dropped mid-way is dropped up to its end.
     skipping: bool,
     ended: bool,
@@ -173,6 +201,8 @@ impl InputQueue {
             line_start: 0,
             lines: VecDeque::new(),
             scanner: MessageScanner::new(),
+            scan_start: 0,
+            scan_broken: false,
             skipping: false,
             ended: false,
             wedged: false,
@@ -230,12 +260,21 @@ impl InputQueue {
     /// `n` bytes were read into [`room`](Self::room) (`0`: the client
     /// ended). With `messages`, each request among them goes to `sink`
     /// before anything of it can be written; while the server is not
-    /// reading, what the rule drops goes too.
-    pub fn handle_read(&mut self, n: usize, mut sink: impl FnMut(QueueEvent<'_>)) {
+    /// reading, what the rule drops goes too. With
+    /// [`whole_lines`](QueueSettings::whole_lines), the span `sink`
+    /// answers a request with is written into it; otherwise the answer is
+    /// not looked at (answer `None`).
+    pub fn handle_read(
+        &mut self,
+        n: usize,
+        mut sink: impl FnMut(QueueEvent<'_>) -> Option<CallTrace>,
+    ) {
         if n == 0 {
             self.ended = true;
             if self.wedged {
-                self.drop_all(&mut sink);
+                self.drop_all(&mut |event| {
+                    sink(event);
+                });
             }
             return;
         }
@@ -250,13 +289,27 @@ impl InputQueue {
             }
         }
         if self.wedged {
-            self.drop_all(&mut sink);
+            self.drop_all(&mut |event| {
+                sink(event);
+            });
         }
     }
 
-    /// What to write to the server next.
+    /// What to write to the server next (empty while the only bytes
+    /// queued are a line being held until it is whole).
     pub fn to_write(&self) -> &[u8] {
-        self.buf.get(self.head..self.tail).unwrap_or_default()
+        let held = self.settings.whole_lines
+            && self.settings.messages
+            && !self.ended
+            && self.len() < self.settings.max_bytes
+            && self.scan_start >= self.taken;
+        let end = if held {
+            let whole = usize::try_from(self.scan_start - self.taken).unwrap_or(usize::MAX);
+            self.head.saturating_add(whole).min(self.tail)
+        } else {
+            self.tail
+        };
+        self.buf.get(self.head..end).unwrap_or_default()
     }
 
     /// The server took `n` bytes of [`to_write`](Self::to_write) at `now`.
@@ -347,33 +400,91 @@ impl InputQueue {
     }
 
     /// Scans the bytes read at `buf[from..tail]` line by line.
-    fn scan(&mut self, from: usize, sink: &mut impl FnMut(QueueEvent<'_>)) {
+    fn scan(&mut self, from: usize, sink: &mut impl FnMut(QueueEvent<'_>) -> Option<CallTrace>) {
         let mut at = from;
         while let Some(newline) = self
             .buf
             .get(at..self.tail)
             .and_then(|rest| memchr::memchr(b'\n', rest))
         {
-            let end = at + newline;
+            let mut end = at + newline;
             if let Some(piece) = self.buf.get(at..end) {
                 self.scanner.feed(piece);
             }
             let info = self.scanner.finish();
             self.scanner.reset();
-            at = end + 1;
             let request = info.filter(|i| i.messages().any(|m| m.kind == MessageKind::Request));
+            let mut written = None;
             if let Some(info) = &request {
-                sink(QueueEvent::Request(info));
+                let trace = sink(QueueEvent::Request(info));
+                if let Some(trace) = trace.filter(|_| self.settings.whole_lines) {
+                    (end, written) = self.edit_line(end, &trace);
+                }
             }
+            at = end + 1;
             let line_end = self.kept - (self.tail - at) as u64;
             self.lines.push_back(Line {
                 end: line_end,
                 request,
+                written,
             });
+            self.scan_start = line_end;
+            self.scan_broken = false;
         }
         if let Some(rest) = self.buf.get(at..self.tail) {
             self.scanner.feed(rest);
         }
+    }
+
+    /// Writes `trace` into the line being scanned, which ends (before its
+    /// `\n`) at `buf[end]`, if none of it was written or dropped: where
+    /// the line now ends, and what was written.
+    fn edit_line(&mut self, end: usize, trace: &CallTrace) -> (usize, Option<Written>) {
+        if self.scan_broken || self.scan_start < self.taken {
+            return (end, None);
+        }
+        let Ok(offset) = usize::try_from(self.scan_start - self.taken) else {
+            return (end, None);
+        };
+        let start = self.head + offset;
+        let Some((range, with)) = self.buf.get(start..end).and_then(|l| trace_edit(l, trace))
+        else {
+            return (end, None);
+        };
+        let (from, to) = (start + range.start, start + range.end);
+        let grown = with.len().saturating_sub(to - from);
+        if self.tail + grown > self.buf.len() {
+            self.buf.resize(self.tail + grown, 0);
+        }
+        let new_to = from + with.len();
+        self.buf.copy_within(to..self.tail, new_to);
+        if let Some(place) = self.buf.get_mut(from..new_to) {
+            place.copy_from_slice(&with);
+        }
+        let tail = self.tail + new_to - to;
+        self.kept = self.kept + tail as u64 - self.tail as u64;
+        self.tail = tail;
+        let written = Written {
+            at: self.taken + (from - self.head) as u64,
+            len: with.len() as u64,
+            replaced: (to - from) as u64,
+        };
+        (end + new_to - to, Some(written))
+    }
+
+    /// Of the kept bytes `from..to` about to be dropped, how many are the
+    /// client's (not written by the queue).
+    fn clients_within(&self, from: u64, to: u64) -> u64 {
+        let mut bytes = to - from;
+        for written in self.lines.iter().filter_map(|line| line.written) {
+            let end = written.at + written.len;
+            let overlap = end.min(to).saturating_sub(written.at.max(from));
+            bytes -= overlap;
+            if overlap == written.len {
+                bytes += written.replaced;
+            }
+        }
+        bytes
     }
 
     /// The rest of a line dropped mid-way, up to its end, is dropped as it
@@ -409,8 +520,8 @@ impl InputQueue {
                 }
                 let from = self.head + (drop_from - self.taken) as usize;
                 let to = self.head + (last - self.taken) as usize;
-                self.lines.truncate(keep);
                 self.forget(from, to);
+                self.lines.truncate(keep);
             }
         }
         if self.len() >= self.settings.max_bytes {
@@ -424,12 +535,16 @@ impl InputQueue {
     /// Drops everything queued; what the client sends next is dropped too
     /// (while the server is not reading).
     fn drop_all(&mut self, sink: &mut impl FnMut(QueueEvent<'_>)) {
+        self.undelivered += self.clients_within(self.taken, self.kept);
         for line in self.lines.drain(..) {
             if let Some(info) = &line.request {
                 sink(QueueEvent::Dropped(info));
             }
         }
-        self.undelivered += self.len() as u64;
+        if self.scan_start < self.kept {
+            self.scan_broken = true;
+        }
+        self.scan_start = self.scan_start.min(self.taken);
         self.kept = self.taken;
         self.line_start = self.taken;
         (self.head, self.tail) = (0, 0);
@@ -446,15 +561,30 @@ impl InputQueue {
             return;
         }
         let gone = (to - from) as u64;
+        let at = self.taken + (from - self.head) as u64;
+        self.undelivered += self.clients_within(at, at + gone);
         self.buf.copy_within(to..self.tail, from);
         self.tail -= to - from;
         self.kept -= gone;
-        self.undelivered += gone;
-        let at = self.taken + (from - self.head) as u64;
         for line in &mut self.lines {
             if line.end > at {
-                line.end -= gone;
+                line.end = at.max(line.end - gone.min(line.end));
             }
+            line.written = match line.written {
+                Some(w) if w.at >= at + gone => Some(Written {
+                    at: w.at - gone,
+                    ..w
+                }),
+                Some(w) if w.at + w.len <= at => Some(w),
+                _ => None,
+            };
+        }
+        if self.scan_start >= at + gone {
+            self.scan_start -= gone;
+        } else {
+            // Part of the line being scanned is gone.
+            self.scan_broken = true;
+            self.scan_start = at;
         }
     }
 }

@@ -66,6 +66,7 @@ pub fn start(
 ) {
     let settings = QueueSettings {
         messages: requests.is_some(),
+        whole_lines: requests.as_ref().is_some_and(|r| r.propagates()),
         ..QueueSettings::default()
     };
     let pump = Pump {
@@ -214,7 +215,7 @@ impl Pump {
                 Next::Wait if self.queue.is_ended() => return false,
                 Next::Wait if self.queue.wants_input() => {
                     if self.read_client_within(HOLD).is_err() {
-                        self.queue.handle_read(0, |_| {});
+                        self.queue.handle_read(0, |_| None);
                     }
                 }
                 Next::Wait => std::thread::sleep(HOLD),
@@ -252,12 +253,12 @@ impl Pump {
         while !self.queue.is_ended() {
             let read = read_waiting(&self.input, &mut buf).unwrap_or(0);
             if read == 0 {
-                self.queue.handle_read(0, |_| {});
+                self.queue.handle_read(0, |_| None);
                 break;
             }
             if let Some(requests) = &requests {
                 lines.feed(buf.get(..read).unwrap_or_default(), |info| {
-                    requests.note(info);
+                    let _ = requests.note(info);
                 });
                 requests.answer_left(gone);
             }
@@ -277,12 +278,12 @@ impl Pump {
     /// input is over; an error means the server's stdin is closed or
     /// broken.
     fn round(&mut self) -> std::io::Result<bool> {
-        if !self.queue.is_empty() {
+        if !self.queue.to_write().is_empty() {
             self.write_queue()?;
         } else if self.splice && !self.queue.is_ended() && !self.queue.is_wedged() {
             #[cfg(target_os = "linux")]
             match self.stdin.splice_from(self.input.as_fd(), SPLICE_BYTES) {
-                Ok(0) => self.queue.handle_read(0, |_| {}),
+                Ok(0) => self.queue.handle_read(0, |_| None),
                 Ok(_) => {
                     self.queue.handle_progress(Instant::now());
                     return Ok(false);
@@ -311,7 +312,7 @@ impl Pump {
 
     /// Writes as much of the queue as the server's pipe takes now.
     fn write_queue(&mut self) -> std::io::Result<()> {
-        while !self.queue.is_empty() {
+        while !self.queue.to_write().is_empty() {
             match self.stdin.write(self.queue.to_write()) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(written) => self.queue.handle_written(Instant::now(), written),
@@ -328,7 +329,8 @@ impl Pump {
     /// it), or the stall rule's moment (`until_stall`).
     fn wait(&mut self, until_stall: Option<Duration>) -> std::io::Result<()> {
         let take_input = self.queue.wants_input();
-        let give_output = !self.queue.is_empty() || (self.splice && !self.queue.is_wedged());
+        let give_output =
+            !self.queue.to_write().is_empty() || (self.splice && !self.queue.is_wedged());
         if !give_output {
             return if take_input && self.relay.is_some() {
                 self.read_client_within(until_stall.unwrap_or(HOLD).min(HOLD))
@@ -398,12 +400,11 @@ impl Pump {
         }
         let requests = self.requests.clone();
         self.queue.handle_read(read, |event| match event {
-            QueueEvent::Request(info) => {
-                if let Some(requests) = &requests {
-                    requests.note(info);
-                }
+            QueueEvent::Request(info) => requests.as_ref().and_then(|r| r.note(info)),
+            dropped @ QueueEvent::Dropped(_) => {
+                answer_dropped(requests.as_deref(), dropped);
+                None
             }
-            dropped @ QueueEvent::Dropped(_) => answer_dropped(requests.as_deref(), dropped),
         });
         if let Some(requests) = &self.requests {
             requests.input_read();

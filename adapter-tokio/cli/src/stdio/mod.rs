@@ -47,12 +47,15 @@ use spillguard_std::core::{
 
 use crate::args::{Restart, StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
-use crate::mcp_spans::McpSpans;
+use crate::mcp_spans::{McpSpans, own_parent};
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
 use relay::Relay;
 use spillguard_std::core::StopReason;
+use spillguard_std::core::jsonrpc::trace_edit;
+use spillguard_std::core::trace::{CallTrace, TraceParent};
+use spillguard_std::core::{MessageKind, MessageScanner};
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -123,6 +126,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             session,
             telemetry.clone(),
             replay,
+            args.propagates_trace(telemetry.is_some()),
         )
     });
     let (stdout_done, unused_input) = match call.streams() {
@@ -262,7 +266,7 @@ pub(super) fn read_first_request(input: &File, requests: &Requests) {
             return;
         }
         lines.feed(buf.get(..read).unwrap_or_default(), |info| {
-            requests.note(info)
+            let _ = requests.note(info);
         });
         if requests.any_pending() {
             return;
@@ -282,6 +286,9 @@ pub struct Requests {
     call_id: String,
     /// Where the requests' spans go, with export on.
     telemetry: Option<Arc<TelemetryWorker>>,
+    /// With `--propagate-trace`: the parent of a request that names none
+    /// (the TRACEPARENT this program was given, if any).
+    propagate: Option<Option<(TraceParent, Option<String>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -302,12 +309,15 @@ impl Requests {
         session_id: &str,
         telemetry: Option<Arc<TelemetryWorker>>,
         replay: Option<SessionReplay>,
+        propagate: bool,
     ) -> Arc<Self> {
+        let propagate = propagate.then(crate::otel::parent_from_environment);
+        let default_parent = propagate.clone().flatten();
         Arc::new(Self {
             table: Mutex::new(Table {
-                spans: telemetry
-                    .as_ref()
-                    .map(|_| McpSpans::new(Some(call_id), session_id)),
+                spans: telemetry.as_ref().map(|_| {
+                    McpSpans::new(Some(call_id), session_id).with_default_parent(default_parent)
+                }),
                 replay,
                 ..Table::default()
             }),
@@ -315,7 +325,65 @@ impl Requests {
             output,
             call_id: call_id.to_owned(),
             telemetry,
+            propagate,
         })
+    }
+
+    /// Whether requests carry a span to the server (`--propagate-trace`).
+    pub fn propagates(&self) -> bool {
+        self.propagate.is_some()
+    }
+
+    /// The span the request `info` is to carry to the server, with
+    /// `--propagate-trace`: the guard's span for it; without export (no
+    /// span of the guard's), the TRACEPARENT this program was given, for
+    /// a request that names no parent of its own. A batch carries none.
+    fn trace_for(&self, table: &Table, info: &MessageInfo) -> Option<CallTrace> {
+        let default_parent = self.propagate.as_ref()?;
+        if info.kind != MessageKind::Request {
+            return None;
+        }
+        match &table.spans {
+            Some(spans) => spans.trace_of(info),
+            None if own_parent(info).is_some() => None,
+            None => default_parent.clone().map(|(parent, state)| CallTrace {
+                trace_id: parent.trace_id,
+                span_id: parent.parent_id,
+                parent_span_id: None,
+                flags: parent.flags & 1,
+                trace_state: state,
+            }),
+        }
+    }
+
+    /// Requests the guard sends again (a retry after a restart), each
+    /// made to carry its span as when it was first sent.
+    fn traced(&self, bytes: Vec<u8>) -> Vec<u8> {
+        if self.propagate.is_none() || bytes.is_empty() {
+            return bytes;
+        }
+        let table = self.lock();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut scanner = MessageScanner::new();
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            let body = line.strip_suffix(b"\n").unwrap_or(line);
+            scanner.reset();
+            scanner.feed(body);
+            let edit = scanner
+                .finish()
+                .and_then(|info| self.trace_for(&table, &info))
+                .and_then(|trace| trace_edit(body, &trace));
+            match edit {
+                Some((range, with)) => {
+                    let mut body = body.to_vec();
+                    body.splice(range, with);
+                    out.extend_from_slice(&body);
+                    out.extend_from_slice(line.get(body.len()..).unwrap_or_default());
+                }
+                None => out.extend_from_slice(line),
+            }
+        }
+        out
     }
 
     /// Hands finished spans to the export thread.
@@ -342,19 +410,27 @@ impl Requests {
     /// A line the server wrote, before it is forwarded: what to do with
     /// it while a new server takes the host's session.
     pub fn server_line(&self, line: &[u8], info: &MessageInfo) -> ServerLine {
-        match &mut self.lock().replay {
+        let next = match &mut self.lock().replay {
             Some(replay) => replay.handle_server(line, info),
             None => ServerLine::Forward,
+        };
+        match next {
+            ServerLine::Ready { to_server, to_host } => ServerLine::Ready {
+                to_server: self.traced(to_server),
+                to_host,
+            },
+            other => other,
         }
     }
 
     /// A new server started: what it gets first (the host's
     /// `initialize`), or why the session cannot be replayed.
     pub fn begin_replay(&self, now: Instant) -> Result<Vec<u8>, String> {
-        match &mut self.lock().replay {
+        let first = match &mut self.lock().replay {
             Some(replay) => replay.begin(now),
             None => Ok(Vec::new()),
-        }
+        };
+        first.map(|bytes| self.traced(bytes))
     }
 
     /// The server is gone and another follows: the requests in flight
@@ -388,13 +464,16 @@ impl Requests {
             .and_then(|replay| replay.handle_timeout(now))
     }
 
-    /// A request read from the client, before the server can see it.
-    pub fn note(&self, info: &MessageInfo) {
+    /// A request read from the client, before the server can see it:
+    /// the span it is to carry there, with `--propagate-trace`.
+    pub fn note(&self, info: &MessageInfo) -> Option<CallTrace> {
         let mut table = self.lock();
         table.pending.handle_client(info);
         let spans = table.spans.as_mut().map(|spans| spans.client(info));
+        let trace = self.trace_for(&table, info);
         drop(table);
         self.export(spans.into_iter().flatten());
+        trace
     }
 
     /// The client sent bytes (or its end) for the first time.

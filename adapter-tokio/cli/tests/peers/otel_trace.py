@@ -13,10 +13,11 @@ an approval wait as a span under the MCP span; a tool error's
 
 With --stdio, the same client calls the tools of an MCP server written
 with the MCP Python SDK (its own OpenTelemetry spans on, written to a
-file) through `spillguard stdio --mcp`. Checked: client span -> the
-guard's MCP span, and client span -> the server's own span for the same
-request (the guard forwards the request unchanged, so the two are
-siblings), with the same name, tool and request id; a tool error's
+file) through `spillguard stdio --mcp` started with a host's
+TRACEPARENT. Checked: client span -> the guard's MCP span -> the server's
+own span for the same request (the guard puts its span in the request's
+`_meta`), with the same name, tool and request id; a request without
+trace context (`initialize`) under the host's span; a tool error's
 `error.type = tool_error` on both; the server's call span at the exit
 with the record's exit code and stderr counts, named by each MCP span's
 `spillguard.call.id`.
@@ -185,6 +186,10 @@ def received_spans(received, at_least):
     return spans
 
 
+# The host's span, given to the guard in TRACEPARENT (with --stdio).
+HOST_TRACE, HOST_SPAN = "5ca1ab1e" * 4, "0dd5ba11" * 2
+
+
 def main_stdio():
     server_py, server_spans = os.path.join(WORK, "server.py"), os.path.join(WORK, "server.jsonl")
     with open(server_py, "w") as f:
@@ -195,6 +200,7 @@ def main_stdio():
         env = dict(os.environ) | {
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
             "OTEL_SERVICE_NAME": "spillguard-e2e",
+            "TRACEPARENT": f"00-{HOST_TRACE}-{HOST_SPAN}-01",
         }
         command = ["stdio", "--mcp", "--record", record, "--", sys.executable, server_py, server_spans]
         anyio.run(stdio_session, StdioServerParameters(command=SPILLGUARD, args=command, env=env))
@@ -219,7 +225,7 @@ def main_stdio():
         a, b = guard["attributes"], server["attributes"]
         check(guard["trace_id"] == client["trace_id"] == server["trace_id"], f"{name}: one trace")
         check(guard["parent_span_id"] == client["span_id"], f"{name}: the guard's span under the client's")
-        check(server["parent_id"] == client["span_id"], f"{name}: the server's span under the client's too")
+        check(server["parent_id"] == guard["span_id"], f"{name}: the server's span under the guard's")
         check(guard["kind"] == 2, f"{name}: kind SERVER")
         for key in ["mcp.method.name", "gen_ai.tool.name", "gen_ai.operation.name", "jsonrpc.request.id"]:
             check(a.get(key) == b.get(key) is not None, f"{name}: {key} {a.get(key)!r} == {b.get(key)!r}")
@@ -229,10 +235,16 @@ def main_stdio():
         check(a.get("error.type") == ("tool_error" if failed else None), f"{name}: error.type {a}")
         check(guard["status"] == (2 if failed else 0), f"{name}: status")
         check(guard["start_ns"] <= guard["end_ns"], f"{name}: times")
-    # Requests without trace context start traces of their own.
+    # A request without trace context is under the host's TRACEPARENT,
+    # and the server's span for it under the guard's.
     initialize = ours.get("initialize", [])
-    check(len(initialize) == 1 and initialize[0]["parent_span_id"] == ""
-          and initialize[0]["trace_id"] != client["trace_id"], f"initialize: a trace of its own {initialize}")
+    check(len(initialize) == 1 and initialize[0]["parent_span_id"] == HOST_SPAN
+          and initialize[0]["trace_id"] == HOST_TRACE, f"initialize: under the host's span {initialize}")
+    for theirs_initialize in theirs.get("initialize", []):
+        check(theirs_initialize["parent_id"] == initialize[0]["span_id"]
+              and theirs_initialize["trace_id"] == HOST_TRACE,
+              f"the server's initialize under the guard's: {theirs_initialize}")
+    print("server spans:", sorted((n, len(v)) for n, v in theirs.items()))
     calls = [s for s in spans if s["span_id"] == line["span_id"]]
     check(len(calls) == 1, "the server's call span, as the record names it")
     c = calls[0]["attributes"]
@@ -241,8 +253,8 @@ def main_stdio():
     check(c.get("spillguard.state") == line["state"], "call span: the record's state")
     check(c.get("spillguard.stderr.bytes_seen") == line["stderr_bytes_seen"] > 0,
           f"call span: stderr bytes {c.get('spillguard.stderr.bytes_seen')} vs {line['stderr_bytes_seen']}")
-    print(f"stdio --mcp: one trace {client['trace_id']}: client -> guard's tools/call work, "
-          f"client -> server's tools/call work; {len(spans)} spans from the guard, "
+    print(f"stdio --mcp: one trace {client['trace_id']}: client -> guard's tools/call work "
+          f"-> server's tools/call work; {len(spans)} spans from the guard, "
           f"{sum(map(len, theirs.values()))} from the server")
 
 
