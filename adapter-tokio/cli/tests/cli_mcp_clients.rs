@@ -134,3 +134,44 @@ fn node_based_hosts_drive_spillguard_stdio_beside_their_controls() {
         .arg(peer_file("mcp_tools.toml"));
     run_script(node, &peers);
 }
+
+/// `spillguard stdio --mcp --restart on-failure` in front of a server that
+/// crashes on its third `tools/call`, under the official MCP Python SDK
+/// client: the third call gets the crash error within 1 s, the fourth is
+/// answered by a new server that was given the client's `initialize`, the
+/// client got `tools/list_changed`, the record counts one restart.
+#[test]
+fn python_sdk_client_keeps_its_session_across_a_server_crash() {
+    let Some(peers) = peers("venv/bin/python") else {
+        return;
+    };
+    let mut python = Command::new(peers.join("venv/bin/python"));
+    python
+        .arg(peer_file("restart_python.py"))
+        .arg(env!("CARGO_BIN_EXE_spillguard"));
+    run_script(python, &peers);
+}
+
+/// The same under the TypeScript SDK client (socketpairs from Node), and
+/// Claude Code's `claude mcp list` of a server whose first start fails:
+/// back and Connected through the guard, which restarted it once.
+#[test]
+fn node_hosts_keep_their_session_across_a_server_crash() {
+    let Some(peers) = peers("npm/node_modules/.bin/claude") else {
+        return;
+    };
+    for needs in [
+        "npm/node_modules/@modelcontextprotocol/sdk/package.json",
+        "venv/bin/python",
+    ] {
+        assert!(
+            peers.join(needs).exists(),
+            "{needs} is missing under {}: run .ci/peers.sh",
+            peers.display()
+        );
+    }
+    let mut node = Command::new("node");
+    node.arg(peer_file("restart_hosts.mjs"))
+        .arg(env!("CARGO_BIN_EXE_spillguard"));
+    run_script(node, &peers);
+}
