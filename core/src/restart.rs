@@ -95,6 +95,10 @@ pub enum ServerEnd {
     },
     /// It could not be started, or ended without an exit status.
     NoStatus,
+    /// It closed its stdout and went on running, so the guard ended it:
+    /// it could answer nothing more (a failure, whoever's signal ended
+    /// it).
+    StdoutClosed,
 }
 
 impl ServerEnd {
@@ -103,18 +107,19 @@ impl ServerEnd {
         match self {
             Self::Exited(code) => code != 0,
             Self::Signalled { by_guard, .. } => !by_guard,
-            Self::NoStatus => true,
+            Self::NoStatus | Self::StdoutClosed => true,
         }
     }
 }
 
 impl fmt::Display for ServerEnd {
-    /// `exit status 3`, `signal 9`, `no exit status`.
+    /// `exit status 3`, `signal 9`, `no exit status`, `stdout closed`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Exited(code) => write!(f, "exit status {code}"),
             Self::Signalled { signal, .. } => write!(f, "signal {signal}"),
             Self::NoStatus => f.write_str("no exit status"),
+            Self::StdoutClosed => f.write_str("stdout closed"),
         }
     }
 }

@@ -86,6 +86,7 @@ fn on_failure_restarts_after_a_failure_only() {
             false,
         ),
         (ServerEnd::NoStatus, true),
+        (ServerEnd::StdoutClosed, true),
     ] {
         let mut r = Restarts::new(settings(RestartMode::OnFailure), t0);
         let wait = end_at(&mut r, t0 + MS, end, 0);

@@ -714,3 +714,170 @@ fn a_program_that_cannot_start_is_a_crash_loop_answered_with_why() {
     let record = record_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "no exit status", true]));
 }
+
+/// A Python server that appends its pid to the file `$1` as it starts and
+/// answers each request with its pid; a request named `close` makes it
+/// close its stdout and live on; `TERM` is ignored with `$2` = `hard`.
+const PID_SERVER: &str = r#"
+import json, os, signal, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write("%d\n" % os.getpid())
+if sys.argv[2:] == ["hard"]:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("params", {}).get("name") == "close":
+        sys.stdout.close()
+        os.close(1)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"pid": os.getpid()}}), flush=True)
+while sys.argv[2:] == ["hard"]:
+    time.sleep(1)
+"#;
+
+/// `stdio --mcp --record FILE FLAGS -- python3 -c PID_SERVER STARTS EXTRA`.
+fn pid_guard(
+    flags: &[&str],
+    starts: &Path,
+    extra: &str,
+) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let args = [
+        &["--mcp"][..],
+        flags,
+        &[
+            "--",
+            "python3",
+            "-c",
+            PID_SERVER,
+            starts.to_str().unwrap(),
+            extra,
+        ],
+    ]
+    .concat();
+    let mut child = stdio(&args).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, stdout)
+}
+
+/// The pids in `starts`, one per run.
+fn pids(starts: &Path) -> Vec<i32> {
+    std::fs::read_to_string(starts)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| line.parse().unwrap())
+        .collect()
+}
+
+/// Whether `pid` names no process (none left, not even a zombie).
+fn gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+const QUICK_RESTARTS: [&str; 4] = ["--restart", "on-failure", "--restart-backoff-ms", "10,20"];
+
+#[test]
+fn a_server_killed_from_outside_is_started_again_and_none_outlive_the_host() {
+    let starts = temp_path("restart-sigkill.pids");
+    let _ = std::fs::remove_file(&starts);
+    let (child, mut stdin, mut stdout) = pid_guard(&QUICK_RESTARTS, &starts, "");
+    send(&mut stdin, &call(1));
+    let first = read_message(&mut stdout)["result"]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(pids(&starts), [first]);
+    // As the OOM killer would: KILL, from outside the guard.
+    kill_process(Pid::from_raw(first).unwrap(), Signal::KILL).unwrap();
+    await_starts(&starts, 2);
+    send(&mut stdin, &call(2));
+    let second = read_message(&mut stdout)["result"]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(pids(&starts), [first, second]);
+    assert_ne!(first, second);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([1, "signal 9", false]));
+    assert_eq!(record["state"], "completed");
+    assert!(gone(first) && gone(second), "no run outlives the host");
+    let _ = std::fs::remove_file(&starts);
+}
+
+#[test]
+fn a_server_that_closes_its_stdout_and_lives_on_is_stopped_and_started_again() {
+    let starts = temp_path("restart-stdout-closed.pids");
+    let _ = std::fs::remove_file(&starts);
+    let flags = [
+        &QUICK_RESTARTS[..],
+        &["--stdin-close-grace-ms", "500", "--grace-ms", "300"],
+    ]
+    .concat();
+    let (child, mut stdin, mut stdout) = pid_guard(&flags, &starts, "hard");
+    send(&mut stdin, &call(1));
+    let first = read_message(&mut stdout)["result"]["pid"].as_i64().unwrap() as i32;
+    let close =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "close"}});
+    let sent = Instant::now();
+    send(&mut stdin, &close);
+    // The guard waits 250 ms for an exit, then runs the shutdown: stdin
+    // closed, TERM 500 ms later (ignored), KILL 300 ms after it.
+    let answer = read_message(&mut stdout);
+    let waited = sent.elapsed();
+    assert_eq!(answer["id"], 2);
+    assert_eq!(
+        answer["error"]["message"],
+        "MCP server was ended by signal 9 before answering; restarting (attempt 2 of 5)"
+    );
+    assert!(waited >= Duration::from_millis(1_050), "{waited:?}");
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    await_starts(&starts, 2);
+    send(&mut stdin, &call(3));
+    let second = read_message(&mut stdout)["result"]["pid"].as_i64().unwrap() as i32;
+    assert_ne!(first, second);
+    assert!(gone(first), "the first run was stopped");
+    // The host leaves: the second run ignores TERM too, and is killed.
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([1, "stdout closed", false]));
+    let signals: Vec<&str> = record["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["signal"].as_str().unwrap())
+        .collect();
+    assert_eq!(signals, ["TERM", "KILL"], "{record}");
+    assert_eq!(output.status.code(), Some(137), "{output:?}");
+    assert!(gone(second), "no run outlives the host");
+    assert_eq!(pids(&starts).len(), 2, "no start after the host left");
+    let _ = std::fs::remove_file(&starts);
+}
+
+#[test]
+fn a_server_that_ignores_term_is_killed_when_the_host_leaves_and_not_restarted() {
+    let starts = temp_path("restart-hard.pids");
+    let _ = std::fs::remove_file(&starts);
+    let flags = [
+        "--restart",
+        "always",
+        "--stdin-close-grace-ms",
+        "200",
+        "--grace-ms",
+        "300",
+    ];
+    let (child, mut stdin, mut stdout) = pid_guard(&flags, &starts, "hard");
+    send(&mut stdin, &call(1));
+    let pid = read_message(&mut stdout)["result"]["pid"].as_i64().unwrap() as i32;
+    let left = Instant::now();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let took = left.elapsed();
+    // stdin closed, 200 ms, TERM (ignored), 300 ms, KILL.
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let record = record_on_stderr(&output);
+    assert_eq!(restart_fields(&record), json!([0, null, false]));
+    assert_eq!(record["exit_signal"], 9, "{record}");
+    assert_eq!(output.status.code(), Some(137));
+    assert!(gone(pid));
+    assert_eq!(pids(&starts), [pid], "no restart once the host left");
+    let _ = std::fs::remove_file(&starts);
+}

@@ -15,6 +15,7 @@ use std::io::{self, ErrorKind, Read};
 use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use rustix::event::PollFlags;
 use spillguard_kit::os::{poll, write_all_waiting};
@@ -98,10 +99,17 @@ pub struct Mcp {
     pub requests: Arc<Requests>,
 }
 
+/// How long an MCP server may live on once its stdout has ended (the
+/// moment between closing it and exiting) before it is stopped.
+pub const STDOUT_CLOSED_WAIT: Duration = Duration::from_millis(250);
+
 /// Starts the pump from the server's `stdout` to `output` (the call
 /// counts what it forwards and diverts); the receiver hears once the
 /// server's stdout has ended. If this program's stdout is gone (the host
 /// went away), the call is cancelled (and, with `relay`, no run follows).
+/// With `mcp`, a server whose stdout ended and that still runs
+/// [`STDOUT_CLOSED_WAIT`] later is stopped (with `relay`, that end is a
+/// failure the restart policy reads as `stdout closed`).
 pub fn start(
     stdout: HelperStdout,
     output: Arc<Output>,
@@ -114,18 +122,30 @@ pub fn start(
     let _ = std::thread::Builder::new()
         .name("spillguard-stdout".into())
         .spawn(move || {
+            let messages = mcp.is_some();
             let host_gone = match mcp {
                 Some(mcp) => guarded(stdout, &output, &mcp, relay.as_deref()),
                 None => plain(stdout, &output),
             };
             if host_gone {
                 // Nobody reads our stdout any more: the host went away.
-                if let Some(relay) = relay {
+                if let Some(relay) = &relay {
                     relay.stop(StopReason::HostLeft);
                 }
                 canceller.cancel();
             }
+            let generation = relay.as_ref().map(|relay| relay.generation());
             let _ = done.send(());
+            if messages && !host_gone {
+                // An MCP server whose stdout ended can answer nothing
+                // more: unless it exits meanwhile (a stop then does
+                // nothing), it is stopped, and its end is read as that.
+                std::thread::sleep(STDOUT_CLOSED_WAIT);
+                if let (Some(relay), Some(generation)) = (&relay, generation) {
+                    relay.stdout_closed(generation);
+                }
+                canceller.cancel();
+            }
         });
     ended
 }

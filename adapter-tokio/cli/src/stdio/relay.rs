@@ -46,6 +46,8 @@ struct Shared {
     client_ended: bool,
     /// Stops the current run.
     canceller: Option<Canceller>,
+    /// The current run closed its stdout and lived on, and was stopped.
+    stdout_closed: bool,
 }
 
 /// What the pump is told between two runs.
@@ -131,6 +133,22 @@ impl Relay {
     /// Why no restart may follow, if one may not.
     pub fn stop_reason(&self) -> Option<StopReason> {
         self.lock().stop
+    }
+
+    /// The run of `generation` closed its stdout and lived on: it is
+    /// being stopped, and its end is read as that (if it is still the
+    /// current run).
+    pub fn stdout_closed(&self, generation: u64) {
+        let mut state = self.lock();
+        if state.generation == generation {
+            state.stdout_closed = true;
+        }
+    }
+
+    /// Whether the run that ended had closed its stdout and lived on
+    /// (asked once per run).
+    pub fn take_stdout_closed(&self) -> bool {
+        std::mem::take(&mut self.lock().stdout_closed)
     }
 
     /// The run ended and another follows: the pump answers what it left

@@ -65,7 +65,12 @@ pub fn run(
         if let Some(reason) = runs.relay.stop_reason() {
             restarts.handle_stop(reason);
         }
-        let end = server_end(&outcome.record);
+        let end = match runs.relay.take_stdout_closed() {
+            // Stopped by the guard for closing its stdout (not a natural
+            // end that came first).
+            true if !outcome.record.signals.is_empty() => ServerEnd::StdoutClosed,
+            _ => server_end(&outcome.record),
+        };
         // The machine is running here: the only possible error is none.
         let _ = restarts.handle_ended(Instant::now(), end, jitter());
         let gone = ServerGone {
