@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use spillguard_core::jsonrpc::{
-    MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, RawValue, ServerLine, SessionReplay,
+    MAX_KEPT_BYTES, MAX_KEPT_LINE, MessageInfo, MessageScanner, REPLAY_WAIT, RawValue, ServerLine,
+    SessionReplay,
 };
 /// The tests' time origin, read once; every later instant is an offset.
 #[allow(clippy::disallowed_methods)]
@@ -335,5 +336,47 @@ fn an_unsubscribe_ends_a_kept_subscription_and_the_last_level_is_kept() {
     assert_eq!(
         String::from_utf8(to_server).unwrap(),
         format!("{}\n{}\n", lines[1], lines[4])
+    );
+}
+
+#[test]
+fn what_is_kept_is_bounded_in_total_and_past_the_bound_the_replay_says_so() {
+    // Calls kept for a retry: up to the bound, then not kept (answered
+    // with the crash error as any other call).
+    let pad = "x".repeat(60_000);
+    let mut r = with_read_calls(&[]);
+    let calls = MAX_KEPT_BYTES / 60_000 + 10;
+    for id in 0..calls {
+        r.handle_client(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read","arguments":{{"p":"{pad}"}}}}}}"#
+            )
+            .as_bytes(),
+        );
+        r.handle_client(b"\n");
+    }
+    let again = r.handle_server_gone([]);
+    let line = 60_000 + 80;
+    assert!(again.len() < calls, "{} of {calls}", again.len());
+    assert!(again.len() >= MAX_KEPT_BYTES / line - 2, "{}", again.len());
+    // Subscriptions: past the bound, the session cannot be replayed whole,
+    // and the restart is refused, saying why.
+    let mut r = SessionReplay::new();
+    r.handle_client(INIT);
+    r.handle_client(b"\n");
+    let _ = r.handle_server(INIT_OK, &info(INIT_OK));
+    for id in 0..(MAX_KEPT_BYTES / 60_000 + 2) {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"file:///{id}/{pad}"}}}}"#
+        );
+        r.handle_client(format!("{line}\n").as_bytes());
+        let ok = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        let _ = r.handle_server(ok.as_bytes(), &info(ok.as_bytes()));
+    }
+    assert_eq!(
+        r.begin(later(0)),
+        Err(format!(
+            "the host's subscriptions and log level passed {MAX_KEPT_BYTES} bytes and were not all kept"
+        ))
     );
 }

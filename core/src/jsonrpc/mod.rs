@@ -32,5 +32,5 @@ pub use pending::{
     ServerGone,
 };
 pub use queue::{InputQueue, QueueEvent, QueueSettings};
-pub use replay::{MAX_KEPT_LINE, REPLAY_WAIT, ServerLine, SessionReplay};
+pub use replay::{MAX_KEPT_BYTES, MAX_KEPT_LINE, REPLAY_WAIT, ServerLine, SessionReplay};
 pub use scan::{MAX_BATCH, MAX_DEPTH, MessageInfo, MessageKind, MessageScanner, RawValue};

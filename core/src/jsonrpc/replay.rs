@@ -27,6 +27,10 @@
 //! `annotations.readOnlyHint`, is sent once more to the next server (after
 //! the replay) instead of answered with the crash error. At most
 //! [`MAX_RETRY_CALLS`] calls in flight are kept for it.
+//!
+//! **Bounded.** Everything kept together is at most [`MAX_KEPT_BYTES`]: a
+//! setting past it is not kept, and the next restart is refused, saying
+//! so; a call past it is not kept for a retry.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -47,6 +51,12 @@ pub const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
 /// The `tools/call` requests in flight kept for a retry, at most.
 pub const MAX_RETRY_CALLS: usize = 1024;
+
+/// The bytes of the host's lines kept for a replay and for retries, at
+/// most, all together (4 MiB, as the input queue): past it, a setting is
+/// not kept and the session cannot be replayed (said at the restart), and
+/// a call is not kept for a retry (answered as any other).
+pub const MAX_KEPT_BYTES: usize = 4 << 20;
 
 /// What to do with a line the server wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +93,8 @@ pub struct SessionReplay {
     initialize: Option<(RawValue, Vec<u8>)>,
     /// The host's `initialize` was too long to keep.
     initialize_lost: bool,
+    /// A setting could not be kept ([`MAX_KEPT_BYTES`]).
+    settings_lost: bool,
     /// The host's `notifications/initialized`, as sent.
     initialized: Option<Vec<u8>>,
     /// `resources/subscribe`, `resources/unsubscribe` and
@@ -203,6 +215,11 @@ impl SessionReplay {
             (Some("initialize"), Some(id)) if self.session.is_none() => {
                 self.initialize = Some((id, line));
             }
+            (Some("resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"), Some(_))
+                if self.kept_bytes() + line.len() > MAX_KEPT_BYTES =>
+            {
+                self.settings_lost = true;
+            }
             (Some(method @ ("resources/subscribe" | "resources/unsubscribe")), Some(id)) => {
                 let uri = message.pointer("/params/uri").and_then(Value::as_str);
                 let uri = uri.unwrap_or_default().to_owned();
@@ -229,7 +246,8 @@ impl SessionReplay {
             }
             (Some("tools/call"), Some(id)) => {
                 let name = message.pointer("/params/name").and_then(Value::as_str);
-                if let (Some(retries), Some(name)) = (&mut self.retries, name)
+                let room = self.kept_bytes() + line.len() <= MAX_KEPT_BYTES;
+                if let (Some(retries), Some(name), true) = (&mut self.retries, name, room)
                     && retries.calls.len() < MAX_RETRY_CALLS
                 {
                     retries.calls.push((id, name.to_owned(), line));
@@ -320,6 +338,7 @@ impl SessionReplay {
         }
         if let Some(retries) = &mut self.retries {
             retries.calls.retain(|(call, ..)| call != id);
+            retries.retried.remove(id);
             if retries.listing.remove(id) {
                 retries.safe = safe_tools(line);
             }
@@ -344,6 +363,9 @@ impl SessionReplay {
         match (&self.initialize, &self.session) {
             _ if self.initialize_lost => Err(format!(
                 "the host's initialize request is longer than {MAX_KEPT_LINE} bytes and was not kept"
+            )),
+            (_, Some(_)) if self.settings_lost => Err(format!(
+                "the host's subscriptions and log level passed {MAX_KEPT_BYTES} bytes and were not all kept"
             )),
             (Some((id, line)), Some(_)) => {
                 self.awaiting = Some(id.clone());
@@ -434,6 +456,18 @@ impl SessionReplay {
 }
 
 impl SessionReplay {
+    /// The bytes of the host's lines kept now.
+    fn kept_bytes(&self) -> usize {
+        let lines = self.initialize.as_ref().map_or(0, |(_, line)| line.len())
+            + self.initialized.as_ref().map_or(0, Vec::len)
+            + self.asked.values().map(|(_, line)| line.len()).sum::<usize>()
+            + self.kept.iter().map(|(_, line)| line.len()).sum::<usize>();
+        let retries = self.retries.as_ref().map_or(0, |retries| {
+            retries.resend.len() + retries.calls.iter().map(|(_, _, line)| line.len()).sum::<usize>()
+        });
+        lines + retries
+    }
+
     /// The calls to send again, taken.
     fn take_resend(&mut self) -> Vec<u8> {
         self.retries
