@@ -215,9 +215,10 @@ impl SessionReplay {
             (Some("initialize"), Some(id)) if self.session.is_none() => {
                 self.initialize = Some((id, line));
             }
-            (Some("resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"), Some(_))
-                if self.kept_bytes() + line.len() > MAX_KEPT_BYTES =>
-            {
+            (
+                Some("resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"),
+                Some(_),
+            ) if self.kept_bytes() + line.len() > MAX_KEPT_BYTES => {
                 self.settings_lost = true;
             }
             (Some(method @ ("resources/subscribe" | "resources/unsubscribe")), Some(id)) => {
@@ -460,10 +461,19 @@ impl SessionReplay {
     fn kept_bytes(&self) -> usize {
         let lines = self.initialize.as_ref().map_or(0, |(_, line)| line.len())
             + self.initialized.as_ref().map_or(0, Vec::len)
-            + self.asked.values().map(|(_, line)| line.len()).sum::<usize>()
+            + self
+                .asked
+                .values()
+                .map(|(_, line)| line.len())
+                .sum::<usize>()
             + self.kept.iter().map(|(_, line)| line.len()).sum::<usize>();
         let retries = self.retries.as_ref().map_or(0, |retries| {
-            retries.resend.len() + retries.calls.iter().map(|(_, _, line)| line.len()).sum::<usize>()
+            retries.resend.len()
+                + retries
+                    .calls
+                    .iter()
+                    .map(|(_, _, line)| line.len())
+                    .sum::<usize>()
         });
         lines + retries
     }

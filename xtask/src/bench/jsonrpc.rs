@@ -12,7 +12,15 @@
 //!   bare relay (`bare-relay`: two threads copying, the floor any relay
 //!   process pays for its two hops) and through `spillguard stdio --mcp`,
 //!   the sessions open side by side and timed in turning blocks of 100
-//!   (the machine's drift hits all alike); goal ≤ 1.05× of direct.
+//!   (the machine's drift hits all alike); goal ≤ 1.05× of direct. A
+//!   fourth session runs the guard supervising the server and carrying
+//!   the host's trace into each request (`--restart on-failure
+//!   --propagate-trace`, `TRACEPARENT` set): goal ≤ 1.05× of the plain
+//!   guard, both sent pings whose `params._meta` carries a traceparent
+//!   (which the guard then replaces with its own: the server reads the
+//!   same bytes either way, so the row is the guard's own cost). A last
+//!   row sends plain pings to the supervising guard: the guard adds
+//!   `params._meta` to each, and the server's parsing of it shows.
 //!
 //! Bulk rounds are interleaved (each runs both cases back to back, the
 //! order alternating); a ratio is the median of the per-round (per-block)
@@ -114,10 +122,20 @@ struct Session {
     reader: BufReader<File>,
     next_id: u32,
     line: String,
+    /// The `params` each ping carries (`,"params":…`), or none.
+    ping_params: &'static str,
 }
+
+/// A ping's params that name the host's trace.
+const TRACED_PING: &str = ",\"params\":{\"_meta\":{\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}}";
 
 impl Session {
     fn start(program: &Path, args: &[&str]) -> Result<Self, String> {
+        Self::start_with(program, args, &[])
+    }
+
+    /// [`start`](Self::start) with `env` added to the server's environment.
+    fn start_with(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Self, String> {
         let pair = || {
             rustix::net::socketpair(
                 AddressFamily::UNIX,
@@ -131,6 +149,7 @@ impl Session {
         let (from_server, server_out) = pair()?;
         let child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::from(server_in))
             .stdout(Stdio::from(server_out))
             .stderr(Stdio::null())
@@ -142,6 +161,7 @@ impl Session {
             reader: BufReader::new(File::from(from_server)),
             next_id: 0,
             line: String::new(),
+            ping_params: "",
         };
         session.ask(
             "initialize",
@@ -177,7 +197,7 @@ impl Session {
     fn pings(&mut self, n: u32) -> Result<f64, String> {
         let started = Instant::now();
         for _ in 0..n {
-            self.ask("ping", "")?;
+            self.ask("ping", self.ping_params)?;
         }
         Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(n))
     }
@@ -246,8 +266,29 @@ pub fn measure(
         let shown = server.to_string_lossy().into_owned();
         let blocks = rounds * 8;
         eprint!(
-            "bench: ping over socketpairs, {blocks} blocks of {PINGS_PER_BLOCK}: direct, bare relay, guarded side by side ... "
+            "bench: ping over socketpairs, {blocks} blocks of {PINGS_PER_BLOCK}: direct, bare relay, guarded, supervised side by side ... "
         );
+        let supervised = [
+            "stdio",
+            "--mcp",
+            "--restart",
+            "on-failure",
+            "--propagate-trace",
+            "--",
+            shown.as_str(),
+            "--local-timezone",
+            "UTC",
+        ];
+        let host = &[(
+            "TRACEPARENT",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )];
+        let traced = |session: Result<Session, String>| {
+            session.map(|mut session| {
+                session.ping_params = TRACED_PING;
+                session
+            })
+        };
         let sessions = [
             Session::start(server, &["--local-timezone", "UTC"]),
             Session::start(relay, &[shown.as_str(), "--local-timezone", "UTC"]),
@@ -262,6 +303,19 @@ pub fn measure(
                     "UTC",
                 ],
             ),
+            traced(Session::start(
+                spillguard,
+                &[
+                    "stdio",
+                    "--mcp",
+                    "--",
+                    shown.as_str(),
+                    "--local-timezone",
+                    "UTC",
+                ],
+            )),
+            traced(Session::start_with(spillguard, &supervised, host)),
+            Session::start_with(spillguard, &supervised, host),
         ]
         .into_iter()
         .collect::<Result<Vec<_>, _>>();
@@ -328,6 +382,7 @@ pub fn print(measured: &Measured) {
                 / 1000.0
         };
         let (direct, relay, guarded) = (column(0), column(1), column(2));
+        let (guarded_traced, supervised_traced, supervised) = (column(3), column(4), column(5));
         let pairs = |a: &[f64], b: &[f64]| -> Vec<(f64, f64)> {
             a.iter().copied().zip(b.iter().copied()).collect()
         };
@@ -350,6 +405,22 @@ pub fn print(measured: &Measured) {
             "    spillguard stdio --mcp           {:8.1} us per round trip   {ratio:.3}x (goal <= {ROUND_TRIP_GOAL:.2}: {}); {over_relay:.3}x of the bare relay",
             us(&guarded),
             verdict(ratio <= ROUND_TRIP_GOAL)
+        );
+        let own = median_ratio(&pairs(&guarded_traced, &supervised_traced), |g, s| s / g);
+        let added = median_ratio(&pairs(&guarded, &supervised), |g, s| s / g);
+        println!("    pings whose _meta names the host's trace:");
+        println!(
+            "      spillguard stdio --mcp                        {:8.1} us per round trip",
+            us(&guarded_traced)
+        );
+        println!(
+            "      ... --restart on-failure --propagate-trace    {:8.1} us per round trip   {own:.3}x (goal <= {ROUND_TRIP_GOAL:.2}: {})",
+            us(&supervised_traced),
+            verdict(own <= ROUND_TRIP_GOAL)
+        );
+        println!(
+            "    plain pings, to which --propagate-trace adds _meta: {:8.1} us per round trip   {added:.3}x of stdio --mcp (the server parses the added member)",
+            us(&supervised)
         );
     }
     for failure in &measured.failures {

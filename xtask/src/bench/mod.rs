@@ -20,6 +20,7 @@ mod plot;
 mod recall;
 mod redact;
 mod report;
+mod restart;
 mod stdio;
 mod svg;
 mod verify;
@@ -61,7 +62,10 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    through `stdio --mcp -- cat` vs `cat`, and, when the
                    MCP peers of .ci/peers.sh are installed, rmcp round
                    trips, `ping` round trips over socketpairs through
-                   `stdio --mcp` vs direct, the guard's peak RSS for one
+                   `stdio --mcp` vs direct (and with `--restart
+                   on-failure --propagate-trace` vs without), the time
+                   from a crashed server's exit to its successor's first
+                   answer, the guard's peak RSS for one
                    message of 16 and 64 MiB (at the maximum and 1 KiB
                    over), and `spillguard mcp`'s time
                    from tools/call to the approval card: quiet, beside
@@ -395,6 +399,9 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         );
         jsonrpc::print(&rows);
         failed += rows.failures.len();
+        let restarts = restart::measure(&binaries.spillguard, options.rounds);
+        restart::print(&restarts);
+        failed += restarts.failures.len();
         let memory = message::measure(&binaries, options.rounds.min(3));
         message::print(&memory);
         failed += memory.failures.len();
