@@ -174,6 +174,6 @@ pub use redact::{
 };
 pub use render::{Fingerprint, FingerprintParseError, Margins, Window};
 pub use restart::{
-    CrashLoop, RestartAction, RestartError, RestartMode, RestartSettings, RestartState, Restarts,
-    ServerEnd, StopReason,
+    CrashLoop, RestartAction, RestartError, RestartMode, RestartSettings, RestartState,
+    RestartTable, RestartTableError, Restarts, ServerEnd, StopReason,
 };

@@ -64,6 +64,174 @@ pub struct RestartSettings {
     pub stable_after: Duration,
 }
 
+/// The `[helper_restart]` table of a configuration file: what it sets,
+/// each key over [`RestartSettings`]' defaults (a command line's flags go
+/// over it). Keys: `mode` (`"on-failure"`, `"always"`, `"never"`),
+/// `max_attempts` (at least 1), `window_ms` (at least 1), `backoff_ms`
+/// (`MIN` or `[MIN, MAX]`, MIN at most MAX, MAX at least 1 and 30000 when
+/// left out) and `retry`
+/// (`"idempotent"`).
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_core::restart::{RestartMode, RestartSettings, RestartTable};
+///
+/// let table = RestartTable::from_toml_str(
+///     "[helper_restart]\nmode = \"on-failure\"\nbackoff_ms = [50, 2000]\n",
+/// )?;
+/// let mut settings = RestartSettings::default();
+/// table.apply(&mut settings);
+/// assert_eq!(settings.mode, RestartMode::OnFailure);
+/// assert_eq!((settings.backoff_min, settings.backoff_max),
+///            (Duration::from_millis(50), Duration::from_secs(2)));
+/// assert_eq!(settings.max_attempts, 5);
+///
+/// let bad = RestartTable::from_toml_str("[helper_restart]\nbackoff_ms = [500, 100]\n").unwrap_err();
+/// assert_eq!(bad.to_string(), "helper_restart.backoff_ms: MIN 500 is more than MAX 100");
+/// # Ok::<(), spillguard_core::restart::RestartTableError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestartTable {
+    /// `mode`.
+    pub mode: Option<RestartMode>,
+    /// `max_attempts`.
+    pub max_attempts: Option<u32>,
+    /// `window_ms`.
+    pub window: Option<Duration>,
+    /// `backoff_ms`: the first and the longest wait.
+    pub backoff: Option<(Duration, Duration)>,
+    /// `retry = "idempotent"`.
+    pub retry_idempotent: bool,
+}
+
+/// Why a `[helper_restart]` table was refused: the key and the rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartTableError {
+    key: String,
+    rule: String,
+}
+
+impl fmt::Display for RestartTableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "helper_restart.{}: {}", self.key, self.rule)
+    }
+}
+
+impl std::error::Error for RestartTableError {}
+
+impl RestartTable {
+    /// The keys a `[helper_restart]` table may hold.
+    pub const KEYS: [&'static str; 5] =
+        ["mode", "max_attempts", "window_ms", "backoff_ms", "retry"];
+
+    /// Reads the `[helper_restart]` table of a configuration file (none:
+    /// nothing set; the file's other tables are left to their readers).
+    ///
+    /// # Errors
+    ///
+    /// The first key that is unknown or breaks its rule, or a file that
+    /// is not TOML.
+    pub fn from_toml_str(text: &str) -> Result<Self, RestartTableError> {
+        let error = |key: &str, rule: String| RestartTableError {
+            key: key.to_owned(),
+            rule,
+        };
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| RestartTableError {
+                key: String::new(),
+                rule: format!("not valid TOML: {}", e.message().trim()),
+            })?;
+        let Some(value) = doc.get("helper_restart") else {
+            return Ok(Self::default());
+        };
+        let table = value.as_table().ok_or_else(|| RestartTableError {
+            key: String::new(),
+            rule: "must be a table".into(),
+        })?;
+        let positive = |key: &str, value: &toml::Value| match value.as_integer() {
+            Some(n) if n >= 1 => Ok(n as u64),
+            Some(n) => Err(error(key, format!("{n} is not at least 1"))),
+            None => Err(error(key, "must be an integer".into())),
+        };
+        let mut out = Self::default();
+        for (key, value) in table {
+            match key.as_str() {
+                "mode" => {
+                    out.mode = Some(match value.as_str() {
+                        Some("on-failure") => RestartMode::OnFailure,
+                        Some("always") => RestartMode::Always,
+                        Some("never") => RestartMode::Never,
+                        _ => {
+                            return Err(error(
+                                key,
+                                format!("{value} is not \"on-failure\", \"always\" or \"never\""),
+                            ));
+                        }
+                    });
+                }
+                "max_attempts" => {
+                    let n = positive(key, value)?;
+                    out.max_attempts = Some(
+                        u32::try_from(n).map_err(|_| error(key, format!("{n} is too large")))?,
+                    );
+                }
+                "window_ms" => out.window = Some(Duration::from_millis(positive(key, value)?)),
+                "backoff_ms" => {
+                    let (min, max) = match value {
+                        toml::Value::Array(pair) if pair.len() == 2 => {
+                            let min = match pair[0].as_integer() {
+                                Some(n) if n >= 0 => n as u64,
+                                _ => {
+                                    return Err(error(
+                                        key,
+                                        "MIN must be an integer of at least 0".into(),
+                                    ));
+                                }
+                            };
+                            (min, positive(key, &pair[1])?)
+                        }
+                        // MAX left out: the default's.
+                        toml::Value::Integer(n) if *n >= 0 => (*n as u64, 30_000),
+                        _ => return Err(error(key, "must be MIN or [MIN, MAX], in ms".into())),
+                    };
+                    if min > max {
+                        return Err(error(key, format!("MIN {min} is more than MAX {max}")));
+                    }
+                    out.backoff = Some((Duration::from_millis(min), Duration::from_millis(max)));
+                }
+                "retry" => match value.as_str() {
+                    Some("idempotent") => out.retry_idempotent = true,
+                    _ => return Err(error(key, format!("{value} is not \"idempotent\""))),
+                },
+                _ => {
+                    return Err(error(
+                        key,
+                        format!("unknown key (known: {})", Self::KEYS.join(", ")),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sets what the table names on `settings`.
+    pub fn apply(&self, settings: &mut RestartSettings) {
+        if let Some(mode) = self.mode {
+            settings.mode = mode;
+        }
+        if let Some(max) = self.max_attempts {
+            settings.max_attempts = max;
+        }
+        if let Some(window) = self.window {
+            settings.window = window;
+        }
+        if let Some((min, max)) = self.backoff {
+            (settings.backoff_min, settings.backoff_max) = (min, max);
+        }
+    }
+}
+
 impl Default for RestartSettings {
     /// `Never`, 5 quick runs within 10 s each, a backoff from 100 ms to
     /// 30 s (long enough to stop hammering a broken server, short enough

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
 use spillguard_std::core::{
-    Confinement, Limits, Network, RestartMode, RestartSettings, Retain, Sandbox,
+    Confinement, Limits, Network, RestartMode, RestartSettings, RestartTable, Retain, Sandbox,
 };
 
 /// The usage lines shown at the top of `spillguard --help`.
@@ -634,26 +634,26 @@ pub struct StdioArgs {
     /// Start PROGRAM again when it ends while the host is connected:
     /// `on-failure` after an exit that is not 0 or a signal the guard did
     /// not send, `always` after any end, `never`; never once stdin ended
-    /// or the guard was asked to stop
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = Restart::Never)]
-    pub restart: Restart,
+    /// or the guard was asked to stop [default: never, or the --config
+    /// file's `helper_restart.mode`]
+    #[arg(long, value_name = "WHEN", value_enum)]
+    pub restart: Option<Restart>,
     /// With --restart: this many runs in a row that each end within
     /// --restart-window-ms of their start are a crash loop, and end the
-    /// restarts
-    #[arg(long, value_name = "N", value_parser = restart_max, allow_hyphen_values = true,
-          default_value_t = 5)]
-    pub restart_max: u32,
+    /// restarts [default: 5]
+    #[arg(long, value_name = "N", value_parser = restart_max, allow_hyphen_values = true)]
+    pub restart_max: Option<u32>,
     /// With --restart: a run shorter than this, in ms, counts toward a
-    /// crash loop
-    #[arg(long, value_name = "MS", value_parser = restart_window_ms, allow_hyphen_values = true,
-          default_value_t = 10_000)]
-    pub restart_window_ms: u64,
+    /// crash loop [default: 10000]
+    #[arg(long, value_name = "MS", value_parser = restart_window_ms, allow_hyphen_values = true)]
+    pub restart_window_ms: Option<u64>,
     /// With --restart: the wait before the first restart and the longest
     /// wait, in ms; it doubles after each restart, plus up to a quarter of
-    /// jitter, and goes back to MIN after a run of 60 s
+    /// jitter, and goes back to MIN after a run of 60 s [default:
+    /// 100,30000]
     #[arg(long, value_name = "MIN[,MAX]", value_parser = restart_backoff_ms,
-          allow_hyphen_values = true, default_value = "100,30000")]
-    pub restart_backoff_ms: Backoff,
+          allow_hyphen_values = true)]
+    pub restart_backoff_ms: Option<Backoff>,
     /// With --mcp and --restart: `idempotent` sends a `tools/call` in
     /// flight when PROGRAM died once more to the next run, if the last
     /// `tools/list` result marked its tool `idempotentHint` or
@@ -724,20 +724,44 @@ impl StdioArgs {
         self.mcp && !self.no_propagate_trace && (self.propagate_trace || export)
     }
 
-    /// The restart policy these flags ask for.
-    pub fn restart_settings(&self) -> RestartSettings {
-        RestartSettings {
-            mode: match self.restart {
+    /// The restart policy: the defaults, then what the configuration
+    /// file's `[helper_restart]` table (`file`) sets, then these flags;
+    /// and whether calls in flight are retried (`--retry idempotent` or
+    /// the file's `retry`).
+    ///
+    /// # Errors
+    ///
+    /// A retry without `--mcp` or without restarts.
+    pub fn restart_settings(
+        &self,
+        file: &RestartTable,
+    ) -> Result<(RestartSettings, bool), UsageError> {
+        let mut settings = RestartSettings::default();
+        file.apply(&mut settings);
+        if let Some(restart) = self.restart {
+            settings.mode = match restart {
                 Restart::OnFailure => RestartMode::OnFailure,
                 Restart::Always => RestartMode::Always,
                 Restart::Never => RestartMode::Never,
-            },
-            max_attempts: self.restart_max,
-            window: Duration::from_millis(self.restart_window_ms),
-            backoff_min: Duration::from_millis(self.restart_backoff_ms.min),
-            backoff_max: Duration::from_millis(self.restart_backoff_ms.max),
-            ..RestartSettings::default()
+            };
         }
+        if let Some(max) = self.restart_max {
+            settings.max_attempts = max;
+        }
+        if let Some(window) = self.restart_window_ms {
+            settings.window = Duration::from_millis(window);
+        }
+        if let Some(backoff) = self.restart_backoff_ms {
+            settings.backoff_min = Duration::from_millis(backoff.min);
+            settings.backoff_max = Duration::from_millis(backoff.max);
+        }
+        let retry = self.retry.is_some() || file.retry_idempotent;
+        if retry && (!self.mcp || settings.mode == RestartMode::Never) {
+            return Err(UsageError(
+                "`--retry` needs `--mcp` and `--restart on-failure` or `always`".into(),
+            ));
+        }
+        Ok((settings, retry))
     }
 }
 
@@ -786,7 +810,7 @@ impl StdioArgs {
         if self.propagate_trace && !self.mcp {
             return Err(UsageError("`--propagate-trace` needs `--mcp`".into()));
         }
-        if self.retry.is_some() && (!self.mcp || self.restart == Restart::Never) {
+        if self.retry.is_some() && (!self.mcp || self.restart == Some(Restart::Never)) {
             return Err(UsageError(
                 "`--retry` needs `--mcp` and `--restart on-failure` or `always`".into(),
             ));

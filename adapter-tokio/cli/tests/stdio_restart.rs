@@ -881,3 +881,115 @@ fn a_server_that_ignores_term_is_killed_when_the_host_leaves_and_not_restarted()
     assert_eq!(pids(&starts), [pid], "no restart once the host left");
     let _ = std::fs::remove_file(&starts);
 }
+
+/// `--config FILE` with `[helper_output]` and `[helper_restart]` = `table`.
+fn config_file(name: &str, table: &str) -> std::path::PathBuf {
+    let path = temp_path(name);
+    std::fs::write(
+        &path,
+        format!("[helper_output]\nretain = \"tail\"\n\n[helper_restart]\n{table}"),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn the_configuration_file_s_restart_table_applies_and_flags_go_over_it() {
+    let file = config_file(
+        "restart-config.toml",
+        "mode = \"on-failure\"\nmax_attempts = 2\nwindow_ms = 5000\nbackoff_ms = [10, 20]\n",
+    );
+    let starts = temp_path("restart-config-starts.log");
+    for (flags, runs, status, fields) in [
+        // The file's: 2 quick runs, a crash loop.
+        (&[][..], 2, 4, json!([1, "exit status 4", true])),
+        // A flag over it: one run more.
+        (
+            &["--restart-max", "3"][..],
+            3,
+            4,
+            json!([2, "exit status 4", true]),
+        ),
+        // `--restart never` over the file's mode: no restart.
+        (&["--restart", "never"][..], 1, 4, json!([null, null, null])),
+    ] {
+        let _ = std::fs::remove_file(&starts);
+        let script = format!("echo start >> {}; exit 4", starts.display());
+        let args = [&["--mcp", "--config", file.to_str().unwrap()][..], flags].concat();
+        let mut child = sh_guard(&args, &script);
+        await_starts(&starts, runs);
+        std::thread::sleep(Duration::from_millis(200));
+        drop(child.stdin.take());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(status), "{flags:?}");
+        let record = record_on_stderr(&output);
+        assert_eq!(restart_fields(&record), fields, "{flags:?}");
+        assert_eq!(pids_lines(&starts), runs, "{flags:?}: no run more");
+    }
+    let _ = std::fs::remove_file(&starts);
+    let _ = std::fs::remove_file(&file);
+}
+
+fn pids_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn a_bad_restart_table_is_a_usage_error_naming_the_key_and_nothing_runs() {
+    for (table, message) in [
+        (
+            "mode = \"sometimes\"\n",
+            "helper_restart.mode: \"sometimes\" is not \"on-failure\", \"always\" or \"never\"",
+        ),
+        (
+            "max_attempts = 0\n",
+            "helper_restart.max_attempts: 0 is not at least 1",
+        ),
+        (
+            "window_ms = -3\n",
+            "helper_restart.window_ms: -3 is not at least 1",
+        ),
+        (
+            "backoff_ms = [500, 100]\n",
+            "helper_restart.backoff_ms: MIN 500 is more than MAX 100",
+        ),
+        (
+            "backoff_ms = [5, 0]\n",
+            "helper_restart.backoff_ms: 0 is not at least 1",
+        ),
+        (
+            "backoff_ms = 40000\n",
+            "helper_restart.backoff_ms: MIN 40000 is more than MAX 30000",
+        ),
+        (
+            "retries = 2\n",
+            "helper_restart.retries: unknown key (known: mode, max_attempts, window_ms, backoff_ms, retry)",
+        ),
+        (
+            "mode = \"always\"\nretry = \"idempotent\"\n",
+            "`--retry` needs `--mcp` and `--restart on-failure` or `always`",
+        ),
+    ] {
+        let file = config_file("restart-bad.toml", table);
+        let marker = temp_path("restart-bad-ran");
+        let _ = std::fs::remove_file(&marker);
+        let touch = format!("touch {}", marker.display());
+        let output = stdio(&["--config", file.to_str().unwrap(), "--", "sh", "-c", &touch])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{table}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        let want = if message.starts_with('`') {
+            format!("spillguard: {message}\n")
+        } else {
+            format!("spillguard: invalid config {}: {message}\n", file.display())
+        };
+        assert_eq!(stderr, want, "{table}");
+        assert!(!marker.exists(), "nothing runs: {table}");
+        let _ = std::fs::remove_file(&file);
+    }
+}

@@ -45,17 +45,17 @@ use spillguard_std::core::{
     CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone, ServerLine, SessionReplay,
 };
 
-use crate::args::{Restart, StdioArgs, UsageError};
+use crate::args::{StdioArgs, UsageError};
 use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
 use crate::mcp_spans::{McpSpans, own_parent};
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
 use relay::Relay;
-use spillguard_std::core::StopReason;
 use spillguard_std::core::jsonrpc::trace_edit;
 use spillguard_std::core::trace::{CallTrace, TraceParent};
 use spillguard_std::core::{MessageKind, MessageScanner};
+use spillguard_std::core::{RestartMode, RestartTable, StopReason};
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -65,11 +65,27 @@ const STDOUT_END_WAIT: Duration = Duration::from_secs(1);
 /// the client's first request, to answer it with the reason.
 const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
 
+/// The `[helper_restart]` table of `--config`'s file (none without one).
+fn restart_table(args: &StdioArgs) -> Result<RestartTable, UsageError> {
+    let Some(path) = &args.run.config else {
+        return Ok(RestartTable::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read config {}: {e}", path.display())))?;
+    RestartTable::from_toml_str(&text)
+        .map_err(|e| UsageError(format!("invalid config {}: {e}", path.display())))
+}
+
 /// Exit status when the helper could not be spawned.
 const NOT_SPAWNED: u8 = 127;
 
 /// Runs the guard; see the module docs.
 pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCode {
+    let restart = restart_table(args).and_then(|table| args.restart_settings(&table));
+    let (restart, retry) = match restart {
+        Ok(both) => both,
+        Err(error) => return usage(&error),
+    };
     let descriptors = fds::own("stdin", io::stdin().as_fd())
         .and_then(|input| fds::own("stdout", io::stdout().as_fd()).map(|output| (input, output)));
     let ((input, input_kind), (output, output_kind)) = match descriptors {
@@ -95,7 +111,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         .then(own_stderr)
         .flatten()
         .map(|stderr| Forward::start(stderr, host.config().redact_extra_patterns.clone()));
-    let relay = (args.restart != Restart::Never).then(Relay::new);
+    let relay = (restart.mode != RestartMode::Never).then(Relay::new);
     let started = Instant::now();
     let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap));
     if let Some(relay) = &relay {
@@ -115,10 +131,10 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         // The MCP session is the client's connection: the call's session.
         let session = args.run.session_id.as_deref();
         let session = session.unwrap_or_else(|| host.session_id());
-        let replay = match (&relay, args.retry) {
+        let replay = match (&relay, retry) {
             (None, _) => None,
-            (Some(_), None) => Some(SessionReplay::new()),
-            (Some(_), Some(_)) => Some(SessionReplay::with_retries()),
+            (Some(_), false) => Some(SessionReplay::new()),
+            (Some(_), true) => Some(SessionReplay::with_retries()),
         };
         Requests::new(
             output.clone(),
@@ -164,6 +180,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
                 output: &output,
                 requests: requests.as_ref(),
                 relay,
+                settings: restart,
             };
             let (outcome, summary, note) = supervise::run(&runs, outcome, started, &mut ends);
             (outcome, Some(summary), note)

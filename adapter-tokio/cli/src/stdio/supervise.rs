@@ -10,7 +10,8 @@ use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use spillguard_std::core::{
-    CallRecord, Outcome, RestartAction, RestartNote, RestartState, Restarts, ServerEnd, ServerGone,
+    CallRecord, Outcome, RestartAction, RestartNote, RestartSettings, RestartState, Restarts,
+    ServerEnd, ServerGone,
 };
 
 use super::fds::Kind;
@@ -35,6 +36,8 @@ pub struct Runs<'a> {
     pub requests: Option<&'a Arc<Requests>>,
     /// What the pumps share with this loop.
     pub relay: &'a Arc<Relay>,
+    /// The restart policy (flags over the configuration file).
+    pub settings: RestartSettings,
 }
 
 /// The client's input while no pump reads it (the first run never
@@ -58,7 +61,7 @@ pub fn run(
     started: Instant,
     ends: &mut Ends,
 ) -> (Outcome, RestartSummary, Option<RestartNote>) {
-    let mut restarts = Restarts::new(runs.args.restart_settings(), started);
+    let mut restarts = Restarts::new(runs.settings, started);
     let mut restart_reason = None;
     let mut last_note = None;
     loop {
