@@ -699,14 +699,14 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             // host left open; one with nothing to confine takes no other
             // step.
             let prepared = if confinement.is_empty() {
-                let contained = confinement.wants_tree();
-                Ok(crate::confine::unbounded(
+                Ok(crate::confine::unbounded(confinement.wants_tree()))
+            } else {
+                crate::confine::prepare(
+                    confinement,
                     &program,
                     search.as_deref(),
-                    contained,
-                ))
-            } else {
-                crate::confine::prepare(confinement, &program, search.as_deref())
+                    command.cwd.as_deref(),
+                )
             };
             match prepared {
                 Ok(mut prepared) => {

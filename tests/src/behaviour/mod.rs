@@ -99,6 +99,7 @@ macro_rules! behaviour_suite {
             dropping_the_handle_mid_run_still_finishes_and_records_the_call,
             dropping_the_handle_under_the_cancel_policy_stops_the_helper,
             a_program_that_cannot_be_spawned_fails_before_dispatch,
+            a_helper_s_own_path_finds_its_program_as_std_does,
             an_invalid_command_fails_before_its_attempt_is_recorded,
             shutdown_cancels_every_live_call_and_waits_for_their_records,
             wait_timeout_gives_the_handle_back_until_the_call_ends,

@@ -155,6 +155,70 @@ pub fn a_program_that_cannot_be_spawned_fails_before_dispatch<H: HostUnderTest>(
     );
 }
 
+/// The program is looked up in the helper's own `PATH` (and a relative
+/// entry in its own directory), never the host's: a program only there
+/// runs, one only in the host's `PATH` is not found, exactly as
+/// `std::process::Command` does for the same command.
+pub fn a_helper_s_own_path_finds_its_program_as_std_does<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    use std::os::unix::fs::PermissionsExt;
+    let host = host(HostOptions::default());
+    let dir = std::env::temp_dir().join(format!(
+        "sg-own-path-{}-{}",
+        std::process::id(),
+        std::any::type_name::<H>().len()
+    ));
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    let tool = dir.join("bin/only-here");
+    std::fs::write(&tool, "#!/bin/sh\necho found\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("bin");
+    // (the helper's PATH, its directory, the program): found / not found
+    // as std finds it.
+    let cases: [(&std::ffi::OsStr, Option<&std::path::Path>, &str); 4] = [
+        (bin.as_os_str(), None, "only-here"),
+        // `sh` is in the host's PATH, not in the helper's.
+        (bin.as_os_str(), None, "sh"),
+        // A relative entry, read from the helper's directory.
+        (std::ffi::OsStr::new("bin"), Some(&dir), "only-here"),
+        (std::ffi::OsStr::new("bin"), None, "only-here"),
+    ];
+    for (path, cwd, program) in cases {
+        let mut std_command = std::process::Command::new(program);
+        std_command.env("PATH", path);
+        let mut command = HelperCommand::new(program).env("PATH", path);
+        if let Some(cwd) = cwd {
+            std_command.current_dir(cwd);
+            command = command.current_dir(cwd);
+        }
+        let by_std = std_command.output();
+        let outcome = wait(host.launch(request(command).into_request()));
+        let record = &outcome.record;
+        match by_std {
+            Ok(output) => {
+                assert_eq!(record.state, State::Completed, "{program} in {path:?}");
+                assert_eq!(
+                    outcome.stdout.to_vec(),
+                    output.stdout,
+                    "{program} in {path:?}"
+                );
+                assert_eq!(outcome.stdout.to_vec(), b"found\n");
+            }
+            Err(error) => {
+                assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{program}");
+                assert_eq!(
+                    record.state,
+                    State::FailedBeforeDispatch,
+                    "{program} in {path:?}"
+                );
+                assert_eq!(record.spawn_error_kind.as_deref(), Some("not_found"));
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A command with a NUL byte fails before its attempt is audited.
 pub fn an_invalid_command_fails_before_its_attempt_is_recorded<H: HostUnderTest>(
     host: fn(HostOptions) -> H,

@@ -12,8 +12,7 @@
 //! confined than the host decided.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 /// The steps the child takes, prepared by the host.
@@ -55,9 +54,6 @@ pub(crate) struct ChildSetup {
     pub drop_caps: bool,
     /// The seccomp filter to install last.
     pub seccomp: Option<Arc<super::seccomp::Filter>>,
-    /// The file the program name resolves to in `PATH`, found by the host:
-    /// the child execs it at once instead of trying each `PATH` entry.
-    pub program: Option<PathBuf>,
 }
 
 /// The resource limits the child may set.
@@ -71,68 +67,36 @@ pub(crate) enum Resource {
 
 impl ChildSetup {
     /// The child's steps, in order; `in_group`: the clone put the child
-    /// in [`cgroup`](Self::cgroup) already.
-    #[allow(unsafe_code)]
+    /// in [`cgroup`](Self::cgroup) already. System calls only (the child
+    /// shares the host's memory: no allocation, no lock).
     pub(crate) fn run(&self, in_group: bool) -> io::Result<()> {
         let procs = self.cgroup_procs.as_ref().filter(|_| !in_group);
         for file in procs.into_iter().chain(&self.tasks) {
-            // SAFETY: writing two bytes from a static buffer to an open fd.
-            let n = unsafe { libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::io::write(file, b"0\n")?;
         }
         for &(resource, soft, hard) in &self.rlimits {
-            let resource = resource.raw();
-            let limit = libc::rlimit {
-                rlim_cur: soft,
-                rlim_max: hard,
+            let limit = |n: u64| (n != u64::MAX).then_some(n);
+            let limit = rustix::process::Rlimit {
+                current: limit(soft),
+                maximum: limit(hard),
             };
-            // SAFETY: a plain system call with a valid pointer.
-            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::setrlimit(resource.raw(), limit)?;
         }
         if self.new_netns {
-            // SAFETY: a plain system call.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            loopback_up()?;
+            crate::sys::calls::unshare_network()?;
+            crate::sys::calls::loopback_up()?;
         }
         if self.no_new_privs {
-            // SAFETY: a plain system call.
-            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::thread::set_no_new_privs(true)?;
         }
         if let Some(ruleset) = &self.landlock {
-            // SAFETY: a plain system call on an open descriptor.
-            let restricted =
-                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) };
-            if restricted != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            crate::sys::calls::landlock_restrict_self(ruleset.as_fd())?;
         }
         if self.drop_caps {
-            drop_capabilities()?;
+            crate::sys::calls::drop_capabilities(DROPPED_CAPS)?;
         }
         if let Some(filter) = &self.seccomp {
-            let program = filter.fprog();
-            // SAFETY: `program` points into the filter, alive for the call;
-            // the kernel copies it.
-            let set = unsafe {
-                libc::prctl(
-                    libc::PR_SET_SECCOMP,
-                    libc::SECCOMP_MODE_FILTER,
-                    std::ptr::from_ref(&program),
-                    0,
-                    0,
-                )
-            };
-            if set != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            crate::sys::calls::set_seccomp_filter(&filter.fprog())?;
         }
         Ok(())
     }
@@ -169,140 +133,25 @@ pub(crate) const DROPPED_CAPS: &[u32] = &[
     8,  // CAP_SETPCAP
 ];
 
-/// Drops [`DROPPED_CAPS`]: from the bounding set (so exec cannot give
-/// them back), then from the effective, permitted and inheritable sets;
-/// clears the ambient set. A capability the kernel does not know is
-/// passed over in the bounding set (`EINVAL`).
-#[allow(unsafe_code)]
-fn drop_capabilities() -> io::Result<()> {
-    const VERSION_3: u32 = 0x2008_0522;
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    // SAFETY: plain system calls; `header` and `data` live on this stack
-    // for the calls that read and write them (two `Data` for version 3).
-    unsafe {
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            let error = io::Error::last_os_error();
-            if error.raw_os_error() != Some(libc::EINVAL) {
-                return Err(error);
-            }
-        }
-        for &cap in DROPPED_CAPS {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
-                let error = io::Error::last_os_error();
-                if error.raw_os_error() != Some(libc::EINVAL) {
-                    return Err(error);
-                }
-            }
-        }
-        let mut header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let mut data = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        for &cap in DROPPED_CAPS {
-            let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
-            data[word].effective &= !bit;
-            data[word].permitted &= !bit;
-            data[word].inheritable &= !bit;
-        }
-        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 impl Resource {
-    fn raw(self) -> libc::__rlimit_resource_t {
+    fn raw(self) -> rustix::process::Resource {
         match self {
-            Resource::Cpu => libc::RLIMIT_CPU,
-            Resource::Nofile => libc::RLIMIT_NOFILE,
-            Resource::Fsize => libc::RLIMIT_FSIZE,
-            Resource::Core => libc::RLIMIT_CORE,
+            Resource::Cpu => rustix::process::Resource::Cpu,
+            Resource::Nofile => rustix::process::Resource::Nofile,
+            Resource::Fsize => rustix::process::Resource::Fsize,
+            Resource::Core => rustix::process::Resource::Core,
         }
     }
 }
 
 /// This process's hard limit of `resource` (`u64::MAX` for none).
-#[allow(unsafe_code)]
 pub(crate) fn current_hard_limit(resource: Resource) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: a plain system call with a valid pointer.
-    if unsafe { libc::getrlimit(resource.raw(), &mut limit) } != 0 {
-        return u64::MAX;
-    }
-    limit.rlim_max
+    rustix::process::getrlimit(resource.raw())
+        .maximum
+        .unwrap_or(u64::MAX)
 }
 
 /// The kernel's Landlock ABI version (0 when it has none), asked once.
-#[allow(unsafe_code)]
 pub(crate) fn landlock_abi() -> i32 {
-    static ABI: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *ABI.get_or_init(|| {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) reads no memory
-        // and returns the ABI version or -1.
-        let version = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        i32::try_from(version).unwrap_or(0).max(0)
-    })
-}
-
-/// Brings `lo` up in a new network namespace (it starts down).
-#[allow(unsafe_code)]
-fn loopback_up() -> io::Result<()> {
-    // SAFETY: plain system calls on a socket this function owns, with an
-    // `ifreq` on the stack.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut request: libc::ifreq = std::mem::zeroed();
-        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
-            *slot = *byte as libc::c_char;
-        }
-        let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request);
-        if result == 0 {
-            request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &request);
-        }
-        let error = (result != 0).then(io::Error::last_os_error);
-        libc::close(fd);
-        error.map_or(Ok(()), Err)
-    }
+    crate::sys::calls::landlock_abi()
 }

@@ -37,6 +37,7 @@ pub(crate) mod spawn;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -129,11 +130,8 @@ pub(crate) struct Prepared {
 /// `contained` is false (the call opted out), in a control group of its
 /// own wherever one can be made (else its process group is what a stop
 /// signals, and nothing is refused). See [`prepare`] for one with bounds.
-pub(crate) fn unbounded(program: &Path, search: Option<&OsStr>, contained: bool) -> Prepared {
-    let mut child = ChildSetup {
-        program: resolve(program, search),
-        ..ChildSetup::default()
-    };
+pub(crate) fn unbounded(contained: bool) -> Prepared {
+    let mut child = ChildSetup::default();
     let mut enforced = Vec::new();
     let mut tree_kill = "process-group";
     let tree = if contained {
@@ -171,6 +169,7 @@ pub(crate) fn prepare(
     confinement: &Confinement,
     program: &Path,
     search: Option<&OsStr>,
+    cwd: Option<&Path>,
 ) -> Result<Prepared, String> {
     let limits = &confinement.limits;
     let sandbox = &confinement.sandbox;
@@ -191,7 +190,7 @@ pub(crate) fn prepare(
             }
         }
     }
-    let resolved = resolve(program, search);
+    let resolved = program_file(program, search, cwd);
 
     let (tree, unavailable) = if confinement.wants_tree() {
         TreeGroup::create(cgroup::Wanted {
@@ -208,10 +207,7 @@ pub(crate) fn prepare(
     if let Some(tree) = &tree {
         enforced.extend(tree.mechanisms().into_iter().map(str::to_owned));
     }
-    let mut child = ChildSetup {
-        program: resolved.clone(),
-        ..ChildSetup::default()
-    };
+    let mut child = ChildSetup::default();
     if let Some(tree) = &tree {
         match tree.joins() {
             Ok(joins) => {
@@ -315,7 +311,7 @@ pub(crate) fn prepare(
                 files.then_some(confinement),
                 tcp_landlock.then_some(allowed_tcp),
                 scoped,
-                resolved.as_deref().or(Some(program).filter(|p| p.exists())),
+                resolved.as_deref(),
             )
         });
         match made {
@@ -496,28 +492,74 @@ fn ruleset(
     Ok(created)
 }
 
-/// The file a program name (no `/`) runs: the first executable file of
-/// that name in `search`, as `execvp` finds it. `None` for a path (it
-/// names its file), for no match, and where `search` has a relative
-/// entry before the match (the helper's directory decides it): the child
-/// then searches as it would have.
-pub(crate) fn resolve(program: &Path, search: Option<&OsStr>) -> Option<PathBuf> {
+/// The file `program` runs as `execvp` in the helper would find it, made
+/// in the host against the helper's own `PATH` (`search`; without one,
+/// the C library's default, `/bin:/usr/bin`) and directory (`cwd`): a
+/// path (with a `/`) is its own file; a bare name is the first entry's
+/// executable regular file of that name, an empty entry standing for the
+/// helper's directory and a relative one read from there. The child then
+/// only calls `execve` with it, so the host's own `PATH` never decides.
+///
+/// # Errors
+///
+/// `NotFound` for an empty name or no file of that name, and
+/// `PermissionDenied` when only files that cannot be executed matched:
+/// what `std::process::Command` reports for the same helper.
+pub(crate) fn resolve_program(
+    program: &OsStr,
+    search: Option<&OsStr>,
+    cwd: Option<&Path>,
+) -> io::Result<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    if program.as_os_str().as_bytes().contains(&b'/') || program.as_os_str().is_empty() {
-        return None;
+    if program.is_empty() {
+        return Err(io::ErrorKind::NotFound.into());
     }
-    for dir in std::env::split_paths(search?) {
-        if !dir.is_absolute() {
-            return None;
-        }
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    let search = search.unwrap_or(OsStr::new("/bin:/usr/bin"));
+    let mut denied = false;
+    for dir in std::env::split_paths(search) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
         let candidate = dir.join(program);
-        let executable = candidate.metadata().is_ok_and(|m| m.is_file())
-            && rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok();
+        // As the helper sees it: a relative entry from its directory.
+        let seen = match cwd {
+            Some(cwd) if candidate.is_relative() => cwd.join(&candidate),
+            _ => candidate.clone(),
+        };
+        let Ok(meta) = seen.metadata() else {
+            continue;
+        };
+        let executable =
+            meta.is_file() && rustix::fs::access(&seen, rustix::fs::Access::EXEC_OK).is_ok();
         if executable {
-            return Some(candidate);
+            return Ok(candidate);
         }
+        denied = true;
     }
-    None
+    Err(if denied {
+        io::Error::from_raw_os_error(libc::EACCES)
+    } else {
+        io::Error::from_raw_os_error(libc::ENOENT)
+    })
+}
+
+/// The file `program` resolves to, as an absolute path the host can name
+/// in a Landlock rule, if it resolves.
+fn program_file(program: &Path, search: Option<&OsStr>, cwd: Option<&Path>) -> Option<PathBuf> {
+    let file = resolve_program(program.as_os_str(), search, cwd).ok()?;
+    if file.is_absolute() {
+        return Some(file);
+    }
+    let here = std::env::current_dir().ok()?;
+    Some(match cwd {
+        Some(cwd) => here.join(cwd).join(file),
+        None => here.join(file),
+    })
 }
 
 /// How long the end of a call waits for its killed tree to be gone.

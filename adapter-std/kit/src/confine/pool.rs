@@ -228,13 +228,9 @@ fn wake(state: &mut State) {
     static AT_EXIT: Once = Once::new();
     AT_EXIT.call_once(|| {
         OWNER.store(std::process::id(), Ordering::Relaxed);
-        #[allow(unsafe_code)]
-        // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds
-        // (nothing in `settle` panics: every lock ignores poisoning, every
-        // duration is saturating).
-        unsafe {
-            libc::atexit(at_exit);
-        }
+        // `at_exit` never unwinds: nothing in `settle` panics (every lock
+        // ignores poisoning, every duration is saturating).
+        crate::sys::calls::at_exit(at_exit);
     });
     if !state.started {
         // Without the thread, spare groups are not made and retired

@@ -120,14 +120,9 @@ impl Filter {
 /// `prctl(PR_GET_SECCOMP)` answers 0 (no filter yet) or 2 (filtered
 /// already, as in a container) where it does, and fails with `EINVAL`
 /// where it was built without.
-#[allow(unsafe_code)]
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        // SAFETY: a plain system call with no pointer.
-        let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
-        mode >= 0
-    })
+    *AVAILABLE.get_or_init(crate::sys::calls::seccomp_available)
 }
 
 /// `seccomp_data`'s fields, as the filter reads them.

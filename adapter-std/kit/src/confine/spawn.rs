@@ -14,21 +14,20 @@
 //! makes system calls, on its own stack, with every signal blocked until
 //! their handlers are reset; the first step that fails has its `errno`
 //! reported to the host (in the memory they share) and the child exits:
-//! the spawn fails with that error and nothing runs.
+//! the spawn fails with that error and nothing runs. The clone and the
+//! child's code are in `sys::spawn`, the kit's one room for `unsafe`;
+//! this module makes what they read.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use super::ChildSetup;
 use crate::command::{HelperCommand, StdinMode};
-
-/// The child's stack while it shares the host's memory.
-const CHILD_STACK_BYTES: usize = 128 * 1024;
+use crate::sys::spawn::{Exec, clone_child};
 
 /// A confined helper, spawned: its pid (its process group id too), a pidfd
 /// that waits for it without any risk of reuse, and the host's ends of its
@@ -83,28 +82,9 @@ fn wait(
     Ok(Some(ExitStatus::from_raw(raw)))
 }
 
-/// What the child reads, made by the host before the clone.
-struct Exec {
-    /// The file to exec (or, without a `/`, the name `execvp` looks up).
-    path: CString,
-    argv: Vec<CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
-    envp: Vec<CString>,
-    envp_ptrs: Vec<*const libc::c_char>,
-    cwd: Option<CString>,
-    /// The child's ends of stdin, stdout and stderr (each 3 or more, so
-    /// that no `dup2` overwrites another's source).
-    stdio: [OwnedFd; 3],
-    setup: ChildSetup,
-    /// The `errno` of the step that failed; 0 until one does.
-    error: AtomicI32,
-    /// The clone put the child in the call's v2 group.
-    in_group: AtomicBool,
-}
-
 /// Spawns `command` with `setup`'s steps; see the module docs.
 pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<RawChild> {
-    let (path, argv) = program_and_argv(command, setup.program.as_deref().map(|p| p.as_os_str()))?;
+    let (path, argv) = program_and_argv(command)?;
     let envp = environment(command)?;
     let cwd = command
         .cwd
@@ -127,34 +107,22 @@ pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<Ra
     };
     let (stdout, stdout_child) = pipe()?;
     let (stderr, stderr_child) = pipe()?;
-    let mut exec = Exec {
-        path,
-        argv_ptrs: Vec::new(),
-        argv,
-        envp_ptrs: Vec::new(),
-        envp,
-        cwd,
-        stdio: [
-            above_stdio(stdin_child)?,
-            above_stdio(stdout_child)?,
-            above_stdio(stderr_child)?,
-        ],
-        setup,
-        error: AtomicI32::new(0),
-        in_group: AtomicBool::new(false),
-    };
-    exec.argv_ptrs = pointers(&exec.argv);
-    exec.envp_ptrs = pointers(&exec.envp);
+    let stdio = [
+        above_stdio(stdin_child)?,
+        above_stdio(stdout_child)?,
+        above_stdio(stderr_child)?,
+    ];
+    let exec = Exec::new(path, argv, envp, cwd, stdio, setup);
     let (pid, pidfd) = clone_child(&exec)?;
-    match exec.error.load(Ordering::Acquire) {
-        0 => Ok(RawChild {
+    match exec.failed_with() {
+        None => Ok(RawChild {
             pid,
             pidfd,
             stdin: stdin.map(ChildStdin::from),
             stdout: ChildStdout::from(stdout),
             stderr: ChildStderr::from(stderr),
         }),
-        errno => {
+        Some(errno) => {
             // The child exited without exec: reap it.
             let _ = reap(pidfd.as_fd());
             Err(io::Error::from_raw_os_error(errno))
@@ -163,12 +131,11 @@ pub(crate) fn spawn(command: &HelperCommand, setup: ChildSetup) -> io::Result<Ra
 }
 
 /// The file to exec and `argv`: `/bin/sh -c SCRIPT sh ARGS` for a shell
-/// command, else the program (the file the host resolved it to, if
-/// given) with the name it was called by as `argv[0]`.
-fn program_and_argv(
-    command: &HelperCommand,
-    resolved: Option<&OsStr>,
-) -> io::Result<(CString, Vec<CString>)> {
+/// command, else the file the program resolves to (see
+/// [`resolve_program`](super::resolve_program): a bare name is looked up
+/// in the helper's own `PATH`, here in the host) with the name it was
+/// called by as `argv[0]`.
+fn program_and_argv(command: &HelperCommand) -> io::Result<(CString, Vec<CString>)> {
     let mut argv = Vec::with_capacity(command.args.len() + 4);
     let path = if command.shell {
         argv.push(c_string(OsStr::new("/bin/sh"))?);
@@ -178,7 +145,10 @@ fn program_and_argv(
         c_string(OsStr::new("/bin/sh"))?
     } else {
         argv.push(c_string(&command.program)?);
-        c_string(resolved.unwrap_or(&command.program))?
+        let search = command.search_path();
+        let file =
+            super::resolve_program(&command.program, search.as_deref(), command.cwd.as_deref())?;
+        c_string(file.as_os_str())?
     };
     for arg in &command.args {
         argv.push(c_string(arg)?);
@@ -219,16 +189,6 @@ fn c_string(text: &OsStr) -> io::Result<CString> {
     })
 }
 
-/// A null-terminated array of the strings' pointers (valid while they
-/// live).
-fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
-    strings
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect()
-}
-
 /// A pipe, both ends close-on-exec: (read, write).
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
@@ -241,289 +201,6 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
         return Ok(fd);
     }
     Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
-}
-
-/// The clone itself: `exec`'s child on a stack of its own, the host
-/// suspended until the child execs or exits. Returns the pid and pidfd.
-/// With a v2 group to join, the child is cloned into it (`clone3` with
-/// `CLONE_INTO_CGROUP`) where the kernel and the architecture allow, else
-/// cloned as usual to write to the group's `cgroup.procs` itself.
-#[allow(unsafe_code)]
-fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
-    let mut stack = vec![0_u8; CHILD_STACK_BYTES];
-    // The stack grows down: its top, 16-byte aligned.
-    let top = stack.as_mut_ptr_range().end as usize & !15;
-    let base = stack.as_ptr() as usize;
-    let mut pidfd: libc::c_int = -1;
-    let arg = std::ptr::from_ref(exec).cast_mut().cast::<libc::c_void>();
-    // SAFETY: every signal is blocked around the clone, so no handler of
-    // the host runs on the child's stack or in its shared memory; the mask
-    // is restored below, in the host, whatever the clone did. `exec` and
-    // `stack` outlive the child's use of them: CLONE_VFORK suspends this
-    // thread until the child has exec'd or exited. The child (`child_main`)
-    // only makes system calls on values made before the clone.
-    let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let mut pid = -1;
-        if let Some(group) = &exec.setup.cgroup {
-            exec.in_group.store(true, Ordering::Release);
-            pid = clone_into_group(group.as_raw_fd(), base, top - base, &mut pidfd, arg);
-            if pid < 0 {
-                exec.in_group.store(false, Ordering::Release);
-            }
-        }
-        if pid < 0 {
-            let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
-            pid = libc::clone(child_main, top as *mut libc::c_void, flags, arg, &mut pidfd);
-        }
-        let error = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(error);
-        }
-        pid
-    };
-    drop(stack);
-    // SAFETY: CLONE_PIDFD stored a new descriptor this process owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok((u32::try_from(pid).unwrap_or_default(), pidfd))
-}
-
-/// `clone3`'s arguments (`struct clone_args`, as of Linux 5.7).
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
-/// `CLONE_INTO_CGROUP` (Linux 5.7).
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// Whether `clone3` into a group failed once for a reason that will not
-/// change (no `clone3`, or no `CLONE_INTO_CGROUP`): then it is not tried.
-static NO_CLONE_INTO_GROUP: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP)`:
-/// `child_main(arg)` runs in the group `group` on the stack `[base, base +
-/// size)`. Returns the pid, or -1 when the clone could not be made (the
-/// caller clones as usual then).
-///
-/// # Safety
-///
-/// As for `libc::clone`: the stack and `arg` stay valid until the child
-/// has exec'd or exited, and the caller has blocked every signal.
-#[allow(unsafe_code)]
-unsafe fn clone_into_group(
-    group: RawFd,
-    base: usize,
-    size: usize,
-    pidfd: &mut libc::c_int,
-    arg: *mut libc::c_void,
-) -> libc::c_int {
-    if NO_CLONE_INTO_GROUP.load(Ordering::Relaxed) {
-        return -1;
-    }
-    let mut args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
-        pidfd: std::ptr::from_mut(pidfd) as u64,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: base as u64,
-        stack_size: size as u64,
-        cgroup: group as u64,
-        ..CloneArgs::default()
-    };
-    // SAFETY: the caller's promises, and `args` lives across the call.
-    let pid = unsafe { clone3_vm(&mut args, child_main, arg) };
-    if pid >= 0 {
-        return libc::c_int::try_from(pid).unwrap_or(-1);
-    }
-    let errno = libc::c_int::try_from(-pid).unwrap_or(libc::EINVAL);
-    if matches!(errno, libc::ENOSYS | libc::E2BIG | libc::EINVAL) {
-        NO_CLONE_INTO_GROUP.store(true, Ordering::Relaxed);
-    }
-    -1
-}
-
-/// The raw `clone3` for a child that shares the host's memory: the child
-/// starts on the stack `args` names with no frame to return to, so this
-/// calls `child(arg)` there and exits with its value. Returns the pid or
-/// `-errno`.
-#[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
-#[allow(unsafe_code)]
-unsafe fn clone3_vm(
-    args: &mut CloneArgs,
-    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
-    arg: *mut libc::c_void,
-) -> isize {
-    let ret: isize;
-    // SAFETY: the system call's registers as the kernel reads them; the
-    // child (rax 0) never leaves the block: it calls `child` on its own
-    // stack (16-byte aligned, so aligned at the call as the ABI wants) and
-    // exits. `r12` and `r13` keep `child` and `arg` across the syscall in
-    // both processes; the syscall clobbers `rcx` and `r11`.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "xor ebp, ebp",
-            "mov rdi, r13",
-            "call r12",
-            "mov edi, eax",
-            "mov eax, 60",
-            "syscall",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 as isize => ret,
-            in("rdi") std::ptr::from_mut(args),
-            in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") child,
-            in("r13") arg,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// Where the kit has no `clone3` of its own: the usual clone is used.
-#[cfg(not(all(target_arch = "x86_64", target_pointer_width = "64")))]
-#[allow(unsafe_code)]
-unsafe fn clone3_vm(
-    _args: &mut CloneArgs,
-    _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
-    _arg: *mut libc::c_void,
-) -> isize {
-    -(libc::ENOSYS as isize)
-}
-
-/// The child, until exec: see the module docs. Never returns on success.
-#[allow(unsafe_code)]
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `Exec` the host made, alive while it is
-    // suspended (CLONE_VFORK).
-    let exec = unsafe { &*arg.cast_const().cast::<Exec>() };
-    let failed = |error: io::Error| -> libc::c_int {
-        exec.error.store(
-            error.raw_os_error().unwrap_or(libc::EINVAL),
-            Ordering::Release,
-        );
-        // SAFETY: ends the child without running anything of the host's.
-        unsafe { libc::_exit(127) }
-    };
-    // SAFETY: plain system calls on descriptors and strings made before
-    // the clone; nothing allocates, locks or unwinds.
-    unsafe {
-        for (fd, target) in exec.stdio.iter().zip(0..) {
-            if libc::dup2(fd.as_raw_fd(), target as RawFd) < 0 {
-                return failed(io::Error::last_os_error());
-            }
-        }
-        if let Some(cwd) = &exec.cwd
-            && libc::chdir(cwd.as_ptr()) != 0
-        {
-            return failed(io::Error::last_os_error());
-        }
-        // A session of its own leads a process group of its own too.
-        let led = if exec.setup.new_session {
-            libc::setsid()
-        } else {
-            libc::setpgid(0, 0)
-        };
-        if led < 0 {
-            return failed(io::Error::last_os_error());
-        }
-        if let Err(error) = exec.setup.run(exec.in_group.load(Ordering::Acquire)) {
-            return failed(error);
-        }
-        // Handlers are the host's code: back to the default for each one
-        // set (an ignored signal stays ignored, as across exec), and
-        // SIGPIPE to the default, as the standard library's spawn does.
-        for signal in 1..=libc::SIGRTMAX() {
-            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
-            if handled || signal == libc::SIGPIPE {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(signal, &default, std::ptr::null_mut());
-            }
-        }
-        // The helper gets the descriptors the call gives it and no other:
-        // whatever the host left open without close-on-exec (its own, or
-        // a caller's leak) is closed at exec. The kit's own (the
-        // confinement's, the pipes' sources) are close-on-exec already.
-        if let Err(error) = close_others_on_exec() {
-            return failed(error);
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        if exec.path.as_bytes().contains(&b'/') {
-            libc::execve(
-                exec.path.as_ptr(),
-                exec.argv_ptrs.as_ptr(),
-                exec.envp_ptrs.as_ptr(),
-            );
-        } else {
-            libc::execvpe(
-                exec.path.as_ptr(),
-                exec.argv_ptrs.as_ptr(),
-                exec.envp_ptrs.as_ptr(),
-            );
-        }
-        failed(io::Error::last_os_error())
-    }
-}
-
-/// Marks every descriptor from 3 on close-on-exec: `close_range(3, ~0,
-/// CLOSE_RANGE_CLOEXEC)` (Linux 5.11), else one `fcntl` per descriptor
-/// up to the soft `RLIMIT_NOFILE` (at most 1 << 20). System calls only.
-#[allow(unsafe_code)]
-fn close_others_on_exec() -> io::Result<()> {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: plain system calls with no pointer but the rlimit's, on this
-    // stack.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
-            return Ok(());
-        }
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let last = limit.rlim_cur.min(1 << 20) as libc::c_int;
-        for fd in 3..last {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -663,9 +340,9 @@ mod tests {
             ..ChildSetup::default()
         };
         let script = HelperCommand::shell_script("cat /proc/self/cgroup");
-        NO_CLONE_INTO_GROUP.store(true, Ordering::Relaxed);
+        crate::sys::spawn::set_clone_into_group(false);
         let ran = run(script, setup);
-        NO_CLONE_INTO_GROUP.store(false, Ordering::Relaxed);
+        crate::sys::spawn::set_clone_into_group(true);
         groups.iter().for_each(|group| remove_once_empty(group));
         let (status, out) = ran.unwrap();
         assert!(status.success());
@@ -685,19 +362,6 @@ mod tests {
 
     #[test]
     fn the_program_is_found_in_path_and_keeps_the_name_it_was_called_by() {
-        let setup = ChildSetup {
-            program: super::super::resolve(
-                std::path::Path::new("cat"),
-                std::env::var_os("PATH").as_deref(),
-            ),
-            ..ChildSetup::default()
-        };
-        assert!(setup.program.as_ref().is_some_and(|p| p.is_absolute()));
-        let (status, out) =
-            run(HelperCommand::new("cat").arg("/proc/self/cmdline"), setup).unwrap();
-        assert_eq!(status.code(), Some(0));
-        assert_eq!(out, "cat\0/proc/self/cmdline\0");
-        // Not resolved by the host: the child searches `PATH` itself.
         let (status, out) = run(
             HelperCommand::new("cat").arg("/proc/self/cmdline"),
             ChildSetup::default(),
@@ -709,10 +373,10 @@ mod tests {
         );
     }
 
-    /// The host finds the program as `execvp` would in the helper's own
-    /// `PATH`, or leaves the search to the child.
+    /// The host finds the program as `execvp` in the helper would, in the
+    /// helper's own `PATH` and directory.
     #[test]
-    fn the_host_resolves_a_name_only_where_the_child_would_find_the_same_file() {
+    fn the_host_resolves_a_name_as_execvp_in_the_helper_would() {
         use std::os::unix::fs::PermissionsExt;
         use std::path::{Path, PathBuf};
         let dir = std::env::temp_dir().join(format!("sg-resolve-{}", std::process::id()));
@@ -727,15 +391,45 @@ mod tests {
         };
         file(first.join("tool"), 0o644);
         let runnable = file(second.join("tool"), 0o755);
+        file(first.join("locked"), 0o600);
         let search = std::env::join_paths([&first, &second]).unwrap();
-        let resolve =
-            |name: &str, search: &OsStr| super::super::resolve(Path::new(name), Some(search));
+        let resolve = |name: &str, search: Option<&OsStr>, cwd: Option<&Path>| {
+            super::super::resolve_program(OsStr::new(name), search, cwd)
+        };
         // A file that is not executable is passed over, as execvp does.
-        assert_eq!(resolve("tool", &search), Some(runnable));
-        assert_eq!(resolve("missing", &search), None);
-        // A path names its own file; a relative entry leaves it to the child.
-        assert_eq!(resolve("./tool", &search), None);
-        assert_eq!(resolve("tool", OsStr::new("relative:/usr/bin")), None);
+        assert_eq!(resolve("tool", Some(&search), None).unwrap(), runnable);
+        let missing = resolve("missing", Some(&search), None).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        // Only a file that cannot be executed: permission denied.
+        let locked = resolve("locked", Some(&search), None).unwrap_err();
+        assert_eq!(locked.raw_os_error(), Some(libc::EACCES));
+        // A path names its own file; an empty name is no file.
+        assert_eq!(
+            resolve("./tool", Some(&search), None).unwrap(),
+            Path::new("./tool")
+        );
+        assert_eq!(
+            resolve("", Some(&search), None).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        // A relative entry, and an empty one, are read from the helper's
+        // directory, not the host's.
+        assert_eq!(
+            resolve("tool", Some(OsStr::new("nothing:b")), Some(&dir)).unwrap(),
+            Path::new("b/tool")
+        );
+        assert_eq!(
+            resolve("tool", Some(OsStr::new(":/usr/bin")), Some(&second)).unwrap(),
+            Path::new("./tool")
+        );
+        assert_eq!(
+            resolve("tool", Some(OsStr::new("b")), None)
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::NotFound
+        );
+        // No `PATH`: the C library's default.
+        assert_eq!(resolve("sh", None, None).unwrap(), Path::new("/bin/sh"));
         // The helper's own `PATH` is the one searched.
         let command = HelperCommand::new("tool").env("PATH", &search);
         assert_eq!(command.search_path().as_deref(), Some(search.as_os_str()));
