@@ -1,4 +1,4 @@
-//! The repository's README and the CLI package's README (what crates.io and
+//! The repository's `docs/mcp.md` and the CLI package's README (what crates.io and
 //! docs.rs show) give the same tools-file example; the CLI's own tests load
 //! the package's copy (`the_tools_file_shown_in_the_readme_loads`).
 #![allow(clippy::unwrap_used)]
@@ -21,7 +21,7 @@ fn block(file: &str, first_line: &str) -> String {
 #[test]
 fn both_readmes_show_the_same_tools_file() {
     let first = "[helper_output]                 # the budgets, as everywhere";
-    let root = block("README.md", first);
+    let root = block("docs/mcp.md", first);
     let package = block("adapter-tokio/cli/README.md", first);
     assert_eq!(root, package);
     assert_eq!(root.lines().count(), 14);

@@ -498,7 +498,7 @@ pub fn a_thousand_limited_calls_leave_no_group_and_no_survivor<H: HostUnderTest>
 /// The way out a root helper has: writing its pid to another control
 /// group's `cgroup.procs`. With the file sandbox `/sys` is out of reach
 /// (the write fails, the helper stays in its group and is killed with
-/// it); with limits alone it succeeds, as the README says.
+/// it); with limits alone it succeeds, as `docs/limits-and-sandbox.md` says.
 pub fn a_sandboxed_helper_cannot_leave_its_control_group<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {

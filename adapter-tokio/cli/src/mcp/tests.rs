@@ -997,8 +997,8 @@ fn the_approval_timeout_is_the_cards_and_the_calls() {
 
 #[test]
 fn the_tools_file_shown_in_the_readme_loads() {
-    // The package README's; the repository's README shows the same block
-    // (`tests/tests/readme.rs`).
+    // The package README's; the repository's `docs/mcp.md` shows the same
+    // block (`tests/tests/readme.rs`).
     let readme = include_str!("../../README.md");
     let start = readme
         .find("```toml\n[helper_output]                 # the budgets")

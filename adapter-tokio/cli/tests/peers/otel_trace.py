@@ -24,7 +24,7 @@ with the record's exit code and stderr counts, named by each MCP span's
 
 usage: otel_trace.py PATH/TO/spillguard [--svg PATH | --stdio]
 Exits non-zero at the first wrong fact. With --svg, also draws the trace
-as a backend's waterfall shows it (the README's picture).
+as a backend's waterfall shows it (the picture in docs/observability.md).
 """
 
 import json

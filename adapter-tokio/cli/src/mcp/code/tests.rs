@@ -631,24 +631,24 @@ fn ssh_passes_each_remote_value_quoted_for_the_remote_shell() {
     assert_eq!(sh_quote("it's"), "'it'\\''s'");
 }
 
-/// The repository's README shows the rule as a table of refused commands
-/// and their safe forms: each row is what the loader says.
+/// The repository's `docs/mcp.md` shows the rule as a table of refused
+/// commands and their safe forms: each row is what the loader says.
 #[test]
-fn the_readme_table_of_safe_forms_is_what_the_loader_says() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+fn the_docs_table_of_safe_forms_is_what_the_loader_says() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/mcp.md");
     let Ok(readme) = std::fs::read_to_string(path) else {
         // An unpacked package has no repository around it (no
         // `adapter-std/kit` at `../..`); the workspace's run checks the
-        // table. In the repository a missing README is a failure.
+        // table. In the repository a missing page is a failure.
         let repository = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../adapter-std/kit/Cargo.toml"
         );
         assert!(
             !std::path::Path::new(repository).exists(),
-            "no README at {path}"
+            "no docs/mcp.md at {path}"
         );
-        eprintln!("skipped: the repository's README is not around an unpacked package");
+        eprintln!("skipped: the repository's docs/mcp.md is not around an unpacked package");
         return;
     };
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `[")).collect();
