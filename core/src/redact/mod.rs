@@ -83,10 +83,11 @@ pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 /// `xml-credential`, `password-argument`, `flag-argument`,
 /// `mysql-password`, `user-password-flag`, `sql-password`,
 /// `dsn-userinfo`, `config-set-credential`, `xml-key-value`,
-/// `protocol-auth`, `password-assignment`,
-/// `api-key-assignment`, `secret-assignment` and `token-assignment`
+/// `protocol-auth`, `password-assignment`, `api-key-assignment`,
+/// `secret-assignment`, `credential-assignment` and `token-assignment`
 /// (`key=value`, `key: value` and `"key": "value"`); and, found by a scan
-/// of base64 runs outside the regex set, `encoded-private-key`,
+/// of `Cookie:` and `Set-Cookie:` headers outside the regex set,
+/// `cookie-value`; and, found by a scan of base64 runs outside it, `encoded-private-key`,
 /// `encoded-user-password` and `encoded-credentials-json` (a run of at
 /// least 16 and at most 65,536 base64 characters that decodes to a
 /// private key, to `user:password` or to a JSON object with a credential
@@ -95,8 +96,8 @@ pub use stream::{STREAM_BEHIND, STREAM_HOLD, StreamRedactor};
 /// `pgpass-line`. Extra patterns are named `extra-0`,
 /// `extra-1`, … in the order given.
 ///
-/// Provider tokens (226 formats of 120 providers: cloud keys, source
-/// hosts, package registries, payment, messaging and AI platforms, each
+/// Provider tokens (226 provider formats of 120 providers: cloud keys,
+/// source hosts, package registries, payment, messaging and AI platforms, each
 /// with its prefix, alphabet, length and checksum where it has one) are
 /// found by a scanner outside the regex set, so they cost the compiled set
 /// nothing: their table is `core/src/redact/providers/table.rs`, and their
