@@ -1,4 +1,4 @@
-//! Audit log throughput (STYLE rule 14: speed goals live here, not in
+//! Audit log throughput (speed goals live in benchmarks, not in
 //! timed tests).
 //!
 //! * `append`: frames built per second for realistic lifecycle events

@@ -1,4 +1,4 @@
-//! Feed throughput of a warm capture (STYLE rule 14: speed goals live here,
+//! Feed throughput of a warm capture (speed goals live in benchmarks,
 //! not in timed tests). Goal: at least 20 GB/s for 64 KiB chunks into a
 //! 16 KiB tail; a chunk larger than the budget costs one copy of the budget.
 //!

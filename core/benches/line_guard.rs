@@ -1,6 +1,6 @@
 //! Throughput of the MCP stdout line guard and the client-side scanner
-//! (STYLE rule 14: speed goals live here and in `cargo xtask bench`, not
-//! in timed tests). The guard holds each line whole and checks it as one
+//! (speed goals live here and in `cargo xtask bench`, not in timed
+//! tests). The guard holds each line whole and checks it as one
 //! JSON-RPC message, so its cost per byte is what `spillguard stdio --mcp`
 //! adds to a copy; the goal is that it stays well above a pipe's speed
 //! (a few GB/s).

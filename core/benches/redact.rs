@@ -1,5 +1,6 @@
-//! Rendering a full 16 KiB window with redaction (STYLE rule 14: speed goals
-//! live here). Goal: at most 100 µs per window, with or without secrets.
+//! Rendering a full 16 KiB window with redaction (speed goals live in
+//! benchmarks, not in timed tests). Goal: at most 100 µs per window, with
+//! or without secrets.
 //!
 //! Each benchmark renders one retained 16 KiB tail: ordinary diagnostics
 //! (no secret), the same with a secret on every fourth line (about 40), and

@@ -1,5 +1,6 @@
-//! Feeding is allocation-free in steady state (STYLE rule 4): once a
-//! capture's buffers reached their budget, no chunk size makes it allocate.
+//! Feeding is allocation-free in steady state (the feed path allocates
+//! nothing once warm): once a capture's buffers reached their budget, no
+//! chunk size makes it allocate.
 //!
 //! A counting global allocator wraps the system allocator. It counts only on
 //! threads that asked for it (a `const`-initialised thread-local flag), so

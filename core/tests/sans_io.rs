@@ -1,6 +1,8 @@
 //! The core never does IO, never reads a clock and owns no thread or
-//! process (STYLE rule 1, MISSION "Shape"). Clippy's `disallowed-methods`
-//! catches calls; this test also catches imports, paths and dependencies.
+//! process (the core is sans IO: callers bring it bytes and instants, the
+//! adapters own the processes, the pipes and the waiting). Clippy's
+//! `disallowed-methods` catches calls; this test also catches imports,
+//! paths and dependencies.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

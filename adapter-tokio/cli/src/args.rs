@@ -1,6 +1,6 @@
-//! The command line, declared with clap's derive: three commands (`run`,
-//! `audit verify|sessions|activity`, `mcp --check`), their flags and their
-//! help.
+//! The command line, declared with clap's derive: four commands (`run`,
+//! `stdio`, `audit verify|sessions|activity`, `mcp`, with `mcp --check`),
+//! their flags and their help.
 //!
 //! Usage errors are one line each (see [`usage_message`]): a caller that
 //! scripts `spillguard` reads one sentence naming the problem, not clap's

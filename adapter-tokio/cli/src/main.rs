@@ -1,7 +1,7 @@
 //! `spillguard run [OPTIONS] -- PROGRAM [ARGS...]`: runs one helper through
 //! the std adapter and prints its call record as one line of JSON.
 //! `spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]`: guards an MCP stdio
-//! server (see `stdio.rs`).
+//! server (see `stdio/mod.rs`).
 //! `spillguard audit verify|sessions|activity FILE`: reads an audit log
 //! offline (see `audit.rs`).
 //! `spillguard mcp --tools FILE`: serves the tools of the file as an MCP
