@@ -86,6 +86,261 @@ impl Limits {
     }
 }
 
+/// What a limit's value counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitUnit {
+    /// Bytes, written as a size (`"256M"`) or a number of bytes.
+    Bytes,
+    /// A count of things (processes, descriptors).
+    Count,
+    /// Seconds.
+    Seconds,
+}
+
+/// A per-process resource limit (`setrlimit`), as the driver sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RlimitResource {
+    /// `RLIMIT_CPU`.
+    Cpu,
+    /// `RLIMIT_NOFILE`.
+    Nofile,
+    /// `RLIMIT_FSIZE`.
+    Fsize,
+}
+
+/// How the driver enforces a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitMechanism {
+    /// A file of the tree's control group (`memory.max`, `pids.max`): the
+    /// limit holds for the whole tree, and needs the group.
+    Cgroup {
+        /// The cgroup v2 file.
+        v2: &'static str,
+        /// The cgroup v1 controller and file, where there is one.
+        v1: Option<&'static str>,
+    },
+    /// `setrlimit` in the helper, inherited by every descendant: the
+    /// soft limit at the value, the hard one `hard_above` more.
+    Rlimit {
+        /// Which resource.
+        resource: RlimitResource,
+        /// How far above the value the hard limit is (CPU: 1 s, so that
+        /// `SIGXCPU` comes before `SIGKILL`).
+        hard_above: u64,
+    },
+}
+
+/// One kind of limit, the one place that says everything about it: its
+/// key in files and records, its command-line flag, its unit and bounds,
+/// what the approval card says, how the driver enforces it, and how its
+/// hit is read. The core (validation, card, file tables, `limit_hit`),
+/// the kit (control group or `setrlimit`), the CLI (its flags) and the
+/// docs read [`LIMIT_KINDS`]; a new kind is one more row (and a field of
+/// [`Limits`]).
+#[derive(Clone, Copy)]
+pub struct LimitKind {
+    /// The key in `limits` tables and in `Limits` (`memory_max`).
+    pub key: &'static str,
+    /// The command-line flag (`--memory-max`).
+    pub flag: &'static str,
+    /// What the value counts.
+    pub unit: LimitUnit,
+    /// The flag's help, one sentence.
+    pub help: &'static str,
+    /// The largest value accepted (the smallest is 1).
+    pub max: u64,
+    /// How the driver enforces it.
+    pub mechanism: LimitMechanism,
+    /// The record's `limit_hit` when it stops the tree, if it can be seen.
+    pub hit: Option<LimitHit>,
+    get: fn(&Limits) -> Option<u64>,
+    set: fn(&mut Limits, u64),
+    card: fn(u64) -> String,
+    /// Whether the tree hit the limit `value`, from what the driver
+    /// measured and how the direct child ended.
+    hit_by: fn(u64, &TreeReport, Option<ExitStatus>) -> bool,
+}
+
+impl fmt::Debug for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitKind")
+            .field("key", &self.key)
+            .field("flag", &self.flag)
+            .field("unit", &self.unit)
+            .field("mechanism", &self.mechanism)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LimitKind {
+    /// Its value in `limits`.
+    pub fn value(&self, limits: &Limits) -> Option<u64> {
+        (self.get)(limits)
+    }
+
+    /// Sets it to `value` in `limits`.
+    pub fn set(&self, limits: &mut Limits, value: u64) {
+        (self.set)(limits, value);
+    }
+
+    /// What the approval card says of `value` (`memory 256 MiB`).
+    pub fn card_text(&self, value: u64) -> String {
+        (self.card)(value)
+    }
+
+    /// Whether it holds for the whole tree through its control group.
+    pub fn needs_tree(&self) -> bool {
+        matches!(self.mechanism, LimitMechanism::Cgroup { .. })
+    }
+
+    /// Checks `value`: at least 1, at most [`max`](Self::max).
+    pub fn check(&self, value: u64) -> Result<(), ConfineError> {
+        if value == 0 {
+            return Err(ConfineError::new(self.key, "must be greater than zero"));
+        }
+        if value > self.max {
+            return Err(ConfineError::new(
+                self.key,
+                format!("is larger than {}", self.max),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses a command-line value: a size for bytes (`256M`), else a
+    /// whole number; then [`check`](Self::check)s it.
+    pub fn parse(&self, text: &str) -> Result<u64, String> {
+        let value = match self.unit {
+            LimitUnit::Bytes => parse_size(text)?,
+            LimitUnit::Count | LimitUnit::Seconds => text
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("`{text}` is not a whole number of at least 1"))?,
+        };
+        self.check(value).map_err(|e| e.reason)?;
+        Ok(value)
+    }
+}
+
+/// Every kind of limit, in the order the card, the flags and `limit_hit`
+/// take them; see [`LimitKind`].
+pub const LIMIT_KINDS: [LimitKind; 5] = [
+    LimitKind {
+        key: "memory_max",
+        flag: "--memory-max",
+        unit: LimitUnit::Bytes,
+        help: "Most memory the whole tree may use (256M, 2G; K, M, G, T are powers of 1024); past it the kernel's OOM killer ends a process (`limit_hit: memory`)",
+        max: u64::MAX,
+        mechanism: LimitMechanism::Cgroup {
+            v2: "memory.max",
+            v1: Some("memory/memory.limit_in_bytes"),
+        },
+        hit: Some(LimitHit::Memory),
+        get: |l| l.memory_max,
+        set: |l, v| l.memory_max = Some(v),
+        card: |v| format!("memory {}", size_text(v)),
+        hit_by: |_, report, _| report.oom_kills > 0,
+    },
+    LimitKind {
+        key: "pids_max",
+        flag: "--pids-max",
+        unit: LimitUnit::Count,
+        help: "Most processes the whole tree may hold at once; forks past it fail (`limit_hit: pids`)",
+        max: u32::MAX as u64,
+        mechanism: LimitMechanism::Cgroup {
+            v2: "pids.max",
+            v1: Some("pids/pids.max"),
+        },
+        hit: Some(LimitHit::Pids),
+        get: |l| l.pids_max,
+        set: |l, v| l.pids_max = Some(v),
+        card: |v| format!("{v} processes"),
+        hit_by: |_, report, _| report.pids_refused > 0,
+    },
+    LimitKind {
+        key: "cpu_seconds",
+        flag: "--cpu-seconds",
+        unit: LimitUnit::Seconds,
+        help: "CPU seconds each process may use: SIGXCPU at N, SIGKILL at N + 1 (`limit_hit: cpu`)",
+        max: u64::MAX,
+        mechanism: LimitMechanism::Rlimit {
+            resource: RlimitResource::Cpu,
+            hard_above: 1,
+        },
+        hit: Some(LimitHit::Cpu),
+        get: |l| l.cpu_seconds,
+        set: |l, v| l.cpu_seconds = Some(v),
+        card: |v| format!("CPU {v} s"),
+        hit_by: |seconds, report, exit| {
+            // A descendant's SIGXCPU reaches the record through the shell
+            // that ran it (status 152); it counts when the tree's
+            // accounting shows the CPU time spent.
+            let signal = exit.and_then(|e| e.signal);
+            let code = exit.and_then(|e| e.code);
+            let spent = report
+                .cpu_usage_us
+                .is_some_and(|us| us >= seconds.saturating_mul(1_000_000));
+            let signalled = signal == Some(SIGXCPU) || report.cpu_signals > 0;
+            let reported = code == Some(128 + SIGXCPU) || signal == Some(SIGKILL);
+            signalled || (reported && spent)
+        },
+    },
+    LimitKind {
+        key: "nofile",
+        flag: "--nofile",
+        unit: LimitUnit::Count,
+        help: "Most open files per process",
+        max: u64::MAX,
+        mechanism: LimitMechanism::Rlimit {
+            resource: RlimitResource::Nofile,
+            hard_above: 0,
+        },
+        hit: None,
+        get: |l| l.nofile,
+        set: |l, v| l.nofile = Some(v),
+        card: |v| format!("{v} open files"),
+        hit_by: |_, _, _| false,
+    },
+    LimitKind {
+        key: "file_size_max",
+        flag: "--file-size-max",
+        unit: LimitUnit::Bytes,
+        help: "Largest file a process may write (SIGXFSZ past it)",
+        max: u64::MAX,
+        mechanism: LimitMechanism::Rlimit {
+            resource: RlimitResource::Fsize,
+            hard_above: 0,
+        },
+        hit: Some(LimitHit::FileSize),
+        get: |l| l.file_size_max,
+        set: |l, v| l.file_size_max = Some(v),
+        card: |v| format!("files up to {}", size_text(v)),
+        hit_by: |_, _, exit| {
+            let signal = exit.and_then(|e| e.signal);
+            let code = exit.and_then(|e| e.code);
+            signal == Some(SIGXFSZ) || code == Some(128 + SIGXFSZ)
+        },
+    },
+];
+
+const SIGKILL: i32 = 9;
+const SIGXCPU: i32 = 24;
+const SIGXFSZ: i32 = 25;
+
+/// The keys of [`LIMIT_KINDS`], in order.
+const fn limit_keys() -> [&'static str; LIMIT_KINDS.len()] {
+    let mut keys = [""; LIMIT_KINDS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = LIMIT_KINDS[i].key;
+        i += 1;
+    }
+    keys
+}
+
 /// What network a sandboxed helper may use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -196,9 +451,15 @@ impl Confinement {
     /// Whether a control group is required: asked for, or needed by a
     /// memory or process limit.
     pub fn requires_tree(&self) -> bool {
-        self.contain_tree == Some(true)
-            || self.limits.memory_max.is_some()
-            || self.limits.pids_max.is_some()
+        self.contain_tree == Some(true) || self.tree_limit().is_some()
+    }
+
+    /// The first limit set that holds for the whole tree (through its
+    /// control group), if any.
+    fn tree_limit(&self) -> Option<&'static LimitKind> {
+        LIMIT_KINDS
+            .iter()
+            .find(|kind| kind.needs_tree() && kind.value(&self.limits).is_some())
     }
 
     /// Checks what can be checked without the machine: no zero limit, no
@@ -214,37 +475,16 @@ impl Confinement {
     /// assert_eq!(zero.validate().unwrap_err().to_string(), "pids_max: must be greater than zero");
     /// ```
     pub fn validate(&self) -> Result<(), ConfineError> {
-        let limits = [
-            ("memory_max", self.limits.memory_max),
-            ("pids_max", self.limits.pids_max),
-            ("cpu_seconds", self.limits.cpu_seconds),
-            ("nofile", self.limits.nofile),
-            ("file_size_max", self.limits.file_size_max),
-        ];
-        for (field, value) in limits {
-            if value == Some(0) {
-                return Err(ConfineError::new(field, "must be greater than zero"));
+        for kind in &LIMIT_KINDS {
+            if let Some(value) = kind.value(&self.limits) {
+                kind.check(value)?;
             }
         }
-        if self.contain_tree == Some(false)
-            && (self.limits.memory_max.is_some() || self.limits.pids_max.is_some())
-        {
-            let field = if self.limits.memory_max.is_some() {
-                "memory_max"
-            } else {
-                "pids_max"
-            };
+        if let (Some(false), Some(kind)) = (self.contain_tree, self.tree_limit()) {
             return Err(ConfineError::new(
-                field,
+                kind.key,
                 "needs the tree's control group, which contain_tree = false turns off",
             ));
-        }
-        if self
-            .limits
-            .pids_max
-            .is_some_and(|n| n > u64::from(u32::MAX))
-        {
-            return Err(ConfineError::new("pids_max", "is larger than 4294967295"));
         }
         let ports = [
             ("connect_ports", &self.sandbox.connect_ports),
@@ -280,23 +520,10 @@ impl Confinement {
     /// user approves an action whose reach is stated.
     pub fn card_lines(&self) -> Vec<(String, String)> {
         let mut lines = Vec::new();
-        let l = &self.limits;
-        let mut parts = Vec::new();
-        if let Some(bytes) = l.memory_max {
-            parts.push(format!("memory {}", size_text(bytes)));
-        }
-        if let Some(n) = l.pids_max {
-            parts.push(format!("{n} processes"));
-        }
-        if let Some(s) = l.cpu_seconds {
-            parts.push(format!("CPU {s} s"));
-        }
-        if let Some(n) = l.nofile {
-            parts.push(format!("{n} open files"));
-        }
-        if let Some(bytes) = l.file_size_max {
-            parts.push(format!("files up to {}", size_text(bytes)));
-        }
+        let parts: Vec<String> = LIMIT_KINDS
+            .iter()
+            .filter_map(|kind| Some(kind.card_text(kind.value(&self.limits)?)))
+            .collect();
         if !parts.is_empty() {
             lines.push(("limits".to_owned(), parts.join(", ")));
         }
@@ -341,13 +568,7 @@ impl Confinement {
 
 /// The keys of a `limits` table (`[helper_limits]`,
 /// `[tools.NAME.limits]`).
-pub const LIMIT_KEYS: &[&str] = &[
-    "memory_max",
-    "pids_max",
-    "cpu_seconds",
-    "nofile",
-    "file_size_max",
-];
+pub const LIMIT_KEYS: &[&str] = &limit_keys();
 
 /// The keys of a `sandbox` table (`[helper_sandbox]`,
 /// `[tools.NAME.sandbox]`).
@@ -430,16 +651,11 @@ impl Confinement {
     pub fn merge_limits(&mut self, table: &toml::Table, path: &str) -> Result<(), ConfineError> {
         for (key, value) in table {
             let field = format!("{path}.{key}");
-            let l = &mut self.limits;
-            let (slot, size) = match key.as_str() {
-                "memory_max" => (&mut l.memory_max, true),
-                "file_size_max" => (&mut l.file_size_max, true),
-                "pids_max" => (&mut l.pids_max, false),
-                "cpu_seconds" => (&mut l.cpu_seconds, false),
-                "nofile" => (&mut l.nofile, false),
-                _ => return Err(unknown_key(field, LIMIT_KEYS)),
+            let Some(kind) = LIMIT_KINDS.iter().find(|kind| kind.key == key) else {
+                return Err(unknown_key(field, LIMIT_KEYS));
             };
-            let number = match (value, size) {
+            let bytes = kind.unit == LimitUnit::Bytes;
+            let number = match (value, bytes) {
                 (toml::Value::String(text), true) => {
                     parse_size(text).map_err(|e| ConfineError::new(field.clone(), e))?
                 }
@@ -455,10 +671,9 @@ impl Confinement {
                 }
                 (_, false) => return Err(ConfineError::new(field, "must be an integer")),
             };
-            if number == 0 {
-                return Err(ConfineError::new(field, "must be greater than zero"));
-            }
-            *slot = Some(number);
+            kind.check(number)
+                .map_err(|error| ConfineError::new(field, error.reason))?;
+            kind.set(&mut self.limits, number);
         }
         Ok(())
     }
@@ -652,33 +867,10 @@ impl LimitHit {
     /// CPU time spent (no process reaches its `SIGXCPU` with less); a 153
     /// counts as the file-size limit (no accounting can confirm it).
     pub fn of(limits: &Limits, report: &TreeReport, exit: Option<ExitStatus>) -> Option<Self> {
-        const SIGKILL: i32 = 9;
-        const SIGXCPU: i32 = 24;
-        const SIGXFSZ: i32 = 25;
-        let signal = exit.and_then(|e| e.signal);
-        let code = exit.and_then(|e| e.code);
-        if limits.memory_max.is_some() && report.oom_kills > 0 {
-            return Some(LimitHit::Memory);
-        }
-        if limits.pids_max.is_some() && report.pids_refused > 0 {
-            return Some(LimitHit::Pids);
-        }
-        if let Some(seconds) = limits.cpu_seconds {
-            let spent = report
-                .cpu_usage_us
-                .is_some_and(|us| us >= seconds.saturating_mul(1_000_000));
-            let signalled = signal == Some(SIGXCPU) || report.cpu_signals > 0;
-            let reported = code == Some(128 + SIGXCPU) || signal == Some(SIGKILL);
-            if signalled || (reported && spent) {
-                return Some(LimitHit::Cpu);
-            }
-        }
-        if limits.file_size_max.is_some()
-            && (signal == Some(SIGXFSZ) || code == Some(128 + SIGXFSZ))
-        {
-            return Some(LimitHit::FileSize);
-        }
-        None
+        LIMIT_KINDS.iter().find_map(|kind| {
+            let value = kind.value(limits)?;
+            (kind.hit_by)(value, report, exit).then_some(kind.hit?)
+        })
     }
 }
 

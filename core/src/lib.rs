@@ -158,8 +158,9 @@ pub use call::{
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};
 pub use confine::{
-    ConfineError, Confinement, Enforcement, LIMIT_KEYS, LimitHit, Limits, Network, SANDBOX_KEYS,
-    Sandbox, TreeReport, parse_size,
+    ConfineError, Confinement, Enforcement, LIMIT_KEYS, LIMIT_KINDS, LimitHit, LimitKind,
+    LimitMechanism, LimitUnit, Limits, Network, RlimitResource, SANDBOX_KEYS, Sandbox, TreeReport,
+    parse_size,
 };
 pub use jsonrpc::{
     ClientLines, Diverted, HeldLine, InputQueue, MAX_BATCH, MAX_PENDING, MAX_PENDING_ID_BYTES,

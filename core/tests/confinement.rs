@@ -169,3 +169,57 @@ fn the_card_states_the_bounds_after_the_callers_lines() {
          approval expires: 120000 ms after it is shown"
     );
 }
+
+/// Each kind of limit is one row that every reader follows: its key in a
+/// `limits` table sets exactly its field, its card text is what the card
+/// shows, zero is refused by its key, and `LIMIT_KEYS` lists the rows.
+#[test]
+fn every_limit_kind_is_one_row_that_the_readers_follow() {
+    use spillguard_core::{LIMIT_KEYS, LIMIT_KINDS, Limits};
+    let keys: Vec<&str> = LIMIT_KINDS.iter().map(|kind| kind.key).collect();
+    assert_eq!(LIMIT_KEYS, keys.as_slice());
+    assert_eq!(
+        keys,
+        [
+            "memory_max",
+            "pids_max",
+            "cpu_seconds",
+            "nofile",
+            "file_size_max"
+        ]
+    );
+    for kind in &LIMIT_KINDS {
+        assert_eq!(kind.flag, format!("--{}", kind.key.replace('_', "-")));
+        let mut confinement = Confinement::default();
+        let table: toml::Table = format!("{} = 2048", kind.key).parse().unwrap();
+        confinement.merge_limits(&table, "t").unwrap();
+        let mut only = Limits::default();
+        kind.set(&mut only, 2048);
+        assert_eq!(confinement.limits, only, "{}", kind.key);
+        assert_eq!(kind.value(&confinement.limits), Some(2048));
+        assert_eq!(
+            confinement.card_lines(),
+            [("limits".to_owned(), kind.card_text(2048))],
+            "{}",
+            kind.key
+        );
+        assert_eq!(
+            kind.check(0).unwrap_err().to_string(),
+            format!("{}: must be greater than zero", kind.key)
+        );
+        assert_eq!(kind.parse("0").unwrap_err(), "must be greater than zero");
+        assert_eq!(
+            confinement.requires_tree(),
+            kind.needs_tree(),
+            "{}",
+            kind.key
+        );
+    }
+    assert_eq!(
+        LIMIT_KINDS[1]
+            .check(u64::from(u32::MAX) + 1)
+            .unwrap_err()
+            .to_string(),
+        "pids_max: is larger than 4294967295"
+    );
+}

@@ -14,7 +14,8 @@ use std::time::Duration;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
 use spillguard_std::core::{
-    Confinement, Limits, Network, RestartMode, RestartSettings, RestartTable, Retain, Sandbox,
+    Confinement, LIMIT_KINDS, LimitKind, LimitUnit, Limits, Network, RestartMode, RestartSettings,
+    RestartTable, Retain, Sandbox,
 };
 
 /// The usage lines shown at the top of `spillguard --help`.
@@ -431,25 +432,9 @@ impl RunArgs {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 #[command(next_help_heading = "Limits and sandbox")]
 pub struct ConfineFlags {
-    /// Most memory the whole tree may use (256M, 2G; K, M, G, T are
-    /// powers of 1024); past it the kernel's OOM killer ends a process
-    /// (`limit_hit: memory`)
-    #[arg(long, value_name = "SIZE", value_parser = size)]
-    pub memory_max: Option<u64>,
-    /// Most processes the whole tree may hold at once; forks past it fail
-    /// (`limit_hit: pids`)
-    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
-    pub pids_max: Option<u64>,
-    /// CPU seconds each process may use: SIGXCPU at N, SIGKILL at N + 1
-    /// (`limit_hit: cpu`)
-    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
-    pub cpu_seconds: Option<u64>,
-    /// Most open files per process
-    #[arg(long, value_name = "N", value_parser = positive_limit, allow_hyphen_values = true)]
-    pub nofile: Option<u64>,
-    /// Largest file a process may write (SIGXFSZ past it)
-    #[arg(long, value_name = "SIZE", value_parser = size)]
-    pub file_size_max: Option<u64>,
+    /// One flag per kind of limit (`--memory-max`, `--pids-max`, …).
+    #[command(flatten)]
+    pub limits: LimitFlags,
     /// Let the helper read and execute PATH and what is below it
     /// (repeatable); with any path given, files outside these, the
     /// --read-write paths and the system's libraries are refused
@@ -490,13 +475,7 @@ impl ConfineFlags {
     /// The confinement these flags ask for.
     pub fn confinement(&self) -> Confinement {
         Confinement {
-            limits: Limits {
-                memory_max: self.memory_max,
-                pids_max: self.pids_max,
-                cpu_seconds: self.cpu_seconds,
-                nofile: self.nofile,
-                file_size_max: self.file_size_max,
-            },
+            limits: self.limits.limits.clone(),
             sandbox: Sandbox {
                 read_only: self.read_only.clone(),
                 read_write: self.read_write.clone(),
@@ -512,6 +491,63 @@ impl ConfineFlags {
             },
         }
     }
+}
+
+/// The limit flags: one per kind of limit, made from the kinds' table
+/// (its flag, unit and help), so a new kind is a new flag with nothing
+/// written here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitFlags {
+    /// The limits given.
+    pub limits: Limits,
+}
+
+impl clap::FromArgMatches for LimitFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = Self::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for kind in &LIMIT_KINDS {
+            if let Some(&value) = matches.get_one::<u64>(kind.key) {
+                kind.set(&mut self.limits, value);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for LimitFlags {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        LIMIT_KINDS.iter().fold(command, |command, kind| {
+            let bytes = kind.unit == LimitUnit::Bytes;
+            command.arg(
+                clap::Arg::new(kind.key)
+                    .long(kind.flag.trim_start_matches("--"))
+                    .value_name(if bytes { "SIZE" } else { "N" })
+                    .help(kind.help)
+                    .allow_hyphen_values(!bytes)
+                    .value_parser(move |value: &str| limit_value(kind, value)),
+            )
+        })
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_args(command)
+    }
+}
+
+/// A limit flag's value: a size of at least one byte, or a whole number
+/// of at least 1, within the kind's bounds.
+fn limit_value(kind: &LimitKind, value: &str) -> Result<u64, String> {
+    let n = match kind.unit {
+        LimitUnit::Bytes => size(value)?,
+        _ => positive_limit(value)?,
+    };
+    kind.check(n).map_err(|error| error.reason)?;
+    Ok(n)
 }
 
 /// `--memory-max`, `--file-size-max`: a size of at least one byte.

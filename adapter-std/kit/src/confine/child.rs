@@ -134,6 +134,17 @@ pub(crate) const DROPPED_CAPS: &[u32] = &[
 ];
 
 impl Resource {
+    /// The resource a per-process limit kind sets, if the kit knows it.
+    pub(crate) fn of(resource: spillguard_core::RlimitResource) -> Option<Self> {
+        use spillguard_core::RlimitResource;
+        match resource {
+            RlimitResource::Cpu => Some(Resource::Cpu),
+            RlimitResource::Nofile => Some(Resource::Nofile),
+            RlimitResource::Fsize => Some(Resource::Fsize),
+            _ => None,
+        }
+    }
+
     fn raw(self) -> rustix::process::Resource {
         match self {
             Resource::Cpu => rustix::process::Resource::Cpu,

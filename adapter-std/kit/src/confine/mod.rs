@@ -48,7 +48,9 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope, path_beneath_rules,
 };
-use spillguard_core::{Confinement, Enforcement, Network, Signal, TreeReport};
+use spillguard_core::{
+    Confinement, Enforcement, LIMIT_KINDS, LimitMechanism, Network, Signal, TreeReport,
+};
 
 pub(crate) use cgroup::TreeGroup;
 pub(crate) use child::ChildSetup;
@@ -219,16 +221,28 @@ pub(crate) fn prepare(
         }
     }
 
+    // No core dumps, then each per-process limit as its kind says.
     let mut rlimits = vec![(Resource::Core, 0, 0)];
-    if let Some(seconds) = limits.cpu_seconds {
-        // SIGXCPU at the limit, SIGKILL a second later.
-        rlimits.push((Resource::Cpu, seconds, seconds.saturating_add(1)));
-    }
-    if let Some(n) = limits.nofile {
-        rlimits.push((Resource::Nofile, n, n));
-    }
-    if let Some(bytes) = limits.file_size_max {
-        rlimits.push((Resource::Fsize, bytes, bytes));
+    for kind in &LIMIT_KINDS {
+        if let (
+            LimitMechanism::Rlimit {
+                resource,
+                hard_above,
+            },
+            Some(value),
+        ) = (kind.mechanism, kind.value(limits))
+        {
+            match Resource::of(resource) {
+                Some(resource) => {
+                    rlimits.push((resource, value, value.saturating_add(hard_above)));
+                }
+                // A kind this kit cannot set: refused, never ignored.
+                None => failures.push(format!(
+                    "{}: cannot be enforced: unknown resource",
+                    kind.flag
+                )),
+            }
+        }
     }
     if !confinement.is_empty() {
         child.rlimits = within_current(rlimits);
