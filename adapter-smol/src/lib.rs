@@ -34,7 +34,7 @@
 //! loop {
 //!     while let Some(action) = call.poll_action() {
 //!         carry out action      // Audit → sink, ShowApprovalCard → handle,
-//!                               // Spawn → spawn + handle_spawned/_failed,
+//!                               // Spawn → spawn + Input::Spawned / SpawnFailed,
 //!                               // CloseStdin, SignalGroup → kill(-pgid),
 //!                               // AbandonStreams → stop listening,
 //!         if Finished { publish the outcome; stop }
@@ -43,12 +43,12 @@
 //!             else { future::or(timer (set to poll_timeout),
 //!                               or(channel.recv(), read of stdout or stderr, in turns)).await }
 //!     now = Instant::now()
-//!     match input {             // exactly one handle_* call
-//!         chunk → handle_stderr / handle_stdout,  end → handle_*_eof
-//!         exit → handle_exit, wait failed → handle_process_lost
-//!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
-//!                                                  handle_client_disconnected
-//!         timed out → handle_timeout(now)
+//!     match input {             // exactly one Call::handle(now, input)
+//!         chunk → Input::Stderr / Stdout,  end → Input::*Eof
+//!         exit → Input::Exited, wait failed → Input::ProcessLost
+//!         approve / deny / cancel / handle dropped → Input::Approval* / Cancel /
+//!                                                  ClientDisconnected
+//!         timed out → Input::Timeout
 //!     }
 //! }
 //! ```

@@ -9,7 +9,7 @@
 //!    an event on one channel (exit, command), a chunk or the end of either
 //!    stream (the two taking turns at being looked at first); a timer
 //!    already due wins without waiting;
-//! 3. read the clock, make exactly one `handle_*` call, and go to 1.
+//! 3. read the clock, make exactly one `Call::handle` call, and go to 1.
 //!
 //! Reading in the owner's own wait costs no task hop per chunk. The loop
 //! ends at [`Action::Finished`]; the owner then lets go of the call and
@@ -30,6 +30,7 @@ use spillguard_kit::run_loop::{Event, Pipe};
 use crate::process::SmolSpawn;
 use crate::reader::read_either;
 use crate::runtime::{Reply, SmolRuntime};
+use spillguard_core::Input;
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {
@@ -47,7 +48,7 @@ pub(crate) struct Owner {
 const READS_BEFORE_YIELD: usize = 16;
 
 /// What the owner's wait returned.
-enum Input {
+enum Woken {
     /// The core's timer is due.
     Timer,
     /// From the caller, the host or the waiter.
@@ -73,9 +74,11 @@ impl Owner {
             let input = self.next_input().await;
             let now = Instant::now();
             match input {
-                Input::Timer => self.parts.core.call_mut().handle_timeout(now),
-                Input::Event(event) => self.parts.take_event(now, event),
-                Input::Read(pipe, len) => {
+                Woken::Timer => {
+                    let _ = self.parts.core.call_mut().handle(now, Input::Timeout);
+                }
+                Woken::Event(event) => self.parts.take_event(now, event),
+                Woken::Read(pipe, len) => {
                     self.parts.take_read(now, pipe, len);
                     reads_in_a_row += 1;
                     if reads_in_a_row == READS_BEFORE_YIELD {
@@ -97,10 +100,10 @@ impl Owner {
     /// The next input. A due timer comes before events and reads, so a
     /// flood cannot postpone a deadline; the streams take turns, so neither
     /// starves the other.
-    async fn next_input(&mut self) -> Input {
+    async fn next_input(&mut self) -> Woken {
         let at = self.parts.core.call().poll_timeout();
         if at.is_some_and(|at| at <= Instant::now()) {
-            return Input::Timer;
+            return Woken::Timer;
         }
         if at != self.armed {
             self.armed = at;
@@ -118,22 +121,22 @@ impl Owner {
         let timer = &mut self.timer;
         let fired = async move {
             timer.await;
-            Input::Timer
+            Woken::Timer
         };
         // The owner's own sender keeps the channel open: an error never
         // comes (and would leave this branch waiting, not spinning).
         let received = async move {
             match events.recv().await {
-                Ok(event) => Input::Event(event),
+                Ok(event) => Woken::Event(event),
                 Err(_) => future::pending().await,
             }
         };
         let read = async move {
             let (pipe, len) = read_either(pipes, bufs, stderr_first).await;
-            Input::Read(pipe, len)
+            Woken::Read(pipe, len)
         };
         let input = future::or(fired, future::or(received, read)).await;
-        if matches!(input, Input::Timer) {
+        if matches!(input, Woken::Timer) {
             // A fired timer must be set again, even to the same instant.
             self.armed = None;
         }

@@ -59,19 +59,19 @@
 //! loop {
 //!     while let Some(action) = call.poll_action() {
 //!         carry out action      // Audit → sink, ShowApprovalCard → handle,
-//!                               // Spawn → spawn + handle_spawned/_failed,
+//!                               // Spawn → spawn + Input::Spawned / SpawnFailed,
 //!                               // CloseStdin, SignalGroup → kill(-pgid),
 //!                               // AbandonStreams → stop listening,
 //!         if Finished { publish the outcome; stop }
 //!     }
 //!     poll(doorbell, stdout, stderr, pidfd; until call.poll_timeout())
 //!     for each ready input, until the core has actions:
-//!         now = Instant::now()   // exactly one handle_* call per input
-//!         timer due → handle_timeout(now)
-//!         approve / deny / cancel / handle dropped → handle_approval_* /
-//!             handle_cancel / handle_client_disconnected
-//!         pidfd → reap → handle_exit (or handle_process_lost)
-//!         chunk → handle_stdout / handle_stderr;  end of file → handle_*_eof
+//!         now = Instant::now()   // exactly one Call::handle per input
+//!         timer due → Input::Timeout
+//!         approve / deny / cancel / handle dropped → Input::Approval* /
+//!             Cancel / ClientDisconnected
+//!         pidfd → reap → Input::Exited (or ProcessLost)
+//!         chunk → Input::Stdout / Stderr;  end of file → Input::*Eof
 //! }
 //! ```
 //!

@@ -8,7 +8,7 @@
 //! 2. `poll(2)` the doorbell of its [`Inbox`], both pipes and the pidfd,
 //!    until one is ready or [`Call::poll_timeout`] (without waiting if an
 //!    input is already known to be ready);
-//! 3. take the inputs that are ready, one `handle_*` call each, at the time
+//! 3. take the inputs that are ready, one `Call::handle` call each, at the time
 //!    read just before: a due timer first (a flood never postpones a
 //!    deadline), then in turn an event, the exit, a chunk of stdout, a
 //!    chunk of stderr; stop as soon as the core has actions, or after
@@ -48,6 +48,7 @@ use spillguard_kit::stream::Forwarded;
 
 use crate::process::Process;
 use crate::reader::{Read, read_chunk, with_buffer};
+use spillguard_core::Input;
 use spillguard_kit::blocking::{Inbox, Mailbox, ThreadDriver, ThreadOwnerCore};
 use spillguard_kit::run_loop;
 
@@ -173,15 +174,15 @@ impl Owner {
         let now = Instant::now();
         let call = self.core.call_mut();
         if start.host_closing {
-            call.handle_cancel(now, CancelReason::HostShutdown);
+            let _ = call.handle(now, Input::Cancel(CancelReason::HostShutdown));
         }
         // Absorbed by the terminal state if the cancel ended the call.
-        let _ = call.handle_validation_failed(now, reason);
+        let _ = call.handle(now, Input::ValidationFailed(reason));
         self.carry_out_actions();
     }
 
     /// Looks at every source (waiting if none is known to be ready), then
-    /// takes inputs, one `handle_*` call each, until the core has actions,
+    /// takes inputs, one `Call::handle` call each, until the core has actions,
     /// a timer is due, nothing is ready, or [`ROUNDS_PER_LOOK`] rounds.
     fn step(&mut self, buf: &mut [u8]) {
         self.look(!self.ready.any());
@@ -189,7 +190,7 @@ impl Owner {
             let now = Instant::now();
             let call = self.core.call_mut();
             if call.poll_timeout().is_some_and(|at| at <= now) {
-                call.handle_timeout(now);
+                let _ = call.handle(now, Input::Timeout);
                 return;
             }
             if !self.ready.any() {
@@ -302,8 +303,8 @@ impl Owner {
         self.core.report_tree();
         let call = self.core.call_mut();
         let reported = match reaped {
-            Ok(status) => call.handle_exit(now, exit_status(status)),
-            Err(_) => call.handle_process_lost(now),
+            Ok(status) => call.handle(now, Input::Exited(exit_status(status))),
+            Err(_) => call.handle(now, Input::ProcessLost),
         };
         if let Some(process) = self.io.process_mut() {
             process.exit = None;

@@ -40,7 +40,7 @@
 //! loop {
 //!     while let Some(action) = call.poll_action() {
 //!         carry out action      // Audit → sink, ShowApprovalCard → handle,
-//!                               // Spawn → spawn + handle_spawned/_failed,
+//!                               // Spawn → spawn + Input::Spawned / SpawnFailed,
 //!                               // CloseStdin, SignalGroup → kill(-pgid),
 //!                               // AbandonStreams → stop listening,
 //!         if Finished { publish the outcome; stop }
@@ -50,12 +50,12 @@
 //!             else select! { biased; sleep → timer, channel.recv() → event,
 //!                            read(stdout) / read(stderr), in turns → chunk or end }
 //!     now = Instant::now()
-//!     match input {             // exactly one handle_* call
-//!         chunk → handle_stderr / handle_stdout,  end → handle_*_eof
-//!         exit → handle_exit, wait failed → handle_process_lost
-//!         approve / deny / cancel / handle dropped → handle_approval_* / handle_cancel /
-//!                                                  handle_client_disconnected
-//!         timer → handle_timeout(now)
+//!     match input {             // exactly one Call::handle(now, input)
+//!         chunk → Input::Stderr / Stdout,  end → Input::*Eof
+//!         exit → Input::Exited, wait failed → Input::ProcessLost
+//!         approve / deny / cancel / handle dropped → Input::Approval* / Cancel /
+//!                                                  ClientDisconnected
+//!         timer → Input::Timeout
 //!     }
 //! }
 //! ```

@@ -11,7 +11,7 @@
 //!    channel, then the two streams in turns (each wait starts with the
 //!    other one); a timer already due is taken before anything is looked
 //!    at;
-//! 3. read the clock, make exactly one `handle_*` call, and go to 1.
+//! 3. read the clock, make exactly one `Call::handle` call, and go to 1.
 //!
 //! Reading in the owner's own `select!` costs no task hop per chunk. The
 //! loop ends at [`Action::Finished`]; the owner then lets go of the call
@@ -29,6 +29,7 @@ use tokio::time::Sleep;
 use crate::process::{Stream, TokioSpawn};
 use crate::reader::poll_chunk;
 use crate::runtime::{Reply, TokioRuntime, clock};
+use spillguard_core::Input;
 use spillguard_kit::pipes::read_open_with;
 
 /// The owner of one call. See the [module docs](self).
@@ -38,7 +39,7 @@ pub(crate) struct Owner {
 }
 
 /// What the owner's wait returned.
-enum Input {
+enum Woken {
     /// The core's timer is due.
     Timer,
     /// From the caller, the host or the waiter.
@@ -62,9 +63,11 @@ impl Owner {
             let input = self.next_input(timer.as_mut(), &mut armed).await;
             let now = clock();
             match input {
-                Input::Timer => self.parts.core.call_mut().handle_timeout(now),
-                Input::Event(event) => self.parts.take_event(now, event),
-                Input::Read(pipe, len) => self.parts.take_read(now, pipe, len),
+                Woken::Timer => {
+                    let _ = self.parts.core.call_mut().handle(now, Input::Timeout);
+                }
+                Woken::Event(event) => self.parts.take_event(now, event),
+                Woken::Read(pipe, len) => self.parts.take_read(now, pipe, len),
             }
         }
         // A stream that cannot leave the reactor is closed instead.
@@ -79,7 +82,7 @@ impl Owner {
         &mut self,
         mut timer: Pin<&mut Sleep>,
         armed: &mut Option<Instant>,
-    ) -> Input {
+    ) -> Woken {
         let due = self.parts.core.call().poll_timeout();
         if due != *armed {
             if let Some(at) = due {
@@ -88,7 +91,7 @@ impl Owner {
             *armed = due;
         }
         if due.is_some_and(|at| at <= clock()) {
-            return Input::Timer;
+            return Woken::Timer;
         }
         let Sources {
             stderr_first,
@@ -101,12 +104,12 @@ impl Owner {
         let (first, second) = if stderr_first { (err, out) } else { (out, err) };
         tokio::select! {
             biased;
-            () = timer, if due.is_some() => Input::Timer,
+            () = timer, if due.is_some() => Woken::Timer,
             // The owner's own sender keeps the channel open: `None` never
             // comes (and would only disable this branch).
-            Some(event) = events.recv() => Input::Event(event),
-            len = read_open_with(first.0, first.1, poll_chunk) => Input::Read(first.2, len),
-            len = read_open_with(second.0, second.1, poll_chunk) => Input::Read(second.2, len),
+            Some(event) = events.recv() => Woken::Event(event),
+            len = read_open_with(first.0, first.1, poll_chunk) => Woken::Read(first.2, len),
+            len = read_open_with(second.0, second.1, poll_chunk) => Woken::Read(second.2, len),
         }
     }
 }

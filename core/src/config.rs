@@ -560,7 +560,7 @@ impl std::error::Error for ConfigError {}
 /// configured ceiling, for calls started before `until`
 /// ([`CallSettings::with_debug`](crate::CallSettings::with_debug)) and for
 /// calls live when it is given, until `until`
-/// ([`Call::handle_debug_grant`](crate::Call::handle_debug_grant)). Every
+/// ([`Input::DebugGranted`](crate::Input::DebugGranted)). Every
 /// call it touched is marked `debug: true`. There is no global quiet switch.
 ///
 /// # Examples

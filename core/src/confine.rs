@@ -7,9 +7,9 @@
 //! The core only describes and decides. Creating control groups, setting
 //! resource limits and applying Landlock rules is the driver's job (the
 //! kit does it for every runtime); it reports what it enforced with
-//! [`Call::handle_enforcement`](crate::Call::handle_enforcement) and, once
+//! [`Input::Enforcement`](crate::Input::Enforcement) and, once
 //! the helper exited, what the tree did with
-//! [`Call::handle_tree_report`](crate::Call::handle_tree_report). The
+//! [`Input::TreeReport`](crate::Input::TreeReport). The
 //! record then says what was asked (`limits`, `sandbox`), by which
 //! mechanism it held (`enforced`), what did not (`not_enforced`, only
 //! ever non-empty when the caller allowed degraded mode), and which limit

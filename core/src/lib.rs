@@ -33,7 +33,7 @@
 //! A [`Call`] is one helper run from `received` to exactly one terminal
 //! state. Its driver (an adapter's owner thread or task, or a test harness)
 //! runs one loop: wait for the first of (chunk, EOF, exit, command, timer),
-//! make one `handle_*` call with the instant it observed, drain
+//! make one `Call::handle(now, input)` call with the instant it observed, drain
 //! [`Call::poll_action`] until `None` carrying out each action in order, and
 //! re-arm its timer from [`Call::poll_timeout`]. The loop ends at
 //! [`Action::Finished`], the last action, emitted exactly once.
@@ -43,7 +43,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant, SystemTime};
-//! use spillguard_core::{
+//! use spillguard_core::{Input,
 //!     Action, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
 //!     RetentionPool, Signal, State, StreamEnd,
 //! };
@@ -62,7 +62,7 @@
 //! let start = Instant::now();
 //! let mut now = start;
 //! let mut call = Call::new(spec, CallSettings::action(&config), &pool, now, SystemTime::now());
-//! call.handle_validated(now, false)?;
+//! call.handle(now, Input::Validated { needs_approval: false })?;
 //!
 //! let mut running = false;
 //! let mut outcome = None;
@@ -72,14 +72,14 @@
 //!         match action {
 //!             Action::Spawn => {
 //!                 running = true;
-//!                 call.handle_spawned(now, 4242)?;
+//!                 call.handle(now, Input::Spawned { pid: 4242 })?;
 //!             }
 //!             Action::SignalGroup { signal: Signal::Term, .. } if running => {
 //!                 // The helper dies of the signal; its pipes close.
 //!                 running = false;
-//!                 call.handle_stdout_eof(now)?;
-//!                 call.handle_stderr_eof(now)?;
-//!                 call.handle_exit(now, ExitStatus::signal(15))?;
+//!                 call.handle(now, Input::StdoutEof)?;
+//!                 call.handle(now, Input::StderrEof)?;
+//!                 call.handle(now, Input::Exited(ExitStatus::signal(15)))?;
 //!             }
 //!             Action::Finished(o) => outcome = Some(o),
 //!             _ => {} // audit events, card, close stdin, ...
@@ -91,11 +91,11 @@
 //!     // 2. Wait for the first of: a chunk, the exit, a command, the timer.
 //!     now += Duration::from_millis(10);
 //!     if let Some(at) = call.poll_timeout().filter(|&at| at <= now) {
-//!         call.handle_timeout(at);
+//!         call.handle(at, Input::Timeout);
 //!     } else if now - start >= Duration::from_millis(100) {
-//!         call.handle_cancel(now, CancelReason::Requested);
+//!         call.handle(now, Input::Cancel(CancelReason::Requested));
 //!     } else if running {
-//!         call.handle_stderr(now, &[b'x'; 65_536]);
+//!         call.handle(now, Input::Stderr(&[b'x'; 65_536]));
 //!     }
 //! }
 //!
@@ -151,9 +151,9 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
-    Exit, ExitStatus, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError, Signal,
-    SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer, card_text,
-    rfc3339, spawn_error_kind, visible,
+    Exit, ExitStatus, Input, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError,
+    Signal, SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
+    card_text, rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

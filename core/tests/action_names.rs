@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::{
     Action, Call, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
     RetentionPool, State,
@@ -40,21 +41,28 @@ fn every_action_names_itself_from_names() {
         }
     };
 
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     drain(&mut call);
-    call.handle_approval_granted(t0).unwrap();
+    call.handle(t0, Input::ApprovalGranted).unwrap();
     drain(&mut call);
-    call.handle_spawned(t0, 4242).unwrap();
+    call.handle(t0, Input::Spawned { pid: 4242 }).unwrap();
     // A stop: stdin closed, TERM to the group.
-    call.handle_cancel(t0, CancelReason::Requested);
+    let _ = call.handle(t0, Input::Cancel(CancelReason::Requested));
     drain(&mut call);
     // The helper ignores TERM: KILL at the grace, then a descendant still
     // holds both streams past the kill wait, and they are abandoned.
     let later = t0 + Duration::from_secs(60);
-    call.handle_timeout(later);
+    let _ = call.handle(later, Input::Timeout);
     drain(&mut call);
-    call.handle_exit(later, ExitStatus::signal(9)).unwrap();
-    call.handle_timeout(later + Duration::from_secs(60));
+    call.handle(later, Input::Exited(ExitStatus::signal(9)))
+        .unwrap();
+    let _ = call.handle(later + Duration::from_secs(60), Input::Timeout);
     drain(&mut call);
     assert_eq!(call.state(), State::Killed);
 

@@ -10,6 +10,7 @@ mod sim;
 use std::time::{Duration, SystemTime};
 
 use sim::{Decision, Script, World, ms, spec};
+use spillguard_core::Input;
 use spillguard_core::{
     Admission, ApprovalDecision, AuditKind, Call, CallError, CallKind, CallSettings, CancelReason,
     Config, DisconnectPolicy, State, StreamEnd, Timer,
@@ -331,11 +332,17 @@ fn admission_is_a_caller_error_unless_the_call_is_queued_and_ignored_once_it_end
     // Without admission an authorized call never waits: admitting it is a
     // misuse that changes nothing.
     let (mut call, t0) = bare_call(CallSettings::action(&Config::default()));
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
     assert_eq!(call.state(), State::Authorized);
     assert_eq!(
-        call.handle_admitted(t0),
+        call.handle(t0, Input::Admitted),
         Err(CallError::InvalidTransition {
             state: State::Authorized,
             input: "admitted",
@@ -349,27 +356,33 @@ fn admission_is_a_caller_error_unless_the_call_is_queued_and_ignored_once_it_end
         ..CallSettings::action(&Config::default())
     };
     let (mut call, t0) = bare_call(settings);
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
     assert_eq!(
-        call.handle_admitted(t0),
+        call.handle(t0, Input::Admitted),
         Err(CallError::InvalidTransition {
             state: State::AwaitingApproval,
             input: "admitted",
         })
     );
     // Approved: queued, with the queue deadline armed 500 ms from then.
-    call.handle_approval_granted(t0 + ms(20)).unwrap();
+    call.handle(t0 + ms(20), Input::ApprovalGranted).unwrap();
     while call.poll_action().is_some() {}
     assert_eq!(call.state(), State::Queued);
     assert_eq!(call.poll_timeout(), Some(t0 + ms(520)));
     // Called early, the timeout changes nothing.
-    call.handle_timeout(t0 + ms(519));
+    let _ = call.handle(t0 + ms(519), Input::Timeout);
     assert_eq!(call.state(), State::Queued);
-    call.handle_timeout(t0 + ms(520));
+    let _ = call.handle(t0 + ms(520), Input::Timeout);
     assert_eq!(call.state(), State::QueueExpired);
     // A late admission finds it ended: absorbed.
-    assert_eq!(call.handle_admitted(t0 + ms(600)), Ok(()));
+    assert_eq!(call.handle(t0 + ms(600), Input::Admitted), Ok(()));
     assert_eq!(call.state(), State::QueueExpired);
     let spawned = std::iter::from_fn(|| call.poll_action())
         .any(|a| matches!(a, spillguard_core::Action::Spawn));

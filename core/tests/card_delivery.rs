@@ -1,10 +1,11 @@
 //! With `deadline_from_delivery`, the approval deadline runs from the
-//! card's delivery (`Call::handle_card_delivered`), fixed once; without
+//! card's delivery (`Input::CardDelivered`), fixed once; without
 //! it, from the show. Virtual time: every instant is `t0` plus an offset.
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::{
     Action, ApprovalDecision, Call, CallKind, CallSettings, CallSpec, Config, Outcome,
     RetentionPool, State,
@@ -36,7 +37,13 @@ fn awaiting(t0: Instant, pool: &RetentionPool, from_delivery: bool) -> Call {
     settings.approval_timeout = Duration::from_secs(5);
     settings.deadline_from_delivery = from_delivery;
     let mut call = Call::new(spec(), settings, pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
     assert_eq!(call.state(), State::AwaitingApproval);
     call
@@ -60,21 +67,21 @@ fn a_card_delivered_late_gets_the_whole_timeout_from_its_delivery() {
     // On its way, the card has no deadline yet.
     assert_eq!(call.poll_timeout(), None);
     // Written to the approver 3 s after it was shown (a busy server).
-    call.handle_card_delivered(t0 + Duration::from_secs(3));
+    let _ = call.handle(t0 + Duration::from_secs(3), Input::CardDelivered);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(8)));
     // A second report moves nothing.
-    call.handle_card_delivered(t0 + Duration::from_secs(4));
+    let _ = call.handle(t0 + Duration::from_secs(4), Input::CardDelivered);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(8)));
     // 5 s after the show, the card is still up.
-    call.handle_timeout(t0 + Duration::from_secs(5));
+    let _ = call.handle(t0 + Duration::from_secs(5), Input::Timeout);
     assert_eq!(call.state(), State::AwaitingApproval);
     // Approved 4.9 s after its delivery: it runs.
-    call.handle_approval_granted(t0 + Duration::from_millis(7_900))
+    call.handle(t0 + Duration::from_millis(7_900), Input::ApprovalGranted)
         .unwrap();
     assert_eq!(call.state(), State::Authorized);
-    call.handle_cancel(
+    let _ = call.handle(
         t0 + Duration::from_secs(8),
-        spillguard_core::CancelReason::Requested,
+        Input::Cancel(spillguard_core::CancelReason::Requested),
     );
     let record = outcome(&mut call).unwrap().record;
     assert_eq!(record.card_delivered_offset_us, Some(3_000_000));
@@ -86,10 +93,10 @@ fn a_card_delivered_late_and_left_unanswered_expires_its_timeout_after_delivery(
     let t0 = epoch();
     let pool = RetentionPool::unlimited();
     let mut call = awaiting(t0, &pool, true);
-    call.handle_card_delivered(t0 + Duration::from_secs(2));
-    call.handle_timeout(t0 + Duration::from_millis(6_999));
+    let _ = call.handle(t0 + Duration::from_secs(2), Input::CardDelivered);
+    let _ = call.handle(t0 + Duration::from_millis(6_999), Input::Timeout);
     assert_eq!(call.state(), State::AwaitingApproval);
-    call.handle_timeout(t0 + Duration::from_secs(7));
+    let _ = call.handle(t0 + Duration::from_secs(7), Input::Timeout);
     let record = outcome(&mut call).unwrap().record;
     assert_eq!(record.state, State::ApprovalExpired);
     assert_eq!(
@@ -106,9 +113,9 @@ fn without_delivery_reports_the_deadline_runs_from_the_show_and_stays() {
     let mut call = awaiting(t0, &pool, false);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(5)));
     // A report is noted, and moves nothing.
-    call.handle_card_delivered(t0 + Duration::from_secs(3));
+    let _ = call.handle(t0 + Duration::from_secs(3), Input::CardDelivered);
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(5)));
-    call.handle_timeout(t0 + Duration::from_secs(5));
+    let _ = call.handle(t0 + Duration::from_secs(5), Input::Timeout);
     let record = outcome(&mut call).unwrap().record;
     assert_eq!(record.state, State::ApprovalExpired);
     assert_eq!(
@@ -123,11 +130,11 @@ fn a_card_never_delivered_never_expires_unseen() {
     let t0 = epoch();
     let pool = RetentionPool::unlimited();
     let mut call = awaiting(t0, &pool, true);
-    call.handle_timeout(t0 + Duration::from_secs(3600));
+    let _ = call.handle(t0 + Duration::from_secs(3600), Input::Timeout);
     assert_eq!(call.state(), State::AwaitingApproval);
     assert_eq!(call.poll_timeout(), None);
     // The approver's side going away ends it.
-    call.handle_client_disconnected(t0 + Duration::from_secs(3601));
+    let _ = call.handle(t0 + Duration::from_secs(3601), Input::ClientDisconnected);
     let record = outcome(&mut call).unwrap().record;
     assert_eq!(record.state, State::CancelledBeforeDispatch);
     assert_eq!(record.card_delivered_offset_us, None);
@@ -146,13 +153,19 @@ fn a_delivery_reported_outside_the_approval_wait_changes_nothing() {
         t0,
         SystemTime::UNIX_EPOCH,
     );
-    call.handle_card_delivered(t0);
-    call.handle_validated(t0, false).unwrap();
-    call.handle_card_delivered(t0 + Duration::from_secs(1));
+    let _ = call.handle(t0, Input::CardDelivered);
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
+    let _ = call.handle(t0 + Duration::from_secs(1), Input::CardDelivered);
     assert_eq!(call.state(), State::Authorized);
-    call.handle_cancel(
+    let _ = call.handle(
         t0 + Duration::from_secs(1),
-        spillguard_core::CancelReason::Requested,
+        Input::Cancel(spillguard_core::CancelReason::Requested),
     );
     let record = outcome(&mut call).unwrap().record;
     assert_eq!(record.card_delivered_offset_us, None);

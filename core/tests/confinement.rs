@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::{
     Action, AuditKind, Call, CallKind, CallSettings, CallSpec, Config, Confinement, Enforcement,
     ExitStatus, LimitHit, Limits, Network, RetentionPool, Sandbox, State, TreeReport,
@@ -49,7 +50,13 @@ fn run(settings: CallSettings, report: TreeReport, exit: ExitStatus) -> (Vec<Aud
     let pool = RetentionPool::new(1 << 20);
     let t0 = epoch();
     let mut call = Call::new(spec(), settings, &pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     let mut audits = Vec::new();
     let drain = |call: &mut Call, audits: &mut Vec<AuditKind>| {
         while let Some(action) = call.poll_action() {
@@ -59,17 +66,20 @@ fn run(settings: CallSettings, report: TreeReport, exit: ExitStatus) -> (Vec<Aud
         }
     };
     drain(&mut call, &mut audits);
-    call.handle_spawned(t0, 42).unwrap();
-    call.handle_enforcement(Enforcement {
-        enforced: vec!["cgroup-v2".into(), "rlimit".into(), "netns".into()],
-        not_enforced: Vec::new(),
-        tree_kill: "cgroup-v2".into(),
-    });
+    call.handle(t0, Input::Spawned { pid: 42 }).unwrap();
+    let _ = call.handle(
+        t0,
+        Input::Enforcement(Enforcement {
+            enforced: vec!["cgroup-v2".into(), "rlimit".into(), "netns".into()],
+            not_enforced: Vec::new(),
+            tree_kill: "cgroup-v2".into(),
+        }),
+    );
     let t1 = t0 + Duration::from_millis(30);
-    call.handle_tree_report(report);
-    call.handle_exit(t1, exit).unwrap();
-    call.handle_stdout_eof(t1).unwrap();
-    call.handle_stderr_eof(t1).unwrap();
+    let _ = call.handle(t1, Input::TreeReport(report));
+    call.handle(t1, Input::Exited(exit)).unwrap();
+    call.handle(t1, Input::StdoutEof).unwrap();
+    call.handle(t1, Input::StderrEof).unwrap();
     drain(&mut call, &mut audits);
     assert!(call.state().is_terminal());
     (audits, call)
@@ -154,7 +164,13 @@ fn the_card_states_the_bounds_after_the_callers_lines() {
         ..Limits::default()
     };
     let mut call = Call::new(spec(), confined(limits), &pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     let card = std::iter::from_fn(|| call.poll_action())
         .find_map(|a| match a {
             Action::ShowApprovalCard(card) => Some(card),

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::{
     Action, CUT_MARGIN, Call, CallKind, CallSettings, CallSpec, CaptureSettings, Config,
     DebugGrant, DebugGrantError, ExitStatus, RetentionPool,
@@ -72,13 +73,19 @@ fn calls_started_under_a_grant_retain_more_and_say_debug() {
 
     for (settings, retained, debug) in [(during, 65_536, true), (after, 16_384, false)] {
         let mut call = Call::new(spec("c"), settings, &pool, t0, SystemTime::UNIX_EPOCH);
-        call.handle_validated(t0, false).unwrap();
+        call.handle(
+            t0,
+            Input::Validated {
+                needs_approval: false,
+            },
+        )
+        .unwrap();
         while call.poll_action().is_some() {}
-        call.handle_spawned(t0, 1).unwrap();
-        call.handle_stderr(t0, &vec![b'x'; 200_000]);
-        call.handle_exit(t0, ExitStatus::code(0)).unwrap();
-        call.handle_stdout_eof(t0).unwrap();
-        call.handle_stderr_eof(t0).unwrap();
+        call.handle(t0, Input::Spawned { pid: 1 }).unwrap();
+        let _ = call.handle(t0, Input::Stderr(&vec![b'x'; 200_000]));
+        call.handle(t0, Input::Exited(ExitStatus::code(0))).unwrap();
+        call.handle(t0, Input::StdoutEof).unwrap();
+        call.handle(t0, Input::StderrEof).unwrap();
         let record = std::iter::from_fn(|| call.poll_action())
             .find_map(|a| match a {
                 Action::Finished(o) => Some(o.record),
@@ -123,24 +130,33 @@ fn when_the_grant_ends_mid_call_the_retained_stderr_falls_back_to_the_normal_bud
         card_lines: Vec::new(),
     };
     let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 1).unwrap();
-    call.handle_stderr(t0 + Duration::from_secs(1), &vec![b'x'; 200_000]);
+    call.handle(t0, Input::Spawned { pid: 1 }).unwrap();
+    let _ = call.handle(
+        t0 + Duration::from_secs(1),
+        Input::Stderr(&vec![b'x'; 200_000]),
+    );
     assert_eq!(call.stderr().unwrap().bytes_retained(), 131_072);
     // The pool also holds the 512-byte margin kept beyond the cut edge.
     assert_eq!(pool.in_use(), 131_072 + CUT_MARGIN as u64);
     // The grant's end is the call's next wake-up, exactly.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(5)));
-    call.handle_timeout(t0 + Duration::from_secs(5));
+    let _ = call.handle(t0 + Duration::from_secs(5), Input::Timeout);
     assert_eq!(call.stderr().unwrap().bytes_retained(), 16_384);
     assert_eq!(pool.in_use(), 16_384 + CUT_MARGIN as u64);
     assert_eq!(call.poll_timeout(), None);
     let t1 = t0 + Duration::from_secs(6);
-    call.handle_stderr(t1, b"after\n");
-    call.handle_exit(t1, ExitStatus::code(0)).unwrap();
-    call.handle_stdout_eof(t1).unwrap();
-    call.handle_stderr_eof(t1).unwrap();
+    let _ = call.handle(t1, Input::Stderr(b"after\n"));
+    call.handle(t1, Input::Exited(ExitStatus::code(0))).unwrap();
+    call.handle(t1, Input::StdoutEof).unwrap();
+    call.handle(t1, Input::StderrEof).unwrap();
     let outcome = std::iter::from_fn(|| call.poll_action())
         .find_map(|a| match a {
             Action::Finished(o) => Some(o),
@@ -182,18 +198,24 @@ fn spec(id: &str) -> CallSpec {
 /// A call dispatched at `t0` under `settings`.
 fn running(id: &str, settings: CallSettings, pool: &RetentionPool, t0: Instant) -> Call {
     let mut call = Call::new(spec(id), settings, pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 1).unwrap();
+    call.handle(t0, Input::Spawned { pid: 1 }).unwrap();
     while call.poll_action().is_some() {}
     call
 }
 
 /// Exit 0 and both ends at `at`; the outcome.
 fn end(call: &mut Call, at: Instant) -> Box<spillguard_core::Outcome> {
-    call.handle_exit(at, ExitStatus::code(0)).unwrap();
-    call.handle_stdout_eof(at).unwrap();
-    call.handle_stderr_eof(at).unwrap();
+    call.handle(at, Input::Exited(ExitStatus::code(0))).unwrap();
+    call.handle(at, Input::StdoutEof).unwrap();
+    call.handle(at, Input::StderrEof).unwrap();
     std::iter::from_fn(|| call.poll_action())
         .find_map(|a| match a {
             Action::Finished(o) => Some(o),
@@ -232,7 +254,7 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
     let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     let t0 = epoch();
     let mut call = running("c_live", CallSettings::action(&config), &pool, t0);
-    call.handle_stderr(t0 + Duration::from_secs(1), &[b'x'; 20_000]);
+    let _ = call.handle(t0 + Duration::from_secs(1), Input::Stderr(&[b'x'; 20_000]));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (16_384, 16_384 + CUT_MARGIN as u64)
@@ -240,7 +262,7 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
 
     let t2 = t0 + Duration::from_secs(2);
     let grant = DebugGrant::new(&config, t2, Duration::from_secs(10), 65_536).unwrap();
-    call.handle_debug_grant(t2, &grant);
+    let _ = call.handle(t2, Input::DebugGranted(grant));
     // Nothing comes back: the 3,616 bytes dropped before stay dropped.
     assert_eq!(
         (retained(&call), pool.in_use()),
@@ -252,12 +274,12 @@ fn a_grant_given_while_a_call_runs_raises_its_budget_from_then_on() {
     assert!(!call.has_pending_actions(), "a grant is never a transition");
 
     let t3 = t0 + Duration::from_secs(3);
-    call.handle_stderr(t3, &b"y\n".repeat(15_000));
+    let _ = call.handle(t3, Input::Stderr(&b"y\n".repeat(15_000)));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (46_384, 46_384 + CUT_MARGIN as u64)
     );
-    call.handle_stderr(t3, &b"z\n".repeat(15_000));
+    let _ = call.handle(t3, Input::Stderr(&b"z\n".repeat(15_000)));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (65_536, 65_536 + CUT_MARGIN as u64)
@@ -301,12 +323,12 @@ fn a_call_that_ended_before_the_grant_keeps_debug_false() {
     let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     let t0 = epoch();
     let mut call = running("c_done", CallSettings::action(&config), &pool, t0);
-    call.handle_stderr(t0, &[b'x'; 20_000]);
+    let _ = call.handle(t0, Input::Stderr(&[b'x'; 20_000]));
     let outcome = end(&mut call, t0 + Duration::from_secs(1));
     let t2 = t0 + Duration::from_secs(2);
     let grant = DebugGrant::new(&config, t2, Duration::from_secs(10), 65_536).unwrap();
-    call.handle_debug_grant(t2, &grant);
-    call.handle_debug_revoked(t2);
+    let _ = call.handle(t2, Input::DebugGranted(grant));
+    let _ = call.handle(t2, Input::DebugRevoked);
     assert_eq!(call.state(), spillguard_core::State::Completed);
     assert!(call.poll_action().is_none());
     assert_eq!(call.poll_timeout(), None);
@@ -330,17 +352,23 @@ fn a_grant_given_before_dispatch_reaches_the_call_too() {
         t0,
         SystemTime::UNIX_EPOCH,
     );
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
     let grant = DebugGrant::new(&config, t0, Duration::from_secs(600), 32_768).unwrap();
-    call.handle_debug_grant(t0, &grant);
+    let _ = call.handle(t0, Input::DebugGranted(grant));
     assert_eq!(call.state(), spillguard_core::State::AwaitingApproval);
     // The approval deadline (120 s) comes first, the grant's end after it.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(120)));
-    call.handle_approval_granted(t0).unwrap();
+    call.handle(t0, Input::ApprovalGranted).unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 1).unwrap();
-    call.handle_stderr(t0, &[b'x'; 50_000]);
+    call.handle(t0, Input::Spawned { pid: 1 }).unwrap();
+    let _ = call.handle(t0, Input::Stderr(&[b'x'; 50_000]));
     let r = end(&mut call, t0).record;
     assert_eq!(
         (r.stderr_bytes_seen, r.stderr_bytes_retained, r.debug),
@@ -354,18 +382,18 @@ fn when_a_grant_given_mid_call_ends_the_window_shrinks_back_and_debug_stays_true
     let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     let t0 = epoch();
     let mut call = running("c_end", CallSettings::action(&config), &pool, t0);
-    call.handle_stderr(t0, &[b'x'; 20_000]);
+    let _ = call.handle(t0, Input::Stderr(&[b'x'; 20_000]));
     let t1 = t0 + Duration::from_secs(1);
     let grant = DebugGrant::new(&config, t1, Duration::from_secs(5), 131_072).unwrap();
-    call.handle_debug_grant(t1, &grant);
-    call.handle_stderr(t1, &b"y\n".repeat(50_000));
+    let _ = call.handle(t1, Input::DebugGranted(grant));
+    let _ = call.handle(t1, Input::Stderr(&b"y\n".repeat(50_000)));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (116_384, 116_384 + CUT_MARGIN as u64)
     );
     // The grant's end is the call's next wake-up, exactly.
     assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(6)));
-    call.handle_timeout(t0 + Duration::from_secs(6));
+    let _ = call.handle(t0 + Duration::from_secs(6), Input::Timeout);
     assert_eq!(
         (retained(&call), pool.in_use()),
         (16_384, 16_384 + CUT_MARGIN as u64)
@@ -375,7 +403,7 @@ fn when_a_grant_given_mid_call_ends_the_window_shrinks_back_and_debug_stays_true
     assert_eq!(call.poll_timeout(), None);
     // New bytes are retained under the normal budget again.
     let t7 = t0 + Duration::from_secs(7);
-    call.handle_stderr(t7, b"after\n");
+    let _ = call.handle(t7, Input::Stderr(b"after\n"));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (16_384, 16_384 + CUT_MARGIN as u64)
@@ -407,18 +435,18 @@ fn a_revoked_grant_ends_at_once_for_a_running_call() {
     let started = CallSettings::action(&config).with_debug(&config, Some(&grant), t0);
     let mut under = running("c_under", started, &pool, t0);
     let mut given = running("c_given", CallSettings::action(&config), &pool, t0);
-    given.handle_debug_grant(t0, &grant);
+    let _ = given.handle(t0, Input::DebugGranted(grant));
     for call in [&mut under, &mut given] {
-        call.handle_stderr(t0, &[b'x'; 100_000]);
+        let _ = call.handle(t0, Input::Stderr(&[b'x'; 100_000]));
         assert_eq!(retained(call), 65_536);
     }
     assert_eq!(pool.in_use(), 131_072 + 2 * CUT_MARGIN as u64);
     let t1 = t0 + Duration::from_secs(1);
     for call in [&mut under, &mut given] {
-        call.handle_debug_revoked(t1);
+        let _ = call.handle(t1, Input::DebugRevoked);
         assert_eq!(retained(call), 16_384);
         assert_eq!(call.poll_timeout(), None);
-        call.handle_stderr(t1, &[b'y'; 20_000]);
+        let _ = call.handle(t1, Input::Stderr(&[b'y'; 20_000]));
         assert_eq!(retained(call), 16_384);
     }
     assert_eq!(pool.in_use(), 32_768 + 2 * CUT_MARGIN as u64);
@@ -438,15 +466,15 @@ fn a_grant_that_replaces_another_sets_the_budget_and_the_end_anew() {
     let t0 = epoch();
     let mut call = running("c_replaced", CallSettings::action(&config), &pool, t0);
     let big = DebugGrant::new(&config, t0, Duration::from_secs(60), 100_000).unwrap();
-    call.handle_debug_grant(t0, &big);
-    call.handle_stderr(t0, &[b'x'; 150_000]);
+    let _ = call.handle(t0, Input::DebugGranted(big));
+    let _ = call.handle(t0, Input::Stderr(&[b'x'; 150_000]));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (100_000, 100_000 + CUT_MARGIN as u64)
     );
     let t1 = t0 + Duration::from_secs(1);
     let small = DebugGrant::new(&config, t1, Duration::from_secs(5), 40_000).unwrap();
-    call.handle_debug_grant(t1, &small);
+    let _ = call.handle(t1, Input::DebugGranted(small));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (40_000, 40_000 + CUT_MARGIN as u64)
@@ -454,16 +482,16 @@ fn a_grant_that_replaces_another_sets_the_budget_and_the_end_anew() {
     assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(5)));
     // Below the normal budget, a grant raises nothing but still marks.
     let tiny = DebugGrant::new(&config, t1, Duration::from_secs(5), 1_000).unwrap();
-    call.handle_debug_grant(t1, &tiny);
+    let _ = call.handle(t1, Input::DebugGranted(tiny));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (16_384, 16_384 + CUT_MARGIN as u64)
     );
     // A grant already over when the call handles it ends the call's grant.
-    call.handle_debug_grant(t1, &big);
-    call.handle_stderr(t1, &[b'y'; 100_000]);
+    let _ = call.handle(t1, Input::DebugGranted(big));
+    let _ = call.handle(t1, Input::Stderr(&[b'y'; 100_000]));
     assert_eq!(retained(&call), 100_000);
-    call.handle_debug_grant(t0 + Duration::from_secs(61), &big);
+    let _ = call.handle(t0 + Duration::from_secs(61), Input::DebugGranted(big));
     assert_eq!(
         (retained(&call), pool.in_use()),
         (16_384, 16_384 + CUT_MARGIN as u64)
@@ -481,8 +509,8 @@ fn a_grant_already_over_does_not_touch_a_call_under_no_grant() {
     let grant = DebugGrant::new(&config, t0, Duration::from_secs(1), 65_536).unwrap();
     let t1 = t0 + Duration::from_secs(1);
     let mut call = running("c_late", CallSettings::action(&config), &pool, t1);
-    call.handle_debug_grant(t1, &grant);
-    call.handle_stderr(t1, &[b'x'; 20_000]);
+    let _ = call.handle(t1, Input::DebugGranted(grant));
+    let _ = call.handle(t1, Input::Stderr(&[b'x'; 20_000]));
     let r = end(&mut call, t1).record;
     assert_eq!(
         (r.stderr_bytes_seen, r.stderr_bytes_retained, r.debug),
@@ -501,13 +529,13 @@ fn a_grant_given_mid_call_keeps_a_final_prefix_and_grows_the_ring() {
     let mut call = running("c_ht", CallSettings::action(&config), &pool, t0);
     let mut stream = Vec::new();
     stream.extend_from_slice(&b"a\n".repeat(10_000));
-    call.handle_stderr(t0, &stream);
+    let _ = call.handle(t0, Input::Stderr(&stream));
     // 4096 first bytes and 12288 last: 3616 dropped between them.
     assert_eq!(retained(&call), 16_384);
     let grant = DebugGrant::new(&config, t0, Duration::from_secs(60), 65_536).unwrap();
-    call.handle_debug_grant(t0, &grant);
+    let _ = call.handle(t0, Input::DebugGranted(grant));
     let more = b"b\n".repeat(30_000);
-    call.handle_stderr(t0, &more);
+    let _ = call.handle(t0, Input::Stderr(&more));
     stream.extend_from_slice(&more);
     // The prefix was final: still 4096; the ring took the rest, 61440.
     let outcome = end(&mut call, t0);
@@ -535,16 +563,16 @@ fn a_grant_given_mid_call_in_head_mode_grows_an_open_prefix_only() {
     let grant = DebugGrant::new(&config, t0, Duration::from_secs(60), 65_536).unwrap();
     // Nothing dropped yet: the prefix takes the next bytes up to 65536.
     let mut open = running("c_open", CallSettings::action(&config), &pool, t0);
-    open.handle_stderr(t0, &[b'x'; 10_000]);
-    open.handle_debug_grant(t0, &grant);
-    open.handle_stderr(t0, &[b'y'; 70_000]);
+    let _ = open.handle(t0, Input::Stderr(&[b'x'; 10_000]));
+    let _ = open.handle(t0, Input::DebugGranted(grant));
+    let _ = open.handle(t0, Input::Stderr(&[b'y'; 70_000]));
     let r = end(&mut open, t0).record;
     assert_eq!((r.stderr_bytes_retained, r.debug), (65_536, true));
     // A byte went past the prefix: it is final, nothing more is kept.
     let mut closed = running("c_closed", CallSettings::action(&config), &pool, t0);
-    closed.handle_stderr(t0, &[b'x'; 20_000]);
-    closed.handle_debug_grant(t0, &grant);
-    closed.handle_stderr(t0, &[b'y'; 70_000]);
+    let _ = closed.handle(t0, Input::Stderr(&[b'x'; 20_000]));
+    let _ = closed.handle(t0, Input::DebugGranted(grant));
+    let _ = closed.handle(t0, Input::Stderr(&[b'y'; 70_000]));
     let outcome = end(&mut closed, t0);
     assert_eq!(
         (outcome.record.stderr_bytes_retained, outcome.record.debug),
@@ -572,13 +600,13 @@ fn grants_given_to_live_calls_never_take_the_pool_past_its_capacity() {
         .map(|i| running(&format!("c_{i}"), CallSettings::action(&config), &pool, t0))
         .collect();
     for call in &mut calls {
-        call.handle_stderr(t0, &[b'x'; 20_000]);
-        call.handle_debug_grant(t0, &grant);
+        let _ = call.handle(t0, Input::Stderr(&[b'x'; 20_000]));
+        let _ = call.handle(t0, Input::DebugGranted(grant));
     }
     assert_eq!(pool.in_use(), 32_768 + 2 * CUT_MARGIN as u64);
     for _ in 0..20 {
         for call in &mut calls {
-            call.handle_stderr(t0, &[b'y'; 5_000]);
+            let _ = call.handle(t0, Input::Stderr(&[b'y'; 5_000]));
             assert!(pool.in_use() <= 40_000);
         }
     }

@@ -8,6 +8,7 @@ mod sim;
 use std::time::Duration;
 
 use sim::{Decision, Grandchild, OnTerm, Script, World, ms, pattern, spec};
+use spillguard_core::Input;
 use spillguard_core::{
     ApprovalDecision, AuditKind, CallError, CallKind, CallSettings, CancelReason, Config,
     DisconnectPolicy, ResultKind, Signal, SignalMark, State, StreamEnd,
@@ -957,7 +958,9 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
         world.epoch,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    let err = call.handle_spawned(world.epoch, 1).unwrap_err();
+    let err = call
+        .handle(world.epoch, Input::Spawned { pid: 1 })
+        .unwrap_err();
     assert_eq!(
         err,
         CallError::InvalidTransition {
@@ -970,22 +973,33 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
         "no transition for input `spawned` in state `received`"
     );
     assert_eq!(
-        call.handle_validated(world.epoch, true),
+        call.handle(
+            world.epoch,
+            Input::Validated {
+                needs_approval: true
+            }
+        ),
         Err(CallError::DiscoveryNeedsApproval)
     );
     assert_eq!(call.state(), State::Received);
     assert!(call.poll_action().is_none());
     // Spawned before the spawn was handed out is refused too.
-    call.handle_validated(world.epoch, false).unwrap();
+    call.handle(
+        world.epoch,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     assert_eq!(call.state(), State::Authorized);
     while let Some(a) = call.poll_action() {
         if matches!(a, spillguard_core::Action::Spawn) {
             break;
         }
     }
-    call.handle_spawned(world.epoch, 7).unwrap();
+    call.handle(world.epoch, Input::Spawned { pid: 7 }).unwrap();
     assert_eq!(
-        call.handle_approval_granted(world.epoch),
+        call.handle(world.epoch, Input::ApprovalGranted),
         Err(CallError::InvalidTransition {
             state: State::Dispatched,
             input: "approval_granted"
@@ -1008,11 +1022,11 @@ fn terminal_states_absorb_everything() {
     let now = world.now + ms(1);
     let call = &mut world.lanes[lane].call;
     assert_eq!(call.state(), State::Completed);
-    call.handle_cancel(now, CancelReason::Requested);
-    call.handle_stderr(now, &pattern(0, 100));
-    call.handle_exit(now, spillguard_core::ExitStatus::code(1))
+    let _ = call.handle(now, Input::Cancel(CancelReason::Requested));
+    let _ = call.handle(now, Input::Stderr(&pattern(0, 100)));
+    call.handle(now, Input::Exited(spillguard_core::ExitStatus::code(1)))
         .unwrap();
-    call.handle_approval_denied(now).unwrap();
+    call.handle(now, Input::ApprovalDenied).unwrap();
     assert_eq!(call.state(), State::Completed);
     assert!(call.poll_action().is_none());
     assert_eq!(call.poll_timeout(), None);
@@ -1030,13 +1044,19 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
         t0,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     let spawn = std::iter::from_fn(|| call.poll_action())
         .any(|a| matches!(a, spillguard_core::Action::Spawn));
     assert!(spawn);
-    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    let _ = call.handle(t0 + ms(1), Input::Cancel(CancelReason::Requested));
     assert_eq!(call.state(), State::Authorized);
-    call.handle_spawned(t0 + ms(2), 9).unwrap();
+    call.handle(t0 + ms(2), Input::Spawned { pid: 9 }).unwrap();
     let actions: Vec<String> = std::iter::from_fn(|| call.poll_action())
         .map(|a| format!("{a:?}"))
         .collect();
@@ -1058,8 +1078,15 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
         t0,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    queued.handle_validated(t0, false).unwrap();
-    queued.handle_cancel(t0, CancelReason::Requested);
+    queued
+        .handle(
+            t0,
+            Input::Validated {
+                needs_approval: false,
+            },
+        )
+        .unwrap();
+    let _ = queued.handle(t0, Input::Cancel(CancelReason::Requested));
     assert_eq!(queued.state(), State::CancelledBeforeDispatch);
     let spawned = std::iter::from_fn(|| queued.poll_action())
         .any(|a| matches!(a, spillguard_core::Action::Spawn));
@@ -1146,13 +1173,19 @@ fn dispatched_with(
     let spec = spec("c_long", CallKind::Action);
     let mut call =
         spillguard_core::Call::new(spec, settings, &world.pool, t0, SystemTime::UNIX_EPOCH);
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     carry_out(&mut call);
     assert_eq!(call.state(), State::AwaitingApproval);
     assert_eq!(call.poll_timeout(), None, "approval deadline");
-    call.handle_approval_granted(t0).unwrap();
+    call.handle(t0, Input::ApprovalGranted).unwrap();
     carry_out(&mut call);
-    call.handle_spawned(t0, 4242).unwrap();
+    call.handle(t0, Input::Spawned { pid: 4242 }).unwrap();
     carry_out(&mut call);
     call
 }
@@ -1189,10 +1222,11 @@ fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
     // exits with its streams open.
     let mut call = dispatched_with(&world, Duration::MAX, |_| {});
     assert_eq!(call.poll_timeout(), None, "call deadline");
-    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
+    call.handle(t0 + ms(5), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
     assert_eq!(call.poll_timeout(), None, "post-exit drain");
-    call.handle_stdout_eof(t0 + ms(6)).unwrap();
-    call.handle_stderr_eof(t0 + ms(6)).unwrap();
+    call.handle(t0 + ms(6), Input::StdoutEof).unwrap();
+    call.handle(t0 + ms(6), Input::StderrEof).unwrap();
     let (signals, record) = carry_out(&mut call);
     let record = record.unwrap();
     assert_eq!(record.state, State::Completed);
@@ -1201,7 +1235,7 @@ fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
 
     // The grace: a cancel sends TERM, and no KILL ever follows.
     let mut call = dispatched_with(&world, Duration::MAX, |_| {});
-    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    let _ = call.handle(t0 + ms(1), Input::Cancel(CancelReason::Requested));
     assert_eq!(carry_out(&mut call).0, [Signal::Term]);
     assert_eq!(call.poll_timeout(), None, "shutdown grace");
 
@@ -1209,17 +1243,17 @@ fn delays_too_long_for_the_clock_never_come_and_never_overflow() {
     let mut call = dispatched_with(&world, Duration::MAX, |settings| {
         settings.shutdown_grace = Duration::from_secs(1);
     });
-    call.handle_cancel(t0 + ms(1), CancelReason::Requested);
+    let _ = call.handle(t0 + ms(1), Input::Cancel(CancelReason::Requested));
     assert_eq!(carry_out(&mut call).0, [Signal::Term]);
     let grace_end = call.poll_timeout().unwrap();
     assert_eq!(grace_end, t0 + ms(1001));
-    call.handle_timeout(grace_end);
+    let _ = call.handle(grace_end, Input::Timeout);
     assert_eq!(carry_out(&mut call).0, [Signal::Kill]);
     assert_eq!(call.poll_timeout(), None, "kill wait");
-    call.handle_exit(grace_end + ms(1), ExitStatus::signal(9))
+    call.handle(grace_end + ms(1), Input::Exited(ExitStatus::signal(9)))
         .unwrap();
-    call.handle_stdout_eof(grace_end + ms(1)).unwrap();
-    call.handle_stderr_eof(grace_end + ms(1)).unwrap();
+    call.handle(grace_end + ms(1), Input::StdoutEof).unwrap();
+    call.handle(grace_end + ms(1), Input::StderrEof).unwrap();
     let record = carry_out(&mut call).1.unwrap();
     assert_eq!(record.state, State::Killed);
     assert_eq!(record.exit_signal, Some(9));

@@ -9,6 +9,7 @@ use std::error::Error;
 use std::io;
 
 use sim::{Decision, Script, World, ms, spec};
+use spillguard_core::Input;
 use spillguard_core::{
     Action, CallKind, CallSettings, CancelReason, Config, Exit, Outcome, SpawnError, State,
 };
@@ -159,8 +160,11 @@ fn a_refused_validation_is_an_invalid_input_error() {
         world.now,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    call.handle_validation_failed(world.now, "argument `-rf` starts with a dash")
-        .unwrap();
+    call.handle(
+        world.now,
+        Input::ValidationFailed("argument `-rf` starts with a dash".into()),
+    )
+    .unwrap();
     let outcome = finished(&mut call);
     let error = outcome.into_result().unwrap_err();
     assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
@@ -226,12 +230,24 @@ fn a_spawn_that_fails_as_a_cancel_comes_is_a_cancel_and_ok() {
         now,
         std::time::SystemTime::UNIX_EPOCH,
     );
-    call.handle_validated(now, false).unwrap();
+    call.handle(
+        now,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     // The spawn is handed out; the cancel comes while it runs.
     assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn)));
-    call.handle_cancel(now, CancelReason::Requested);
-    call.handle_spawn_failed(now, io::ErrorKind::NotFound, "spawn failed: gone")
-        .unwrap();
+    let _ = call.handle(now, Input::Cancel(CancelReason::Requested));
+    call.handle(
+        now,
+        Input::SpawnFailed {
+            kind: io::ErrorKind::NotFound,
+            message: "spawn failed: gone".into(),
+        },
+    )
+    .unwrap();
     let outcome = finished(&mut call).into_result().unwrap();
     assert_eq!(outcome.record.state, State::CancelledBeforeDispatch);
     assert_eq!(

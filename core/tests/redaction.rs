@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::audit::{LogEntry, LogId, LogWriter};
 use spillguard_core::{
     Action, ApprovalCard, AuditEvent, AuditKind, Call, CallKind, CallSettings, CallSpec,
@@ -89,7 +90,13 @@ fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
     let settings = CallSettings::action(&config);
     let mut call = Call::new(spec(), settings, &pool, t0, SystemTime::UNIX_EPOCH);
     let mut seen = Seen::default();
-    call.handle_validated(t0, true).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: true,
+        },
+    )
+    .unwrap();
     drain(&mut call, &mut seen);
 
     let target = "https://deploy:[redacted: url-userinfo]@git.example.com/repo.git";
@@ -101,25 +108,30 @@ fn a_call_redacts_its_card_record_audit_log_excerpt_and_streams() {
     );
     assert_eq!(call.spec().target, target);
 
-    call.handle_approval_granted(t0).unwrap();
+    call.handle(t0, Input::ApprovalGranted).unwrap();
     drain(&mut call, &mut seen);
-    call.handle_spawned(t0, 10).unwrap();
+    call.handle(t0, Input::Spawned { pid: 10 }).unwrap();
     // The header arrives in three writes, split inside the scheme and the token.
     let line = format!("curl: > Authorization: Bearer {BEARER}\ncurl: < 401 for corp-4242\n");
     let (a, b) = line.split_at(27);
     let (b, c) = b.split_at(12);
     for part in [a, b, c] {
-        call.handle_stderr(t0, part.as_bytes());
+        let _ = call.handle(t0, Input::Stderr(part.as_bytes()));
     }
-    call.handle_stdout(
+    let _ = call.handle(
         t0,
-        format!("{{\"user\": \"deploy\", \"password\": \"{PASSWORD}\"}}\n").as_bytes(),
+        Input::Stdout(
+            format!("{{\"user\": \"deploy\", \"password\": \"{PASSWORD}\"}}\n").as_bytes(),
+        ),
     );
-    call.handle_exit(t0 + Duration::from_millis(5), ExitStatus::code(1))
+    call.handle(
+        t0 + Duration::from_millis(5),
+        Input::Exited(ExitStatus::code(1)),
+    )
+    .unwrap();
+    call.handle(t0 + Duration::from_millis(5), Input::StdoutEof)
         .unwrap();
-    call.handle_stdout_eof(t0 + Duration::from_millis(5))
-        .unwrap();
-    call.handle_stderr_eof(t0 + Duration::from_millis(5))
+    call.handle(t0 + Duration::from_millis(5), Input::StderrEof)
         .unwrap();
     drain(&mut call, &mut seen);
     let outcome = seen.outcome.take().unwrap();
@@ -219,22 +231,39 @@ fn failure_strings_are_redacted_before_the_record_keeps_them() {
         let mut seen = Seen::default();
         match case {
             0 => call
-                .handle_validation_failed(t0, format!("bad target: password={PASSWORD}"))
+                .handle(
+                    t0,
+                    Input::ValidationFailed(format!("bad target: password={PASSWORD}")),
+                )
                 .unwrap(),
             1 => {
-                call.handle_validated(t0, false).unwrap();
-                drain(&mut call, &mut seen);
-                call.handle_spawn_failed(
+                call.handle(
                     t0,
-                    std::io::ErrorKind::NotFound,
-                    format!("exec failed: {TOKEN} not found"),
+                    Input::Validated {
+                        needs_approval: false,
+                    },
+                )
+                .unwrap();
+                drain(&mut call, &mut seen);
+                call.handle(
+                    t0,
+                    Input::SpawnFailed {
+                        kind: std::io::ErrorKind::NotFound,
+                        message: format!("exec failed: {TOKEN} not found"),
+                    },
                 )
                 .unwrap();
             }
             _ => {
-                call.handle_validated(t0, true).unwrap();
+                call.handle(
+                    t0,
+                    Input::Validated {
+                        needs_approval: true,
+                    },
+                )
+                .unwrap();
                 drain(&mut call, &mut seen);
-                call.handle_audit_failed(t0, "disk full at corp-4242");
+                let _ = call.handle(t0, Input::AuditFailed("disk full at corp-4242".into()));
             }
         }
         drain(&mut call, &mut seen);

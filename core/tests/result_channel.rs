@@ -6,6 +6,7 @@
 mod sim;
 
 use sim::{Decision, Script, World, ms, spec};
+use spillguard_core::Input;
 use spillguard_core::{
     CallKind, CallSettings, Config, ResultChannel, ResultClassifier, ResultKind, State, StreamEnd,
 };
@@ -186,14 +187,21 @@ fn a_stdout_that_never_ends_yields_no_result() {
         t0,
         SystemTime::UNIX_EPOCH,
     );
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 7).unwrap();
-    call.handle_stdout(t0, br#"{"ok":true}"#);
-    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
-    call.handle_stderr_eof(t0 + ms(5)).unwrap();
+    call.handle(t0, Input::Spawned { pid: 7 }).unwrap();
+    let _ = call.handle(t0, Input::Stdout(br#"{"ok":true}"#));
+    call.handle(t0 + ms(5), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
+    call.handle(t0 + ms(5), Input::StderrEof).unwrap();
     assert_eq!(call.poll_timeout(), Some(t0 + ms(255)));
-    call.handle_timeout(t0 + ms(255));
+    let _ = call.handle(t0 + ms(255), Input::Timeout);
     let mut outcome = None;
     while let Some(action) = call.poll_action() {
         if let Action::Finished(o) = action {

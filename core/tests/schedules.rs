@@ -9,6 +9,7 @@ mod sim;
 use std::time::{Duration, Instant, SystemTime};
 
 use proptest::prelude::*;
+use spillguard_core::Input;
 use spillguard_core::{
     Action, Admission, AuditKind, Call, CallKind, CallRecord, CallSettings, CancelReason, Config,
     DisconnectPolicy, Diverted, ExitStatus, ResultKind, RetentionPool, State, StdoutMode,
@@ -103,37 +104,56 @@ impl Driver {
         let before = self.call.state();
         let now = self.now;
         let refused = match op {
-            Op::Validated(approval) => self.call.handle_validated(now, *approval).is_err(),
+            Op::Validated(approval) => self
+                .call
+                .handle(
+                    now,
+                    Input::Validated {
+                        needs_approval: *approval,
+                    },
+                )
+                .is_err(),
             Op::ValidationFailed => self
                 .call
-                .handle_validation_failed(now, "bad target")
+                .handle(now, Input::ValidationFailed("bad target".into()))
                 .is_err(),
-            Op::Grant => self.call.handle_approval_granted(now).is_err(),
-            Op::Admitted => self.call.handle_admitted(now).is_err(),
-            Op::Deny => self.call.handle_approval_denied(now).is_err(),
-            Op::Spawned => self.call.handle_spawned(now, 77).is_err(),
+            Op::Grant => self.call.handle(now, Input::ApprovalGranted).is_err(),
+            Op::Admitted => self.call.handle(now, Input::Admitted).is_err(),
+            Op::Deny => self.call.handle(now, Input::ApprovalDenied).is_err(),
+            Op::Spawned => self.call.handle(now, Input::Spawned { pid: 77 }).is_err(),
             Op::SpawnFailed => self
                 .call
-                .handle_spawn_failed(now, std::io::ErrorKind::NotFound, "ENOENT")
+                .handle(
+                    now,
+                    Input::SpawnFailed {
+                        kind: std::io::ErrorKind::NotFound,
+                        message: "ENOENT".into(),
+                    },
+                )
                 .is_err(),
             Op::Stderr(n) => {
-                self.call.handle_stderr(now, &NOISE[..*n]);
+                let _ = self.call.handle(now, Input::Stderr(&NOISE[..*n]));
                 false
             }
             Op::Stdout(n) => {
-                self.call.handle_stdout(now, &NOISE[..*n]);
+                let _ = self.call.handle(now, Input::Stdout(&NOISE[..*n]));
                 false
             }
-            Op::StdoutEof => self.call.handle_stdout_eof(now).is_err(),
-            Op::StderrEof => self.call.handle_stderr_eof(now).is_err(),
-            Op::Exit(code) => self.call.handle_exit(now, ExitStatus::code(*code)).is_err(),
+            Op::StdoutEof => self.call.handle(now, Input::StdoutEof).is_err(),
+            Op::StderrEof => self.call.handle(now, Input::StderrEof).is_err(),
+            Op::Exit(code) => self
+                .call
+                .handle(now, Input::Exited(ExitStatus::code(*code)))
+                .is_err(),
             Op::ExitBySignal(sig) => self
                 .call
-                .handle_exit(now, ExitStatus::signal(*sig))
+                .handle(now, Input::Exited(ExitStatus::signal(*sig)))
                 .is_err(),
-            Op::Lost => self.call.handle_process_lost(now).is_err(),
+            Op::Lost => self.call.handle(now, Input::ProcessLost).is_err(),
             Op::AuditFailed => {
-                self.call.handle_audit_failed(now, "disk full");
+                let _ = self
+                    .call
+                    .handle(now, Input::AuditFailed("disk full".into()));
                 false
             }
             Op::Cancel(r) => {
@@ -144,11 +164,11 @@ impl Driver {
                     CancelReason::StderrCeiling,
                     CancelReason::HostShutdown,
                 ][*r as usize];
-                self.call.handle_cancel(now, reason);
+                let _ = self.call.handle(now, Input::Cancel(reason));
                 false
             }
             Op::Disconnect => {
-                self.call.handle_client_disconnected(now);
+                let _ = self.call.handle(now, Input::ClientDisconnected);
                 false
             }
             Op::Result(ok) => {
@@ -157,30 +177,30 @@ impl Driver {
                 } else {
                     ResultKind::RemoteFailure
                 };
-                self.call.handle_result(now, kind).is_err()
+                self.call.handle(now, Input::Result(kind)).is_err()
             }
             Op::InputEnded => {
-                self.call.handle_input_ended(now);
+                let _ = self.call.handle(now, Input::InputEnded);
                 false
             }
             Op::Forwarded(n) => {
-                self.call.handle_stdout_forwarded(*n);
-                self.call.handle_stdin_forwarded(*n / 2);
+                let _ = self.call.handle(now, Input::StdoutForwarded(*n));
+                let _ = self.call.handle(now, Input::StdinForwarded(*n / 2));
                 false
             }
             Op::Diverted(n) => {
-                self.call.handle_stdout_diverted(
+                let _ = self.call.handle(
                     now,
-                    Diverted {
+                    Input::StdoutDiverted(Diverted {
                         bytes: &NOISE[..*n],
                         lines: 1,
-                    },
+                    }),
                 );
                 false
             }
             Op::Advance(ms) => {
                 self.now += Duration::from_millis(*ms);
-                self.call.handle_timeout(self.now);
+                let _ = self.call.handle(self.now, Input::Timeout);
                 if let Some(next) = self.call.poll_timeout() {
                     assert!(
                         next > self.now,
@@ -206,14 +226,18 @@ impl Driver {
     /// Ends the call the way a correct driver would: cancel, answer the
     /// spawn, let time pass.
     fn close(&mut self) {
-        self.call.handle_cancel(self.now, CancelReason::Requested);
+        let _ = self
+            .call
+            .handle(self.now, Input::Cancel(CancelReason::Requested));
         self.drain();
         for _ in 0..20 {
             if self.call.state().is_terminal() {
                 break;
             }
             if self.call.state() == State::Authorized && self.spawn_polled {
-                self.call.handle_spawned(self.now, 78).unwrap();
+                self.call
+                    .handle(self.now, Input::Spawned { pid: 78 })
+                    .unwrap();
                 self.drain();
                 continue;
             }
@@ -222,7 +246,7 @@ impl Driver {
                 .poll_timeout()
                 .expect("a live call always waits for something");
             self.now = next;
-            self.call.handle_timeout(next);
+            let _ = self.call.handle(next, Input::Timeout);
             self.drain();
         }
     }

@@ -9,6 +9,7 @@ mod sim;
 use std::time::{Duration, SystemTime};
 
 use sim::{Decision, OnTerm, Script, World, ms, spec};
+use spillguard_core::Input;
 use spillguard_core::{
     Action, Call, CallKind, CallRecord, CallSettings, CancelReason, Config, DisconnectPolicy,
     Diverted, ExitStatus, RetentionPool, Segment, Signal, SignalMark, State, StdoutLineGuard,
@@ -202,9 +203,9 @@ fn a_host_shutdown_runs_the_mcp_shutdown() {
     );
     world.step();
     let now = world.now;
-    world.lanes[0]
+    let _ = world.lanes[0]
         .call
-        .handle_cancel(now, CancelReason::HostShutdown);
+        .handle(now, Input::Cancel(CancelReason::HostShutdown));
     world.drive_bounded(10_000);
     let r = world.lanes[0].record();
     assert_eq!(r.state, State::CancelledAfterDispatch);
@@ -303,9 +304,15 @@ fn dispatched(settings: CallSettings, pool: &RetentionPool) -> (Call, std::time:
         t0,
         SystemTime::UNIX_EPOCH,
     );
-    call.handle_validated(t0, false).unwrap();
+    call.handle(
+        t0,
+        Input::Validated {
+            needs_approval: false,
+        },
+    )
+    .unwrap();
     while call.poll_action().is_some() {}
-    call.handle_spawned(t0, 4242).unwrap();
+    call.handle(t0, Input::Spawned { pid: 4242 }).unwrap();
     while call.poll_action().is_some() {}
     (call, t0)
 }
@@ -327,32 +334,35 @@ fn a_streamed_call_awaits_the_readers_end_and_counts_both_ways() {
     let pool = RetentionPool::unlimited();
     let settings = streamed(&World::new(Config::default()));
     let (mut call, t0) = dispatched(settings, &pool);
-    call.handle_stdin_forwarded(42);
-    call.handle_stdout_forwarded(1_000);
-    call.handle_stdin_forwarded(8);
-    call.handle_stdout_forwarded(24);
+    let _ = call.handle(t0, Input::StdinForwarded(42));
+    let _ = call.handle(t0, Input::StdoutForwarded(1_000));
+    let _ = call.handle(t0, Input::StdinForwarded(8));
+    let _ = call.handle(t0, Input::StdoutForwarded(24));
     let mut guard = StdoutLineGuard::new();
     guard
         .feed(
             b"{\"jsonrpc\":\"2.0\",\"id\":1}\nstarting up\n  \n",
             |segment| {
-                match segment {
-                    Segment::Forward(line) => call.handle_stdout_forwarded(line.bytes.len() as u64),
-                    Segment::Divert(d) => call.handle_stdout_diverted(t0, d),
-                    Segment::DivertHeld(held) => {
-                        call.handle_stdout_diverted(t0, held.as_diverted())
+                let _ = match segment {
+                    Segment::Forward(line) => {
+                        call.handle(t0, Input::StdoutForwarded(line.bytes.len() as u64))
                     }
-                }
+                    Segment::Divert(d) => call.handle(t0, Input::StdoutDiverted(d)),
+                    Segment::DivertHeld(held) => {
+                        call.handle(t0, Input::StdoutDiverted(held.as_diverted()))
+                    }
+                };
                 Ok::<(), ()>(())
             },
         )
         .unwrap();
-    call.handle_stderr(t0, b"warning\n");
-    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
-    call.handle_stderr_eof(t0 + ms(5)).unwrap();
+    let _ = call.handle(t0, Input::Stderr(b"warning\n"));
+    call.handle(t0 + ms(5), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
+    call.handle(t0 + ms(5), Input::StderrEof).unwrap();
     // The reader has not reported stdout's end: the call waits for it.
     assert_eq!(call.state(), State::Dispatched);
-    call.handle_stdout_eof(t0 + ms(6)).unwrap();
+    call.handle(t0 + ms(6), Input::StdoutEof).unwrap();
     let r = finished(&mut call).unwrap();
     assert_eq!(r.state, State::Completed);
     assert_eq!(r.stream_end, StreamEnd::Eof);
@@ -372,13 +382,13 @@ fn a_streamed_call_awaits_the_readers_end_and_counts_both_ways() {
     assert_eq!(json["stdout_lines_diverted"], 2);
     assert_eq!(json["stdout_bytes_diverted"], 15);
     // Counters after the end change nothing.
-    call.handle_stdout_forwarded(5);
-    call.handle_stdout_diverted(
+    let _ = call.handle(t0, Input::StdoutForwarded(5));
+    let _ = call.handle(
         t0 + ms(7),
-        Diverted {
+        Input::StdoutDiverted(Diverted {
             bytes: b"late\n",
             lines: 1,
-        },
+        }),
     );
     assert_eq!(finished(&mut call), None);
 }
@@ -388,7 +398,7 @@ fn a_captured_call_says_so_and_its_input_end_only_closes_stdin() {
     let pool = RetentionPool::unlimited();
     let settings = CallSettings::action(&Config::default());
     let (mut call, t0) = dispatched(settings, &pool);
-    call.handle_input_ended(t0 + ms(1));
+    let _ = call.handle(t0 + ms(1), Input::InputEnded);
     let mut closes = 0;
     while let Some(action) = call.poll_action() {
         assert!(matches!(action, Action::CloseStdin), "{action:?}");
@@ -396,9 +406,10 @@ fn a_captured_call_says_so_and_its_input_end_only_closes_stdin() {
     }
     assert_eq!(closes, 1);
     assert_eq!(call.poll_timeout(), None, "no stdin close grace");
-    call.handle_exit(t0 + ms(9), ExitStatus::code(0)).unwrap();
-    call.handle_stdout_eof(t0 + ms(9)).unwrap();
-    call.handle_stderr_eof(t0 + ms(9)).unwrap();
+    call.handle(t0 + ms(9), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
+    call.handle(t0 + ms(9), Input::StdoutEof).unwrap();
+    call.handle(t0 + ms(9), Input::StderrEof).unwrap();
     let r = finished(&mut call).unwrap();
     assert_eq!(
         (r.state, r.stdout_mode),
@@ -418,12 +429,12 @@ fn diverted_stdout_reaches_the_kill_ceiling() {
     settings.stderr.kill_after_bytes = Some(100);
     let (mut call, t0) = dispatched(settings, &pool);
     let line = [b'x'; 101];
-    call.handle_stdout_diverted(
+    let _ = call.handle(
         t0 + ms(3),
-        Diverted {
+        Input::StdoutDiverted(Diverted {
             bytes: &line,
             lines: 1,
-        },
+        }),
     );
     let actions: Vec<String> = std::iter::from_fn(|| call.poll_action())
         .map(|a| format!("{a:?}"))
@@ -491,10 +502,11 @@ fn the_readers_end_is_awaited_no_longer_than_the_post_exit_drain() {
     settings.signal_descendants = false;
     let drain = settings.post_exit_drain;
     let (mut call, t0) = dispatched(settings, &pool);
-    call.handle_exit(t0 + ms(5), ExitStatus::code(0)).unwrap();
-    call.handle_stderr_eof(t0 + ms(5)).unwrap();
+    call.handle(t0 + ms(5), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
+    call.handle(t0 + ms(5), Input::StderrEof).unwrap();
     assert_eq!(call.poll_timeout(), Some(t0 + ms(5) + drain));
-    call.handle_timeout(t0 + ms(5) + drain);
+    let _ = call.handle(t0 + ms(5) + drain, Input::Timeout);
     let r = finished(&mut call).unwrap();
     assert_eq!(r.state, State::Completed);
     assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
@@ -502,10 +514,11 @@ fn the_readers_end_is_awaited_no_longer_than_the_post_exit_drain() {
 
     let settings = streamed(&World::new(Config::default()));
     let (mut call, t0) = dispatched(settings, &pool);
-    call.handle_stderr_eof(t0 + ms(1)).unwrap();
-    call.handle_client_disconnected(t0 + ms(2));
+    call.handle(t0 + ms(1), Input::StderrEof).unwrap();
+    let _ = call.handle(t0 + ms(2), Input::ClientDisconnected);
     while call.poll_action().is_some() {}
-    call.handle_exit(t0 + ms(3), ExitStatus::code(0)).unwrap();
+    call.handle(t0 + ms(3), Input::Exited(ExitStatus::code(0)))
+        .unwrap();
     let r = finished(&mut call).unwrap();
     assert_eq!(r.offset_of(State::Completed), Some(ms(3)));
     assert_eq!(r.stream_end, StreamEnd::Eof);

@@ -177,7 +177,7 @@ mod tests {
     use super::*;
     use crate::expect::CallExpect;
     use spillguard_core::{
-        Action, Call, CallSettings, CancelReason, Config, ExitStatus, RetentionPool,
+        Action, Call, CallSettings, CancelReason, Config, ExitStatus, Input, RetentionPool,
     };
     use spillguard_std::HelperCommand;
     use std::time::{Duration, Instant, SystemTime};
@@ -198,14 +198,20 @@ mod tests {
         let start = Instant::now();
         let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(offset);
         let mut call = Call::new(resolved.spec, resolved.settings, &pool, start, wall);
-        call.handle_validated(start, false).unwrap();
+        call.handle(
+            start,
+            Input::Validated {
+                needs_approval: false,
+            },
+        )
+        .unwrap();
         let mut finished = None;
         let mut step = |call: &mut Call| {
             while let Some(action) = call.poll_action() {
                 match action {
                     Action::Spawn => {
-                        call.handle_pipe_capacity(pipe);
-                        call.handle_spawned(start, pid).unwrap();
+                        let _ = call.handle(start, Input::PipeCapacity(pipe));
+                        call.handle(start, Input::Spawned { pid }).unwrap();
                     }
                     Action::Finished(outcome) => finished = Some(outcome.record),
                     _ => {}
@@ -213,14 +219,18 @@ mod tests {
             }
         };
         step(&mut call);
-        call.handle_stderr(start, &vec![b'x'; usize::try_from(seen).unwrap()]);
+        let _ = call.handle(
+            start,
+            Input::Stderr(&vec![b'x'; usize::try_from(seen).unwrap()]),
+        );
         let cancel = start + Duration::from_millis(offset);
-        call.handle_cancel(cancel, CancelReason::Requested);
+        let _ = call.handle(cancel, Input::Cancel(CancelReason::Requested));
         step(&mut call);
         let end = cancel + Duration::from_millis(1);
-        call.handle_stdout_eof(end).unwrap();
-        call.handle_stderr_eof(end).unwrap();
-        call.handle_exit(end, ExitStatus::signal(15)).unwrap();
+        call.handle(end, Input::StdoutEof).unwrap();
+        call.handle(end, Input::StderrEof).unwrap();
+        call.handle(end, Input::Exited(ExitStatus::signal(15)))
+            .unwrap();
         step(&mut call);
         finished.expect("the call finished")
     }

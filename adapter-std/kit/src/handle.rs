@@ -184,7 +184,7 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
     }
 
     /// Admits the queued call (see
-    /// [`Call::handle_admitted`](spillguard_core::Call::handle_admitted));
+    /// [`Input::Admitted`](spillguard_core::Input::Admitted));
     /// returns at once.
     pub fn admit(&self) {
         self.to_owner.admit();

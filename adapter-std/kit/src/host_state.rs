@@ -167,7 +167,7 @@ impl<S: Clone> HostState<S> {
     /// [`DebugGrant::MAX_DURATION`]), up to `per_call_bytes` of stderr per
     /// call (at most the config's `debug_ceiling_bytes`), and hands the
     /// grant to every live call through `deliver` (their owners apply it
-    /// with [`Call::handle_debug_grant`]). Calls started under it, and
+    /// with [`Input::DebugGranted`](spillguard_core::Input::DebugGranted)). Calls started under it, and
     /// calls live when it is given, retain up to the raised budget and
     /// record `debug: true`; when the grant ends, what they retain shrinks
     /// back to the normal budget. A new grant replaces the previous one,
@@ -179,7 +179,7 @@ impl<S: Clone> HostState<S> {
     /// [`HostCore::prepare`](crate::owner::HostCore::prepare), which reads
     /// the grant after registering the call.
     ///
-    /// [`Call::handle_debug_grant`]: spillguard_core::Call::handle_debug_grant
+    /// [`Input::DebugGranted`](spillguard_core::Input::DebugGranted): spillguard_core::Input::DebugGranted
     pub fn grant_debug(
         &self,
         now: Instant,
@@ -199,10 +199,10 @@ impl<S: Clone> HostState<S> {
 
     /// Ends the debug grant, if any: for calls started from now on, and,
     /// through `deliver`, for every live call (its owner applies
-    /// [`Call::handle_debug_revoked`]: a call under the grant shrinks back
+    /// [`Input::DebugRevoked`](spillguard_core::Input::DebugRevoked): a call under the grant shrinks back
     /// to the normal budget at once and still records `debug: true`).
     ///
-    /// [`Call::handle_debug_revoked`]: spillguard_core::Call::handle_debug_revoked
+    /// [`Input::DebugRevoked`](spillguard_core::Input::DebugRevoked): spillguard_core::Input::DebugRevoked
     pub fn revoke_debug(&self, deliver: impl Fn(&S, Option<DebugGrant>)) {
         let mut debug = self.lock_debug();
         if debug.take().is_some() {
@@ -279,7 +279,7 @@ impl<S: Clone> HostState<S> {
     }
 
     /// Counts one failed audit write; returns its text, for
-    /// [`Call::handle_audit_failed`](spillguard_core::Call::handle_audit_failed).
+    /// [`Input::AuditFailed`](spillguard_core::Input::AuditFailed).
     pub fn audit_failed(&self, error: impl fmt::Display) -> String {
         self.audit_failures.fetch_add(1, Ordering::Relaxed);
         error.to_string()

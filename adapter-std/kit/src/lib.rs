@@ -17,7 +17,7 @@
 //!   streams), [`host_state`] (config, options, pool,
 //!   registry of live calls, debug grant, kept records), [`published`]
 //!   (what an owner publishes for its handle), [`run_loop`] (the events and
-//!   how each becomes exactly one `handle_*` call), [`read_buffers`] and
+//!   how each becomes exactly one `Call::handle` call), [`read_buffers`] and
 //!   [`os`], and [`stream`] (a streamed call's counters, shared stdin and
 //!   the caller's presence); what outlives a call: [`orphans`] (the host's
 //!   drainer of the pipes an escaped descendant still holds) and

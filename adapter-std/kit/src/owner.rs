@@ -3,7 +3,7 @@
 //!
 //! An adapter's owner is a loop: carry out every action
 //! ([`OwnerCore::carry_out_actions`]), wait in the runtime's way for the
-//! first of (timer, event, read), make exactly one `handle_*` call, and go
+//! first of (timer, event, read), make exactly one `Call::handle` call, and go
 //! again. Everything but the wait is here, written once:
 //!
 //! * the action dispatch, one `match` with an arm per action (the core's
@@ -55,6 +55,7 @@ use crate::host_state::HostState;
 use crate::published::{Published, Wake};
 use crate::run_loop::{self, Event, Leftover, Pipe, Read, Start};
 use crate::stream::Forwarded;
+use spillguard_core::Input;
 
 /// What an owner needs of its host: the shared state, how to say that a
 /// call ended, and how to reach a live call.
@@ -148,10 +149,10 @@ impl<H: HostLink> HostCore<H> {
         // reaches this call here. Applying the same grant twice changes
         // nothing; a change delivered after this read is queued for the
         // owner, so the call ends up under the host's latest grant.
-        match state.debug_grant() {
-            Some(grant) => call.handle_debug_grant(now, &grant),
-            None => call.handle_debug_revoked(now),
-        }
+        let _ = match state.debug_grant() {
+            Some(grant) => call.handle(now, Input::DebugGranted(grant)),
+            None => call.handle(now, Input::DebugRevoked),
+        };
         let mut core = OwnerCore::new(id, call, command, published, self.shared.clone(), clock);
         core.stderr_tap = stderr_tap;
         core.refused = refused;
@@ -384,7 +385,7 @@ pub struct OwnerCore<H: HostLink, W: Wake> {
     host: Arc<H>,
     clock: fn() -> Instant,
     /// For a streamed call: the bytes its caller forwarded, reported to the
-    /// core before each `handle_*` call.
+    /// core before each `Call::handle` call.
     forwarded: Option<Arc<Forwarded>>,
     stderr_tap: Option<StderrTap>,
     /// The caller's own refusal of the call, taken by [`begin`](Self::begin).
@@ -494,17 +495,18 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     /// report of its last stream's end). A report replaces the one before.
     pub fn report_tree(&mut self) {
         if let Some(tree) = &self.tree {
-            self.call.handle_tree_report(tree.report());
+            let now = (self.clock)();
+            let _ = self.call.handle(now, Input::TreeReport(tree.report()));
         }
     }
 
-    /// The call, for the one `handle_*` call of an input. For a streamed
+    /// The call, for the one `Call::handle` call of an input. For a streamed
     /// call, the bytes forwarded since the last look are reported first, so
     /// the record counts every byte forwarded before the input that ends
     /// the call.
     pub fn call_mut(&mut self) -> &mut Call {
         if let Some(forwarded) = &self.forwarded {
-            forwarded.report(&mut self.call);
+            forwarded.report(&mut self.call, (self.clock)());
         }
         &mut self.call
     }
@@ -530,7 +532,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         self.listening && !self.finished
     }
 
-    /// Exactly one `handle_*` call for `event`; an answer to an approval or
+    /// Exactly one `Call::handle` call for `event`; an answer to an approval or
     /// a denial goes back through `answer`.
     pub fn handle_event<R>(
         &mut self,
@@ -548,7 +550,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
     }
 
-    /// Exactly one `handle_*` call for a read of `pipe`, unless the
+    /// Exactly one `Call::handle` call for a read of `pipe`, unless the
     /// streams are no longer listened to.
     pub fn handle_read(&mut self, now: Instant, pipe: Pipe, read: Read<'_>) {
         if self.listening() {
@@ -679,7 +681,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             }
         };
         let now = (self.clock)();
-        self.call.handle_audit_failed(now, failure);
+        let _ = self.call.handle(now, Input::AuditFailed(failure));
     }
 
     /// Spawns the helper; its group is listed with the process's
@@ -717,9 +719,13 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 Err(refusal) => {
                     // Fail closed: nothing runs.
                     let now = (self.clock)();
-                    let _ = self
-                        .call
-                        .handle_spawn_failed(now, io::ErrorKind::Unsupported, refusal);
+                    let _ = self.call.handle(
+                        now,
+                        Input::SpawnFailed {
+                            kind: io::ErrorKind::Unsupported,
+                            message: refusal,
+                        },
+                    );
                     return;
                 }
             }
@@ -763,7 +769,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             self.published.set_pid(Some(pid));
             if let Some((tree, enforcement)) = confined {
                 self.tree = tree.map(crate::confine::Tree::new);
-                self.call.handle_enforcement(enforcement);
+                let now = (self.clock)();
+                let _ = self.call.handle(now, Input::Enforcement(enforcement));
             }
         }
         if let Some(forwarded) = &self.forwarded

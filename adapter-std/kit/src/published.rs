@@ -296,7 +296,7 @@ mod tests {
 
     use std::time::{Instant, SystemTime};
 
-    use spillguard_core::{Action, Call, CallSettings, Config, ExitStatus, RetentionPool};
+    use spillguard_core::{Action, Call, CallSettings, Config, ExitStatus, Input, RetentionPool};
 
     use crate::{CallRequest, HelperCommand};
 
@@ -309,12 +309,19 @@ mod tests {
         let (spec, settings) = (resolved.spec, resolved.settings);
         let now = Instant::now();
         let mut call = Call::new(spec, settings, &pool, now, SystemTime::UNIX_EPOCH);
-        call.handle_validated(now, false).unwrap();
+        call.handle(
+            now,
+            Input::Validated {
+                needs_approval: false,
+            },
+        )
+        .unwrap();
         while call.poll_action().is_some() {}
-        call.handle_spawned(now, 1).unwrap();
-        call.handle_exit(now, ExitStatus::code(0)).unwrap();
-        call.handle_stdout_eof(now).unwrap();
-        call.handle_stderr_eof(now).unwrap();
+        call.handle(now, Input::Spawned { pid: 1 }).unwrap();
+        call.handle(now, Input::Exited(ExitStatus::code(0)))
+            .unwrap();
+        call.handle(now, Input::StdoutEof).unwrap();
+        call.handle(now, Input::StderrEof).unwrap();
         std::iter::from_fn(|| call.poll_action())
             .find_map(|action| match action {
                 Action::Finished(outcome) => Some(*outcome),

@@ -1,6 +1,6 @@
 //! The runtime-free steps of an owner's run loop, for adapter authors: the
 //! events an owner receives, and how a call begins, how each event and each
-//! read of a stream becomes exactly one `handle_*` call, and how a spawn is
+//! read of a stream becomes exactly one `Call::handle` call, and how a spawn is
 //! reported.
 //!
 //! An adapter keeps the loop itself (waiting, the timer, carrying out each
@@ -18,6 +18,7 @@ use std::time::Instant;
 use spillguard_core::{Call, CallError, CancelReason, DebugGrant, Diverted, ExitStatus};
 
 use crate::HelperCommand;
+use spillguard_core::Input;
 
 /// One of the helper's output streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,16 +71,16 @@ pub enum Command<R> {
     /// The approver said no; the core's answer goes back through `R`.
     Deny(R),
     /// The approver's answer was no approval, for the reason given
-    /// ([`Call::handle_approval_declined`]); the core's answer goes back
+    /// ([`Input::ApprovalDeclined`]); the core's answer goes back
     /// through `R`.
     Decline(R, String),
     /// Stop the call.
     Cancel(CancelReason),
     /// The approval card reached the approver
-    /// ([`Call::handle_card_delivered`]).
+    /// ([`Input::CardDelivered`]).
     CardDelivered,
     /// The driver admits the queued call: it may spawn now
-    /// ([`Call::handle_admitted`]).
+    /// ([`Input::Admitted`]).
     Admit,
     /// The handle (and, for a streamed call, both streams) was dropped
     /// without its outcome.
@@ -99,8 +100,8 @@ pub enum Command<R> {
         lines: u64,
     },
     /// The host's debug grant changed while the call is live: the grant
-    /// now in force ([`Call::handle_debug_grant`]), or `None` when it was
-    /// revoked ([`Call::handle_debug_revoked`]).
+    /// now in force ([`Input::DebugGranted`]), or `None` when it was
+    /// revoked ([`Input::DebugRevoked`]).
     Debug(Option<DebugGrant>),
 }
 
@@ -140,78 +141,85 @@ pub fn begin(
     command: Option<&HelperCommand>,
 ) {
     if start.host_closing {
-        call.handle_cancel(now, CancelReason::HostShutdown);
+        let _ = call.handle(now, Input::Cancel(CancelReason::HostShutdown));
     }
     if let Some(reason) = refused {
-        let _ = call.handle_validation_failed(now, reason);
+        let _ = call.handle(now, Input::ValidationFailed(reason));
         return;
     }
     let settings = call.settings().validate();
     let accepted = match (settings, command.map(HelperCommand::validate)) {
-        (Err(invalid), _) => call.handle_validation_failed(now, invalid.to_string()),
-        (Ok(()), Some(Ok(()))) => call.handle_validated(now, start.needs_approval),
-        (Ok(()), Some(Err(invalid))) => call.handle_validation_failed(now, invalid.to_string()),
-        (Ok(()), None) => call.handle_validation_failed(now, "no command to run"),
+        (Err(invalid), _) => call.handle(now, Input::ValidationFailed(invalid.to_string())),
+        (Ok(()), Some(Ok(()))) => call.handle(
+            now,
+            Input::Validated {
+                needs_approval: start.needs_approval,
+            },
+        ),
+        (Ok(()), Some(Err(invalid))) => {
+            call.handle(now, Input::ValidationFailed(invalid.to_string()))
+        }
+        (Ok(()), None) => call.handle(now, Input::ValidationFailed("no command to run".into())),
     };
     if let Err(misuse) = accepted {
         // Only a discovery call said to need approval gets here.
-        let _ = call.handle_validation_failed(now, misuse.to_string());
+        let _ = call.handle(now, Input::ValidationFailed(misuse.to_string()));
     }
 }
 
-/// Exactly one `handle_*` call for `event`, observed at `now`.
+/// Exactly one `Call::handle` call for `event`, observed at `now`.
 pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftover<R> {
     let reported = match event {
-        Event::Exited(status) => call.handle_exit(now, status),
-        Event::ProcessLost => call.handle_process_lost(now),
+        Event::Exited(status) => call.handle(now, Input::Exited(status)),
+        Event::ProcessLost => call.handle(now, Input::ProcessLost),
         Event::Command(Command::Approve(reply)) => {
-            return Leftover::Answer(reply, call.handle_approval_granted(now));
+            return Leftover::Answer(reply, call.handle(now, Input::ApprovalGranted));
         }
         Event::Command(Command::Deny(reply)) => {
-            return Leftover::Answer(reply, call.handle_approval_denied(now));
+            return Leftover::Answer(reply, call.handle(now, Input::ApprovalDenied));
         }
         Event::Command(Command::Decline(reply, reason)) => {
-            return Leftover::Answer(reply, call.handle_approval_declined(now, reason));
+            return Leftover::Answer(reply, call.handle(now, Input::ApprovalDeclined(reason)));
         }
         Event::Command(Command::Cancel(reason)) => {
-            call.handle_cancel(now, reason);
+            let _ = call.handle(now, Input::Cancel(reason));
             Ok(())
         }
         Event::Command(Command::CardDelivered) => {
-            call.handle_card_delivered(now);
+            let _ = call.handle(now, Input::CardDelivered);
             Ok(())
         }
         Event::Command(Command::Admit) => {
             // An admission that finds the call no longer queued (it ended:
             // its queue timeout or a cancel came first) or never queued
             // (its settings admit it at once) changes nothing.
-            let _ = call.handle_admitted(now);
+            let _ = call.handle(now, Input::Admitted);
             Ok(())
         }
         Event::Command(Command::ClientDisconnected) => {
-            call.handle_client_disconnected(now);
+            let _ = call.handle(now, Input::ClientDisconnected);
             Ok(())
         }
         Event::Command(Command::InputEnded) => {
-            call.handle_input_ended(now);
+            let _ = call.handle(now, Input::InputEnded);
             Ok(())
         }
-        Event::Command(Command::StdoutEnded) => call.handle_stdout_eof(now),
+        Event::Command(Command::StdoutEnded) => call.handle(now, Input::StdoutEof),
         Event::Command(Command::Debug(Some(grant))) => {
-            call.handle_debug_grant(now, &grant);
+            let _ = call.handle(now, Input::DebugGranted(grant));
             Ok(())
         }
         Event::Command(Command::Debug(None)) => {
-            call.handle_debug_revoked(now);
+            let _ = call.handle(now, Input::DebugRevoked);
             Ok(())
         }
         Event::Command(Command::StdoutDiverted { bytes, lines }) => {
-            call.handle_stdout_diverted(
+            let _ = call.handle(
                 now,
-                Diverted {
+                Input::StdoutDiverted(Diverted {
                     bytes: &bytes,
                     lines,
-                },
+                }),
             );
             Ok(())
         }
@@ -223,20 +231,20 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
     Leftover::Nothing
 }
 
-/// Exactly one `handle_*` call for a read of `pipe`, observed at `now`:
+/// Exactly one `Call::handle` call for a read of `pipe`, observed at `now`:
 /// its bytes, or its end.
 pub fn handle_read(call: &mut Call, now: Instant, pipe: Pipe, read: Read<'_>) {
     let reported = match (pipe, read) {
         (Pipe::Stdout, Read::Bytes(bytes)) => {
-            call.handle_stdout(now, bytes);
+            let _ = call.handle(now, Input::Stdout(bytes));
             Ok(())
         }
         (Pipe::Stderr, Read::Bytes(bytes)) => {
-            call.handle_stderr(now, bytes);
+            let _ = call.handle(now, Input::Stderr(bytes));
             Ok(())
         }
-        (Pipe::Stdout, Read::End) => call.handle_stdout_eof(now),
-        (Pipe::Stderr, Read::End) => call.handle_stderr_eof(now),
+        (Pipe::Stdout, Read::End) => call.handle(now, Input::StdoutEof),
+        (Pipe::Stderr, Read::End) => call.handle(now, Input::StderrEof),
     };
     // Each stream ends once, after the spawn was reported.
     debug_assert!(reported.is_ok(), "{reported:?}");
@@ -253,10 +261,12 @@ pub fn spawn(
     spawn: impl FnOnce(HelperCommand) -> io::Result<(u32, Option<u64>)>,
 ) {
     let Some(command) = command else {
-        let _ = call.handle_spawn_failed(
+        let _ = call.handle(
             clock(),
-            io::ErrorKind::Other,
-            "the helper was already spawned",
+            Input::SpawnFailed {
+                kind: io::ErrorKind::Other,
+                message: "the helper was already spawned".into(),
+            },
         );
         return;
     };
@@ -265,13 +275,15 @@ pub fn spawn(
     let now = clock();
     let reported = match spawned {
         Ok((pid, capacity)) => {
-            call.handle_pipe_capacity(capacity);
-            call.handle_spawned(now, pid)
+            let _ = call.handle(now, Input::PipeCapacity(capacity));
+            call.handle(now, Input::Spawned { pid })
         }
-        Err(error) => call.handle_spawn_failed(
+        Err(error) => call.handle(
             now,
-            error.kind(),
-            format!("spawn failed: {program}: {:?}: {error}", error.kind()),
+            Input::SpawnFailed {
+                kind: error.kind(),
+                message: format!("spawn failed: {program}: {:?}: {error}", error.kind()),
+            },
         ),
     };
     debug_assert!(reported.is_ok(), "{reported:?}");

@@ -4,7 +4,7 @@
 //!
 //! * [`Forwarded`]: the bytes that went each way, counted by the caller's
 //!   reads and writes with one atomic add each (no message per read); the
-//!   owner reports them to the core before each of its `handle_*` calls
+//!   owner reports them to the core before each of its `Call::handle` calls
 //!   ([`OwnerCore::call_mut`](crate::owner::OwnerCore::call_mut)).
 //! * [`SharedStdin`]: the helper's stdin, written by the caller and closed
 //!   by whoever comes first: the caller (closing or dropping its writer,
@@ -32,12 +32,14 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use spillguard_core::{Call, ProtocolLine, Segment, StdoutLineGuard};
 
 use crate::handle::ToOwner;
 use crate::published::{Published, Wake};
 use crate::run_loop::Command;
+use spillguard_core::Input;
 
 /// Bytes forwarded each way by a streamed call's caller, not yet reported
 /// to the core.
@@ -64,21 +66,21 @@ impl Forwarded {
         self.undelivered.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Reports what was counted since the last report to `call`
-    /// (`handle_stdin_forwarded`, `handle_stdout_forwarded`,
-    /// `handle_stdin_undelivered`).
-    pub fn report(&self, call: &mut Call) {
+    /// Reports what was counted since the last report to `call`, at `now`
+    /// ([`Input::StdinForwarded`], [`Input::StdoutForwarded`],
+    /// [`Input::StdinUndelivered`]).
+    pub fn report(&self, call: &mut Call, now: Instant) {
         let undelivered = self.undelivered.swap(0, Ordering::Relaxed);
         if undelivered > 0 {
-            call.handle_stdin_undelivered(undelivered);
+            let _ = call.handle(now, Input::StdinUndelivered(undelivered));
         }
         let stdin = self.stdin.swap(0, Ordering::Relaxed);
         if stdin > 0 {
-            call.handle_stdin_forwarded(stdin);
+            let _ = call.handle(now, Input::StdinForwarded(stdin));
         }
         let stdout = self.stdout.swap(0, Ordering::Relaxed);
         if stdout > 0 {
-            call.handle_stdout_forwarded(stdout);
+            let _ = call.handle(now, Input::StdoutForwarded(stdout));
         }
     }
 }

@@ -98,7 +98,7 @@ pub enum Action {
     /// Show this card to the user (once per call).
     ShowApprovalCard(ApprovalCard),
     /// Spawn the helper in its own process group, then report
-    /// [`Call::handle_spawned`] or [`Call::handle_spawn_failed`].
+    /// [`Input::Spawned`](crate::Input::Spawned) or [`Input::SpawnFailed`](crate::Input::SpawnFailed).
     Spawn,
     /// Close the helper's stdin, if it has one.
     CloseStdin,
@@ -191,7 +191,7 @@ impl Outcome {
     ///
     /// ```
     /// use std::time::{Instant, SystemTime};
-    /// use spillguard_core::{
+    /// use spillguard_core::{Input,
     ///     Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool,
     /// };
     ///
@@ -208,14 +208,14 @@ impl Outcome {
     /// };
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
-    /// call.handle_validated(t0, false)?;
+    /// call.handle(t0, Input::Validated { needs_approval: false })?;
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242)?;
-    /// call.handle_stdout(t0, b"c4f76c6\n");
-    /// call.handle_stdout(t0, b"\xff");
-    /// call.handle_exit(t0, ExitStatus::code(0))?;
-    /// call.handle_stdout_eof(t0)?;
-    /// call.handle_stderr_eof(t0)?;
+    /// call.handle(t0, Input::Spawned { pid: 4242 })?;
+    /// call.handle(t0, Input::Stdout(b"c4f76c6\n"));
+    /// call.handle(t0, Input::Stdout(b"\xff"));
+    /// call.handle(t0, Input::Exited(ExitStatus::code(0)))?;
+    /// call.handle(t0, Input::StdoutEof)?;
+    /// call.handle(t0, Input::StderrEof)?;
     /// let outcome = std::iter::from_fn(|| call.poll_action())
     ///     .find_map(|a| match a { Action::Finished(o) => Some(o), _ => None })
     ///     .expect("finished");

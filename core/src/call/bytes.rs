@@ -11,7 +11,7 @@ use std::time::Instant;
 
 #[cfg(doc)]
 use super::AuditKind;
-use super::input::Input;
+use super::input::Event;
 use super::{Call, CancelReason, State};
 use crate::capture::Fed;
 #[cfg(doc)]
@@ -24,7 +24,7 @@ impl Call {
     /// to enlarge them (`None`: the request failed). Recorded as
     /// `pipe_capacity_bytes`; never a transition, never an error; ignored
     /// once terminal.
-    pub fn handle_pipe_capacity(&mut self, capacity: Option<u64>) {
+    pub(super) fn on_pipe_capacity(&mut self, capacity: Option<u64>) {
         if !self.state.is_terminal() {
             self.pipe_capacity = capacity;
         }
@@ -36,7 +36,7 @@ impl Call {
     /// restriction could not be enforced). Recorded as `enforced`,
     /// `not_enforced` and `tree_kill`; never a transition; ignored once
     /// terminal.
-    pub fn handle_enforcement(&mut self, enforcement: Enforcement) {
+    pub(super) fn on_enforcement(&mut self, enforcement: Enforcement) {
         if !self.state.is_terminal() {
             self.enforcement = Some(enforcement);
         }
@@ -49,7 +49,7 @@ impl Call {
     /// was hit, an [`AuditKind::LimitHit`] event is written just before
     /// the final record. A later report replaces an earlier one. Never a
     /// transition; ignored once terminal.
-    pub fn handle_tree_report(&mut self, report: TreeReport) {
+    pub(super) fn on_tree_report(&mut self, report: TreeReport) {
         if !self.state.is_terminal() {
             self.tree = Some(report);
         }
@@ -59,7 +59,7 @@ impl Call {
     /// transition by itself; only the opt-in kill ceiling, once crossed,
     /// becomes a cancel with reason [`CancelReason::StderrCeiling`].
     /// Ignored once terminal.
-    pub fn handle_stderr(&mut self, now: Instant, bytes: &[u8]) {
+    pub(super) fn on_stderr(&mut self, now: Instant, bytes: &[u8]) {
         if self.state.is_terminal() {
             return;
         }
@@ -68,13 +68,13 @@ impl Call {
             None => return,
         };
         if fed == Fed::CeilingCrossed && self.state == State::Dispatched {
-            self.handle_infallible(now, Input::Cancel(CancelReason::StderrCeiling));
+            self.transition_infallible(now, Event::Cancel(CancelReason::StderrCeiling));
         }
     }
 
     /// Bytes read from the helper's stdout. Never fails, never a
     /// transition; ignored once terminal.
-    pub fn handle_stdout(&mut self, _now: Instant, bytes: &[u8]) {
+    pub(super) fn on_stdout(&mut self, _now: Instant, bytes: &[u8]) {
         if self.state.is_terminal() {
             return;
         }
@@ -86,7 +86,7 @@ impl Call {
     /// A streamed call's adapter sent `n` more bytes of the helper's stdout
     /// to the caller. A counter (`stdout_bytes_forwarded`): never fails,
     /// never a transition; ignored once the call has ended.
-    pub fn handle_stdout_forwarded(&mut self, n: u64) {
+    pub(super) fn on_stdout_forwarded(&mut self, n: u64) {
         if !self.state.is_terminal() {
             self.stdout_bytes_forwarded = self.stdout_bytes_forwarded.saturating_add(n);
         }
@@ -95,7 +95,7 @@ impl Call {
     /// A streamed call's adapter wrote `n` more bytes from the caller to the
     /// helper's stdin. A counter (`stdin_bytes_forwarded`): never fails,
     /// never a transition; ignored once the call has ended.
-    pub fn handle_stdin_forwarded(&mut self, n: u64) {
+    pub(super) fn on_stdin_forwarded(&mut self, n: u64) {
         if !self.state.is_terminal() {
             self.stdin_bytes_forwarded = self.stdin_bytes_forwarded.saturating_add(n);
         }
@@ -105,7 +105,7 @@ impl Call {
     /// the helper never took (it stopped reading its stdin). A counter
     /// (`stdin_bytes_undelivered`): never fails, never a transition;
     /// ignored once the call has ended.
-    pub fn handle_stdin_undelivered(&mut self, n: u64) {
+    pub(super) fn on_stdin_undelivered(&mut self, n: u64) {
         if !self.state.is_terminal() {
             self.stdin_bytes_undelivered = self.stdin_bytes_undelivered.saturating_add(n);
         }
@@ -113,10 +113,10 @@ impl Call {
 
     /// Bytes of a streamed MCP server's stdout that are not protocol (see
     /// [`StdoutLineGuard`](crate::StdoutLineGuard)): fed to the stderr
-    /// capture, exactly like [`handle_stderr`](Self::handle_stderr) (the
+    /// capture, exactly like [`Input::Stderr`](crate::Input::Stderr) (the
     /// kill ceiling included), and counted as `stdout_bytes_diverted` and
     /// `stdout_lines_diverted`. Ignored once terminal.
-    pub fn handle_stdout_diverted(&mut self, now: Instant, diverted: Diverted<'_>) {
+    pub(super) fn on_stdout_diverted(&mut self, now: Instant, diverted: Diverted<'_>) {
         if self.state.is_terminal() {
             return;
         }
@@ -124,6 +124,6 @@ impl Call {
             .stdout_bytes_diverted
             .saturating_add(diverted.bytes.len() as u64);
         self.stdout_lines_diverted = self.stdout_lines_diverted.saturating_add(diverted.lines);
-        self.handle_stderr(now, diverted.bytes);
+        self.on_stderr(now, diverted.bytes);
     }
 }

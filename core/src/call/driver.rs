@@ -1,5 +1,5 @@
 //! [`Call`]: the state a call keeps, and the methods its driver calls —
-//! `handle_*` to report what happened, `poll_action` and `poll_timeout`
+//! `handle` to report what happened, `poll_action` and `poll_timeout`
 //! to learn what to do and when to wake.
 //!
 //! The methods here check nothing about the lifecycle themselves: each
@@ -26,7 +26,7 @@ use std::io;
 use std::time::{Instant, SystemTime};
 
 use super::card::redacted_spec;
-use super::input::{Input, Stop};
+use super::input::{Event, Input, Stop};
 use super::timer::TimerTable;
 use super::{
     Action, ApprovalDecision, CallError, CallSettings, CallSpec, CancelReason, ExitStatus,
@@ -45,7 +45,7 @@ use crate::pool::RetentionPool;
 /// A call owns every decision about a helper run: when to show the
 /// approval card, when to spawn, when to signal the process group, when to
 /// stop waiting, and which terminal state the call ends in. The adapter that
-/// drives it only reports what happened (`handle_*`) and carries out what it
+/// drives it only reports what happened (`handle`) and carries out what it
 /// is asked (`poll_action`). All transitions live in one table
 /// (`transitions.rs`; [`TRANSITIONS`](crate::TRANSITIONS) lists its edges).
 /// When events race after dispatch, the terminal state is decided by
@@ -57,24 +57,27 @@ use crate::pool::RetentionPool;
 ///
 /// # Driving a call
 ///
-/// After every `handle_*` call, the driver drains [`Call::poll_action`] until
-/// it returns `None`, carrying out each action in order, then re-arms its
-/// timer from [`Call::poll_timeout`]. When the timer fires it calls
-/// [`Call::handle_timeout`] (calling it early is harmless). The loop ends at
-/// [`Action::Finished`], which is emitted exactly once and is the last action.
+/// The driver contract is one enum each way, as in str0m: the driver
+/// hands every event to [`Call::handle`] as an [`Input`] with the instant
+/// it observed, then drains [`Call::poll_action`] until it returns `None`,
+/// carrying out each [`Action`] in order, and re-arms its timer from
+/// [`Call::poll_timeout`]; when the timer fires it hands in
+/// [`Input::Timeout`] (early is harmless). The loop ends at
+/// [`Action::Finished`], emitted exactly once and last. The other methods
+/// only read: the state, the record so far, the settings.
 ///
 /// # Errors and terminal states
 ///
-/// An input that does not fit the call's live state is caller misuse: the
-/// `handle_*` method returns a [`CallError`] (which says exactly when) and
-/// the call is unchanged. The methods that return `()` take inputs that are
-/// valid in every state (cancel, disconnect, timeout, a failed audit write,
-/// the end of the caller's input, card delivery, debug grants, bytes and
-/// counters).
+/// An input that does not fit the call's live state is caller misuse:
+/// [`Call::handle`] returns a [`CallError`] (which says exactly when) and
+/// the call is unchanged. Some inputs are valid in every state (cancel,
+/// disconnect, timeout, a failed audit write, the end of the caller's
+/// input, card delivery, debug grants, bytes and counters) and always
+/// return `Ok(())`.
 ///
 /// **A terminal state absorbs every later input with `Ok`**: once
-/// [`is_finished`](Self::is_finished), every `handle_*` returns `Ok(())`
-/// (or nothing) and changes nothing, so a driver may report what it
+/// [`is_finished`](Self::is_finished), every input returns `Ok(())` and
+/// changes nothing, so a driver may report what it
 /// observes after the end (a late exit, an end-of-file, bytes) without
 /// checking first. The one trace a late input leaves is a failed audit
 /// write, which is still counted in the record's `audit_failures` while
@@ -87,7 +90,7 @@ use crate::pool::RetentionPool;
 ///
 /// ```
 /// use std::time::{Duration, Instant, SystemTime};
-/// use spillguard_core::{
+/// use spillguard_core::{Input,
 ///     Action, Call, CallKind, CallSettings, CallSpec, Config, ExitStatus, RetentionPool, State,
 /// };
 ///
@@ -105,7 +108,7 @@ use crate::pool::RetentionPool;
 /// let t0 = Instant::now();
 /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
 ///
-/// call.handle_validated(t0, true)?;
+/// call.handle(t0, Input::Validated { needs_approval: true })?;
 /// let mut shown = Vec::new();
 /// while let Some(action) = call.poll_action() {
 ///     shown.push(format!("{action:?}").split([' ', '(']).next().unwrap_or("").to_owned());
@@ -114,17 +117,17 @@ use crate::pool::RetentionPool;
 /// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(120)));
 ///
 /// let t1 = t0 + Duration::from_secs(3);
-/// call.handle_approval_granted(t1)?;
+/// call.handle(t1, Input::ApprovalGranted)?;
 /// while let Some(action) = call.poll_action() {
 ///     if let Action::Spawn = action {
 ///         // The driver spawns the helper here.
 ///     }
 /// }
-/// call.handle_spawned(t1, 4242)?;
-/// call.handle_stderr(t1, b"warning: slow link\n");
-/// call.handle_exit(t1 + Duration::from_millis(40), ExitStatus::code(0))?;
-/// call.handle_stdout_eof(t1 + Duration::from_millis(41))?;
-/// call.handle_stderr_eof(t1 + Duration::from_millis(41))?;
+/// call.handle(t1, Input::Spawned { pid: 4242 })?;
+/// call.handle(t1, Input::Stderr(b"warning: slow link\n"));
+/// call.handle(t1 + Duration::from_millis(40), Input::Exited(ExitStatus::code(0)))?;
+/// call.handle(t1 + Duration::from_millis(41), Input::StdoutEof)?;
+/// call.handle(t1 + Duration::from_millis(41), Input::StderrEof)?;
 ///
 /// let mut outcome = None;
 /// while let Some(action) = call.poll_action() {
@@ -311,6 +314,102 @@ impl Call {
         (leader_alive || holders).then_some(pgid)
     }
 
+    /// Tells the call what happened at `now`: the one way a driver feeds
+    /// it (see [`Input`] for each input and when it is refused). Then
+    /// the driver drains [`poll_action`](Self::poll_action) and sleeps
+    /// until [`poll_timeout`](Self::poll_timeout), where it hands in
+    /// [`Input::Timeout`](crate::Input::Timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError`] for an input that does not fit the call's live state
+    /// (the call is unchanged).
+    pub fn handle(&mut self, now: Instant, input: Input<'_>) -> Result<(), CallError> {
+        match input {
+            Input::Validated { needs_approval } => self.on_validated(now, needs_approval),
+            Input::ValidationFailed(reason) => self.on_validation_failed(now, reason),
+            Input::Admitted => self.on_admitted(now),
+            Input::ApprovalGranted => self.on_approval_granted(now),
+            Input::ApprovalDenied => self.on_approval_denied(now),
+            Input::ApprovalDeclined(reason) => self.on_approval_declined(now, reason),
+            Input::Spawned { pid } => self.on_spawned(now, pid),
+            Input::SpawnFailed { kind, message } => self.on_spawn_failed(now, kind, message),
+            Input::StdoutEof => self.on_stdout_eof(now),
+            Input::StderrEof => self.on_stderr_eof(now),
+            Input::Exited(status) => self.on_exit(now, status),
+            Input::ProcessLost => self.on_process_lost(now),
+            Input::Result(result) => self.on_result(now, result),
+            Input::CardDelivered => {
+                self.on_card_delivered(now);
+                Ok(())
+            }
+            Input::InputEnded => {
+                self.on_input_ended(now);
+                Ok(())
+            }
+            Input::AuditFailed(error) => {
+                self.on_audit_failed(now, error);
+                Ok(())
+            }
+            Input::Cancel(reason) => {
+                self.on_cancel(now, reason);
+                Ok(())
+            }
+            Input::ClientDisconnected => {
+                self.on_client_disconnected(now);
+                Ok(())
+            }
+            Input::DebugGranted(grant) => {
+                self.on_debug_grant(now, &grant);
+                Ok(())
+            }
+            Input::DebugRevoked => {
+                self.on_debug_revoked(now);
+                Ok(())
+            }
+            Input::Timeout => {
+                self.on_timeout(now);
+                Ok(())
+            }
+            Input::PipeCapacity(capacity) => {
+                self.on_pipe_capacity(capacity);
+                Ok(())
+            }
+            Input::Enforcement(enforcement) => {
+                self.on_enforcement(enforcement);
+                Ok(())
+            }
+            Input::TreeReport(report) => {
+                self.on_tree_report(report);
+                Ok(())
+            }
+            Input::Stderr(bytes) => {
+                self.on_stderr(now, bytes);
+                Ok(())
+            }
+            Input::Stdout(bytes) => {
+                self.on_stdout(now, bytes);
+                Ok(())
+            }
+            Input::StdoutForwarded(n) => {
+                self.on_stdout_forwarded(n);
+                Ok(())
+            }
+            Input::StdinForwarded(n) => {
+                self.on_stdin_forwarded(n);
+                Ok(())
+            }
+            Input::StdinUndelivered(n) => {
+                self.on_stdin_undelivered(n);
+                Ok(())
+            }
+            Input::StdoutDiverted(diverted) => {
+                self.on_stdout_diverted(now, diverted);
+                Ok(())
+            }
+        }
+    }
+
     /// Validation passed. `needs_approval` comes from the host's policy;
     /// a discovery call may not need it.
     ///
@@ -320,12 +419,12 @@ impl Call {
     /// [`CallError::DiscoveryNeedsApproval`] for a discovery call with
     /// `needs_approval`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_validated(
+    pub(super) fn on_validated(
         &mut self,
         now: Instant,
         needs_approval: bool,
     ) -> Result<(), CallError> {
-        self.handle(now, Input::Validated { needs_approval })
+        self.transition(now, Event::Validated { needs_approval })
     }
 
     /// Validation failed: the call ends `failed_before_dispatch`.
@@ -334,13 +433,13 @@ impl Call {
     ///
     /// [`CallError::InvalidTransition`] unless the call is in `received`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_validation_failed(
+    pub(super) fn on_validation_failed(
         &mut self,
         now: Instant,
         reason: impl Into<String>,
     ) -> Result<(), CallError> {
         let reason = self.redacted(reason.into());
-        self.handle(now, Input::ValidationFailed(reason))
+        self.transition(now, Event::ValidationFailed(reason))
     }
 
     /// The approval card is on its way to the approver: the driver wrote
@@ -354,8 +453,8 @@ impl Call {
     /// ran from the show and is not moved. Valid in every state; ignored
     /// unless the call awaits approval and no delivery was reported yet.
     /// The record says when (`card_delivered_offset_us`).
-    pub fn handle_card_delivered(&mut self, now: Instant) {
-        self.handle_infallible(now, Input::CardDelivered);
+    pub(super) fn on_card_delivered(&mut self, now: Instant) {
+        self.transition_infallible(now, Event::CardDelivered);
     }
 
     /// The driver admits the queued call (a running slot is free): it
@@ -371,8 +470,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] in a live state other than
     /// `queued`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_admitted(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::Admitted)
+    pub(super) fn on_admitted(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::Admitted)
     }
 
     /// The approver said yes.
@@ -382,8 +481,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] unless the call is in
     /// `awaiting_approval`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_approval_granted(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::ApprovalGranted)
+    pub(super) fn on_approval_granted(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::ApprovalGranted)
     }
 
     /// The approver said no.
@@ -393,14 +492,14 @@ impl Call {
     /// [`CallError::InvalidTransition`] unless the call is in
     /// `awaiting_approval`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_approval_denied(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::ApprovalDenied)
+    pub(super) fn on_approval_denied(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::ApprovalDenied)
     }
 
     /// The approver's answer was no approval, for `reason` (an answer
     /// that was not a valid yes: `accept without the requested content`):
     /// the call ends `denied` as for
-    /// [`handle_approval_denied`](Self::handle_approval_denied), and the
+    /// [`Input::ApprovalDenied`](crate::Input::ApprovalDenied), and the
     /// record's `failure` says why. Refused, and nothing recorded, unless
     /// the call awaits approval.
     ///
@@ -409,13 +508,13 @@ impl Call {
     /// [`CallError::InvalidTransition`] unless the call is in
     /// `awaiting_approval`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_approval_declined(
+    pub(super) fn on_approval_declined(
         &mut self,
         now: Instant,
         reason: impl Into<String>,
     ) -> Result<(), CallError> {
         let before = self.failure.replace(reason.into());
-        let handled = self.handle(now, Input::ApprovalDenied);
+        let handled = self.transition(now, Event::ApprovalDenied);
         if handled.is_err() {
             self.failure = before;
         }
@@ -431,8 +530,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] unless the call is `authorized`
     /// and its [`Action::Spawn`] was polled and not yet reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_spawned(&mut self, now: Instant, pid: u32) -> Result<(), CallError> {
-        self.handle(now, Input::Spawned { pid })
+    pub(super) fn on_spawned(&mut self, now: Instant, pid: u32) -> Result<(), CallError> {
+        self.transition(now, Event::Spawned { pid })
     }
 
     /// The helper could not be spawned: `kind` is the OS error's kind,
@@ -444,14 +543,14 @@ impl Call {
     /// [`CallError::InvalidTransition`] unless the call is `authorized`
     /// and its [`Action::Spawn`] was polled and not yet reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_spawn_failed(
+    pub(super) fn on_spawn_failed(
         &mut self,
         now: Instant,
         kind: io::ErrorKind,
         message: impl Into<String>,
     ) -> Result<(), CallError> {
         let message = self.redacted(message.into());
-        self.handle(now, Input::SpawnFailed(kind, message))
+        self.transition(now, Event::SpawnFailed(kind, message))
     }
 
     /// The caller has finished sending: the guard's own stdin reached
@@ -467,7 +566,7 @@ impl Call {
     ///
     /// ```
     /// use std::time::{Duration, Instant, SystemTime};
-    /// use spillguard_core::{
+    /// use spillguard_core::{Input,
     ///     Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool, Signal, StdoutMode,
     /// };
     ///
@@ -488,19 +587,19 @@ impl Call {
     /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
-    /// call.handle_validated(t0, false)?;
+    /// call.handle(t0, Input::Validated { needs_approval: false })?;
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242)?;
+    /// call.handle(t0, Input::Spawned { pid: 4242 })?;
     /// while call.poll_action().is_some() {}
     ///
     /// // The client closed its end at 10 s: stdin is closed, 2 s to exit.
     /// let t1 = t0 + Duration::from_secs(10);
-    /// call.handle_input_ended(t1);
+    /// call.handle(t1, Input::InputEnded);
     /// assert!(matches!(call.poll_action(), Some(Action::CloseStdin)));
     /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(2)));
     ///
     /// // It did not exit: TERM to its group, then 5 s of grace before KILL.
-    /// call.handle_timeout(t1 + Duration::from_secs(2));
+    /// call.handle(t1 + Duration::from_secs(2), Input::Timeout);
     /// assert!(matches!(
     ///     call.poll_action(),
     ///     Some(Action::SignalGroup { pgid: 4242, signal: Signal::Term })
@@ -508,8 +607,8 @@ impl Call {
     /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(7)));
     /// # Ok::<(), spillguard_core::CallError>(())
     /// ```
-    pub fn handle_input_ended(&mut self, now: Instant) {
-        self.handle_infallible(now, Input::CallerDone);
+    pub(super) fn on_input_ended(&mut self, now: Instant) {
+        self.transition_infallible(now, Event::CallerDone);
     }
 
     /// The stdout reader reached end-of-file. For a streamed call, the
@@ -521,8 +620,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] before `dispatched`, and for a
     /// captured stdout whose end was already reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::StdoutEof)
+    pub(super) fn on_stdout_eof(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::StdoutEof)
     }
 
     /// The stderr reader reached end-of-file.
@@ -532,8 +631,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] before `dispatched`, and when
     /// stderr's end was already reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_stderr_eof(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::StderrEof)
+    pub(super) fn on_stderr_eof(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::StderrEof)
     }
 
     /// The helper was reaped with this status.
@@ -543,8 +642,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] before `dispatched`, and when an
     /// exit was already reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_exit(&mut self, now: Instant, status: ExitStatus) -> Result<(), CallError> {
-        self.handle(now, Input::Exited(status))
+    pub(super) fn on_exit(&mut self, now: Instant, status: ExitStatus) -> Result<(), CallError> {
+        self.transition(now, Event::Exited(status))
     }
 
     /// The helper can no longer be waited for (the process boundary was
@@ -555,8 +654,8 @@ impl Call {
     /// [`CallError::InvalidTransition`] before `dispatched`, and when an
     /// exit was already reported.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_process_lost(&mut self, now: Instant) -> Result<(), CallError> {
-        self.handle(now, Input::ProcessLost)
+    pub(super) fn on_process_lost(&mut self, now: Instant) -> Result<(), CallError> {
+        self.transition(now, Event::ProcessLost)
     }
 
     /// Writing an [`Action::Audit`] event failed (`error` says why). Before
@@ -566,9 +665,9 @@ impl Call {
     /// failure is counted in the record's `audit_failures`. Valid in every
     /// state; once terminal, it is still counted in the outcome of an
     /// [`Action::Finished`] not yet polled, and changes nothing else.
-    pub fn handle_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
+    pub(super) fn on_audit_failed(&mut self, now: Instant, error: impl Into<String>) {
         let error = self.redacted(error.into());
-        self.handle_infallible(now, Input::AuditFailed(error));
+        self.transition_infallible(now, Event::AuditFailed(error));
     }
 
     /// The helper's structured result arrived (parsed by the host from its
@@ -580,19 +679,19 @@ impl Call {
     ///
     /// [`CallError::InvalidTransition`] before `dispatched`.
     /// Once the call is terminal: `Ok(())`, and nothing changes.
-    pub fn handle_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
-        self.handle(now, Input::Result(result))
+    pub(super) fn on_result(&mut self, now: Instant, result: ResultKind) -> Result<(), CallError> {
+        self.transition(now, Event::Result(result))
     }
 
     /// A stop is requested. Valid in every state; ignored once terminal.
-    pub fn handle_cancel(&mut self, now: Instant, reason: CancelReason) {
-        self.handle_infallible(now, Input::Cancel(reason));
+    pub(super) fn on_cancel(&mut self, now: Instant, reason: CancelReason) {
+        self.transition_infallible(now, Event::Cancel(reason));
     }
 
     /// The client went away; the configured [`DisconnectPolicy`] applies.
     /// Valid in every state; ignored once terminal.
-    pub fn handle_client_disconnected(&mut self, now: Instant) {
-        self.handle_infallible(now, Input::ClientDisconnected);
+    pub(super) fn on_client_disconnected(&mut self, now: Instant) {
+        self.transition_infallible(now, Event::ClientDisconnected);
     }
 
     /// The host's debug grant, given (or replacing another) while the call
@@ -617,7 +716,7 @@ impl Call {
     /// the end anew (a smaller budget shrinks the window as the end of a
     /// grant does). A grant that has already ended at `now` is the end of
     /// the call's grant, if it is under one
-    /// ([`handle_debug_revoked`](Self::handle_debug_revoked)), and
+    /// ([`Input::DebugRevoked`](crate::Input::DebugRevoked)), and
     /// otherwise changes nothing (the call was not touched).
     ///
     /// When the grant ends ([`Timer::DebugGrantEnd`]) or is revoked while
@@ -628,7 +727,7 @@ impl Call {
     ///
     /// ```
     /// use std::time::{Duration, Instant, SystemTime};
-    /// use spillguard_core::{
+    /// use spillguard_core::{Input,
     ///     Call, CallKind, CallSettings, CallSpec, Config, DebugGrant, RetentionPool,
     /// };
     ///
@@ -645,25 +744,25 @@ impl Call {
     /// };
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
-    /// call.handle_validated(t0, false)?;
+    /// call.handle(t0, Input::Validated { needs_approval: false })?;
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242)?;
-    /// call.handle_stderr(t0, &[b'x'; 20_000]);
+    /// call.handle(t0, Input::Spawned { pid: 4242 })?;
+    /// call.handle(t0, Input::Stderr(&[b'x'; 20_000]));
     /// assert_eq!(call.stderr().map(|c| c.bytes_retained()), Some(16_384));
     ///
     /// // Debug is granted at 1 s for 60 s, 65536 bytes per call.
     /// let t1 = t0 + Duration::from_secs(1);
     /// let grant = DebugGrant::new(&config, t1, Duration::from_secs(60), 65_536)?;
-    /// call.handle_debug_grant(t1, &grant);
-    /// call.handle_stderr(t1, &[b'y'; 30_000]);
+    /// call.handle(t1, Input::DebugGranted(grant));
+    /// call.handle(t1, Input::Stderr(&[b'y'; 30_000]));
     /// assert_eq!(call.stderr().map(|c| c.bytes_retained()), Some(46_384));
     /// assert_eq!(call.poll_timeout(), Some(t1 + Duration::from_secs(60)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// [`StreamCapture::raise_budget`]: crate::StreamCapture::raise_budget
-    pub fn handle_debug_grant(&mut self, now: Instant, grant: &DebugGrant) {
-        self.handle_infallible(now, Input::DebugGranted(*grant));
+    pub(super) fn on_debug_grant(&mut self, now: Instant, grant: &DebugGrant) {
+        self.transition_infallible(now, Event::DebugGranted(*grant));
     }
 
     /// The host revoked its debug grant while the call is live: if the
@@ -672,8 +771,8 @@ impl Call {
     /// goes back to the pool, the record still says `debug: true`).
     /// Otherwise nothing changes. Valid in every state; ignored once
     /// terminal. Never a transition.
-    pub fn handle_debug_revoked(&mut self, now: Instant) {
-        self.handle_infallible(now, Input::DebugRevoked);
+    pub(super) fn on_debug_revoked(&mut self, now: Instant) {
+        self.transition_infallible(now, Event::DebugRevoked);
     }
 
     /// The next action to carry out, until `None`.
@@ -689,12 +788,12 @@ impl Call {
     /// Whether [`poll_action`](Self::poll_action) has something to give.
     ///
     /// For a driver that feeds chunks from another thread than the one
-    /// carrying out actions: after a `handle_*` call, `true` where it was
+    /// carrying out actions: after a `Call::handle` call, `true` where it was
     /// `false` before means the actor must be woken.
     ///
     /// ```
     /// # use std::time::{Instant, SystemTime};
-    /// # use spillguard_core::{Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
+    /// # use spillguard_core::{Input, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
     /// let config = Config::default();
     /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
     /// let spec = CallSpec {
@@ -709,13 +808,13 @@ impl Call {
     /// let t0 = Instant::now();
     /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
     /// assert!(!call.has_pending_actions());
-    /// call.handle_validated(t0, false)?;
+    /// call.handle(t0, Input::Validated { needs_approval: false })?;
     /// assert!(call.has_pending_actions());
     /// while call.poll_action().is_some() {}
-    /// call.handle_spawned(t0, 4242)?;
+    /// call.handle(t0, Input::Spawned { pid: 4242 })?;
     /// while call.poll_action().is_some() {}
     /// // Bytes below the kill ceiling ask for nothing: no need to wake anyone.
-    /// call.handle_stderr(t0, b"warning: slow link\n");
+    /// call.handle(t0, Input::Stderr(b"warning: slow link\n"));
     /// assert!(!call.has_pending_actions());
     /// # Ok::<(), spillguard_core::CallError>(())
     /// ```
@@ -723,7 +822,7 @@ impl Call {
         !self.actions.is_empty()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    /// When [`Input::Timeout`](crate::Input::Timeout) should next be called.
     #[must_use = "the driver must wake up at this instant"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
@@ -731,10 +830,10 @@ impl Call {
 
     /// Fires every timer due at `now`. A no-op when called early, and once
     /// the call is terminal (no timer is armed then).
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub(super) fn on_timeout(&mut self, now: Instant) {
         let now = self.advance(now);
         while let Some(timer) = self.timers.take_due(now) {
-            self.handle_infallible(now, Input::Timeout(timer));
+            self.transition_infallible(now, Event::Timeout(timer));
         }
     }
 
@@ -744,12 +843,12 @@ impl Call {
         self.last_now
     }
 
-    fn handle(&mut self, now: Instant, input: Input) -> Result<(), CallError> {
+    fn transition(&mut self, now: Instant, input: Event) -> Result<(), CallError> {
         let now = self.advance(now);
         transitions::apply(self, now, input)
     }
 
-    pub(super) fn handle_infallible(&mut self, now: Instant, input: Input) {
+    pub(super) fn transition_infallible(&mut self, now: Instant, input: Event) {
         let now = self.advance(now);
         // Cancels, disconnects and timeouts are valid in every state.
         let outcome = transitions::apply(self, now, input);

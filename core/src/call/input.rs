@@ -10,7 +10,7 @@ use super::Call;
 use super::{CancelReason, ExitStatus, ResultKind, State, Timer};
 use crate::config::DebugGrant;
 
-/// Caller misuse: a `handle_*` input that does not fit the call's live
+/// Caller misuse: a input to `Call::handle` that does not fit the call's live
 /// state. The call is unchanged: its state, timers, counters, record
 /// fields and queued actions are as they were before the input.
 ///
@@ -18,15 +18,15 @@ use crate::config::DebugGrant;
 ///
 /// * [`InvalidTransition`](Self::InvalidTransition): the call is live and
 ///   the transition table has no row for the input in its state, e.g.
-///   [`handle_spawned`](Call::handle_spawned) before the driver polled
+///   [`Input::Spawned`](crate::Input::Spawned) before the driver polled
 ///   [`Action::Spawn`](crate::Action::Spawn) (or a second time),
-///   [`handle_approval_granted`](Call::handle_approval_granted) while not
-///   `awaiting_approval`, [`handle_admitted`](Call::handle_admitted)
-///   outside `queued`, a second [`handle_exit`](Call::handle_exit), an
+///   [`Input::ApprovalGranted`](crate::Input::ApprovalGranted) while not
+///   `awaiting_approval`, [`Input::Admitted`](crate::Input::Admitted)
+///   outside `queued`, a second [`Input::Exited`](crate::Input::Exited), an
 ///   end-of-file reported twice for a captured stream, or
-///   [`handle_validated`](Call::handle_validated) after validation.
+///   [`Input::Validated`](crate::Input::Validated) after validation.
 /// * [`DiscoveryNeedsApproval`](Self::DiscoveryNeedsApproval):
-///   [`handle_validated`](Call::handle_validated) with `needs_approval`
+///   [`Input::Validated`](crate::Input::Validated) with `needs_approval`
 ///   on a discovery call.
 ///
 /// Never an error:
@@ -39,7 +39,7 @@ use crate::config::DebugGrant;
 ///
 /// ```
 /// use std::time::{Instant, SystemTime};
-/// use spillguard_core::{
+/// use spillguard_core::{Input,
 ///     Call, CallError, CallKind, CallSettings, CallSpec, CancelReason, Config, ExitStatus,
 ///     RetentionPool, State,
 /// };
@@ -57,11 +57,11 @@ use crate::config::DebugGrant;
 /// };
 /// let t0 = Instant::now();
 /// let mut call = Call::new(spec, CallSettings::action(&config), &pool, t0, SystemTime::UNIX_EPOCH);
-/// call.handle_validated(t0, true)?;
+/// call.handle(t0, Input::Validated { needs_approval: true })?;
 /// assert_eq!(call.state(), State::AwaitingApproval);
 ///
 /// // Misuse: nothing was handed out to spawn. Refused, nothing changes.
-/// let refused = call.handle_spawned(t0, 4242).unwrap_err();
+/// let refused = call.handle(t0, Input::Spawned { pid: 4242 }).unwrap_err();
 /// assert_eq!(
 ///     refused,
 ///     CallError::InvalidTransition { state: State::AwaitingApproval, input: "spawned" }
@@ -69,10 +69,10 @@ use crate::config::DebugGrant;
 /// assert_eq!(call.state(), State::AwaitingApproval);
 ///
 /// // Terminal: every later input is absorbed with `Ok`.
-/// call.handle_cancel(t0, CancelReason::Requested);
+/// call.handle(t0, Input::Cancel(CancelReason::Requested));
 /// assert_eq!(call.state(), State::CancelledBeforeDispatch);
-/// assert_eq!(call.handle_spawned(t0, 4242), Ok(()));
-/// assert_eq!(call.handle_exit(t0, ExitStatus::code(0)), Ok(()));
+/// assert_eq!(call.handle(t0, Input::Spawned { pid: 4242 }), Ok(()));
+/// assert_eq!(call.handle(t0, Input::Exited(ExitStatus::code(0))), Ok(()));
 /// assert_eq!(call.state(), State::CancelledBeforeDispatch);
 /// # Ok::<(), CallError>(())
 /// ```
@@ -107,10 +107,105 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
+/// Everything a driver tells a call, each at an instant it passes with it
+/// ([`Call::handle`]): what happened to the call (validation, approval,
+/// the spawn, the helper's streams and exit, a cancel, time passing) and
+/// what it counts (the helper's bytes, what the driver forwarded,
+/// enforced and measured).
+///
+/// An input that does not fit the call's live state is refused with a
+/// [`CallError`] and changes nothing; once the call is terminal every
+/// input is absorbed with `Ok(())`. The inputs that never cause a
+/// transition (the bytes and counts) are ignored once the call is
+/// terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Input<'a> {
+    /// The request was validated; `needs_approval`: an action shows its
+    /// card and waits (a discovery call never asks).
+    Validated {
+        /// Whether the action waits for the approver.
+        needs_approval: bool,
+    },
+    /// The request is invalid, for this reason (redacted into the
+    /// record); the call ends `failed_before_dispatch`.
+    ValidationFailed(String),
+    /// The approval card reached the approver: its deadline counts from
+    /// now.
+    CardDelivered,
+    /// The driver admits the queued call: it may spawn now.
+    Admitted,
+    /// The approver said yes.
+    ApprovalGranted,
+    /// The approver said no.
+    ApprovalDenied,
+    /// The approver gave no approval, for this reason (an elicitation
+    /// declined, cancelled, or an approver that failed).
+    ApprovalDeclined(String),
+    /// The helper was spawned (after [`Action::Spawn`](crate::Action::Spawn)).
+    Spawned {
+        /// Its pid (its process group id too).
+        pid: u32,
+    },
+    /// The spawn failed: the call ends `failed_before_dispatch`.
+    SpawnFailed {
+        /// The OS error's kind.
+        kind: io::ErrorKind,
+        /// What failed, redacted into the record.
+        message: String,
+    },
+    /// A streamed call's caller has finished sending (closed the helper's
+    /// stdin).
+    InputEnded,
+    /// The helper's stdout ended (end-of-file), or a streamed call's
+    /// caller read it to the end.
+    StdoutEof,
+    /// The helper's stderr ended.
+    StderrEof,
+    /// The helper was reaped with this status.
+    Exited(ExitStatus),
+    /// Waiting for the helper failed: its end cannot be known.
+    ProcessLost,
+    /// An audit write failed (counted; redacted).
+    AuditFailed(String),
+    /// The helper's result, as the result channel read it.
+    Result(ResultKind),
+    /// Stop the call, for this reason.
+    Cancel(CancelReason),
+    /// The caller went away without the outcome.
+    ClientDisconnected,
+    /// A debug grant raises the stderr budget.
+    DebugGranted(DebugGrant),
+    /// The debug grant was revoked.
+    DebugRevoked,
+    /// Time passed: the timers due by the instant fire (see
+    /// [`Call::poll_timeout`]).
+    Timeout,
+    /// The capacity of the helper's pipes, as the driver set or read it.
+    PipeCapacity(Option<u64>),
+    /// What the driver enforced of the call's confinement, at spawn.
+    Enforcement(crate::Enforcement),
+    /// What the driver measured of the helper's tree, at its exit.
+    TreeReport(crate::TreeReport),
+    /// Bytes the helper wrote to stderr.
+    Stderr(&'a [u8]),
+    /// Bytes the helper wrote to a captured stdout.
+    Stdout(&'a [u8]),
+    /// Bytes of a streamed stdout the driver handed to the caller.
+    StdoutForwarded(u64),
+    /// Bytes the driver wrote to a streamed helper's stdin.
+    StdinForwarded(u64),
+    /// Bytes for a streamed helper's stdin that never reached it.
+    StdinUndelivered(u64),
+    /// Bytes of a streamed MCP server's stdout that are not protocol, for
+    /// the stderr capture.
+    StdoutDiverted(crate::jsonrpc::Diverted<'a>),
+}
+
 /// Inputs to the transition table. Bytes are not inputs: they never cause
 /// a transition (the opt-in kill ceiling becomes an explicit `Cancel`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Input {
+pub(crate) enum Event {
     Validated { needs_approval: bool },
     ValidationFailed(String),
     ApprovalGranted,
@@ -133,29 +228,29 @@ pub(crate) enum Input {
     Timeout(Timer),
 }
 
-impl Input {
+impl Event {
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Input::Validated { .. } => "validated",
-            Input::ValidationFailed(_) => "validation_failed",
-            Input::ApprovalGranted => "approval_granted",
-            Input::ApprovalDenied => "approval_denied",
-            Input::Spawned { .. } => "spawned",
-            Input::SpawnFailed(..) => "spawn_failed",
-            Input::StdoutEof => "stdout_eof",
-            Input::StderrEof => "stderr_eof",
-            Input::Exited(_) => "exited",
-            Input::ProcessLost => "process_lost",
-            Input::AuditFailed(_) => "audit_failed",
-            Input::Cancel(_) => "cancel",
-            Input::ClientDisconnected => "client_disconnected",
-            Input::Result(_) => "result",
-            Input::CallerDone => "input_ended",
-            Input::DebugGranted(_) => "debug_granted",
-            Input::DebugRevoked => "debug_revoked",
-            Input::CardDelivered => "card_delivered",
-            Input::Admitted => "admitted",
-            Input::Timeout(_) => "timeout",
+            Event::Validated { .. } => "validated",
+            Event::ValidationFailed(_) => "validation_failed",
+            Event::ApprovalGranted => "approval_granted",
+            Event::ApprovalDenied => "approval_denied",
+            Event::Spawned { .. } => "spawned",
+            Event::SpawnFailed(..) => "spawn_failed",
+            Event::StdoutEof => "stdout_eof",
+            Event::StderrEof => "stderr_eof",
+            Event::Exited(_) => "exited",
+            Event::ProcessLost => "process_lost",
+            Event::AuditFailed(_) => "audit_failed",
+            Event::Cancel(_) => "cancel",
+            Event::ClientDisconnected => "client_disconnected",
+            Event::Result(_) => "result",
+            Event::CallerDone => "input_ended",
+            Event::DebugGranted(_) => "debug_granted",
+            Event::DebugRevoked => "debug_revoked",
+            Event::CardDelivered => "card_delivered",
+            Event::Admitted => "admitted",
+            Event::Timeout(_) => "timeout",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One call's lifecycle as a sans-IO state machine: [`Call`].
 //!
 //! A call takes one helper run from `received` to exactly one terminal
-//! state. Its driver reports what happened (`handle_*`), carries out what
+//! state. Its driver reports what happened (`handle`), carries out what
 //! it is asked ([`Call::poll_action`], drained until `None`) and wakes at
 //! [`Call::poll_timeout`]. The files, one concern each:
 //!
@@ -10,7 +10,7 @@
 //!   [`CallSettings::validate`]) and the choices it names ([`StdoutMode`],
 //!   [`ResultChannel`], [`Admission`]).
 //! * `driver.rs` — [`Call`] itself: its fields, its lifecycle inputs
-//!   (`handle_*`) and its outputs (`poll_action`, `poll_timeout`).
+//!   (`handle`) and its outputs (`poll_action`, `poll_timeout`).
 //! * `bytes.rs` — the inputs that are never transitions: stderr and stdout
 //!   bytes, forwarded and diverted counts, the pipe capacity.
 //! * `input.rs` — the inputs of the transition table and [`CallError`],
@@ -50,7 +50,7 @@ pub use action::{Action, ApprovalCard, AuditEvent, AuditKind, Outcome};
 pub use card::{card_text, visible};
 pub use driver::Call;
 pub use exit::Exit;
-pub use input::CallError;
+pub use input::{CallError, Input};
 use record::unix_us;
 pub use record::{
     ApprovalDecision, CallKind, CallRecord, CancelReason, DisconnectPolicy, ExitStatus, ResultKind,

@@ -456,7 +456,7 @@ pub struct CallRecord {
     /// Offset of the first stop request (cancel, deadline, ceiling).
     pub cancel_offset_us: Option<u64>,
     /// Offset at which the driver reported the approval card delivered to
-    /// the approver ([`Call::handle_card_delivered`](crate::Call::handle_card_delivered)):
+    /// the approver ([`Input::CardDelivered`](crate::Input::CardDelivered)):
     /// the approval deadline ran from then. `None` when it never did (no
     /// card, or a driver that shows cards synchronously: the deadline ran
     /// from `awaiting_approval`).

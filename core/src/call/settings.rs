@@ -73,7 +73,7 @@ pub struct CallSettings {
     /// How long the approval card stays valid once shown.
     pub approval_timeout: Duration,
     /// The driver reports when each approval card reaches the approver
-    /// ([`Call::handle_card_delivered`]): the approval deadline then runs
+    /// ([`Input::CardDelivered`](crate::Input::CardDelivered)): the approval deadline then runs
     /// from that report, and not before it (a card still on its way, behind
     /// many others or a client slow to read, cannot expire unseen). When
     /// `false` (the default), it runs from the moment the card is shown.
@@ -102,12 +102,12 @@ pub struct CallSettings {
     /// (`failed_before_dispatch`). Default `true`: fail closed.
     pub audit_fail_closed: bool,
     /// Set by [`with_debug`](Self::with_debug) or a grant given while the
-    /// call runs ([`Call::handle_debug_grant`]): when the grant ends and the
+    /// call runs ([`Input::DebugGranted`](crate::Input::DebugGranted)): when the grant ends and the
     /// stderr budget it falls back to. `None` again once it ended.
     pub debug_until: Option<DebugWindow>,
     /// Where the helper returns its structured result. Default
     /// [`ResultChannel::None`]: the host parses it itself and reports it
-    /// with [`Call::handle_result`].
+    /// with [`Input::Result`](crate::Input::Result).
     pub result: ResultChannel,
     /// How a JSON result is classified; `None` (the default) applies the
     /// convention of [`ResultKind::of_json`].
@@ -132,7 +132,7 @@ pub struct CallSettings {
 ///
 /// ```
 /// use std::time::{Duration, Instant, SystemTime};
-/// use spillguard_core::{
+/// use spillguard_core::{Input,
 ///     Action, Admission, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool, State,
 /// };
 ///
@@ -153,7 +153,7 @@ pub struct CallSettings {
 /// let pool = RetentionPool::new(config.stderr_retained_process_bytes);
 /// let t0 = Instant::now();
 /// let mut call = Call::new(spec, settings, &pool, t0, SystemTime::UNIX_EPOCH);
-/// call.handle_validated(t0, false)?;
+/// call.handle(t0, Input::Validated { needs_approval: false })?;
 /// // Authorized, but nothing to spawn until the driver admits it.
 /// while let Some(action) = call.poll_action() {
 ///     assert!(matches!(action, Action::Audit(_)));
@@ -162,7 +162,7 @@ pub struct CallSettings {
 /// assert_eq!(call.poll_timeout(), Some(t0 + Duration::from_secs(60)));
 ///
 /// // A slot is free at 2 s: the call asks to spawn.
-/// call.handle_admitted(t0 + Duration::from_secs(2))?;
+/// call.handle(t0 + Duration::from_secs(2), Input::Admitted)?;
 /// assert_eq!(call.state(), State::Authorized);
 /// assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn)));
 /// # Ok::<(), spillguard_core::CallError>(())
@@ -176,7 +176,7 @@ pub enum Admission {
     Immediate,
     /// Once authorized (approved, or no approval needed), the call enters
     /// `queued` and asks for nothing until the driver reports
-    /// [`Call::handle_admitted`]; then it enters `authorized` and asks to
+    /// [`Input::Admitted`](crate::Input::Admitted); then it enters `authorized` and asks to
     /// spawn. Not admitted within `timeout` of entering `queued`, it ends
     /// `queue_expired`: nothing was spawned. A cancel while queued ends it
     /// `cancelled_before_dispatch`, and so does a client disconnect, under
@@ -199,14 +199,14 @@ pub enum StdoutMode {
     Captured,
     /// The caller's protocol layer (e.g. an MCP client) owns the helper's
     /// stdin and stdout; the adapter forwards them and reports the bytes
-    /// that went each way ([`Call::handle_stdin_forwarded`],
-    /// [`Call::handle_stdout_forwarded`]). After the helper's exit the
+    /// that went each way ([`Input::StdinForwarded`](crate::Input::StdinForwarded),
+    /// [`Input::StdoutForwarded`](crate::Input::StdoutForwarded)). After the helper's exit the
     /// call waits, at most `post_exit_drain` as for its own streams, for
     /// the caller's reader to report stdout's end
-    /// ([`Call::handle_stdout_eof`]: end-of-file read, or the reader
+    /// ([`Input::StdoutEof`](crate::Input::StdoutEof): end-of-file read, or the reader
     /// dropped), so that what the caller forwarded or diverted up to the
     /// end is in the record. Stderr stays bounded and marked as ever. The end of the caller's input
-    /// ([`Call::handle_input_ended`]) and every stop run the MCP stdio
+    /// ([`Input::InputEnded`](crate::Input::InputEnded)) and every stop run the MCP stdio
     /// shutdown: close stdin, wait `stdin_close_grace`, then SIGTERM to
     /// the group, the grace, SIGKILL.
     Streamed,
@@ -228,7 +228,7 @@ impl StdoutMode {
 #[non_exhaustive]
 pub enum ResultChannel {
     /// The call parses nothing; the host may report a result with
-    /// [`Call::handle_result`].
+    /// [`Input::Result`](crate::Input::Result).
     #[default]
     None,
     /// The helper writes one JSON value on stdout. When stdout reaches

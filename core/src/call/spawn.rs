@@ -91,16 +91,16 @@ const SPAWN_ERROR_KINDS: [(io::ErrorKind, &str); 13] = {
 /// ```
 /// use std::io;
 /// use std::time::{Instant, SystemTime};
-/// use spillguard_core::{Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
+/// use spillguard_core::{Input, Action, Call, CallKind, CallSettings, CallSpec, Config, RetentionPool};
 ///
 /// fn run(call: &mut Call, t0: Instant) -> io::Result<Vec<u8>> {
-///     call.handle_validated(t0, false).map_err(io::Error::other)?;
+///     call.handle(t0, Input::Validated { needs_approval: false }).map_err(io::Error::other)?;
 ///     let mut outcome = None;
 ///     while let Some(action) = call.poll_action() {
 ///         match action {
 ///             // The driver tries to spawn `nosuch` and the OS says no.
 ///             Action::Spawn => call
-///                 .handle_spawn_failed(t0, io::ErrorKind::NotFound, "spawn failed: nosuch: not found")
+///                 .handle(t0, Input::SpawnFailed { kind: io::ErrorKind::NotFound, message: "spawn failed: nosuch: not found".into() })
 ///                 .map_err(io::Error::other)?,
 ///             Action::Finished(o) => outcome = Some(o),
 ///             _ => {}

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 /// Every timer a call can arm. A timer is a deadline in the caller's
-/// monotonic time; it fires through [`Call::handle_timeout`](crate::Call::handle_timeout).
+/// monotonic time; it fires through [`Input::Timeout`](crate::Input::Timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Timer {
     /// The approval card expires (fixed when the card is shown).

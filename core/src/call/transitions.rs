@@ -47,7 +47,7 @@
 use std::time::Instant;
 
 use super::exit::parse_result;
-use super::input::{Input, Stop};
+use super::input::{Event, Stop};
 use super::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CancelReason, DebugWindow, DisconnectPolicy, Outcome, ResultChannel,
@@ -149,10 +149,10 @@ pub const TRANSITIONS: &[(State, &str, State)] = &[
 ];
 
 /// Applies one input. See the module docs.
-pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), CallError> {
+pub(crate) fn apply(call: &mut Call, now: Instant, input: Event) -> Result<(), CallError> {
     use State::*;
     match (call.state, input) {
-        (state, Input::AuditFailed(_)) if state.is_terminal() => {
+        (state, Event::AuditFailed(_)) if state.is_terminal() => {
             // The final record's own write failed: the outcome not yet
             // taken counts it (the log's copy cannot).
             call.audit_failures += 1;
@@ -164,7 +164,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         }
         (state, _) if state.is_terminal() => {}
 
-        (Received, Input::Validated { needs_approval }) => {
+        (Received, Event::Validated { needs_approval }) => {
             if needs_approval && call.spec.kind == CallKind::Discovery {
                 return Err(CallError::DiscoveryNeedsApproval);
             }
@@ -187,34 +187,34 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 authorize(call, now);
             }
         }
-        (Received, Input::ValidationFailed(reason)) => {
+        (Received, Event::ValidationFailed(reason)) => {
             call.failure = Some(reason);
             end(call, now, FailedBeforeDispatch);
         }
-        (AwaitingApproval | Queued | Authorized, Input::AuditFailed(error))
+        (AwaitingApproval | Queued | Authorized, Event::AuditFailed(error))
             if call.settings.audit_fail_closed && !call.spawn_in_flight =>
         {
             call.audit_failures += 1;
             call.failure = Some(format!("audit log: {error}"));
             end(call, now, FailedBeforeDispatch);
         }
-        (_, Input::AuditFailed(_)) => call.audit_failures += 1,
-        (Received | Validated | AwaitingApproval | Queued, Input::Cancel(reason)) => {
+        (_, Event::AuditFailed(_)) => call.audit_failures += 1,
+        (Received | Validated | AwaitingApproval | Queued, Event::Cancel(reason)) => {
             call.cancel_reason = Some(reason);
             call.cancel_offset_us = Some(call.offset_us(now));
             end(call, now, CancelledBeforeDispatch);
         }
 
-        (AwaitingApproval, Input::ApprovalGranted) => {
+        (AwaitingApproval, Event::ApprovalGranted) => {
             call.timers.stop(Timer::ApprovalDeadline);
             call.approval = ApprovalDecision::Granted;
             authorize(call, now);
         }
-        (AwaitingApproval, Input::ApprovalDenied) => {
+        (AwaitingApproval, Event::ApprovalDenied) => {
             call.approval = ApprovalDecision::Denied;
             end(call, now, Denied);
         }
-        (AwaitingApproval, Input::CardDelivered) if call.card_delivered_offset_us.is_none() => {
+        (AwaitingApproval, Event::CardDelivered) if call.card_delivered_offset_us.is_none() => {
             call.card_delivered_offset_us = Some(call.offset_us(now));
             if call.settings.deadline_from_delivery {
                 // Fixed here, once: nothing moves it later, stderr least of
@@ -223,21 +223,21 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                     .set_after(Timer::ApprovalDeadline, now, call.settings.approval_timeout);
             }
         }
-        (_, Input::CardDelivered) => {}
-        (AwaitingApproval, Input::Timeout(Timer::ApprovalDeadline)) => {
+        (_, Event::CardDelivered) => {}
+        (AwaitingApproval, Event::Timeout(Timer::ApprovalDeadline)) => {
             call.approval = ApprovalDecision::Expired;
             end(call, now, ApprovalExpired);
         }
 
-        (Queued, Input::Admitted) => {
+        (Queued, Event::Admitted) => {
             call.timers.stop(Timer::QueueDeadline);
             call.admitted_offset_us = Some(call.offset_us(now));
             enter(call, now, Authorized);
             call.actions.push_back(Action::Spawn);
         }
-        (Queued, Input::Timeout(Timer::QueueDeadline)) => end(call, now, QueueExpired),
+        (Queued, Event::Timeout(Timer::QueueDeadline)) => end(call, now, QueueExpired),
 
-        (Authorized, Input::Cancel(reason)) => {
+        (Authorized, Event::Cancel(reason)) => {
             call.cancel_reason.get_or_insert(reason);
             call.cancel_offset_us.get_or_insert(call.offset_us(now));
             let queued = call.actions.iter().position(|a| matches!(a, Action::Spawn));
@@ -250,7 +250,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 call.pending_cancel = Some(reason);
             }
         }
-        (Authorized, Input::Spawned { pid }) if call.spawn_in_flight => {
+        (Authorized, Event::Spawned { pid }) if call.spawn_in_flight => {
             // The helper leads its own process group.
             call.pid = Some(pid);
             call.pgid = Some(pid);
@@ -270,7 +270,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 request_stop(call, now, reason);
             }
         }
-        (Authorized, Input::SpawnFailed(kind, error)) if call.spawn_in_flight => {
+        (Authorized, Event::SpawnFailed(kind, error)) if call.spawn_in_flight => {
             call.failure = Some(error);
             call.spawn_error_kind = Some(super::spawn_error_kind(kind));
             let state = if call.pending_cancel.is_some() {
@@ -281,7 +281,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             end(call, now, state);
         }
 
-        (Dispatched, Input::StdoutEof) if call.stdout_open => {
+        (Dispatched, Event::StdoutEof) if call.stdout_open => {
             call.stdout_open = false;
             if call.settings.result == ResultChannel::StdoutJson {
                 parse_result(call);
@@ -290,12 +290,12 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
         }
         // A caller's reader may report its end more than once (its end of
         // file, then its drop).
-        (Dispatched, Input::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
-        (Dispatched, Input::StderrEof) if call.stderr_open => {
+        (Dispatched, Event::StdoutEof) if call.settings.stdout_mode == StdoutMode::Streamed => {}
+        (Dispatched, Event::StderrEof) if call.stderr_open => {
             call.stderr_open = false;
             stream_closed(call, now);
         }
-        (Dispatched, Input::Exited(status)) if call.exit.is_none() => {
+        (Dispatched, Event::Exited(status)) if call.exit.is_none() => {
             call.exit = Some(status);
             call.exited_offset_us = Some(call.offset_us(now));
             call.timers.stop(Timer::CallDeadline);
@@ -319,25 +319,25 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                 finish(call, now);
             }
         }
-        (Dispatched, Input::ProcessLost) if call.exit.is_none() => {
+        (Dispatched, Event::ProcessLost) if call.exit.is_none() => {
             call.process_lost = true;
             finish(call, now);
         }
-        (Dispatched, Input::Result(result)) => {
+        (Dispatched, Event::Result(result)) => {
             call.result = Some(result);
         }
-        (Dispatched, Input::Cancel(reason)) => request_stop(call, now, reason),
-        (Dispatched, Input::Timeout(Timer::CallDeadline)) => {
+        (Dispatched, Event::Cancel(reason)) => request_stop(call, now, reason),
+        (Dispatched, Event::Timeout(Timer::CallDeadline)) => {
             request_stop(call, now, CancelReason::Deadline)
         }
-        (Dispatched, Input::Timeout(Timer::PostExitDrain)) => {
+        (Dispatched, Event::Timeout(Timer::PostExitDrain)) => {
             if !call.settings.signal_descendants {
                 finish(call, now);
             } else if call.stop == Stop::Running {
                 terminate(call, now);
             }
         }
-        (Dispatched, Input::Timeout(Timer::ShutdownGrace)) => {
+        (Dispatched, Event::Timeout(Timer::ShutdownGrace)) => {
             // KILL was needed for the helper itself, not only descendants.
             call.kill_needed = call.exit.is_none();
             signal(call, now, Signal::Kill);
@@ -349,17 +349,17 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             };
             call.timers.set_after(Timer::KillWait, now, wait);
         }
-        (Dispatched, Input::Timeout(Timer::KillWait)) => finish(call, now),
-        (Dispatched, Input::Timeout(Timer::StdinCloseGrace)) => {
+        (Dispatched, Event::Timeout(Timer::KillWait)) => finish(call, now),
+        (Dispatched, Event::Timeout(Timer::StdinCloseGrace)) => {
             // No exit within the grace after stdin closed: a stop, by the
             // reason already given, or by this one.
             note_stop(call, now, CancelReason::StdinCloseGrace);
             terminate(call, now);
         }
-        (Received | Validated | AwaitingApproval | Queued | Authorized, Input::CallerDone) => {
+        (Received | Validated | AwaitingApproval | Queued | Authorized, Event::CallerDone) => {
             call.input_ended = true;
         }
-        (Dispatched, Input::CallerDone) => {
+        (Dispatched, Event::CallerDone) => {
             if !call.input_ended {
                 call.input_ended = true;
                 close_stdin(call, now);
@@ -368,9 +368,9 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
 
         // A debug grant is never a transition: it changes the stderr
         // budget of a live call, in every state.
-        (_, Input::DebugGranted(grant)) => debug_granted(call, now, &grant),
-        (_, Input::DebugRevoked | Input::Timeout(Timer::DebugGrantEnd)) => debug_ended(call),
-        (state, Input::ClientDisconnected) => {
+        (_, Event::DebugGranted(grant)) => debug_granted(call, now, &grant),
+        (_, Event::DebugRevoked | Event::Timeout(Timer::DebugGrantEnd)) => debug_ended(call),
+        (state, Event::ClientDisconnected) => {
             call.client_disconnected = true;
             // A card on screen can no longer be answered: whoever could
             // approve held what went away. A queued call has not started,
@@ -378,7 +378,7 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
             // yet, nothing is lost.
             let unanswerable = matches!(state, AwaitingApproval | Queued);
             if unanswerable || call.settings.on_client_disconnect == DisconnectPolicy::Cancel {
-                apply(call, now, Input::Cancel(CancelReason::ClientDisconnected))?;
+                apply(call, now, Event::Cancel(CancelReason::ClientDisconnected))?;
             }
             if call.settings.stdout_mode == StdoutMode::Streamed {
                 // Nobody is left to read stdout or send anything: its end
@@ -387,11 +387,11 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Input) -> Result<(), C
                     call.stdout_open = false;
                     stream_closed(call, now);
                 }
-                return apply(call, now, Input::CallerDone);
+                return apply(call, now, Event::CallerDone);
             }
         }
         // A timer disarmed by the transition that made it moot.
-        (_, Input::Timeout(_)) => {}
+        (_, Event::Timeout(_)) => {}
 
         (state, input) => {
             return Err(CallError::InvalidTransition {

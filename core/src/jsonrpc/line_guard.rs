@@ -44,7 +44,7 @@ fn grown_capacity(want: usize, max_message: usize) -> usize {
 ///   ([`MessageInfo`]);
 /// * [`Segment::Divert`]: any other line, to be kept with the server's
 ///   diagnostics (hand it to
-///   [`Call::handle_stdout_diverted`](crate::Call::handle_stdout_diverted),
+///   [`Input::StdoutDiverted`](crate::Input::StdoutDiverted),
 ///   which feeds the stderr capture): `{broken json`, `{DEBUG} x`, two
 ///   objects on one line, a structured log line without `jsonrpc` (pino,
 ///   bunyan, structlog), a blank line.

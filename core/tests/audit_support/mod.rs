@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::audit::{Anchor, Key, LogEntry, LogId, LogWriter, Nonce};
 use spillguard_core::{
     Action, AuditEvent, AuditKind, Call, CallKind, CallSettings, CallSpec, CancelReason, Config,
@@ -100,55 +101,85 @@ pub fn call_events_with_card(call: u64, session: u64, path: u64) -> Vec<AuditEve
     };
     match path {
         5 => {
-            c.handle_validation_failed(ms(1), "target not in inventory")
-                .unwrap();
+            c.handle(
+                ms(1),
+                Input::ValidationFailed("target not in inventory".into()),
+            )
+            .unwrap();
             drain(&mut c);
             return events;
         }
-        4 => c.handle_validated(ms(1), false).unwrap(),
-        _ => c.handle_validated(ms(1), true).unwrap(),
+        4 => c
+            .handle(
+                ms(1),
+                Input::Validated {
+                    needs_approval: false,
+                },
+            )
+            .unwrap(),
+        _ => c
+            .handle(
+                ms(1),
+                Input::Validated {
+                    needs_approval: true,
+                },
+            )
+            .unwrap(),
     }
     drain(&mut c);
     match path {
         1 => {
-            c.handle_approval_denied(ms(900)).unwrap();
+            c.handle(ms(900), Input::ApprovalDenied).unwrap();
             drain(&mut c);
             return events;
         }
         6 => {
-            c.handle_timeout(ms(200_000));
+            let _ = c.handle(ms(200_000), Input::Timeout);
             drain(&mut c);
             return events;
         }
         4 => {}
-        _ => c.handle_approval_granted(ms(1_500)).unwrap(),
+        _ => c.handle(ms(1_500), Input::ApprovalGranted).unwrap(),
     }
     drain(&mut c);
     if path == 7 {
-        c.handle_spawn_failed(
+        c.handle(
             ms(1_501),
-            std::io::ErrorKind::NotFound,
-            "No such file or directory (os error 2)",
+            Input::SpawnFailed {
+                kind: std::io::ErrorKind::NotFound,
+                message: "No such file or directory (os error 2)".into(),
+            },
         )
         .unwrap();
         drain(&mut c);
         return events;
     }
-    c.handle_spawned(ms(1_502), 40_000 + call as u32).unwrap();
+    c.handle(
+        ms(1_502),
+        Input::Spawned {
+            pid: 40_000 + call as u32,
+        },
+    )
+    .unwrap();
     for n in 0..(call % 5) {
-        c.handle_stderr(ms(1_510 + n), &vec![b'x'; 10_000]);
+        let _ = c.handle(ms(1_510 + n), Input::Stderr(&vec![b'x'; 10_000]));
     }
     match path {
         2 => {
-            c.handle_cancel(ms(2_000), CancelReason::Requested);
+            let _ = c.handle(ms(2_000), Input::Cancel(CancelReason::Requested));
             drain(&mut c);
-            c.handle_exit(ms(2_010), ExitStatus::signal(15)).unwrap();
+            c.handle(ms(2_010), Input::Exited(ExitStatus::signal(15)))
+                .unwrap();
         }
-        3 => c.handle_exit(ms(1_800), ExitStatus::code(2)).unwrap(),
-        _ => c.handle_exit(ms(1_800), ExitStatus::code(0)).unwrap(),
+        3 => c
+            .handle(ms(1_800), Input::Exited(ExitStatus::code(2)))
+            .unwrap(),
+        _ => c
+            .handle(ms(1_800), Input::Exited(ExitStatus::code(0)))
+            .unwrap(),
     }
-    c.handle_stdout_eof(ms(2_020)).unwrap();
-    c.handle_stderr_eof(ms(2_020)).unwrap();
+    c.handle(ms(2_020), Input::StdoutEof).unwrap();
+    c.handle(ms(2_020), Input::StderrEof).unwrap();
     drain(&mut c);
     events
 }

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 
+use spillguard_core::Input;
 use spillguard_core::{
     Action, ApprovalCard, AuditEvent, AuditKind, Call, CallKind, CallRecord, CallSettings,
     CallSpec, CancelReason, Config, ExitStatus, Outcome, ResultKind, RetentionPool, Signal,
@@ -584,7 +585,7 @@ impl World {
             }
             let now = self.now;
             self.lanes[i].admitted_at = Some(self.offset());
-            self.lanes[i].call.handle_admitted(now).unwrap();
+            self.lanes[i].call.handle(now, Input::Admitted).unwrap();
             self.settle(i);
         }
     }
@@ -621,7 +622,12 @@ impl World {
         let lane = &mut self.lanes[i];
         if !lane.validated && epoch + lane.validate_at <= now {
             lane.validated = true;
-            if let Err(e) = lane.call.handle_validated(now, lane.needs_approval) {
+            if let Err(e) = lane.call.handle(
+                now,
+                Input::Validated {
+                    needs_approval: lane.needs_approval,
+                },
+            ) {
                 panic!("validated refused: {e}");
             }
         }
@@ -629,8 +635,8 @@ impl World {
             let _ = due;
             lane.approver.due = None;
             let result = match lane.approver.decision {
-                Decision::Grant(_) => lane.call.handle_approval_granted(now),
-                Decision::Deny(_) => lane.call.handle_approval_denied(now),
+                Decision::Grant(_) => lane.call.handle(now, Input::ApprovalGranted),
+                Decision::Deny(_) => lane.call.handle(now, Input::ApprovalDenied),
                 Decision::Never => Ok(()),
             };
             result.unwrap();
@@ -638,7 +644,7 @@ impl World {
         if let Some(at) = lane.next_noise.filter(|&at| at <= now) {
             if lane.call.state() == spillguard_core::State::AwaitingApproval {
                 let (n, every) = lane.noise_while_awaiting.unwrap();
-                lane.call.handle_stderr(now, &pattern(0, n));
+                let _ = lane.call.handle(now, Input::Stderr(&pattern(0, n)));
                 lane.next_noise = Some(at + every);
             } else {
                 lane.next_noise = None;
@@ -646,18 +652,20 @@ impl World {
         }
         if !lane.cancelled && lane.cancel_at.is_some_and(|o| epoch + o <= now) {
             lane.cancelled = true;
-            lane.call.handle_cancel(now, CancelReason::Requested);
+            let _ = lane
+                .call
+                .handle(now, Input::Cancel(CancelReason::Requested));
         }
         if !lane.disconnected && lane.disconnect_at.is_some_and(|o| epoch + o <= now) {
             lane.disconnected = true;
-            lane.call.handle_client_disconnected(now);
+            let _ = lane.call.handle(now, Input::ClientDisconnected);
         }
         if !lane.input_ended && lane.input_end_at.is_some_and(|o| epoch + o <= now) {
             lane.input_ended = true;
-            lane.call.handle_input_ended(now);
+            let _ = lane.call.handle(now, Input::InputEnded);
         }
         lane.helper.handle_timeout(now);
-        lane.call.handle_timeout(now);
+        let _ = lane.call.handle(now, Input::Timeout);
     }
 
     /// Carries out actions and delivers helper events until both are quiet.
@@ -675,18 +683,18 @@ impl World {
                 let call = &mut self.lanes[i].call;
                 let outcome = match event {
                     HelperEvent::Stderr(bytes) => {
-                        call.handle_stderr(now, &bytes);
+                        let _ = call.handle(now, Input::Stderr(&bytes));
                         Ok(())
                     }
                     HelperEvent::Stdout(bytes) => {
-                        call.handle_stdout(now, &bytes);
+                        let _ = call.handle(now, Input::Stdout(&bytes));
                         Ok(())
                     }
-                    HelperEvent::StdoutEof => call.handle_stdout_eof(now),
-                    HelperEvent::StderrEof => call.handle_stderr_eof(now),
-                    HelperEvent::Exited(status) => call.handle_exit(now, status),
-                    HelperEvent::Lost => call.handle_process_lost(now),
-                    HelperEvent::Result(kind) => call.handle_result(now, kind),
+                    HelperEvent::StdoutEof => call.handle(now, Input::StdoutEof),
+                    HelperEvent::StderrEof => call.handle(now, Input::StderrEof),
+                    HelperEvent::Exited(status) => call.handle(now, Input::Exited(status)),
+                    HelperEvent::Lost => call.handle(now, Input::ProcessLost),
+                    HelperEvent::Result(kind) => call.handle(now, Input::Result(kind)),
                 };
                 outcome.unwrap();
                 self.peak_in_use = self.peak_in_use.max(self.pool.in_use());
@@ -738,7 +746,9 @@ impl World {
                     .is_some_and(|n| lane.audit.len() >= n)
                 {
                     lane.audit_failures += 1;
-                    lane.call.handle_audit_failed(now, "disk full");
+                    let _ = lane
+                        .call
+                        .handle(now, Input::AuditFailed("disk full".into()));
                 } else {
                     lane.audit.push(event);
                 }
@@ -753,9 +763,25 @@ impl World {
             Action::Spawn => match lane.helper.spawn(now) {
                 Ok(()) => {
                     lane.spawned_at = Some(offset);
-                    lane.call.handle_spawned(now, 4000 + i as u32).unwrap();
+                    lane.call
+                        .handle(
+                            now,
+                            Input::Spawned {
+                                pid: 4000 + i as u32,
+                            },
+                        )
+                        .unwrap();
                 }
-                Err((kind, error)) => lane.call.handle_spawn_failed(now, kind, error).unwrap(),
+                Err((kind, error)) => lane
+                    .call
+                    .handle(
+                        now,
+                        Input::SpawnFailed {
+                            kind,
+                            message: error,
+                        },
+                    )
+                    .unwrap(),
             },
             Action::CloseStdin => lane.helper.handle_stdin_closed(now),
             Action::AbandonStreams => {}

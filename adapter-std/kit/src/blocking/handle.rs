@@ -151,7 +151,7 @@ impl BlockingCallHandle {
     /// card never reported delivered expires `approval_timeout` after it
     /// was shown. Returns at once; ignored unless the call awaits approval
     /// and no delivery was reported yet. See
-    /// [`Call::handle_card_delivered`](spillguard_core::Call::handle_card_delivered).
+    /// [`Input::CardDelivered`](spillguard_core::Input::CardDelivered).
     pub fn card_delivered(&self) {
         self.core.card_delivered();
     }

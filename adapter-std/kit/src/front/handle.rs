@@ -211,7 +211,7 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// card never reported delivered expires `approval_timeout` after it
     /// was shown. Returns at once; ignored unless the call awaits approval
     /// and no delivery was reported yet. See
-    /// [`Call::handle_card_delivered`](spillguard_core::Call::handle_card_delivered).
+    /// [`Input::CardDelivered`](spillguard_core::Input::CardDelivered).
     pub fn card_delivered(&self) {
         self.core.card_delivered();
     }
@@ -222,7 +222,7 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// helper now. Returns at once. Ignored if the call has ended (its
     /// queue timeout or a cancel came first) or is not queued (its
     /// settings admit it at once). See
-    /// [`Call::handle_admitted`](spillguard_core::Call::handle_admitted).
+    /// [`Input::Admitted`](spillguard_core::Input::Admitted).
     pub fn admit(&self) {
         self.core.admit();
     }

@@ -76,14 +76,14 @@ impl<R: AsyncRuntime, T: AsyncSpawn<Events = R::Sender>> AsyncOwner<R, T> {
         }
     }
 
-    /// Exactly one `handle_*` call for a read of `pipe`: its bytes, or its
+    /// Exactly one `Call::handle` call for a read of `pipe`: its bytes, or its
     /// end (0). Nothing once the streams were abandoned.
     pub fn take_read(&mut self, now: Instant, pipe: Pipe, len: usize) {
         let pipes = self.io.process_mut().map(|process| &mut process.0.pipes);
         self.core.take_read(now, pipes, &self.bufs, (pipe, len));
     }
 
-    /// Exactly one `handle_*` call for `event`.
+    /// Exactly one `Call::handle` call for `event`.
     pub fn take_event(&mut self, now: Instant, event: Event<R::Reply>) {
         self.core.handle_event(now, event, R::answer);
     }
