@@ -280,9 +280,12 @@ pub const LIMIT_KINDS: [LimitKind; 5] = [
             // accounting shows the CPU time spent.
             let signal = exit.and_then(|e| e.signal);
             let code = exit.and_then(|e| e.code);
-            let spent = report
-                .cpu_usage_us
-                .is_some_and(|us| us >= seconds.saturating_mul(1_000_000));
+            // Within the accounting's granularity (a scheduler tick of up
+            // to 10 ms, twice): the tree's total and the kernel's check
+            // of the limit are sampled apart.
+            let spent = report.cpu_usage_us.is_some_and(|us| {
+                us.saturating_add(CPU_ACCOUNTING_SLACK_US) >= seconds.saturating_mul(1_000_000)
+            });
             let signalled = signal == Some(SIGXCPU) || report.cpu_signals > 0;
             let reported = code == Some(128 + SIGXCPU) || signal == Some(SIGKILL);
             signalled || (reported && spent)
@@ -325,6 +328,10 @@ pub const LIMIT_KINDS: [LimitKind; 5] = [
         },
     },
 ];
+
+/// How far below a CPU limit the tree's accounting may read when a
+/// process was stopped at it (two ticks of a 100 Hz scheduler clock).
+const CPU_ACCOUNTING_SLACK_US: u64 = 20_000;
 
 const SIGKILL: i32 = 9;
 const SIGXCPU: i32 = 24;
@@ -976,9 +983,18 @@ mod tests {
             LimitHit::of(&all, &spent, Some(ExitStatus::signal(9))),
             Some(LimitHit::Cpu)
         );
+        // Within two ticks of the limit, the time counts as spent.
+        let nearly = TreeReport {
+            cpu_usage_us: Some(980_000),
+            ..TreeReport::default()
+        };
+        assert_eq!(
+            LimitHit::of(&all, &nearly, Some(ExitStatus::signal(9))),
+            Some(LimitHit::Cpu)
+        );
         // SIGKILL without the CPU time spent is someone else's kill.
         let short = TreeReport {
-            cpu_usage_us: Some(999_999),
+            cpu_usage_us: Some(979_999),
             ..TreeReport::default()
         };
         assert_eq!(
