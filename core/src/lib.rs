@@ -70,7 +70,7 @@
 //!     // 1. Carry out every action, in order.
 //!     while let Some(action) = call.poll_action() {
 //!         match action {
-//!             Action::Spawn => {
+//!             Action::Spawn(_) => {
 //!                 running = true;
 //!                 call.handle(now, Input::Spawned { pid: 4242 })?;
 //!             }
@@ -152,8 +152,8 @@ pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
     Exit, ExitStatus, Input, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError,
-    Signal, SignalMark, SpawnError, State, StateMark, StdoutMode, StreamEnd, TRANSITIONS, Timer,
-    card_text, rfc3339, spawn_error_kind, visible,
+    Signal, SignalMark, SpawnError, SpawnOrder, State, StateMark, StdoutMode, StreamEnd,
+    TRANSITIONS, Timer, card_text, rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

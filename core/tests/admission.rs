@@ -385,7 +385,7 @@ fn admission_is_a_caller_error_unless_the_call_is_queued_and_ignored_once_it_end
     assert_eq!(call.handle(t0 + ms(600), Input::Admitted), Ok(()));
     assert_eq!(call.state(), State::QueueExpired);
     let spawned = std::iter::from_fn(|| call.poll_action())
-        .any(|a| matches!(a, spillguard_core::Action::Spawn));
+        .any(|a| matches!(a, spillguard_core::Action::Spawn(_)));
     assert!(!spawned);
     assert_eq!(Timer::ALL[1], Timer::QueueDeadline);
 }

@@ -993,7 +993,7 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
     .unwrap();
     assert_eq!(call.state(), State::Authorized);
     while let Some(a) = call.poll_action() {
-        if matches!(a, spillguard_core::Action::Spawn) {
+        if matches!(a, spillguard_core::Action::Spawn(_)) {
             break;
         }
     }
@@ -1052,7 +1052,7 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
     )
     .unwrap();
     let spawn = std::iter::from_fn(|| call.poll_action())
-        .any(|a| matches!(a, spillguard_core::Action::Spawn));
+        .any(|a| matches!(a, spillguard_core::Action::Spawn(_)));
     assert!(spawn);
     let _ = call.handle(t0 + ms(1), Input::Cancel(CancelReason::Requested));
     assert_eq!(call.state(), State::Authorized);
@@ -1089,7 +1089,7 @@ fn a_cancel_while_the_spawn_is_in_flight_stops_the_helper_once_spawned() {
     let _ = queued.handle(t0, Input::Cancel(CancelReason::Requested));
     assert_eq!(queued.state(), State::CancelledBeforeDispatch);
     let spawned = std::iter::from_fn(|| queued.poll_action())
-        .any(|a| matches!(a, spillguard_core::Action::Spawn));
+        .any(|a| matches!(a, spillguard_core::Action::Spawn(_)));
     assert!(!spawned);
 }
 
@@ -1352,4 +1352,52 @@ fn an_exit_during_the_grace_with_an_escapee_gives_up_two_escapee_waits_later() {
     );
     assert_eq!(r.stream_end, StreamEnd::AbandonedOpen);
     assert_eq!(r.offset_of(State::CancelledAfterDispatch), Some(ms(1_100)));
+}
+
+/// The spawn order carries the call's bounds and its longest life: the
+/// deadline, the shutdown grace and one second more; none without a
+/// deadline, or with one too long for the clock.
+#[test]
+fn the_spawn_order_carries_the_bounds_and_the_longest_life() {
+    use spillguard_core::{Action, Limits};
+    let world = World::new(Config::default());
+    for (deadline, want) in [
+        (
+            Some(Duration::from_secs(3)),
+            Some(Duration::from_secs(3 + 5 + 1)),
+        ),
+        (None, None),
+        (Some(Duration::MAX), None),
+    ] {
+        let config = Config::default();
+        let mut settings = CallSettings::action(&config);
+        settings.deadline = deadline;
+        settings.confinement.limits = Limits {
+            pids_max: Some(7),
+            ..Limits::default()
+        };
+        let pool = spillguard_core::RetentionPool::unlimited();
+        let mut call = spillguard_core::Call::new(
+            spec("c_order", CallKind::Action),
+            settings,
+            &pool,
+            world.epoch,
+            std::time::SystemTime::UNIX_EPOCH,
+        );
+        call.handle(
+            world.epoch,
+            Input::Validated {
+                needs_approval: false,
+            },
+        )
+        .unwrap();
+        let order = std::iter::from_fn(|| call.poll_action())
+            .find_map(|action| match action {
+                Action::Spawn(order) => Some(order),
+                _ => None,
+            })
+            .expect("a spawn");
+        assert_eq!(order.ends_within, want, "{deadline:?}");
+        assert_eq!(order.confinement.limits.pids_max, Some(7));
+    }
 }

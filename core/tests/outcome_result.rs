@@ -238,7 +238,7 @@ fn a_spawn_that_fails_as_a_cancel_comes_is_a_cancel_and_ok() {
     )
     .unwrap();
     // The spawn is handed out; the cancel comes while it runs.
-    assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn)));
+    assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn(_))));
     let _ = call.handle(now, Input::Cancel(CancelReason::Requested));
     call.handle(
         now,

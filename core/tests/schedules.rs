@@ -88,7 +88,7 @@ impl Driver {
                 self.actions_after_finish += 1;
             }
             match action {
-                Action::Spawn => self.spawn_polled = true,
+                Action::Spawn(_) => self.spawn_polled = true,
                 Action::Audit(event) => match event.kind {
                     AuditKind::Transition { from, to } => self.edges.push((from, to)),
                     AuditKind::Final(_) => self.audit_finals += 1,

@@ -209,7 +209,7 @@ mod tests {
         let mut step = |call: &mut Call| {
             while let Some(action) = call.poll_action() {
                 match action {
-                    Action::Spawn => {
+                    Action::Spawn(_) => {
                         let _ = call.handle(start, Input::PipeCapacity(pipe));
                         call.handle(start, Input::Spawned { pid }).unwrap();
                     }

@@ -20,7 +20,7 @@ use std::any::Any;
 use std::io;
 use std::sync::Arc;
 
-use spillguard_core::{ApprovalCard, CallError, CancelReason, State};
+use spillguard_core::{ApprovalCard, CallError, CancelReason, Input, State};
 
 use crate::published::{Published, Taken, Wake};
 use crate::run_loop::{Command, Event};
@@ -66,17 +66,17 @@ impl<R> ToOwner<R> {
 
     /// Asks the call to stop (reason `requested`); ignored once finished.
     pub fn cancel(&self) {
-        self.command(Command::Cancel(CancelReason::Requested));
+        self.command(Command::Input(Input::Cancel(CancelReason::Requested)));
     }
 
     /// Tells the call its card reached the approver.
     pub fn card_delivered(&self) {
-        self.command(Command::CardDelivered);
+        self.command(Command::Input(Input::CardDelivered));
     }
 
     /// Admits the queued call: it may spawn now.
     pub fn admit(&self) {
-        self.command(Command::Admit);
+        self.command(Command::Input(Input::Admitted));
     }
 }
 
@@ -133,7 +133,7 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
     pub fn new(call_id: String, published: Arc<Published<W>>, to_owner: ToOwner<R>) -> Self {
         let gone = to_owner.clone();
         let present = Presence::new(published.clone(), move || {
-            gone.command(Command::ClientDisconnected);
+            gone.command(Command::Input(Input::ClientDisconnected));
         });
         Self {
             call_id,
@@ -184,7 +184,7 @@ impl<R: 'static, W: Wake> HandleCore<R, W> {
     }
 
     /// Admits the queued call (see
-    /// [`Input::Admitted`](spillguard_core::Input::Admitted));
+    /// [`Input::Admitted`]);
     /// returns at once.
     pub fn admit(&self) {
         self.to_owner.admit();

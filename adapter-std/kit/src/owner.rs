@@ -46,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use spillguard_core::{
     Action, AuditEvent, Call, CallError, CancelReason, DebugGrant, DebugGrantError, Outcome,
-    Signal, StdoutMode,
+    Signal, SpawnOrder, StdoutMode,
 };
 
 use crate::builder::{Resolved, StderrTap};
@@ -74,7 +74,7 @@ pub trait HostLink: Send + Sync + 'static {
     fn cancel(live: &Self::Live, reason: CancelReason);
 
     /// Tells the live call `live` that the host's debug grant changed
-    /// ([`Command::Debug`](crate::run_loop::Command::Debug)): the grant now
+    /// ([`Input::DebugGranted`]): the grant now
     /// in force, or `None` when it was revoked. Sent on the same channel as
     /// [`cancel`](Self::cancel); it must not block.
     fn debug(live: &Self::Live, grant: Option<DebugGrant>);
@@ -601,7 +601,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             match action {
                 Action::Audit(event) => self.audit(effects, event).await,
                 Action::ShowApprovalCard(card) => self.published.show_card(card),
-                Action::Spawn => self.spawn(effects),
+                Action::Spawn(order) => self.spawn(effects, order),
                 Action::CloseStdin => effects.close_stdin(),
                 Action::SignalGroup { pgid, signal } => {
                     crate::os::signal_group(pgid, signal);
@@ -686,7 +686,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
 
     /// Spawns the helper; its group is listed with the process's
     /// supervisor ([`crate::host_death`]) unless the host opted out.
-    fn spawn(&mut self, effects: &mut impl Effects) {
+    fn spawn(&mut self, effects: &mut impl Effects, order: SpawnOrder) {
         let mut confined = None;
         if let Some(command) = self.command.as_mut() {
             let program = if command.shell {
@@ -695,7 +695,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 std::path::PathBuf::from(&command.program)
             };
             let search = command.search_path();
-            let confinement = &self.call.settings().confinement;
+            let confinement = &order.confinement;
             // Every helper is spawned by the kit, so that it gets the
             // descriptors the call gives it and no other, whatever the
             // host left open; one with nothing to confine takes no other
@@ -735,10 +735,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         // Past its deadline, its grace and a second more, the call has
         // ended, unless the host is stopped or wedged: the supervisor ends
         // it then.
-        let settings = self.call.settings();
-        let last = settings
-            .deadline
-            .map(|deadline| deadline + settings.shutdown_grace + Duration::from_secs(1));
+        let last = order.ends_within;
         if watch && let Some((Some(tree), _)) = &confined {
             // Before the helper runs: its groups are known to the
             // supervisor however soon the host dies or is stopped.
@@ -751,8 +748,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             }
             // The CPU time of the whole tree, not of each process only
             // (each process still has its `RLIMIT_CPU`).
-            if let (Some(seconds), Some(v2)) = (settings.confinement.limits.cpu_seconds, tree.v2())
-            {
+            if let (Some(seconds), Some(v2)) = (order.confinement.limits.cpu_seconds, tree.v2()) {
                 crate::host_death::watch_cpu(v2, seconds);
             }
         }

@@ -15,7 +15,7 @@
 use std::io;
 use std::time::Instant;
 
-use spillguard_core::{Call, CallError, CancelReason, DebugGrant, Diverted, ExitStatus};
+use spillguard_core::{Call, CallError, CancelReason, Diverted, ExitStatus};
 
 use crate::HelperCommand;
 use spillguard_core::Input;
@@ -74,23 +74,13 @@ pub enum Command<R> {
     /// ([`Input::ApprovalDeclined`]); the core's answer goes back
     /// through `R`.
     Decline(R, String),
-    /// Stop the call.
-    Cancel(CancelReason),
-    /// The approval card reached the approver
-    /// ([`Input::CardDelivered`]).
-    CardDelivered,
-    /// The driver admits the queued call: it may spawn now
-    /// ([`Input::Admitted`]).
-    Admit,
-    /// The handle (and, for a streamed call, both streams) was dropped
-    /// without its outcome.
-    ClientDisconnected,
-    /// A streamed call's caller has finished sending (it closed or dropped
-    /// the helper's stdin).
-    InputEnded,
-    /// A streamed call's caller read its helper's stdout to the end, or
-    /// dropped its reader.
-    StdoutEnded,
+    /// An input for the call, as the core names it: a cancel
+    /// ([`Input::Cancel`]), the card delivered, an admission, the
+    /// handle dropped without its outcome ([`Input::ClientDisconnected`]),
+    /// the end of a streamed call's input or of its reading of stdout
+    /// ([`Input::InputEnded`], [`Input::StdoutEof`]), a debug grant that
+    /// changed ([`Input::DebugGranted`], [`Input::DebugRevoked`]).
+    Input(Input<'static>),
     /// Bytes of a streamed MCP server's stdout that are not protocol, with
     /// the lines decided in them, for the stderr capture.
     StdoutDiverted {
@@ -99,10 +89,6 @@ pub enum Command<R> {
         /// Lines decided as not protocol in them.
         lines: u64,
     },
-    /// The host's debug grant changed while the call is live: the grant
-    /// now in force ([`Input::DebugGranted`]), or `None` when it was
-    /// revoked ([`Input::DebugRevoked`]).
-    Debug(Option<DebugGrant>),
 }
 
 /// What an event leaves to the adapter once the core has it.
@@ -181,38 +167,15 @@ pub fn handle_event<R>(call: &mut Call, now: Instant, event: Event<R>) -> Leftov
         Event::Command(Command::Decline(reply, reason)) => {
             return Leftover::Answer(reply, call.handle(now, Input::ApprovalDeclined(reason)));
         }
-        Event::Command(Command::Cancel(reason)) => {
-            let _ = call.handle(now, Input::Cancel(reason));
-            Ok(())
-        }
-        Event::Command(Command::CardDelivered) => {
-            let _ = call.handle(now, Input::CardDelivered);
-            Ok(())
-        }
-        Event::Command(Command::Admit) => {
+        Event::Command(Command::Input(input @ (Input::Admitted | Input::StdoutEof))) => {
             // An admission that finds the call no longer queued (it ended:
             // its queue timeout or a cancel came first) or never queued
-            // (its settings admit it at once) changes nothing.
-            let _ = call.handle(now, Input::Admitted);
+            // (its settings admit it at once) changes nothing; so does the
+            // caller's end of reading after the helper's stdout ended.
+            let _ = call.handle(now, input);
             Ok(())
         }
-        Event::Command(Command::ClientDisconnected) => {
-            let _ = call.handle(now, Input::ClientDisconnected);
-            Ok(())
-        }
-        Event::Command(Command::InputEnded) => {
-            let _ = call.handle(now, Input::InputEnded);
-            Ok(())
-        }
-        Event::Command(Command::StdoutEnded) => call.handle(now, Input::StdoutEof),
-        Event::Command(Command::Debug(Some(grant))) => {
-            let _ = call.handle(now, Input::DebugGranted(grant));
-            Ok(())
-        }
-        Event::Command(Command::Debug(None)) => {
-            let _ = call.handle(now, Input::DebugRevoked);
-            Ok(())
-        }
+        Event::Command(Command::Input(input)) => call.handle(now, input),
         Event::Command(Command::StdoutDiverted { bytes, lines }) => {
             let _ = call.handle(
                 now,

@@ -255,7 +255,7 @@ impl<I, O> Handout<I, O> {
 /// The caller's writer of a streamed call's stdin, on any runtime: each
 /// write goes to the helper's pipe `I` and is counted; closing it (or
 /// dropping it) ends the caller's input, once: the pipe is closed and the
-/// owner told (`Command::InputEnded`), so the helper has
+/// owner told (`Command::Input(Input::InputEnded)`), so the helper has
 /// `stdin_close_grace` to exit. Once the owner closed stdin (a stop), a
 /// write fails with `BrokenPipe`. A runtime's `HelperStdin` wraps it with
 /// its `Write` or `AsyncWrite`.
@@ -275,7 +275,7 @@ impl<I, W: Wake, R> StdinWriter<I, W, R> {
         if !self.ended {
             self.ended = true;
             self.stdin.close();
-            self.to_owner.command(Command::InputEnded);
+            self.to_owner.command(Command::Input(Input::InputEnded));
         }
     }
 
@@ -454,7 +454,7 @@ impl<O, W: Wake, R> StdoutReader<O, W, R> {
     fn end(&mut self) {
         if !self.ended {
             self.ended = true;
-            self.to_owner.command(Command::StdoutEnded);
+            self.to_owner.command(Command::Input(Input::StdoutEof));
         }
     }
 }

@@ -16,6 +16,22 @@ use super::{CallKind, CallRecord, Signal, SpawnError, State};
 use crate::capture::Retained;
 use crate::redact::StreamRedactions;
 
+/// What the spawn needs from the call (the driver holds the command): the
+/// bounds the helper runs under, and how long the call may last at most,
+/// so that nothing is read back out of the call's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpawnOrder {
+    /// The helper's limits and sandbox.
+    pub confinement: crate::Confinement,
+    /// How long after the spawn the call has ended at the latest, unless
+    /// its driver is stopped or wedged: its deadline, then its shutdown
+    /// grace and one second more. Past it, a process-wide supervisor may
+    /// end the helper's tree. `None` without a deadline (or one too long
+    /// for the clock).
+    pub ends_within: Option<std::time::Duration>,
+}
+
 /// The approval card: built once when approval is asked, never redrawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalCard {
@@ -97,9 +113,10 @@ pub enum Action {
     Audit(AuditEvent),
     /// Show this card to the user (once per call).
     ShowApprovalCard(ApprovalCard),
-    /// Spawn the helper in its own process group, then report
-    /// [`Input::Spawned`](crate::Input::Spawned) or [`Input::SpawnFailed`](crate::Input::SpawnFailed).
-    Spawn,
+    /// Spawn the helper in its own process group under the order's
+    /// bounds, then report [`Input::Spawned`](crate::Input::Spawned) or
+    /// [`Input::SpawnFailed`](crate::Input::SpawnFailed).
+    Spawn(SpawnOrder),
     /// Close the helper's stdin, if it has one.
     CloseStdin,
     /// Send `signal` to the process group `pgid` (remembered at spawn). A
@@ -142,7 +159,7 @@ impl Action {
         let position = match self {
             Action::Audit(_) => 0,
             Action::ShowApprovalCard(_) => 1,
-            Action::Spawn => 2,
+            Action::Spawn(_) => 2,
             Action::CloseStdin => 3,
             Action::SignalGroup { .. } => 4,
             Action::AbandonStreams => 5,

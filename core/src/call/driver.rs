@@ -30,7 +30,7 @@ use super::input::{Event, Input, Stop};
 use super::timer::TimerTable;
 use super::{
     Action, ApprovalDecision, CallError, CallSettings, CallSpec, CancelReason, ExitStatus,
-    ResultKind, SignalMark, State, StateMark, StreamEnd, Timer, transitions,
+    ResultKind, SignalMark, SpawnOrder, State, StateMark, StreamEnd, Timer, transitions,
 };
 #[cfg(doc)]
 use super::{Admission, DisconnectPolicy, ResultChannel, spawn_error_kind};
@@ -119,7 +119,7 @@ use crate::pool::RetentionPool;
 /// let t1 = t0 + Duration::from_secs(3);
 /// call.handle(t1, Input::ApprovalGranted)?;
 /// while let Some(action) = call.poll_action() {
-///     if let Action::Spawn = action {
+///     if let Action::Spawn(_) = action {
 ///         // The driver spawns the helper here.
 ///     }
 /// }
@@ -779,7 +779,7 @@ impl Call {
     #[must_use = "every action must be carried out"]
     pub fn poll_action(&mut self) -> Option<Action> {
         let action = self.actions.pop_front()?;
-        if let Action::Spawn = action {
+        if let Action::Spawn(_) = action {
             self.spawn_in_flight = true;
         }
         Some(action)
@@ -853,6 +853,20 @@ impl Call {
         // Cancels, disconnects and timeouts are valid in every state.
         let outcome = transitions::apply(self, now, input);
         debug_assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    /// What the spawn needs: the confinement, and the call's longest
+    /// life (its deadline, the shutdown grace, one second more).
+    pub(super) fn spawn_order(&self) -> SpawnOrder {
+        SpawnOrder {
+            confinement: self.settings.confinement.clone(),
+            // A deadline too long for the clock: no end to watch for.
+            ends_within: self.settings.deadline.and_then(|deadline| {
+                deadline
+                    .checked_add(self.settings.shutdown_grace)?
+                    .checked_add(std::time::Duration::from_secs(1))
+            }),
+        }
     }
 
     /// `text` redacted by this call's rules: every string the call keeps

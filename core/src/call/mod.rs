@@ -46,7 +46,7 @@ mod spawn;
 mod timer;
 mod transitions;
 
-pub use action::{Action, ApprovalCard, AuditEvent, AuditKind, Outcome};
+pub use action::{Action, ApprovalCard, AuditEvent, AuditKind, Outcome, SpawnOrder};
 pub use card::{card_text, visible};
 pub use driver::Call;
 pub use exit::Exit;

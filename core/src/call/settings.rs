@@ -164,7 +164,7 @@ pub struct CallSettings {
 /// // A slot is free at 2 s: the call asks to spawn.
 /// call.handle(t0 + Duration::from_secs(2), Input::Admitted)?;
 /// assert_eq!(call.state(), State::Authorized);
-/// assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn)));
+/// assert!(std::iter::from_fn(|| call.poll_action()).any(|a| matches!(a, Action::Spawn(_))));
 /// # Ok::<(), spillguard_core::CallError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

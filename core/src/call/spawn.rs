@@ -99,7 +99,7 @@ const SPAWN_ERROR_KINDS: [(io::ErrorKind, &str); 13] = {
 ///     while let Some(action) = call.poll_action() {
 ///         match action {
 ///             // The driver tries to spawn `nosuch` and the OS says no.
-///             Action::Spawn => call
+///             Action::Spawn(_) => call
 ///                 .handle(t0, Input::SpawnFailed { kind: io::ErrorKind::NotFound, message: "spawn failed: nosuch: not found".into() })
 ///                 .map_err(io::Error::other)?,
 ///             Action::Finished(o) => outcome = Some(o),

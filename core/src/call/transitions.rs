@@ -233,14 +233,17 @@ pub(crate) fn apply(call: &mut Call, now: Instant, input: Event) -> Result<(), C
             call.timers.stop(Timer::QueueDeadline);
             call.admitted_offset_us = Some(call.offset_us(now));
             enter(call, now, Authorized);
-            call.actions.push_back(Action::Spawn);
+            call.actions.push_back(Action::Spawn(call.spawn_order()));
         }
         (Queued, Event::Timeout(Timer::QueueDeadline)) => end(call, now, QueueExpired),
 
         (Authorized, Event::Cancel(reason)) => {
             call.cancel_reason.get_or_insert(reason);
             call.cancel_offset_us.get_or_insert(call.offset_us(now));
-            let queued = call.actions.iter().position(|a| matches!(a, Action::Spawn));
+            let queued = call
+                .actions
+                .iter()
+                .position(|a| matches!(a, Action::Spawn(_)));
             if let Some(index) = queued {
                 // The spawn was never handed out: nothing will run.
                 call.actions.remove(index);
@@ -499,7 +502,7 @@ fn authorize(call: &mut Call, now: Instant) {
     match call.settings.admission {
         Admission::Immediate => {
             enter(call, now, State::Authorized);
-            call.actions.push_back(Action::Spawn);
+            call.actions.push_back(Action::Spawn(call.spawn_order()));
         }
         Admission::Queued { timeout } => {
             call.queued_offset_us = Some(call.offset_us(now));
@@ -657,7 +660,7 @@ fn end(call: &mut Call, now: Instant, state: State) {
     call.timers.stop_all();
     // A call that ends before dispatch shows no card and spawns nothing.
     call.actions
-        .retain(|a| !matches!(a, Action::Spawn | Action::ShowApprovalCard(_)));
+        .retain(|a| !matches!(a, Action::Spawn(_) | Action::ShowApprovalCard(_)));
     enter(call, now, state);
     let (Some(stderr), Some(stdout)) = (call.stderr.take(), call.stdout.take()) else {
         return;

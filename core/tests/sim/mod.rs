@@ -719,7 +719,7 @@ impl World {
                 _ => "Audit(?)".to_owned(),
             },
             Action::ShowApprovalCard(_) => "ShowApprovalCard".to_owned(),
-            Action::Spawn => "Spawn".to_owned(),
+            Action::Spawn(_) => "Spawn".to_owned(),
             Action::CloseStdin => "CloseStdin".to_owned(),
             Action::SignalGroup { signal, .. } => format!("SignalGroup({signal:?})"),
             Action::AbandonStreams => "AbandonStreams".to_owned(),
@@ -760,7 +760,7 @@ impl World {
                     lane.next_noise = Some(now + every);
                 }
             }
-            Action::Spawn => match lane.helper.spawn(now) {
+            Action::Spawn(_) => match lane.helper.spawn(now) {
                 Ok(()) => {
                     lane.spawned_at = Some(offset);
                     lane.call

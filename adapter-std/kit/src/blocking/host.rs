@@ -21,7 +21,7 @@ use crate::{
 };
 use spillguard_core::{
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, Config, DebugGrant,
-    DebugGrantError, Outcome, RetentionPool,
+    DebugGrantError, Input, Outcome, RetentionPool,
 };
 
 /// Runs helper calls for one process: holds the validated [`Config`], the
@@ -83,11 +83,13 @@ impl HostLink for BlockingShared {
     }
 
     fn cancel(live: &Mailbox, reason: CancelReason) {
-        let _ = live.send(Event::Command(Command::Cancel(reason)));
+        let _ = live.send(Event::Command(Command::Input(Input::Cancel(reason))));
     }
 
     fn debug(live: &Mailbox, grant: Option<DebugGrant>) {
-        let _ = live.send(Event::Command(Command::Debug(grant)));
+        let _ = live.send(Event::Command(Command::Input(
+            grant.map_or(Input::DebugRevoked, Input::DebugGranted),
+        )));
     }
 }
 

@@ -107,7 +107,7 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     use rustix::event::{PollFd, PollFlags, poll};
-    use spillguard_core::CancelReason;
+    use spillguard_core::{CancelReason, Input};
 
     use crate::blocking::Command;
 
@@ -121,7 +121,7 @@ mod tests {
     }
 
     fn cancel() -> Event {
-        Event::Command(Command::Cancel(CancelReason::Requested))
+        Event::Command(Command::Input(Input::Cancel(CancelReason::Requested)))
     }
 
     #[test]
@@ -136,7 +136,7 @@ mod tests {
         let taken: Vec<String> = std::iter::from_fn(|| inbox.try_next())
             .map(|event| format!("{event:?}"))
             .collect();
-        assert_eq!(taken, ["Command(Cancel(Requested))", "ProcessLost"]);
+        assert_eq!(taken, ["Command(Input(Cancel(Requested)))", "ProcessLost"]);
     }
 
     #[test]

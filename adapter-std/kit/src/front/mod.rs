@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use spillguard_core::{CallError, CancelReason, DebugGrant, Outcome};
+use spillguard_core::{CallError, CancelReason, DebugGrant, Input, Outcome};
 
 use crate::error::HostError;
 use crate::host_state::HostState;
@@ -176,10 +176,15 @@ impl<R: AsyncRuntime> HostLink for HostShared<R> {
     }
 
     fn cancel(live: &R::Sender, reason: CancelReason) {
-        R::send(live, Event::Command(Command::Cancel(reason)));
+        R::send(live, Event::Command(Command::Input(Input::Cancel(reason))));
     }
 
     fn debug(live: &R::Sender, grant: Option<DebugGrant>) {
-        R::send(live, Event::Command(Command::Debug(grant)));
+        R::send(
+            live,
+            Event::Command(Command::Input(
+                grant.map_or(Input::DebugRevoked, Input::DebugGranted),
+            )),
+        );
     }
 }
