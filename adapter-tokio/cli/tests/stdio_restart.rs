@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::{Value, json};
-use stdio_common::{record_on_stderr, stdio};
+use stdio_common::{last_run_on_stderr, stdio};
 use support::temp_path;
 
 /// A Python server: each `initialize` it gets goes to `log` (its params,
@@ -215,7 +215,7 @@ fn a_server_that_crashes_is_started_again_and_the_next_request_reaches_it() {
     assert_eq!(subscriptions, [subscribe.clone(), subscribe]);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "exit status 3", false]));
     assert_eq!(
         (&record["exit_status"], &record["state"]),
@@ -291,7 +291,7 @@ fn a_server_that_exits_at_start_every_time_is_given_up_after_exactly_max_attempt
     assert_eq!(rest, "");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(4));
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([2, "exit status 4", true]));
     assert_eq!(record["exit_status"], 4);
     assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 3);
@@ -429,7 +429,7 @@ fn a_new_server_with_another_protocol_version_ends_the_restarts_and_says_why() {
     });
     drop(stdin);
     let output = child.wait_with_output().unwrap();
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "exit status 5", false]));
     assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&starts);
@@ -444,7 +444,7 @@ fn no_restart_once_the_host_closed_stdin_even_with_always() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(output.stdout, b"in\n");
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([0, null, false]));
 }
 
@@ -459,7 +459,7 @@ fn no_restart_once_the_guard_is_asked_to_stop() {
     kill_process(pid, Signal::TERM).unwrap();
     let output = child.wait_with_output().unwrap();
     drop(stdin);
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([0, null, false]));
     assert_eq!(
         (&record["state"], &record["signals"][0]["signal"]),
@@ -492,7 +492,7 @@ fn restart_never_answers_and_ends_as_without_the_flag() {
         output
     };
     assert_eq!(output.status.code(), Some(3));
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(record.get("restarts"), None);
     assert_eq!(record.get("crash_loop"), None);
     let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -585,13 +585,16 @@ fn forward_stderr_marks_each_new_run() {
         String::from_utf8(output.stderr).unwrap(),
         "run\nspillguard: server restarted (attempt 2)\nrun\n"
     );
-    let line: Value =
-        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim_end()).unwrap();
-    assert_eq!(
-        restart_fields(&line),
-        json!([1, "exit status 3", true]),
-        "{line}"
-    );
+    // The --record file: a line per run.
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(restart_fields(&lines[0]), json!([0, null, false]));
+    assert_eq!(lines[0]["exit_status"], 3);
+    assert_eq!(restart_fields(&lines[1]), json!([1, "exit status 3", true]));
     assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&starts);
     let _ = std::fs::remove_file(&record);
@@ -671,7 +674,7 @@ fn retry_idempotent_sends_a_read_only_call_in_flight_to_the_next_server() {
     assert_eq!(rest, "");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "exit status 3", false]));
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
     let _ = std::fs::remove_file(&calls);
@@ -711,7 +714,7 @@ fn a_program_that_cannot_start_is_a_crash_loop_answered_with_why() {
         restart.starts_with("crash loop: gave up after 2 attempts in 0."),
         "{restart}"
     );
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "no exit status", true]));
 }
 
@@ -794,7 +797,7 @@ fn a_server_killed_from_outside_is_started_again_and_none_outlive_the_host() {
     drop(stdin);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "signal 9", false]));
     assert_eq!(record["state"], "completed");
     assert!(gone(first) && gone(second), "no run outlives the host");
@@ -836,7 +839,7 @@ fn a_server_that_closes_its_stdout_and_lives_on_is_stopped_and_started_again() {
     // The host leaves: the second run ignores TERM too, and is killed.
     drop(stdin);
     let output = child.wait_with_output().unwrap();
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([1, "stdout closed", false]));
     let signals: Vec<&str> = record["signals"]
         .as_array()
@@ -873,7 +876,7 @@ fn a_server_that_ignores_term_is_killed_when_the_host_leaves_and_not_restarted()
     // stdin closed, 200 ms, TERM (ignored), 300 ms, KILL.
     assert!(took >= Duration::from_millis(500), "{took:?}");
     assert!(took < Duration::from_secs(3), "{took:?}");
-    let record = record_on_stderr(&output);
+    let record = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&record), json!([0, null, false]));
     assert_eq!(record["exit_signal"], 9, "{record}");
     assert_eq!(output.status.code(), Some(137));
@@ -922,7 +925,7 @@ fn the_configuration_file_s_restart_table_applies_and_flags_go_over_it() {
         drop(child.stdin.take());
         let output = child.wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(status), "{flags:?}");
-        let record = record_on_stderr(&output);
+        let record = last_run_on_stderr(&output);
         assert_eq!(restart_fields(&record), fields, "{flags:?}");
         assert_eq!(pids_lines(&starts), runs, "{flags:?}: no run more");
     }
@@ -992,4 +995,58 @@ fn a_bad_restart_table_is_a_usage_error_naming_the_key_and_nothing_runs() {
         assert!(!marker.exists(), "nothing runs: {table}");
         let _ = std::fs::remove_file(&file);
     }
+}
+
+#[test]
+fn each_run_is_a_record_line_and_a_span_of_its_own() {
+    let starts = temp_path("restart-spans.log");
+    let spans = temp_path("restart-spans.jsonl");
+    let _ = std::fs::remove_file(&starts);
+    let _ = std::fs::remove_file(&spans);
+    let script = format!("echo start >> {}; exit 5", starts.display());
+    let flags = [
+        &TWO_QUICK_RUNS[..],
+        &["--restart-max", "3", "--otel-file", spans.to_str().unwrap()],
+    ]
+    .concat();
+    let mut child = sh_guard(&flags, &script);
+    await_starts(&starts, 3);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(5));
+    let text = String::from_utf8(output.stderr.clone()).unwrap();
+    let runs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 3, "{text}");
+    let last = last_run_on_stderr(&output);
+    assert_eq!(restart_fields(&last), json!([2, "exit status 5", true]));
+    // One call span per run, each naming its run's call.
+    let exported = std::fs::read_to_string(&spans).unwrap();
+    let mut call_ids: Vec<String> = exported
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|l| l["resourceSpans"].as_array().cloned())
+        .flatten()
+        .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|s| s["spans"].as_array().cloned().unwrap_or_default())
+        .filter_map(|span| {
+            span["attributes"].as_array().and_then(|kvs| {
+                kvs.iter()
+                    .find(|kv| kv["key"] == "spillguard.call.id")
+                    .and_then(|kv| kv["value"]["stringValue"].as_str().map(str::to_owned))
+            })
+        })
+        .collect();
+    call_ids.sort();
+    let mut want: Vec<String> = runs
+        .iter()
+        .map(|r| r["call_id"].as_str().unwrap().to_owned())
+        .collect();
+    want.sort();
+    assert_eq!(call_ids, want);
+    let _ = std::fs::remove_file(&starts);
+    let _ = std::fs::remove_file(&spans);
 }

@@ -46,7 +46,7 @@ use spillguard_std::core::{
 };
 
 use crate::args::{StdioArgs, UsageError};
-use crate::call::{self, CallHandle, Host, StdioLine, TelemetryWorker};
+use crate::call::{self, CallHandle, Host, RestartSummary, StdioLine, TelemetryWorker};
 use crate::mcp_spans::{McpSpans, own_parent};
 use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -182,7 +182,27 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
                 relay,
                 settings: restart,
             };
-            let (outcome, summary, note) = supervise::run(&runs, outcome, started, &mut ends);
+            // Each run that another follows has a record line of its own,
+            // and its span, as it ends.
+            let mut run_ended = |ended: &spillguard_std::core::Outcome,
+                                 restarts: RestartSummary| {
+                let line = StdioLine {
+                    stderr_excerpt: ended.agent_excerpt(),
+                    stderr_forward_dropped: None,
+                    stderr_forward_redactions: None,
+                    record: ended.record.clone(),
+                    restarts: Some(restarts),
+                };
+                if let Err(error) = write_line(&mut record_file, &line) {
+                    eprintln!("spillguard: cannot write the record: {error}");
+                }
+                if let Some(telemetry) = &telemetry {
+                    let (record, excerpt) = (line.record, line.stderr_excerpt);
+                    telemetry.send(Box::new(move |t| t.export(&record, &excerpt)));
+                }
+            };
+            let (outcome, summary, note) =
+                supervise::run(&runs, outcome, started, &mut ends, &mut run_ended);
             (outcome, Some(summary), note)
         }
         None => (outcome, None, None),
@@ -233,13 +253,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         restarts,
     };
     let status = exit_status(&line.record);
-    let written = serde_json::to_string(&line)
-        .map_err(io::Error::other)
-        .and_then(|json| match &mut record_file {
-            Some(file) => writeln!(file, "{json}"),
-            None => writeln!(io::stderr().lock(), "{json}"),
-        });
-    if let Err(error) = written {
+    if let Err(error) = write_line(&mut record_file, &line) {
         eprintln!("spillguard: cannot write the record: {error}");
         return ExitCode::from(1);
     }
@@ -254,6 +268,15 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         ExitCode::from(status)
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// Writes `line` as one line of JSON to `--record`'s file, else stderr.
+fn write_line(record_file: &mut Option<File>, line: &StdioLine) -> io::Result<()> {
+    let json = serde_json::to_string(line).map_err(io::Error::other)?;
+    match record_file {
+        Some(file) => writeln!(file, "{json}"),
+        None => writeln!(io::stderr().lock(), "{json}"),
     }
 }
 

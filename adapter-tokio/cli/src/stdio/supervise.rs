@@ -52,14 +52,16 @@ pub struct Ends {
 }
 
 /// Runs the server again as the restart policy says, from the first
-/// run's `outcome` (started at `started`); returns the last run's
-/// outcome, the account of the restarts, and the note for the answers
-/// still to give (after a crash loop or a refusal).
+/// run's `outcome` (started at `started`); each run that another follows
+/// goes to `run_ended` with the account of the restarts before it.
+/// Returns the last run's outcome, the account of the restarts, and the
+/// note for the answers still to give (after a crash loop or a refusal).
 pub fn run(
     runs: &Runs<'_>,
     mut outcome: Outcome,
     started: Instant,
     ends: &mut Ends,
+    run_ended: &mut dyn FnMut(&Outcome, RestartSummary),
 ) -> (Outcome, RestartSummary, Option<RestartNote>) {
     let mut restarts = Restarts::new(runs.settings, started);
     let mut restart_reason = None;
@@ -110,6 +112,15 @@ pub fn run(
             runs.relay.over(None);
             break;
         };
+        // This run is over and another follows: its own record.
+        run_ended(
+            &outcome,
+            RestartSummary {
+                restarts: restarts.restarts(),
+                restart_reason: restart_reason.clone(),
+                crash_loop: false,
+            },
+        );
         restart_reason = Some(end.to_string());
         runs.relay.server_gone(gone);
         if runs.relay.sleep_until(until) {

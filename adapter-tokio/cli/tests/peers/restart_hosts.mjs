@@ -142,8 +142,8 @@ function runs(log) {
     const guardedRuns = runs(log('guarded'));
     check('claude mcp list: the guard started the server twice', guardedRuns.size, 2);
     const records = fs.readFileSync(path.join(scratch, 'claude.record.jsonl'), 'utf8').trim().split('\n').map(JSON.parse);
-    check('claude mcp list: one guard, which restarted its server once after exit status 1',
-        records.map((r) => [r.restarts, r.restart_reason, r.crash_loop]), [[1, 'exit status 1', false]]);
+    check('claude mcp list: one guard, a record per run: the first, then the one restarted after exit status 1',
+        records.map((r) => [r.restarts, r.restart_reason, r.crash_loop]), [[0, null, false], [1, 'exit status 1', false]]);
     checkThat('claude mcp list: the second run was initialized',
         [...guardedRuns.values()][1].includes('initialize'), JSON.stringify([...guardedRuns.values()]));
 }

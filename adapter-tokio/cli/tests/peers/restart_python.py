@@ -81,7 +81,10 @@ async def main():
           f"the new server was given initialize, then initialized, first: {second_run}")
     check(second_run.count("initialize") == 1 and "tools/call" in second_run, f"second run: {second_run}")
     time.sleep(0.5)
-    record = json.loads(open(RECORD).read().splitlines()[-1])
+    lines = [json.loads(line) for line in open(RECORD).read().splitlines()]
+    check(len(lines) == 2 and lines[0]["exit_status"] == 3 and lines[0]["restarts"] == 0,
+          f"a record per run: {[(r['exit_status'], r['restarts']) for r in lines]}")
+    record = lines[-1]
     check([record["restarts"], record["restart_reason"], record["crash_loop"]] == [1, "exit status 3", False],
           f"record: restarts {record['restarts']}, {record['restart_reason']!r}, crash_loop {record['crash_loop']}")
 
