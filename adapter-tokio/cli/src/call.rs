@@ -312,11 +312,26 @@ impl Telemetry {
     /// write is said now and kept with the audit failures: the command
     /// exits with their status), queued for OTLP/HTTP (never waited for).
     pub fn export(&mut self, record: &CallRecord, excerpt: &str) {
+        self.export_run(record, excerpt, None);
+    }
+
+    /// [`export`](Self::export) for a server's run under `stdio
+    /// --restart`: with `restarted`, the restarts before it and why the
+    /// run before it ended, said on its span.
+    pub fn export_run(
+        &mut self,
+        record: &CallRecord,
+        excerpt: &str,
+        restarted: Option<(u32, &str)>,
+    ) {
         // A call outside any trace has no span to export.
         if !self.is_on() || record.trace_id.is_none() {
             return;
         }
         let mut requests = crate::otel::call_requests(record, excerpt);
+        if let Some((restarts, reason)) = restarted {
+            crate::otel::mark_restart(&mut requests, restarts, reason);
+        }
         // Loss so far is said on the next span out, where the collector
         // sees it (and at the exit, on stderr).
         let dropped = self

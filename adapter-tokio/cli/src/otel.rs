@@ -559,6 +559,29 @@ pub fn mark_dropped(requests: &mut CallRequests, dropped: u64) {
     }
 }
 
+/// The call span of `requests` is a server's run that a restart started
+/// (`stdio --restart`): the span says how many restarts came before it
+/// (`spillguard.restarts`) and opens with a `restart` event naming why
+/// the run before it ended (`spillguard.restart.reason`).
+pub fn mark_restart(requests: &mut CallRequests, restarts: u32, reason: &str) {
+    for span in spans_of(requests).take(1) {
+        span.attributes
+            .push(int("spillguard.restarts", i64::from(restarts)));
+        span.events.insert(
+            0,
+            Event {
+                time_unix_nano: span.start_time_unix_nano,
+                name: "restart".into(),
+                attributes: vec![
+                    int("spillguard.restart.attempt", i64::from(restarts) + 1),
+                    text("spillguard.restart.reason", reason),
+                ],
+                ..Event::default()
+            },
+        );
+    }
+}
+
 /// `--otel-file`: export requests appended as lines of OTLP JSON.
 ///
 /// The file is a regular file or a character device such as `/dev/null`;

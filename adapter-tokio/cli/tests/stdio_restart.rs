@@ -1023,30 +1023,53 @@ fn each_run_is_a_record_line_and_a_span_of_its_own() {
     assert_eq!(runs.len(), 3, "{text}");
     let last = last_run_on_stderr(&output);
     assert_eq!(restart_fields(&last), json!([2, "exit status 5", true]));
-    // One call span per run, each naming its run's call.
+    // One call span per run, each naming its run's call; a restarted
+    // run's opens with a `restart` event (its attempt, why the run before
+    // it ended).
     let exported = std::fs::read_to_string(&spans).unwrap();
-    let mut call_ids: Vec<String> = exported
+    let attribute = |span: &Value, key: &str| -> Value {
+        span["attributes"]
+            .as_array()
+            .and_then(|kvs| kvs.iter().find(|kv| kv["key"] == key))
+            .map_or(Value::Null, |kv| {
+                kv["value"]
+                    .as_object()
+                    .and_then(|v| v.values().next().cloned())
+                    .unwrap_or(Value::Null)
+            })
+    };
+    let call_spans: Vec<Value> = exported
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter_map(|l| l["resourceSpans"].as_array().cloned())
         .flatten()
         .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
         .flat_map(|s| s["spans"].as_array().cloned().unwrap_or_default())
-        .filter_map(|span| {
-            span["attributes"].as_array().and_then(|kvs| {
-                kvs.iter()
-                    .find(|kv| kv["key"] == "spillguard.call.id")
-                    .and_then(|kv| kv["value"]["stringValue"].as_str().map(str::to_owned))
-            })
-        })
+        .filter(|span| attribute(span, "spillguard.call.id").is_string())
         .collect();
-    call_ids.sort();
-    let mut want: Vec<String> = runs
-        .iter()
-        .map(|r| r["call_id"].as_str().unwrap().to_owned())
-        .collect();
-    want.sort();
-    assert_eq!(call_ids, want);
+    assert_eq!(call_spans.len(), 3);
+    for (n, run) in runs.iter().enumerate() {
+        let span = call_spans
+            .iter()
+            .find(|span| attribute(span, "spillguard.call.id") == run["call_id"])
+            .unwrap_or_else(|| panic!("no span for run {n}"));
+        let first = &span["events"][0];
+        if n == 0 {
+            assert_ne!(first["name"], "restart");
+            assert_eq!(attribute(span, "spillguard.restarts"), Value::Null);
+        } else {
+            assert_eq!(first["name"], "restart", "run {n}");
+            assert_eq!(
+                attribute(first, "spillguard.restart.attempt"),
+                json!((n + 1).to_string())
+            );
+            assert_eq!(
+                attribute(first, "spillguard.restart.reason"),
+                "exit status 5"
+            );
+            assert_eq!(attribute(span, "spillguard.restarts"), json!(n.to_string()));
+        }
+    }
     let _ = std::fs::remove_file(&starts);
     let _ = std::fs::remove_file(&spans);
 }

@@ -198,7 +198,13 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
                 }
                 if let Some(telemetry) = &telemetry {
                     let (record, excerpt) = (line.record, line.stderr_excerpt);
-                    telemetry.send(Box::new(move |t| t.export(&record, &excerpt)));
+                    let restarted = line
+                        .restarts
+                        .and_then(|r| Some((r.restarts, r.restart_reason?)));
+                    telemetry.send(Box::new(move |t| {
+                        let restarted = restarted.as_ref().map(|(n, why)| (*n, why.as_str()));
+                        t.export_run(&record, &excerpt, restarted);
+                    }));
                 }
             };
             let (outcome, summary, note) =
@@ -259,7 +265,11 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
     }
     if let Some(telemetry) = telemetry {
         let (record, excerpt) = (line.record.clone(), line.stderr_excerpt.clone());
-        telemetry.send(Box::new(move |t| t.export(&record, &excerpt)));
+        let restarted = (line.restarts.clone()).and_then(|r| Some((r.restarts, r.restart_reason?)));
+        telemetry.send(Box::new(move |t| {
+            let restarted = restarted.as_ref().map(|(n, why)| (*n, why.as_str()));
+            t.export_run(&record, &excerpt, restarted);
+        }));
         telemetry.finish();
     }
     // An audit write that failed was said as it failed; the status is then
