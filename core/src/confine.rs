@@ -209,20 +209,6 @@ impl LimitKind {
         }
         Ok(())
     }
-
-    /// Parses a command-line value: a size for bytes (`256M`), else a
-    /// whole number; then [`check`](Self::check)s it.
-    pub fn parse(&self, text: &str) -> Result<u64, String> {
-        let value = match self.unit {
-            LimitUnit::Bytes => parse_size(text)?,
-            LimitUnit::Count | LimitUnit::Seconds => text
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| format!("`{text}` is not a whole number of at least 1"))?,
-        };
-        self.check(value).map_err(|e| e.reason)?;
-        Ok(value)
-    }
 }
 
 /// Every kind of limit, in the order the card, the flags and `limit_hit`

@@ -1005,10 +1005,15 @@ fn each_run_is_a_record_line_and_a_span_of_its_own() {
     let _ = std::fs::remove_file(&spans);
     let script = format!("echo start >> {}; exit 5", starts.display());
     let flags = [
-        &TWO_QUICK_RUNS[..],
-        &["--restart-max", "3", "--otel-file", spans.to_str().unwrap()],
-    ]
-    .concat();
+        "--restart",
+        "on-failure",
+        "--restart-max",
+        "3",
+        "--restart-backoff-ms",
+        "10,20",
+        "--otel-file",
+        spans.to_str().unwrap(),
+    ];
     let mut child = sh_guard(&flags, &script);
     await_starts(&starts, 3);
     std::thread::sleep(Duration::from_millis(200));

@@ -268,6 +268,14 @@ pub fn measure(
         eprint!(
             "bench: ping over socketpairs, {blocks} blocks of {PINGS_PER_BLOCK}: direct, bare relay, guarded, supervised side by side ... "
         );
+        let guarded = [
+            "stdio",
+            "--mcp",
+            "--",
+            shown.as_str(),
+            "--local-timezone",
+            "UTC",
+        ];
         let supervised = [
             "stdio",
             "--mcp",
@@ -292,28 +300,8 @@ pub fn measure(
         let sessions = [
             Session::start(server, &["--local-timezone", "UTC"]),
             Session::start(relay, &[shown.as_str(), "--local-timezone", "UTC"]),
-            Session::start(
-                spillguard,
-                &[
-                    "stdio",
-                    "--mcp",
-                    "--",
-                    shown.as_str(),
-                    "--local-timezone",
-                    "UTC",
-                ],
-            ),
-            traced(Session::start(
-                spillguard,
-                &[
-                    "stdio",
-                    "--mcp",
-                    "--",
-                    shown.as_str(),
-                    "--local-timezone",
-                    "UTC",
-                ],
-            )),
+            Session::start(spillguard, &guarded),
+            traced(Session::start(spillguard, &guarded)),
             traced(Session::start_with(spillguard, &supervised, host)),
             Session::start_with(spillguard, &supervised, host),
         ]
