@@ -112,6 +112,17 @@ pub fn is_pipe(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     })
 }
 
+/// Whether `splice(2)` may read `fd` without waiting on a peer: a pipe
+/// (a FIFO) or a regular file, whose bytes are all there already.
+pub fn splices_from(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        matches!(
+            rustix::fs::FileType::from_raw_mode(st.st_mode),
+            rustix::fs::FileType::Fifo | rustix::fs::FileType::RegularFile
+        )
+    })
+}
+
 /// What `poll(2)` said of one descriptor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ready {

@@ -285,6 +285,31 @@ fn files_and_dev_null_work_on_either_side() {
         assert_eq!(r["stdout_bytes_forwarded"], both);
     }
     let _ = std::fs::remove_file(&requests);
+
+    // A file many times the server's pipe, in: moved without a copy, it
+    // still arrives whole and in order while the pipe fills and empties.
+    let big = temp_path("big.bin");
+    let body: Vec<u8> = (0..9 * 1024 * 1024 + 7)
+        .map(|i| (i * 31 % 251) as u8)
+        .collect();
+    std::fs::write(&big, &body).unwrap();
+    let copied = temp_path("big-copied.bin");
+    let record = temp_path("big.jsonl");
+    let mut child = guard(
+        &["--", "cat"],
+        File::open(&big).unwrap().into(),
+        File::create(&copied).unwrap().into(),
+        &record,
+    );
+    assert_eq!(exit_within(&mut child, REPLY_WAIT, "a big file"), Some(0));
+    assert!(std::fs::read(&copied).unwrap() == body, "the copy differs");
+    let r = record_in(&record);
+    assert_eq!(r["stdin_bytes_forwarded"], body.len() as u64);
+    assert_eq!(r["stdout_bytes_forwarded"], body.len() as u64);
+    assert_eq!(r["stdin_bytes_undelivered"], 0);
+    for path in [big, copied] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// A host whose end of the guard's stdin socket is non-blocking, and whose

@@ -23,7 +23,7 @@ use std::process::{ChildStdin, ChildStdout};
 use std::sync::{Arc, Condvar};
 
 use super::Reply;
-use crate::os::{is_pipe, poll, write_all_waiting};
+use crate::os::{is_pipe, poll, splices_from, write_all_waiting};
 use crate::stream::{Handout, SharedStdin, StdinWriter, StdoutReader};
 use rustix::event::PollFlags;
 #[cfg(target_os = "linux")]
@@ -111,9 +111,9 @@ impl HelperStdin {
     }
 
     /// Moves up to `max` bytes from `from` into the helper's stdin and
-    /// counts them; `0` at `from`'s end. Between two pipes (Linux) the
-    /// bytes move with `splice(2)`, without a copy through this process;
-    /// from anything else (a socket, a file, a terminal) they are read and
+    /// counts them; `0` at `from`'s end. From a pipe or a regular file
+    /// (Linux) the bytes move with `splice(2)`, without a copy through this
+    /// process; from anything else (a socket, a terminal) they are read and
     /// written through a buffer, so that nothing waits on `from` while
     /// holding the helper's pipe. Made non-blocking
     /// ([`set_nonblocking`](Self::set_nonblocking)), a splice gives
@@ -125,7 +125,7 @@ impl HelperStdin {
             return Ok(0);
         }
         #[cfg(target_os = "linux")]
-        if is_pipe(from) {
+        if splices_from(from) {
             let flags = if self.nonblocking {
                 SpliceFlags::MOVE | SpliceFlags::NONBLOCK
             } else {

@@ -18,7 +18,8 @@ use crate::args::UsageError;
 pub enum Kind {
     /// A pipe or FIFO: `splice(2)` may wait on it.
     Pipe,
-    /// A regular file: everything it holds is there already.
+    /// A regular file: everything it holds is there already, so
+    /// `splice(2)` from it never waits on a peer.
     File,
     /// Anything else that reads and writes (a socket, a terminal,
     /// `/dev/null`).

@@ -5,10 +5,10 @@
 //! The pump waits with `poll(2)` on both ends and never blocks on a
 //! write, so it always sees the client's end:
 //!
-//! * **Between two pipes**, while nothing is queued, the bytes move with a
-//!   non-blocking `splice(2)` (no copy through this program). From
-//!   anything else (the socketpairs Node and Bun hand their children, a
-//!   file, a terminal), and with `--mcp` always (each request is noted
+//! * **From a pipe or a file into the server's pipe**, while nothing is
+//!   queued, the bytes move with a non-blocking `splice(2)` (no copy
+//!   through this program). From anything else (the socketpairs Node and
+//!   Bun hand their children, a terminal), and with `--mcp` always (each request is noted
 //!   before the server can see it), they are read into the queue and
 //!   written as the server's pipe takes them.
 //! * **A server that stops reading** ([`InputQueue`]'s rule): with the
@@ -71,7 +71,7 @@ pub fn start(
     };
     let pump = Pump {
         splice: cfg!(target_os = "linux")
-            && kind == Kind::Pipe
+            && matches!(kind, Kind::Pipe | Kind::File)
             && requests.is_none()
             && relay.is_none(),
         input,
@@ -90,7 +90,8 @@ pub fn start(
 struct Pump {
     input: File,
     stdin: HelperStdin,
-    /// Whether to splice while the queue is empty (both ends are pipes).
+    /// Whether to splice while the queue is empty (the client's end is a
+    /// pipe or a file, the server's a pipe).
     splice: bool,
     queue: InputQueue,
     requests: Option<std::sync::Arc<Requests>>,

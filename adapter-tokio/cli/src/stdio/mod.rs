@@ -4,8 +4,8 @@
 //! Two pump threads move this program's stdin to the server's stdin
 //! (`input.rs`) and the server's stdout to this program's stdout
 //! (`output.rs`), each chunk as soon as it arrives, whatever the
-//! descriptors are (`fds.rs`): `splice(2)` only between two pipes, a copy
-//! otherwise, and never a wait that could hide the client's end. The
+//! descriptors are (`fds.rs`): `splice(2)` from a pipe or a file into a pipe,
+//! a copy otherwise, and never a wait that could hide the client's end. The
 //! library's owner drains the server's stderr meanwhile; with
 //! `--forward-stderr` a tap copies each chunk to this program's stderr,
 //! redacted as it streams, as far as it goes without blocking
