@@ -26,7 +26,7 @@ sources=$(mktemp -d "${TMPDIR:-/tmp}/spillguard-packages.XXXXXX")
 trap 'rm -rf "$sources"' EXIT
 version=$(cargo metadata --no-deps --format-version 1 \
     | python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "spillguard-cli"))')
-crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
+crates=(spillguard-core spillguard-host spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
 
 packaged="${CARGO_TARGET_DIR:-target}/package"
 if [ -n "$given" ]; then

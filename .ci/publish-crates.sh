@@ -24,7 +24,7 @@ tested=$(realpath "$1")
 cd "$(dirname "$0")/.."
 version=$(cargo metadata --no-deps --format-version 1 --locked \
     | python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "spillguard-cli"))')
-crates=(spillguard-core spillguard-kit spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
+crates=(spillguard-core spillguard-host spillguard-std spillguard-smol spillguard-tokio spillguard-cli)
 # xtask and spillguard-tests are never published.
 unpublished=(--exclude xtask --exclude spillguard-tests)
 package_dir="${CARGO_TARGET_DIR:-target}/package"

@@ -72,22 +72,22 @@ mod reader;
 mod runtime;
 mod stream;
 
-pub use runtime::{Changed, SmolRuntime};
-pub use spillguard_kit::adapter_api::*;
+pub use runtime::{SmolRuntime, Waiters};
+pub use spillguard_host::adapter_api::*;
 pub use stream::{HelperStdin, HelperStdout};
 
 /// Runs helper calls for one process, each on an owner task detached on
 /// smol's global executor (so `Host::new` never lacks a runtime); every
-/// method is [`AsyncHost`](spillguard_kit::front::AsyncHost)'s.
+/// method is [`AsyncHost`](spillguard_host::asynchronous::AsyncHost)'s.
 /// `host.command(..)` makes a [`CallBuilder`]: `run()` is a [`Run`]
 /// future of the outcome, `start()` a [`CallHandle`].
-pub type Host = spillguard_kit::front::AsyncHost<SmolRuntime>;
+pub type Host = spillguard_host::asynchronous::AsyncHost<SmolRuntime>;
 
 /// The caller's handle on a running call, from the builder's `start()`;
-/// every method is [`AsyncCallHandle`](spillguard_kit::front::AsyncCallHandle)'s,
+/// every method is [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle)'s,
 /// whose docs say what dropping it does (the crate docs show
 /// `kill_on_drop` with a timer, and a streamed call).
-pub type CallHandle = spillguard_kit::front::AsyncCallHandle<SmolRuntime>;
+pub type CallHandle = spillguard_host::asynchronous::AsyncCallHandle<SmolRuntime>;
 
 /// Cancels one call from anywhere; cheap to clone.
 ///
@@ -112,4 +112,4 @@ pub type CallHandle = spillguard_kit::front::AsyncCallHandle<SmolRuntime>;
 /// })?;
 /// # Ok::<(), spillguard_smol::HostError>(())
 /// ```
-pub type Canceller = spillguard_kit::front::AsyncCanceller<SmolRuntime>;
+pub type Canceller = spillguard_host::asynchronous::AsyncCanceller<SmolRuntime>;

@@ -14,7 +14,7 @@
 //! Reading in the owner's own wait costs no task hop per chunk. The loop
 //! ends at [`Action::Finished`]; the owner then lets go of the call and
 //! hands any stream the call stopped listening to (an escaped descendant
-//! holds it) to the host's drainer ([`spillguard_kit::orphans`]).
+//! holds it) to the host's drainer ([`spillguard_host::leftover_pipes`]).
 //! Every decision (budgets, states, deadlines, signals) is the core's; the
 //! owner only reports and obeys.
 //! Being detached from the caller, it cannot be cancelled by a caller
@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use futures_lite::future;
 use smol::Timer;
-use spillguard_kit::front::{AsyncOwner, NewOwner, Sources};
-use spillguard_kit::run_loop::{Event, Pipe};
+use spillguard_host::asynchronous::{AsyncOwner, NewOwner, Sources};
+use spillguard_host::run_loop::{Event, Pipe};
 
 use crate::process::SmolSpawn;
 use crate::reader::read_either;
@@ -94,7 +94,7 @@ impl Owner {
         // stream itself leaves the reactor when dropped here); one with no
         // descriptor left to duplicate is closed.
         self.parts
-            .drain_unheard(|stream| spillguard_kit::os::duplicate(&stream));
+            .drain_unheard(|stream| spillguard_host::os::duplicate(&stream));
     }
 
     /// The next input. A due timer comes before events and reads, so a

@@ -7,9 +7,9 @@
 //! detached tasks: a waiter that owns the [`Child`] and reports its exit,
 //! and a stdin writer when the helper is given bytes. The waiter keeps
 //! waiting after the call has finished, so a helper the call stopped
-//! waiting for is still reaped. A confined helper is spawned by the kit
+//! waiting for is still reaped. A confined helper is spawned by the host layer
 //! (its steps run before exec, without a fork); its waiter waits on the
-//! pidfd the kit hands over. Either way the pipes are the standard
+//! pidfd the host layer hands over. Either way the pipes are the standard
 //! library's, in smol's reactor.
 //!
 //! async-process converts the std command but resets its stdio, so the
@@ -24,11 +24,11 @@ use futures_lite::{AsyncWriteExt, future};
 use smol::Async;
 use smol::channel::{self, Sender};
 use spillguard_core::Signal;
-use spillguard_kit::os::{exit_status, signal_group};
-use spillguard_kit::{HelperCommand, StdinMode};
+use spillguard_host::os::{exit_status, signal_group};
+use spillguard_host::{HelperCommand, StdinMode};
 
-use spillguard_kit::pipes::{AsyncSpawn, SpawnedChild};
-use spillguard_kit::run_loop::Event;
+use spillguard_host::pipes::{AsyncSpawn, SpawnedChild};
+use spillguard_host::run_loop::Event;
 
 use crate::reader::{self, Stream};
 use crate::runtime::Reply;
@@ -41,12 +41,12 @@ pub(crate) type ChildStdout = Async<std::process::ChildStdout>;
 pub(crate) type ChildStderr = Async<std::process::ChildStderr>;
 
 /// A helper as its waiter owns it: async-process's child, or the pidfd of
-/// one the kit spawned.
+/// one the host layer spawned.
 #[derive(Debug)]
 pub(crate) enum Helper {
     /// Spawned by async-process.
     Process(Child),
-    /// Spawned by the kit (a confined call).
+    /// Spawned by the host layer (a confined call).
     Pidfd(OwnedFd),
 }
 
@@ -66,7 +66,7 @@ impl AsyncSpawn for SmolSpawn {
 
     fn spawn(command: &HelperCommand) -> io::Result<SpawnedChild<Self>> {
         if let Some(spawned) = command.spawn_confined() {
-            let spillguard_kit::confine::RawChild {
+            let spillguard_host::confine::RawChild {
                 pid,
                 pidfd,
                 stdin,
@@ -176,7 +176,7 @@ fn finish_spawn(
 async fn wait_pidfd(pidfd: OwnedFd) -> io::Result<std::process::ExitStatus> {
     let pidfd = Async::new(pidfd)?;
     loop {
-        if let Some(status) = spillguard_kit::confine::try_reap(pidfd.get_ref().as_fd())? {
+        if let Some(status) = spillguard_host::confine::try_reap(pidfd.get_ref().as_fd())? {
             return Ok(status);
         }
         pidfd.readable().await?;

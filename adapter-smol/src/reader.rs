@@ -7,8 +7,8 @@
 //! bytes while it waits, so nothing is lost). A read of 0 is end-of-file,
 //! and so is any read error other than `EINTR`. After the call finished,
 //! a pipe a descendant still holds is the host's drainer's: one task on
-//! smol's executor ([`SmolOrphans`], the waiting half of
-//! [`spillguard_kit::orphans`]) reads and drops what comes, so the
+//! smol's executor ([`SmolLeftovers`], the waiting half of
+//! [`spillguard_host::leftover_pipes`]) reads and drops what comes, so the
 //! descendant never blocks on it.
 
 use std::io;
@@ -20,12 +20,12 @@ use std::time::Instant;
 use crate::process::{ChildStderr, ChildStdout};
 use futures_lite::AsyncRead;
 use smol::{Async, Timer};
-use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime, read_now};
-use spillguard_kit::pipes::read_open_with;
+use spillguard_host::leftover_pipes::{AsyncLeftovers, Drain, LeftoverRuntime, read_now};
+use spillguard_host::pipes::read_open_with;
 
-use spillguard_kit::run_loop::Pipe;
+use spillguard_host::run_loop::Pipe;
 
-pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
+pub(crate) use spillguard_host::read_buffers::CHUNK_BYTES;
 
 /// One of the helper's output streams, so both can sit in one array.
 #[derive(Debug)]
@@ -102,15 +102,15 @@ pub(crate) async fn read_either(
 /// with the reactor (`Async`), read when it is readable, and a `Timer`
 /// for the time bound.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SmolOrphans;
+pub(crate) struct SmolLeftovers;
 
-impl OrphanRuntime for SmolOrphans {
+impl LeftoverRuntime for SmolLeftovers {
     fn start(&self, drain: Drain) {
         smol::spawn(drain.run::<Self>()).detach();
     }
 }
 
-impl AsyncOrphans for SmolOrphans {
+impl AsyncLeftovers for SmolLeftovers {
     type Pipe = Async<OwnedFd>;
     type Timer = Timer;
 
@@ -152,10 +152,10 @@ mod tests {
     /// it; at the end the task ends.
     #[test]
     fn the_drainer_task_reads_a_leftover_pipe_to_its_end_then_ends() {
-        use spillguard_kit::OrphanStats;
-        use spillguard_kit::orphans::OrphanDrainer;
+        use spillguard_host::LeftoverStats;
+        use spillguard_host::leftover_pipes::LeftoverDrainer;
 
-        let drainer = OrphanDrainer::new(Some(Duration::from_secs(60)), 8, SmolOrphans);
+        let drainer = LeftoverDrainer::new(Some(Duration::from_secs(60)), 8, SmolLeftovers);
         let (read, write) = rustix::pipe::pipe().unwrap();
         drainer.adopt(read);
         assert!(drainer.is_running());
@@ -166,7 +166,7 @@ mod tests {
         }
         assert_eq!(drainer.stats().draining, 1);
         drop(write);
-        let ended = OrphanStats {
+        let ended = LeftoverStats {
             draining: 0,
             closed: 0,
             ended: 1,

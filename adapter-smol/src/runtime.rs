@@ -1,5 +1,5 @@
-//! [`SmolRuntime`]: what smol gives the kit's async front
-//! ([`spillguard_kit::front`]): an event listener to wake waiters, smol's
+//! [`SmolRuntime`]: what smol gives the host layer's async front
+//! ([`spillguard_host::asynchronous`]): an event listener to wake waiters, smol's
 //! channels and timer, the global executor for the owner tasks, and the
 //! async-process stream types.
 
@@ -11,16 +11,16 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Receiver, Sender};
 use spillguard_core::CallError;
-use spillguard_kit::HostError;
-use spillguard_kit::front::{AsyncRuntime, NewOwner};
-use spillguard_kit::orphans::OrphanRuntime;
-use spillguard_kit::owner::{Blocking, Unblocked};
-use spillguard_kit::published::Wake;
-use spillguard_kit::run_loop::Event;
-use spillguard_kit::stream::{StdinWriter, StdoutReader};
+use spillguard_host::HostError;
+use spillguard_host::asynchronous::{AsyncRuntime, NewOwner};
+use spillguard_host::leftover_pipes::LeftoverRuntime;
+use spillguard_host::owner::{Blocking, Unblocked};
+use spillguard_host::published::Wake;
+use spillguard_host::run_loop::Event;
+use spillguard_host::stream::{StdinWriter, StdoutReader};
 
 use crate::owner;
-use crate::reader::SmolOrphans;
+use crate::reader::SmolLeftovers;
 use crate::stream::{HelperStdin, HelperStdout};
 
 /// smol's global executor, as a host runs its calls on it (there is
@@ -28,12 +28,12 @@ use crate::stream::{HelperStdin, HelperStdout};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SmolRuntime;
 
-/// Wakes the waiters of what an owner publishes, and of a host's call
-/// ends: an event listener.
+/// Those waiting on what an owner publishes, or on a host's call ends,
+/// woken together: an event listener.
 #[derive(Debug, Default)]
-pub struct Changed(Notify);
+pub struct Waiters(Notify);
 
-impl Wake for Changed {
+impl Wake for Waiters {
     fn wake_all(&self) {
         self.0.notify(usize::MAX);
     }
@@ -52,7 +52,7 @@ impl Blocking for SmolRuntime {
 }
 
 impl AsyncRuntime for SmolRuntime {
-    type Wake = Changed;
+    type Wake = Waiters;
     type Reply = Reply;
     type Answer = std::pin::Pin<Box<dyn Future<Output = Option<Result<(), CallError>>> + Send>>;
     type Sender = Sender<Event<Reply>>;
@@ -71,15 +71,15 @@ impl AsyncRuntime for SmolRuntime {
         Ok(SmolRuntime)
     }
 
-    fn orphans(&self) -> impl OrphanRuntime {
-        SmolOrphans
+    fn leftovers(&self) -> impl LeftoverRuntime {
+        SmolLeftovers
     }
 
     fn now() -> Instant {
         Instant::now()
     }
 
-    fn listen(wake: &Changed) -> impl Future<Output = ()> + Send + '_ {
+    fn listen(wake: &Waiters) -> impl Future<Output = ()> + Send + '_ {
         wake.0.listen()
     }
 
@@ -125,11 +125,11 @@ impl AsyncRuntime for SmolRuntime {
     /// A detached task leaves nothing to learn.
     async fn owner_ended((): ()) {}
 
-    fn stdin(writer: StdinWriter<Self::StdinPipe, Changed, Reply>) -> HelperStdin {
+    fn stdin(writer: StdinWriter<Self::StdinPipe, Waiters, Reply>) -> HelperStdin {
         HelperStdin(writer)
     }
 
-    fn stdout(reader: StdoutReader<Self::StdoutPipe, Changed, Reply>) -> HelperStdout {
+    fn stdout(reader: StdoutReader<Self::StdoutPipe, Waiters, Reply>) -> HelperStdout {
         HelperStdout(reader)
     }
 }

@@ -95,12 +95,12 @@ mod workers;
 
 pub use owner::StdThreads;
 pub use spillguard_core as core;
-pub use spillguard_kit::blocking::{HelperStdin, HelperStdout};
-pub use spillguard_kit::os;
-pub use spillguard_kit::{
+pub use spillguard_host::blocking::{HelperStdin, HelperStdout};
+pub use spillguard_host::os;
+pub use spillguard_host::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, Launch, OpenFailure, OpenedLog, OrphanStats,
+    JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog,
     ShutdownReport, StderrTap, StdinMode, TapFn,
 };
 
@@ -110,11 +110,12 @@ pub use spillguard_kit::{
 /// calls. Each call's owner is a thread of its own, taken from a pool of
 /// kept threads.
 ///
-/// Cheap to clone: clones share everything. Dropping the last clone
-/// cancels every live call (TERM to its group, the grace, KILL); each
-/// call's owner still writes its record. Use
-/// [`shutdown`](spillguard_kit::blocking::BlockingHost::shutdown) to wait
-/// for that.
+/// Cheap to clone: clones share everything. Each call keeps what it needs
+/// of the host, so dropping the last clone ends no call: every live call
+/// runs to its end and writes its record.
+/// [`shutdown`](spillguard_host::blocking::BlockingHost::shutdown) cancels
+/// the live calls (TERM to each group, the grace, KILL) and waits for
+/// their records.
 ///
 /// # Examples
 ///
@@ -131,7 +132,7 @@ pub use spillguard_kit::{
 /// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
 /// # Ok::<(), spillguard_std::HostError>(())
 /// ```
-pub type Host = spillguard_kit::blocking::BlockingHost<StdThreads>;
+pub type Host = spillguard_host::blocking::BlockingHost<StdThreads>;
 
 /// The caller's handle on a running call, from the builder's
 /// [`start`](CallBuilder::start): approve or deny it once its card is
@@ -163,7 +164,7 @@ pub type Host = spillguard_kit::blocking::BlockingHost<StdThreads>;
 /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub type CallHandle = spillguard_kit::blocking::BlockingCallHandle;
+pub type CallHandle = spillguard_host::blocking::BlockingCallHandle;
 
 /// Cancels one call from anywhere; cheap to clone.
 ///
@@ -185,4 +186,4 @@ pub type CallHandle = spillguard_kit::blocking::BlockingCallHandle;
 /// ));
 /// # Ok::<(), spillguard_std::HostError>(())
 /// ```
-pub type Canceller = spillguard_kit::blocking::BlockingCanceller;
+pub type Canceller = spillguard_host::blocking::BlockingCanceller;

@@ -20,7 +20,7 @@
 //! ends at [`Action::Finished`]; the owner then releases the call (its
 //! handle and host see it ended), hands any pipe the call stopped
 //! listening to (an escaped descendant holds it) to the host's drainer
-//! ([`spillguard_kit::orphans`]: read and dropped for a bounded time, so
+//! ([`spillguard_host::leftover_pipes`]: read and dropped for a bounded time, so
 //! no descendant blocks on a full pipe), and reaps the child if it is not
 //! reaped yet, so no zombie is left. Every decision (budgets, states, deadlines,
 //! signals) is the core's; the owner only reports and obeys.
@@ -41,18 +41,18 @@ use futures_lite::future;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use spillguard_core::CancelReason;
-use spillguard_kit::HelperCommand;
-use spillguard_kit::os::exit_status;
-use spillguard_kit::owner::{Blocking, Helper, HelperSlot, Unblocked};
-use spillguard_kit::stream::Forwarded;
+use spillguard_host::HelperCommand;
+use spillguard_host::os::exit_status;
+use spillguard_host::owner::{Blocking, Helper, HelperSlot, Unblocked};
+use spillguard_host::stream::Forwarded;
 
 use crate::process::Process;
 use crate::reader::{Read, read_chunk, with_buffer};
 use spillguard_core::Input;
-use spillguard_kit::blocking::{Inbox, Mailbox, ThreadDriver, ThreadOwnerCore};
-use spillguard_kit::run_loop;
+use spillguard_host::blocking::{Inbox, Mailbox, ThreadDriver, ThreadOwnerCore};
+use spillguard_host::run_loop;
 
-pub(crate) use spillguard_kit::run_loop::{Pipe, Start};
+pub(crate) use spillguard_host::run_loop::{Pipe, Start};
 
 /// Inputs taken between two looks at every source: however busy one pipe
 /// is, the exit, the doorbell and the other pipe are seen within this many

@@ -8,7 +8,7 @@
 //! [`Child`] itself; elsewhere (or if the kernel has no pidfd) a waiter job
 //! on a [worker](crate::workers) thread holds the child and sends its exit
 //! through the [`Mailbox`]. A helper given stdin bytes gets a writer job.
-//! A confined helper is spawned by the kit (its steps run before exec,
+//! A confined helper is spawned by the host layer (its steps run before exec,
 //! without a fork) and comes with its pidfd; the owner reaps it through
 //! that pidfd.
 
@@ -22,11 +22,11 @@ use rustix::process::Pid;
 use spillguard_core::Signal;
 
 use crate::owner::Pipe;
-use spillguard_kit::blocking::{Event, Mailbox, RawStreams as Raw, SharedPipe as Stdin};
-use spillguard_kit::os::{enlarge_pipes, exit_status, signal_group};
-use spillguard_kit::read_buffers::CHUNK_BYTES;
-use spillguard_kit::stream::{Forwarded, SharedStdin};
-use spillguard_kit::{HelperCommand, StdinMode};
+use spillguard_host::blocking::{Event, Mailbox, RawStreams as Raw, SharedPipe as Stdin};
+use spillguard_host::os::{enlarge_pipes, exit_status, signal_group};
+use spillguard_host::read_buffers::CHUNK_BYTES;
+use spillguard_host::stream::{Forwarded, SharedStdin};
+use spillguard_host::{HelperCommand, StdinMode};
 
 /// A spawned helper, as the owner holds it.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ pub(crate) struct Process {
 #[derive(Debug)]
 pub(crate) struct ExitWatch {
     pidfd: OwnedFd,
-    /// `None` for a child the kit spawned: the pidfd alone reaps it.
+    /// `None` for a child the host layer spawned: the pidfd alone reaps it.
     child: Option<Child>,
 }
 
@@ -69,7 +69,7 @@ impl ExitWatch {
     pub(crate) fn reap(&mut self) -> Option<io::Result<std::process::ExitStatus>> {
         match &mut self.child {
             Some(child) => child.try_wait().transpose(),
-            None => spillguard_kit::confine::try_reap(self.pidfd.as_fd()).transpose(),
+            None => spillguard_host::confine::try_reap(self.pidfd.as_fd()).transpose(),
         }
     }
 
@@ -80,7 +80,7 @@ impl ExitWatch {
                 let _ = child.wait();
             }
             None => {
-                let _ = spillguard_kit::confine::reap(self.pidfd.as_fd());
+                let _ = spillguard_host::confine::reap(self.pidfd.as_fd());
             }
         }
     }
@@ -146,13 +146,13 @@ impl Process {
         })
     }
 
-    /// A confined helper the kit spawned, with its pidfd.
+    /// A confined helper the host layer spawned, with its pidfd.
     fn confined(
-        spawned: spillguard_kit::confine::RawChild,
+        spawned: spillguard_host::confine::RawChild,
         stdin: StdinMode,
         pipe_size: Option<usize>,
     ) -> io::Result<Self> {
-        let spillguard_kit::confine::RawChild {
+        let spillguard_host::confine::RawChild {
             pid,
             pidfd,
             stdin: stdin_pipe,

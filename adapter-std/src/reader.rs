@@ -7,7 +7,7 @@ use std::os::fd::BorrowedFd;
 
 use rustix::io::Errno;
 
-pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
+pub(crate) use spillguard_host::read_buffers::CHUNK_BYTES;
 
 /// What one read of a non-blocking pipe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

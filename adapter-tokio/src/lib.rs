@@ -82,12 +82,12 @@ pub mod rmcp;
 mod runtime;
 mod stream;
 
-pub use runtime::{Changed, TokioRuntime};
-pub use spillguard_kit::adapter_api::*;
+pub use runtime::{TokioRuntime, Waiters};
+pub use spillguard_host::adapter_api::*;
 pub use stream::{HelperStdin, HelperStdout};
 
 /// Runs helper calls for one process on one tokio runtime; every method
-/// is [`AsyncHost`](spillguard_kit::front::AsyncHost)'s, and
+/// is [`AsyncHost`](spillguard_host::asynchronous::AsyncHost)'s, and
 /// `host.command(..)` makes a [`CallBuilder`] whose `run()` is a [`Run`]
 /// future of the outcome and whose `start()` is a [`CallHandle`].
 ///
@@ -96,10 +96,10 @@ pub use stream::{HelperStdin, HelperStdout};
 /// takes a `tokio::runtime::Handle` and may be called anywhere. The owner
 /// tasks are spawned on that runtime and read its clock, so a paused test
 /// clock drives the calls.
-pub type Host = spillguard_kit::front::AsyncHost<TokioRuntime>;
+pub type Host = spillguard_host::asynchronous::AsyncHost<TokioRuntime>;
 
 /// The caller's handle on a running call, from the builder's `start()`;
-/// see [`AsyncCallHandle`](spillguard_kit::front::AsyncCallHandle) for
+/// see [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle) for
 /// every method and for what dropping it does.
 ///
 /// # Examples
@@ -132,8 +132,8 @@ pub type Host = spillguard_kit::front::AsyncHost<TokioRuntime>;
 /// # Ok(())
 /// # }
 /// ```
-pub type CallHandle = spillguard_kit::front::AsyncCallHandle<TokioRuntime>;
+pub type CallHandle = spillguard_host::asynchronous::AsyncCallHandle<TokioRuntime>;
 
 /// Cancels one call from anywhere (another task, a signal handler);
-/// cheap to clone. See [`AsyncCanceller`](spillguard_kit::front::AsyncCanceller).
-pub type Canceller = spillguard_kit::front::AsyncCanceller<TokioRuntime>;
+/// cheap to clone. See [`AsyncCanceller`](spillguard_host::asynchronous::AsyncCanceller).
+pub type Canceller = spillguard_host::asynchronous::AsyncCanceller<TokioRuntime>;

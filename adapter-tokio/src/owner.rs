@@ -16,21 +16,21 @@
 //! Reading in the owner's own `select!` costs no task hop per chunk. The
 //! loop ends at [`Action::Finished`]; the owner then lets go of the call
 //! and hands any stream the call stopped listening to (an escaped
-//! descendant holds it) to the host's drainer ([`spillguard_kit::orphans`]). Every decision (budgets, states, deadlines, signals) is the
+//! descendant holds it) to the host's drainer ([`spillguard_host::leftover_pipes`]). Every decision (budgets, states, deadlines, signals) is the
 //! core's; the owner only reports and obeys.
 
 use std::pin::Pin;
 use std::time::Instant;
 
-use spillguard_kit::front::{AsyncOwner, NewOwner, Sources};
-use spillguard_kit::run_loop::{Event, Pipe};
+use spillguard_host::asynchronous::{AsyncOwner, NewOwner, Sources};
+use spillguard_host::run_loop::{Event, Pipe};
 use tokio::time::Sleep;
 
 use crate::process::{Stream, TokioSpawn};
 use crate::reader::poll_chunk;
 use crate::runtime::{Reply, TokioRuntime, clock};
 use spillguard_core::Input;
-use spillguard_kit::pipes::read_open_with;
+use spillguard_host::pipes::read_open_with;
 
 /// The owner of one call. See the [module docs](self).
 pub(crate) struct Owner {

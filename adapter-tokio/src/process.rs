@@ -8,9 +8,9 @@
 //! itself. Around it run a waiter task that owns the [`Child`] and reports
 //! its exit, and a stdin writer when the helper is given bytes. The waiter
 //! keeps waiting after the call has finished, so a helper the call stopped
-//! waiting for is still reaped. A confined helper is spawned by the kit
+//! waiting for is still reaped. A confined helper is spawned by the host layer
 //! (its steps run before exec, without a fork); its waiter waits on the
-//! pidfd the kit hands over.
+//! pidfd the host layer hands over.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -18,15 +18,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use spillguard_core::Signal;
-use spillguard_kit::HelperCommand;
-use spillguard_kit::os::{exit_status, signal_group};
+use spillguard_host::HelperCommand;
+use spillguard_host::os::{exit_status, signal_group};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWriteExt, Interest, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use spillguard_kit::pipes::{AsyncSpawn, SpawnedChild};
-use spillguard_kit::run_loop::Event;
+use spillguard_host::pipes::{AsyncSpawn, SpawnedChild};
+use spillguard_host::run_loop::Event;
 
 use crate::reader;
 use crate::runtime::Reply;
@@ -64,12 +64,12 @@ impl Stream {
 }
 
 /// A helper as its waiter owns it: tokio's child, or the pidfd of one the
-/// kit spawned.
+/// host layer spawned.
 #[derive(Debug)]
 pub(crate) enum Helper {
     /// Spawned by tokio.
     Tokio(Child),
-    /// Spawned by the kit (a confined call).
+    /// Spawned by the host layer (a confined call).
     Pidfd(OwnedFd),
 }
 
@@ -142,10 +142,10 @@ impl AsyncSpawn for TokioSpawn {
     }
 }
 
-/// A confined helper the kit spawned, its pipes in tokio's reactor; on
+/// A confined helper the host layer spawned, its pipes in tokio's reactor; on
 /// error it is killed and reaped.
-fn confined(spawned: spillguard_kit::confine::RawChild) -> io::Result<SpawnedChild<TokioSpawn>> {
-    let spillguard_kit::confine::RawChild {
+fn confined(spawned: spillguard_host::confine::RawChild) -> io::Result<SpawnedChild<TokioSpawn>> {
+    let spillguard_host::confine::RawChild {
         pid,
         pidfd,
         stdin,
@@ -187,7 +187,7 @@ async fn wait_pidfd(pidfd: OwnedFd) -> io::Result<std::process::ExitStatus> {
         .map_err(io::Error::from)?;
     loop {
         let mut ready = pidfd.readable().await?;
-        if let Some(status) = spillguard_kit::confine::try_reap(pidfd.get_ref().as_fd())? {
+        if let Some(status) = spillguard_host::confine::try_reap(pidfd.get_ref().as_fd())? {
             return Ok(status);
         }
         ready.clear_ready();

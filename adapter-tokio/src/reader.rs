@@ -6,8 +6,8 @@
 //! cancel-safe, nothing read is lost). A read of 0 is end-of-file, and so
 //! is any read error other than `EINTR`. After the call finished, a pipe
 //! a descendant still holds is the host's drainer's: one task on the
-//! host's runtime ([`TokioOrphans`], the waiting half of
-//! [`spillguard_kit::orphans`]) reads and drops what comes, so the
+//! host's runtime ([`TokioLeftovers`], the waiting half of
+//! [`spillguard_host::leftover_pipes`]) reads and drops what comes, so the
 //! descendant never blocks on it.
 
 use std::io;
@@ -16,12 +16,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use spillguard_kit::orphans::{AsyncOrphans, Drain, OrphanRuntime};
+use spillguard_host::leftover_pipes::{AsyncLeftovers, Drain, LeftoverRuntime};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::runtime::Handle;
 use tokio::time::Sleep;
 
-pub(crate) use spillguard_kit::read_buffers::CHUNK_BYTES;
+pub(crate) use spillguard_host::read_buffers::CHUNK_BYTES;
 
 /// One poll of a read of `source` into `buf`, as a count of bytes.
 pub(crate) fn poll_chunk(
@@ -39,16 +39,16 @@ pub(crate) fn poll_chunk(
 /// tokio child pipe, whichever stream it was), read when it is readable,
 /// and a `Sleep` on the runtime's clock for the time bound.
 #[derive(Debug, Clone)]
-pub(crate) struct TokioOrphans(pub(crate) Handle);
+pub(crate) struct TokioLeftovers(pub(crate) Handle);
 
-impl OrphanRuntime for TokioOrphans {
+impl LeftoverRuntime for TokioLeftovers {
     fn start(&self, drain: Drain) {
         // Detached; on a runtime shut down, the task is dropped at once.
         drop(self.0.spawn(drain.run::<Self>()));
     }
 }
 
-impl AsyncOrphans for TokioOrphans {
+impl AsyncLeftovers for TokioLeftovers {
     type Pipe = tokio::process::ChildStdout;
     type Timer = Pin<Box<Sleep>>;
 
@@ -78,7 +78,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use spillguard_kit::pipes::{read_open_with, read_some_with};
+    use spillguard_host::pipes::{read_open_with, read_some_with};
 
     use std::io;
     use std::pin::Pin;
@@ -140,8 +140,8 @@ mod tests {
         );
     }
 
-    fn stats(draining: usize, closed: u64) -> spillguard_kit::OrphanStats {
-        spillguard_kit::OrphanStats {
+    fn stats(draining: usize, closed: u64) -> spillguard_host::LeftoverStats {
+        spillguard_host::LeftoverStats {
             draining,
             closed,
             ended: 0,
@@ -152,10 +152,10 @@ mod tests {
     /// seconds close the pipe at once.
     #[tokio::test(start_paused = true)]
     async fn the_drainer_task_s_time_bound_follows_the_runtime_s_clock() {
-        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+        let drainer = spillguard_host::leftover_pipes::LeftoverDrainer::new(
             Some(Duration::from_secs(60)),
             8,
-            TokioOrphans(Handle::current()),
+            TokioLeftovers(Handle::current()),
         );
         let (read, write) = rustix::pipe::pipe().unwrap();
         drainer.adopt(read);
@@ -178,10 +178,10 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let drainer = spillguard_kit::orphans::OrphanDrainer::new(
+        let drainer = spillguard_host::leftover_pipes::LeftoverDrainer::new(
             None,
             8,
-            TokioOrphans(runtime.handle().clone()),
+            TokioLeftovers(runtime.handle().clone()),
         );
         let (read, write) = rustix::pipe::pipe().unwrap();
         drainer.adopt(read);

@@ -41,7 +41,7 @@ use ::rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use ::rmcp::transport::Transport;
 use ::rmcp::transport::async_rw::AsyncRwTransport;
 use spillguard_core::Outcome;
-use spillguard_kit::CallBuilder;
+use spillguard_host::CallBuilder;
 use tokio::sync::oneshot;
 
 use crate::{CallHandle, HelperStdin, HelperStdout, Host};

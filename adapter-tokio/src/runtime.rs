@@ -1,5 +1,5 @@
-//! [`TokioRuntime`]: what tokio gives the kit's async front
-//! ([`spillguard_kit::front`]): a `Notify` to wake waiters, unbounded and
+//! [`TokioRuntime`]: what tokio gives the host layer's async front
+//! ([`spillguard_host::asynchronous`]): a `Notify` to wake waiters, unbounded and
 //! oneshot channels, its clock and timeout, the runtime the owner tasks are
 //! spawned on, and the tokio stream types.
 //!
@@ -11,19 +11,19 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use spillguard_core::CallError;
-use spillguard_kit::HostError;
-use spillguard_kit::front::{AsyncRuntime, NewOwner};
-use spillguard_kit::orphans::OrphanRuntime;
-use spillguard_kit::owner::{Blocking, Unblocked};
-use spillguard_kit::published::Wake;
-use spillguard_kit::run_loop::Event;
-use spillguard_kit::stream::{StdinWriter, StdoutReader};
+use spillguard_host::HostError;
+use spillguard_host::asynchronous::{AsyncRuntime, NewOwner};
+use spillguard_host::leftover_pipes::LeftoverRuntime;
+use spillguard_host::owner::{Blocking, Unblocked};
+use spillguard_host::published::Wake;
+use spillguard_host::run_loop::Event;
+use spillguard_host::stream::{StdinWriter, StdoutReader};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::owner;
-use crate::reader::TokioOrphans;
+use crate::reader::TokioLeftovers;
 use crate::stream::{HelperStdin, HelperStdout};
 
 /// What to do when `Host::new` finds no runtime.
@@ -60,12 +60,12 @@ impl From<Handle> for TokioRuntime {
     }
 }
 
-/// Wakes the waiters of what an owner publishes, and of a host's call
-/// ends: a `Notify`.
+/// Those waiting on what an owner publishes, or on a host's call ends,
+/// woken together: a `Notify`.
 #[derive(Debug, Default)]
-pub struct Changed(Notify);
+pub struct Waiters(Notify);
 
-impl Wake for Changed {
+impl Wake for Waiters {
     fn wake_all(&self) {
         self.0.notify_waiters();
     }
@@ -83,7 +83,7 @@ impl Blocking for TokioRuntime {
     /// On tokio's blocking pool (`spawn_blocking`), never on a worker
     /// thread. A job that panicked panics the owner too, as it does on
     /// every runtime (the owner's end is then the one policy of
-    /// [`OwnerCore`](spillguard_kit::owner::OwnerCore)'s drop); `None`
+    /// [`OwnerCore`](spillguard_host::owner::OwnerCore)'s drop); `None`
     /// only if the runtime is shutting down.
     fn unblock<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(job: F) -> Unblocked<T> {
         let task = tokio::task::spawn_blocking(job);
@@ -98,7 +98,7 @@ impl Blocking for TokioRuntime {
 }
 
 impl AsyncRuntime for TokioRuntime {
-    type Wake = Changed;
+    type Wake = Waiters;
     type Reply = Reply;
     type Answer = std::pin::Pin<Box<dyn Future<Output = Option<Result<(), CallError>>> + Send>>;
     type Sender = mpsc::UnboundedSender<Event<Reply>>;
@@ -118,8 +118,8 @@ impl AsyncRuntime for TokioRuntime {
         Ok(Self(handle))
     }
 
-    fn orphans(&self) -> impl OrphanRuntime {
-        TokioOrphans(self.0.clone())
+    fn leftovers(&self) -> impl LeftoverRuntime {
+        TokioLeftovers(self.0.clone())
     }
 
     fn now() -> Instant {
@@ -128,7 +128,7 @@ impl AsyncRuntime for TokioRuntime {
 
     /// A `Notified` made now: it receives every `notify_waiters` from now
     /// on, polled or not.
-    fn listen(wake: &Changed) -> impl Future<Output = ()> + Send + '_ {
+    fn listen(wake: &Waiters) -> impl Future<Output = ()> + Send + '_ {
         wake.0.notified()
     }
 
@@ -172,11 +172,11 @@ impl AsyncRuntime for TokioRuntime {
         }
     }
 
-    fn stdin(writer: StdinWriter<Self::StdinPipe, Changed, Reply>) -> HelperStdin {
+    fn stdin(writer: StdinWriter<Self::StdinPipe, Waiters, Reply>) -> HelperStdin {
         HelperStdin(writer)
     }
 
-    fn stdout(reader: StdoutReader<Self::StdoutPipe, Changed, Reply>) -> HelperStdout {
+    fn stdout(reader: StdoutReader<Self::StdoutPipe, Waiters, Reply>) -> HelperStdout {
         HelperStdout(reader)
     }
 }

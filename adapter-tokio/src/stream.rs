@@ -12,11 +12,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use spillguard_kit::stream::{StdinWriter, StdoutReader};
+use spillguard_host::stream::{StdinWriter, StdoutReader};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::runtime::{Changed, Reply};
+use crate::runtime::{Reply, Waiters};
 
 /// The helper's stdin, for a streamed call's caller.
 ///
@@ -25,9 +25,9 @@ use crate::runtime::{Changed, Reply};
 /// TERM, the grace, KILL. Once the call closed stdin itself (a stop), a
 /// write fails with `BrokenPipe`.
 #[derive(Debug)]
-pub struct HelperStdin(pub(crate) StdinWriter<ChildStdin, Changed, Reply>);
+pub struct HelperStdin(pub(crate) StdinWriter<ChildStdin, Waiters, Reply>);
 
-/// One-line delegations to the kit's [`StdinWriter`], which counts each
+/// One-line delegations to the host layer's [`StdinWriter`], which counts each
 /// write and ends the input once.
 impl AsyncWrite for HelperStdin {
     fn poll_write(
@@ -56,9 +56,9 @@ impl AsyncWrite for HelperStdin {
 /// so the record counts every byte read before it: read it to the end, or
 /// drop it.
 #[derive(Debug)]
-pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Changed, Reply>);
+pub struct HelperStdout(pub(crate) StdoutReader<ChildStdout, Waiters, Reply>);
 
-/// The kit's [`StdoutReader`] counts each read, here the bytes tokio's
+/// The host layer's [`StdoutReader`] counts each read, here the bytes tokio's
 /// `ReadBuf` gained.
 impl AsyncRead for HelperStdout {
     fn poll_read(

@@ -466,7 +466,7 @@ pub enum Rule {
     Invalid(String),
     /// The extra redaction patterns take longer than their budget to
     /// redact a 16 KiB test window (checked by the host when it starts, on
-    /// its clock: see `spillguard_kit::REDACTION_BUDGET`).
+    /// its clock: see `spillguard_host::REDACTION_BUDGET`).
     TooSlow {
         /// What they took, in microseconds.
         micros: u64,

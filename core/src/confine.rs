@@ -6,7 +6,7 @@
 //!
 //! The core only describes and decides. Creating control groups, setting
 //! resource limits and applying Landlock rules is the driver's job (the
-//! kit does it for every runtime); it reports what it enforced with
+//! host layer does it for every runtime); it reports what it enforced with
 //! [`Input::Enforcement`](crate::Input::Enforcement) and, once
 //! the helper exited, what the tree did with
 //! [`Input::TreeReport`](crate::Input::TreeReport). The
@@ -133,11 +133,23 @@ pub enum LimitMechanism {
     },
 }
 
+impl LimitMechanism {
+    /// The control-group controller a [`Cgroup`](Self::Cgroup) limit
+    /// needs (`memory` for `memory.max`): the name its v2 file starts
+    /// with. `None` for a per-process limit.
+    pub fn controller(&self) -> Option<&'static str> {
+        match self {
+            Self::Cgroup { v2, .. } => v2.split('.').next(),
+            Self::Rlimit { .. } => None,
+        }
+    }
+}
+
 /// One kind of limit, the one place that says everything about it: its
 /// key in files and records, its command-line flag, its unit and bounds,
 /// what the approval card says, how the driver enforces it, and how its
 /// hit is read. The core (validation, card, file tables, `limit_hit`),
-/// the kit (control group or `setrlimit`), the CLI (its flags) and the
+/// the host layer (control group or `setrlimit`), the CLI (its flags) and the
 /// docs read [`LIMIT_KINDS`]; a new kind is one more row (and a field of
 /// [`Limits`]).
 #[derive(Clone, Copy)]
@@ -189,6 +201,11 @@ impl LimitKind {
     /// What the approval card says of `value` (`memory 256 MiB`).
     pub fn card_text(&self, value: u64) -> String {
         (self.card)(value)
+    }
+
+    /// Its flag without the dashes (`memory-max`), as a refusal names it.
+    pub fn name(&self) -> &'static str {
+        self.flag.trim_start_matches('-')
     }
 
     /// Whether it holds for the whole tree through its control group.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalCard, CallError, CallRecord, Outcome, RetentionPool, State};
 use spillguard_core::{DebugGrant, DebugGrantError};
-use spillguard_kit::{CallBuilder, CallRequest, HelperCommand, Launch, ShutdownReport};
+use spillguard_host::{CallBuilder, CallRequest, HelperCommand, Launch, ShutdownReport};
 
 use crate::measure::{
     Measured, MeasuredCall, PoolSampler, PoolUse, become_subreaper, settle_group,
@@ -83,7 +83,7 @@ pub trait HostUnderTest: Send + Sync + 'static {
 
     /// The leftover pipes of finished calls the host drains, closed and
     /// saw end.
-    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats;
+    fn leftover_pipes(&self) -> spillguard_host::LeftoverStats;
 }
 
 /// One adapter's call handle, as the scenario driver uses it. Dropping it

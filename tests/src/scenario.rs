@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use spillguard_core::{CallKind, Config, DisconnectPolicy};
-use spillguard_kit::CallRequest;
+use spillguard_host::CallRequest;
 use spillguard_std::HelperCommand;
 
 use crate::expect::{CallExpect, ScenarioExpect};

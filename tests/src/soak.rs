@@ -33,7 +33,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use spillguard_core::{CallRecord, Outcome, Signal, State, StreamEnd};
-use spillguard_kit::{HelperCommand, HostOptions, OrphanStats};
+use spillguard_host::{HelperCommand, HostOptions, LeftoverStats};
 
 use crate::engine::{CallUnderTest, HostUnderTest, request};
 use crate::measure::{PoolSampler, become_subreaper, group_members, settle_group};
@@ -80,7 +80,7 @@ pub struct SoakFigures {
     /// for their pipes (closed, ended; none left draining).
     pub escapees: usize,
     /// What the drainer counted for the escapees' pipes.
-    pub orphans: OrphanStats,
+    pub leftovers: LeftoverStats,
     /// The pool's capacity, its peak and the highest sampled use during
     /// the concurrent calls, and how many samples were taken.
     pub pool: (u64, u64, u64, u64),
@@ -129,8 +129,8 @@ impl fmt::Display for SoakFigures {
             "  {} escapees' leftover pipes in {} ms: {} ended, {} closed",
             self.escapees,
             ms(self.phases[4]),
-            self.orphans.ended,
-            self.orphans.closed
+            self.leftovers.ended,
+            self.leftovers.closed
         )?;
         writeln!(f, "  before: {}", self.before)?;
         write!(
@@ -234,7 +234,7 @@ pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> Soa
     fds_peak = fds_peak.max(phase_end(&host, &before));
 
     let started = Instant::now();
-    let orphans = leftover_pipes(&host, size.trees);
+    let leftovers = leftover_pipes(&host, size.trees);
     phases[4] = started.elapsed();
     fds_peak = fds_peak.max(phase_end(&host, &before));
 
@@ -259,7 +259,7 @@ pub fn soak<H: HostUnderTest>(host: fn(HostOptions) -> H, size: SoakSize) -> Soa
         tree_survivors,
         concurrent: size.concurrent,
         escapees: size.trees,
-        orphans,
+        leftovers,
         pool,
         before,
         after,
@@ -467,8 +467,8 @@ fn concurrent_calls(host: &impl HostUnderTest, count: usize) -> (u64, u64, u64, 
 /// pipe ends when its escapee exits, except those over the default
 /// 256-pipe bound (the oldest, closed at once). Returns what the drainer
 /// counted for them; none is left draining.
-fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> OrphanStats {
-    let before = host.orphan_pipes();
+fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> LeftoverStats {
+    let before = host.leftover_pipes();
     assert_eq!(before.draining, 0);
     let dir = std::env::temp_dir().join(format!("spillguard-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -507,19 +507,19 @@ fn leftover_pipes(host: &impl HostUnderTest, count: usize) -> OrphanStats {
     let pipes = 2 * count;
     let over = pipes.saturating_sub(HostOptions::DEFAULT_ORPHAN_PIPES_MAX) as u64;
     let until = Instant::now() + Duration::from_secs(30);
-    while host.orphan_pipes().draining > 0 {
-        assert!(Instant::now() < until, "{:?}", host.orphan_pipes());
+    while host.leftover_pipes().draining > 0 {
+        assert!(Instant::now() < until, "{:?}", host.leftover_pipes());
         std::thread::sleep(Duration::from_millis(10));
     }
-    let after = host.orphan_pipes();
-    let counted = OrphanStats {
+    let after = host.leftover_pipes();
+    let counted = LeftoverStats {
         draining: 0,
         closed: after.closed - before.closed,
         ended: after.ended - before.ended,
     };
     assert_eq!(
         counted,
-        OrphanStats {
+        LeftoverStats {
             draining: 0,
             closed: over,
             ended: pipes as u64 - over,

@@ -340,3 +340,49 @@ fn the_record_fields_are_the_records() {
         "docs/run.md:{line}: the fields listed are not the record's, in its order"
     );
 }
+
+/// The package name of the manifest in `folder` (its `[package]` table's
+/// `name`).
+fn package_name(folder: &str) -> String {
+    let manifest = read(&format!("{folder}/Cargo.toml"));
+    let package = manifest
+        .split("[package]")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{folder}/Cargo.toml has no [package]"));
+    package
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("name = "))
+        .map(|name| name.trim_matches('"').to_owned())
+        .unwrap_or_else(|| panic!("{folder}/Cargo.toml names no package"))
+}
+
+#[test]
+fn the_readme_layout_table_lists_every_crate_of_the_workspace() {
+    let workspace = read("Cargo.toml");
+    let members = workspace
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("the workspace lists its members");
+    let folders: Vec<&str> = members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(folders.len() >= 8, "{folders:?}");
+    let readme = read("README.md");
+    let rows: Vec<&str> = readme
+        .lines()
+        .skip_while(|line| *line != "## Layout")
+        .filter(|line| line.starts_with("| `"))
+        .collect();
+    assert_eq!(rows.len(), folders.len(), "one row per crate: {rows:?}");
+    for folder in folders {
+        let name = package_name(folder);
+        let row = format!("| `{name}` | `{folder}/` |");
+        assert!(
+            rows.iter().any(|r| r.starts_with(&row)),
+            "README.md's layout table has no row `{row}`"
+        );
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spillguard_kit::{HelperCommand, HostOptions};
+use spillguard_host::{HelperCommand, HostOptions};
 use spillguard_tests::drivers;
 use spillguard_tests::engine::{CallUnderTest, HostUnderTest, request};
 use tracing::field::{Field, Visit};

@@ -29,7 +29,7 @@ const CHANGELOG: &str = "CHANGELOG.md";
 const CRATES: [&str; 5] = [
     "spillguard-core",
     "spillguard-std",
-    "spillguard-kit",
+    "spillguard-host",
     "spillguard-smol",
     "spillguard-tokio",
 ];

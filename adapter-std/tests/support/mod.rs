@@ -8,8 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_kit::core::AuditEvent;
-use spillguard_kit::{AuditSink, CallBuilder, ChainedFileAudit, Launch};
+use spillguard_host::core::AuditEvent;
+use spillguard_host::{AuditSink, CallBuilder, ChainedFileAudit, Launch};
 
 /// The description these tests give a call whose audit events they look
 /// into (their sizes, their clear text): an action named `local.test` on
@@ -152,7 +152,7 @@ pub fn shell_call<'h, H: Launch>(
     id: &str,
     kill: bool,
 ) -> CallBuilder<'h, H> {
-    let command = spillguard_kit::HelperCommand::shell_script(script);
+    let command = spillguard_host::HelperCommand::shell_script(script);
     CallBuilder::new(host, command)
         .call_id(id)
         .kill_on_drop(kill)
@@ -170,9 +170,9 @@ pub fn check_stopped_by_a_drop<T>(
     marker: &str,
     start: impl FnOnce(String) -> T,
     give_up: impl FnOnce(T),
-    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+    record: impl FnOnce() -> spillguard_host::core::CallRecord,
 ) -> Duration {
-    use spillguard_kit::core::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
+    use spillguard_host::core::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
     become_subreaper();
     let started = start(helper_and_grandchild(marker));
     let pid = pid_of(marker);
@@ -205,9 +205,9 @@ pub fn check_stopped_by_a_drop<T>(
 pub fn check_finished_after_a_drop<T>(
     marker: &str,
     start: impl FnOnce(String) -> T,
-    record: impl FnOnce() -> spillguard_kit::core::CallRecord,
+    record: impl FnOnce() -> spillguard_host::core::CallRecord,
 ) {
-    use spillguard_kit::core::{DisconnectPolicy, State};
+    use spillguard_host::core::{DisconnectPolicy, State};
     let started = start(format!("sleep 0.3; : {marker}"));
     let pid = pid_of(marker);
     drop(started);

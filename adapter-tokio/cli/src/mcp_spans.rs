@@ -194,8 +194,8 @@ impl McpSpans {
         McpRequest {
             trace_id: parent
                 .as_ref()
-                .map_or_else(spillguard_kit::fresh_trace_id, |p| p.trace_id),
-            span_id: spillguard_kit::fresh_span_id(),
+                .map_or_else(spillguard_host::fresh_trace_id, |p| p.trace_id),
+            span_id: spillguard_host::fresh_span_id(),
             parent_span_id: parent.map(|p| p.parent_id),
             method: info.method.as_ref().map(string_of).unwrap_or_default(),
             tool: info.name.as_ref().map(string_of).unwrap_or_default(),

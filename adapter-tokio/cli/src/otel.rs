@@ -482,7 +482,7 @@ pub fn call_requests(record: &CallRecord, excerpt: &str) -> CallRequests {
     let resource = resource();
     let mut spans = vec![call_span(record)];
     if record.trace_id.is_some()
-        && let Some(approval) = approval_span(record, spillguard_kit::fresh_span_id())
+        && let Some(approval) = approval_span(record, spillguard_host::fresh_span_id())
     {
         spans.push(approval);
     }

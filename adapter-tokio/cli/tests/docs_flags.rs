@@ -24,7 +24,7 @@ const COMMANDS: [(&str, &str, usize); 6] = [
 /// The repository's root, or `None` in an unpacked package.
 fn repository() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    root.join("adapter-std/kit/Cargo.toml")
+    root.join("adapter-std/host/Cargo.toml")
         .exists()
         .then_some(root)
 }

@@ -4,7 +4,7 @@
 //!
 //! [`the_drainer_is_one_per_host_and_never_blocks_the_runtime`] measures
 //! the whole process (its threads), so it is not in the behaviour suite:
-//! `tests/tests/orphan_drainer.rs` runs it alone in its process.
+//! `tests/tests/leftover_drainer.rs` runs it alone in its process.
 #![allow(clippy::unwrap_used)]
 
 use std::fmt;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 use spillguard_core::{Outcome, State, StreamEnd};
-use spillguard_kit::{HelperCommand, HostOptions, OrphanStats};
+use spillguard_host::{HelperCommand, HostOptions, LeftoverStats};
 
 use super::{poll_until, temp_path, wait};
 use crate::engine::{HostUnderTest, request};
@@ -20,30 +20,30 @@ use crate::measure::become_subreaper;
 
 /// A helper's `setsid` descendant keeps stdout and stderr open and writes
 /// to stderr every 20 ms. After the call ends (`abandoned_open`), its host
-/// drains both pipes (2 draining); at `orphan_drain_max` (here 1 s) it
+/// drains both pipes (2 draining); at `leftover_drain_max` (here 1 s) it
 /// closes them and counts them (2 closed, none ended), and the escapee's
 /// next write kills it with SIGPIPE.
-pub fn an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound<H: HostUnderTest>(
+pub fn an_escapee_s_pipes_are_drained_then_closed_at_the_leftover_bound<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
     become_subreaper();
     let drain_max = Duration::from_secs(1);
     let host = host(HostOptions {
-        orphan_drain_max: Some(drain_max),
+        leftover_drain_max: Some(drain_max),
         ..HostOptions::default()
     });
-    assert_eq!(host.orphan_pipes(), OrphanStats::default());
+    assert_eq!(host.leftover_pipes(), LeftoverStats::default());
     let (outcome, escapee) = start_escapee(&host, "orphan.pid");
     let ended = Instant::now();
     assert_eq!(outcome.record.state, State::Completed);
     poll_until(Duration::from_secs(5), "2 pipes draining", || {
-        host.orphan_pipes().draining == 2
+        host.leftover_pipes().draining == 2
     });
     assert_orphans(&host, 2, 0, 0);
     // Still alive and writing while drained: nothing blocks it.
     assert!(rustix::process::test_kill_process(escapee).is_ok());
     poll_until(Duration::from_secs(10), "2 pipes closed", || {
-        host.orphan_pipes().closed == 2
+        host.leftover_pipes().closed == 2
     });
     let closed_after = ended.elapsed();
     assert_orphans(&host, 0, 2, 0);
@@ -77,27 +77,27 @@ pub fn an_escapee_s_pipes_are_drained_then_closed_at_the_orphan_bound<H: HostUnd
 /// pipes cost one: the first handed over (stdout) is closed at once when
 /// the second comes, and the other (stderr) is drained as long as the
 /// escapee writes, until its end once the escapee is killed.
-pub fn the_orphan_pipe_count_is_bounded_and_an_ended_pipe_is_counted<H: HostUnderTest>(
+pub fn the_leftover_pipe_count_is_bounded_and_an_ended_pipe_is_counted<H: HostUnderTest>(
     host: fn(HostOptions) -> H,
 ) {
     become_subreaper();
     let host = host(HostOptions {
-        orphan_drain_max: None,
-        orphan_pipes_max: 1,
+        leftover_drain_max: None,
+        leftover_pipes_max: 1,
         ..HostOptions::default()
     });
     let (_, escapee) = start_escapee(&host, "orphan-count.pid");
     poll_until(Duration::from_secs(5), "1 pipe closed", || {
-        host.orphan_pipes().closed == 1
+        host.leftover_pipes().closed == 1
     });
     assert_orphans(&host, 1, 1, 0);
     // It goes on writing to the drained stderr: 0.5 s later, still so.
     std::thread::sleep(Duration::from_millis(500));
     assert!(rustix::process::test_kill_process(escapee).is_ok());
-    assert_eq!(host.orphan_pipes().draining, 1);
+    assert_eq!(host.leftover_pipes().draining, 1);
     rustix::process::kill_process(escapee, Signal::KILL).unwrap();
     poll_until(Duration::from_secs(10), "the pipe's end", || {
-        host.orphan_pipes().ended == 1
+        host.leftover_pipes().ended == 1
     });
     assert_orphans(&host, 0, 1, 1);
     reap(escapee);
@@ -148,14 +148,14 @@ fn reap(escapee: Pid) {
 /// How a runtime runs its host's drainer of leftover pipes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drainer {
-    /// A thread of its own, named `spillguard-orphans` (std).
+    /// A thread of its own, named `spillguard-leftovers` (std).
     Thread,
     /// A task on the host's runtime: no thread of its own (smol, tokio).
     Task,
 }
 
 /// The name of the std drainer's thread.
-pub const DRAINER_THREAD: &str = "spillguard-orphans";
+pub const DRAINER_THREAD: &str = "spillguard-leftovers";
 
 /// The process's threads (`/proc/self/task`): how many, and how many are
 /// named [`DRAINER_THREAD`].
@@ -217,7 +217,7 @@ impl fmt::Display for DrainerFigures {
 /// drainer (the 4th pipe closes the oldest: 3 draining, 1 closed), a
 /// thread on std, a task on smol and tokio (the process has exactly as
 /// many threads as before the first leftover pipe, none named
-/// `spillguard-orphans`); a call made while it waits completes (on a
+/// `spillguard-leftovers`); a call made while it waits completes (on a
 /// runtime with one thread, a drainer that blocked would hold it); once
 /// both escapees are killed, the 3 pipes end (3 ended, 1 closed) and the
 /// std drainer's thread ends.
@@ -229,8 +229,8 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
 ) -> DrainerFigures {
     become_subreaper();
     let host = host(HostOptions {
-        orphan_drain_max: None,
-        orphan_pipes_max: 3,
+        leftover_drain_max: None,
+        leftover_pipes_max: 3,
         ..HostOptions::default()
     });
     // A warm-up call starts what lives as long as the process or the
@@ -243,7 +243,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
 
     let (_, first) = start_escapee(&host, "drainer-1.pid");
     poll_until(Duration::from_secs(5), "2 pipes draining", || {
-        host.orphan_pipes().draining == 2
+        host.leftover_pipes().draining == 2
     });
     if drainer == Drainer::Thread {
         // Counted when handed over, the pipes may come before the thread.
@@ -262,7 +262,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
 
     let (_, second) = start_escapee(&host, "drainer-2.pid");
     poll_until(Duration::from_secs(5), "the count bound", || {
-        host.orphan_pipes().closed == 1
+        host.leftover_pipes().closed == 1
     });
     assert_orphans(&host, 3, 1, 0);
     let (threads_two_calls, drainer_threads) = process_threads();
@@ -295,7 +295,7 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
         rustix::process::kill_process(escapee, Signal::KILL).unwrap();
     }
     poll_until(Duration::from_secs(10), "3 pipes ended", || {
-        host.orphan_pipes().ended == 3
+        host.leftover_pipes().ended == 3
     });
     assert_orphans(&host, 0, 1, 3);
     reap(first);
@@ -321,8 +321,8 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
 /// pipes now, `closed` and `ended` so far.
 fn assert_orphans<H: HostUnderTest>(host: &H, draining: usize, closed: u64, ended: u64) {
     assert_eq!(
-        host.orphan_pipes(),
-        OrphanStats {
+        host.leftover_pipes(),
+        LeftoverStats {
             draining,
             closed,
             ended

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{Confinement, LimitHit, Limits, Network, Sandbox, State};
-use spillguard_kit::{HelperCommand, HostOptions};
+use spillguard_host::{HelperCommand, HostOptions};
 
 use super::{temp_path, wait};
 use crate::engine::{HostUnderTest, request};
@@ -105,9 +105,9 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
 /// hierarchy, once the empty groups kept ready for the next calls are
 /// removed and those of ended calls have gone (`settle_groups`).
 pub fn leftover_groups() -> usize {
-    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
-        10
-    )));
+    assert!(spillguard_host::confine::settle_groups(
+        Duration::from_secs(10)
+    ));
     group_paths().len()
 }
 
@@ -551,9 +551,9 @@ pub fn ended_calls_leave_only_the_spare_groups<H: HostUnderTest>(host: fn(HostOp
     if !machine_ready() {
         return;
     }
-    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
-        10
-    )));
+    assert!(spillguard_host::confine::settle_groups(
+        Duration::from_secs(10)
+    ));
     let host = host(HostOptions::default());
     let mut enforced = Vec::new();
     for _ in 0..20 {
@@ -573,7 +573,7 @@ pub fn ended_calls_leave_only_the_spare_groups<H: HostUnderTest>(host: fn(HostOp
     let used = usize::from(enforced.iter().any(|e| e == "cgroup-v2"))
         + usize::from(enforced.iter().any(|e| e == "cgroup-v1"));
     assert!(used > 0, "{enforced:?}");
-    let spare = spillguard_kit::confine::SPARE_GROUPS;
+    let spare = spillguard_host::confine::SPARE_GROUPS;
     let settled = |groups: &[PathBuf]| {
         let mut parents: Vec<_> = groups.iter().filter_map(|g| g.parent()).collect();
         parents.sort();
@@ -589,9 +589,9 @@ pub fn ended_calls_leave_only_the_spare_groups<H: HostUnderTest>(host: fn(HostOp
     }
     let groups = group_paths();
     assert!(settled(&groups), "{groups:?}");
-    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
-        10
-    )));
+    assert!(spillguard_host::confine::settle_groups(
+        Duration::from_secs(10)
+    ));
     assert_eq!(group_paths(), Vec::<PathBuf>::new());
 }
 
@@ -642,9 +642,9 @@ pub fn a_process_hidden_in_a_spare_group_never_joins_the_next_call<H: HostUnderT
     if !machine_ready() {
         return;
     }
-    assert!(spillguard_kit::confine::settle_groups(Duration::from_secs(
-        10
-    )));
+    assert!(spillguard_host::confine::settle_groups(
+        Duration::from_secs(10)
+    ));
     let host = host(HostOptions::default());
     let Some(mount) = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
         .into_iter()
@@ -665,7 +665,7 @@ pub fn a_process_hidden_in_a_spare_group_never_joins_the_next_call<H: HostUnderT
     // Two calls, and the spares are made.
     contained(HelperCommand::new("true"));
     contained(HelperCommand::new("true"));
-    let spare = spillguard_kit::confine::SPARE_GROUPS;
+    let spare = spillguard_host::confine::SPARE_GROUPS;
     let until = Instant::now() + Duration::from_secs(5);
     while group_paths().len() != spare && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));

@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 use spillguard_core::{CancelReason, Exit, Signal, State, StdoutMode};
-use spillguard_kit::{HelperCommand, HostOptions};
+use spillguard_host::{HelperCommand, HostOptions};
 
 use super::{assert_group_gone, poll_until, records_of, signals, timed_check_turn, wait};
 use crate::engine::{CallUnderTest, HostUnderTest, request};

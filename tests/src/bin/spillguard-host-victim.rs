@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use spillguard_core::State;
-use spillguard_kit::{HelperCommand, HostOptions};
+use spillguard_host::{HelperCommand, HostOptions};
 use spillguard_tests::drivers;
 use spillguard_tests::engine::{CallUnderTest, HostUnderTest, request};
 
@@ -73,7 +73,7 @@ fn serve<H: HostUnderTest>(host: H, calls: usize, stubborn: bool, dir: &Path) {
         };
         println!("pgid {pid}");
     }
-    let supervisor = spillguard_kit::host_death::supervisor_pid().expect("a supervisor runs");
+    let supervisor = spillguard_host::host_death::supervisor_pid().expect("a supervisor runs");
     println!("supervisor {supervisor}");
     println!("ready");
     // Killed here; the handles (and the host) are never dropped.

@@ -13,7 +13,7 @@ pub mod tokio;
 
 use ::std::fmt;
 
-use spillguard_kit::Approval;
+use spillguard_host::Approval;
 
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};

@@ -7,7 +7,7 @@ use spillguard_core::{
     ApprovalCard, CallError, CallRecord, Config, DebugGrant, DebugGrantError, Outcome,
     RetentionPool, State,
 };
-use spillguard_kit::{CallRequest, Launch};
+use spillguard_host::{CallRequest, Launch};
 use spillguard_std::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
@@ -112,8 +112,8 @@ impl HostUnderTest for StdHost {
         self.0.audit_failures()
     }
 
-    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats {
-        self.0.orphan_pipes()
+    fn leftover_pipes(&self) -> spillguard_host::LeftoverStats {
+        self.0.leftover_pipes()
     }
 }
 

@@ -10,7 +10,7 @@ use spillguard_core::{
     ApprovalCard, CallError, CallRecord, Config, DebugGrant, DebugGrantError, Outcome,
     RetentionPool, State,
 };
-use spillguard_kit::{CallRequest, Launch};
+use spillguard_host::{CallRequest, Launch};
 use spillguard_tokio::{CallHandle, Host, HostOptions, ShutdownReport};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::oneshot;
@@ -209,8 +209,8 @@ impl HostUnderTest for TokioHost {
         self.host.audit_failures()
     }
 
-    fn orphan_pipes(&self) -> spillguard_kit::OrphanStats {
-        self.host.orphan_pipes()
+    fn leftover_pipes(&self) -> spillguard_host::LeftoverStats {
+        self.host.leftover_pipes()
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! 1. **The arguments are checked** against the tool's parameters
 //!    ([`Tool::prepare`]). Invalid ones are refused
-//!    ([`CallBuilder::refuse`](spillguard_kit::CallBuilder::refuse)): the
+//!    ([`CallBuilder::refuse`](spillguard_host::CallBuilder::refuse)): the
 //!    call ends `failed_before_dispatch` with the problems as its
 //!    `failure`, is recorded, and the client gets a tool result with
 //!    `isError: true`, not a JSON-RPC error. An unknown tool name is a
@@ -83,7 +83,7 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
-use spillguard_kit::{CallBuilder, HelperCommand};
+use spillguard_host::{CallBuilder, HelperCommand};
 use spillguard_std::core::trace::{TraceParent, trace_state};
 
 use crate::call::{Telemetry, TelemetryWorker};
@@ -321,8 +321,8 @@ impl Bridge {
         };
         let state = format!(
             "{}{}",
-            spillguard_kit::fresh_id("rs"),
-            spillguard_kit::fresh_id("")
+            spillguard_host::fresh_id("rs"),
+            spillguard_host::fresh_id("")
         );
         self.lock_waiting().insert(
             state.clone(),

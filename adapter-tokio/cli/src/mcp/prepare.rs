@@ -62,7 +62,7 @@ use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Number, Value};
-use spillguard_kit::{CallBuilder, Launch, command_line};
+use spillguard_host::{CallBuilder, Launch, command_line};
 use spillguard_std::core::{CallKind, Confinement};
 use spillguard_std::{Approval, HelperCommand};
 

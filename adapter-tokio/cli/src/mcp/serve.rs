@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
-use spillguard_kit::HostOptions;
+use spillguard_host::HostOptions;
 use spillguard_std::core::DisconnectPolicy;
 use spillguard_tokio::Host;
 use tokio::io::{AsyncRead, ReadBuf};
@@ -92,7 +92,7 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     )?;
     let options = HostOptions {
         audit,
-        session_id: Some(spillguard_kit::fresh_id("mcp")),
+        session_id: Some(spillguard_host::fresh_id("mcp")),
         ..HostOptions::default()
     };
     let protocol = protocol_only_stdout()

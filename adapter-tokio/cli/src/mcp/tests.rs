@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use spillguard_kit::{CallRequest, Launch};
+use spillguard_host::{CallRequest, Launch};
 use spillguard_std::core::{CallKind, CallSettings, Config, ResultChannel};
 use spillguard_std::{Approval, HelperCommand};
 

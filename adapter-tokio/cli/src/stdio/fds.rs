@@ -3,7 +3,7 @@
 //! terminal, `/dev/null`); a directory is a usage error, said in one line,
 //! before anything runs. (A descriptor that is not open at all never gets
 //! here: the Rust runtime opens `/dev/null` on it before `main`.) The
-//! waits and copies themselves are the kit's (`spillguard_kit::os`).
+//! waits and copies themselves are the host layer's (`spillguard_host::os`).
 
 use std::fs::File;
 use std::io;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
-use spillguard_kit::os::poll;
+use spillguard_host::os::poll;
 use spillguard_std::core::{Redactor, StreamRedactor};
 
 use crate::call::TapFn;

@@ -36,7 +36,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
-use spillguard_kit::os::{poll, read_waiting};
+use spillguard_host::os::{poll, read_waiting};
 use spillguard_std::core::{InputQueue, QueueEvent, QueueSettings};
 
 use super::Requests;

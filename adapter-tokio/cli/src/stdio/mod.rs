@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use rustix::event::PollFlags;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use spillguard_kit::os::{poll, read_waiting};
+use spillguard_host::os::{poll, read_waiting};
 use spillguard_std::core::{
     CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone, ServerLine, SessionReplay,
 };

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rustix::event::PollFlags;
-use spillguard_kit::os::{poll, write_all_waiting};
+use spillguard_host::os::{poll, write_all_waiting};
 use spillguard_std::core::StdoutLineGuard;
 
 use super::Requests;

@@ -638,11 +638,11 @@ fn the_docs_table_of_safe_forms_is_what_the_loader_says() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/mcp.md");
     let Ok(readme) = std::fs::read_to_string(path) else {
         // An unpacked package has no repository around it (no
-        // `adapter-std/kit` at `../..`); the workspace's run checks the
+        // `adapter-std/host` at `../..`); the workspace's run checks the
         // table. In the repository a missing page is a failure.
         let repository = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../adapter-std/kit/Cargo.toml"
+            "/../../adapter-std/host/Cargo.toml"
         );
         assert!(
             !std::path::Path::new(repository).exists(),

@@ -1,0 +1,289 @@
+//! [`AsyncHost`]: configuration, the retention pool, the audit sink, the
+//! runtime the calls run on, and the registry of live calls.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillguard_core::{
+    CallKind, CallRecord, CallSettings, CallSpec, Config, DebugGrant, DebugGrantError,
+    RetentionPool,
+};
+
+use super::{AsyncCallHandle, AsyncRuntime, AsyncShared, NewOwner, Run};
+use crate::builder::{Approval, CallBuilder, CallRequest, Launch};
+use crate::command::HelperCommand;
+use crate::error::HostError;
+use crate::host_state::HostState;
+use crate::leftover_pipes::LeftoverStats;
+use crate::options::{HostOptions, ShutdownReport};
+use crate::owner::{HostLink, Prepared};
+use crate::published::Published;
+
+/// Runs helper calls for one process on the runtime `R`: holds the
+/// validated [`Config`], the process-wide [`RetentionPool`], the audit sink
+/// and the live calls. Each call is driven by an owner task of its own,
+/// detached from whoever started the call, so dropping a caller's future
+/// never skips a call's shutdown or its record.
+///
+/// Cheap to clone: clones share everything. Each call keeps what it needs
+/// of the host, so dropping the last clone ends no call: every live call
+/// runs to its end and writes its record. [`shutdown`](Self::shutdown)
+/// cancels the live calls (TERM to each group, the grace, KILL) and waits
+/// for their records.
+///
+/// Audit events are written to [`HostOptions::audit`] by the owner, in
+/// order, as they happen: each write runs on the runtime's blocking pool
+/// and the owner awaits it before its next action.
+#[derive(Debug)]
+pub struct AsyncHost<R: AsyncRuntime> {
+    shared: Arc<AsyncShared<R>>,
+}
+
+impl<R: AsyncRuntime> Clone for AsyncHost<R> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<R: AsyncRuntime> AsyncHost<R> {
+    /// A host for `config` (validated here) run with `options`, whose calls
+    /// run on the current runtime ([`HostError::NoRuntime`] where there is
+    /// none: then use [`with_runtime`](Self::with_runtime)).
+    pub fn new(config: Config, options: HostOptions) -> Result<Self, HostError> {
+        Self::with_runtime(config, options, R::current()?)
+    }
+
+    /// A host whose calls run on `runtime`; it may be made, and calls
+    /// started, from outside any runtime.
+    pub fn with_runtime(
+        config: Config,
+        options: HostOptions,
+        runtime: impl Into<R>,
+    ) -> Result<Self, HostError> {
+        let runtime = runtime.into();
+        let state = HostState::new(config, options, runtime.leftovers())?;
+        Ok(Self {
+            shared: Arc::new(AsyncShared {
+                state,
+                call_ended: R::Wake::default(),
+                runtime,
+            }),
+        })
+    }
+
+    fn state(&self) -> &HostState<R::Sender> {
+        self.shared.state()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        self.state().config()
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &HostOptions {
+        self.state().options()
+    }
+
+    /// The runtime the calls run on.
+    pub fn runtime(&self) -> &R {
+        &self.shared.runtime
+    }
+
+    /// The process-wide pool every call's stderr draws from.
+    pub fn pool(&self) -> &RetentionPool {
+        self.state().pool()
+    }
+
+    /// The session calls belong to unless they name their own.
+    pub fn session_id(&self) -> &str {
+        self.state().session_id()
+    }
+
+    /// The settings a call of `kind` started now gets (the config, the
+    /// host's options, its debug grant if one is in force), on the owners'
+    /// clock.
+    pub fn settings_for(&self, kind: CallKind) -> CallSettings {
+        self.state().call_settings(kind, R::now())
+    }
+
+    /// A call of `program`, to describe further and then
+    /// [`run`](CallBuilder::run) (a future of its outcome) or
+    /// [`start`](CallBuilder::start) (its handle). No shell is involved.
+    pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Self> {
+        CallBuilder::new(self, HelperCommand::new(program))
+    }
+
+    /// A call of `script` run by `/bin/sh -c`.
+    pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Self> {
+        CallBuilder::new(self, HelperCommand::shell_script(script))
+    }
+
+    /// A call of `command`, a description made beforehand.
+    pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Self> {
+        CallBuilder::new(self, command)
+    }
+
+    /// Starts a call of `command` described by `spec`; the builder
+    /// ([`command`](Self::command)) fills `spec` in for you.
+    ///
+    /// Returns at once; the call runs on its own owner task. An invalid
+    /// command ends `failed_before_dispatch`, as does a program that cannot
+    /// be spawned. With [`Approval::Required`], the card is shown and
+    /// nothing runs until [`AsyncCallHandle::approve`].
+    pub fn start(
+        &self,
+        spec: CallSpec,
+        command: HelperCommand,
+        approval: Approval,
+    ) -> AsyncCallHandle<R> {
+        self.call(command).spec(spec).approval(approval).start()
+    }
+
+    /// Grants debug for `duration` from now (on the owners' clock), up to
+    /// `per_call_bytes` of stderr per call, to calls started under it and
+    /// to every live call; see the std adapter's `Host::grant_debug`.
+    pub fn grant_debug(
+        &self,
+        duration: Duration,
+        per_call_bytes: u64,
+    ) -> Result<DebugGrant, DebugGrantError> {
+        self.shared.grant_debug(R::now(), duration, per_call_bytes)
+    }
+
+    /// Ends the debug grant now, for calls started from now on and for
+    /// running calls; see the std adapter's `Host::revoke_debug`.
+    pub fn revoke_debug(&self) {
+        self.shared.revoke_debug();
+    }
+
+    /// Cancels every live call and waits at most `timeout` until each has
+    /// finished and its record is written. Calls started afterwards are
+    /// cancelled before dispatch.
+    ///
+    /// # Cancel safety
+    ///
+    /// Every live call is cancelled on the first poll. Dropping the future
+    /// after that only stops the waiting: each owner is a detached task and
+    /// carries on with the stop (SIGTERM, then SIGKILL after the grace) and
+    /// the record. A future never polled cancels nothing.
+    pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        let targets = self.shared.cancel_all();
+        let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
+        let pending = || self.state().still_live(&ids);
+        R::timeout(timeout, self.until_none(pending)).await;
+        let unfinished = pending();
+        ShutdownReport {
+            finished: ids.len() - unfinished,
+            unfinished,
+        }
+    }
+
+    /// Waits until no call is live: every call started has finished and
+    /// its record is written. Calls started while it waits are waited for
+    /// too.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub async fn wait_idle(&self) {
+        self.until_none(|| self.live_calls()).await;
+    }
+
+    /// Returns once `pending` counts none, checked at each call's end.
+    async fn until_none(&self, pending: impl Fn() -> usize + Send) {
+        let shared = &self.shared;
+        loop {
+            // Listening before the check, so no call's end is missed.
+            let ended = R::listen(&shared.call_ended);
+            if pending() == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+
+    /// How many calls are running (their record not yet written).
+    pub fn live_calls(&self) -> usize {
+        self.state().live_calls()
+    }
+
+    /// The records of finished calls, oldest first (at most
+    /// [`HostOptions::finished_records_kept`]). A call whose handle was
+    /// dropped early is here too.
+    pub fn finished_records(&self) -> Vec<CallRecord> {
+        self.state().finished_records()
+    }
+
+    /// How many audit events the sink failed to write.
+    pub fn audit_failures(&self) -> u64 {
+        self.state().audit_failures()
+    }
+
+    /// The after-life of finished calls: how many pipes escaped
+    /// descendants still hold that the host reads and drops now, and how
+    /// many it closed at [`HostOptions::leftover_drain_max`] or
+    /// [`HostOptions::leftover_pipes_max`] (the escapee's next write to a
+    /// closed pipe gets SIGPIPE or EPIPE) or saw end.
+    pub fn leftover_pipes(&self) -> LeftoverStats {
+        self.state().leftover_pipes()
+    }
+}
+
+/// Starts the call; `start()` and `run()` are the builder's own.
+impl<R: AsyncRuntime> Launch for AsyncHost<R> {
+    type Handle = AsyncCallHandle<R>;
+
+    fn launch(&self, request: CallRequest) -> AsyncCallHandle<R> {
+        let resolved = self.state().resolve(request, R::now());
+        let (sender, events) = R::channel();
+        let published = Arc::new(Published::new(R::Wake::default()));
+        let Prepared {
+            call_id,
+            start,
+            core,
+        } = Prepared::prepare(
+            &self.shared,
+            resolved,
+            sender.clone(),
+            published.clone(),
+            R::now,
+        );
+        let task = self.runtime().start_owner(NewOwner {
+            core,
+            start,
+            events,
+            sender: sender.clone(),
+        });
+        AsyncCallHandle::new(call_id, sender, published, task)
+    }
+}
+
+impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
+    /// Starts the call and returns a future of its
+    /// [`Outcome`](spillguard_core::Outcome): the exit
+    /// status, the record and the bounded stderr. The
+    /// `tokio::process::Command::output` and `status` of spillguard.
+    ///
+    /// The call starts now, not at the first poll; the future owns its
+    /// handle, so dropping it before it is ready is dropping the handle
+    /// (see [`AsyncCallHandle`] and [`kill_on_drop`](CallBuilder::kill_on_drop)).
+    #[doc(alias = "output")]
+    #[doc(alias = "status")]
+    pub fn run(self) -> Run {
+        Box::pin(self.start().wait())
+    }
+
+    /// Starts the call and returns its handle at once, to approve, deny,
+    /// cancel or wait on: the `tokio::process::Command::spawn` of
+    /// spillguard.
+    #[doc(alias = "spawn")]
+    pub fn start(self) -> AsyncCallHandle<R> {
+        let (host, request) = self.into_parts();
+        host.launch(request)
+    }
+}

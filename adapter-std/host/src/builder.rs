@@ -1,0 +1,991 @@
+//! The front door of every host: [`CallBuilder`], in the manner of
+//! `std::process::Command`, with a default for every field of the call.
+//!
+//! An adapter's `Host::command("prog")` returns a builder; `.arg(..)`,
+//! `.env(..)` and the call's own fields (`.target(..)`,
+//! `.approval(Approval::Required)`, `.deadline(..)`) refine it, and
+//! `.run()` (blocking on std, a future on smol and tokio) or `.start()` (a
+//! handle to approve, cancel or wait on) end it. What the adapter does with
+//! a finished request is its `start` (see [`Launch`]).
+//!
+//! [`Resolved`] is a request with every default filled in: a fresh
+//! `call_id`, the host's session, the program's file name as `action`,
+//! the program as `target`, the shell-quoted command line as `summary`
+//! (so the card shows exactly what runs), and the host's settings for the
+//! call's kind with the request's own deadline, approval timeout and
+//! result channel.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillguard_core::{
+    CallKind, CallSettings, CallSpec, Confinement, DisconnectPolicy, Limits, ResultChannel,
+    ResultClassifier, ResultKind, Sandbox, StdoutMode,
+};
+
+use crate::command::{HelperCommand, StdinMode};
+use crate::ids::{fresh_span_id, fresh_trace_id};
+use spillguard_core::trace::{CallTrace, TraceParent};
+
+/// Whether a call waits for a person's approval before anything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Approval {
+    /// The helper runs as soon as the call is validated (the default).
+    #[default]
+    NotRequired,
+    /// The approval card is shown once, and nothing runs until the handle's
+    /// `approve()`; `deny()` or the card's deadline end the call first.
+    /// A discovery call never needs approval: asking for it is refused
+    /// (`failed_before_dispatch`).
+    Required,
+}
+
+impl Approval {
+    /// Whether approval is required.
+    pub fn is_required(self) -> bool {
+        self == Approval::Required
+    }
+}
+
+/// What a host does with a finished [`CallBuilder`]: start the call
+/// and return its handle at once. Each host implements it, and test doubles
+/// can too (a `launch` that returns the request itself). A caller does not
+/// need it: the builder's `start()` and `run()` are inherent on each kind
+/// of host, with their concrete types:
+///
+/// | host | `start()` | `run()` |
+/// | --- | --- | --- |
+/// | `spillguard_std::Host` | `spillguard_std::CallHandle` | the `Outcome` (blocking) |
+/// | `spillguard_smol::Host` | `spillguard_smol::CallHandle` | [`Run`](crate::asynchronous::Run), a future of the `Outcome` |
+/// | `spillguard_tokio::Host` | `spillguard_tokio::CallHandle` | [`Run`](crate::asynchronous::Run), a future of the `Outcome` |
+pub trait Launch {
+    /// The handle a started call returns: each adapter's `CallHandle`.
+    type Handle;
+    /// Starts the call; returns at once.
+    fn launch(&self, request: CallRequest) -> Self::Handle;
+}
+
+/// A call as the caller described it; what it left out takes its default
+/// when the host resolves it ([`resolve`](Self::resolve)).
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    command: HelperCommand,
+    call_id: Option<String>,
+    session_id: Option<String>,
+    kind: CallKind,
+    action: Option<String>,
+    target: Option<String>,
+    summary: Option<String>,
+    card_lines: Vec<(String, String)>,
+    approval: Approval,
+    deadline: Option<Option<Duration>>,
+    approval_timeout: Option<Duration>,
+    settings: Option<CallSettings>,
+    edits: Vec<SettingsEdit>,
+    result: Option<ResultChannel>,
+    classifier: Option<ResultClassifier>,
+    streamed: bool,
+    kill_on_drop: bool,
+    confinement: Option<Confinement>,
+    stderr_tap: Option<StderrTap>,
+    refused: Option<String>,
+    trace_parent: Option<(TraceParent, Option<String>)>,
+    new_trace: bool,
+}
+
+/// Sees each chunk of a helper's stderr as the owner reads it, before the
+/// capture (`CallBuilder::stderr_tap`). It runs in the owner's loop: it must
+/// never block (drop what it cannot pass on at once).
+#[derive(Clone)]
+pub struct StderrTap(pub Arc<TapFn>);
+
+/// The function of a [`StderrTap`].
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
+
+impl std::fmt::Debug for StderrTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StderrTap")
+    }
+}
+
+/// An edit of a call's settings (`CallBuilder::edit_settings`), made when
+/// the host resolves the request.
+#[derive(Clone)]
+struct SettingsEdit(Arc<dyn Fn(&mut CallSettings) + Send + Sync>);
+
+impl std::fmt::Debug for SettingsEdit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SettingsEdit")
+    }
+}
+
+/// A request with every default filled in: what a host starts.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Who, what, where.
+    pub spec: CallSpec,
+    /// What runs.
+    pub command: HelperCommand,
+    /// Whether it waits for approval.
+    pub approval: Approval,
+    /// Its budgets and timings.
+    pub settings: CallSettings,
+    /// What sees each stderr chunk, if anything.
+    pub stderr_tap: Option<StderrTap>,
+    /// Why the caller's own checks refused the call, if they did: it ends
+    /// `failed_before_dispatch` with this as its failure.
+    pub refused: Option<String>,
+}
+
+impl CallRequest {
+    /// A request to run `command`, every other field at its default.
+    pub fn new(command: HelperCommand) -> Self {
+        Self {
+            command,
+            call_id: None,
+            session_id: None,
+            kind: CallKind::Action,
+            action: None,
+            target: None,
+            summary: None,
+            card_lines: Vec::new(),
+            approval: Approval::NotRequired,
+            deadline: None,
+            approval_timeout: None,
+            settings: None,
+            edits: Vec::new(),
+            result: None,
+            classifier: None,
+            streamed: false,
+            kill_on_drop: false,
+            confinement: None,
+            stderr_tap: None,
+            refused: None,
+            trace_parent: None,
+            new_trace: false,
+        }
+    }
+
+    /// The command it runs.
+    pub fn command(&self) -> &HelperCommand {
+        &self.command
+    }
+
+    /// A request that starts a trace of its own when it names no parent
+    /// span (what [`HostOptions::start_traces`](crate::HostOptions::start_traces)
+    /// asks of every call).
+    pub fn start_trace(mut self) -> Self {
+        self.new_trace = true;
+        self
+    }
+
+    /// Fills in the defaults: a fresh `call_id`, the host's `session_id`,
+    /// `action` and `target` from the program, the shell-quoted command line
+    /// as `summary`, and the settings the host gives a call of this kind
+    /// (`settings_for`), with this request's deadline and approval timeout.
+    pub fn resolve(
+        self,
+        session_id: &str,
+        settings_for: impl FnOnce(CallKind) -> CallSettings,
+    ) -> Resolved {
+        let program = program_name(&self.command);
+        let spec = CallSpec {
+            call_id: self.call_id.unwrap_or_else(|| crate::fresh_id("c")),
+            session_id: self.session_id.unwrap_or_else(|| session_id.to_owned()),
+            kind: self.kind,
+            action: self.action.unwrap_or_else(|| program.clone()),
+            target: self
+                .target
+                .unwrap_or_else(|| self.command.program.to_string_lossy().into_owned()),
+            summary: self.summary.unwrap_or_else(|| command_line(&self.command)),
+            card_lines: self.card_lines,
+        };
+        let mut settings = self.settings.unwrap_or_else(|| settings_for(self.kind));
+        for edit in &self.edits {
+            (edit.0)(&mut settings);
+        }
+        if let Some(deadline) = self.deadline {
+            settings.deadline = deadline;
+        }
+        if let Some(timeout) = self.approval_timeout {
+            settings.approval_timeout = timeout;
+        }
+        if let Some(result) = self.result {
+            settings.result = result;
+        }
+        if let Some(classifier) = self.classifier {
+            settings.result_classifier = Some(classifier);
+        }
+        if self.streamed {
+            settings.stdout_mode = StdoutMode::Streamed;
+        }
+        if self.kill_on_drop {
+            settings.on_client_disconnect = DisconnectPolicy::Cancel;
+        }
+        if let Some(confinement) = self.confinement {
+            settings.confinement = confinement;
+        }
+        let mut command = self.command;
+        if settings.stdout_mode == StdoutMode::Streamed {
+            command.stdin = StdinMode::Streamed;
+        }
+        let trace = match self.trace_parent {
+            Some((parent, state)) => Some(CallTrace::child_of(parent, fresh_span_id(), state)),
+            None if self.new_trace => Some(CallTrace::root(fresh_trace_id(), fresh_span_id())),
+            None => None,
+        };
+        if let Some(trace) = trace {
+            // After the summary was made: the card shows the command as
+            // the caller wrote it.
+            command = command.env("TRACEPARENT", trace.traceparent());
+            command = match &trace.trace_state {
+                Some(state) => command.env("TRACESTATE", state),
+                None => command.env_remove("TRACESTATE"),
+            };
+            settings.trace = Some(trace);
+        }
+        Resolved {
+            spec,
+            command,
+            approval: self.approval,
+            settings,
+            stderr_tap: self.stderr_tap,
+            refused: self.refused,
+        }
+    }
+}
+
+/// A call being described, from an adapter's `Host::command`,
+/// `Host::shell` or `Host::call`; ends with [`run`](Self::run) or
+/// [`start`](Self::start).
+///
+/// Every field of the call has a default: a fresh `call_id` (`c_` and 16
+/// hex digits), the host's session, kind `action`, the program's file name
+/// as `action`, the program as `target`, the shell-quoted command line as
+/// `summary` (so an approval card shows exactly what runs), no approval,
+/// and the host's settings.
+#[derive(Debug)]
+#[must_use = "a call runs only once `run()` or `start()` is called"]
+pub struct CallBuilder<'h, H> {
+    host: &'h H,
+    request: CallRequest,
+}
+
+impl<'h, H> CallBuilder<'h, H> {
+    /// A builder on `host` for `command`.
+    pub fn new(host: &'h H, command: HelperCommand) -> Self {
+        Self {
+            host,
+            request: CallRequest::new(command),
+        }
+    }
+
+    /// The request as described so far.
+    pub fn request(&self) -> &CallRequest {
+        &self.request
+    }
+
+    /// The host and the request as described, without starting anything
+    /// (for a host of one's own: [`Launch::launch`] starts it).
+    pub fn into_parts(self) -> (&'h H, CallRequest) {
+        (self.host, self.request)
+    }
+
+    /// The request as described, without starting anything.
+    pub fn into_request(self) -> CallRequest {
+        self.request
+    }
+
+    fn command(mut self, edit: impl FnOnce(HelperCommand) -> HelperCommand) -> Self {
+        let command = std::mem::take(&mut self.request.command);
+        self.request.command = edit(command);
+        self
+    }
+
+    /// Adds one argument.
+    pub fn arg(self, arg: impl Into<OsString>) -> Self {
+        self.command(|c| c.arg(arg))
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.command(|c| c.args(args))
+    }
+
+    /// Adds an environment variable.
+    pub fn env(self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.command(|c| c.env(key, value))
+    }
+
+    /// Adds environment variables, each as [`env`](Self::env) does (see
+    /// [`HelperCommand::envs`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use spillguard_host::{CallBuilder, HelperCommand, command_line};
+    /// # struct Host;
+    /// # impl Host {
+    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
+    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #     }
+    /// # }
+    /// # let host = Host;
+    /// let call = host
+    ///     .command("make")
+    ///     .envs([("CC", "clang"), ("CFLAGS", "-O2")]);
+    /// // The approval card's summary (the command line) shows them.
+    /// assert_eq!(command_line(call.request().command()), "env CC=clang CFLAGS=-O2 make");
+    /// ```
+    pub fn envs<I, K, V>(self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.command(|c| c.envs(vars))
+    }
+
+    /// Removes an environment variable: the helper does not inherit it
+    /// from the host, and an earlier [`env`](Self::env) of the same name is
+    /// dropped. Per name the last call wins, as with
+    /// `tokio::process::Command`: `env_remove` after `env` leaves it unset,
+    /// `env` after `env_remove` sets it; after
+    /// [`env_clear`](Self::env_clear) it only drops an earlier `env` (see
+    /// [`HelperCommand::env_remove`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use spillguard_host::{CallBuilder, HelperCommand, command_line};
+    /// # struct Host;
+    /// # impl Host {
+    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
+    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #     }
+    /// # }
+    /// # let host = Host;
+    /// let call = host
+    ///     .command("ssh")
+    ///     .arg("web-3")
+    ///     .env_remove("SSH_AUTH_SOCK");
+    /// assert_eq!(command_line(call.request().command()), "env -u SSH_AUTH_SOCK ssh web-3");
+    /// ```
+    pub fn env_remove(self, key: impl Into<OsString>) -> Self {
+        self.command(|c| c.env_remove(key))
+    }
+
+    /// Starts the helper from an empty environment.
+    pub fn env_clear(self) -> Self {
+        self.command(HelperCommand::env_clear)
+    }
+
+    /// Sets the helper's working directory.
+    pub fn current_dir(self, dir: impl Into<PathBuf>) -> Self {
+        self.command(|c| c.current_dir(dir))
+    }
+
+    /// Feeds `bytes` to the helper's stdin, then closes it (see
+    /// [`HelperCommand::stdin_bytes`]).
+    pub fn stdin_bytes(self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.command(|c| c.stdin_bytes(bytes))
+    }
+
+    /// The call's id (default: a fresh `c_…`).
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.request.call_id = Some(id.into());
+        self
+    }
+
+    /// The agent session the call belongs to (default: the host's).
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.request.session_id = Some(id.into());
+        self
+    }
+
+    /// Makes the call a discovery: no action, no approval, its own smaller
+    /// stderr budget.
+    pub fn discovery(mut self) -> Self {
+        self.request.kind = CallKind::Discovery;
+        self
+    }
+
+    /// The kind of call (default [`CallKind::Action`]).
+    pub fn kind(mut self, kind: CallKind) -> Self {
+        self.request.kind = kind;
+        self
+    }
+
+    /// The action's name, e.g. `ssh.exec` (default: the program's file
+    /// name).
+    pub fn action(mut self, action: impl Into<String>) -> Self {
+        self.request.action = Some(action.into());
+        self
+    }
+
+    /// The target as shown to the user, e.g. `deploy@web-3` (default: the
+    /// program as given).
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.request.target = Some(target.into());
+        self
+    }
+
+    /// The one-line summary on the approval card (default: the shell-quoted
+    /// command line).
+    pub fn summary(mut self, summary: impl Into<String>) -> Self {
+        self.request.summary = Some(summary.into());
+        self
+    }
+
+    /// Every field of the spec at once, for a host that builds its own.
+    pub fn spec(mut self, spec: CallSpec) -> Self {
+        let CallSpec {
+            call_id,
+            session_id,
+            kind,
+            action,
+            target,
+            summary,
+            card_lines,
+        } = spec;
+        self.request.call_id = Some(call_id);
+        self.request.session_id = Some(session_id);
+        self.request.kind = kind;
+        self.request.action = Some(action);
+        self.request.target = Some(target);
+        self.request.summary = Some(summary);
+        self.request.card_lines = card_lines;
+        self
+    }
+
+    /// A line of the approval card, `label: value` (in the order given;
+    /// without any, the card shows `action`, `target` and `summary`). The
+    /// value is redacted and made visible like the rest of the card
+    /// (`ApprovalCard::text`).
+    pub fn card_line(mut self, label: impl Into<String>, value: impl Into<String>) -> Self {
+        self.request.card_lines.push((label.into(), value.into()));
+        self
+    }
+
+    /// Whether the call waits for approval (default
+    /// [`Approval::NotRequired`]).
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.request.approval = approval;
+        self
+    }
+
+    /// Longest the helper may run after dispatch (default: the host's).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.request.deadline = Some(Some(deadline));
+        self
+    }
+
+    /// No deadline for this call, whatever the host's.
+    pub fn no_deadline(mut self) -> Self {
+        self.request.deadline = Some(None);
+        self
+    }
+
+    /// The helper returns its result as JSON on stdout: the call parses it
+    /// at the end (within the stdout budget) and the outcome holds it
+    /// (`Outcome::result`). By the one convention of
+    /// [`ResultKind::of_json`](spillguard_core::ResultKind::of_json), an
+    /// object with `"ok": false` or a non-null `"error"` reports a remote
+    /// failure, and the call ends `failed_remote` whatever the exit code;
+    /// invalid JSON is recorded in `result_error`, never an error.
+    pub fn result_json(mut self) -> Self {
+        self.request.result = Some(ResultChannel::StdoutJson);
+        self
+    }
+
+    /// Decides what a JSON result says instead of the convention of
+    /// [`result_json`](Self::result_json) (which it implies).
+    pub fn classify_result(
+        mut self,
+        classify: impl Fn(&serde_json::Value) -> ResultKind + Send + Sync + 'static,
+    ) -> Self {
+        self.request.result = Some(ResultChannel::StdoutJson);
+        self.request.classifier = Some(ResultClassifier::new(classify));
+        self
+    }
+
+    /// The caller streams the helper's stdin and stdout itself (an MCP
+    /// stdio server: requests in, responses out), through the handle's
+    /// `streams()`; stderr is still captured, bounded and marked, and the
+    /// record says `stdout_mode: streamed` with the bytes forwarded each
+    /// way. Closing (or dropping) the stdin writer ends the caller's input:
+    /// the helper's stdin is closed and it has `stdin_close_grace` to exit
+    /// before TERM, grace, KILL to its group. Dropping the handle and both
+    /// streams is a client disconnect. Replaces any
+    /// [`stdin_bytes`](Self::stdin_bytes).
+    pub fn streamed(mut self) -> Self {
+        self.request.streamed = true;
+        self
+    }
+
+    /// Hands each chunk of the helper's stderr to `tap` as it is read,
+    /// before the capture counts and bounds it (e.g. to copy it where a
+    /// person can see it). The tap runs in the call's owner and must never
+    /// block: what it cannot pass on at once, it drops.
+    pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
+        self
+    }
+
+    /// How long the approval card stays valid once shown (the host's
+    /// settings: two minutes by default); once it has passed without an
+    /// answer, the call ends `approval_expired`.
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.request.approval_timeout = Some(timeout);
+        self
+    }
+
+    /// Refuses the call before anything runs: it ends
+    /// `failed_before_dispatch` with `reason` as its `failure`, and is
+    /// registered, audited and recorded like every call. For a caller whose
+    /// own checks of the call failed (a tool call's arguments that break
+    /// the tool's schema), so that the refusal leaves a record too. No
+    /// approval is asked and nothing is spawned.
+    pub fn refuse(mut self, reason: impl Into<String>) -> Self {
+        self.request.refused = Some(reason.into());
+        self
+    }
+
+    /// Every budget and timing of the call, instead of the host's settings
+    /// for its kind ([`deadline`](Self::deadline) and
+    /// [`result_json`](Self::result_json) still apply on top). These are
+    /// used as given, whatever the kind: for a discovery, start from the
+    /// host's discovery settings (`Host::settings_for(CallKind::Discovery)`).
+    pub fn settings(mut self, settings: CallSettings) -> Self {
+        self.request.settings = Some(settings);
+        self
+    }
+
+    /// Edits the settings the call gets with `edit`, e.g. to lengthen the
+    /// approval card's life. The edit is made when the call starts, on the
+    /// settings the builder's host gives a call of its kind then (or those
+    /// given to [`settings`](Self::settings)), before the builder's own
+    /// [`deadline`](Self::deadline), [`approval_timeout`](Self::approval_timeout)
+    /// and result channel; several edits apply in the order given.
+    pub fn edit_settings(
+        mut self,
+        edit: impl Fn(&mut CallSettings) + Send + Sync + 'static,
+    ) -> Self {
+        self.request.edits.push(SettingsEdit(Arc::new(edit)));
+        self
+    }
+
+    /// Makes the call's span a child of `parent` (a request's
+    /// `traceparent`, parsed with [`TraceParent::parse`]), in its trace,
+    /// passing `trace_state` (checked with
+    /// [`trace_state`](spillguard_core::trace::trace_state)) on. The
+    /// record says `trace_id`, `span_id` and `parent_span_id`; the helper
+    /// gets `TRACEPARENT` (the call's span as its parent) and `TRACESTATE`
+    /// in its environment, so its own spans join the trace.
+    pub fn trace_parent(mut self, parent: TraceParent, trace_state: Option<String>) -> Self {
+        self.request.trace_parent = Some((parent, trace_state));
+        self
+    }
+
+    /// Whether dropping the call's handle (or the `run()` future, which
+    /// owns it) before the call finished stops the helper. Default
+    /// `false`, as for `tokio::process::Command::kill_on_drop`.
+    ///
+    /// With `true`, that drop (the last of the handle and a streamed
+    /// call's two streams) stops the call as the
+    /// [`Cancel`](DisconnectPolicy::Cancel) disconnect policy does: the
+    /// helper's process group gets SIGTERM, then SIGKILL after
+    /// `shutdown_grace`, and the owner writes the final record (state
+    /// `cancelled_after_dispatch` or `killed`, `cancelled_before_dispatch`
+    /// if nothing ran yet; `client_disconnected: true`).
+    ///
+    /// With `false`, the drop is a client disconnect under the host's
+    /// policy (`HostOptions::on_client_disconnect`, default
+    /// [`Finish`](DisconnectPolicy::Finish): the helper runs to its end or
+    /// its deadline, and the record is written then).
+    pub fn kill_on_drop(mut self, kill_on_drop: bool) -> Self {
+        self.request.kill_on_drop = kill_on_drop;
+        self
+    }
+
+    fn confinement_mut(&mut self) -> &mut Confinement {
+        self.request
+            .confinement
+            .get_or_insert_with(Confinement::default)
+    }
+
+    /// Resource limits on the helper's whole tree: memory and process
+    /// count in a control group of its own, CPU time, open files and file
+    /// size per process. A limit this machine cannot enforce refuses the
+    /// call before anything runs (`failed_before_dispatch`, with a line
+    /// naming it), unless [`allow_degraded`](Self::allow_degraded).
+    ///
+    /// ```
+    /// use spillguard_host::core::{Limits, parse_size};
+    ///
+    /// let limits = Limits {
+    ///     memory_max: Some(parse_size("256M")?),
+    ///     pids_max: Some(64),
+    ///     cpu_seconds: Some(10),
+    ///     ..Limits::default()
+    /// };
+    /// assert_eq!(limits.memory_max, Some(268_435_456));
+    /// # Ok::<(), String>(())
+    /// ```
+    ///
+    /// The record says what was asked (`limits`), by which mechanism it
+    /// held (`enforced`), which limit stopped the tree (`limit_hit`:
+    /// `memory`, `pids`, `cpu`, `file_size`) and the tree's peaks. Every
+    /// process of the tree is killed when the call ends.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.confinement_mut().limits = limits;
+        self
+    }
+
+    /// The files and network the helper may reach (Landlock, and a
+    /// network namespace for [`Network::None`](spillguard_core::Network)).
+    /// Fails closed as [`limits`](Self::limits) does.
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.confinement_mut().sandbox = sandbox;
+        self
+    }
+
+    /// Runs the call even when a limit or restriction cannot be enforced
+    /// on this machine; the record lists each one in `not_enforced`.
+    /// Default `false`: such a call is refused before anything runs.
+    pub fn allow_degraded(mut self, allow: bool) -> Self {
+        self.confinement_mut().allow_degraded = allow;
+        self
+    }
+
+    /// Every helper starts in a control group of its own wherever the
+    /// host can make one, so that every process of its tree (one that left
+    /// its process group with `setsid` included) is killed when the call
+    /// ends; where none can be made it runs all the same and its record
+    /// says `tree_kill: "process-group"`.
+    ///
+    /// `contain_tree(true)` makes the group required: a call for which
+    /// none can be made is refused before anything runs, with one line
+    /// naming why (unless [`allow_degraded`](Self::allow_degraded), which
+    /// runs it and lists the line in `not_enforced`).
+    /// `contain_tree(false)` opts out: no group, the process group is
+    /// what a stop signals (refused with a memory or process limit,
+    /// which need the group).
+    pub fn contain_tree(mut self, contain: bool) -> Self {
+        self.confinement_mut().contain_tree = Some(contain);
+        self
+    }
+
+    /// The whole [`Confinement`] at once.
+    pub fn confinement(mut self, confinement: Confinement) -> Self {
+        self.request.confinement = Some(confinement);
+        self
+    }
+}
+
+/// The program's file name, as the default action.
+pub(crate) fn program_name(command: &HelperCommand) -> String {
+    if command.shell {
+        return "sh".to_owned();
+    }
+    Path::new(&command.program)
+        .file_name()
+        .unwrap_or(command.program.as_os_str())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The command line as a POSIX shell would read it back: every word that
+/// is not made only of safe characters is quoted (`'…'`, or `$'…'` with
+/// escapes when it holds control characters or bytes that are not UTF-8),
+/// so an approval card shows where each argument starts and ends and
+/// cannot be redrawn by the text it shows. What else changes what runs is
+/// shown too: the working directory (`cd DIR &&`) and the environment
+/// (`env -i` when it starts empty, else `-u NAME` for each variable
+/// removed, then `K=V`).
+///
+/// ```
+/// use spillguard_host::{HelperCommand, command_line};
+///
+/// let ssh = HelperCommand::new("ssh").args(["-o", "BatchMode=yes", "web-3", "systemctl restart web"]);
+/// assert_eq!(command_line(&ssh), "ssh -o BatchMode=yes web-3 'systemctl restart web'");
+/// let tricky = HelperCommand::new("echo").args(["it's", "", "a\nb"]);
+/// assert_eq!(command_line(&tricky), r"echo 'it'\''s' '' $'a\nb'");
+/// let script = HelperCommand::shell_script(r#"rm -r "$1""#).arg("/tmp/x");
+/// assert_eq!(command_line(&script), r#"sh -c 'rm -r "$1"' sh /tmp/x"#);
+/// let placed = HelperCommand::new("make").current_dir("/src").env_clear().env("CC", "clang");
+/// assert_eq!(command_line(&placed), "cd /src && env -i CC=clang make");
+/// let kept_out = HelperCommand::new("make").env_remove("MAKEFLAGS").env("CC", "clang");
+/// assert_eq!(command_line(&kept_out), "env -u MAKEFLAGS CC=clang make");
+/// ```
+pub fn command_line(command: &HelperCommand) -> String {
+    let mut words: Vec<String> = Vec::with_capacity(command.args.len() + 4);
+    if let Some(dir) = &command.cwd {
+        words.push("cd".into());
+        words.push(quote(dir.as_os_str()));
+        words.push("&&".into());
+    }
+    // A removal from an environment that starts empty changes nothing.
+    let removed: &[OsString] = if command.env_clear {
+        &[]
+    } else {
+        &command.env_remove
+    };
+    if command.env_clear || !command.env.is_empty() || !removed.is_empty() {
+        words.push("env".into());
+        if command.env_clear {
+            words.push("-i".into());
+        }
+        for key in removed {
+            words.push("-u".into());
+            words.push(quote(key));
+        }
+        for (key, value) in &command.env {
+            let mut pair = key.clone();
+            pair.push("=");
+            pair.push(value);
+            words.push(quote(&pair));
+        }
+    }
+    if command.shell {
+        words.push("sh".into());
+        words.push("-c".into());
+    }
+    words.push(quote(&command.program));
+    if command.shell && !command.args.is_empty() {
+        // `/bin/sh -c SCRIPT sh ARGS…`: the first word after the script is
+        // the script's `$0`.
+        words.push("sh".into());
+    }
+    words.extend(command.args.iter().map(|arg| quote(arg)));
+    words.join(" ")
+}
+
+fn quote(word: &OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = word.as_bytes();
+    let safe = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !bytes.is_empty() && bytes.iter().all(|&b| safe(b)) {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let plain = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|text| !text.chars().any(char::is_control));
+    match plain {
+        Some(text) => format!("'{}'", text.replace('\'', r"'\''")),
+        None => {
+            let mut out = String::from("$'");
+            for chunk in bytes.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    match c {
+                        '\n' => out.push_str("\\n"),
+                        '\t' => out.push_str("\\t"),
+                        '\r' => out.push_str("\\r"),
+                        '\'' => out.push_str("\\'"),
+                        '\\' => out.push_str("\\\\"),
+                        c if c.is_control() => {
+                            let mut buf = [0; 4];
+                            for b in c.encode_utf8(&mut buf).bytes() {
+                                out.push_str(&format!("\\x{b:02x}"));
+                            }
+                        }
+                        c => out.push(c),
+                    }
+                }
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.push('\'');
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use spillguard_core::Config;
+
+    fn settings(kind: CallKind) -> CallSettings {
+        match kind {
+            CallKind::Discovery => CallSettings::discovery(&Config::default()),
+            _ => CallSettings::action(&Config::default()),
+        }
+    }
+
+    #[test]
+    fn every_field_has_a_default() {
+        let command = HelperCommand::new("/usr/bin/ssh").args(["web-3", "uptime -p"]);
+        let resolved = CallRequest::new(command).resolve("s_host", settings);
+        let spec = &resolved.spec;
+        assert!(spec.call_id.starts_with("c_") && spec.call_id.len() == 18);
+        assert_eq!(spec.session_id, "s_host");
+        assert_eq!(spec.kind, CallKind::Action);
+        assert_eq!(spec.action, "ssh");
+        assert_eq!(spec.target, "/usr/bin/ssh");
+        assert_eq!(spec.summary, "/usr/bin/ssh web-3 'uptime -p'");
+        assert_eq!(resolved.approval, Approval::NotRequired);
+        assert_eq!(resolved.settings, settings(CallKind::Action));
+    }
+
+    /// A host whose `launch` is the request itself.
+    struct Requests;
+
+    impl Launch for Requests {
+        type Handle = CallRequest;
+
+        fn launch(&self, request: CallRequest) -> CallRequest {
+            request
+        }
+    }
+
+    fn env_of(resolved: &Resolved, name: &str) -> Option<String> {
+        let command = &resolved.command;
+        let set = command
+            .env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.to_string_lossy().into_owned());
+        assert!(set.is_none() || !command.env_remove.iter().any(|key| key == name));
+        set
+    }
+
+    /// About trace context: a named parent makes the call's span its
+    /// child, the helper is told the call's span, and the card's summary
+    /// is the command as written.
+    #[test]
+    fn a_trace_parent_makes_the_call_a_child_span_and_tells_the_helper() {
+        use spillguard_core::trace::{TraceParent, hex};
+        let parent =
+            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("echo").arg("hi"))
+            .trace_parent(parent, Some("congo=t61rcWkgMzE".into()))
+            .into_request()
+            .resolve("s_host", settings);
+        let trace = resolved.settings.trace.clone().expect("a trace");
+        assert_eq!(trace.trace_id, parent.trace_id);
+        assert_eq!(trace.parent_span_id, Some(parent.parent_id));
+        assert_ne!(trace.span_id, [0; 8]);
+        assert_ne!(trace.span_id, parent.parent_id);
+        assert_eq!(
+            env_of(&resolved, "TRACEPARENT").as_deref(),
+            Some(
+                format!(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-{}-01",
+                    hex(&trace.span_id)
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(
+            env_of(&resolved, "TRACESTATE").as_deref(),
+            Some("congo=t61rcWkgMzE")
+        );
+        assert_eq!(resolved.spec.summary, "echo hi");
+    }
+
+    #[test]
+    fn a_started_trace_is_a_root_and_no_trace_leaves_the_environment_alone() {
+        let root = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .start_trace()
+            .resolve("s_host", settings);
+        let trace = root.settings.trace.clone().expect("a trace");
+        assert_eq!(trace.parent_span_id, None);
+        assert_ne!(trace.trace_id, [0; 16]);
+        assert_eq!(env_of(&root, "TRACEPARENT"), Some(trace.traceparent()));
+        assert_eq!(env_of(&root, "TRACESTATE"), None);
+        assert!(
+            root.command
+                .env_remove
+                .iter()
+                .any(|key| key == "TRACESTATE")
+        );
+        let other = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .start_trace()
+            .resolve("s_host", settings);
+        assert_ne!(
+            other.settings.trace.map(|t| t.trace_id),
+            Some(trace.trace_id)
+        );
+
+        let plain = CallBuilder::new(&Requests, HelperCommand::new("true"))
+            .into_request()
+            .resolve("s_host", settings);
+        assert_eq!(plain.settings.trace, None);
+        assert!(plain.command.env.is_empty() && plain.command.env_remove.is_empty());
+    }
+
+    /// About the spec's fields: `Host::start(spec, ..)` and `.spec(..)`
+    /// keep every one as given, whatever the builder said before.
+    #[test]
+    fn a_spec_given_whole_keeps_every_field() {
+        let spec = CallSpec {
+            call_id: "c_given".into(),
+            session_id: "s_given".into(),
+            kind: CallKind::Discovery,
+            action: "dns.lookup".into(),
+            target: "web-3".into(),
+            summary: "resolve web-3".into(),
+            card_lines: Vec::new(),
+        };
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("/usr/bin/host"))
+            .call_id("c_replaced")
+            .target("replaced")
+            .spec(spec.clone())
+            .into_request()
+            .resolve("s_host", settings);
+        assert_eq!(resolved.spec, spec);
+        assert_eq!(resolved.settings, settings(CallKind::Discovery));
+    }
+
+    #[test]
+    fn two_calls_never_share_an_id() {
+        let ids: std::collections::HashSet<String> = (0..1000)
+            .map(|_| {
+                CallRequest::new(HelperCommand::new("true"))
+                    .resolve("s", settings)
+                    .spec
+                    .call_id
+            })
+            .collect();
+        assert_eq!(ids.len(), 1000);
+    }
+
+    #[test]
+    fn settings_edits_apply_to_the_host_s_settings_for_the_final_kind() {
+        let resolved = CallBuilder::new(&Requests, HelperCommand::new("ls"))
+            .edit_settings(|settings| settings.approval_timeout = Duration::from_secs(7))
+            .discovery()
+            .kill_on_drop(true)
+            .into_request()
+            .resolve("s", settings);
+        let mut expected = settings(CallKind::Discovery);
+        expected.approval_timeout = Duration::from_secs(7);
+        expected.on_client_disconnect = DisconnectPolicy::Cancel;
+        assert_eq!(resolved.settings, expected);
+    }
+
+    #[test]
+    fn a_discovery_gets_the_discovery_settings() {
+        let mut request = CallRequest::new(HelperCommand::new("ls"));
+        request.kind = CallKind::Discovery;
+        request.deadline = Some(Some(Duration::from_millis(300)));
+        let resolved = request.resolve("s", settings);
+        let mut expected = settings(CallKind::Discovery);
+        expected.deadline = Some(Duration::from_millis(300));
+        assert_eq!(resolved.settings, expected);
+        assert_eq!(resolved.settings.stderr.budget, 4096);
+    }
+}
