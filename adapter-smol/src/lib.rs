@@ -83,6 +83,37 @@ pub use stream::{HelperStdin, HelperStdout};
 /// future of the outcome, `start()` a [`CallHandle`].
 pub type Host = spillguard_host::asynchronous::AsyncHost<SmolRuntime>;
 
+/// A call that needs no [`Host`] of its own: it runs on a process-wide
+/// host, made at the first such call with the default configuration, on
+/// smol's global executor, and kept. Every builder method of
+/// `host.command(..)` works on it; it ends with `output()`, `status()` or
+/// `spawn()`, as `tokio::process::Command` does. `output()` fails on a
+/// stdout cut at its budget unless asked not to (`stdout_budget(bytes)`
+/// raises the budget, `allow_stdout_truncation()` accepts a cut).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_smol::Command;
+///
+/// # fn main() -> std::io::Result<()> {
+/// smol::block_on(async {
+///     let output = Command::new("sh")
+///         .args(["-c", "echo out; echo err 1>&2; exit 3"])
+///         .deadline(Duration::from_secs(5))
+///         .output()
+///         .await?;
+///     assert_eq!(output.status.code(), Some(3));
+///     assert_eq!(output.stdout, b"out\n");
+///     assert_eq!(output.stderr, b"err\n");
+///     assert_eq!(output.record().stdout_bytes_seen, 4);
+///     Ok(())
+/// })
+/// # }
+/// ```
+pub type Command = CallBuilder<'static, spillguard_host::asynchronous::DefaultHost<SmolRuntime>>;
+
 /// The caller's handle on a running call, from the builder's `start()`;
 /// every method is [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle)'s,
 /// whose docs say what dropping it does (the crate docs show

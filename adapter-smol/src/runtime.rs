@@ -4,20 +4,22 @@
 //! async-process stream types.
 
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use event_listener::Event as Notify;
 use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Receiver, Sender};
-use spillguard_core::CallError;
-use spillguard_host::HostError;
+use spillguard_core::{CallError, Config};
 use spillguard_host::asynchronous::{AsyncRuntime, NewOwner};
+use spillguard_host::host_state::process_default;
 use spillguard_host::leftover_pipes::LeftoverRuntime;
 use spillguard_host::owner::{Blocking, Unblocked};
 use spillguard_host::published::Wake;
 use spillguard_host::run_loop::Event;
 use spillguard_host::stream::{StdinWriter, StdoutReader};
+use spillguard_host::{HostError, HostOptions};
 
 use crate::owner;
 use crate::reader::SmolLeftovers;
@@ -69,6 +71,15 @@ impl AsyncRuntime for SmolRuntime {
     /// Always there: the global executor starts with its first task.
     fn current() -> Result<Self, HostError> {
         Ok(SmolRuntime)
+    }
+
+    /// On smol's global executor, as every smol host.
+    fn default_host() -> std::io::Result<&'static crate::Host> {
+        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+        process_default(&DEFAULT, || {
+            crate::Host::new(Config::default(), HostOptions::default())
+                .map_err(std::io::Error::other)
+        })
     }
 
     fn leftovers(&self) -> impl LeftoverRuntime {

@@ -100,8 +100,8 @@ pub use spillguard_host::os;
 pub use spillguard_host::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog,
-    ShutdownReport, StderrTap, StdinMode, TapFn,
+    JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
+    ShutdownReport, StderrTap, StdinMode, StdoutTruncated, TapFn,
 };
 
 /// Runs helper calls for one process: holds the validated
@@ -133,6 +133,32 @@ pub use spillguard_host::{
 /// # Ok::<(), spillguard_std::HostError>(())
 /// ```
 pub type Host = spillguard_host::blocking::BlockingHost<StdThreads>;
+
+/// A call that needs no [`Host`] of its own: it runs on a process-wide
+/// host, made at the first such call with the default configuration and
+/// kept. Every builder method of `host.command(..)` works on it; it ends
+/// with `output()`, `status()` or `spawn()`, as `std::process::Command`
+/// does.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_std::Command;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let output = Command::new("sh")
+///     .args(["-c", "echo out; echo err 1>&2; exit 3"])
+///     .deadline(Duration::from_secs(5))
+///     .output()?;
+/// assert_eq!(output.status.code(), Some(3));
+/// assert_eq!(output.stdout, b"out\n");
+/// assert_eq!(output.stderr, b"err\n");
+/// assert_eq!(output.record().stdout_bytes_seen, 4);
+/// # Ok(())
+/// # }
+/// ```
+pub type Command = CallBuilder<'static, spillguard_host::blocking::DefaultHost<StdThreads>>;
 
 /// The caller's handle on a running call, from the builder's
 /// [`start`](CallBuilder::start): approve or deny it once its card is

@@ -34,17 +34,18 @@
 use std::any::Any;
 use std::future::ready;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use spillguard_core::CancelReason;
-use spillguard_host::HelperCommand;
+use spillguard_core::{CancelReason, Config};
+use spillguard_host::host_state::process_default;
 use spillguard_host::os::exit_status;
 use spillguard_host::owner::{Blocking, Helper, HelperSlot, Unblocked};
 use spillguard_host::stream::Forwarded;
+use spillguard_host::{HelperCommand, HostOptions};
 
 use crate::process::Process;
 use crate::reader::{Read, read_chunk, with_buffer};
@@ -392,5 +393,12 @@ impl ThreadDriver for StdThreads {
 
     fn spawn(job: Box<dyn FnOnce() + Send>) -> io::Result<()> {
         crate::workers::run(job)
+    }
+
+    fn default_host() -> io::Result<&'static crate::Host> {
+        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+        process_default(&DEFAULT, || {
+            crate::Host::new(Config::default(), HostOptions::default()).map_err(io::Error::other)
+        })
     }
 }

@@ -98,6 +98,37 @@ pub use stream::{HelperStdin, HelperStdout};
 /// clock drives the calls.
 pub type Host = spillguard_host::asynchronous::AsyncHost<TokioRuntime>;
 
+/// A call that needs no [`Host`] of its own: it runs on a process-wide
+/// host, made at the first such call with the default configuration, on a
+/// runtime of its own that lives as long as the process (so any runtime,
+/// or several in turn, may await it), and kept. Every builder method of
+/// `host.command(..)` works on it; it ends with `output()`, `status()` or
+/// `spawn()`, as `tokio::process::Command` does. `output()` fails on a
+/// stdout cut at its budget unless asked not to (`stdout_budget(bytes)`
+/// raises the budget, `allow_stdout_truncation()` accepts a cut).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_tokio::Command;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let output = Command::new("sh")
+///     .args(["-c", "echo out; echo err 1>&2; exit 3"])
+///     .deadline(Duration::from_secs(5))
+///     .output()
+///     .await?;
+/// assert_eq!(output.status.code(), Some(3));
+/// assert_eq!(output.stdout, b"out\n");
+/// assert_eq!(output.stderr, b"err\n");
+/// assert_eq!(output.record().stdout_bytes_seen, 4);
+/// # Ok(())
+/// # }
+/// ```
+pub type Command = CallBuilder<'static, spillguard_host::asynchronous::DefaultHost<TokioRuntime>>;
+
 /// The caller's handle on a running call, from the builder's `start()`;
 /// see [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle) for
 /// every method and for what dropping it does.

@@ -8,16 +8,18 @@
 //! clock, so tests with paused time drive real calls.
 
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use spillguard_core::CallError;
-use spillguard_host::HostError;
+use spillguard_core::{CallError, Config};
 use spillguard_host::asynchronous::{AsyncRuntime, NewOwner};
+use spillguard_host::host_state::process_default;
 use spillguard_host::leftover_pipes::LeftoverRuntime;
 use spillguard_host::owner::{Blocking, Unblocked};
 use spillguard_host::published::Wake;
 use spillguard_host::run_loop::Event;
 use spillguard_host::stream::{StdinWriter, StdoutReader};
+use spillguard_host::{HostError, HostOptions};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -116,6 +118,25 @@ impl AsyncRuntime for TokioRuntime {
         let handle =
             Handle::try_current().map_err(|_| HostError::NoRuntime { hint: NO_RUNTIME })?;
         Ok(Self(handle))
+    }
+
+    /// On a runtime of its own, driven by a thread of its own
+    /// (`spillguard-default`) for the life of the process, so that the
+    /// calls of a `Command` do not depend on the runtime that awaits them
+    /// (a test's runtime may end before another starts).
+    fn default_host() -> std::io::Result<&'static crate::Host> {
+        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+        process_default(&DEFAULT, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("spillguard-default".into())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))?;
+            crate::Host::with_runtime(Config::default(), HostOptions::default(), handle)
+                .map_err(std::io::Error::other)
+        })
     }
 
     fn leftovers(&self) -> impl LeftoverRuntime {

@@ -40,7 +40,7 @@ impl Launch for Requests {
 
 /// A builder whose `into_request()` is the request, for [`HostUnderTest::launch`].
 pub fn request(command: HelperCommand) -> CallBuilder<'static, Requests> {
-    CallBuilder::new(&Requests, command)
+    CallBuilder::on(&Requests, command)
 }
 
 /// One adapter's host, as the scenario driver uses it.
@@ -84,6 +84,56 @@ pub trait HostUnderTest: Send + Sync + 'static {
     /// The leftover pipes of finished calls the host drains, closed and
     /// saw end.
     fn leftover_pipes(&self) -> spillguard_host::LeftoverStats;
+
+    /// Runs `call` as the adapter's `Command` (on its process-wide host,
+    /// not this one) and returns what its `output()` answered; an async
+    /// adapter's future is awaited on a runtime made for this call alone.
+    fn default_output(&self, call: &DefaultCall) -> std::io::Result<spillguard_host::Output>;
+}
+
+/// A call for an adapter's `Command`, the same on every runtime.
+#[derive(Debug, Clone)]
+pub struct DefaultCall {
+    /// What runs.
+    pub command: spillguard_host::HelperCommand,
+    /// Its deadline, if any.
+    pub deadline: Option<Duration>,
+    /// Its stdout budget, if not the default.
+    pub stdout_budget: Option<usize>,
+    /// Whether `output()` accepts a cut stdout.
+    pub allow_cut: bool,
+}
+
+impl DefaultCall {
+    /// A call of `command`, every other choice at its default.
+    pub fn of(command: spillguard_host::HelperCommand) -> Self {
+        Self {
+            command,
+            deadline: None,
+            stdout_budget: None,
+            allow_cut: false,
+        }
+    }
+
+    /// The adapter's `Command` made by `on_default`, described as asked.
+    pub fn describe<X>(
+        &self,
+        on_default: impl FnOnce(
+            spillguard_host::HelperCommand,
+        ) -> spillguard_host::CallBuilder<'static, X>,
+    ) -> spillguard_host::CallBuilder<'static, X> {
+        let mut builder = on_default(self.command.clone());
+        if let Some(deadline) = self.deadline {
+            builder = builder.deadline(deadline);
+        }
+        if let Some(bytes) = self.stdout_budget {
+            builder = builder.stdout_budget(bytes);
+        }
+        if self.allow_cut {
+            builder = builder.allow_stdout_truncation();
+        }
+        builder
+    }
 }
 
 /// One adapter's call handle, as the scenario driver uses it. Dropping it

@@ -94,6 +94,7 @@ pub struct CallRequest {
     refused: Option<String>,
     trace_parent: Option<(TraceParent, Option<String>)>,
     new_trace: bool,
+    stdout_truncation_allowed: bool,
 }
 
 /// Sees each chunk of a helper's stderr as the owner reads it, before the
@@ -166,7 +167,14 @@ impl CallRequest {
             refused: None,
             trace_parent: None,
             new_trace: false,
+            stdout_truncation_allowed: false,
         }
+    }
+
+    /// Whether `output()` accepts a stdout cut at its budget
+    /// ([`CallBuilder::allow_stdout_truncation`]).
+    pub fn stdout_truncation_allowed(&self) -> bool {
+        self.stdout_truncation_allowed
     }
 
     /// The command it runs.
@@ -276,7 +284,7 @@ pub struct CallBuilder<'h, H> {
 
 impl<'h, H> CallBuilder<'h, H> {
     /// A builder on `host` for `command`.
-    pub fn new(host: &'h H, command: HelperCommand) -> Self {
+    pub fn on(host: &'h H, command: HelperCommand) -> Self {
         Self {
             host,
             request: CallRequest::new(command),
@@ -334,7 +342,7 @@ impl<'h, H> CallBuilder<'h, H> {
     /// # struct Host;
     /// # impl Host {
     /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
-    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #         CallBuilder::on(self, HelperCommand::new(program))
     /// #     }
     /// # }
     /// # let host = Host;
@@ -368,7 +376,7 @@ impl<'h, H> CallBuilder<'h, H> {
     /// # struct Host;
     /// # impl Host {
     /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
-    /// #         CallBuilder::new(self, HelperCommand::new(program))
+    /// #         CallBuilder::on(self, HelperCommand::new(program))
     /// #     }
     /// # }
     /// # let host = Host;
@@ -612,6 +620,33 @@ impl<'h, H> CallBuilder<'h, H> {
     /// its deadline, and the record is written then).
     pub fn kill_on_drop(mut self, kill_on_drop: bool) -> Self {
         self.request.kill_on_drop = kill_on_drop;
+        self
+    }
+
+    /// Most bytes of stdout the call keeps (default 1 MiB): what
+    /// `output()` returns whole
+    /// when the helper prints less. Past it the bytes after the first
+    /// `bytes` are dropped and counted (`stdout_truncated`), and
+    /// `output()` fails unless [`allow_stdout_truncation`](Self::allow_stdout_truncation)
+    /// was set. The budget draws on the process-wide retention pool like
+    /// every capture.
+    ///
+    /// ```
+    /// # use spillguard_host::{CallBuilder, HelperCommand};
+    /// # fn on<H>(host: &H) -> CallBuilder<'_, H> {
+    /// # CallBuilder::on(host, HelperCommand::new("cat"))
+    /// .stdout_budget(8 << 20) // 8 MiB
+    /// # }
+    /// ```
+    pub fn stdout_budget(self, bytes: usize) -> Self {
+        self.edit_settings(move |settings| settings.stdout.budget = bytes)
+    }
+
+    /// Makes `output()` accept a stdout cut at its budget (the bytes kept,
+    /// the record saying `stdout_truncated`) instead of failing. Off by
+    /// default: a cut result is an error unless asked for.
+    pub fn allow_stdout_truncation(mut self) -> Self {
+        self.request.stdout_truncation_allowed = true;
         self
     }
 
@@ -868,7 +903,7 @@ mod tests {
         use spillguard_core::trace::{TraceParent, hex};
         let parent =
             TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
-        let resolved = CallBuilder::new(&Requests, HelperCommand::new("echo").arg("hi"))
+        let resolved = CallBuilder::on(&Requests, HelperCommand::new("echo").arg("hi"))
             .trace_parent(parent, Some("congo=t61rcWkgMzE".into()))
             .into_request()
             .resolve("s_host", settings);
@@ -896,7 +931,7 @@ mod tests {
 
     #[test]
     fn a_started_trace_is_a_root_and_no_trace_leaves_the_environment_alone() {
-        let root = CallBuilder::new(&Requests, HelperCommand::new("true"))
+        let root = CallBuilder::on(&Requests, HelperCommand::new("true"))
             .into_request()
             .start_trace()
             .resolve("s_host", settings);
@@ -911,7 +946,7 @@ mod tests {
                 .iter()
                 .any(|key| key == "TRACESTATE")
         );
-        let other = CallBuilder::new(&Requests, HelperCommand::new("true"))
+        let other = CallBuilder::on(&Requests, HelperCommand::new("true"))
             .into_request()
             .start_trace()
             .resolve("s_host", settings);
@@ -920,7 +955,7 @@ mod tests {
             Some(trace.trace_id)
         );
 
-        let plain = CallBuilder::new(&Requests, HelperCommand::new("true"))
+        let plain = CallBuilder::on(&Requests, HelperCommand::new("true"))
             .into_request()
             .resolve("s_host", settings);
         assert_eq!(plain.settings.trace, None);
@@ -940,7 +975,7 @@ mod tests {
             summary: "resolve web-3".into(),
             card_lines: Vec::new(),
         };
-        let resolved = CallBuilder::new(&Requests, HelperCommand::new("/usr/bin/host"))
+        let resolved = CallBuilder::on(&Requests, HelperCommand::new("/usr/bin/host"))
             .call_id("c_replaced")
             .target("replaced")
             .spec(spec.clone())
@@ -965,7 +1000,7 @@ mod tests {
 
     #[test]
     fn settings_edits_apply_to_the_host_s_settings_for_the_final_kind() {
-        let resolved = CallBuilder::new(&Requests, HelperCommand::new("ls"))
+        let resolved = CallBuilder::on(&Requests, HelperCommand::new("ls"))
             .edit_settings(|settings| settings.approval_timeout = Duration::from_secs(7))
             .discovery()
             .kill_on_drop(true)

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +41,26 @@ pub fn process_pool(capacity: u64) -> RetentionPool {
     let pool = RetentionPool::new(capacity);
     pools.push(pool.clone());
     pool
+}
+
+/// The process-wide default host kept in `slot` (an adapter's, for its
+/// `Command`), made by `make` at the first call that finds the slot empty.
+/// One maker runs at a time, so a host is made once; a maker that fails
+/// leaves the slot empty for the next call to try again.
+pub fn process_default<H: Send + Sync>(
+    slot: &'static OnceLock<H>,
+    make: impl FnOnce() -> std::io::Result<H>,
+) -> std::io::Result<&'static H> {
+    static MAKING: Mutex<()> = Mutex::new(());
+    if let Some(host) = slot.get() {
+        return Ok(host);
+    }
+    let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(host) = slot.get() {
+        return Ok(host);
+    }
+    let host = make()?;
+    Ok(slot.get_or_init(|| host))
 }
 
 /// The runtime-free state of a host; `S` is how the host reaches a live

@@ -53,6 +53,7 @@ mod ids;
 pub mod leftover_pipes;
 mod options;
 pub mod os;
+mod output;
 pub mod owner;
 pub mod pipes;
 pub mod published;
@@ -78,6 +79,7 @@ pub use host_state::REDACTION_BUDGET;
 pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
 pub use leftover_pipes::LeftoverStats;
 pub use options::{HostOptions, ShutdownReport};
+pub use output::{Output, StdoutTruncated, status_of};
 pub use spillguard_core as core;
 
 /// What the smol and tokio adapters re-export for their users, beside
@@ -88,8 +90,8 @@ pub mod adapter_api {
     pub use crate::{
         Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
         DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-        JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog,
-        ShutdownReport, StdinMode,
+        JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
+        ShutdownReport, StdinMode, StdoutTruncated,
     };
     pub use spillguard_core as core;
 }

@@ -153,7 +153,7 @@ pub fn shell_call<'h, H: Launch>(
     kill: bool,
 ) -> CallBuilder<'h, H> {
     let command = spillguard_host::HelperCommand::shell_script(script);
-    CallBuilder::new(host, command)
+    CallBuilder::on(host, command)
         .call_id(id)
         .kill_on_drop(kill)
 }

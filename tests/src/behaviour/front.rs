@@ -1,5 +1,6 @@
-//! The front door: the builder's defaults, debug grants, dropping a host
-//! with live calls, and an owner that dies mid-call.
+//! The front door: the builder's defaults, the one-line `Command` without
+//! a host, debug grants, dropping a host with live calls, and an owner
+//! that dies mid-call.
 #![allow(clippy::unwrap_used)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -18,7 +19,7 @@ use super::{
     Recorder, assert_group_gone, poll_until, records_of, states, temp_path, timed_check_turn, wait,
     wait_for_state,
 };
-use crate::engine::{CallUnderTest, HostUnderTest, request};
+use crate::engine::{CallUnderTest, DefaultCall, HostUnderTest, request};
 
 /// The builder fills in every field of the call from the command: a fresh
 /// id per call, the host's session, the program's file name as action, the
@@ -220,6 +221,82 @@ pub fn a_debug_grant_reaches_the_calls_running_when_it_is_given<H: HostUnderTest
     drop((early, kept, revoked));
     assert_eq!(pool.in_use(), 0);
     assert!(pool.peak() <= pool.capacity());
+}
+
+/// The adapter's `Command` needs no `Host`: `output()` answers as
+/// `std::process::Output` would (exit code or signal, stdout whole, stderr
+/// as kept), with the record beside; a helper that cannot be spawned is
+/// the OS error's kind; a stdout cut at its budget is an error naming both
+/// counts unless the cut is allowed, and a larger budget returns it whole.
+pub fn a_command_needs_no_host_and_answers_as_std_output<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let sh = |script: &str| HelperCommand::new("sh").arg("-c").arg(script);
+
+    let output = host
+        .default_output(&DefaultCall::of(sh("printf out; printf err 1>&2; exit 3")))
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(output.stdout, b"out");
+    assert_eq!(output.stderr, b"err");
+    let record = output.record();
+    assert_eq!((record.exit_status, record.exit_signal), (Some(3), None));
+    assert_eq!((record.stdout_bytes_seen, record.stderr_bytes_seen), (3, 3));
+
+    // Stopped at its deadline: the signal that ended it, not an error.
+    let started = Instant::now();
+    let output = host
+        .default_output(&DefaultCall {
+            deadline: Some(Duration::from_millis(200)),
+            ..DefaultCall::of(HelperCommand::new("sleep").arg("30"))
+        })
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        (output.status.code(), output.status.signal()),
+        (None, Some(15))
+    );
+    assert_eq!(output.record().state, State::CancelledAfterDispatch);
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let missing = host
+        .default_output(&DefaultCall::of(HelperCommand::new("/no/such/program")))
+        .unwrap_err();
+    assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+
+    // 3,000,000 bytes against the 1 MiB default budget.
+    let big = || sh("head -c 3000000 /dev/zero");
+    let cut = host.default_output(&DefaultCall::of(big())).unwrap_err();
+    let truncated = cut
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<spillguard_host::StdoutTruncated>())
+        .copied();
+    assert_eq!(
+        truncated,
+        Some(spillguard_host::StdoutTruncated {
+            seen: 3_000_000,
+            kept: 1 << 20
+        })
+    );
+    assert!(cut.to_string().contains("stdout_budget(bytes)"), "{cut}");
+    let allowed = host
+        .default_output(&DefaultCall {
+            allow_cut: true,
+            ..DefaultCall::of(big())
+        })
+        .unwrap();
+    assert_eq!(allowed.stdout.len(), 1 << 20);
+    assert!(allowed.record().stdout_truncated);
+    assert_eq!(allowed.status.code(), Some(0));
+    let whole = host
+        .default_output(&DefaultCall {
+            stdout_budget: Some(8 << 20),
+            ..DefaultCall::of(big())
+        })
+        .unwrap();
+    assert_eq!(whole.stdout, vec![0; 3_000_000]);
+    assert!(!whole.record().stdout_truncated);
 }
 
 /// A call keeps what it needs of its host: dropping the host (its last

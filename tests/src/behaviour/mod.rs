@@ -117,6 +117,7 @@ macro_rules! behaviour_suite {
             a_debug_grant_raises_the_budget_of_calls_started_under_it,
             a_debug_grant_reaches_the_calls_running_when_it_is_given,
             calls_outlive_the_host_value_that_started_them,
+            a_command_needs_no_host_and_answers_as_std_output,
             an_owner_that_dies_mid_call_kills_its_helper_and_lets_go,
             a_result_that_reports_a_remote_failure_ends_failed_remote,
             stderr_overflow_never_hides_the_result,

@@ -14,7 +14,7 @@ use spillguard_host::{CallRequest, Launch};
 use spillguard_smol::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
+use crate::engine::{self, CallUnderTest, DefaultCall, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
 
@@ -71,6 +71,10 @@ impl HostUnderTest for SmolHost {
 
     fn revoke_debug(&self) {
         self.0.revoke_debug();
+    }
+
+    fn default_output(&self, call: &DefaultCall) -> std::io::Result<spillguard_host::Output> {
+        smol::block_on(call.describe(spillguard_smol::Command::on_default).output())
     }
 
     fn drop_host(self) -> Box<dyn Send> {

@@ -11,7 +11,7 @@ use spillguard_host::{CallRequest, Launch};
 use spillguard_std::{CallHandle, Host, HostOptions, ShutdownReport};
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
+use crate::engine::{self, CallUnderTest, DefaultCall, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, HostSettings, Scenario};
 
@@ -86,6 +86,10 @@ impl HostUnderTest for StdHost {
 
     fn revoke_debug(&self) {
         self.0.revoke_debug();
+    }
+
+    fn default_output(&self, call: &DefaultCall) -> std::io::Result<spillguard_host::Output> {
+        call.describe(spillguard_std::Command::on_default).output()
     }
 
     fn drop_host(self) -> Box<dyn Send> {

@@ -16,7 +16,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::oneshot;
 
 use crate::audit::ScenarioLog;
-use crate::engine::{self, CallUnderTest, HostUnderTest, Streams};
+use crate::engine::{self, CallUnderTest, DefaultCall, HostUnderTest, Streams};
 use crate::measure::Measured;
 use crate::scenario::{Environment, Scenario};
 
@@ -181,6 +181,18 @@ impl HostUnderTest for TokioHost {
 
     fn revoke_debug(&self) {
         self.host.revoke_debug();
+    }
+
+    fn default_output(&self, call: &DefaultCall) -> std::io::Result<spillguard_host::Output> {
+        // A runtime of the call's own, gone after it: the process-wide
+        // host's calls do not run on it.
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(
+                call.describe(spillguard_tokio::Command::on_default)
+                    .output(),
+            )
     }
 
     fn drop_host(self) -> Box<dyn Send> {

@@ -3,6 +3,10 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +22,7 @@ use crate::error::HostError;
 use crate::host_state::HostState;
 use crate::leftover_pipes::LeftoverStats;
 use crate::options::{HostOptions, ShutdownReport};
+use crate::output::{Output, status_of};
 use crate::owner::{HostLink, Prepared};
 use crate::published::Published;
 
@@ -115,17 +120,17 @@ impl<R: AsyncRuntime> AsyncHost<R> {
     /// [`run`](CallBuilder::run) (a future of its outcome) or
     /// [`start`](CallBuilder::start) (its handle). No shell is involved.
     pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, HelperCommand::new(program))
+        CallBuilder::on(self, HelperCommand::new(program))
     }
 
     /// A call of `script` run by `/bin/sh -c`.
     pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, HelperCommand::shell_script(script))
+        CallBuilder::on(self, HelperCommand::shell_script(script))
     }
 
     /// A call of `command`, a description made beforehand.
     pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, command)
+        CallBuilder::on(self, command)
     }
 
     /// Starts a call of `command` described by `spec`; the builder
@@ -266,16 +271,32 @@ impl<R: AsyncRuntime> Launch for AsyncHost<R> {
 impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// Starts the call and returns a future of its
     /// [`Outcome`](spillguard_core::Outcome): the exit
-    /// status, the record and the bounded stderr. The
-    /// `tokio::process::Command::output` and `status` of spillguard.
+    /// status, the record and the bounded stderr.
     ///
     /// The call starts now, not at the first poll; the future owns its
     /// handle, so dropping it before it is ready is dropping the handle
     /// (see [`AsyncCallHandle`] and [`kill_on_drop`](CallBuilder::kill_on_drop)).
-    #[doc(alias = "output")]
-    #[doc(alias = "status")]
     pub fn run(self) -> Run {
         Box::pin(self.start().wait())
+    }
+
+    /// Runs the call to its end and returns its [`Output`]: the exit
+    /// status, stdout whole, the bounded stderr and the record; the
+    /// `tokio::process::Command::output` of spillguard. A helper that
+    /// could not be spawned, a call that ended before its helper exited,
+    /// and a stdout cut at its budget (unless
+    /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
+    /// are errors. The call starts at the first poll.
+    pub async fn output(self) -> io::Result<Output> {
+        let allowed = self.request().stdout_truncation_allowed();
+        Output::of(self.start().wait().await, allowed)
+    }
+
+    /// Runs the call to its end and returns how its helper ended; the
+    /// `tokio::process::Command::status` of spillguard. Errors as
+    /// [`output`](Self::output), but a cut stdout is none.
+    pub async fn status(self) -> io::Result<ExitStatus> {
+        status_of(self.start().wait().await)
     }
 
     /// Starts the call and returns its handle at once, to approve, deny,
@@ -285,5 +306,58 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     pub fn start(self) -> AsyncCallHandle<R> {
         let (host, request) = self.into_parts();
         host.launch(request)
+    }
+}
+
+/// The process-wide host of `R`, as the host of a [`CallBuilder`]: an
+/// adapter's `Command` is `CallBuilder<'static, DefaultHost<R>>`, a call
+/// that needs no `Host` of its own. Its calls run on
+/// [`AsyncRuntime::default_host`], whatever runtime awaits them.
+pub struct DefaultHost<R>(PhantomData<fn() -> R>);
+
+impl<R> fmt::Debug for DefaultHost<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DefaultHost")
+    }
+}
+
+impl<R: AsyncRuntime> CallBuilder<'static, DefaultHost<R>> {
+    /// A call of `program` on the process-wide host, to describe further
+    /// with every builder method (`.arg`, `.env`, `.deadline`, ...) and
+    /// run with [`output`](Self::output), [`status`](Self::status) or
+    /// [`spawn`](Self::spawn). No shell is involved.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self::on_default(HelperCommand::new(program))
+    }
+
+    /// A call of `command` on the process-wide host.
+    pub fn on_default(command: HelperCommand) -> Self {
+        // A value of no size: leaking it allocates nothing.
+        CallBuilder::on(Box::leak(Box::new(DefaultHost(PhantomData))), command)
+    }
+
+    /// Starts the call on the process-wide host and returns its handle;
+    /// the `tokio::process::Command::spawn` of spillguard. An error only
+    /// when that host cannot be made (its runtime could not start).
+    pub fn spawn(self) -> io::Result<AsyncCallHandle<R>> {
+        let host = R::default_host()?;
+        Ok(host.launch(self.into_request()))
+    }
+
+    /// Runs the call on the process-wide host to its end and returns its
+    /// [`Output`]: the exit status, stdout whole, the bounded stderr and
+    /// the record. A helper that could not be spawned, a call that ended
+    /// before its helper exited, and a stdout cut at its budget (unless
+    /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
+    /// are errors.
+    pub async fn output(self) -> io::Result<Output> {
+        let allowed = self.request().stdout_truncation_allowed();
+        Output::of(self.spawn()?.wait().await, allowed)
+    }
+
+    /// Runs the call on the process-wide host and returns how its helper
+    /// ended.
+    pub async fn status(self) -> io::Result<ExitStatus> {
+        status_of(self.spawn()?.wait().await)
     }
 }

@@ -32,7 +32,7 @@ mod host;
 mod owner;
 
 pub use handle::{AsyncCallHandle, AsyncCanceller};
-pub use host::AsyncHost;
+pub use host::{AsyncHost, DefaultHost};
 pub use owner::{AsyncOwner, Sources};
 
 /// The future `CallBuilder::run` returns on an async runtime: the call's
@@ -79,6 +79,13 @@ pub trait AsyncRuntime: Blocking + Clone + fmt::Debug + Send + Sync + Sized + 's
     /// The runtime a host made now runs its calls on, or why there is
     /// none.
     fn current() -> Result<Self, HostError>;
+
+    /// The process-wide host that runs the calls of
+    /// [`CallBuilder<'static, DefaultHost<Self>>`](DefaultHost) (an
+    /// adapter's `Command`): made at its first call with the default
+    /// configuration and options, on a runtime that lives as long as the
+    /// process, and kept; an error only when that runtime cannot start.
+    fn default_host() -> std::io::Result<&'static AsyncHost<Self>>;
 
     /// Where the host's drainer of leftover pipes runs.
     fn leftovers(&self) -> impl LeftoverRuntime;

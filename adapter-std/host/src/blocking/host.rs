@@ -4,8 +4,10 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fmt;
+use std::io;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
+use std::process::ExitStatus;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -14,6 +16,7 @@ use super::handle::{OwnerPanic, Published};
 use super::{BlockingCallHandle, Command, Event, ThreadDriver};
 use crate::host_state::HostState;
 use crate::leftover_pipes::ThreadLeftovers;
+use crate::output::{Output, status_of};
 use crate::owner::{HostLink, Prepared};
 use crate::{
     Approval, CallBuilder, CallRequest, HelperCommand, HostError, HostOptions, Launch,
@@ -143,17 +146,17 @@ impl<D: ThreadDriver> BlockingHost<D> {
     /// [`run`](CallBuilder::run) (blocking until its outcome) or
     /// [`start`](CallBuilder::start). No shell is involved.
     pub fn command(&self, program: impl Into<OsString>) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, HelperCommand::new(program))
+        CallBuilder::on(self, HelperCommand::new(program))
     }
 
     /// A call of `script` run by `/bin/sh -c`.
     pub fn shell(&self, script: impl Into<OsString>) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, HelperCommand::shell_script(script))
+        CallBuilder::on(self, HelperCommand::shell_script(script))
     }
 
     /// A call of `command`, a description made beforehand.
     pub fn call(&self, command: HelperCommand) -> CallBuilder<'_, Self> {
-        CallBuilder::new(self, command)
+        CallBuilder::on(self, command)
     }
 
     /// Starts a call of `command` described by `spec`, with the settings of
@@ -323,12 +326,28 @@ impl<D: ThreadDriver> Launch for BlockingHost<D> {
 
 impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
     /// Starts the call and blocks until its [`Outcome`]: the exit status,
-    /// the record and the bounded stderr. The
-    /// `std::process::Command::output` and `status` of spillguard.
-    #[doc(alias = "output")]
-    #[doc(alias = "status")]
+    /// the record and the bounded stderr.
     pub fn run(self) -> Outcome {
         self.start().wait()
+    }
+
+    /// Runs the call to its end and returns its [`Output`]: the exit
+    /// status, stdout whole, the bounded stderr and the record; the
+    /// `std::process::Command::output` of spillguard. A helper that could
+    /// not be spawned, a call that ended before its helper exited, and a
+    /// stdout cut at its budget (unless
+    /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
+    /// are errors.
+    pub fn output(self) -> io::Result<Output> {
+        let allowed = self.request().stdout_truncation_allowed();
+        Output::of(self.start().wait(), allowed)
+    }
+
+    /// Runs the call to its end and returns how its helper ended; the
+    /// `std::process::Command::status` of spillguard. Errors as
+    /// [`output`](Self::output), but a cut stdout is none.
+    pub fn status(self) -> io::Result<ExitStatus> {
+        status_of(self.start().wait())
     }
 
     /// Starts the call and returns its handle at once, to approve, deny,
@@ -338,6 +357,57 @@ impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
     pub fn start(self) -> BlockingCallHandle {
         let (host, request) = self.into_parts();
         host.launch(request)
+    }
+}
+
+/// The process-wide host of `D`, as the host of a [`CallBuilder`]: an
+/// adapter's `Command` is `CallBuilder<'static, DefaultHost<D>>`, a call
+/// that needs no `Host` of its own.
+pub struct DefaultHost<D>(PhantomData<fn() -> D>);
+
+impl<D> fmt::Debug for DefaultHost<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DefaultHost")
+    }
+}
+
+impl<D: ThreadDriver> CallBuilder<'static, DefaultHost<D>> {
+    /// A call of `program` on the process-wide host, to describe further
+    /// with every builder method (`.arg`, `.env`, `.deadline`, ...) and
+    /// run with [`output`](Self::output), [`status`](Self::status) or
+    /// [`spawn`](Self::spawn). No shell is involved.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self::on_default(HelperCommand::new(program))
+    }
+
+    /// A call of `command` on the process-wide host.
+    pub fn on_default(command: HelperCommand) -> Self {
+        // A value of no size: leaking it allocates nothing.
+        CallBuilder::on(Box::leak(Box::new(DefaultHost(PhantomData))), command)
+    }
+
+    /// Starts the call on the process-wide host and returns its handle;
+    /// the `std::process::Command::spawn` of spillguard. An error only
+    /// when that host cannot be made.
+    pub fn spawn(self) -> io::Result<BlockingCallHandle> {
+        Ok(D::default_host()?.launch(self.into_request()))
+    }
+
+    /// Runs the call on the process-wide host to its end and returns its
+    /// [`Output`]: the exit status, stdout whole, the bounded stderr and
+    /// the record. A helper that could not be spawned, a call that ended
+    /// before its helper exited, and a stdout cut at its budget (unless
+    /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
+    /// are errors.
+    pub fn output(self) -> io::Result<Output> {
+        let allowed = self.request().stdout_truncation_allowed();
+        Output::of(self.spawn()?.wait(), allowed)
+    }
+
+    /// Runs the call on the process-wide host and returns how its helper
+    /// ended.
+    pub fn status(self) -> io::Result<ExitStatus> {
+        status_of(self.spawn()?.wait())
     }
 }
 

@@ -28,7 +28,7 @@ mod mailbox;
 mod stream;
 
 pub use handle::{BlockingCallHandle, BlockingCanceller};
-pub use host::{BlockingHost, BlockingShared};
+pub use host::{BlockingHost, BlockingShared, DefaultHost};
 pub use mailbox::{Inbox, Mailbox};
 pub use stream::{HelperStdin, HelperStdout, RawStreams, SharedPipe};
 
@@ -69,4 +69,12 @@ pub trait ThreadDriver: Send + Sync + 'static {
     /// Runs `job` on a thread of the adapter's (a kept one or a new one),
     /// or says why none could run it.
     fn spawn(job: Box<dyn FnOnce() + Send>) -> io::Result<()>;
+
+    /// The process-wide host that runs the calls of
+    /// [`CallBuilder<'static, DefaultHost<Self>>`](DefaultHost) (an
+    /// adapter's `Command`): made at its first call with the default
+    /// configuration and options, and kept for the life of the process.
+    fn default_host() -> io::Result<&'static BlockingHost<Self>>
+    where
+        Self: Sized;
 }

@@ -412,7 +412,7 @@ impl Bridge {
     fn builder_for(&self, tool: &Tool) -> CallBuilder<'_, Host> {
         let command = HelperCommand::new(&tool.program);
         self.settings(
-            CallBuilder::new(&self.inner.host, command)
+            CallBuilder::on(&self.inner.host, command)
                 .kind(tool.kind)
                 .action(tool.name.clone())
                 .target(tool.name.clone()),

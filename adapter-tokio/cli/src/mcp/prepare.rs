@@ -119,7 +119,7 @@ impl PreparedCall {
     /// starts it.
     pub fn builder<'h, H: Launch>(&self, host: &'h H) -> CallBuilder<'h, H> {
         let builder = self.card_lines.iter().fold(
-            CallBuilder::new(host, self.command.clone())
+            CallBuilder::on(host, self.command.clone())
                 .kind(self.kind)
                 .action(self.tool.clone())
                 .target(self.target.clone())
