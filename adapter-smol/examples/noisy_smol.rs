@@ -14,7 +14,7 @@ use spillguard_smol::Approval;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use spillguard_smol::core::Config;
+use spillguard_smol::proto::Config;
 use spillguard_smol::{Host, HostOptions};
 
 const SCRIPT: &str =

@@ -8,7 +8,7 @@
 //! ```
 //! use std::time::Duration;
 //! use spillguard_smol::{Host, HostOptions};
-//! use spillguard_smol::core::{CancelReason, Config, State, StreamEnd};
+//! use spillguard_smol::proto::{CancelReason, Config, State, StreamEnd};
 //!
 //! let host = Host::new(Config::default(), HostOptions::default())?;
 //! let flood = host.shell("yes helper-diagnostic 1>&2").deadline(Duration::from_millis(200));
@@ -126,7 +126,7 @@ pub type CallHandle = spillguard_host::asynchronous::AsyncCallHandle<SmolRuntime
 ///
 /// ```
 /// use spillguard_smol::{Host, HostOptions};
-/// use spillguard_smol::core::{CancelReason, Config, State};
+/// use spillguard_smol::proto::{CancelReason, Config, State};
 ///
 /// smol::block_on(async {
 ///     let host = Host::new(Config::default(), HostOptions::default())?;

@@ -10,7 +10,7 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use spillguard_smol::core::{Config, State};
+use spillguard_smol::proto::{Config, State};
 use spillguard_smol::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_smol::{HelperCommand, Host, HostOptions};
 use support::{LocalTest, ThreadNoting, temp_path};

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
-use spillguard_smol::core::{
+use spillguard_smol::proto::{
     CallError, CallRecord, CancelReason, Config, DisconnectPolicy, Signal, State,
 };
 use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
@@ -89,7 +89,7 @@ fn record_of(host: &Host, call_id: &str) -> CallRecord {
 /// Gives up on `run` (a `run()` or `wait()` future): it loses
 /// `future::or` against a 50 ms timer and is dropped, with the handle in
 /// it.
-fn time_out(run: impl Future<Output = spillguard_smol::core::Outcome>) {
+fn time_out(run: impl Future<Output = spillguard_smol::proto::Outcome>) {
     let timer = async {
         smol::Timer::after(50 * MS).await;
         None

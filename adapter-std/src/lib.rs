@@ -8,7 +8,7 @@
 //! ```
 //! use std::time::Duration;
 //! use spillguard_std::{Host, HostOptions};
-//! use spillguard_std::core::{CancelReason, Config, State, StreamEnd};
+//! use spillguard_std::proto::{CancelReason, Config, State, StreamEnd};
 //!
 //! let host = Host::new(Config::default(), HostOptions::default())?;
 //! let outcome = host
@@ -35,7 +35,7 @@
 //! ```
 //! use std::time::Duration;
 //! use spillguard_std::{Approval, Host, HostOptions};
-//! use spillguard_std::core::{Config, State};
+//! use spillguard_std::proto::{Config, State};
 //!
 //! let host = Host::new(Config::default(), HostOptions::default())?;
 //! let call = host
@@ -94,7 +94,11 @@ mod reader;
 mod workers;
 
 pub use owner::StdThreads;
-pub use spillguard_core as core;
+/// The sans-IO protocol core (`spillguard-core`): the call record, its
+/// states and outcome, settings and configuration, bounds, redaction and
+/// the audit log format. Named `proto`, not `core`, so that a glob
+/// import of this crate never shadows the language's `core`.
+pub use spillguard_core as proto;
 pub use spillguard_host::blocking::{HelperStdin, HelperStdout};
 pub use spillguard_host::os;
 pub use spillguard_host::{
@@ -105,8 +109,8 @@ pub use spillguard_host::{
 };
 
 /// Runs helper calls for one process: holds the validated
-/// [`Config`](core::Config), the process-wide
-/// [`RetentionPool`](core::RetentionPool), the audit sink and the live
+/// [`Config`](proto::Config), the process-wide
+/// [`RetentionPool`](proto::RetentionPool), the audit sink and the live
 /// calls. Each call's owner is a thread of its own, taken from a pool of
 /// kept threads.
 ///
@@ -122,7 +126,7 @@ pub use spillguard_host::{
 /// ```
 /// use std::time::Duration;
 /// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::core::{Config, State};
+/// use spillguard_std::proto::{Config, State};
 ///
 /// let host = Host::new(Config::default(), HostOptions::default())?;
 /// let outcome = host.shell("echo result; echo warning 1>&2").run();
@@ -174,7 +178,7 @@ pub type Command = CallBuilder<'static, spillguard_host::blocking::DefaultHost<S
 /// ```
 /// use std::io::{Read, Write};
 /// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::core::{Config, State, StdoutMode};
+/// use spillguard_std::proto::{Config, State, StdoutMode};
 ///
 /// let host = Host::new(Config::default(), HostOptions::default())?;
 /// let call = host.command("cat").streamed().start();
@@ -198,7 +202,7 @@ pub type CallHandle = spillguard_host::blocking::BlockingCallHandle;
 ///
 /// ```
 /// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::core::{CancelReason, Config, State};
+/// use spillguard_std::proto::{CancelReason, Config, State};
 ///
 /// let host = Host::new(Config::default(), HostOptions::default())?;
 /// let call = host.command("sleep").arg("30").start();

@@ -10,10 +10,10 @@ use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use spillguard_std::core::audit::{
+use spillguard_std::proto::audit::{
     Anchor, Key, LogEntry, Record, TamperKind, Verdict, VerifyOptions, verify, verify_and_read,
 };
-use spillguard_std::core::{AuditEvent, AuditKind, Config, State};
+use spillguard_std::proto::{AuditEvent, AuditKind, Config, State};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, Host, HostOptions, KeySource,
     OpenFailure,

@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use signal_hook::consts::SIGXFSZ;
-use spillguard_std::core::audit::{ExpectedCall, Verdict, VerifyOptions, compare, verify_and_read};
-use spillguard_std::core::{Config, State};
+use spillguard_std::proto::audit::{
+    ExpectedCall, Verdict, VerifyOptions, compare, verify_and_read,
+};
+use spillguard_std::proto::{Config, State};
 use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
 use support::{LocalTest, temp_path};
 

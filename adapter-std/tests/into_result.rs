@@ -6,12 +6,12 @@
 
 use std::io;
 
-use spillguard_std::core::{Exit, State};
+use spillguard_std::proto::{Exit, State};
 use spillguard_std::{Host, HostOptions};
 
 fn host() -> Host {
     Host::new(
-        spillguard_std::core::Config::default(),
+        spillguard_std::proto::Config::default(),
         HostOptions::default(),
     )
     .unwrap()

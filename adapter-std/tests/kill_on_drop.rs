@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use spillguard_std::core::{CallRecord, Config};
+use spillguard_std::proto::{CallRecord, Config};
 use spillguard_std::{Host, HostOptions};
 use support::{check_finished_after_a_drop, check_stopped_by_a_drop, poll_until, shell_call};
 

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use spillguard_std::core::{AuditEvent, Config, State};
+use spillguard_std::proto::{AuditEvent, Config, State};
 use spillguard_std::{AuditSink, Host, HostOptions};
 
 /// Panics on its first write, then counts the writes.

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use spillguard_std::core::{Config, State};
+use spillguard_std::proto::{Config, State};
 use spillguard_std::{Host, HostOptions};
 
 const FLOOD: u64 = 4 << 20;

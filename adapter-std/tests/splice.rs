@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
-use spillguard_std::core::{Config, State};
+use spillguard_std::proto::{Config, State};
 use spillguard_std::{Host, HostOptions};
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::Config;
+use spillguard_tokio::proto::Config;
 use spillguard_tokio::{Host, HostOptions};
 
 const SCRIPT: &str =

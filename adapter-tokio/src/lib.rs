@@ -8,7 +8,7 @@
 //! ```
 //! use std::time::Duration;
 //! use spillguard_tokio::{Host, HostOptions};
-//! use spillguard_tokio::core::{CancelReason, Config, State, StreamEnd};
+//! use spillguard_tokio::proto::{CancelReason, Config, State, StreamEnd};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), spillguard_tokio::HostError> {
@@ -142,7 +142,7 @@ pub type Command = CallBuilder<'static, spillguard_host::asynchronous::DefaultHo
 /// ```
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// use spillguard_tokio::{Host, HostOptions};
-/// use spillguard_tokio::core::{Config, State, StdoutMode};
+/// use spillguard_tokio::proto::{Config, State, StdoutMode};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

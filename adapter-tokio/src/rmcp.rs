@@ -15,7 +15,7 @@
 //! use rmcp::ServiceExt;
 //! use spillguard_tokio::rmcp::GuardedProcess;
 //! use spillguard_tokio::{Host, HostOptions};
-//! use spillguard_tokio::core::Config;
+//! use spillguard_tokio::proto::Config;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! // let transport = TokioChildProcess::new(Command::new("uvx").arg("mcp-server-time"))?;

@@ -11,7 +11,7 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use spillguard_tokio::core::{Config, State};
+use spillguard_tokio::proto::{Config, State};
 use spillguard_tokio::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
 use support::{LocalTest, ThreadNoting, temp_path};

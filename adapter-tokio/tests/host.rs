@@ -13,7 +13,7 @@ mod tokio_support;
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::{CallRecord, Config, DisconnectPolicy, State, StreamEnd};
+use spillguard_tokio::proto::{CallRecord, Config, DisconnectPolicy, State, StreamEnd};
 use spillguard_tokio::{CallHandle, HelperCommand, Host, HostError, HostOptions};
 use support::{assert_group_gone, become_subreaper, temp_path};
 use support::{check_finished_after_a_drop, check_stopped_by_a_drop, shell_call};

@@ -13,7 +13,7 @@ use rmcp::model::CallToolRequestParams;
 use rustix::io::Errno;
 use rustix::process::{Pid, test_kill_process_group};
 use serde_json::{Value, json};
-use spillguard_tokio::core::{CallRecord, Config, StdoutMode};
+use spillguard_tokio::proto::{CallRecord, Config, StdoutMode};
 use spillguard_tokio::rmcp::GuardedProcess;
 use spillguard_tokio::{Host, HostOptions};
 

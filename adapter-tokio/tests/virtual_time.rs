@@ -10,7 +10,7 @@ mod support;
 use spillguard_tokio::Approval;
 use std::time::Duration;
 
-use spillguard_tokio::core::{ApprovalDecision, CallError, CancelReason, Config, State};
+use spillguard_tokio::proto::{ApprovalDecision, CallError, CancelReason, Config, State};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
 
 use tokio::time::Instant;

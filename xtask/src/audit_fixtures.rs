@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use serde_json::{Value, json};
-use spillguard_std::core::audit::FORMAT_VERSION;
+use spillguard_std::proto::audit::FORMAT_VERSION;
 
 const HELP: &str = "\
 usage: cargo xtask audit-fixtures [--exe PATH]

@@ -295,7 +295,7 @@ pub fn bump(root: &Path, to: &str, today: &str) -> Result<String, String> {
 /// Today's date, UTC, as the changelog writes it (`2026-12-03`): the
 /// date part of the record's RFC 3339 stamp.
 fn today() -> String {
-    let stamp = spillguard_std::core::rfc3339(std::time::SystemTime::now());
+    let stamp = spillguard_std::proto::rfc3339(std::time::SystemTime::now());
     stamp.get(..10).unwrap_or(&stamp).to_owned()
 }
 

@@ -338,7 +338,7 @@ impl KeySource {
     /// let path = std::env::temp_dir().join(format!("spillguard-doc-key-{}", std::process::id()));
     /// std::fs::write(&path, format!("{}\n", "2a".repeat(32)))?;
     /// let key = KeySource::File(path.clone()).load()?;
-    /// assert_eq!(key.id(), spillguard_host::core::audit::Key::from_bytes([0x2a; 32]).id());
+    /// assert_eq!(key.id(), spillguard_host::proto::audit::Key::from_bytes([0x2a; 32]).id());
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -404,8 +404,8 @@ impl KeySource {
 ///
 /// ```
 /// use spillguard_host::{AuditSink, ChainedFileAudit, ChainedFileOptions};
-/// use spillguard_host::core::audit::{Verdict, VerifyOptions, verify};
-/// use spillguard_host::core::{AuditEvent, AuditKind, CallKind, State};
+/// use spillguard_host::proto::audit::{Verdict, VerifyOptions, verify};
+/// use spillguard_host::proto::{AuditEvent, AuditKind, CallKind, State};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.log", std::process::id()));
 /// # let _ = std::fs::remove_file(&path);

@@ -663,7 +663,7 @@ impl<'h, H> CallBuilder<'h, H> {
     /// naming it), unless [`allow_degraded`](Self::allow_degraded).
     ///
     /// ```
-    /// use spillguard_host::core::{Limits, parse_size};
+    /// use spillguard_host::proto::{Limits, parse_size};
     ///
     /// let limits = Limits {
     ///     memory_max: Some(parse_size("256M")?),

@@ -80,7 +80,11 @@ pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
 pub use leftover_pipes::LeftoverStats;
 pub use options::{HostOptions, ShutdownReport};
 pub use output::{Output, StdoutTruncated, status_of};
-pub use spillguard_core as core;
+/// The sans-IO protocol core (`spillguard-core`): the call record, its
+/// states and outcome, settings and configuration, bounds, redaction and
+/// the audit log format. Named `proto`, not `core`, so that a glob
+/// import of this crate never shadows the language's `core`.
+pub use spillguard_core as proto;
 
 /// What the smol and tokio adapters re-export for their users, beside
 /// their own `Host`, `CallHandle`, `Canceller` and stream types.
@@ -93,5 +97,6 @@ pub mod adapter_api {
         JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
         ShutdownReport, StdinMode, StdoutTruncated,
     };
-    pub use spillguard_core as core;
+    /// The sans-IO protocol core (`spillguard-core`); see the crate root.
+    pub use spillguard_core as proto;
 }

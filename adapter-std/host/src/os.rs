@@ -15,7 +15,7 @@ use spillguard_core::{ExitStatus, Signal};
 /// # Examples
 ///
 /// ```
-/// use spillguard_host::core::Signal;
+/// use spillguard_host::proto::Signal;
 /// // No such group: nothing happens, nothing fails.
 /// spillguard_host::os::signal_group(0x3fff_fff0, Signal::Term);
 /// ```

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use spillguard_host::core::AuditEvent;
+use spillguard_host::proto::AuditEvent;
 use spillguard_host::{AuditSink, CallBuilder, ChainedFileAudit, Launch};
 
 /// The description these tests give a call whose audit events they look
@@ -170,9 +170,9 @@ pub fn check_stopped_by_a_drop<T>(
     marker: &str,
     start: impl FnOnce(String) -> T,
     give_up: impl FnOnce(T),
-    record: impl FnOnce() -> spillguard_host::core::CallRecord,
+    record: impl FnOnce() -> spillguard_host::proto::CallRecord,
 ) -> Duration {
-    use spillguard_host::core::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
+    use spillguard_host::proto::{CallSettings, CancelReason, Config, DisconnectPolicy, State};
     become_subreaper();
     let started = start(helper_and_grandchild(marker));
     let pid = pid_of(marker);
@@ -205,9 +205,9 @@ pub fn check_stopped_by_a_drop<T>(
 pub fn check_finished_after_a_drop<T>(
     marker: &str,
     start: impl FnOnce(String) -> T,
-    record: impl FnOnce() -> spillguard_host::core::CallRecord,
+    record: impl FnOnce() -> spillguard_host::proto::CallRecord,
 ) {
-    use spillguard_host::core::{DisconnectPolicy, State};
+    use spillguard_host::proto::{DisconnectPolicy, State};
     let started = start(format!("sleep 0.3; : {marker}"));
     let pid = pid_of(marker);
     drop(started);

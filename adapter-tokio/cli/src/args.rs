@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
-use spillguard_std::core::{
+use spillguard_std::proto::{
     Confinement, LIMIT_KINDS, LimitKind, LimitUnit, Limits, Network, RestartMode, RestartSettings,
     RestartTable, Retain, Sandbox,
 };
@@ -552,7 +552,7 @@ fn limit_value(kind: &LimitKind, value: &str) -> Result<u64, String> {
 
 /// `--memory-max`, `--file-size-max`: a size of at least one byte.
 fn size(value: &str) -> Result<u64, String> {
-    match spillguard_std::core::parse_size(value)? {
+    match spillguard_std::proto::parse_size(value)? {
         0 => Err("0 would leave the helper nothing (leave the option out for no limit)".into()),
         n => Ok(n),
     }
@@ -660,7 +660,7 @@ pub struct StdioArgs {
     /// included; a longer one goes to the stderr capture [default:
     /// 67108864 (64 MiB)]
     #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true,
-          default_value_t = spillguard_std::core::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES,
+          default_value_t = spillguard_std::proto::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES,
           hide_default_value = true)]
     pub max_message_bytes: usize,
     /// How long PROGRAM may take to exit once its stdin is closed, before
@@ -983,7 +983,7 @@ pub struct UsageError(pub String);
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
-            &spillguard_std::core::Redactor::builtin()
+            &spillguard_std::proto::Redactor::builtin()
                 .redact(&self.0)
                 .text,
         )

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use spillguard_std::KeySource;
-use spillguard_std::core::audit::{
+use spillguard_std::proto::audit::{
     Activity, ActivityRow, Anchor, Comparison, Difference, ExpectedCall, FORMAT_VERSION, Key,
     NewerRecords, OLDEST_FORMAT_VERSION, Record, SessionRow, Sessions, Transition, Verdict,
     Verifier, VerifyOptions,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillguard_std::core::{CallRecord, Config, DebugGrant};
+use spillguard_std::proto::{CallRecord, Config, DebugGrant};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
 };
@@ -137,7 +137,7 @@ struct Reported(ChainedFileAudit);
 static AUDIT_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 impl AuditSink for Reported {
-    fn write(&self, event: &spillguard_std::core::AuditEvent) -> std::io::Result<()> {
+    fn write(&self, event: &spillguard_std::proto::AuditEvent) -> std::io::Result<()> {
         self.0.write(event).inspect_err(|error| {
             let text = format!("audit log {}: {error}", self.0.path().display());
             // Said at once (`mcp` serves on), kept for the exit status.
@@ -260,7 +260,7 @@ pub struct Telemetry {
     file: Option<crate::otel::OtelFile>,
     http: Option<crate::otlp_http::Exporter>,
     /// Every export passes through it (see [`crate::otel::redact`]).
-    redactor: spillguard_std::core::Redactor,
+    redactor: spillguard_std::proto::Redactor,
 }
 
 impl Telemetry {
@@ -270,7 +270,7 @@ impl Telemetry {
     /// redacted by `redactor` (the configuration's).
     pub fn open(
         otel_file: Option<&std::path::Path>,
-        redactor: spillguard_std::core::Redactor,
+        redactor: spillguard_std::proto::Redactor,
     ) -> Result<Self, UsageError> {
         let file = otel_file
             .map(|path| {
@@ -471,7 +471,7 @@ impl TelemetryWorker {
 /// Why the call was refused before anything ran, when the reason is a
 /// limit or sandbox rule this machine cannot enforce (fail closed).
 pub fn refused_bounds(record: &CallRecord) -> Option<&str> {
-    let refused = record.state == spillguard_std::core::State::FailedBeforeDispatch
+    let refused = record.state == spillguard_std::proto::State::FailedBeforeDispatch
         && record.spawn_error_kind.as_deref() == Some("unsupported");
     // A bounded call's refusal, or one that names a bound it could not
     // enforce (`contain-tree: cannot be enforced: …`, asked alone).

@@ -16,8 +16,8 @@
 use std::collections::HashMap;
 
 use opentelemetry_proto::tonic::trace::v1::Span;
-use spillguard_std::core::trace::{CallTrace, TraceParent};
-use spillguard_std::core::{
+use spillguard_std::proto::trace::{CallTrace, TraceParent};
+use spillguard_std::proto::{
     MAX_PENDING, MAX_PENDING_ID_BYTES, MessageInfo, MessageKind, RawValue, SERVER_GONE_CODE,
 };
 
@@ -243,7 +243,7 @@ fn string_of(raw: &RawValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spillguard_std::core::MessageScanner;
+    use spillguard_std::proto::MessageScanner;
 
     fn info(line: &str) -> MessageInfo {
         let mut scanner = MessageScanner::new();

@@ -25,8 +25,8 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
-use spillguard_std::core::trace::{TraceParent, trace_state};
-use spillguard_std::core::{CallRecord, Redactor, State};
+use spillguard_std::proto::trace::{TraceParent, trace_state};
+use spillguard_std::proto::{CallRecord, Redactor, State};
 
 /// The instrumentation scope of every span and log record.
 const SCOPE: &str = "spillguard";

@@ -15,8 +15,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use spillguard_std::core::Config;
-use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
+use spillguard_std::proto::Config;
+use spillguard_std::proto::audit::{VerifyOptions, verify_and_read};
 use spillguard_std::{Host, HostOptions};
 use support::{poll_until, temp_path};
 

@@ -13,7 +13,7 @@ use binary::spillguard;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use spillguard_std::core::audit::{Anchor, VerifyOptions, verify_and_read};
+use spillguard_std::proto::audit::{Anchor, VerifyOptions, verify_and_read};
 use support::temp_path;
 
 /// A directory of its own for one test.
@@ -959,7 +959,7 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
 /// `opened` record, then the call's six events), made by writing the
 /// events of one real run again with other call ids; and its anchor.
 fn many_calls(dir: &Path, calls: usize) -> (PathBuf, Anchor, Vec<String>) {
-    use spillguard_std::core::audit::{LogEntry, LogId, LogWriter};
+    use spillguard_std::proto::audit::{LogEntry, LogId, LogWriter};
     let (seed, seed_anchor) = (dir.join("seed.log"), dir.join("seed.anchor"));
     run_audited(
         &seed,
@@ -979,7 +979,7 @@ fn many_calls(dir: &Path, calls: usize) -> (PathBuf, Anchor, Vec<String>) {
             let mut entry = entry.clone();
             if let LogEntry::Call(event) = &mut entry {
                 event.call_id = call_id.clone();
-                if let spillguard_std::core::AuditKind::Final(record) = &mut event.kind {
+                if let spillguard_std::proto::AuditKind::Final(record) = &mut event.kind {
                     record.call_id = call_id.clone();
                 }
             }
@@ -1099,7 +1099,7 @@ fn a_log_of_many_chunks_is_read_as_a_stream_with_the_same_rows() {
 
 #[test]
 fn a_copy_of_a_record_older_than_the_verifiers_window_is_named() {
-    use spillguard_std::core::audit::{LogEntry, LogId, LogWriter, Verifier};
+    use spillguard_std::proto::audit::{LogEntry, LogId, LogWriter, Verifier};
     let dir = dir("cli-audit-recall");
     let records = Verifier::WINDOW.get() as u64 + 5_000;
     let mut writer = LogWriter::create(LogId([6; 16]), None);

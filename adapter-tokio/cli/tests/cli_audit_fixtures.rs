@@ -19,7 +19,7 @@ use binary::spillguard;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use spillguard_std::core::audit::{
+use spillguard_std::proto::audit::{
     Anchor, FORMAT_VERSION, Key, LogWriter, OLDEST_FORMAT_VERSION, Verdict, VerifyOptions,
     verify_and_read,
 };

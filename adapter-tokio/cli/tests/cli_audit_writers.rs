@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use spillguard_std::core::audit::{Anchor, LogEntry, Verdict, VerifyOptions, verify_and_read};
+use spillguard_std::proto::audit::{Anchor, LogEntry, Verdict, VerifyOptions, verify_and_read};
 use support::temp_path;
 
 /// A directory of its own for one test.

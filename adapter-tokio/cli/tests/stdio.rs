@@ -314,7 +314,7 @@ fn forward_stderr_copies_without_blocking_and_counts_what_it_dropped() {
 
 #[test]
 fn audit_writes_the_streamed_calls_lifecycle_to_the_log() {
-    use spillguard_std::core::audit::{VerifyOptions, verify_and_read};
+    use spillguard_std::proto::audit::{VerifyOptions, verify_and_read};
     let log = temp_path("stdio-audit.log");
     let _ = std::fs::remove_file(&log);
     let output = feed(&["--audit", log.to_str().unwrap(), "--", "cat"], b"{}\n");
@@ -365,7 +365,7 @@ printf 'raw \377\376 bytes\n' >&2"#;
     );
     assert_eq!(output.status.code(), Some(0));
     let password_line = "db password=\"p$ss w&rd\" ok\n";
-    let redacted_password = spillguard_std::core::Redactor::builtin()
+    let redacted_password = spillguard_std::proto::Redactor::builtin()
         .redact(password_line)
         .text;
     let mut expected = b"token [redacted: github-token] used\n".to_vec();

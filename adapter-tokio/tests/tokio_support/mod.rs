@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use spillguard_tokio::core::State;
+use spillguard_tokio::proto::State;
 use spillguard_tokio::{CallHandle, Host};
 
 /// Polls `done` every 5 ms of the runtime's clock until it holds; panics

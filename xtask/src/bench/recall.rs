@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use spillguard_std::core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
+use spillguard_std::proto::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
 use spillguard_tests::recall::{self, Class, Tally};
 
 /// The least recall per class the rules aim at, in percent.

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use spillguard_std::core::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
+use spillguard_std::proto::{CaptureSettings, RetentionPool, StreamCapture, StreamName};
 
 /// The window's size.
 const WINDOW: usize = 16 * 1024;

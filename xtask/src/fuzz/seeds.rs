@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use spillguard_std::core::audit::{Anchor, ExpectedCall, Key};
-use spillguard_std::core::{CallRecord, Config};
+use spillguard_std::proto::audit::{Anchor, ExpectedCall, Key};
+use spillguard_std::proto::{CallRecord, Config};
 use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
 
 /// The key of the sealed seed log; the `audit_verifier` target verifies

@@ -39,11 +39,11 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 /// std it is the handle from `start()` that a caller drops.
 ///
 /// * With the builder's `kill_on_drop(true)`, the call stops as for the
-///   [`Cancel`](crate::core::DisconnectPolicy::Cancel) policy: the
+///   [`Cancel`](crate::proto::DisconnectPolicy::Cancel) policy: the
 ///   helper's process group gets SIGTERM, then SIGKILL after
 ///   `shutdown_grace` (before dispatch it ends `cancelled_before_dispatch`).
 /// * Without it (the default), the host's
-///   [`DisconnectPolicy`](crate::core::DisconnectPolicy) decides: `Finish`
+///   [`DisconnectPolicy`](crate::proto::DisconnectPolicy) decides: `Finish`
 ///   (the default) lets the helper run to its end or its deadline; `Cancel`
 ///   stops it as above.
 ///

@@ -6,7 +6,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
-use spillguard_std::core::audit::{Record, Verifier};
+use spillguard_std::proto::audit::{Record, Verifier};
 
 /// Bytes read from the log at a time. The verifier queues the records of
 /// one chunk until they are drained, so the chunk also bounds that queue:

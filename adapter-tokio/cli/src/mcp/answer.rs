@@ -44,7 +44,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
-use spillguard_std::core::{Outcome, State};
+use spillguard_std::proto::{Outcome, State};
 
 use super::secret::SecretValues;
 use super::tools::ToolResult;

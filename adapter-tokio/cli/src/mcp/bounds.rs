@@ -24,7 +24,7 @@
 //! `env_allow` lists, each with the host's value; a tool without a
 //! sandbox inherits the host's environment.
 
-use spillguard_std::core::{ConfineError, Confinement, LIMIT_KEYS, SANDBOX_KEYS};
+use spillguard_std::proto::{ConfineError, Confinement, LIMIT_KEYS, SANDBOX_KEYS};
 
 use super::tools::{ToolsError, as_table, check_keys};
 
@@ -142,7 +142,7 @@ fn strings(field: &str, value: &toml::Value) -> Result<Vec<String>, ToolsError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spillguard_std::core::Network;
+    use spillguard_std::proto::Network;
 
     fn load(text: &str) -> Result<Bounds, String> {
         let table: toml::Table = text.parse().unwrap();

@@ -84,11 +84,11 @@ use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, Service
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use spillguard_host::{CallBuilder, HelperCommand};
-use spillguard_std::core::trace::{TraceParent, trace_state};
+use spillguard_std::proto::trace::{TraceParent, trace_state};
 
 use crate::call::{Telemetry, TelemetryWorker};
 use crate::mcp_spans::McpSpans;
-use spillguard_std::core::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
+use spillguard_std::proto::{Admission, ApprovalCard, DisconnectPolicy, Outcome, State};
 use spillguard_tokio::{CallHandle, Host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;

@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Number, Value};
 use spillguard_host::{CallBuilder, Launch, command_line};
-use spillguard_std::core::{CallKind, Confinement};
+use spillguard_std::proto::{CallKind, Confinement};
 use spillguard_std::{Approval, HelperCommand};
 
 use super::bounds::BASE_ENV;
@@ -110,7 +110,7 @@ impl PreparedCall {
     /// rule finds a secret in it.
     #[cfg(test)]
     pub fn card(&self) -> String {
-        spillguard_std::core::card_text(&self.card_lines, self.approval_timeout)
+        spillguard_std::proto::card_text(&self.card_lines, self.approval_timeout)
     }
 
     /// The call on `host`, every field set from this one: the command,

@@ -29,7 +29,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use spillguard_host::HostOptions;
-use spillguard_std::core::DisconnectPolicy;
+use spillguard_std::proto::DisconnectPolicy;
 use spillguard_tokio::Host;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::signal::unix::{SignalKind, signal};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use spillguard_host::{CallRequest, Launch};
-use spillguard_std::core::{CallKind, CallSettings, Config, ResultChannel};
+use spillguard_std::proto::{CallKind, CallSettings, Config, ResultChannel};
 use spillguard_std::{Approval, HelperCommand};
 
 use super::*;
@@ -113,7 +113,7 @@ fn the_helper_output_table_is_the_cores() {
     );
     assert_eq!(file.config.stderr_retained_per_call_bytes, 8192);
     assert_eq!(file.config.stderr_agent_excerpt_bytes, 4096);
-    assert_eq!(file.config.retain, spillguard_std::core::Retain::Head);
+    assert_eq!(file.config.retain, spillguard_std::proto::Retain::Head);
     // Left out: the defaults.
     let file = load("[tools.t]\ndescription = \"d\"\ncommand = [\"true\"]\n");
     assert_eq!(file.config, Config::default());

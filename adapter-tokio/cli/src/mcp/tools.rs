@@ -54,7 +54,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use spillguard_std::Approval;
-use spillguard_std::core::{CallKind, Config};
+use spillguard_std::proto::{CallKind, Config};
 
 use super::bounds::Bounds;
 use super::params::Param;

@@ -61,7 +61,7 @@ use tokio::sync::oneshot;
 
 use crate::call::TelemetryWorker;
 use crate::mcp_spans::McpSpans;
-use spillguard_std::core::{MessageScanner, RawValue};
+use spillguard_std::proto::{MessageScanner, RawValue};
 
 /// Where a request of protocol 2026-07-28 and later names its protocol,
 /// in its `params._meta`.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 use spillguard_host::os::poll;
-use spillguard_std::core::{Redactor, StreamRedactor};
+use spillguard_std::proto::{Redactor, StreamRedactor};
 
 use crate::call::TapFn;
 

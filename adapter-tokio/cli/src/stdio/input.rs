@@ -37,13 +37,13 @@ use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 use spillguard_host::os::{poll, read_waiting};
-use spillguard_std::core::{InputQueue, QueueEvent, QueueSettings};
+use spillguard_std::proto::{InputQueue, QueueEvent, QueueSettings};
 
 use super::Requests;
 use super::fds::Kind;
 use super::relay::{Next, Relay};
 use crate::call::HelperStdin;
-use spillguard_std::core::{ClientLines, ServerGone};
+use spillguard_std::proto::{ClientLines, ServerGone};
 
 /// The longest wait that holds the server's pipe open (so that a close the
 /// call decides meanwhile takes effect soon).

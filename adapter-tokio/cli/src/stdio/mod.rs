@@ -41,7 +41,7 @@ use rustix::event::PollFlags;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use spillguard_host::os::{poll, read_waiting};
-use spillguard_std::core::{
+use spillguard_std::proto::{
     CallRecord, ClientLines, MessageInfo, PendingRequests, ServerGone, ServerLine, SessionReplay,
 };
 
@@ -52,10 +52,10 @@ use forward::Forward;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use output::{Mcp, Output};
 use relay::Relay;
-use spillguard_std::core::jsonrpc::trace_edit;
-use spillguard_std::core::trace::{CallTrace, TraceParent};
-use spillguard_std::core::{MessageKind, MessageScanner};
-use spillguard_std::core::{RestartMode, RestartTable, StopReason};
+use spillguard_std::proto::jsonrpc::trace_edit;
+use spillguard_std::proto::trace::{CallTrace, TraceParent};
+use spillguard_std::proto::{MessageKind, MessageScanner};
+use spillguard_std::proto::{RestartMode, RestartTable, StopReason};
 
 /// How long the stdout pump may still take, once the call finished, to
 /// reach end-of-file (a descendant that left the group may hold it open).
@@ -184,7 +184,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
             };
             // Each run that another follows has a record line of its own,
             // and its span, as it ends.
-            let mut run_ended = |ended: &spillguard_std::core::Outcome,
+            let mut run_ended = |ended: &spillguard_std::proto::Outcome,
                                  restarts: RestartSummary| {
                 let line = StdioLine {
                     stderr_excerpt: ended.agent_excerpt(),
@@ -487,7 +487,7 @@ impl Requests {
     /// that go to it again (`--retry`), not to be answered now.
     pub fn retries_on_gone<'a>(
         &self,
-        queued: impl IntoIterator<Item = &'a spillguard_std::core::RawValue>,
+        queued: impl IntoIterator<Item = &'a spillguard_std::proto::RawValue>,
     ) -> Vec<MessageInfo> {
         self.lock()
             .replay
@@ -623,7 +623,7 @@ impl Requests {
     fn answers(&self, gone: &ServerGone) -> Vec<u8> {
         let mut table = self.lock();
         let answers = table.pending.answers(gone);
-        let gone = spillguard_std::core::SERVER_GONE_CODE.to_string();
+        let gone = spillguard_std::proto::SERVER_GONE_CODE.to_string();
         let spans = table.spans.as_mut().map(|spans| spans.close_all(&gone));
         drop(table);
         self.export(spans.into_iter().flatten());

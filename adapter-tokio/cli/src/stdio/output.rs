@@ -19,13 +19,13 @@ use std::time::Duration;
 
 use rustix::event::PollFlags;
 use spillguard_host::os::{poll, write_all_waiting};
-use spillguard_std::core::StdoutLineGuard;
+use spillguard_std::proto::StdoutLineGuard;
 
 use super::Requests;
 use super::fds::Kind;
 use super::relay::Relay;
 use crate::call::{CallHandle, HelperStdout};
-use spillguard_std::core::{ServerLine, StopReason};
+use spillguard_std::proto::{ServerLine, StopReason};
 
 /// Bytes asked for per `splice(2)` into a pipe.
 #[cfg(target_os = "linux")]

@@ -6,13 +6,13 @@
 //! The pump tells the loop that the client ended, the signal thread that
 //! a stop was asked, and the stdout pump that the host went away.
 //!
-//! [`Restarts`]: spillguard_std::core::Restarts
+//! [`Restarts`]: spillguard_std::proto::Restarts
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use spillguard_std::Canceller;
-use spillguard_std::core::{ServerGone, StopReason};
+use spillguard_std::proto::{ServerGone, StopReason};
 
 use crate::call::HelperStdin;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use spillguard_std::core::{
+use spillguard_std::proto::{
     CallRecord, Outcome, RestartAction, RestartNote, RestartSettings, RestartState, Restarts,
     ServerEnd, ServerGone,
 };

@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use nix::sys::resource::{UsageWho, getrusage};
-use spillguard_std::core::AuditKind;
-use spillguard_std::core::audit::{LogEntry, LogId, LogWriter, VerifyOptions, verify_and_read};
+use spillguard_std::proto::AuditKind;
+use spillguard_std::proto::audit::{LogEntry, LogId, LogWriter, VerifyOptions, verify_and_read};
 
 use crate::{Args, Measured, micros};
 

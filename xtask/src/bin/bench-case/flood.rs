@@ -6,8 +6,8 @@ use std::io::{self, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use spillguard_std::core::{CallRecord, Config, Confinement, Limits, Signal, State};
 use spillguard_std::os::enlarge_pipe;
+use spillguard_std::proto::{CallRecord, Config, Confinement, Limits, Signal, State};
 use spillguard_std::{HelperCommand, HostOptions};
 
 use crate::{Args, FLOOD_CHUNK, Measured, READ_BUFFER, micros};

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use spillguard_std::core::{CallKind, Config, Signal};
+use spillguard_std::proto::{CallKind, Config, Signal};
 use spillguard_std::{HelperCommand, Host, HostOptions};
 
 use crate::{Args, Measured, micros};

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 use rustix::process::{Pid, WaitOptions};
-use spillguard_std::core::Signal;
+use spillguard_std::proto::Signal;
 
 use crate::line::Line;
 

@@ -7,7 +7,7 @@ use std::io;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use spillguard_std::core::{Config, Confinement, Limits, Outcome, Sandbox, State};
+use spillguard_std::proto::{Config, Confinement, Limits, Outcome, Sandbox, State};
 use spillguard_std::{HelperCommand, HostOptions};
 
 use crate::flood::tokio_runtime;

@@ -13,7 +13,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{ClientRequest, PingRequest};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
-use spillguard_tokio::core::Config;
+use spillguard_tokio::proto::Config;
 use spillguard_tokio::rmcp::GuardedProcess;
 use spillguard_tokio::{Host, HostOptions};
 
