@@ -74,6 +74,7 @@ pub fn start(
             && matches!(kind, Kind::Pipe | Kind::File)
             && requests.is_none()
             && relay.is_none(),
+        file_input: kind == Kind::File,
         input,
         stdin,
         queue: InputQueue::new(settings, Instant::now()),
@@ -93,6 +94,9 @@ struct Pump {
     /// Whether to splice while the queue is empty (the client's end is a
     /// pipe or a file, the server's a pipe).
     splice: bool,
+    /// The client's end is a regular file: always readable, its end
+    /// always there to read, so nothing is read ahead of the server.
+    file_input: bool,
     queue: InputQueue,
     requests: Option<std::sync::Arc<Requests>>,
     /// With `--restart`: the runs that follow.
@@ -352,6 +356,14 @@ impl Pump {
                 .with_fd(|pipe| poll([(pipe, PollFlags::OUT)], Some(Duration::ZERO)))??;
             if out.writable {
                 poll([(input, PollFlags::IN | PollFlags::RDHUP)], None)?;
+                return Ok(());
+            }
+            if self.splice && self.file_input {
+                // A file needs no reading ahead to see its end: wait for
+                // room in the server's pipe, then splice again.
+                let hold = until_stall.map_or(HOLD, |stall| stall.min(HOLD));
+                self.stdin
+                    .with_fd(|pipe| poll([(pipe, PollFlags::OUT)], Some(hold)))??;
                 return Ok(());
             }
         }
