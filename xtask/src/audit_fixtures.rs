@@ -7,7 +7,8 @@
 //! anchors (`*.anchor`) and the sealed log's key (`sealed.key`), each
 //! holding calls of `run` (completed, a failing exit, truncated stderr, a
 //! deadline, a program not found, a JSON result that reports a failure),
-//! of `stdio` and of `mcp` (a call without approval, one approved, one
+//! of `stdio` (and, from version 2 on, a `stdio --restart` session whose
+//! server fails three times) and of `mcp` (a call without approval, one approved, one
 //! declined, a discovery); and what `audit verify`, `audit sessions` and
 //! `audit activity` said of each when they were written (`*.verify.txt`,
 //! `*.sessions.jsonl`, `*.activity.jsonl`). From version 2 on, `mixed.log`
@@ -312,7 +313,40 @@ impl Cli<'_> {
             }
         }
         self.stdio_call(log)?;
+        self.restarted_stdio(log)?;
         self.mcp_calls(log)
+    }
+
+    /// A `stdio --restart` session whose server fails twice in a row: two
+    /// restart events (from format version 2 on), then a crash loop.
+    fn restarted_stdio(&self, log: &Log<'_>) -> Result<(), String> {
+        let output = self
+            .command()
+            .arg("stdio")
+            .args(["--session-id", &format!("fx-{}-restart", log.name)])
+            .args(["--restart", "on-failure", "--restart-max", "3"])
+            .args(["--restart-backoff-ms", "10,20"])
+            .args(log.flags())
+            .args(["--", "sh", "-c", "echo failing >&2; exit 4"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                // The host stays until the crash loop is given up.
+                std::thread::sleep(std::time::Duration::from_millis(800));
+                drop(child.stdin.take());
+                child.wait_with_output()
+            })
+            .map_err(|e| format!("stdio --restart: {e}"))?;
+        if output.status.code() != Some(4) {
+            return Err(format!(
+                "stdio --restart: {}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        Ok(())
     }
 
     fn stdio_call(&self, log: &Log<'_>) -> Result<(), String> {

@@ -517,7 +517,12 @@ pub struct RestartSummary {
 /// shell) as one action call with a random call id (`c_` and 16 hex digits) in a
 /// session of its own (`s_…`, as random); `tap` sees each chunk
 /// of its stderr.
-pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> CallHandle {
+pub fn start_stdio(
+    host: &Host,
+    stdio: &StdioArgs,
+    tap: Option<Box<TapFn>>,
+    call_id: Option<String>,
+) -> CallHandle {
     let mut words = stdio.run.command.iter().cloned();
     let program = words.next().unwrap_or_default();
     let command = HelperCommand::new(program).args(words);
@@ -528,6 +533,10 @@ pub fn start_stdio(host: &Host, stdio: &StdioArgs, tap: Option<Box<TapFn>>) -> C
         .confinement(stdio.run.confine.confinement());
     let builder = match &stdio.run.session_id {
         Some(id) => builder.session_id(id.clone()),
+        None => builder,
+    };
+    let builder = match call_id {
+        Some(id) => builder.call_id(id),
         None => builder,
     };
     let builder = traced(builder, host.options().start_traces);

@@ -310,8 +310,8 @@ fn a_log_with_records_of_two_versions_verifies_and_reads_what_it_can() {
             lines[1..],
             [format!(
                 "2 records of a newer format version (up to {}) than this release reads \
-                 ({FORMAT_VERSION}): their chain verified, their contents were not read; a \
-                 later release reads them",
+                 ({OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}): their chain verified, their \
+                 contents were not read; a later release reads them",
                 FORMAT_VERSION + 1
             )],
             "{name}"
@@ -398,5 +398,66 @@ fn a_flipped_byte_in_a_fixture_is_tampering() {
             },
         );
         assert!(verdict.is_rejected(), "byte {at}: {verdict:?}");
+    }
+}
+
+/// From format version 2 on, a fixture log holds the restart events of a
+/// `stdio --restart` session whose server failed three times: attempts 2
+/// and 3, each naming the call of the run before it, each before its own
+/// run's attempt; a version 1 log holds none.
+#[test]
+fn restart_events_are_read_from_every_version_that_writes_them() {
+    use spillguard_std::proto::AuditKind;
+    use spillguard_std::proto::audit::LogEntry;
+    for (version, dir) in versions() {
+        let bytes = std::fs::read(dir.join("plain.log")).unwrap();
+        let (verdict, records) = verify_and_read(&bytes, VerifyOptions::default());
+        assert!(
+            matches!(verdict, Verdict::Unanchored { .. }),
+            "v{version}: {verdict:?}"
+        );
+        let events: Vec<_> = records
+            .into_iter()
+            .filter_map(|r| match r.entry {
+                Some(LogEntry::Call(event)) => Some(event),
+                _ => None,
+            })
+            .collect();
+        let restarts: Vec<(u32, String, String)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                AuditKind::Restart {
+                    attempt,
+                    previous_call_id,
+                    ..
+                } => Some((*attempt, e.call_id.clone(), previous_call_id.clone())),
+                _ => None,
+            })
+            .collect();
+        if version < 2 {
+            assert!(restarts.is_empty(), "v{version}");
+            continue;
+        }
+        assert_eq!(
+            restarts.iter().map(|r| r.0).collect::<Vec<_>>(),
+            [2, 3],
+            "v{version}"
+        );
+        assert_eq!(
+            restarts[1].2, restarts[0].1,
+            "v{version}: the chain of runs"
+        );
+        for (_, call_id, previous) in &restarts {
+            let own: Vec<_> = events.iter().filter(|e| &e.call_id == call_id).collect();
+            assert!(
+                matches!(own[0].kind, AuditKind::Restart { .. }),
+                "v{version}"
+            );
+            assert!(
+                events
+                    .iter()
+                    .any(|e| &e.call_id == previous && matches!(e.kind, AuditKind::Final(_)))
+            );
+        }
     }
 }

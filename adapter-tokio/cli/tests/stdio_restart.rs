@@ -14,6 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::{Value, json};
+use spillguard_std::proto::audit::{LogEntry, Verdict, VerifyOptions, verify_and_read};
+use spillguard_std::proto::{AuditEvent, AuditKind};
 use stdio_common::{last_run_on_stderr, stdio};
 use support::temp_path;
 
@@ -1001,8 +1003,10 @@ fn a_bad_restart_table_is_a_usage_error_naming_the_key_and_nothing_runs() {
 fn each_run_is_a_record_line_and_a_span_of_its_own() {
     let starts = temp_path("restart-spans.log");
     let spans = temp_path("restart-spans.jsonl");
+    let log = temp_path("restart-audit.log");
     let _ = std::fs::remove_file(&starts);
     let _ = std::fs::remove_file(&spans);
+    let _ = std::fs::remove_file(&log);
     let script = format!("echo start >> {}; exit 5", starts.display());
     let flags = [
         "--restart",
@@ -1013,6 +1017,8 @@ fn each_run_is_a_record_line_and_a_span_of_its_own() {
         "10,20",
         "--otel-file",
         spans.to_str().unwrap(),
+        "--audit",
+        log.to_str().unwrap(),
     ];
     let mut child = sh_guard(&flags, &script);
     await_starts(&starts, 3);
@@ -1075,6 +1081,55 @@ fn each_run_is_a_record_line_and_a_span_of_its_own() {
             assert_eq!(attribute(span, "spillguard.restarts"), json!(n.to_string()));
         }
     }
+    // The audit log: each restarted run's events open with its restart
+    // (the run's attempt, why the run before it ended, that run's call),
+    // before its attempt; the log verifies.
+    let bytes = std::fs::read(&log).unwrap();
+    let (verdict, records) = verify_and_read(&bytes, VerifyOptions::default());
+    assert!(matches!(verdict, Verdict::Unanchored { .. }), "{verdict:?}");
+    let events: Vec<AuditEvent> = records
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Some(LogEntry::Call(event)) => Some(event),
+            _ => None,
+        })
+        .collect();
+    for (n, run) in runs.iter().enumerate() {
+        let call_id = run["call_id"].as_str().unwrap();
+        let own: Vec<&AuditEvent> = events.iter().filter(|e| e.call_id == call_id).collect();
+        let restart = match &own[0].kind {
+            AuditKind::Restart {
+                attempt,
+                reason,
+                previous_call_id,
+            } => Some((*attempt, reason.as_str(), previous_call_id.as_str())),
+            _ => None,
+        };
+        let attempt_at = own
+            .iter()
+            .position(|e| matches!(e.kind, AuditKind::Attempt { .. }))
+            .unwrap();
+        if n == 0 {
+            assert_eq!(restart, None);
+            assert!(
+                !own.iter()
+                    .any(|e| matches!(e.kind, AuditKind::Restart { .. }))
+            );
+        } else {
+            let previous = runs[n - 1]["call_id"].as_str().unwrap();
+            assert_eq!(restart, Some((n as u32 + 1, "exit status 5", previous)));
+            assert!(attempt_at > 0, "the restart comes first: {own:?}");
+        }
+        assert!(matches!(own.last().unwrap().kind, AuditKind::Final(_)));
+    }
+    let restarts = events
+        .iter()
+        .filter(|e| matches!(e.kind, AuditKind::Restart { .. }))
+        .count();
+    assert_eq!(restarts, 2);
     let _ = std::fs::remove_file(&starts);
     let _ = std::fs::remove_file(&spans);
+    for path in [log.clone(), log.with_extension("log.anchor")] {
+        let _ = std::fs::remove_file(path);
+    }
 }

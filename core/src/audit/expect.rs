@@ -315,8 +315,10 @@ impl SeenCall {
             AuditKind::Final(record) => {
                 self.final_record.get_or_insert((index, record.state));
             }
-            // Neither is a step of the lifecycle compared.
-            AuditKind::CardShown { .. } | AuditKind::LimitHit { .. } => {}
+            // None is a step of the lifecycle compared.
+            AuditKind::CardShown { .. }
+            | AuditKind::LimitHit { .. }
+            | AuditKind::Restart { .. } => {}
         }
     }
 

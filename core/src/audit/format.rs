@@ -21,7 +21,12 @@
 use super::LogEntry;
 
 /// The format version this release writes: the newest it reads.
-pub const FORMAT_VERSION: u8 = 1;
+///
+/// * 1: the first.
+/// * 2: [`AuditKind::Restart`](crate::AuditKind::Restart), a variant added
+///   at the end of its enum; every entry of version 1 reads the same in
+///   version 2's types.
+pub const FORMAT_VERSION: u8 = 2;
 
 /// The oldest format version ever written.
 pub const OLDEST_FORMAT_VERSION: u8 = 1;
@@ -55,10 +60,28 @@ pub(crate) fn is_written_version(version: u8) -> bool {
 /// `bytes` exactly.
 pub(crate) fn decode_entry(version: u8, bytes: &[u8]) -> Result<Decoded, DecodeError> {
     match version {
+        // Version 2 only added a variant at the end of an enum: a
+        // version 1 entry's bytes decode the same into today's types, and
+        // one holding the new variant is none a version 1 writer wrote.
+        1 => match exact::<LogEntry>(bytes)? {
+            entry if since_version_2(&entry) => Err(DecodeError::Undecodable),
+            entry => Ok(Decoded::Entry(entry)),
+        },
         FORMAT_VERSION => exact::<LogEntry>(bytes).map(Decoded::Entry),
         v if v > FORMAT_VERSION => Ok(Decoded::Newer),
         _ => Err(DecodeError::UnknownVersion),
     }
+}
+
+/// Whether `entry` holds what only version 2 on can hold.
+fn since_version_2(entry: &LogEntry) -> bool {
+    matches!(
+        entry,
+        LogEntry::Call(crate::AuditEvent {
+            kind: crate::AuditKind::Restart { .. },
+            ..
+        })
+    )
 }
 
 /// A postcard value that fills `bytes` exactly.
@@ -81,6 +104,27 @@ mod tests {
         let bytes = postcard::to_allocvec(&entry).unwrap();
         match decode_entry(FORMAT_VERSION, &bytes) {
             Ok(Decoded::Entry(read)) => assert_eq!(read, entry),
+            other => panic!("{other:?}"),
+        }
+        // A version 1 entry reads in version 1, a restart only from 2 on.
+        assert!(matches!(decode_entry(1, &bytes), Ok(Decoded::Entry(_))));
+        let restart = LogEntry::Call(crate::AuditEvent {
+            call_id: "c_2".into(),
+            session_id: "s".into(),
+            offset_us: 0,
+            kind: crate::AuditKind::Restart {
+                attempt: 1,
+                reason: "exit status 1".into(),
+                previous_call_id: "c_1".into(),
+            },
+        });
+        let restart_bytes = postcard::to_allocvec(&restart).unwrap();
+        assert_eq!(
+            decode_entry(1, &restart_bytes).unwrap_err(),
+            DecodeError::Undecodable
+        );
+        match decode_entry(2, &restart_bytes) {
+            Ok(Decoded::Entry(read)) => assert_eq!(read, restart),
             other => panic!("{other:?}"),
         }
         assert!(matches!(

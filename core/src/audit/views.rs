@@ -301,6 +301,8 @@ fn apply(row: &mut ActivityRow, index: u64, event: &AuditEvent) {
         AuditKind::CardShown { text } => row.card = Some(text.clone()),
         // The final record says which limit was hit.
         AuditKind::LimitHit { .. } => {}
+        // The run's own events say what it did; a restart comes first.
+        AuditKind::Restart { .. } => {}
         AuditKind::Final(final_record) => {
             let r = final_record.as_ref();
             row.kind.get_or_insert(r.kind);

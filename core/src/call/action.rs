@@ -103,6 +103,19 @@ pub enum AuditKind {
         /// Which one.
         limit: crate::LimitHit,
     },
+    /// A supervised server was started again after its run ended
+    /// (`spillguard stdio --restart`): written under the new run's call,
+    /// before its attempt. Since format version 2.
+    Restart {
+        /// The new run's attempt, counting the first run as 1 (so 2 for
+        /// the first restart), as its span's `restart` event says.
+        attempt: u32,
+        /// How the run before it ended (`exit status 1`, `signal 9`,
+        /// `stdout closed`).
+        reason: String,
+        /// The call of the run before it.
+        previous_call_id: String,
+    },
 }
 
 /// What the call asks its driver to do. Carry them out in order.

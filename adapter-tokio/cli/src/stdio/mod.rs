@@ -113,7 +113,7 @@ pub fn main(host: &Host, telemetry: call::Telemetry, args: &StdioArgs) -> ExitCo
         .map(|stderr| Forward::start(stderr, host.config().redact_extra_patterns.clone()));
     let relay = (restart.mode != RestartMode::Never).then(Relay::new);
     let started = Instant::now();
-    let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap));
+    let call = call::start_stdio(host, args, forward.as_ref().map(Forward::tap), None);
     if let Some(relay) = &relay {
         relay.running(call.canceller());
     }

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
+use spillguard_host::fresh_id;
 use spillguard_std::proto::{
-    CallRecord, Outcome, RestartAction, RestartNote, RestartSettings, RestartState, Restarts,
-    ServerEnd, ServerGone,
+    AuditEvent, AuditKind, CallRecord, Outcome, RestartAction, RestartNote, RestartSettings,
+    RestartState, Restarts, ServerEnd, ServerGone,
 };
 
 use super::fds::Kind;
@@ -146,7 +147,15 @@ pub fn run(
                 "spillguard: server restarted (attempt {attempt})\n"
             ));
         }
-        let call = call::start_stdio(runs.host, runs.args, runs.forward.map(Forward::tap));
+        // The audit log says why this run exists before its attempt.
+        let call_id = fresh_id("c");
+        audit_restart(runs, &call_id, attempt, &end, &outcome.record);
+        let call = call::start_stdio(
+            runs.host,
+            runs.args,
+            runs.forward.map(Forward::tap),
+            Some(call_id),
+        );
         // A start follows the action that asked for it: no error.
         let _ = restarts.handle_started(Instant::now());
         runs.relay.running(call.canceller());
@@ -182,6 +191,38 @@ pub fn run(
         crash_loop: matches!(restarts.state(), RestartState::CrashLoop(_)),
     };
     (outcome, summary, last_note)
+}
+
+/// Writes the restart event of the run `call_id` (the `attempt`-th
+/// restart, after `previous` ended as `end`) to the audit log, if there is
+/// one; a failed write is counted and said as every audit failure is.
+fn audit_restart(
+    runs: &Runs<'_>,
+    call_id: &str,
+    attempt: u32,
+    end: &ServerEnd,
+    previous: &CallRecord,
+) {
+    let Some(sink) = runs.host.options().audit.as_ref() else {
+        return;
+    };
+    let session_id = runs
+        .args
+        .run
+        .session_id
+        .clone()
+        .unwrap_or_else(|| runs.host.session_id().to_owned());
+    let event = AuditEvent {
+        call_id: call_id.to_owned(),
+        session_id,
+        offset_us: 0,
+        kind: AuditKind::Restart {
+            attempt,
+            reason: end.to_string(),
+            previous_call_id: previous.call_id.clone(),
+        },
+    };
+    let _ = sink.write(&event);
 }
 
 /// How a run ended, as the restart policy reads it: a signal counts as
