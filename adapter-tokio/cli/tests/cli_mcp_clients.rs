@@ -152,9 +152,13 @@ fn python_sdk_client_keeps_its_session_across_a_server_crash() {
     run_script(python, &peers);
 }
 
-/// The same under the TypeScript SDK client (socketpairs from Node), and
+/// The same under the TypeScript SDK client (socketpairs from Node);
 /// Claude Code's `claude mcp list` of a server whose first start fails:
-/// back and Connected through the guard, which restarted it once.
+/// back and Connected through the guard, which restarted it once; and a
+/// scripted Claude Code session (`claude -p`, its model a stand-in for
+/// the Messages API on 127.0.0.1) whose third tool call crashes the
+/// server: that call gets the crash error, the fourth the new server's
+/// answer, in the same session.
 #[test]
 fn node_hosts_keep_their_session_across_a_server_crash() {
     let Some(peers) = peers("npm/node_modules/.bin/claude") else {
