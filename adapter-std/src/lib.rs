@@ -105,7 +105,7 @@ pub use spillguard_host::{
     Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
     JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
-    ShutdownReport, StderrTap, StdinMode, StdoutTruncated, TapFn,
+    ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated, TapFn,
 };
 
 /// Runs helper calls for one process: holds the validated

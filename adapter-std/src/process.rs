@@ -96,13 +96,20 @@ impl Process {
         mailbox: &Mailbox,
     ) -> io::Result<Self> {
         if let Some(spawned) = command.spawn_confined() {
-            return Self::confined(spawned?, command.stdin, pipe_size);
+            return Self::confined(spawned?, command.stdin, command.stdout_streamed, pipe_size);
         }
         let mut child = command.to_std().spawn()?;
         let pid = child.id();
         let prepared = match (child.stdout.take(), child.stderr.take()) {
             (Some(stdout), Some(stderr)) => {
-                prepare(child.stdin.take(), stdout, stderr, command.stdin, pipe_size)
+                let streamed = command.stdout_streamed;
+                prepare(
+                    child.stdin.take(),
+                    (stdout, streamed),
+                    stderr,
+                    command.stdin,
+                    pipe_size,
+                )
             }
             _ => Err(io::Error::other("the helper's output pipes are missing")),
         };
@@ -150,6 +157,7 @@ impl Process {
     fn confined(
         spawned: spillguard_host::confine::RawChild,
         stdin: StdinMode,
+        stdout_streamed: bool,
         pipe_size: Option<usize>,
     ) -> io::Result<Self> {
         let spillguard_host::confine::RawChild {
@@ -160,7 +168,13 @@ impl Process {
             stderr,
         } = spawned;
         let exit = ExitWatch { pidfd, child: None };
-        let prepared = prepare(stdin_pipe, stdout, stderr, stdin, pipe_size);
+        let prepared = prepare(
+            stdin_pipe,
+            (stdout, stdout_streamed),
+            stderr,
+            stdin,
+            pipe_size,
+        );
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -199,7 +213,7 @@ impl Process {
         forwarded: Arc<Forwarded>,
     ) -> Option<Raw> {
         Some(Raw {
-            stdin: self.streamed_stdin.clone()?,
+            stdin: self.streamed_stdin.clone(),
             stdout: self.streamed_stdout.take()?,
             forwarded,
         })
@@ -245,11 +259,12 @@ struct Prepared {
 }
 
 /// Our ends of the output pipes, enlarged and non-blocking, and the stdin
-/// writer if the helper is given bytes. A streamed call's stdout stays
-/// blocking and goes to the caller, with its stdin.
+/// writer if the helper is given bytes. A streamed stdout (`stdout.1`)
+/// stays blocking and goes to the caller, with stdin when the caller
+/// writes it.
 fn prepare(
     stdin_pipe: Option<ChildStdin>,
-    stdout: ChildStdout,
+    (stdout, stdout_streamed): (ChildStdout, bool),
     stderr: ChildStderr,
     stdin: StdinMode,
     pipe_size: Option<usize>,
@@ -266,8 +281,6 @@ fn prepare(
     match (stdin, stdin_pipe) {
         (StdinMode::Streamed, Some(pipe)) => {
             prepared.streamed_stdin = Some(SharedStdin::new(Arc::new(pipe)));
-            prepared.streamed_stdout = Some(stdout);
-            return Ok(prepared);
         }
         (StdinMode::Streamed, None) => {
             return Err(io::Error::other("the helper's stdin pipe is missing"));
@@ -277,7 +290,10 @@ fn prepare(
         }
         _ => {}
     }
-    prepared.pipes[0] = Some(non_blocking(stdout)?);
+    match stdout_streamed {
+        true => prepared.streamed_stdout = Some(stdout),
+        false => prepared.pipes[0] = Some(non_blocking(stdout)?),
+    }
     Ok(prepared)
 }
 

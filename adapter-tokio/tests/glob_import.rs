@@ -6,4 +6,5 @@ use spillguard_tokio::*;
 fn a_glob_import_does_not_shadow_core() {
     assert_eq!(core::mem::size_of::<u32>(), 4);
     assert_eq!(proto::Config::default().shutdown_grace_seconds.as_secs(), 5);
+    assert_ne!(Stdio::piped(), Stdio::null());
 }

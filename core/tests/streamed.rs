@@ -524,3 +524,41 @@ fn the_readers_end_is_awaited_no_longer_than_the_post_exit_drain() {
     assert_eq!(r.stream_end, StreamEnd::Eof);
     assert!(r.client_disconnected);
 }
+
+/// Without the MCP shutdown (a call that only streams its stdout): the end
+/// of the caller's input closes stdin and nothing more, so a helper that
+/// runs on after it is neither timed nor signalled; its own exit ends the
+/// call `completed`.
+#[test]
+fn without_the_mcp_shutdown_the_input_s_end_only_closes_stdin() {
+    let world = run(
+        |s| s.mcp_shutdown = false,
+        Script {
+            exit: Some((ms(5_000), 0)),
+            ..server(None, OnTerm::Die(ms(1)))
+        },
+        |l| l.input_end_at = Some(ms(100)),
+    );
+    let r = world.lanes[0].record();
+    assert_eq!(world.first(0, "CloseStdin"), Some(ms(100)));
+    assert_eq!(r.signals, []);
+    assert_eq!((r.state, r.exit_status), (State::Completed, Some(0)));
+    assert_eq!(r.cancel_reason, None);
+    assert_eq!(r.offset_of(State::Completed), Some(ms(5_000)));
+}
+
+/// Without the MCP shutdown a stop is SIGTERM at once, not after the
+/// stdin close grace.
+#[test]
+fn without_the_mcp_shutdown_a_cancel_is_term_at_once() {
+    let world = run(
+        |s| s.mcp_shutdown = false,
+        server(None, OnTerm::Die(ms(5))),
+        |l| l.cancel_at = Some(ms(1_000)),
+    );
+    let r = world.lanes[0].record();
+    assert_eq!(r.state, State::CancelledAfterDispatch);
+    assert_eq!(r.cancel_reason, Some(CancelReason::Requested));
+    assert_eq!(r.signals, [term_at(1_000_000)]);
+    assert_eq!(r.offset_of(State::CancelledAfterDispatch), Some(ms(1_005)));
+}

@@ -25,7 +25,7 @@ use spillguard_core::{
     ResultClassifier, ResultKind, Sandbox, StdoutMode,
 };
 
-use crate::command::{HelperCommand, StdinMode};
+use crate::command::{HelperCommand, StdinMode, Stdio};
 use crate::ids::{fresh_span_id, fresh_trace_id};
 use spillguard_core::trace::{CallTrace, TraceParent};
 
@@ -95,6 +95,9 @@ pub struct CallRequest {
     trace_parent: Option<(TraceParent, Option<String>)>,
     new_trace: bool,
     stdout_truncation_allowed: bool,
+    stdin: Option<Stdio>,
+    stdout: Option<Stdio>,
+    stdin_close_grace: Option<Duration>,
 }
 
 /// Sees each chunk of a helper's stderr as the owner reads it, before the
@@ -168,6 +171,9 @@ impl CallRequest {
             trace_parent: None,
             new_trace: false,
             stdout_truncation_allowed: false,
+            stdin: None,
+            stdout: None,
+            stdin_close_grace: None,
         }
     }
 
@@ -227,8 +233,26 @@ impl CallRequest {
         if let Some(classifier) = self.classifier {
             settings.result_classifier = Some(classifier);
         }
-        if self.streamed {
-            settings.stdout_mode = StdoutMode::Streamed;
+        // The streams: `.streamed()` is both piped under the MCP stdio
+        // shutdown; `.stdin(..)` and `.stdout(..)` each set their own, and a
+        // piped stdout alone ends as any helper does.
+        let mut refused = self.refused;
+        let mut command = self.command;
+        let stdout_streamed = match &self.stdout {
+            Some(stdout) => stdout.stdout_streamed(),
+            None => Ok(false),
+        };
+        match stdout_streamed {
+            Ok(_) if self.streamed => settings.stdout_mode = StdoutMode::Streamed,
+            Ok(true) => {
+                settings.stdout_mode = StdoutMode::Streamed;
+                settings.mcp_shutdown = self.stdin_close_grace.is_some();
+            }
+            Ok(false) => {}
+            Err(why) => refused = refused.or(Some(why.to_owned())),
+        }
+        if let Some(grace) = self.stdin_close_grace {
+            settings.stdin_close_grace = grace;
         }
         if self.kill_on_drop {
             settings.on_client_disconnect = DisconnectPolicy::Cancel;
@@ -236,9 +260,20 @@ impl CallRequest {
         if let Some(confinement) = self.confinement {
             settings.confinement = confinement;
         }
-        let mut command = self.command;
-        if settings.stdout_mode == StdoutMode::Streamed {
+        command.stdout_streamed = settings.stdout_mode == StdoutMode::Streamed;
+        if self.streamed {
             command.stdin = StdinMode::Streamed;
+        } else if let Some(stdin) = &self.stdin {
+            match stdin.as_stdin() {
+                Ok(mode) => command.stdin = mode,
+                Err(why) => refused = refused.or(Some(why.to_owned())),
+            }
+        }
+        if command.stdin == StdinMode::Streamed && !command.stdout_streamed {
+            refused = refused.or(Some(
+                "stdin(Stdio::piped()) needs stdout(Stdio::piped()): the caller's streams come as a pair"
+                    .to_owned(),
+            ));
         }
         let trace = match self.trace_parent {
             Some((parent, state)) => Some(CallTrace::child_of(parent, fresh_span_id(), state)),
@@ -261,7 +296,7 @@ impl CallRequest {
             approval: self.approval,
             settings,
             stderr_tap: self.stderr_tap,
-            refused: self.refused,
+            refused,
         }
     }
 }
@@ -535,6 +570,39 @@ impl<'h, H> CallBuilder<'h, H> {
     /// [`stdin_bytes`](Self::stdin_bytes).
     pub fn streamed(mut self) -> Self {
         self.request.streamed = true;
+        self
+    }
+
+    /// Where the helper's stdin comes from: [`Stdio::null()`] (the
+    /// default), [`Stdio::bytes`] (then end-of-file), or
+    /// [`Stdio::piped()`], written by the caller through the handle's
+    /// stream (with a piped stdout: the two come as a pair). Set on its
+    /// own, as `tokio::process::Command::stdin`.
+    pub fn stdin(mut self, stdin: Stdio) -> Self {
+        self.request.stdin = Some(stdin);
+        self
+    }
+
+    /// Where the helper's stdout goes: [`Stdio::captured()`] (the default:
+    /// kept within its budget for the outcome) or [`Stdio::piped()`],
+    /// read by the caller through the handle's stream while stdin stays
+    /// what [`stdin`](Self::stdin) says (`/dev/null` by default). A piped
+    /// stdout alone ends as any helper does: when it exits, or at a stop
+    /// with SIGTERM at once; the end of the caller's input only closes
+    /// stdin, unless [`stdin_close_grace`](Self::stdin_close_grace) asks
+    /// for the MCP stdio shutdown.
+    pub fn stdout(mut self, stdout: Stdio) -> Self {
+        self.request.stdout = Some(stdout);
+        self
+    }
+
+    /// Asks for the MCP stdio shutdown on a call whose stdout is piped:
+    /// the end of the caller's input, and every stop, close the helper's
+    /// stdin and give it `grace` to exit before SIGTERM. `.streamed()`
+    /// has it already, with the configuration's
+    /// `stdin_close_grace_seconds` (2 s) unless this says otherwise.
+    pub fn stdin_close_grace(mut self, grace: Duration) -> Self {
+        self.request.stdin_close_grace = Some(grace);
         self
     }
 

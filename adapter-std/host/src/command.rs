@@ -10,7 +10,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use crate::confine::ChildSetup;
@@ -25,9 +25,9 @@ pub enum StdinMode {
     /// These bytes, written by a writer thread, then end-of-file. The writer
     /// stops early when the call asks to close stdin (on a stop request).
     Bytes(Vec<u8>),
-    /// A pipe the caller writes through the call's stream (a streamed
-    /// call, `CallBuilder::streamed`); closed when the caller closes it
-    /// or when the call asks to close stdin.
+    /// A pipe the caller writes through the call's stream
+    /// (`CallBuilder::streamed`, or `.stdin(Stdio::piped())`); closed when
+    /// the caller closes it or when the call asks to close stdin.
     Streamed,
 }
 
@@ -77,6 +77,9 @@ pub struct HelperCommand {
     pub cwd: Option<PathBuf>,
     /// Standard input. Null unless the helper needs input.
     pub stdin: StdinMode,
+    /// Whether the helper's stdout goes to the caller (a streamed call),
+    /// read through the call's stream, instead of being captured.
+    pub stdout_streamed: bool,
     /// Run `program` as a script with `/bin/sh -c` (off by default).
     pub shell: bool,
     /// Start the helper in a session of its own (`setsid`): no controlling
@@ -363,11 +366,11 @@ impl HelperCommand {
         }
         command
             .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .stdin(match self.stdin {
-                StdinMode::Null => Stdio::null(),
-                StdinMode::Bytes(_) | StdinMode::Streamed => Stdio::piped(),
+                StdinMode::Null => std::process::Stdio::null(),
+                StdinMode::Bytes(_) | StdinMode::Streamed => std::process::Stdio::piped(),
             });
         command
     }
@@ -503,5 +506,76 @@ mod tests {
     fn display_line_joins_program_and_arguments() {
         let c = HelperCommand::new("ssh").args(["-v", "web-3"]);
         assert_eq!(c.display_line(), "ssh -v web-3");
+    }
+}
+
+/// Where a helper's standard input comes from, or its standard output
+/// goes, as `std::process::Stdio` says it: given to the builder's
+/// [`stdin`](crate::CallBuilder::stdin) and
+/// [`stdout`](crate::CallBuilder::stdout), each set on its own.
+///
+/// | | `stdin(..)` | `stdout(..)` |
+/// | --- | --- | --- |
+/// | [`null()`](Self::null) | `/dev/null` (the default) | refused |
+/// | [`piped()`](Self::piped) | written by the caller through the handle's stream | read by the caller through the handle's stream |
+/// | [`bytes(b)`](Self::bytes) | these bytes, then end-of-file | refused |
+/// | [`captured()`](Self::captured) | refused | kept within its budget for the outcome (the default) |
+///
+/// A call refused for its streams ends `failed_before_dispatch`, the
+/// record saying why; nothing runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stdio(StdioKind);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StdioKind {
+    Null,
+    Piped,
+    Bytes(Vec<u8>),
+    Captured,
+}
+
+impl Stdio {
+    /// `/dev/null`.
+    pub fn null() -> Self {
+        Self(StdioKind::Null)
+    }
+
+    /// A pipe the caller holds through the call's handle
+    /// (`handle.streams()`).
+    pub fn piped() -> Self {
+        Self(StdioKind::Piped)
+    }
+
+    /// These bytes, written to the helper's stdin, then end-of-file.
+    pub fn bytes(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(StdioKind::Bytes(bytes.into()))
+    }
+
+    /// Captured within the call's budget, for the outcome.
+    pub fn captured() -> Self {
+        Self(StdioKind::Captured)
+    }
+
+    /// What the helper reads, or why this cannot be its stdin.
+    pub(crate) fn as_stdin(&self) -> Result<StdinMode, &'static str> {
+        match &self.0 {
+            StdioKind::Null => Ok(StdinMode::Null),
+            StdioKind::Piped => Ok(StdinMode::Streamed),
+            StdioKind::Bytes(bytes) => Ok(StdinMode::Bytes(bytes.clone())),
+            StdioKind::Captured => {
+                Err("stdin cannot be captured: give stdin(Stdio::null()), piped() or bytes(..)")
+            }
+        }
+    }
+
+    /// Whether this stdout goes to the caller, or why it cannot be one.
+    pub(crate) fn stdout_streamed(&self) -> Result<bool, &'static str> {
+        match &self.0 {
+            StdioKind::Piped => Ok(true),
+            StdioKind::Captured => Ok(false),
+            StdioKind::Null | StdioKind::Bytes(_) => {
+                Err("stdout is captured or piped: give stdout(Stdio::captured()) or piped()")
+            }
+        }
     }
 }

@@ -73,7 +73,7 @@ pub use audit_log::{
 pub use builder::{
     Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,
 };
-pub use command::{HelperCommand, InvalidCommand, StdinMode};
+pub use command::{HelperCommand, InvalidCommand, StdinMode, Stdio};
 pub use error::HostError;
 pub use host_state::REDACTION_BUDGET;
 pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
@@ -95,7 +95,7 @@ pub mod adapter_api {
         Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
         DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
         JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
-        ShutdownReport, StdinMode, StdoutTruncated,
+        ShutdownReport, StdinMode, Stdio, StdoutTruncated,
     };
     /// The sans-IO protocol core (`spillguard-core`); see the crate root.
     pub use spillguard_core as proto;

@@ -6,10 +6,13 @@
 //!   pipe; dropping what it returned (its *stop*) stops it at once, even
 //!   mid-write, and closes the pipe. Stdout goes to the owner.
 //! * **Streamed**: stdin is shared with the caller's writer
-//!   ([`SharedStdin`]) and stdout waits to be handed to the caller
-//!   ([`take_streams`](AsyncPipes::take_streams)); the owner reads only
-//!   stderr.
-//! * **Null** (and any mode added later): stdout goes to the owner.
+//!   ([`SharedStdin`]).
+//! * **Null** (and any mode added later): nothing.
+//!
+//! Stdout goes to the owner, or, for a call that streams it, waits to be
+//! handed to the caller with stdin
+//! ([`take_streams`](AsyncPipes::take_streams)); the owner then reads only
+//! stderr.
 //!
 //! The runtime crates keep what differs: how they spawn, which types their
 //! pipes have, how a writer and a waiter run.
@@ -54,6 +57,8 @@ pub struct Spawned<S, I, O> {
     pub pipe_capacity: Option<u64>,
     /// How the command's stdin was set up.
     pub mode: StdinMode,
+    /// Whether stdout goes to the caller (a streamed call).
+    pub stdout_streamed: bool,
     /// The stdin pipe, when the mode made one.
     pub stdin: Option<I>,
     /// The raw stdout pipe.
@@ -75,6 +80,7 @@ impl<S, I, O, W> AsyncPipes<S, I, O, W> {
             pid,
             pipe_capacity,
             mode,
+            stdout_streamed,
             stdin,
             stdout,
             stderr,
@@ -87,16 +93,18 @@ impl<S, I, O, W> AsyncPipes<S, I, O, W> {
             streamed_stdin: None,
             streamed_stdout: None,
         };
+        match stdout_streamed {
+            true => pipes.streamed_stdout = Some(stdout),
+            false => pipes.pipes[0] = Some(as_stream(stdout)),
+        }
         match (mode, stdin) {
             (StdinMode::Streamed, Some(pipe)) => {
                 pipes.streamed_stdin = Some(SharedStdin::new(pipe));
-                pipes.streamed_stdout = Some(stdout);
             }
             (StdinMode::Bytes(bytes), Some(pipe)) => {
                 pipes.feeding = Some(feed(pipe, bytes));
-                pipes.pipes[0] = Some(as_stream(stdout));
             }
-            _ => pipes.pipes[0] = Some(as_stream(stdout)),
+            _ => {}
         }
         pipes
     }
@@ -133,7 +141,7 @@ impl<S, I, O, W> AsyncPipes<S, I, O, W> {
         O: Send + 'static,
     {
         Some(Box::new(Handout {
-            stdin: self.streamed_stdin.clone()?,
+            stdin: self.streamed_stdin.clone(),
             stdout: self.streamed_stdout.take()?,
             forwarded,
         }))
@@ -251,6 +259,7 @@ impl<T: AsyncSpawn> crate::owner::Helper for AsyncProcess<T> {
         let spawned = Spawned {
             pid,
             pipe_capacity,
+            stdout_streamed: command.stdout_streamed,
             mode: command.stdin,
             stdin,
             stdout,

@@ -106,6 +106,17 @@ pub fn stdin_closed() -> io::Error {
 }
 
 impl<T> SharedStdin<T> {
+    /// No pipe: closed from the start (a helper whose stdin is not the
+    /// caller's); every write fails with `BrokenPipe`.
+    pub fn closed() -> Arc<Self> {
+        Arc::new(Self {
+            inner: Mutex::new(StdinState {
+                pipe: None,
+                waiting: None,
+            }),
+        })
+    }
+
     /// `pipe`, open.
     pub fn new(pipe: T) -> Arc<Self> {
         Arc::new(Self {
@@ -218,8 +229,11 @@ impl<W: Wake> Drop for Presence<W> {
 /// `O`, and the counters both count into.
 #[derive(Debug)]
 pub struct Handout<I, O> {
-    /// The helper's stdin, shared with the owner.
-    pub stdin: Arc<SharedStdin<I>>,
+    /// The helper's stdin, shared with the owner; `None` when it is not
+    /// piped to the caller (`/dev/null`, or bytes the call writes): the
+    /// caller's writer is then closed from the start and its drop ends
+    /// nothing.
+    pub stdin: Option<Arc<SharedStdin<I>>>,
     /// The helper's stdout.
     pub stdout: O,
     /// What the caller's reads and writes count into.
@@ -234,11 +248,12 @@ impl<I, O> Handout<I, O> {
         to_owner: &ToOwner<R>,
         present: &Arc<Presence<W>>,
     ) -> (StdinWriter<I, W, R>, StdoutReader<O, W, R>) {
+        let ended = self.stdin.is_none();
         let stdin = StdinWriter {
-            stdin: self.stdin,
+            stdin: self.stdin.unwrap_or_else(SharedStdin::closed),
             forwarded: self.forwarded.clone(),
             to_owner: to_owner.clone(),
-            ended: false,
+            ended,
             _present: present.clone(),
         };
         let stdout = StdoutReader {

@@ -66,6 +66,14 @@ pub struct CallSettings {
     /// closed, before its group gets SIGTERM (the MCP stdio shutdown).
     /// Default 2 s, from `stdin_close_grace_seconds`.
     pub stdin_close_grace: Duration,
+    /// Whether a streamed helper ends as an MCP stdio server does: the end
+    /// of the caller's input, and every stop, close its stdin and give it
+    /// [`stdin_close_grace`](Self::stdin_close_grace) before SIGTERM.
+    /// Default `true` (`CallBuilder::streamed`); `false` for a call that
+    /// only streams its stdout (`.stdout(Stdio::piped())`): the end of its
+    /// input closes its stdin and nothing more, and a stop is SIGTERM at
+    /// once.
+    pub mcp_shutdown: bool,
     /// Cap of the agent excerpt, marker included.
     pub excerpt_bytes: usize,
     /// Longest the helper may run after dispatch; `None` for no limit.
@@ -328,6 +336,7 @@ impl CallSettings {
             },
             stdout_mode: StdoutMode::Captured,
             stdin_close_grace: config.stdin_close_grace_seconds,
+            mcp_shutdown: true,
             excerpt_bytes: crate::capture::to_usize(config.stderr_agent_excerpt_bytes),
             deadline: None,
             approval_timeout: Self::DEFAULT_APPROVAL_TIMEOUT,

@@ -537,6 +537,7 @@ fn close_stdin_once(call: &mut Call) {
 fn close_stdin(call: &mut Call, now: Instant) {
     close_stdin_once(call);
     if call.settings.stdout_mode == StdoutMode::Streamed
+        && call.settings.mcp_shutdown
         && call.exit.is_none()
         && call.stop == Stop::Running
     {
@@ -586,14 +587,18 @@ fn note_stop(call: &mut Call, now: Instant, reason: CancelReason) {
 }
 
 /// A stop (cancel, deadline, kill ceiling, disconnect) after dispatch. A
-/// streamed helper still running first has its stdin closed and gets the
-/// stdin close grace (the MCP stdio shutdown); any other, or one whose
-/// stdin close grace already runs, gets TERM now or at the grace's end.
+/// streamed helper under the MCP stdio shutdown, still running, first has
+/// its stdin closed and gets the stdin close grace; any other, or one
+/// whose stdin close grace already runs, gets TERM now or at the grace's
+/// end.
 fn request_stop(call: &mut Call, now: Instant, reason: CancelReason) {
     note_stop(call, now, reason);
     call.timers.stop(Timer::CallDeadline);
     if call.stop == Stop::Running {
-        if call.settings.stdout_mode == StdoutMode::Streamed && call.exit.is_none() {
+        if call.settings.stdout_mode == StdoutMode::Streamed
+            && call.settings.mcp_shutdown
+            && call.exit.is_none()
+        {
             close_stdin(call, now);
         } else {
             terminate(call, now);

@@ -128,6 +128,7 @@ macro_rules! behaviour_suite {
             an_escapee_s_pipes_are_drained_then_closed_at_the_leftover_bound,
             the_leftover_pipe_count_is_bounded_and_an_ended_pipe_is_counted,
             a_streamed_call_forwards_each_way_and_counts_the_bytes,
+            stdin_and_stdout_are_set_each_on_its_own,
             a_streamed_call_counts_stdout_read_after_the_helpers_exit,
             a_streamed_helper_that_outlives_its_input_is_termed_then_killed,
             a_cancel_closes_stdin_under_the_callers_writer,

@@ -185,3 +185,97 @@ pub fn dropping_the_handle_and_both_streams_is_a_client_disconnect<H: HostUnderT
     assert_eq!(record.stdout_bytes_forwarded, 6);
     assert_group_gone(record.pgid.unwrap());
 }
+
+/// Each stream set on its own: a piped stdout while the caller writes
+/// stdin and then closes it ends as any helper does, not as an MCP
+/// server: the helper runs on past the 2 s stdin close grace and exits 0
+/// by itself, no signal; with stdin null or bytes, the caller's writer
+/// is closed from the start and its drop ends nothing; a stream that
+/// cannot be what was asked is refused before anything runs.
+pub fn stdin_and_stdout_are_set_each_on_its_own<H: HostUnderTest>(host: fn(HostOptions) -> H) {
+    use spillguard_host::Stdio;
+    let host = host(HostOptions::default());
+
+    // stdout piped, stdin piped and closed at once: no stop follows.
+    let script = "cat >/dev/null; sleep 2.3; echo done";
+    let started = Instant::now();
+    let call = host.launch(
+        request(HelperCommand::shell_script(script))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .into_request(),
+    );
+    let (stdin, mut stdout) = call.streams().unwrap();
+    drop(stdin);
+    let mut out = Vec::new();
+    stdout.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"done\n");
+    let outcome = wait(call);
+    assert!(started.elapsed() >= Duration::from_millis(2_300));
+    let record = &outcome.record;
+    assert_eq!(
+        (record.state, outcome.exit()),
+        (State::Completed, Exit::Code(0))
+    );
+    assert_eq!((record.cancel_reason, signals(record)), (None, vec![]));
+    assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+    assert_eq!(record.stdout_bytes_forwarded, 5);
+
+    // stdout piped, stdin bytes: the helper reads them; the caller's
+    // writer is closed from the start.
+    let call = host.launch(
+        request(HelperCommand::new("cat"))
+            .stdin(Stdio::bytes(b"given\n".to_vec()))
+            .stdout(Stdio::piped())
+            .into_request(),
+    );
+    let (mut stdin, mut stdout) = call.streams().unwrap();
+    assert_eq!(
+        stdin.write_all(b"more").unwrap_err().kind(),
+        ErrorKind::BrokenPipe
+    );
+    drop(stdin);
+    let mut out = Vec::new();
+    stdout.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"given\n");
+    let outcome = wait(call);
+    assert_eq!(
+        (outcome.record.state, outcome.exit()),
+        (State::Completed, Exit::Code(0))
+    );
+    assert_eq!(outcome.record.stdout_bytes_forwarded, 6);
+
+    // stdout piped, stdin null (the default): end-of-file at once.
+    let call = host.launch(
+        request(HelperCommand::shell_script("cat; echo after"))
+            .stdout(Stdio::piped())
+            .into_request(),
+    );
+    let (_stdin, mut stdout) = call.streams().unwrap();
+    let mut out = Vec::new();
+    stdout.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"after\n");
+    assert_eq!(wait(call).record.state, State::Completed);
+
+    // What a stream cannot be: refused, nothing runs.
+    for (builder, why) in [
+        (
+            request(HelperCommand::new("cat")).stdin(Stdio::piped()),
+            "stdin(Stdio::piped()) needs stdout(Stdio::piped())",
+        ),
+        (
+            request(HelperCommand::new("cat")).stdout(Stdio::null()),
+            "stdout is captured or piped",
+        ),
+        (
+            request(HelperCommand::new("cat")).stdin(Stdio::captured()),
+            "stdin cannot be captured",
+        ),
+    ] {
+        let outcome = wait(host.launch(builder.into_request()));
+        assert_eq!(outcome.record.state, State::FailedBeforeDispatch);
+        assert_eq!(outcome.record.pid, None);
+        let failure = outcome.record.failure.clone().unwrap_or_default();
+        assert!(failure.contains(why), "{failure}");
+    }
+}
