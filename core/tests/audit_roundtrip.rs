@@ -369,7 +369,7 @@ fn frames_follow_the_documented_layout() {
         let mut prev = forge::genesis(log.log_id.0);
         for (i, frame) in log.frames().iter().enumerate() {
             let body = forge::decode(frame);
-            assert_eq!(body.version, 1);
+            assert_eq!(body.version, spillguard_core::audit::FORMAT_VERSION);
             assert_eq!(body.seq, i as u64);
             assert_eq!(body.log_id, log.log_id.0);
             assert_eq!(body.prev, prev);

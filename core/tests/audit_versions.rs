@@ -220,7 +220,14 @@ fn a_newer_writers_torn_frame_is_a_torn_tail_and_the_log_resumes() {
         assert!(verdict.is_ok(), "{verdict:?}");
         assert_eq!(
             records.iter().map(|r| r.format_version).collect::<Vec<_>>(),
-            [1, 1, 1, 1, FORMAT_VERSION + 1, FORMAT_VERSION]
+            [
+                FORMAT_VERSION,
+                FORMAT_VERSION,
+                FORMAT_VERSION,
+                FORMAT_VERSION,
+                FORMAT_VERSION + 1,
+                FORMAT_VERSION
+            ]
         );
     }
 }
@@ -229,7 +236,10 @@ fn a_newer_writers_torn_frame_is_a_torn_tail_and_the_log_resumes() {
 fn a_version_no_release_wrote_is_malformed() {
     let entries = entries();
     let log = mixed(&entries[..3], &[0], 1, None);
-    assert_eq!(log.versions, [1, 1, 0, 1]);
+    assert_eq!(
+        log.versions,
+        [FORMAT_VERSION, FORMAT_VERSION, 0, FORMAT_VERSION]
+    );
     assert_eq!(
         verify(&log.bytes, VerifyOptions::default()),
         Verdict::Malformed {

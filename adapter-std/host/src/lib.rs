@@ -51,6 +51,7 @@ pub mod host_death;
 pub mod host_state;
 mod ids;
 pub mod leftover_pipes;
+pub mod lines;
 mod options;
 pub mod os;
 mod output;
@@ -78,6 +79,7 @@ pub use error::HostError;
 pub use host_state::REDACTION_BUDGET;
 pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
 pub use leftover_pipes::LeftoverStats;
+pub use lines::StderrLines;
 pub use options::{HostOptions, ShutdownReport};
 pub use output::{Output, StdoutTruncated, status_of};
 /// The sans-IO protocol core (`spillguard-core`): the call record, its

@@ -521,6 +521,12 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             if let (Some(tap), Pipe::Stderr, Read::Bytes(bytes)) = (&self.stderr_tap, pipe, read) {
                 (tap.0)(bytes);
             }
+            if let (Some(lines), Pipe::Stderr) = (self.published.lines(), pipe) {
+                match read {
+                    Read::Bytes(bytes) => lines.feed(bytes),
+                    Read::End => lines.end(),
+                }
+            }
             if matches!(read, Read::End) {
                 self.report_tree();
             }
@@ -756,6 +762,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
 
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
+        if let Some(lines) = self.published.lines() {
+            lines.end();
+        }
         self.host.state().record_finished(outcome.record.clone());
         // The host stops counting the call while the outcome is published,
         // under the lock of what is published: a caller that saw the end
@@ -788,6 +797,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             // a caller that saw the end also sees `live_calls` without it.
             self.stop_counting();
             self.published.owner_ended();
+            if let Some(lines) = self.published.lines() {
+                lines.end();
+            }
         }
     }
 

@@ -8,8 +8,10 @@
 //! [`Snapshot`] again after it is woken.
 
 use std::any::Any;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
+
+use crate::lines::LineQueue;
 
 use spillguard_core::{ApprovalCard, Outcome, State};
 
@@ -158,6 +160,8 @@ impl Snapshot {
 pub struct Published<W> {
     snapshot: Mutex<Snapshot>,
     changed: W,
+    /// The stderr lines a caller asked for, fed by the owner.
+    lines: OnceLock<Arc<LineQueue>>,
 }
 
 impl<W: Wake> Published<W> {
@@ -174,7 +178,31 @@ impl<W: Wake> Published<W> {
                 streams: Streams::Pending,
             }),
             changed,
+            lines: OnceLock::new(),
         }
+    }
+
+    /// A queue of stderr lines (at most `capacity`) for the caller, from
+    /// now on; `None` if one was already asked for. A call already over
+    /// gives a queue that has ended.
+    pub fn ask_lines(&self, capacity: usize) -> Option<Arc<LineQueue>> {
+        let queue = LineQueue::new(capacity);
+        self.lines.set(queue.clone()).ok()?;
+        // Read after the queue is there: an owner that finished before
+        // the set did not see it, and this sees its end.
+        let over = {
+            let snapshot = self.lock();
+            snapshot.finished || snapshot.owner_ended
+        };
+        if over {
+            queue.end();
+        }
+        Some(queue)
+    }
+
+    /// The queue of stderr lines, if a caller asked for one.
+    pub fn lines(&self) -> Option<&Arc<LineQueue>> {
+        self.lines.get()
     }
 
     /// The snapshot, locked.

@@ -243,7 +243,7 @@ mod tests {
         assert_eq!(view.stored_hash(), hash);
         assert_eq!(view.computed_hash(), hash);
         let body = view.body().unwrap();
-        assert_eq!((body.version, body.seq), (1, 300));
+        assert_eq!((body.version, body.seq), (VERSION, 300));
         assert!(matches!(body.payload, Payload::Plain(Bytes(b"entry"))));
         assert_eq!(
             &frame[8..11],

@@ -15,6 +15,7 @@ use spillguard_core::{ApprovalCard, CallError, Outcome, State};
 
 use super::AsyncRuntime;
 use crate::handle::{Ask, HandleCore, ToOwner};
+use crate::lines::StderrLines;
 use crate::published::{Published, Snapshot, Taken};
 
 /// Waits until `ready` holds or the owner ended, then returns the lock.
@@ -89,6 +90,38 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
             core: HandleCore::new(call_id, published, to_owner),
             owner: Some(owner),
         }
+    }
+
+    /// The helper's stderr as lines, from now on, at most `capacity` of
+    /// them waiting to be read: the owner queues each whole line as it
+    /// drains stderr and never waits on this reader; a line that finds
+    /// the queue full is dropped and counted
+    /// ([`StderrLines::dropped`]). The capture, the excerpt and the
+    /// record are the same with or without it. The lines are the
+    /// helper's bytes, not redacted. An error if the lines were already
+    /// asked for.
+    ///
+    /// ```
+    /// # async fn lines(call: &spillguard_host::asynchronous::AsyncCallHandle<impl spillguard_host::asynchronous::AsyncRuntime>) -> std::io::Result<()> {
+    /// let mut lines = call.stderr_lines(1024)?;
+    /// while let Some(line) = lines.next_line().await {
+    ///     println!("helper: {line}");
+    /// }
+    /// println!("{} lines dropped", lines.dropped());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stderr_lines(&self, capacity: usize) -> io::Result<StderrLines> {
+        self.core
+            .published()
+            .ask_lines(capacity)
+            .map(StderrLines::new)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "the call's stderr lines were already asked for",
+                )
+            })
     }
 
     /// A streamed call's (`CallBuilder::streamed`) stdin and stdout: waits
