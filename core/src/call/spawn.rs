@@ -126,10 +126,28 @@ const SPAWN_ERROR_KINDS: [(io::ErrorKind, &str); 13] = {
 /// let error = run(&mut call, t0).unwrap_err();
 /// assert_eq!(error.kind(), io::ErrorKind::NotFound);
 /// assert_eq!(error.to_string(), "the helper was not spawned: spawn failed: nosuch: not found");
+/// // Its `Debug` is one line, inside the `io::Error` too.
+/// assert_eq!(
+///     format!("{error:?}"),
+///     r#"Custom { kind: NotFound, error: SpawnError { kind: NotFound, call_id: "c_1", reason: "spawn failed: nosuch: not found" } }"#
+/// );
 /// ```
-#[derive(Debug)]
 pub struct SpawnError {
     outcome: Box<Outcome>,
+}
+
+/// One line: the kind, the call and why (the outcome behind it is in
+/// [`outcome`](SpawnError::outcome)).
+impl fmt::Debug for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SpawnError {{ kind: {:?}, call_id: {:?}, reason: {:?} }}",
+            self.kind(),
+            self.outcome.record.call_id,
+            self.reason()
+        )
+    }
 }
 
 impl SpawnError {
