@@ -56,7 +56,12 @@ impl Subscriber for Collector {
         Id::from_u64(id)
     }
 
-    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record(&self, id: &Id, values: &Record<'_>) {
+        let mut seen = self.seen.lock().unwrap();
+        if let Some(fields) = seen.spans.get_mut(&id.into_u64()) {
+            values.record(&mut Fields(fields));
+        }
+    }
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
@@ -102,6 +107,13 @@ fn events_of<H: HostUnderTest>(host: H, collector: &Collector, call_id: &str) ->
     assert_eq!(finished["spillguard.state"], "cancelled_after_dispatch");
     assert_eq!(finished["spillguard.stderr.bytes_seen"], "23");
     assert_eq!(finished["process.exit.signal"], "15");
+    // The span itself holds the helper's pid once it is spawned; a helper
+    // ended by a signal has no exit code.
+    assert_eq!(
+        finished.get("process.pid"),
+        outcome.record.pid.map(|pid| pid.to_string()).as_ref()
+    );
+    assert_eq!(finished.get("process.exit.code"), None);
     let seen = collector.seen.lock().unwrap();
     let mine: Vec<&HashMap<String, String>> = seen
         .events

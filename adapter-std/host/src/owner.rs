@@ -411,6 +411,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 process.executable.name = %crate::builder::program_name(&command),
                 trace_id = trace.map(|t| spillguard_core::trace::hex(&t.trace_id)),
                 span_id = trace.map(|t| spillguard_core::trace::hex(&t.span_id)),
+                process.pid = tracing::field::Empty,
+                process.exit.code = tracing::field::Empty,
             )
         };
         let streamed = call.settings().stdout_mode == StdoutMode::Streamed;
@@ -618,6 +620,9 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
             }
             Action::Finished(outcome) => {
                 let record = &outcome.record;
+                if let Some(code) = record.exit_status {
+                    span.record("process.exit.code", code);
+                }
                 tracing::info!(
                     parent: span,
                     spillguard.state = record.state.as_str(),
@@ -746,6 +751,7 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         }
         #[cfg(feature = "tracing")]
         if let Some(pgid) = self.call.live_group() {
+            self.span.record("process.pid", pgid);
             tracing::debug!(parent: &self.span, process.pid = pgid, "helper spawned in its own group");
         }
     }
