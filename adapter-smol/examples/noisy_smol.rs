@@ -72,7 +72,7 @@ async fn run() -> ExitCode {
         println!("{line}");
     }
     println!("… {} more lines", lines.len().saturating_sub(3));
-    let report = host.shutdown(Duration::from_secs(5)).await;
+    let report = host.shutdown_and_wait(Duration::from_secs(5)).await;
     if report.unfinished == 0 {
         ExitCode::SUCCESS
     } else {

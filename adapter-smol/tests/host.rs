@@ -120,7 +120,7 @@ fn a_shutdown_future_dropped_after_its_first_poll_still_stops_every_call() {
         .start();
     let outcome = smol::block_on(async {
         wait_for_state(&call, State::Dispatched).await;
-        let mut shutdown = Box::pin(host.shutdown(Duration::from_secs(10)));
+        let mut shutdown = Box::pin(host.shutdown_and_wait(Duration::from_secs(10)));
         // The first poll sends the cancels. On a busy machine the owner may
         // finish the call before that poll returns, so either answer is
         // fine: what matters is what happens once the future is dropped.
@@ -216,7 +216,7 @@ fn the_public_futures_can_be_spawned_on_a_multi_threaded_executor() {
     });
     assert_eq!(outcome.record.state, State::Completed);
     let report = smol::block_on(smol::spawn(send(async move {
-        host.shutdown(Duration::from_secs(1)).await
+        host.shutdown_and_wait(Duration::from_secs(1)).await
     })));
     assert_eq!((report.finished, report.unfinished), (0, 0));
 }

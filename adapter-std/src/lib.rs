@@ -118,8 +118,9 @@ pub use spillguard_host::{
 /// of the host, so dropping the last clone ends no call: every live call
 /// runs to its end and writes its record.
 /// [`shutdown`](spillguard_host::blocking::BlockingHost::shutdown) cancels
-/// the live calls (TERM to each group, the grace, KILL) and waits for
-/// their records.
+/// the live calls (TERM to each group, the grace, KILL),
+/// [`shutdown_and_wait`](spillguard_host::blocking::BlockingHost::shutdown_and_wait)
+/// waits for their records too.
 ///
 /// # Examples
 ///
@@ -133,7 +134,7 @@ pub use spillguard_host::{
 /// assert_eq!(outcome.record.state, State::Completed);
 /// assert_eq!(outcome.record.stdout_bytes_seen, 7);
 /// assert_eq!(outcome.agent_excerpt(), "warning\n");
-/// assert_eq!(host.shutdown(Duration::from_secs(1)).unfinished, 0);
+/// assert_eq!(host.shutdown_and_wait(Duration::from_secs(1)).unfinished, 0);
 /// # Ok::<(), spillguard_std::HostError>(())
 /// ```
 pub type Host = spillguard_host::blocking::BlockingHost<StdThreads>;

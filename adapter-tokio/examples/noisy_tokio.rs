@@ -48,6 +48,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         String::from_utf8_lossy(&outcome.stdout.to_vec()).trim_end()
     );
     println!("agent excerpt:\n{}", outcome.agent_excerpt());
-    host.shutdown(Duration::from_secs(5)).await;
+    host.shutdown_and_wait(Duration::from_secs(5)).await;
     Ok(())
 }

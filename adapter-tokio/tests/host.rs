@@ -217,7 +217,7 @@ fn handles_and_their_futures_can_move_across_tasks() {
     send_sync(&call.canceller());
     send(&call.wait_card(Duration::ZERO));
     send(&call.approve());
-    send(&host.shutdown(Duration::ZERO));
+    send(&host.shutdown_and_wait(Duration::ZERO));
     send(&call.wait());
 }
 

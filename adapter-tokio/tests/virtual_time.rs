@@ -137,7 +137,7 @@ async fn shutdown_ends_a_call_awaiting_approval_without_waiting() {
         .approval(Approval::Required)
         .start();
     assert!(call.wait_card(SECOND).await.is_some());
-    let report = host.shutdown(10 * SECOND).await;
+    let report = host.shutdown_and_wait(10 * SECOND).await;
     assert_eq!((report.finished, report.unfinished), (1, 0));
     assert_eq!(t0.elapsed(), Duration::ZERO);
     assert_eq!(host.live_calls(), 0);

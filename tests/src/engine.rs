@@ -78,6 +78,9 @@ pub trait HostUnderTest: Send + Sync + 'static {
     /// records; later calls are cancelled before dispatch.
     fn shutdown(&self, timeout: Duration) -> ShutdownReport;
 
+    /// Cancels every live call without waiting; how many were asked.
+    fn shutdown_now(&self) -> usize;
+
     /// How many audit writes failed.
     fn audit_failures(&self) -> u64;
 

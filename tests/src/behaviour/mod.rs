@@ -102,6 +102,7 @@ macro_rules! behaviour_suite {
             a_helper_s_own_path_finds_its_program_as_std_does,
             an_invalid_command_fails_before_its_attempt_is_recorded,
             shutdown_cancels_every_live_call_and_waits_for_their_records,
+            shutdown_without_waiting_cancels_every_live_call,
             wait_timeout_gives_the_handle_back_until_the_call_ends,
             polling_try_outcome_always_gets_the_outcome,
             stdin_bytes_reach_the_helper_and_stdin_is_null_otherwise,

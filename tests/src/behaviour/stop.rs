@@ -308,3 +308,46 @@ pub fn shutdown_cancels_every_live_call_and_waits_for_their_records<H: HostUnder
     assert_eq!(late.record.cancel_reason, Some(CancelReason::HostShutdown));
     assert_eq!(late.record.pid, None);
 }
+
+/// `shutdown()` cancels every live call and returns at once, saying how
+/// many it asked to stop; each still ends with its record
+/// (`cancelled_after_dispatch`, `host_shutdown`, SIGTERM), and a call
+/// started afterwards is cancelled before anything runs.
+pub fn shutdown_without_waiting_cancels_every_live_call<H: HostUnderTest>(
+    host: fn(HostOptions) -> H,
+) {
+    let host = host(HostOptions::default());
+    let calls: Vec<_> = (0..2)
+        .map(|i| {
+            host.launch(
+                request(HelperCommand::new("sleep").arg("30"))
+                    .call_id(format!("c_now_{i}"))
+                    .into_request(),
+            )
+        })
+        .collect();
+    for call in &calls {
+        wait_for_state(call, State::Dispatched);
+    }
+    assert_eq!(host.shutdown_now(), 2);
+    for call in calls {
+        let outcome = wait(call);
+        assert_eq!(outcome.record.state, State::CancelledAfterDispatch);
+        assert_eq!(
+            outcome.record.cancel_reason,
+            Some(CancelReason::HostShutdown)
+        );
+        assert_eq!(outcome.record.exit_signal, Some(15));
+        assert_group_gone(outcome.record.pgid.unwrap());
+    }
+    assert_eq!(host.live_calls(), 0);
+    let late = wait(
+        host.launch(
+            request(HelperCommand::new("true"))
+                .call_id("c_after_now")
+                .into_request(),
+        ),
+    );
+    assert_eq!(late.record.state, State::CancelledBeforeDispatch);
+    assert_eq!(host.shutdown_now(), 0);
+}

@@ -93,8 +93,12 @@ impl HostUnderTest for SmolHost {
         self.0.live_calls()
     }
 
+    fn shutdown_now(&self) -> usize {
+        self.0.shutdown()
+    }
+
     fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        smol::block_on(self.0.shutdown(timeout))
+        smol::block_on(self.0.shutdown_and_wait(timeout))
     }
 
     fn audit_failures(&self) -> u64 {

@@ -108,8 +108,12 @@ impl HostUnderTest for StdHost {
         self.0.live_calls()
     }
 
+    fn shutdown_now(&self) -> usize {
+        self.0.shutdown()
+    }
+
     fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        self.0.shutdown(timeout)
+        self.0.shutdown_and_wait(timeout)
     }
 
     fn audit_failures(&self) -> u64 {

@@ -213,8 +213,14 @@ impl HostUnderTest for TokioHost {
         self.host.live_calls()
     }
 
+    fn shutdown_now(&self) -> usize {
+        self.host.shutdown()
+    }
+
     fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        self.runtime.handle().block_on(self.host.shutdown(timeout))
+        self.runtime
+            .handle()
+            .block_on(self.host.shutdown_and_wait(timeout))
     }
 
     fn audit_failures(&self) -> u64 {

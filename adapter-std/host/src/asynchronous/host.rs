@@ -35,8 +35,9 @@ use crate::published::Published;
 /// Cheap to clone: clones share everything. Each call keeps what it needs
 /// of the host, so dropping the last clone ends no call: every live call
 /// runs to its end and writes its record. [`shutdown`](Self::shutdown)
-/// cancels the live calls (TERM to each group, the grace, KILL) and waits
-/// for their records.
+/// cancels the live calls (TERM to each group, the grace, KILL);
+/// [`shutdown_and_wait`](Self::shutdown_and_wait) also waits for their
+/// records.
 ///
 /// Audit events are written to [`HostOptions::audit`] by the owner, in
 /// order, as they happen: each write runs on the runtime's blocking pool
@@ -166,6 +167,15 @@ impl<R: AsyncRuntime> AsyncHost<R> {
         self.shared.revoke_debug();
     }
 
+    /// Cancels every live call and returns how many were asked to stop,
+    /// without waiting: each owner carries on with the stop (SIGTERM to
+    /// its group, the grace, SIGKILL) and writes its record. Calls started
+    /// afterwards are cancelled before dispatch.
+    /// [`shutdown_and_wait`](Self::shutdown_and_wait) also waits for them.
+    pub fn shutdown(&self) -> usize {
+        self.shared.cancel_all().len()
+    }
+
     /// Cancels every live call and waits at most `timeout` until each has
     /// finished and its record is written. Calls started afterwards are
     /// cancelled before dispatch.
@@ -176,7 +186,7 @@ impl<R: AsyncRuntime> AsyncHost<R> {
     /// after that only stops the waiting: each owner is a detached task and
     /// carries on with the stop (SIGTERM, then SIGKILL after the grace) and
     /// the record. A future never polled cancels nothing.
-    pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+    pub async fn shutdown_and_wait(&self, timeout: Duration) -> ShutdownReport {
         let targets = self.shared.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
         let pending = || self.state().still_live(&ids);

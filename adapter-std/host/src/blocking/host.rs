@@ -33,8 +33,9 @@ use spillguard_core::{
 /// Cheap to clone: clones share everything. Each call keeps what it needs
 /// of the host, so dropping the last clone ends no call: every live call
 /// runs to its end and writes its record. [`shutdown`](Self::shutdown)
-/// cancels the live calls (TERM to each group, the grace, KILL) and waits
-/// for their records.
+/// cancels the live calls (TERM to each group, the grace, KILL);
+/// [`shutdown_and_wait`](Self::shutdown_and_wait) also waits for their
+/// records.
 pub struct BlockingHost<D: ThreadDriver> {
     shared: Arc<BlockingShared>,
     driver: PhantomData<fn() -> D>,
@@ -259,10 +260,19 @@ impl<D: ThreadDriver> BlockingHost<D> {
         BlockingCallHandle::new(call_id, mailbox, published, owner_panic)
     }
 
+    /// Cancels every live call and returns how many were asked to stop,
+    /// without waiting: each owner carries on with the stop (SIGTERM to
+    /// its group, the grace, SIGKILL) and writes its record. Calls started
+    /// afterwards are cancelled before dispatch.
+    /// [`shutdown_and_wait`](Self::shutdown_and_wait) also waits for them.
+    pub fn shutdown(&self) -> usize {
+        self.shared.cancel_all().len()
+    }
+
     /// Cancels every live call and waits at most `timeout` until each has
     /// finished and its record is written. Calls started afterwards are
     /// cancelled before dispatch.
-    pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+    pub fn shutdown_and_wait(&self, timeout: Duration) -> ShutdownReport {
         let deadline = Instant::now().checked_add(timeout);
         let targets = self.shared.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();

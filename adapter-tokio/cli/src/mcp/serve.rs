@@ -206,7 +206,7 @@ impl Ready {
             number = signals.next() => {
                 // The client has not initialized a session yet: there is
                 // no request to answer.
-                host.shutdown(SHUTDOWN_WAIT).await;
+                host.shutdown_and_wait(SHUTDOWN_WAIT).await;
                 return ExitCode::from(128 + number);
             }
         };
@@ -229,7 +229,7 @@ impl Ready {
                 // recorded; each tool call then answers with its record.
                 // The session is cancelled after that: rmcp writes the
                 // answers still on their way, then closes stdout.
-                host.shutdown(SHUTDOWN_WAIT).await;
+                host.shutdown_and_wait(SHUTDOWN_WAIT).await;
                 waiting.forget_waiting();
                 service.cancel();
                 let _ = tokio::time::timeout(ANSWERS_WAIT, session).await;
@@ -246,7 +246,7 @@ impl Ready {
         tokio::select! {
             () = host.wait_idle() => {}
             number = signals.next() => {
-                host.shutdown(SHUTDOWN_WAIT).await;
+                host.shutdown_and_wait(SHUTDOWN_WAIT).await;
                 return ExitCode::from(128 + number);
             }
         }
