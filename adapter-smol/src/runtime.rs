@@ -82,6 +82,14 @@ impl AsyncRuntime for SmolRuntime {
         })
     }
 
+    /// The call's span, with this crate as its target.
+    #[cfg(feature = "tracing")]
+    fn call_span(
+        fields: &spillguard_host::call_span::SpanFields<'_>,
+    ) -> spillguard_host::call_span::__tracing::Span {
+        spillguard_host::call_span!("spillguard_smol", fields)
+    }
+
     fn leftovers(&self) -> impl LeftoverRuntime {
         SmolLeftovers
     }

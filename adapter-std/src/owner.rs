@@ -395,6 +395,14 @@ impl ThreadDriver for StdThreads {
         crate::workers::run(job)
     }
 
+    /// The call's span, with this crate as its target.
+    #[cfg(feature = "tracing")]
+    fn call_span(
+        fields: &spillguard_host::call_span::SpanFields<'_>,
+    ) -> spillguard_host::call_span::__tracing::Span {
+        spillguard_host::call_span!("spillguard_std", fields)
+    }
+
     fn default_host() -> io::Result<&'static crate::Host> {
         static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
         process_default(&DEFAULT, || {

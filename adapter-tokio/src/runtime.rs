@@ -139,6 +139,14 @@ impl AsyncRuntime for TokioRuntime {
         })
     }
 
+    /// The call's span, with this crate as its target.
+    #[cfg(feature = "tracing")]
+    fn call_span(
+        fields: &spillguard_host::call_span::SpanFields<'_>,
+    ) -> spillguard_host::call_span::__tracing::Span {
+        spillguard_host::call_span!("spillguard_tokio", fields)
+    }
+
     fn leftovers(&self) -> impl LeftoverRuntime {
         TokioLeftovers(self.0.clone())
     }

@@ -51,6 +51,7 @@ impl Subscriber for Collector {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let mut fields = HashMap::new();
         fields.insert("span".into(), span.metadata().name().into());
+        fields.insert("target".into(), span.metadata().target().into());
         span.record(&mut Fields(&mut fields));
         self.seen.lock().unwrap().spans.insert(id, fields);
         Id::from_u64(id)
@@ -82,7 +83,12 @@ impl Subscriber for Collector {
 
 /// A flood stopped at its deadline: its events, in order, as
 /// `message[:from->to | :signal]`, each in the call's span.
-fn events_of<H: HostUnderTest>(host: H, collector: &Collector, call_id: &str) -> Vec<String> {
+fn events_of<H: HostUnderTest>(
+    host: H,
+    collector: &Collector,
+    call_id: &str,
+    target: &str,
+) -> Vec<String> {
     let flood = HelperCommand::shell_script("echo secret-token-in-stderr 1>&2; exec sleep 30");
     let call = host.launch(
         request(flood)
@@ -122,6 +128,8 @@ fn events_of<H: HostUnderTest>(host: H, collector: &Collector, call_id: &str) ->
         .collect();
     for event in &mine {
         assert_eq!(event["span"], "spillguard.call");
+        // The span's target is the crate of the adapter the call ran on.
+        assert_eq!(event["target"], target);
         assert_eq!(event["spillguard.session.id"], "s_traced");
         assert_eq!(event["process.executable.name"], "sh");
         assert!(
@@ -155,18 +163,21 @@ fn every_runtime_traces_each_call_in_its_own_span() {
         drivers::std::host(HostOptions::default()),
         &collector,
         "c_std",
+        "spillguard_std",
     );
     assert_eq!(std, expected);
     let smol = events_of(
         drivers::smol::host(HostOptions::default()),
         &collector,
         "c_smol",
+        "spillguard_smol",
     );
     assert_eq!(smol, expected);
     let tokio = events_of(
         drivers::tokio::host(HostOptions::default()),
         &collector,
         "c_tokio",
+        "spillguard_tokio",
     );
     assert_eq!(tokio, expected);
 }

@@ -43,6 +43,8 @@ mod audit;
 mod audit_log;
 pub mod blocking;
 mod builder;
+#[cfg(feature = "tracing")]
+pub mod call_span;
 mod command;
 pub mod confine;
 mod error;

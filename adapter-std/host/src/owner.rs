@@ -79,6 +79,13 @@ pub trait HostLink: Send + Sync + 'static {
     /// [`cancel`](Self::cancel); it must not block.
     fn debug(live: &Self::Live, grant: Option<DebugGrant>);
 
+    /// How the calls' spans are made: by the runtime's adapter, with its
+    /// crate as their target.
+    #[cfg(feature = "tracing")]
+    fn call_span(&self) -> crate::call_span::SpanMaker {
+        crate::call_span::host_span
+    }
+
     /// Grants debug from `now` (on the owners' clock) for `duration`, up to
     /// `per_call_bytes` of stderr per call, to calls started under it and
     /// to every live call ([`HostState::grant_debug`]).
@@ -399,21 +406,20 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
     ) -> Self {
         #[cfg(feature = "tracing")]
         let span = {
-            // The OpenTelemetry conventions' names, so that a
-            // tracing-to-OpenTelemetry layer exports them as they are.
             let spec = call.spec();
             let trace = call.settings().trace.as_ref();
-            tracing::info_span!(
-                "spillguard.call",
-                spillguard.call.id = %spec.call_id,
-                spillguard.session.id = %spec.session_id,
-                spillguard.action = %spec.action,
-                process.executable.name = %crate::builder::program_name(&command),
-                trace_id = trace.map(|t| spillguard_core::trace::hex(&t.trace_id)),
-                span_id = trace.map(|t| spillguard_core::trace::hex(&t.span_id)),
-                process.pid = tracing::field::Empty,
-                process.exit.code = tracing::field::Empty,
-            )
+            let (trace_id, span_id) = (
+                trace.map(|t| spillguard_core::trace::hex(&t.trace_id)),
+                trace.map(|t| spillguard_core::trace::hex(&t.span_id)),
+            );
+            host.call_span()(&crate::call_span::SpanFields {
+                call_id: &spec.call_id,
+                session_id: &spec.session_id,
+                action: &spec.action,
+                program: &crate::builder::program_name(&command),
+                trace_id: trace_id.as_deref(),
+                span_id: span_id.as_deref(),
+            })
         };
         let streamed = call.settings().stdout_mode == StdoutMode::Streamed;
         if !streamed {

@@ -87,6 +87,13 @@ pub trait AsyncRuntime: Blocking + Clone + fmt::Debug + Send + Sync + Sized + 's
     /// process, and kept; an error only when that runtime cannot start.
     fn default_host() -> std::io::Result<&'static AsyncHost<Self>>;
 
+    /// Makes a call's span with the adapter's crate as its target
+    /// ([`call_span!`](crate::call_span)); this crate's by default.
+    #[cfg(feature = "tracing")]
+    fn call_span(fields: &crate::call_span::SpanFields<'_>) -> tracing::Span {
+        crate::call_span::host_span(fields)
+    }
+
     /// Where the host's drainer of leftover pipes runs.
     fn leftovers(&self) -> impl LeftoverRuntime;
 
@@ -184,6 +191,11 @@ impl<R: AsyncRuntime> HostLink for AsyncShared<R> {
 
     fn cancel(live: &R::Sender, reason: CancelReason) {
         R::send(live, Event::Command(Command::Input(Input::Cancel(reason))));
+    }
+
+    #[cfg(feature = "tracing")]
+    fn call_span(&self) -> crate::call_span::SpanMaker {
+        R::call_span
     }
 
     fn debug(live: &R::Sender, grant: Option<DebugGrant>) {

@@ -66,6 +66,9 @@ pub struct BlockingShared {
     /// [`BlockingHost::shutdown`] cannot miss the notification.
     ended: Mutex<()>,
     call_ended: Condvar,
+    /// How the calls' spans are made (the driver's adapter's).
+    #[cfg(feature = "tracing")]
+    call_span: crate::call_span::SpanMaker,
 }
 
 impl fmt::Debug for BlockingShared {
@@ -91,6 +94,11 @@ impl HostLink for BlockingShared {
         let _ = live.send(Event::Command(Command::Input(Input::Cancel(reason))));
     }
 
+    #[cfg(feature = "tracing")]
+    fn call_span(&self) -> crate::call_span::SpanMaker {
+        self.call_span
+    }
+
     fn debug(live: &Mailbox, grant: Option<DebugGrant>) {
         let _ = live.send(Event::Command(Command::Input(
             grant.map_or(Input::DebugRevoked, Input::DebugGranted),
@@ -106,6 +114,8 @@ impl<D: ThreadDriver> BlockingHost<D> {
                 state: HostState::new(config, options, ThreadLeftovers)?,
                 ended: Mutex::new(()),
                 call_ended: Condvar::new(),
+                #[cfg(feature = "tracing")]
+                call_span: D::call_span,
             }),
             driver: PhantomData,
         })

@@ -77,4 +77,14 @@ pub trait ThreadDriver: Send + Sync + 'static {
     fn default_host() -> io::Result<&'static BlockingHost<Self>>
     where
         Self: Sized;
+
+    /// Makes a call's span with the adapter's crate as its target
+    /// ([`call_span!`](crate::call_span)); this crate's by default.
+    #[cfg(feature = "tracing")]
+    fn call_span(fields: &crate::call_span::SpanFields<'_>) -> tracing::Span
+    where
+        Self: Sized,
+    {
+        crate::call_span::host_span(fields)
+    }
 }
