@@ -259,3 +259,48 @@ impl AuditSink for ThreadNoting {
         self.log.write(event)
     }
 }
+
+/// Lines a flood writes in [`stderr_lines_come_whole_and_a_flood_drops`],
+/// 100 bytes each.
+pub const FLOOD_LINES: u64 = 500_000;
+
+/// `CallHandle::stderr_lines` on an async runtime's `host`: lines split
+/// across writes come whole, the last without its newline at the end,
+/// then the end; asked for once. A flood of [`FLOOD_LINES`] lines read
+/// only after the call ended keeps the queue's 100 and counts the rest as
+/// dropped, every byte still in the record.
+pub async fn stderr_lines_come_whole_and_a_flood_drops<R>(
+    host: &spillguard_host::asynchronous::AsyncHost<R>,
+) where
+    R: spillguard_host::asynchronous::AsyncRuntime,
+{
+    use spillguard_host::proto::State;
+    let script = "sleep 0.2; echo one >&2; printf 'tw' >&2; echo o >&2; printf three >&2";
+    let call = host.command("sh").args(["-c", script]).start();
+    let mut lines = call.stderr_lines(16).unwrap();
+    assert!(call.stderr_lines(16).is_err(), "asked for once");
+    let mut got = Vec::new();
+    while let Some(line) = lines.next_line().await {
+        got.push(line);
+    }
+    assert_eq!(got, ["one", "two", "three"]);
+    assert_eq!(lines.dropped(), 0);
+    let outcome = call.wait().await;
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(outcome.record.stderr_bytes_seen, 13);
+
+    let flood = format!(
+        "sleep 0.2; python3 -c \"import sys; sys.stderr.write(('x'*99+'\\n')*{FLOOD_LINES})\""
+    );
+    let call = host.command("sh").args(["-c", &flood]).start();
+    let mut lines = call.stderr_lines(100).unwrap();
+    let outcome = call.wait().await;
+    assert_eq!(outcome.record.state, State::Completed);
+    assert_eq!(outcome.record.stderr_bytes_seen, FLOOD_LINES * 100);
+    let mut kept = 0;
+    while let Some(line) = lines.next_line().await {
+        assert_eq!(line.len(), 99);
+        kept += 1;
+    }
+    assert_eq!((kept, lines.dropped()), (100, FLOOD_LINES - 100));
+}
