@@ -157,6 +157,21 @@ pub enum Drainer {
 /// The name of the std drainer's thread.
 pub const DRAINER_THREAD: &str = "spillguard-leftovers";
 
+/// The names of the process's threads, for a failure to show.
+pub fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .unwrap_or_default()
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
 /// The process's threads (`/proc/self/task`): how many, and how many are
 /// named [`DRAINER_THREAD`].
 pub fn process_threads() -> (usize, usize) {
@@ -237,6 +252,18 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     // host (a runtime's threads, a pooled worker, the helper supervisor).
     let warm = wait(host.launch(request(HelperCommand::new("true")).into_request()));
     assert_eq!(warm.record.state, State::Completed);
+    if warm
+        .record
+        .tree_kill
+        .as_deref()
+        .is_some_and(|kill| kill.starts_with("cgroup"))
+    {
+        // The process-wide thread that removes the call's group starts
+        // once, as the first group is retired (after the outcome).
+        poll_until(Duration::from_secs(5), "the control-group thread", || {
+            thread_names().iter().any(|name| name == "spillguard-cgro")
+        });
+    }
     let (baseline_threads, none) = process_threads();
     assert_eq!(none, 0, "no drainer thread before a leftover pipe");
     let own_thread = usize::from(drainer == Drainer::Thread);
@@ -255,8 +282,10 @@ pub fn the_drainer_is_one_per_host_and_never_blocks_the_runtime<H: HostUnderTest
     assert_eq!(drainers, own_thread, "drainer threads, one call");
     if drainer == Drainer::Task {
         assert_eq!(
-            threads_one_call, baseline_threads,
-            "no thread for the drainer task"
+            threads_one_call,
+            baseline_threads,
+            "no thread for the drainer task: {:?}",
+            thread_names()
         );
     }
 
