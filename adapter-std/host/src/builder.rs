@@ -342,6 +342,23 @@ impl<'h, H> CallBuilder<'h, H> {
         self.request
     }
 
+    /// The request of a call run to its end (`run`, `output`, `status`),
+    /// whose handle no caller holds: a piped stream is made as
+    /// `std::process::Command::output` makes it, stdout captured within
+    /// its budget and stdin at end-of-file (`.streamed()` included), so
+    /// that no helper blocks on a pipe nobody can reach.
+    pub(crate) fn run_to_end(mut self) -> Self {
+        let request = &mut self.request;
+        if request.streamed || request.stdout == Some(Stdio::piped()) {
+            request.stdout = Some(Stdio::captured());
+        }
+        if request.streamed || request.stdin == Some(Stdio::piped()) {
+            request.stdin = Some(Stdio::null());
+        }
+        request.streamed = false;
+        self
+    }
+
     fn command(mut self, edit: impl FnOnce(HelperCommand) -> HelperCommand) -> Self {
         let command = std::mem::take(&mut self.request.command);
         self.request.command = edit(command);

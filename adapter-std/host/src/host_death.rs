@@ -304,7 +304,12 @@ pub fn release(pgid: u32) {
                 return;
             }
         }
-        RELEASED.notify_one();
+        // Only the first release waiting wakes the flusher: the flusher
+        // then waits out the delay whatever comes, and a call costs no
+        // thread a wake-up.
+        if supervisor.released.len() == 1 {
+            RELEASED.notify_one();
+        }
     }
 }
 
@@ -327,10 +332,18 @@ fn flush_releases() {
                 .wait(supervisor)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        let (guard, _) = RELEASED
-            .wait_timeout(supervisor, RELEASE_DELAY)
-            .unwrap_or_else(PoisonError::into_inner);
-        supervisor = guard;
+        let due = Instant::now() + RELEASE_DELAY;
+        // Until the delay is over, or the releases went with a line.
+        while !supervisor.released.is_empty() {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            supervisor = RELEASED
+                .wait_timeout(supervisor, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
         if !supervisor.released.is_empty() {
             supervisor.send("");
         }

@@ -286,8 +286,12 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// The call starts now, not at the first poll; the future owns its
     /// handle, so dropping it before it is ready is dropping the handle
     /// (see [`AsyncCallHandle`] and [`kill_on_drop`](CallBuilder::kill_on_drop)).
+    ///
+    /// No handle reaches this call's streams: a piped stdout is
+    /// captured within its budget and a piped stdin is at end-of-file, as
+    /// `std::process::Command::output` makes them.
     pub fn run(self) -> Run {
-        Box::pin(self.start().wait())
+        Box::pin(self.run_to_end().start().wait())
     }
 
     /// Runs the call to its end and returns its [`Output`]: the exit
@@ -299,14 +303,14 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// are errors. The call starts at the first poll.
     pub async fn output(self) -> io::Result<Output> {
         let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.start().wait().await, allowed)
+        Output::of(self.run_to_end().start().wait().await, allowed)
     }
 
     /// Runs the call to its end and returns how its helper ended; the
     /// `tokio::process::Command::status` of spillguard. Errors as
     /// [`output`](Self::output), but a cut stdout is none.
     pub async fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.start().wait().await)
+        status_of(self.run_to_end().start().wait().await)
     }
 
     /// Starts the call and returns its handle at once, to approve, deny,
@@ -362,12 +366,12 @@ impl<R: AsyncRuntime> CallBuilder<'static, DefaultHost<R>> {
     /// are errors.
     pub async fn output(self) -> io::Result<Output> {
         let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.spawn()?.wait().await, allowed)
+        Output::of(self.run_to_end().spawn()?.wait().await, allowed)
     }
 
     /// Runs the call on the process-wide host and returns how its helper
     /// ended.
     pub async fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.spawn()?.wait().await)
+        status_of(self.run_to_end().spawn()?.wait().await)
     }
 }

@@ -212,7 +212,7 @@ impl<D: ThreadDriver> BlockingHost<D> {
         self.shared.revoke_debug();
     }
 
-    fn launch_resolved(&self, resolved: Resolved) -> BlockingCallHandle {
+    fn launch_resolved(&self, resolved: Resolved, owner_runs: OwnerRuns) -> BlockingCallHandle {
         let published = Arc::new(Published::new(Condvar::new()));
         let (mailbox, inbox) = match Mailbox::open() {
             Ok((mailbox, inbox)) => (mailbox, Ok(inbox)),
@@ -247,7 +247,7 @@ impl<D: ThreadDriver> BlockingHost<D> {
         let slot = Arc::new(Mutex::new(Some(owner)));
         let owner_panic = OwnerPanic::default();
         let (job_slot, panic_slot) = (slot.clone(), owner_panic.clone());
-        let started = D::spawn(Box::new(move || {
+        let job = move || {
             let Some(mut owner) = take(&job_slot) else {
                 return;
             };
@@ -257,7 +257,14 @@ impl<D: ThreadDriver> BlockingHost<D> {
             if let Err(panic) = ran {
                 *panic_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(panic);
             }
-        }));
+        };
+        let started = match owner_runs {
+            OwnerRuns::OnWorker => D::spawn(Box::new(job)),
+            OwnerRuns::Here => {
+                job();
+                Ok(())
+            }
+        };
         if let Err(error) = started
             && let Some(owner) = take(&slot)
         {
@@ -340,15 +347,46 @@ impl<D: ThreadDriver> Launch for BlockingHost<D> {
     type Handle = BlockingCallHandle;
 
     fn launch(&self, request: CallRequest) -> BlockingCallHandle {
-        self.launch_resolved(self.state().resolve(request, Instant::now()))
+        self.launch_resolved(
+            self.state().resolve(request, Instant::now()),
+            OwnerRuns::OnWorker,
+        )
     }
+}
+
+impl<D: ThreadDriver> BlockingHost<D> {
+    /// Runs the call to its end on this thread and returns its handle,
+    /// finished: what `run`, `output` and `status` wait for anyway, without
+    /// handing the call to a worker and back (two thread wake-ups, a
+    /// noticeable part of a short helper's spawn). Cancellation, the
+    /// host's shutdown and its drop reach the call as they would on a
+    /// worker: through its mailbox.
+    fn launch_here(&self, request: CallRequest) -> BlockingCallHandle {
+        self.launch_resolved(
+            self.state().resolve(request, Instant::now()),
+            OwnerRuns::Here,
+        )
+    }
+}
+
+/// Where a call's owner runs.
+#[derive(Debug, Clone, Copy)]
+enum OwnerRuns {
+    /// On a worker of the driver's: the caller gets the handle at once.
+    OnWorker,
+    /// On the caller's thread, to the call's end.
+    Here,
 }
 
 impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
     /// Starts the call and blocks until its [`Outcome`]: the exit status,
     /// the record and the bounded stderr.
+    ///
+    /// No handle reaches this call's streams: a piped stdout is
+    /// captured within its budget and a piped stdin is at end-of-file, as
+    /// `std::process::Command::output` makes them.
     pub fn run(self) -> Outcome {
-        self.start().wait()
+        self.run_here().wait()
     }
 
     /// Runs the call to its end and returns its [`Output`]: the exit
@@ -360,14 +398,21 @@ impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
     /// are errors.
     pub fn output(self) -> io::Result<Output> {
         let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.start().wait(), allowed)
+        Output::of(self.run_here().wait(), allowed)
     }
 
     /// Runs the call to its end and returns how its helper ended; the
     /// `std::process::Command::status` of spillguard. Errors as
     /// [`output`](Self::output), but a cut stdout is none.
     pub fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.start().wait())
+        status_of(self.run_here().wait())
+    }
+
+    /// The call run to its end on this thread (see
+    /// [`BlockingHost::launch_here`]).
+    fn run_here(self) -> BlockingCallHandle {
+        let (host, request) = self.run_to_end().into_parts();
+        host.launch_here(request)
     }
 
     /// Starts the call and returns its handle at once, to approve, deny,
@@ -421,13 +466,18 @@ impl<D: ThreadDriver> CallBuilder<'static, DefaultHost<D>> {
     /// are errors.
     pub fn output(self) -> io::Result<Output> {
         let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.spawn()?.wait(), allowed)
+        Output::of(self.run_here()?.wait(), allowed)
     }
 
     /// Runs the call on the process-wide host and returns how its helper
     /// ended.
     pub fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.spawn()?.wait())
+        status_of(self.run_here()?.wait())
+    }
+
+    /// The call run to its end on this thread, on the process-wide host.
+    fn run_here(self) -> io::Result<BlockingCallHandle> {
+        Ok(D::default_host()?.launch_here(self.run_to_end().into_request()))
     }
 }
 

@@ -1,8 +1,10 @@
 //! How a call's handle and its host reach the owner, which waits in
 //! `poll(2)` on the helper's pipes: a channel for the events, and a
-//! doorbell (a non-blocking pipe) the owner polls with the pipes.
+//! doorbell the owner polls with the pipes: an `eventfd` where the system
+//! has one (one descriptor, made in one system call), else a non-blocking
+//! pipe.
 //!
-//! A sender queues the event, then rings: one byte on the doorbell. The
+//! A sender queues the event, then rings: adds one to the doorbell. The
 //! owner, woken by the doorbell, empties it first and then takes every
 //! queued event, so an event sent at any moment is either taken now or
 //! rings again: no wake-up is lost. A full doorbell already rings. The
@@ -32,23 +34,48 @@ pub struct Inbox {
     bell: Arc<Bell>,
 }
 
-/// Both ends of the doorbell pipe, non-blocking.
+/// The doorbell, non-blocking: an `eventfd` (`read` and `write` are the
+/// same descriptor), or both ends of a pipe.
 #[derive(Debug)]
 struct Bell {
     read: OwnedFd,
-    write: OwnedFd,
+    write: Option<OwnedFd>,
 }
 
-impl Mailbox {
-    /// A new mailbox and its inbox. Fails only if no pipe can be made (the
-    /// process is out of file descriptors).
-    pub fn open() -> io::Result<(Mailbox, Inbox)> {
+impl Bell {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn new() -> io::Result<Self> {
+        use rustix::event::{EventfdFlags, eventfd};
+        let read = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Self { read, write: None })
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn new() -> io::Result<Self> {
         let (read, write) = std::io::pipe()?;
         let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
         rustix::io::ioctl_fionbio(&read, true)?;
         rustix::io::ioctl_fionbio(&write, true)?;
+        Ok(Self {
+            read,
+            write: Some(write),
+        })
+    }
+
+    /// Rings: a full doorbell (`EAGAIN`) is already ringing.
+    fn ring(&self) {
+        let write = self.write.as_ref().unwrap_or(&self.read);
+        // An eventfd takes an 8-byte count; a pipe any byte.
+        let _ = rustix::io::write(write, &1u64.to_ne_bytes());
+    }
+}
+
+impl Mailbox {
+    /// A new mailbox and its inbox. Fails only if no doorbell can be made
+    /// (the process is out of file descriptors).
+    pub fn open() -> io::Result<(Mailbox, Inbox)> {
+        let bell = Arc::new(Bell::new()?);
         let (events, received) = mpsc::channel();
-        let bell = Arc::new(Bell { read, write });
         let mailbox = Mailbox {
             events,
             bell: Arc::downgrade(&bell),
@@ -74,8 +101,7 @@ impl Mailbox {
     pub fn send(&self, event: Event) -> Result<(), SendError<Event>> {
         self.events.send(event)?;
         if let Some(bell) = self.bell.upgrade() {
-            // A full doorbell (EAGAIN) is already ringing.
-            let _ = rustix::io::write(&bell.write, &[1]);
+            bell.ring();
         }
         Ok(())
     }

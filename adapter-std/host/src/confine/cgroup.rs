@@ -430,12 +430,8 @@ impl TreeGroup {
     /// Whether a process of the tree is left, in the call's group or in
     /// one a helper made below it; an error when that cannot be read.
     fn populated(&self) -> io::Result<bool> {
-        if let Some(v2) = &self.v2 {
-            let events = read_text(&v2.join("cgroup.events"))?;
-            return Ok(!events.lines().any(|l| l.trim() == "populated 0"));
-        }
         match self.procs_dir() {
-            Some(dir) => Ok(!procs(dir)?.is_empty()),
+            Some(dir) => holds_processes(dir),
             None => Ok(false),
         }
     }
@@ -486,8 +482,12 @@ impl TreeGroup {
         self.removed = true;
         let start = Instant::now();
         let gone = loop {
-            // Killed first, whatever a look would say: a look that fails
-            // (no descriptor left) is not an empty tree.
+            // A tree seen empty is gone: its processes all started in
+            // the group. One that cannot be seen (no descriptor left) is
+            // killed all the same, as one still there is.
+            if let Ok(false) = self.populated() {
+                break true;
+            }
             self.signal(Signal::Kill);
             if let Ok(false) = self.populated() {
                 break true;
@@ -516,12 +516,23 @@ impl Drop for TreeGroup {
 fn take_empty(parent: &Path) -> io::Result<PathBuf> {
     for _ in 0..pool::SPARE {
         let dir = pool::take(parent)?;
-        match procs(&dir) {
-            Ok(pids) if pids.is_empty() => return Ok(dir),
+        match holds_processes(&dir) {
+            Ok(false) => return Ok(dir),
             _ => pool::retire([dir]),
         }
     }
     pool::take(parent)
+}
+
+/// Whether a process is in the group at `dir` or in a group below it: a
+/// v2 group says so in one file (`populated` in `cgroup.events`), a v1
+/// group's processes are listed group by group.
+fn holds_processes(dir: &Path) -> io::Result<bool> {
+    match read_text(&dir.join("cgroup.events")) {
+        Ok(events) => Ok(!events.lines().any(|l| l.trim() == "populated 0")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(!procs(dir)?.is_empty()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether a v2 group has `cgroup.kill` (Linux 5.14): looked at once.

@@ -10,6 +10,7 @@
 //! child's use of them. The stack has a guard page below it: a child that
 //! overflows faults instead of writing over the host's memory.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -90,6 +91,12 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+thread_local! {
+    /// The stack of this thread's last clone, kept for its next one; it is
+    /// unmapped when the thread ends.
+    static SPARE_STACK: Cell<Option<ChildStack>> = const { Cell::new(None) };
+}
+
 /// The child's stack: an anonymous mapping whose lowest page is a guard
 /// (no access), unmapped when dropped.
 struct ChildStack {
@@ -153,7 +160,15 @@ impl Drop for ChildStack {
 /// `CLONE_INTO_CGROUP`) where the kernel and the architecture allow, else
 /// cloned as usual to write to the group's `cgroup.procs` itself.
 pub(crate) fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
-    let stack = ChildStack::new(CHILD_STACK_BYTES)?;
+    // The thread's stack from its last clone, else a new one: mapping,
+    // guarding, faulting in and unmapping a stack at each spawn costs a
+    // noticeable part of a short helper's spawn. A stack is free again
+    // once the clone returns (the child has exec'd or exited), and a
+    // thread makes one clone at a time (it is suspended during it).
+    let stack = match SPARE_STACK.take() {
+        Some(stack) => stack,
+        None => ChildStack::new(CHILD_STACK_BYTES)?,
+    };
     let (base, size) = stack.usable();
     let top = stack.top();
     let mut pidfd: libc::c_int = -1;
@@ -195,7 +210,7 @@ pub(crate) fn clone_child(exec: &Exec) -> io::Result<(u32, OwnedFd)> {
         }
         pid
     };
-    drop(stack);
+    SPARE_STACK.set(Some(stack));
     // SAFETY: CLONE_PIDFD stored a new descriptor this process owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok((u32::try_from(pid).unwrap_or_default(), pidfd))
