@@ -151,9 +151,9 @@ pub use audit::{Anchor, LogEntry, LogWriter, Verdict, Verifier};
 pub use call::{
     Action, Admission, ApprovalCard, ApprovalDecision, AuditEvent, AuditKind, Call, CallError,
     CallKind, CallRecord, CallSettings, CallSpec, CancelReason, DebugWindow, DisconnectPolicy,
-    Exit, ExitStatus, Input, Outcome, ResultChannel, ResultClassifier, ResultKind, SettingsError,
-    Signal, SignalMark, SpawnError, SpawnOrder, State, StateMark, StdoutMode, StreamEnd,
-    TRANSITIONS, Timer, card_text, rfc3339, spawn_error_kind, visible,
+    Exit, ExitStatus, Input, Outcome, OutcomeError, ResultChannel, ResultClassifier, ResultKind,
+    SettingsError, Signal, SignalMark, SpawnError, SpawnOrder, State, StateMark, StdoutMode,
+    StdoutTruncated, StreamEnd, TRANSITIONS, Timer, card_text, rfc3339, spawn_error_kind, visible,
 };
 pub use capture::{CaptureSettings, Fed, Retained, StreamCapture, StreamName};
 pub use config::{Config, ConfigError, DebugGrant, DebugGrantError, Retain, Rule};

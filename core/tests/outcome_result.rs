@@ -92,7 +92,7 @@ fn a_failed_spawn_is_an_error_with_the_os_kind_and_the_records_reason() {
         spawn_fails(io::ErrorKind::NotFound, "spawn failed: nosuch: NotFound"),
         |_| {},
     );
-    let error = outcome.into_result().unwrap_err();
+    let error = not_spawned(outcome.into_result().unwrap_err());
     assert_eq!(error.kind(), io::ErrorKind::NotFound);
     assert_eq!(error.reason(), "spawn failed: nosuch: NotFound");
     assert_eq!(
@@ -141,7 +141,7 @@ fn a_failed_spawn_goes_into_a_boxed_error() {
         |_| {},
     );
     let error = run_it(outcome).unwrap_err();
-    let error = error.downcast::<SpawnError>().unwrap();
+    let error = not_spawned(*error.downcast::<spillguard_core::OutcomeError>().unwrap());
     // A kind outside the record's table is `other`, and reads back as Other.
     assert_eq!(
         error.outcome().record.spawn_error_kind.as_deref(),
@@ -166,7 +166,7 @@ fn a_refused_validation_is_an_invalid_input_error() {
     )
     .unwrap();
     let outcome = finished(&mut call);
-    let error = outcome.into_result().unwrap_err();
+    let error = not_spawned(outcome.into_result().unwrap_err());
     assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
     assert_eq!(error.reason(), "argument `-rf` starts with a dash");
     world.lanes.clear();
@@ -187,7 +187,7 @@ fn an_attempt_the_audit_log_could_not_record_is_an_other_error() {
     world.drive_bounded(10_000);
     let outcome = *world.lanes.remove(lane).outcome.unwrap();
     assert_eq!(outcome.record.spawn_error_kind, None);
-    let error = outcome.into_result().unwrap_err();
+    let error = not_spawned(outcome.into_result().unwrap_err());
     assert_eq!(error.kind(), io::ErrorKind::Other);
     assert_eq!(error.reason(), "audit log: disk full");
 }
@@ -299,5 +299,13 @@ fn every_kind_the_record_names_reads_back_as_itself() {
             Some("other")
         );
         assert_eq!(error.kind(), kind);
+    }
+}
+
+/// The spawn error inside `error`, which must be one.
+fn not_spawned(error: spillguard_core::OutcomeError) -> spillguard_core::SpawnError {
+    match error {
+        spillguard_core::OutcomeError::NotSpawned(error) => error,
+        other => panic!("not a spawn error: {other:?}"),
     }
 }

@@ -254,6 +254,7 @@ impl CallRequest {
         if let Some(grace) = self.stdin_close_grace {
             settings.stdin_close_grace = grace;
         }
+        settings.stdout_truncation_allowed = self.stdout_truncation_allowed;
         if self.kill_on_drop {
             settings.on_client_disconnect = DisconnectPolicy::Cancel;
         }

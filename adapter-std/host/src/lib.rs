@@ -83,12 +83,13 @@ pub use ids::{fresh_id, fresh_span_id, fresh_trace_id};
 pub use leftover_pipes::LeftoverStats;
 pub use lines::StderrLines;
 pub use options::{HostOptions, ShutdownReport};
-pub use output::{Output, StdoutTruncated, status_of};
+pub use output::{Output, status_of};
 /// The sans-IO protocol core (`spillguard-core`): the call record, its
 /// states and outcome, settings and configuration, bounds, redaction and
 /// the audit log format. Named `proto`, not `core`, so that a glob
 /// import of this crate never shadows the language's `core`.
 pub use spillguard_core as proto;
+pub use spillguard_core::{OutcomeError, StdoutTruncated};
 
 /// What the smol and tokio adapters re-export for their users, beside
 /// their own `Host`, `CallHandle`, `Canceller` and stream types.

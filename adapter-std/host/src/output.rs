@@ -8,14 +8,13 @@
 //! [`SpawnError`](spillguard_core::SpawnError)), a
 //! call that ended before its helper exited (cancelled, its approval
 //! declined or expired), and a stdout cut at its budget, unless the
-//! caller allowed that ([`StdoutTruncated`]).
+//! caller allowed that ([`StdoutTruncated`](spillguard_core::StdoutTruncated)).
 
-use std::fmt;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use spillguard_core::{CallRecord, Outcome};
+use spillguard_core::{CallRecord, Outcome, OutcomeError};
 
 /// What a call left, in the shape of `std::process::Output`.
 ///
@@ -48,17 +47,10 @@ impl Output {
     }
 
     /// The output of `outcome`, or why there is none (see the module
-    /// docs); a cut stdout is an error unless `truncation_allowed`.
-    pub fn of(outcome: Outcome, truncation_allowed: bool) -> io::Result<Self> {
+    /// docs); a cut stdout is an error unless the call allowed it.
+    pub fn of(outcome: Outcome) -> io::Result<Self> {
         let outcome = outcome.into_result()?;
         let status = exit_status(&outcome.record)?;
-        let record = &outcome.record;
-        if record.stdout_truncated && !truncation_allowed {
-            return Err(io::Error::other(StdoutTruncated {
-                seen: record.stdout_bytes_seen,
-                kept: record.stdout_bytes_retained,
-            }));
-        }
         Ok(Self {
             status,
             stdout: outcome.stdout.to_vec(),
@@ -71,9 +63,14 @@ impl Output {
 /// How the helper of `outcome` ended, or why it never did: the spawn's
 /// error ([`SpawnError`](spillguard_core::SpawnError), with the OS
 /// error's kind), or the state the call
-/// ended in before its helper exited.
+/// ended in before its helper exited. A cut stdout is no error here.
 pub fn status_of(outcome: Outcome) -> io::Result<ExitStatus> {
-    exit_status(&outcome.into_result()?.record)
+    let outcome = match outcome.into_result() {
+        Ok(outcome) => outcome,
+        Err(error @ OutcomeError::NotSpawned(_)) => return Err(error.into()),
+        Err(error) => error.into_outcome(),
+    };
+    exit_status(&outcome.record)
 }
 
 /// How the helper of `record` ended: its exit code or its signal.
@@ -94,26 +91,3 @@ fn exit_status(record: &CallRecord) -> io::Result<ExitStatus> {
         }
     }
 }
-
-/// `output()`'s error for a stdout cut at its budget: the bytes the helper
-/// wrote and those kept. Raise the budget with the builder's
-/// `stdout_budget(bytes)`, or accept a cut with `allow_stdout_truncation()`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StdoutTruncated {
-    /// Bytes the helper wrote to stdout.
-    pub seen: u64,
-    /// Bytes kept, within the budget.
-    pub kept: u64,
-}
-
-impl fmt::Display for StdoutTruncated {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "stdout was truncated: {} bytes written, {} kept; raise the budget with `stdout_budget(bytes)` or accept the cut with `allow_stdout_truncation()`",
-            self.seen, self.kept
-        )
-    }
-}
-
-impl std::error::Error for StdoutTruncated {}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use super::{Call, CallSettings, CallSpec, ResultChannel, StdoutMode, visible};
-use super::{CallKind, CallRecord, Signal, SpawnError, State};
+use super::{CallKind, CallRecord, OutcomeError, Signal, State};
 use crate::capture::Retained;
 use crate::redact::StreamRedactions;
 
@@ -198,6 +198,10 @@ pub struct Outcome {
     pub result_value: Option<serde_json::Value>,
     /// The secrets replaced in the rendered stderr and stdout, per rule.
     pub redactions: StreamRedactions,
+    /// Whether the call allowed its stdout to be cut at its budget
+    /// ([`CallSettings::stdout_truncation_allowed`]); if not, a cut stdout
+    /// makes [`into_result`](Self::into_result) an error.
+    pub stdout_truncation_allowed: bool,
 }
 
 impl Outcome {
@@ -259,8 +263,12 @@ impl Outcome {
     /// `Ok(self)`, unless the helper was never spawned because the call
     /// ended `failed_before_dispatch` (the OS refused the spawn, the
     /// command or settings were refused, or the audit log could not
-    /// record the attempt): then a [`SpawnError`] that says why and keeps
-    /// this outcome.
+    /// record the attempt), or its stdout was cut at its budget
+    /// (`stdout_truncated`) and the call did not allow that
+    /// ([`stdout_truncation_allowed`](Self::stdout_truncation_allowed)):
+    /// then an [`OutcomeError`] that says why (a
+    /// [`SpawnError`](crate::SpawnError), or the bytes written and kept)
+    /// and keeps this outcome.
     ///
     /// Every other end is `Ok`, as with `tokio::process::Command::output`,
     /// where how the child exited is never an error: a non-zero exit or a
@@ -281,8 +289,8 @@ impl Outcome {
     /// # }
     /// ```
     #[doc(alias = "spawn")]
-    pub fn into_result(self) -> Result<Outcome, SpawnError> {
-        SpawnError::of(self)
+    pub fn into_result(self) -> Result<Outcome, OutcomeError> {
+        OutcomeError::of(self)
     }
 
     /// The structured result parsed from stdout, if the call's result

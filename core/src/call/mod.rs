@@ -60,6 +60,6 @@ pub use settings::{
     Admission, CallSettings, CallSpec, DebugWindow, ResultChannel, ResultClassifier, SettingsError,
     StdoutMode,
 };
-pub use spawn::{SpawnError, spawn_error_kind};
+pub use spawn::{OutcomeError, SpawnError, StdoutTruncated, spawn_error_kind};
 pub use timer::Timer;
 pub use transitions::TRANSITIONS;

@@ -59,6 +59,10 @@ pub struct CallSettings {
     /// when it is captured. The stderr settings' redactor also redacts the
     /// spec, failures and audit texts.
     pub stdout: CaptureSettings,
+    /// Whether a stdout cut at its budget is accepted: `false` (the
+    /// default) makes [`Outcome::into_result`](crate::Outcome::into_result)
+    /// an error when the record says `stdout_truncated`.
+    pub stdout_truncation_allowed: bool,
     /// Whether the call captures the helper's stdout (the default) or the
     /// caller streams the helper's stdin and stdout itself.
     pub stdout_mode: StdoutMode,
@@ -334,6 +338,7 @@ impl CallSettings {
                 redactor: config.redact_extra_patterns.clone(),
                 ..CaptureSettings::tail(StreamName::Stdout, Self::DEFAULT_STDOUT_BYTES)
             },
+            stdout_truncation_allowed: false,
             stdout_mode: StdoutMode::Captured,
             stdin_close_grace: config.stdin_close_grace_seconds,
             mcp_shutdown: true,

@@ -215,3 +215,131 @@ impl From<SpawnError> for io::Error {
         io::Error::new(error.kind(), error)
     }
 }
+
+/// A stdout cut at its budget, in a call that did not allow it: the bytes
+/// the helper wrote and those kept. Raise the budget with the builder's
+/// `stdout_budget(bytes)`, or accept a cut with `allow_stdout_truncation()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StdoutTruncated {
+    /// Bytes the helper wrote to stdout.
+    pub seen: u64,
+    /// Bytes kept, within the budget.
+    pub kept: u64,
+}
+
+impl fmt::Display for StdoutTruncated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stdout was truncated: {} bytes written, {} kept; raise the budget with `stdout_budget(bytes)` or accept the cut with `allow_stdout_truncation()`",
+            self.seen, self.kept
+        )
+    }
+}
+
+impl std::error::Error for StdoutTruncated {}
+
+/// Why [`Outcome::into_result`] is not `Ok`: the helper was never
+/// spawned, or its stdout was cut at its budget in a call that did not
+/// allow that. Either way the outcome is kept
+/// ([`outcome`](Self::outcome)). As an `io::Error` (through `?`), a spawn
+/// failure has the OS error's kind and a cut stdout
+/// [`io::ErrorKind::Other`], with the [`SpawnError`] or the
+/// [`StdoutTruncated`] inside.
+#[non_exhaustive]
+pub enum OutcomeError {
+    /// The helper was never spawned (`failed_before_dispatch`).
+    NotSpawned(SpawnError),
+    /// The helper's stdout was cut at its budget.
+    StdoutTruncated {
+        /// The bytes written and kept.
+        truncated: StdoutTruncated,
+        /// The call's outcome, stdout as kept.
+        outcome: Box<Outcome>,
+    },
+}
+
+/// One line, as [`SpawnError`]'s.
+impl fmt::Debug for OutcomeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotSpawned(error) => write!(f, "NotSpawned({error:?})"),
+            Self::StdoutTruncated { truncated, outcome } => write!(
+                f,
+                "StdoutTruncated {{ call_id: {:?}, seen: {}, kept: {} }}",
+                outcome.record.call_id, truncated.seen, truncated.kept
+            ),
+        }
+    }
+}
+
+impl OutcomeError {
+    /// The error for `outcome`, if any (see [`Outcome::into_result`]).
+    pub(crate) fn of(outcome: Outcome) -> Result<Outcome, Self> {
+        let outcome = SpawnError::of(outcome).map_err(Self::NotSpawned)?;
+        let record = &outcome.record;
+        if record.stdout_truncated && !outcome.stdout_truncation_allowed {
+            let truncated = StdoutTruncated {
+                seen: record.stdout_bytes_seen,
+                kept: record.stdout_bytes_retained,
+            };
+            return Err(Self::StdoutTruncated {
+                truncated,
+                outcome: Box::new(outcome),
+            });
+        }
+        Ok(outcome)
+    }
+
+    /// The kind: the spawn's (see [`SpawnError::kind`]), or
+    /// [`io::ErrorKind::Other`] for a cut stdout.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            Self::NotSpawned(error) => error.kind(),
+            Self::StdoutTruncated { .. } => io::ErrorKind::Other,
+        }
+    }
+
+    /// The call's outcome: its record, and what was captured.
+    pub fn outcome(&self) -> &Outcome {
+        match self {
+            Self::NotSpawned(error) => error.outcome(),
+            Self::StdoutTruncated { outcome, .. } => outcome,
+        }
+    }
+
+    /// The call's outcome, for a caller who wants it after all.
+    pub fn into_outcome(self) -> Outcome {
+        match self {
+            Self::NotSpawned(error) => error.into_outcome(),
+            Self::StdoutTruncated { outcome, .. } => *outcome,
+        }
+    }
+}
+
+impl fmt::Display for OutcomeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotSpawned(error) => error.fmt(f),
+            Self::StdoutTruncated { truncated, .. } => truncated.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OutcomeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::NotSpawned(error) => Some(error),
+            Self::StdoutTruncated { truncated, .. } => Some(truncated),
+        }
+    }
+}
+
+impl From<OutcomeError> for io::Error {
+    fn from(error: OutcomeError) -> Self {
+        match error {
+            OutcomeError::NotSpawned(error) => error.into(),
+            OutcomeError::StdoutTruncated { truncated, .. } => io::Error::other(truncated),
+        }
+    }
+}

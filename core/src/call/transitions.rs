@@ -769,5 +769,6 @@ fn end(call: &mut Call, now: Instant, state: State) {
         excerpt_bytes: call.settings.excerpt_bytes,
         result_value: call.result_value.take(),
         redactions,
+        stdout_truncation_allowed: call.settings.stdout_truncation_allowed,
     })));
 }

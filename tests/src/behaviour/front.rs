@@ -297,6 +297,31 @@ pub fn a_command_needs_no_host_and_answers_as_std_output<H: HostUnderTest>(
         .unwrap();
     assert_eq!(whole.stdout, vec![0; 3_000_000]);
     assert!(!whole.record().stdout_truncated);
+
+    // The same on a host's call: `into_result()` fails on the cut unless
+    // it was allowed, and keeps the outcome either way.
+    let outcome_of = |builder: spillguard_host::CallBuilder<'static, _>| {
+        host.launch(builder.into_request())
+            .wait_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the call did not end"))
+    };
+    match outcome_of(request(big())).into_result() {
+        Err(spillguard_core::OutcomeError::StdoutTruncated { truncated, outcome }) => {
+            assert_eq!((truncated.seen, truncated.kept), (3_000_000, 1 << 20));
+            assert_eq!(outcome.stdout_bytes().len(), 1 << 20);
+            assert_eq!(outcome.record.state, State::Completed);
+        }
+        other => panic!("not a truncation error: {other:?}"),
+    }
+    let allowed = outcome_of(request(big()).allow_stdout_truncation())
+        .into_result()
+        .unwrap();
+    assert!(allowed.record.stdout_truncated);
+    assert_eq!(allowed.stdout_bytes().len(), 1 << 20);
+    let whole = outcome_of(request(big()).stdout_budget(8 << 20))
+        .into_result()
+        .unwrap();
+    assert_eq!(whole.stdout_bytes().len(), 3_000_000);
 }
 
 /// A call keeps what it needs of its host: dropping the host (its last

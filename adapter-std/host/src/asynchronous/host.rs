@@ -302,8 +302,7 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors. The call starts at the first poll.
     pub async fn output(self) -> io::Result<Output> {
-        let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.run_to_end().start().wait().await, allowed)
+        Output::of(self.run_to_end().start().wait().await)
     }
 
     /// Runs the call to its end and returns how its helper ended; the
@@ -365,8 +364,7 @@ impl<R: AsyncRuntime> CallBuilder<'static, DefaultHost<R>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors.
     pub async fn output(self) -> io::Result<Output> {
-        let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.run_to_end().spawn()?.wait().await, allowed)
+        Output::of(self.run_to_end().spawn()?.wait().await)
     }
 
     /// Runs the call on the process-wide host and returns how its helper

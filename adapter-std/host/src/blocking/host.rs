@@ -397,8 +397,7 @@ impl<'h, D: ThreadDriver> CallBuilder<'h, BlockingHost<D>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors.
     pub fn output(self) -> io::Result<Output> {
-        let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.run_here().wait(), allowed)
+        Output::of(self.run_here().wait())
     }
 
     /// Runs the call to its end and returns how its helper ended; the
@@ -465,8 +464,7 @@ impl<D: ThreadDriver> CallBuilder<'static, DefaultHost<D>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors.
     pub fn output(self) -> io::Result<Output> {
-        let allowed = self.request().stdout_truncation_allowed();
-        Output::of(self.run_here()?.wait(), allowed)
+        Output::of(self.run_here()?.wait())
     }
 
     /// Runs the call on the process-wide host and returns how its helper
