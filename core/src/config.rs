@@ -192,6 +192,7 @@ impl Config {
     /// it. Keys left out take their defaults; other top-level tables are
     /// ignored (the file may hold the host's other settings); unknown keys
     /// inside `helper_output` are errors.
+    #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
         let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigError::new("helper_output", Rule::Syntax(e.message().to_owned()))
@@ -343,6 +344,7 @@ pub(crate) fn longest_marker(retain: Retain) -> u64 {
     crate::render::marker_reserve(crate::capture::StreamName::Stderr, retain, u64::MAX, true) as u64
 }
 
+#[cfg(feature = "toml")]
 fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
     match value {
         toml::Value::Integer(n) => {
@@ -355,6 +357,7 @@ fn bytes(key: &str, value: &toml::Value) -> Result<u64, ConfigError> {
     }
 }
 
+#[cfg(feature = "toml")]
 fn extra_patterns(key: &str, value: &toml::Value) -> Result<Redactor, ConfigError> {
     let wrong = || ConfigError::new(key, Rule::WrongType("an array of strings (patterns)"));
     let items = value.as_array().ok_or_else(wrong)?;
@@ -373,6 +376,7 @@ fn extra_patterns(key: &str, value: &toml::Value) -> Result<Redactor, ConfigErro
     })
 }
 
+#[cfg(feature = "toml")]
 fn seconds(key: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
     let secs = match value {
         toml::Value::Integer(n) => *n as f64,

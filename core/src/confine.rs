@@ -621,6 +621,7 @@ impl Confinement {
     /// assert_eq!(bad.to_string(), "helper_limits.pids_max: must be greater than zero");
     /// # Ok::<(), spillguard_core::ConfineError>(())
     /// ```
+    #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Self, ConfineError> {
         let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfineError::new("", format!("not valid TOML: {}", e.message().trim()))
@@ -658,6 +659,7 @@ impl Confinement {
     /// key over these; `path` names the table in errors
     /// (`tools.fetch.limits`). Sizes are `"256M"` or a number of bytes;
     /// counts are integers of at least 1.
+    #[cfg(feature = "toml")]
     pub fn merge_limits(&mut self, table: &toml::Table, path: &str) -> Result<(), ConfineError> {
         for (key, value) in table {
             let field = format!("{path}.{key}");
@@ -691,6 +693,7 @@ impl Confinement {
     /// Sets what a `sandbox` table names (the [`SANDBOX_KEYS`]), key by
     /// key over these; `path` names the table in errors. Paths must be
     /// absolute, ports 1 to 65535, `network` `"none"` or `"any"`.
+    #[cfg(feature = "toml")]
     pub fn merge_sandbox(&mut self, table: &toml::Table, path: &str) -> Result<(), ConfineError> {
         for (key, value) in table {
             let field = format!("{path}.{key}");
@@ -714,6 +717,7 @@ impl Confinement {
     }
 }
 
+#[cfg(feature = "toml")]
 fn unknown_key(field: String, known: &[&str]) -> ConfineError {
     ConfineError::new(
         field,
@@ -721,6 +725,7 @@ fn unknown_key(field: String, known: &[&str]) -> ConfineError {
     )
 }
 
+#[cfg(feature = "toml")]
 fn paths(field: &str, value: &toml::Value) -> Result<Vec<PathBuf>, ConfineError> {
     let list = value
         .as_array()
@@ -743,6 +748,7 @@ fn paths(field: &str, value: &toml::Value) -> Result<Vec<PathBuf>, ConfineError>
         .collect()
 }
 
+#[cfg(feature = "toml")]
 fn ports(field: &str, value: &toml::Value) -> Result<Vec<u16>, ConfineError> {
     let list = value
         .as_array()

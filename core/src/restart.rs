@@ -131,6 +131,7 @@ impl RestartTable {
     ///
     /// The first key that is unknown or breaks its rule, or a file that
     /// is not TOML.
+    #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Self, RestartTableError> {
         let error = |key: &str, rule: String| RestartTableError {
             key: key.to_owned(),

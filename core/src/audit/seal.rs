@@ -6,13 +6,18 @@
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "audit-seal")]
 use chacha20poly1305::aead::AeadInOut;
+#[cfg(feature = "audit-seal")]
 use chacha20poly1305::{KeyInit, Tag, XChaCha20Poly1305, XNonce};
 use zeroize::{Zeroize, Zeroizing};
 
-use super::chain::{ChainHash, HexParseError, LogId, hex_newtype, parse_hex};
+#[cfg(feature = "audit-seal")]
+use super::chain::{ChainHash, LogId};
+use super::chain::{HexParseError, hex_newtype, parse_hex};
 
 /// Context of the subkey that encrypts record payloads.
+#[cfg(feature = "audit-seal")]
 const RECORD_KEY_CONTEXT: &str = "spillguard audit record key v1";
 /// Context of the subkey that MACs anchors.
 const ANCHOR_KEY_CONTEXT: &str = "spillguard audit anchor mac v1";
@@ -20,6 +25,7 @@ const ANCHOR_KEY_CONTEXT: &str = "spillguard audit anchor mac v1";
 const KEY_ID_CONTEXT: &str = "spillguard audit key id v1";
 
 /// Bytes of the Poly1305 tag appended to each ciphertext.
+#[cfg(feature = "audit-seal")]
 pub(crate) const TAG_BYTES: usize = 16;
 
 /// A 24-byte XChaCha20 nonce. It must never repeat under one key; the
@@ -82,10 +88,11 @@ pub struct KeyId(pub [u8; 8]);
 
 hex_newtype!(KeyId, 8);
 
-/// The subkeys derived from a [`Key`]: the payload cipher, the anchor MAC
-/// key and the key id.
+/// The subkeys derived from a [`Key`]: the payload cipher (with the
+/// `audit-seal` feature), the anchor MAC key and the key id.
 #[derive(Clone)]
 pub(crate) struct KeySchedule {
+    #[cfg(feature = "audit-seal")]
     cipher: XChaCha20Poly1305,
     mac_key: Zeroizing<[u8; 32]>,
     id: KeyId,
@@ -99,6 +106,7 @@ impl fmt::Debug for KeySchedule {
 
 /// Associated data of a sealed payload: log id ‖ sequence number (u64
 /// little-endian) ‖ previous hash. 56 bytes.
+#[cfg(feature = "audit-seal")]
 fn associated_data(log_id: LogId, seq: u64, prev: &ChainHash) -> [u8; 56] {
     let mut ad = [0u8; 56];
     ad[..16].copy_from_slice(&log_id.0);
@@ -109,10 +117,13 @@ fn associated_data(log_id: LogId, seq: u64, prev: &ChainHash) -> [u8; 56] {
 
 impl KeySchedule {
     pub(crate) fn new(key: &Key) -> KeySchedule {
-        let record_key = Zeroizing::new(blake3::derive_key(RECORD_KEY_CONTEXT, &key.0));
-        let record_key: &[u8; 32] = &record_key;
         KeySchedule {
-            cipher: XChaCha20Poly1305::new(record_key.into()),
+            #[cfg(feature = "audit-seal")]
+            cipher: {
+                let record_key = Zeroizing::new(blake3::derive_key(RECORD_KEY_CONTEXT, &key.0));
+                let record_key: &[u8; 32] = &record_key;
+                XChaCha20Poly1305::new(record_key.into())
+            },
             mac_key: Zeroizing::new(blake3::derive_key(ANCHOR_KEY_CONTEXT, &key.0)),
             id: key.id(),
         }
@@ -128,6 +139,7 @@ impl KeySchedule {
     }
 
     /// Encrypts `buffer` in place and appends the tag.
+    #[cfg(feature = "audit-seal")]
     pub(crate) fn seal(
         &self,
         log_id: LogId,
@@ -147,6 +159,7 @@ impl KeySchedule {
 
     /// Decrypts `sealed` (ciphertext ‖ tag) into a new buffer, or fails if
     /// it does not authenticate under this key and associated data.
+    #[cfg(feature = "audit-seal")]
     pub(crate) fn open(
         &self,
         log_id: LogId,
@@ -177,10 +190,11 @@ impl KeySchedule {
 }
 
 /// A payload did not authenticate (or could not be sealed).
+#[cfg(feature = "audit-seal")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SealError;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "audit-seal"))]
 mod tests {
     use super::*;
 

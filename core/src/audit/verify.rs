@@ -723,6 +723,24 @@ impl Verifier {
                 Err(reason) => return self.malformed(reason),
             },
             (Payload::Sealed { .. }, None) => None,
+            // Without a cipher in this build, a sealed record's chain is
+            // verified and its content left unread, as with no key.
+            #[cfg(not(feature = "audit-seal"))]
+            (Payload::Sealed { key_id, .. }, Some(keys)) => {
+                if KeyId(*key_id) != keys.id() {
+                    let verdict = if index == 0 && !self.key_confirmed {
+                        Verdict::WrongKey {
+                            log_key: KeyId(*key_id),
+                            given_key: keys.id(),
+                        }
+                    } else {
+                        self.tampered(TamperKind::BadMac)
+                    };
+                    return self.decide(verdict);
+                }
+                None
+            }
+            #[cfg(feature = "audit-seal")]
             (
                 Payload::Sealed {
                     key_id,

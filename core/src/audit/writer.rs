@@ -108,6 +108,9 @@ pub enum AppendError {
     NoRecoveryPending,
     /// The entry could not be encoded.
     Encode,
+    /// The log is sealed, and this build has no cipher: spillguard-core
+    /// was built without its `audit-seal` feature.
+    SealingUnavailable,
 }
 
 impl fmt::Display for AppendError {
@@ -126,6 +129,9 @@ impl fmt::Display for AppendError {
             }
             AppendError::NoRecoveryPending => f.write_str("no recovery is pending"),
             AppendError::Encode => f.write_str("the entry could not be encoded"),
+            AppendError::SealingUnavailable => f.write_str(
+                "sealing an audit log needs spillguard-core's `audit-seal` feature, which this build left out",
+            ),
         }
     }
 }
@@ -374,12 +380,15 @@ impl LogWriter {
     fn write_encoded(
         &mut self,
         version: u8,
-        mut payload: Vec<u8>,
+        #[cfg_attr(not(feature = "audit-seal"), allow(unused_mut))] mut payload: Vec<u8>,
         nonce: Option<Nonce>,
         out: &mut Vec<u8>,
     ) -> Result<(), AppendError> {
         let start = out.len();
         let built = match (&self.keys, &nonce) {
+            #[cfg(not(feature = "audit-seal"))]
+            (Some(_), Some(_)) => return Err(AppendError::SealingUnavailable),
+            #[cfg(feature = "audit-seal")]
             (Some(keys), Some(nonce)) => {
                 let sealed = keys.seal(self.log_id, self.next_seq, &self.head, nonce, &mut payload);
                 match sealed {

@@ -31,23 +31,20 @@
 
 mod cgroup;
 mod child;
+#[cfg_attr(not(feature = "landlock"), path = "no_landlock.rs")]
+mod landlock_rules;
 mod pool;
 mod seccomp;
 pub(crate) mod spawn;
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, path_beneath_rules,
-};
 use spillguard_core::{
     Confinement, Enforcement, LIMIT_KINDS, LimitMechanism, Network, Signal, TreeReport,
 };
@@ -251,7 +248,13 @@ pub(crate) fn prepare(
         enforced.push("rlimit".to_owned());
     }
 
-    let abi = child::landlock_abi();
+    // Without the `landlock` feature this build has no Landlock: every
+    // rule that needs it fails closed, as on a kernel without it.
+    let abi = if cfg!(feature = "landlock") {
+        child::landlock_abi()
+    } else {
+        0
+    };
     let mut tcp_landlock = false;
     if sandbox.network == Network::None {
         if may_create_netns() {
@@ -273,8 +276,8 @@ pub(crate) fn prepare(
         } else {
             failures.push(format!(
                 "connect-port: cannot be enforced: TCP port rules need Landlock ABI 4 \
-                 (Linux 6.7); this kernel has {}",
-                abi_text(abi)
+                 (Linux 6.7); {}",
+                landlock_here(abi)
             ));
         }
     }
@@ -306,8 +309,8 @@ pub(crate) fn prepare(
     }
     if files && abi < 1 {
         failures.push(format!(
-            "read-only/read-write: cannot be enforced: file rules need Landlock; this kernel has {}",
-            abi_text(abi)
+            "read-only/read-write: cannot be enforced: file rules need Landlock; {}",
+            landlock_here(abi)
         ));
     }
     if (files && abi >= 1) || tcp_landlock || scoped {
@@ -321,8 +324,8 @@ pub(crate) fn prepare(
             files.then_some(sandbox),
             tcp_landlock.then_some(allowed_tcp),
         );
-        let made = cached_ruleset(key, || {
-            ruleset(
+        let made = landlock_rules::cached_ruleset(key, || {
+            landlock_rules::ruleset(
                 abi,
                 files.then_some(confinement),
                 tcp_landlock.then_some(allowed_tcp),
@@ -413,99 +416,15 @@ fn may_create_netns() -> bool {
     })
 }
 
-fn abi_text(abi: i32) -> String {
-    if abi < 1 {
-        "no Landlock".to_owned()
+/// What Landlock there is here, for a refusal's line.
+fn landlock_here(abi: i32) -> String {
+    if !cfg!(feature = "landlock") {
+        "this build has none (spillguard-host without its `landlock` feature)".to_owned()
+    } else if abi < 1 {
+        "this kernel has no Landlock".to_owned()
     } else {
-        format!("ABI {abi}")
+        format!("this kernel has ABI {abi}")
     }
-}
-
-/// Rulesets made so far, by what they were made from (at most
-/// [`RULESETS_KEPT`]): a ruleset is only read when a child restricts
-/// itself, so the calls whose rules are the same share one, made once.
-static RULESETS: Mutex<Option<HashMap<String, Arc<OwnedFd>>>> = Mutex::new(None);
-
-/// Rulesets kept; when full, the cache starts over.
-const RULESETS_KEPT: usize = 64;
-
-/// The ruleset `key` names, made by `make` the first time.
-fn cached_ruleset(
-    key: String,
-    make: impl FnOnce() -> Result<landlock::RulesetCreated, landlock::RulesetError>,
-) -> Result<Arc<OwnedFd>, String> {
-    let mut cache = RULESETS.lock().unwrap_or_else(PoisonError::into_inner);
-    let cache = cache.get_or_insert_with(HashMap::new);
-    if let Some(fd) = cache.get(&key) {
-        return Ok(Arc::clone(fd));
-    }
-    let created = make().map_err(|e| e.to_string())?;
-    let fd: Option<OwnedFd> = created.into();
-    // A ruleset made as a hard requirement has a descriptor, or failed.
-    let fd = Arc::new(fd.ok_or("the kernel made no ruleset")?);
-    if cache.len() >= RULESETS_KEPT {
-        cache.clear();
-    }
-    cache.insert(key, Arc::clone(&fd));
-    Ok(fd)
-}
-
-/// The Landlock ruleset: file rules (system paths, the program, the
-/// confinement's paths) when `files` is given, TCP rules (the ports
-/// allowed to connect and bind) when `tcp` is.
-fn ruleset(
-    kernel_abi: i32,
-    files: Option<&Confinement>,
-    tcp: Option<(&[u16], &[u16])>,
-    scoped: bool,
-    program: Option<&Path>,
-) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
-    // The newest rights this kernel has, up to the ones this code asks
-    // for (ABI 5: device ioctls; 6: scopes).
-    let abi = ABI::from(kernel_abi.min(LANDLOCK_ABI_USED));
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-    if files.is_some() {
-        ruleset = ruleset.handle_access(AccessFs::from_all(abi))?;
-    }
-    if tcp.is_some() {
-        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
-    }
-    if scoped {
-        // No signal to a process outside the helper's own domain (the
-        // host, the user's other processes), no connection to an
-        // abstract unix socket made outside it.
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
-    }
-    let mut created = ruleset.create()?;
-    if let Some(confinement) = files {
-        let existing = |list: &[&str]| -> Vec<PathBuf> {
-            list.iter()
-                .map(PathBuf::from)
-                .filter(|p| p.exists())
-                .collect()
-        };
-        let mut read = existing(SYSTEM_READ);
-        read.extend(confinement.sandbox.read_only.iter().cloned());
-        if let Some(program) = program {
-            read.push(program.to_path_buf());
-        }
-        created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi)))?;
-        let mut write = existing(SYSTEM_WRITE);
-        write.extend(confinement.sandbox.read_write.iter().cloned());
-        // Every right but making device files: a device node made in a
-        // writable directory would open what its numbers name.
-        let writable = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
-        created = created.add_rules(path_beneath_rules(write, writable))?;
-    }
-    if let Some((connect, bind)) = tcp {
-        for &port in connect {
-            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
-        }
-        for &port in bind {
-            created = created.add_rule(NetPort::new(port, AccessNet::BindTcp))?;
-        }
-    }
-    Ok(created)
 }
 
 /// The file `program` runs as `execvp` in the helper would find it, made
@@ -611,5 +530,79 @@ impl Tree {
     /// second); its empty groups are then removed off the call's path.
     pub(crate) fn end(mut self) {
         self.group.end(TREE_END_WAIT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use spillguard_core::Sandbox;
+
+    fn read_only_tmp(allow_degraded: bool) -> Confinement {
+        Confinement {
+            sandbox: Sandbox {
+                read_only: vec![std::env::temp_dir()],
+                ..Sandbox::default()
+            },
+            allow_degraded,
+            ..Confinement::default()
+        }
+    }
+
+    /// Without the `landlock` feature a file sandbox cannot be enforced:
+    /// it is refused with a line that names the build, and with degraded
+    /// mode it runs with the rule listed as not enforced.
+    #[cfg(not(feature = "landlock"))]
+    #[test]
+    fn without_landlock_a_file_sandbox_fails_closed_naming_the_build() {
+        let refused = prepare(&read_only_tmp(false), Path::new("/bin/true"), None, None)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            refused.starts_with("read-only/read-write: cannot be enforced: file rules need Landlock; this build has none (spillguard-host without its `landlock` feature)"),
+            "{refused}"
+        );
+        let degraded = prepare(&read_only_tmp(true), Path::new("/bin/true"), None, None)
+            .unwrap_or_else(|e| panic!("refused in degraded mode: {e}"));
+        assert!(degraded.child.landlock.is_none());
+        assert!(
+            degraded
+                .enforcement
+                .not_enforced
+                .iter()
+                .any(|line| line.contains("without its `landlock` feature")),
+            "{:?}",
+            degraded.enforcement.not_enforced
+        );
+        assert!(
+            !degraded
+                .enforcement
+                .enforced
+                .iter()
+                .any(|m| m.starts_with("landlock"))
+        );
+    }
+
+    /// With the feature, on a kernel with Landlock, the same sandbox is
+    /// enforced by a ruleset the record names.
+    #[cfg(feature = "landlock")]
+    #[test]
+    fn with_landlock_a_file_sandbox_is_a_ruleset_where_the_kernel_has_one() {
+        if child::landlock_abi() < 1 {
+            return;
+        }
+        let prepared = prepare(&read_only_tmp(false), Path::new("/bin/true"), None, None)
+            .unwrap_or_else(|e| panic!("refused: {e}"));
+        assert!(prepared.child.landlock.is_some());
+        assert!(
+            prepared
+                .enforcement
+                .enforced
+                .iter()
+                .any(|m| m.starts_with("landlock-abi-")),
+            "{:?}",
+            prepared.enforcement.enforced
+        );
     }
 }
