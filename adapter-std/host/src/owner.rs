@@ -314,6 +314,11 @@ impl<H: HostLink, W: Wake> Prepared<H, W> {
             needs_approval: approval.is_required(),
             host_closing,
         };
+        // Made here, on the caller's thread: the caller's current span is
+        // its parent.
+        #[cfg(feature = "tracing")]
+        let (span, settings, command) =
+            crate::call_span::make(host.call_span(), &spec, settings, command);
         let now = clock();
         let mut call = Call::new(spec, settings, state.pool(), now, SystemTime::now());
         // Read after registering: a grant (or revocation) made since the
@@ -325,7 +330,16 @@ impl<H: HostLink, W: Wake> Prepared<H, W> {
             Some(grant) => call.handle(now, Input::DebugGranted(grant)),
             None => call.handle(now, Input::DebugRevoked),
         };
-        let mut core = OwnerCore::new(id, call, command, published, host.clone(), clock);
+        let mut core = OwnerCore::new(
+            id,
+            call,
+            command,
+            published,
+            host.clone(),
+            clock,
+            #[cfg(feature = "tracing")]
+            span,
+        );
         core.stderr_tap = stderr_tap;
         core.refused = refused;
         Self {
@@ -403,24 +417,8 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         published: Arc<Published<W>>,
         host: Arc<H>,
         clock: fn() -> Instant,
+        #[cfg(feature = "tracing")] span: tracing::Span,
     ) -> Self {
-        #[cfg(feature = "tracing")]
-        let span = {
-            let spec = call.spec();
-            let trace = call.settings().trace.as_ref();
-            let (trace_id, span_id) = (
-                trace.map(|t| spillguard_core::trace::hex(&t.trace_id)),
-                trace.map(|t| spillguard_core::trace::hex(&t.span_id)),
-            );
-            host.call_span()(&crate::call_span::SpanFields {
-                call_id: &spec.call_id,
-                session_id: &spec.session_id,
-                action: &spec.action,
-                program: &crate::builder::program_name(&command),
-                trace_id: trace_id.as_deref(),
-                span_id: span_id.as_deref(),
-            })
-        };
         let streamed = call.settings().stdout_mode == StdoutMode::Streamed;
         if !streamed {
             published.no_streams();
