@@ -59,12 +59,18 @@ enum Woken {
 
 /// Runs the call of `new` to its end.
 pub(crate) async fn run(new: NewOwner<SmolRuntime>) {
+    begin(new).await;
+}
+
+/// Begins the call of `new` now (its first inputs, the spawn) and returns
+/// the rest of its owner's loop, to its end.
+pub(crate) fn begin(new: NewOwner<SmolRuntime>) -> impl std::future::Future<Output = ()> + Send {
     let owner = Owner {
         parts: AsyncOwner::begin(new),
         timer: Timer::never(),
         armed: None,
     };
-    owner.run().await;
+    owner.run()
 }
 
 impl Owner {

@@ -12,7 +12,7 @@ use futures_lite::future;
 use smol::Timer;
 use smol::channel::{self, Receiver, Sender};
 use spillguard_core::{CallError, Config};
-use spillguard_host::asynchronous::{AsyncRuntime, NewOwner};
+use spillguard_host::asynchronous::{AsyncRuntime, NewOwner, OwnerHere, OwnerLoop};
 use spillguard_host::host_state::process_default;
 use spillguard_host::leftover_pipes::LeftoverRuntime;
 use spillguard_host::owner::{Blocking, Unblocked};
@@ -139,6 +139,21 @@ impl AsyncRuntime for SmolRuntime {
     /// Detached on smol's global executor.
     fn start_owner(&self, new: NewOwner<Self>) {
         smol::spawn(owner::run(new)).detach();
+    }
+
+    /// Begun now; its loop runs wherever the caller polls it: smol's
+    /// reactor is the process's, whatever thread or executor polls.
+    #[allow(clippy::result_large_err)]
+    fn owner_here(&self, new: NewOwner<Self>) -> Result<OwnerHere<Self>, NewOwner<Self>> {
+        Ok(OwnerHere {
+            owner: Box::pin(owner::begin(new)),
+            task: (),
+        })
+    }
+
+    /// Detached on smol's global executor.
+    fn detach_owner(&self, owner: OwnerLoop) {
+        smol::spawn(owner).detach();
     }
 
     /// A detached task leaves nothing to learn.

@@ -190,6 +190,8 @@ struct Supervisor {
     released: Vec<u32>,
     /// The flusher thread runs.
     flusher: bool,
+    /// The flusher waits out a delay: a release needs not wake it.
+    flusher_armed: bool,
     parents: Vec<PathBuf>,
     trees: BTreeMap<PathBuf, Instant>,
     cpu: BTreeMap<PathBuf, u64>,
@@ -200,6 +202,7 @@ static SUPERVISOR: Mutex<Supervisor> = Mutex::new(Supervisor {
     groups: BTreeMap::new(),
     released: Vec::new(),
     flusher: false,
+    flusher_armed: false,
     parents: Vec::new(),
     trees: BTreeMap::new(),
     cpu: BTreeMap::new(),
@@ -304,10 +307,11 @@ pub fn release(pgid: u32) {
                 return;
             }
         }
-        // Only the first release waiting wakes the flusher: the flusher
-        // then waits out the delay whatever comes, and a call costs no
-        // thread a wake-up.
-        if supervisor.released.len() == 1 {
+        // A flusher waiting out its delay is not woken: it looks at the
+        // releases when the delay is over, so calls that come often wake
+        // it once per delay, not once each.
+        if !supervisor.flusher_armed {
+            supervisor.flusher_armed = true;
             RELEASED.notify_one();
         }
     }
@@ -327,14 +331,15 @@ static RELEASED: Condvar = Condvar::new();
 fn flush_releases() {
     let mut supervisor = supervisor();
     loop {
-        while supervisor.released.is_empty() {
+        while !supervisor.flusher_armed {
             supervisor = RELEASED
                 .wait(supervisor)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        // The whole delay, whatever wakes the thread: the releases go
+        // with the next line sent, or at its end.
         let due = Instant::now() + RELEASE_DELAY;
-        // Until the delay is over, or the releases went with a line.
-        while !supervisor.released.is_empty() {
+        loop {
             let left = due.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -347,6 +352,7 @@ fn flush_releases() {
         if !supervisor.released.is_empty() {
             supervisor.send("");
         }
+        supervisor.flusher_armed = false;
     }
 }
 

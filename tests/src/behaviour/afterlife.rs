@@ -172,13 +172,16 @@ pub fn thread_names() -> Vec<String> {
         .collect()
 }
 
-/// The process-wide thread that makes and removes control groups
-/// (`spillguard-cgroups`, as the kernel keeps its name): it starts once,
-/// when a group is first retired, whatever the calls' drainer is.
-const CGROUP_THREAD: &str = "spillguard-cgro";
+/// The process-wide threads that start once, whatever the calls' drainer
+/// is, as the kernel keeps their names: the one that makes and removes
+/// control groups (`spillguard-cgroups`, when a group is first retired)
+/// and the one that tells the helper supervisor of released groups
+/// (`spillguard-supervisor-flush`, when a call's group is first
+/// released, which may come just after its outcome).
+const PROCESS_WIDE_THREADS: [&str; 2] = ["spillguard-cgro", "spillguard-supe"];
 
 /// The process's threads (`/proc/self/task`) but the process-wide
-/// control-group thread: how many, and how many are named
+/// ones ([`PROCESS_WIDE_THREADS`]): how many, and how many are named
 /// [`DRAINER_THREAD`].
 pub fn process_threads() -> (usize, usize) {
     let mut all = 0;
@@ -189,7 +192,7 @@ pub fn process_threads() -> (usize, usize) {
         .flatten()
     {
         let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if name.trim_end() == CGROUP_THREAD {
+        if PROCESS_WIDE_THREADS.contains(&name.trim_end()) {
             continue;
         }
         all += 1;

@@ -4,10 +4,13 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use spillguard_core::{
@@ -15,7 +18,7 @@ use spillguard_core::{
     RetentionPool,
 };
 
-use super::{AsyncCallHandle, AsyncRuntime, AsyncShared, NewOwner, Run};
+use super::{AsyncCallHandle, AsyncRuntime, AsyncShared, NewOwner, OwnerHere, OwnerLoop, Run};
 use crate::builder::{Approval, CallBuilder, CallRequest, Launch};
 use crate::command::HelperCommand;
 use crate::error::HostError;
@@ -254,6 +257,29 @@ impl<R: AsyncRuntime> Launch for AsyncHost<R> {
     type Handle = AsyncCallHandle<R>;
 
     fn launch(&self, request: CallRequest) -> AsyncCallHandle<R> {
+        match self.launch_with(request, false) {
+            Launched::Task(handle) => handle,
+            // Not asked for: an owner is only begun here when asked.
+            Launched::Here(mut run) => match run.handle.take() {
+                Some(handle) => handle,
+                None => unreachable!("a call launched here has its handle"),
+            },
+        }
+    }
+}
+
+/// A call launched: its owner on a task of the runtime, or begun for the
+/// caller to poll.
+enum Launched<R: AsyncRuntime> {
+    Task(AsyncCallHandle<R>),
+    Here(RunHere<R>),
+}
+
+impl<R: AsyncRuntime> AsyncHost<R> {
+    /// Prepares the call and begins its owner: on the caller's poll when
+    /// `here` and the runtime allows it ([`AsyncRuntime::owner_here`]),
+    /// else on a task of its own.
+    fn launch_with(&self, request: CallRequest, here: bool) -> Launched<R> {
         let resolved = self.state().resolve(request, R::now());
         let (sender, events) = R::channel();
         let published = Arc::new(Published::new(R::Wake::default()));
@@ -268,13 +294,93 @@ impl<R: AsyncRuntime> Launch for AsyncHost<R> {
             published.clone(),
             R::now,
         );
-        let task = self.runtime().start_owner(NewOwner {
+        let new = NewOwner {
             core,
             start,
             events,
             sender: sender.clone(),
-        });
-        AsyncCallHandle::new(call_id, sender, published, task)
+        };
+        let new = match here {
+            true => match self.runtime().owner_here(new) {
+                Ok(OwnerHere { mut owner, task }) => {
+                    // Its first steps now, the spawn among them, as on a
+                    // task of its own: the call starts now, not at the
+                    // first poll. Each later poll registers its waker.
+                    let mut now = Context::from_waker(std::task::Waker::noop());
+                    let done = owner.as_mut().poll(&mut now).is_ready();
+                    return Launched::Here(RunHere {
+                        owner: (!done).then_some(owner),
+                        handle: Some(AsyncCallHandle::new(call_id, sender, published, task)),
+                        shared: self.shared.clone(),
+                        waiting: None,
+                    });
+                }
+                Err(new) => new,
+            },
+            false => new,
+        };
+        let task = self.runtime().start_owner(new);
+        Launched::Task(AsyncCallHandle::new(call_id, sender, published, task))
+    }
+
+    /// The future of a call run to its end: its owner polled by the
+    /// caller where the runtime allows it (no task to wake and be woken
+    /// by, a noticeable part of a short helper's spawn), else on a task.
+    fn run_request(&self, request: CallRequest) -> Run {
+        match self.launch_with(request, true) {
+            Launched::Here(run) => Box::pin(run),
+            Launched::Task(handle) => Box::pin(handle.wait()),
+        }
+    }
+}
+
+/// A call run to its end whose owner the caller polls: the owner's loop
+/// first, then the handle's wait, which is ready once the loop published
+/// the outcome. Dropped unfinished, the loop goes on, detached on the
+/// runtime, and the handle is dropped as any (its `kill_on_drop`).
+struct RunHere<R: AsyncRuntime> {
+    owner: Option<OwnerLoop>,
+    /// Until the loop ended; then in `waiting`.
+    handle: Option<AsyncCallHandle<R>>,
+    shared: Arc<AsyncShared<R>>,
+    waiting: Option<Run>,
+}
+
+// Nothing of it is pinned in place: the futures it polls are boxed, and
+// the handle is moved out before it is waited on.
+impl<R: AsyncRuntime> Unpin for RunHere<R> {}
+
+impl<R: AsyncRuntime> Future for RunHere<R> {
+    type Output = spillguard_core::Outcome;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<spillguard_core::Outcome> {
+        let this = &mut *self;
+        if let Some(owner) = &mut this.owner
+            && owner.as_mut().poll(cx).is_ready()
+        {
+            this.owner = None;
+        }
+        if this.owner.is_some() {
+            return Poll::Pending;
+        }
+        // The loop ended: the outcome is published (or the owner is gone).
+        if this.waiting.is_none()
+            && let Some(handle) = this.handle.take()
+        {
+            this.waiting = Some(Box::pin(handle.wait()));
+        }
+        match &mut this.waiting {
+            Some(waiting) => waiting.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<R: AsyncRuntime> Drop for RunHere<R> {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            self.shared.runtime.detach_owner(owner);
+        }
     }
 }
 
@@ -291,7 +397,8 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// captured within its budget and a piped stdin is at end-of-file, as
     /// `std::process::Command::output` makes them.
     pub fn run(self) -> Run {
-        Box::pin(self.run_to_end().start().wait())
+        let (host, request) = self.run_to_end().into_parts();
+        host.run_request(request)
     }
 
     /// Runs the call to its end and returns its [`Output`]: the exit
@@ -302,14 +409,14 @@ impl<'h, R: AsyncRuntime> CallBuilder<'h, AsyncHost<R>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors. The call starts at the first poll.
     pub async fn output(self) -> io::Result<Output> {
-        Output::of(self.run_to_end().start().wait().await)
+        Output::of(self.run().await)
     }
 
     /// Runs the call to its end and returns how its helper ended; the
     /// `tokio::process::Command::status` of spillguard. Errors as
     /// [`output`](Self::output), but a cut stdout is none.
     pub async fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.run_to_end().start().wait().await)
+        status_of(self.run().await)
     }
 
     /// Starts the call and returns its handle at once, to approve, deny,
@@ -364,12 +471,19 @@ impl<R: AsyncRuntime> CallBuilder<'static, DefaultHost<R>> {
     /// [`allow_stdout_truncation`](CallBuilder::allow_stdout_truncation))
     /// are errors.
     pub async fn output(self) -> io::Result<Output> {
-        Output::of(self.run_to_end().spawn()?.wait().await)
+        Output::of(self.run_here()?.await)
     }
 
     /// Runs the call on the process-wide host and returns how its helper
     /// ended.
     pub async fn status(self) -> io::Result<ExitStatus> {
-        status_of(self.run_to_end().spawn()?.wait().await)
+        status_of(self.run_here()?.await)
+    }
+
+    /// The call run to its end on the process-wide host (see
+    /// [`AsyncRuntime::owner_here`]).
+    fn run_here(self) -> io::Result<Run> {
+        let host = R::default_host()?;
+        Ok(host.run_request(self.run_to_end().into_request()))
     }
 }

@@ -133,6 +133,25 @@ pub trait AsyncRuntime: Blocking + Clone + fmt::Debug + Send + Sync + Sized + 's
     /// the record ([`AsyncOwner::begin`] then the runtime's loop).
     fn start_owner(&self, owner: NewOwner<Self>) -> Self::OwnerTask;
 
+    /// Begins the owner of a prepared call now and returns its loop, for
+    /// the caller of `run()` to poll itself, with what its handle keeps
+    /// of it; `Err` gives the owner back where the loop must run on the
+    /// runtime's own tasks (its I/O is bound to one runtime). A loop the
+    /// caller drops unfinished goes to [`detach_owner`](Self::detach_owner).
+    /// No runtime does this unless it says so.
+    // The owner given back is moved once, as `start_owner` takes it: no
+    // box to allocate on every call of a runtime that runs none here.
+    #[allow(clippy::result_large_err)]
+    fn owner_here(&self, owner: NewOwner<Self>) -> Result<OwnerHere<Self>, NewOwner<Self>> {
+        Err(owner)
+    }
+
+    /// Runs the rest of an owner's loop the caller of `run()` dropped, on
+    /// the runtime, detached (see [`owner_here`](Self::owner_here)).
+    fn detach_owner(&self, owner: OwnerLoop) {
+        drop(owner);
+    }
+
     /// Waits for an owner task that ended without an outcome; resumes its
     /// panic if it panicked.
     fn owner_ended(task: Self::OwnerTask) -> impl Future<Output = ()> + Send;
@@ -142,6 +161,26 @@ pub trait AsyncRuntime: Blocking + Clone + fmt::Debug + Send + Sync + Sized + 's
 
     /// The caller's stdout of a streamed call.
     fn stdout(reader: StdoutReader<Self::StdoutPipe, Self::Wake, Self::Reply>) -> Self::Stdout;
+}
+
+/// An owner's loop, begun: polled by the caller of `run()`, or by the
+/// runtime once detached.
+pub type OwnerLoop = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// An owner begun for the caller of `run()` to poll ([`AsyncRuntime::owner_here`]).
+pub struct OwnerHere<R: AsyncRuntime> {
+    /// Its loop, to the record.
+    pub owner: OwnerLoop,
+    /// What the call's handle keeps of it.
+    pub task: R::OwnerTask,
+}
+
+impl<R: AsyncRuntime> fmt::Debug for OwnerHere<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnerHere")
+            .field("task", &self.task)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A prepared call's owner, for [`AsyncRuntime::start_owner`] to run.
