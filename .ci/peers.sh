@@ -9,7 +9,9 @@
 # scanner `cargo xtask bench --only redact` measures beside spillguard's
 # redaction; and OpenTelemetry's Python protocol package and SDK
 # (`opentelemetry-proto`, `opentelemetry-sdk`), which read what
-# `--otel-file` writes. Prints the paths it made.
+# `--otel-file` writes; and Go with golang.org/x/mod from Debian, whose
+# sumdb packages check the audit log's checkpoints and proofs. Prints the
+# paths it made.
 #
 # Only locked code: every package, down the whole tree, comes at an exact
 # version from a lock file of .ci/peers/ (npm's package-lock.json with
@@ -61,6 +63,19 @@ if [ "$(cat "$peers/npm/.lock-sha256" 2>/dev/null)" != "$want" ] ||
     fi
     ln -f "$native" "$claude/bin/claude.exe" 2>/dev/null || cp "$native" "$claude/bin/claude.exe"
     echo "$want" >"$peers/npm/.lock-sha256"
+fi
+
+# Go and golang.org/x/mod (its sumdb/note and sumdb/tlog), from Debian:
+# tests/tests/transparency_log.rs checks the audit log's keys, signed
+# checkpoints and proofs with them (tests/go/src/tlogcheck). Installed
+# once; needs root (as in CI).
+if [ ! -x /usr/bin/go ] || [ ! -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ]; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get install -y -q golang-go golang-golang-x-mod-dev >/dev/null ||
+            { apt-get update -q >/dev/null && apt-get install -y -q golang-go golang-golang-x-mod-dev >/dev/null; }
+    else
+        echo "Go and golang.org/x/mod are missing: as root, apt-get install golang-go golang-golang-x-mod-dev" >&2
+    fi
 fi
 
 echo "peers: $peers/venv (mcp, mcp-server-time, detect-secrets, opentelemetry-proto, opentelemetry-sdk), $peers/npm (server-everything, sdk, claude-code, inspector)"

@@ -186,7 +186,11 @@ mod chain;
 mod expect;
 mod format;
 mod frame;
+#[cfg(feature = "audit-checkpoint")]
+pub mod note;
 mod seal;
+#[cfg(feature = "audit-checkpoint")]
+pub mod tlog;
 mod verdict;
 mod verify;
 mod views;

@@ -181,7 +181,7 @@ pub fn thread_names() -> Vec<String> {
 const PROCESS_WIDE_THREADS: [&str; 2] = ["spillguard-cgro", "spillguard-supe"];
 
 /// The process's threads (`/proc/self/task`) but the process-wide
-/// ones ([`PROCESS_WIDE_THREADS`]): how many, and how many are named
+/// ones (`PROCESS_WIDE_THREADS`): how many, and how many are named
 /// [`DRAINER_THREAD`].
 pub fn process_threads() -> (usize, usize) {
     let mut all = 0;
