@@ -867,6 +867,22 @@ pub enum AuditCommand {
     /// One line per call, from the log alone
     #[command(after_help = audit_after_help!())]
     Activity(ViewArgs),
+    /// Make an Ed25519 key pair for signed checkpoints, in the signed-note
+    /// format Go's sumdb/note reads: PREFIX.key (the signer, mode 0600)
+    /// and PREFIX.pub (the verifier)
+    Keygen(KeygenArgs),
+}
+
+/// The flags of `spillguard audit keygen`.
+#[derive(Debug, Clone, Args)]
+pub struct KeygenArgs {
+    /// The key's name, and the origin of the checkpoints it signs (no `+`,
+    /// no spaces), e.g. `audit.example.com/host-7`
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where to write: PREFIX.key and PREFIX.pub (neither may exist)
+    #[arg(long, value_name = "PREFIX")]
+    pub out: PathBuf,
 }
 
 /// The flags of `spillguard audit verify`.
@@ -940,9 +956,11 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-impl From<AuditCommand> for AuditArgs {
-    fn from(command: AuditCommand) -> Self {
-        match command {
+impl AuditCommand {
+    /// What the command does: read a log, or make a key pair.
+    pub fn into_task(self) -> AuditTask {
+        let read = match self {
+            AuditCommand::Keygen(keygen) => return AuditTask::Keygen(keygen),
             AuditCommand::Verify(verify) => AuditArgs {
                 command: AuditView::Verify,
                 file: verify.file,
@@ -957,8 +975,18 @@ impl From<AuditCommand> for AuditArgs {
             },
             AuditCommand::Sessions(view) => AuditArgs::view(AuditView::Sessions, view),
             AuditCommand::Activity(view) => AuditArgs::view(AuditView::Activity, view),
-        }
+        };
+        AuditTask::Read(read)
     }
+}
+
+/// What an `audit` command does: read a log, or make a key pair.
+#[derive(Debug, Clone)]
+pub enum AuditTask {
+    /// Verify a log, or print a view of it.
+    Read(AuditArgs),
+    /// Make a key pair (`audit keygen`).
+    Keygen(KeygenArgs),
 }
 
 impl AuditArgs {
@@ -1103,13 +1131,13 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
     };
     match error.kind() {
         ErrorKind::MissingSubcommand if in_audit => {
-            "missing audit command (expected verify, sessions or activity)".into()
+            "missing audit command (expected verify, sessions, activity or keygen)".into()
         }
         ErrorKind::MissingSubcommand => {
             "missing command `run`, `stdio`, `audit` or `mcp` (see `spillguard --help`)".into()
         }
         ErrorKind::InvalidSubcommand if in_audit => format!(
-            "unknown audit command `{}` (expected verify, sessions or activity)",
+            "unknown audit command `{}` (expected verify, sessions, activity or keygen)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::InvalidSubcommand => format!(
@@ -1198,7 +1226,10 @@ mod tests {
 
     fn audit(args: &[&str]) -> AuditArgs {
         match parse(args) {
-            Ok(Command::Audit(audit)) => audit.into(),
+            Ok(Command::Audit(audit)) => match audit.into_task() {
+                AuditTask::Read(read) => read,
+                other => panic!("{other:?}"),
+            },
             other => panic!("{other:?}"),
         }
     }
@@ -1377,11 +1408,11 @@ mod tests {
     fn bad_audit_input_names_the_problem() {
         assert_eq!(
             err(&["audit"]),
-            "missing audit command (expected verify, sessions or activity)"
+            "missing audit command (expected verify, sessions, activity or keygen)"
         );
         assert_eq!(
             err(&["audit", "check", "log"]),
-            "unknown audit command `check` (expected verify, sessions or activity)"
+            "unknown audit command `check` (expected verify, sessions, activity or keygen)"
         );
         assert_eq!(
             err(&["audit", "verify"]),

@@ -13,6 +13,9 @@
 //! anchor file and the `--expect` file must be regular files.
 
 mod input;
+mod keygen;
+
+pub use keygen::keygen;
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};

@@ -66,7 +66,10 @@ fn main() -> ExitCode {
                 Err(error) => usage_error(&error),
             }
         }
-        Command::Audit(audit_args) => audit::main(&audit_args.into()),
+        Command::Audit(audit_command) => match audit_command.into_task() {
+            args::AuditTask::Read(audit_args) => audit::main(&audit_args),
+            args::AuditTask::Keygen(keygen) => audit::keygen(&keygen),
+        },
         Command::Mcp(mcp_args) if mcp_args.check => check_tools(&mcp_args),
         Command::Mcp(mcp_args) => mcp::serve::main(&mcp_args),
     }

@@ -109,6 +109,9 @@ func main() {
 
 	checked, failed := 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(string(proofs)), "\n") {
+		if line == "" {
+			continue
+		}
 		field := strings.Split(line, " ")
 		checked++
 		switch field[0] {
