@@ -113,6 +113,9 @@ Exit status of `audit`:
   9  the log verified, but differs from the lifecycles in --expect
  10  the chain verified, but the log is sealed (or the anchor MACed) and
      no --key-file was given: its seals were not checked
+ 11  --checkpoint does not open with --public-key (another key signed it,
+     or it was changed); a log that does not match it is 5, one it
+     vouches for whole is 0, one appended to since is 3
 `sessions` and `activity` exit 0 for a log that is ok, unanchored or torn at
 the tail, and with the verdict's status otherwise (nothing is shown).
 Records of any earlier format version are read; a record written by a newer
@@ -871,6 +874,54 @@ pub enum AuditCommand {
     /// format Go's sumdb/note reads: PREFIX.key (the signer, mode 0600)
     /// and PREFIX.pub (the verifier)
     Keygen(KeygenArgs),
+    /// Print the log's checkpoint (its records as an RFC 6962 tree: origin,
+    /// size, root hash) signed as a C2SP signed note
+    #[command(after_help = audit_after_help!())]
+    Checkpoint(CheckpointArgs),
+    /// Print an inclusion proof (--index) or a consistency proof (--from)
+    /// for the log's current tree, as JSON, hashes in base64
+    #[command(after_help = audit_after_help!())]
+    Prove(ProveArgs),
+}
+
+/// The flags of `spillguard audit checkpoint`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckpointArgs {
+    /// The audit log
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The signer key, as `audit keygen` writes it (PREFIX.key)
+    #[arg(long, value_name = "F")]
+    pub key_file: PathBuf,
+    /// The key of a sealed log (a file of 64 hex digits), to check its
+    /// seals too; its records are leaves as stored either way
+    #[arg(long, value_name = "F")]
+    pub audit_key_file: Option<PathBuf>,
+}
+
+/// The flags of `spillguard audit prove`.
+#[derive(Debug, Clone, Args)]
+pub struct ProveArgs {
+    /// The audit log
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The record (from 0) whose inclusion to prove
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "from",
+        required_unless_present = "from"
+    )]
+    pub index: Option<u64>,
+    /// The size of the older tree whose consistency to prove
+    #[arg(long, value_name = "M")]
+    pub from: Option<u64>,
+    /// The key of a sealed log (a file of 64 hex digits)
+    #[arg(long, value_name = "F")]
+    pub audit_key_file: Option<PathBuf>,
+    /// Print JSON (the only output)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The flags of `spillguard audit keygen`.
@@ -906,6 +957,13 @@ pub struct VerifyArgs {
     /// transitions, final_state}
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+    /// A signed checkpoint (`audit checkpoint`'s output) the log's first
+    /// records must match; needs --public-key
+    #[arg(long, value_name = "F", requires = "public_key")]
+    pub checkpoint: Option<PathBuf>,
+    /// The verifier key of --checkpoint (PREFIX.pub)
+    #[arg(long, value_name = "F", requires = "checkpoint")]
+    pub public_key: Option<PathBuf>,
     /// Print one JSON object instead of the verdict's line
     #[arg(long)]
     pub json: bool,
@@ -954,6 +1012,8 @@ pub struct AuditArgs {
     pub key_file: Option<PathBuf>,
     pub expect: Option<PathBuf>,
     pub json: bool,
+    /// `verify --checkpoint F --public-key K`.
+    pub checkpoint: Option<(PathBuf, PathBuf)>,
 }
 
 impl AuditCommand {
@@ -961,6 +1021,8 @@ impl AuditCommand {
     pub fn into_task(self) -> AuditTask {
         let read = match self {
             AuditCommand::Keygen(keygen) => return AuditTask::Keygen(keygen),
+            AuditCommand::Checkpoint(checkpoint) => return AuditTask::Checkpoint(checkpoint),
+            AuditCommand::Prove(prove) => return AuditTask::Prove(prove),
             AuditCommand::Verify(verify) => AuditArgs {
                 command: AuditView::Verify,
                 file: verify.file,
@@ -972,6 +1034,7 @@ impl AuditCommand {
                 key_file: verify.key_file,
                 expect: verify.expect,
                 json: verify.json,
+                checkpoint: verify.checkpoint.zip(verify.public_key),
             },
             AuditCommand::Sessions(view) => AuditArgs::view(AuditView::Sessions, view),
             AuditCommand::Activity(view) => AuditArgs::view(AuditView::Activity, view),
@@ -987,6 +1050,10 @@ pub enum AuditTask {
     Read(AuditArgs),
     /// Make a key pair (`audit keygen`).
     Keygen(KeygenArgs),
+    /// Print a signed checkpoint (`audit checkpoint`).
+    Checkpoint(CheckpointArgs),
+    /// Print a proof (`audit prove`).
+    Prove(ProveArgs),
 }
 
 impl AuditArgs {
@@ -998,6 +1065,7 @@ impl AuditArgs {
             key_file: view.key_file,
             expect: None,
             json: view.json,
+            checkpoint: None,
         }
     }
 }
@@ -1131,13 +1199,13 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
     };
     match error.kind() {
         ErrorKind::MissingSubcommand if in_audit => {
-            "missing audit command (expected verify, sessions, activity or keygen)".into()
+            "missing audit command (expected verify, sessions, activity, keygen, checkpoint or prove)".into()
         }
         ErrorKind::MissingSubcommand => {
             "missing command `run`, `stdio`, `audit` or `mcp` (see `spillguard --help`)".into()
         }
         ErrorKind::InvalidSubcommand if in_audit => format!(
-            "unknown audit command `{}` (expected verify, sessions, activity or keygen)",
+            "unknown audit command `{}` (expected verify, sessions, activity, keygen, checkpoint or prove)",
             text(ContextKind::InvalidSubcommand)
         ),
         ErrorKind::InvalidSubcommand => format!(
@@ -1393,6 +1461,7 @@ mod tests {
                 key_file: Some("k".into()),
                 expect: Some("e.jsonl".into()),
                 json: true,
+                checkpoint: None,
             }
         );
         let sessions = audit(&["audit", "sessions", "--json", "log"]);
@@ -1408,11 +1477,11 @@ mod tests {
     fn bad_audit_input_names_the_problem() {
         assert_eq!(
             err(&["audit"]),
-            "missing audit command (expected verify, sessions, activity or keygen)"
+            "missing audit command (expected verify, sessions, activity, keygen, checkpoint or prove)"
         );
         assert_eq!(
             err(&["audit", "check", "log"]),
-            "unknown audit command `check` (expected verify, sessions, activity or keygen)"
+            "unknown audit command `check` (expected verify, sessions, activity, keygen, checkpoint or prove)"
         );
         assert_eq!(
             err(&["audit", "verify"]),

@@ -12,6 +12,7 @@
 //! columns), a second reads the same bytes again and prints. FILE, the
 //! anchor file and the `--expect` file must be regular files.
 
+mod checkpoint;
 mod input;
 mod keygen;
 
@@ -31,7 +32,8 @@ use spillguard_std::proto::audit::{
 };
 
 use self::input::{OpenError, ReadError, open_regular, read_log};
-use crate::args::{AnchorArg, AuditArgs, AuditView, UsageError};
+use crate::args::{AnchorArg, AuditArgs, AuditView, CheckpointArgs, ProveArgs, UsageError};
+use spillguard_std::proto::audit::note::Checkpoint;
 
 /// Exit status: the output could not be written.
 const OUTPUT_FAILED: u8 = 1;
@@ -45,6 +47,9 @@ const DIFFERS: u8 = 9;
 /// Exit status: the chain verified, but the log is sealed (or the anchor
 /// MACed) and no key was given, so the seals were not checked.
 const SEALS_UNCHECKED: u8 = 10;
+/// Exit status: `--checkpoint` does not open with `--public-key` (signed
+/// by another key, or changed).
+const BAD_CHECKPOINT: u8 = 11;
 
 /// The exit status for a verdict (see the help text).
 fn verdict_status(verdict: &Verdict) -> u8 {
@@ -63,7 +68,41 @@ fn verdict_status(verdict: &Verdict) -> u8 {
 
 /// Runs one `audit` command.
 pub fn main(args: &AuditArgs) -> ExitCode {
-    match run(args) {
+    exit(run(args), &args.file)
+}
+
+/// `audit checkpoint`: the log's signed checkpoint on stdout.
+pub fn checkpoint_main(args: &CheckpointArgs) -> ExitCode {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let printed = checkpoint::checkpoint(
+        &args.file,
+        &args.key_file,
+        args.audit_key_file.as_deref(),
+        &mut out,
+    )
+    .and_then(|status| Ok(out.flush().map(|()| status)?));
+    exit(printed, &args.file)
+}
+
+/// `audit prove`: an inclusion or consistency proof on stdout, as JSON.
+pub fn prove_main(args: &ProveArgs) -> ExitCode {
+    let proof = match (args.index, args.from) {
+        (Some(index), _) => checkpoint::Proof::Inclusion(index),
+        (None, Some(old)) => checkpoint::Proof::Consistency(old),
+        (None, None) => {
+            eprintln!("spillguard: audit prove needs --index N or --from M");
+            return ExitCode::from(USAGE);
+        }
+    };
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let printed = checkpoint::prove(&args.file, proof, args.audit_key_file.as_deref(), &mut out)
+        .and_then(|status| Ok(out.flush().map(|()| status)?));
+    exit(printed, &args.file)
+}
+
+/// The exit of an `audit` command on `file` that ended with `result`.
+fn exit(result: Result<u8, Failure>, file: &Path) -> ExitCode {
+    match result {
         Ok(status) => ExitCode::from(status),
         Err(Failure::Usage(error)) => {
             eprintln!("spillguard: {error}");
@@ -72,20 +111,24 @@ pub fn main(args: &AuditArgs) -> ExitCode {
         Err(Failure::Refused(verdict)) => {
             eprintln!(
                 "spillguard: {}: not shown, the log failed verification: {verdict}",
-                args.file.display()
+                file.display()
             );
             ExitCode::from(verdict_status(&verdict))
         }
         Err(Failure::Changed(verdict)) => {
             eprintln!(
                 "spillguard: {}: changed while it was read, the second reading gave: {verdict}",
-                args.file.display()
+                file.display()
             );
             let status = match verdict_status(&verdict) {
                 0 | 3 | 4 => TAMPERED,
                 status => status,
             };
             ExitCode::from(status)
+        }
+        Err(Failure::BadCheckpoint(why)) => {
+            eprintln!("spillguard: {why}");
+            ExitCode::from(BAD_CHECKPOINT)
         }
         Err(Failure::Output(error)) => {
             eprintln!("spillguard: cannot write the output: {error}");
@@ -96,6 +139,9 @@ pub fn main(args: &AuditArgs) -> ExitCode {
 
 enum Failure {
     Usage(UsageError),
+    /// A checkpoint that does not open with the key given: signed by
+    /// another key, or changed.
+    BadCheckpoint(String),
     Refused(Verdict),
     /// `activity`'s second reading of the log did not give the first's
     /// verdict: the bytes changed in between.
@@ -250,6 +296,11 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
         Some(path) => Some(read_expectations(path)?),
         None => None,
     };
+    // Opened before the log is read: a bad key or checkpoint is told first.
+    let checkpoint = match &args.checkpoint {
+        Some((file, public_key)) => Some(checkpoint::load(file, public_key)?),
+        None => None,
+    };
     let mut log = Log {
         file: open(&args.file, "", "an audit log")?,
         path: &args.file,
@@ -258,7 +309,13 @@ fn run(args: &AuditArgs) -> Result<u8, Failure> {
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
     let status = match args.command {
-        AuditView::Verify => verify(&mut log, &mut out, args, expected.as_deref())?,
+        AuditView::Verify => verify(
+            &mut log,
+            &mut out,
+            args,
+            expected.as_deref(),
+            checkpoint.as_ref(),
+        )?,
         AuditView::Sessions => show_sessions(&mut log, &mut out, args.json)?,
         AuditView::Activity => show_activity(&mut log, &mut out, args.json)?,
     };
@@ -272,6 +329,7 @@ fn verify(
     out: &mut impl Write,
     args: &AuditArgs,
     expected: Option<&[ExpectedCall]>,
+    signed: Option<&Checkpoint>,
 ) -> Result<u8, Failure> {
     let mut comparison = expected.map(Comparison::new);
     let reading = log.read(None, |record| {
@@ -284,10 +342,18 @@ fn verify(
         log.entries_readable(&reading)?;
     }
     let differences = comparison.map(Comparison::finish);
+    // The checkpoint, once the log itself verified: a second reading.
+    let checkpoint = match signed {
+        Some(signed) if !reading.verdict.is_rejected() => {
+            Some(checkpoint::check(&args.file, signed, log.key)?)
+        }
+        _ => None,
+    };
     let checked = Checked {
         seals: !log.seals_unchecked(&reading),
         newer: reading.newer,
         expected: expected.zip(differences.as_deref()),
+        checkpoint: checkpoint.as_ref(),
     };
     print_verdict(out, args, &reading.verdict, checked)
 }
@@ -398,6 +464,8 @@ struct Checked<'a> {
     /// The lifecycles of `--expect`, when given, and how the log differs
     /// from them.
     expected: Option<(&'a [ExpectedCall], &'a [Difference])>,
+    /// What `--checkpoint` found, when given and the log verified.
+    checkpoint: Option<&'a checkpoint::CheckpointCheck>,
 }
 
 /// The line that says what a verify without the key left unchecked.
@@ -417,6 +485,7 @@ fn print_verdict(
             seals_checked: checked.seals,
             newer_records: (checked.newer.records > 0).then_some(checked.newer),
             differences,
+            checkpoint: checked.checkpoint,
         };
         json_line(out, &json)?;
     } else {
@@ -437,6 +506,9 @@ fn print_verdict(
         if let Some(line) = newer_line(checked.newer) {
             writeln!(out, "{line}")?;
         }
+        if let Some(checkpoint) = checked.checkpoint {
+            writeln!(out, "{}", checkpoint.line())?;
+        }
         if let Some((expected, differences)) = checked.expected {
             if differences.is_empty() {
                 let calls = match expected.len() {
@@ -456,7 +528,14 @@ fn print_verdict(
             }
         }
     }
-    Ok(match verdict_status(verdict) {
+    // A checkpoint the log does not match is tampering; one that vouches
+    // for every record vouches for the end, as an anchor does.
+    let status = match (checked.checkpoint, verdict) {
+        (Some(c), _) if !c.matches => TAMPERED,
+        (Some(c), Verdict::Unanchored { .. }) if c.size == c.records => 0,
+        _ => verdict_status(verdict),
+    };
+    Ok(match status {
         0 if differences.is_some_and(|d| !d.is_empty()) => DIFFERS,
         0 if !checked.seals => SEALS_UNCHECKED,
         status => status,
@@ -478,6 +557,9 @@ struct VerifyJson<'a> {
     newer_records: Option<NewerRecords>,
     #[serde(skip_serializing_if = "Option::is_none")]
     differences: Option<&'a [Difference]>,
+    /// `--checkpoint`'s finding: `{"origin", "size", "records", "matches"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint: Option<&'a checkpoint::CheckpointCheck>,
 }
 
 /// What is said of the records a newer release wrote, when there are any.

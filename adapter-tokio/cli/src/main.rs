@@ -69,6 +69,8 @@ fn main() -> ExitCode {
         Command::Audit(audit_command) => match audit_command.into_task() {
             args::AuditTask::Read(audit_args) => audit::main(&audit_args),
             args::AuditTask::Keygen(keygen) => audit::keygen(&keygen),
+            args::AuditTask::Checkpoint(checkpoint) => audit::checkpoint_main(&checkpoint),
+            args::AuditTask::Prove(prove) => audit::prove_main(&prove),
         },
         Command::Mcp(mcp_args) if mcp_args.check => check_tools(&mcp_args),
         Command::Mcp(mcp_args) => mcp::serve::main(&mcp_args),

@@ -761,7 +761,7 @@ fn bad_audit_input_is_one_line_and_status_2() {
         ),
         (
             vec!["audit", "list", s(&log)],
-            "spillguard: unknown audit command `list` (expected verify, sessions, activity or keygen)"
+            "spillguard: unknown audit command `list` (expected verify, sessions, activity, keygen, checkpoint or prove)"
                 .into(),
         ),
     ];

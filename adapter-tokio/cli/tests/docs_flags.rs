@@ -12,14 +12,16 @@ use std::process::Command;
 
 /// The commands, the page that documents each, and how many flags each
 /// has (`--help` aside).
-const COMMANDS: [(&str, &str, usize); 7] = [
+const COMMANDS: [(&str, &str, usize); 9] = [
     ("run", "docs/run.md", 29),
     ("stdio", "docs/stdio.md", 41),
     ("mcp", "docs/mcp.md", 10),
-    ("audit verify", "docs/audit-log.md", 5),
+    ("audit verify", "docs/audit-log.md", 7),
     ("audit activity", "docs/audit-log.md", 2),
     ("audit sessions", "docs/audit-log.md", 2),
     ("audit keygen", "docs/audit-log.md", 1),
+    ("audit checkpoint", "docs/audit-log.md", 2),
+    ("audit prove", "docs/audit-log.md", 4),
 ];
 
 /// The repository's root, or `None` in an unpacked package.

@@ -9,6 +9,10 @@
 //
 //	incl SIZE INDEX ROOT P1,P2,...      (an inclusion proof)
 //	cons OLD NEW OLDROOT NEWROOT P1,... (a consistency proof)
+//	leaf HASH                           (the next leaf's hash)
+//
+// With leaf lines (a real log's leaves, in order, before any check), the
+// tree is made of them instead of the numbered leaves.
 //
 // It prints "checked N, failed M, checkpoint SIZE ok|<error>" and exits 0
 // whether or not checks failed: the caller reads the counts.
@@ -78,9 +82,23 @@ func main() {
 	// The tree as tlog stores it, grown to the largest size asked of it.
 	var s store
 	var leaves int64
+	var given []tlog.Hash
+	for _, line := range strings.Split(string(proofs), "\n") {
+		if strings.HasPrefix(line, "leaf ") {
+			given = append(given, hash(strings.TrimPrefix(line, "leaf ")))
+		}
+	}
 	add := func(n int64) {
 		for ; leaves < n; leaves++ {
-			hashes, _ := tlog.StoredHashes(leaves, leaf(leaves), s)
+			var hashes []tlog.Hash
+			if given != nil {
+				if leaves >= int64(len(given)) {
+					return
+				}
+				hashes, _ = tlog.StoredHashesForRecordHash(leaves, given[leaves], s)
+			} else {
+				hashes, _ = tlog.StoredHashes(leaves, leaf(leaves), s)
+			}
 			s = append(s, hashes...)
 		}
 	}
@@ -109,7 +127,7 @@ func main() {
 
 	checked, failed := 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(string(proofs)), "\n") {
-		if line == "" {
+		if line == "" || strings.HasPrefix(line, "leaf ") {
 			continue
 		}
 		field := strings.Split(line, " ")
@@ -118,7 +136,11 @@ func main() {
 		case "incl":
 			n, index := number(field[1]), number(field[2])
 			add(n)
-			if tlog.CheckRecord(tlog.RecordProof(proof(field, 4)), n, hash(field[3]), index, tlog.RecordHash(leaf(index))) != nil {
+			record := tlog.RecordHash(leaf(index))
+			if given != nil && index < int64(len(given)) {
+				record = given[index]
+			}
+			if tlog.CheckRecord(tlog.RecordProof(proof(field, 4)), n, hash(field[3]), index, record) != nil {
 				failed++
 			}
 		case "cons":

@@ -1,0 +1,246 @@
+//! The log as a transparency log: its records, each as stored (frame
+//! included), are the leaves of an RFC 6962 tree.
+//!
+//! * `audit checkpoint LOG --key-file PREFIX.key` prints the log's signed
+//!   checkpoint (C2SP `tlog-checkpoint` as a C2SP signed note);
+//! * `audit prove LOG --index N | --from M --json` prints an inclusion or
+//!   consistency proof for the log's current tree, hashes in base64, as
+//!   Go's `sumdb/tlog` `CheckRecord` and `CheckTree` take them;
+//! * `audit verify LOG --checkpoint FILE --public-key PREFIX.pub` checks a
+//!   checkpoint against the log (see [`check`]).
+//!
+//! Every reading verifies the log as `verify` does first: a log that fails
+//! is refused with its verdict; a torn tail's cut frame is no leaf.
+
+use std::fs::File;
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write};
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use spillguard_std::proto::audit::note::{Checkpoint, SignerKey, VerifierKey};
+use spillguard_std::proto::audit::tlog::{self, Hash, TreeBuilder};
+use spillguard_std::proto::audit::{Key, Verdict, Verifier, VerifyOptions};
+
+use super::input::CHUNK_BYTES;
+use super::{Failure, open, read_text, usage};
+
+/// The log's leaves, read once: each record's bytes as stored, hashed, to
+/// `each` in order. Returns the verdict of the same reading; a log that
+/// cannot be accepted (changed, malformed, the wrong key) is an error.
+pub(super) fn leaves(
+    path: &Path,
+    key: Option<&Key>,
+    mut each: impl FnMut(Hash),
+) -> Result<(Verdict, u64), Failure> {
+    let mut file: File = open(path, "", "an audit log")?;
+    let mut verifier = Verifier::new(VerifyOptions { anchor: None, key });
+    let mut buffer = vec![0; CHUNK_BYTES];
+    // The bytes from the start of the record being read on.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut pending_start: u64 = 0;
+    let mut current: Option<u64> = None;
+    let mut count = 0u64;
+    let mut hash_to = |end: u64, pending: &mut Vec<u8>, pending_start: &mut u64, start: u64| {
+        let from = usize::try_from(start - *pending_start).unwrap_or(usize::MAX);
+        let to = usize::try_from(end - *pending_start).unwrap_or(usize::MAX);
+        if let Some(bytes) = pending.get(from..to) {
+            each(tlog::leaf_hash(bytes));
+        }
+        pending.drain(..to.min(pending.len()));
+        *pending_start = end;
+    };
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    loop {
+        let read = match file.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(usage(format!("cannot read {}: {e}", path.display()))),
+        };
+        verifier.handle_bytes(&buffer[..read]);
+        pending.extend_from_slice(&buffer[..read]);
+        while let Some(record) = verifier.poll_record() {
+            if let Some(start) = current {
+                hash_to(record.offset, &mut pending, &mut pending_start, start);
+                count += 1;
+            }
+            current = Some(record.offset);
+        }
+    }
+    let verdict = verifier.finish();
+    let end = match &verdict {
+        Verdict::Ok { .. } | Verdict::Unanchored { .. } => pending_start + pending.len() as u64,
+        Verdict::TornTail { offset, .. } => *offset,
+        _ => return Err(Failure::Refused(verdict)),
+    };
+    if let Some(start) = current {
+        hash_to(end, &mut pending, &mut pending_start, start);
+        count += 1;
+    }
+    Ok((verdict, count))
+}
+
+/// The sealing key of `--audit-key-file`, if given.
+fn audit_key(path: Option<&Path>) -> Result<Option<Key>, Failure> {
+    path.map(|path| {
+        spillguard_std::KeySource::File(path.to_path_buf())
+            .load()
+            .map_err(|e| usage(format!("--audit-key-file: {e}")))
+    })
+    .transpose()
+}
+
+/// `audit checkpoint`: the log's tree head, signed by the key of
+/// `key_file`, on `out`.
+pub(super) fn checkpoint(
+    log: &Path,
+    key_file: &Path,
+    audit_key_file: Option<&Path>,
+    out: &mut impl Write,
+) -> Result<u8, Failure> {
+    let text = read_text(key_file, "--key-file ", "a key file")?;
+    let signer = SignerKey::parse(&text).map_err(|e| usage(format!("--key-file: {e}")))?;
+    let key = audit_key(audit_key_file)?;
+    let mut tree = TreeBuilder::default();
+    leaves(log, key.as_ref(), |leaf| tree.push(leaf))?;
+    let checkpoint = Checkpoint {
+        origin: signer.name().to_owned(),
+        size: tree.size(),
+        root: tree.root(),
+    };
+    let note = checkpoint
+        .sign(&signer)
+        .map_err(|e| usage(format!("--key-file: {e}")))?;
+    out.write_all(note.as_bytes())?;
+    Ok(0)
+}
+
+/// Which proof `audit prove` prints.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Proof {
+    /// The inclusion of record `index`.
+    Inclusion(u64),
+    /// The consistency of the tree's first `old_size` records.
+    Consistency(u64),
+}
+
+/// `audit prove`: the proof, as one JSON object, for the log's current
+/// tree. Holds one hash per record (32 bytes each).
+pub(super) fn prove(
+    log: &Path,
+    proof: Proof,
+    audit_key_file: Option<&Path>,
+    out: &mut impl Write,
+) -> Result<u8, Failure> {
+    let key = audit_key(audit_key_file)?;
+    let mut all = Vec::new();
+    leaves(log, key.as_ref(), |leaf| all.push(leaf))?;
+    let b64 = |h: &Hash| BASE64.encode(h);
+    let size = all.len();
+    let root = tlog::root(&all);
+    let json = match proof {
+        Proof::Inclusion(index) => {
+            let at = usize::try_from(index).unwrap_or(usize::MAX);
+            let path = tlog::inclusion_proof(&all, at).ok_or_else(|| {
+                usage(format!(
+                    "--index {index} is past the tree: the log holds {size} records (0 to {})",
+                    size.saturating_sub(1)
+                ))
+            })?;
+            serde_json::json!({
+                "tree_size": size,
+                "root_hash": b64(&root),
+                "leaf_index": index,
+                "leaf_hash": b64(&all[at]),
+                "proof": path.iter().map(b64).collect::<Vec<_>>(),
+            })
+        }
+        Proof::Consistency(old) => {
+            let at = usize::try_from(old).unwrap_or(usize::MAX);
+            let path = tlog::consistency_proof(&all, at).ok_or_else(|| {
+                usage(format!(
+                    "--from {old} is larger than the tree: the log holds {size} records"
+                ))
+            })?;
+            serde_json::json!({
+                "old_size": old,
+                "old_root": b64(&tlog::root(&all[..at])),
+                "tree_size": size,
+                "root_hash": b64(&root),
+                "proof": path.iter().map(b64).collect::<Vec<_>>(),
+            })
+        }
+    };
+    writeln!(out, "{json}")?;
+    Ok(0)
+}
+
+/// What `verify --checkpoint` found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(super) struct CheckpointCheck {
+    /// The key's name (the checkpoint's origin).
+    pub origin: String,
+    /// Records the checkpoint vouches for.
+    pub size: u64,
+    /// Records in the log now.
+    pub records: u64,
+    /// Whether the log's first `size` records give the checkpoint's root.
+    pub matches: bool,
+}
+
+impl CheckpointCheck {
+    /// One line for a person.
+    pub fn line(&self) -> String {
+        match self.matches {
+            true => format!(
+                "checkpoint: the first {} records match the tree head {} signed; {} appended since",
+                self.size,
+                self.origin,
+                self.records - self.size
+            ),
+            false if self.records < self.size => format!(
+                "checkpoint: {} signed a tree of {} records; the log holds {}: records were removed",
+                self.origin, self.size, self.records
+            ),
+            false => format!(
+                "checkpoint: the log's first {} records do not give the tree head {} signed: records were changed",
+                self.size, self.origin
+            ),
+        }
+    }
+}
+
+/// The checkpoint in `file`, opened with the verifier key in
+/// `public_key`: a bad key file is bad input, a checkpoint that does not
+/// open (another key, a changed note) a [`Failure::BadCheckpoint`].
+pub(super) fn load(file: &Path, public_key: &Path) -> Result<Checkpoint, Failure> {
+    let text = read_text(public_key, "--public-key ", "a key file")?;
+    let verifier = VerifierKey::parse(&text).map_err(|e| usage(format!("--public-key: {e}")))?;
+    let note = read_text(file, "--checkpoint ", "a checkpoint file")?;
+    Checkpoint::open(&note, &verifier)
+        .map_err(|e| Failure::BadCheckpoint(format!("--checkpoint {}: {e}", file.display())))
+}
+
+/// Whether the log's first records give `checkpoint`'s tree head.
+pub(super) fn check(
+    log: &Path,
+    checkpoint: &Checkpoint,
+    key: Option<&Key>,
+) -> Result<CheckpointCheck, Failure> {
+    let mut tree = TreeBuilder::default();
+    let mut at_size = (checkpoint.size == 0).then(|| tree.root());
+    leaves(log, key, |leaf| {
+        tree.push(leaf);
+        if tree.size() == checkpoint.size {
+            at_size = Some(tree.root());
+        }
+    })?;
+    Ok(CheckpointCheck {
+        origin: checkpoint.origin.clone(),
+        size: checkpoint.size,
+        records: tree.size(),
+        matches: at_size == Some(checkpoint.root),
+    })
+}
