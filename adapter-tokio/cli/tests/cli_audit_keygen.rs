@@ -97,7 +97,13 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
     assert_eq!(nowhere.status.code(), Some(1));
     assert_eq!(files(&dir), before);
 
-    // Go's sumdb/note loads both keys and opens a checkpoint they sign.
+    // Go's sumdb/note loads both keys and opens a checkpoint they sign
+    // (in the repository: an unpacked package has no tests/go beside it).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !root.join("tests/go/src/tlogcheck").exists() {
+        eprintln!("skipped the Go check: no tests/go here (an unpacked package)");
+        return;
+    }
     let go = Path::new("/usr/bin/go");
     if !go.exists() || !Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb/note").exists() {
         assert!(
@@ -119,7 +125,6 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
     };
     std::fs::write(dir.join("checkpoint"), checkpoint.sign(&signer).unwrap()).unwrap();
     std::fs::write(dir.join("proofs"), "").unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let checked = Command::new(go)
         .args(["run", "tlogcheck"])
         .args([
