@@ -34,7 +34,11 @@ pub(super) fn leaves(
     mut each: impl FnMut(Hash),
 ) -> Result<(Verdict, u64), Failure> {
     let mut file: File = open(path, "", "an audit log")?;
-    let mut verifier = Verifier::new(VerifyOptions { anchor: None, key });
+    // Bounded, as `verify` reads: memory that does not grow with the log.
+    let mut verifier = Verifier::new(VerifyOptions { anchor: None, key }).bounded(Verifier::WINDOW);
+    // A bounded verifier reads back only to name a fault: the log will be
+    // refused, and no leaf is hashed from there on.
+    let mut faulted = false;
     let mut buffer = vec![0; CHUNK_BYTES];
     // The bytes from the start of the record being read on.
     let mut pending: Vec<u8> = Vec::new();
@@ -60,13 +64,24 @@ pub(super) fn leaves(
             Err(e) => return Err(usage(format!("cannot read {}: {e}", path.display()))),
         };
         verifier.handle_bytes(&buffer[..read]);
-        pending.extend_from_slice(&buffer[..read]);
+        if !faulted {
+            pending.extend_from_slice(&buffer[..read]);
+        }
         while let Some(record) = verifier.poll_record() {
+            if faulted {
+                continue;
+            }
             if let Some(start) = current {
                 hash_to(record.offset, &mut pending, &mut pending_start, start);
                 count += 1;
             }
             current = Some(record.offset);
+        }
+        if let Some(offset) = verifier.poll_seek() {
+            faulted = true;
+            pending.clear();
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
         }
     }
     let verdict = verifier.finish();
