@@ -9,8 +9,11 @@
 //! signed by another key does not open.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+
+#[path = "../../adapter-std/tests/support/go.rs"]
+mod go_support;
+use go_support::GoChecker;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -22,53 +25,21 @@ fn leaf(i: u32) -> Hash {
     tlog::leaf_hash(&i.to_be_bytes())
 }
 
-/// The Go toolchain and the x/mod sources, or why not.
-fn go() -> Result<PathBuf, String> {
-    let go = PathBuf::from("/usr/bin/go");
-    let mods = Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog");
-    if go.exists() && mods.exists() {
-        return Ok(go);
-    }
-    Err(
-        "Go and golang.org/x/mod are not installed: run .ci/peers.sh (as root: it installs \
-         Debian's golang-go and golang-golang-x-mod-dev)"
-            .to_owned(),
-    )
-}
-
 /// Runs the Go checker on the files in `dir`; its summary line.
-fn check(go: &Path, dir: &Path, checkpoint: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let gopath = format!("{}:/usr/share/gocode", root.join("go").display());
-    let out = Command::new(go)
-        .args(["run", "tlogcheck"])
-        .arg(dir.join("signer.key"))
-        .arg(dir.join("verifier.pub"))
-        .arg(dir.join(checkpoint))
-        .arg(dir.join("proofs"))
-        .env("GO111MODULE", "off")
-        .env("GOPATH", gopath)
-        .env("GOCACHE", root.join("../target/go-cache"))
-        .env_remove("GOFLAGS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "go run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+fn check(go: &GoChecker, dir: &Path, checkpoint: &str) -> String {
+    go.check(
+        &dir.join("signer.key"),
+        &dir.join("verifier.pub"),
+        &dir.join(checkpoint),
+        &dir.join("proofs"),
+    )
 }
 
 #[test]
 fn keys_checkpoints_and_proofs_are_what_gos_sumdb_checks() {
-    let go = match go() {
-        Ok(go) => go,
-        Err(why) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-        Err(why) => panic!("{why}"),
+    let Some(go) = GoChecker::find_or_skip(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+    else {
+        return;
     };
     let dir = std::env::temp_dir().join(format!("spillguard-tlog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -9,6 +9,10 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/go.rs"]
+mod go_support;
+use go_support::GoChecker;
+
 use spillguard_std::proto::audit::note::{Checkpoint, SignerKey, VerifierKey};
 use spillguard_std::proto::audit::tlog;
 
@@ -99,22 +103,10 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
 
     // Go's sumdb/note loads both keys and opens a checkpoint they sign
     // (in the repository: an unpacked package has no tests/go beside it).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    if !root.join("tests/go/src/tlogcheck").exists() {
-        eprintln!("skipped the Go check: no tests/go here (an unpacked package)");
+    let Some(go) = GoChecker::find_or_skip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+    else {
         return;
-    }
-    let go = Path::new("/usr/bin/go");
-    if !go.exists() || !Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb/note").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Go and golang.org/x/mod are missing: .ci/peers.sh installs them"
-        );
-        eprintln!(
-            "skipped the Go check: run .ci/peers.sh as root (it installs golang-go and golang-golang-x-mod-dev)"
-        );
-        return;
-    }
+    };
     let leaves: Vec<tlog::Hash> = (0u32..5)
         .map(|i| tlog::leaf_hash(&i.to_be_bytes()))
         .collect();
@@ -125,28 +117,14 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
     };
     std::fs::write(dir.join("checkpoint"), checkpoint.sign(&signer).unwrap()).unwrap();
     std::fs::write(dir.join("proofs"), "").unwrap();
-    let checked = Command::new(go)
-        .args(["run", "tlogcheck"])
-        .args([
+    assert_eq!(
+        go.check(
             &secret,
             &public,
             &dir.join("checkpoint"),
-            &dir.join("proofs"),
-        ])
-        .env("GO111MODULE", "off")
-        .env(
-            "GOPATH",
-            format!("{}:/usr/share/gocode", root.join("tests/go").display()),
-        )
-        .env("GOCACHE", root.join("target/go-cache"))
-        .env_remove("GOFLAGS")
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8(checked.stdout).unwrap().trim(),
-        "checked 0, failed 0, checkpoint 5 ok",
-        "{}",
-        String::from_utf8_lossy(&checked.stderr)
+            &dir.join("proofs")
+        ),
+        "checked 0, failed 0, checkpoint 5 ok"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -542,6 +542,19 @@ impl Verifier {
         }
     }
 
+    /// What a sealed record under key `log_key` means when the verifier
+    /// holds `given_key`: nothing when they are the same; the wrong key
+    /// when it is the log's first record and no record has confirmed the
+    /// key yet; a forged record otherwise.
+    fn other_key(&self, index: u64, log_key: KeyId, given_key: KeyId) -> Option<Verdict> {
+        if log_key == given_key {
+            None
+        } else if index == 0 && !self.key_confirmed {
+            Some(Verdict::WrongKey { log_key, given_key })
+        } else {
+            Some(self.tampered(TamperKind::BadMac))
+        }
+    }
     fn decide(&mut self, verdict: Verdict) {
         self.phase = Phase::Decided(verdict);
     }
@@ -727,15 +740,7 @@ impl Verifier {
             // verified and its content left unread, as with no key.
             #[cfg(not(feature = "audit-seal"))]
             (Payload::Sealed { key_id, .. }, Some(keys)) => {
-                if KeyId(*key_id) != keys.id() {
-                    let verdict = if index == 0 && !self.key_confirmed {
-                        Verdict::WrongKey {
-                            log_key: KeyId(*key_id),
-                            given_key: keys.id(),
-                        }
-                    } else {
-                        self.tampered(TamperKind::BadMac)
-                    };
+                if let Some(verdict) = self.other_key(index, KeyId(*key_id), keys.id()) {
                     return self.decide(verdict);
                 }
                 None
@@ -749,15 +754,7 @@ impl Verifier {
                 },
                 Some(keys),
             ) => {
-                if KeyId(*key_id) != keys.id() {
-                    let verdict = if index == 0 && !self.key_confirmed {
-                        Verdict::WrongKey {
-                            log_key: KeyId(*key_id),
-                            given_key: keys.id(),
-                        }
-                    } else {
-                        self.tampered(TamperKind::BadMac)
-                    };
+                if let Some(verdict) = self.other_key(index, KeyId(*key_id), keys.id()) {
                     return self.decide(verdict);
                 }
                 let Ok(plain) = keys.open(log_id, body.seq, &prev, nonce, ciphertext.0) else {
