@@ -99,6 +99,8 @@ pub use owner::StdThreads;
 /// the audit log format. Named `proto`, not `core`, so that a glob
 /// import of this crate never shadows the language's `core`.
 pub use spillguard_core as proto;
+#[cfg(feature = "audit-checkpoint")]
+pub use spillguard_host::CheckpointOptions;
 pub use spillguard_host::blocking::{HelperStdin, HelperStdout};
 pub use spillguard_host::os;
 pub use spillguard_host::{

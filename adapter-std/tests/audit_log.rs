@@ -10,13 +10,15 @@ use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use spillguard_std::proto::audit::note::{Checkpoint, SignerKey};
+use spillguard_std::proto::audit::tlog::{self, TreeBuilder};
 use spillguard_std::proto::audit::{
     Anchor, Key, LogEntry, Record, TamperKind, Verdict, VerifyOptions, verify, verify_and_read,
 };
 use spillguard_std::proto::{AuditEvent, AuditKind, Config, State};
 use spillguard_std::{
-    AuditSink, ChainedFileAudit, ChainedFileOptions, FsyncPolicy, Host, HostOptions, KeySource,
-    OpenFailure,
+    AuditSink, ChainedFileAudit, ChainedFileOptions, CheckpointOptions, FsyncPolicy, Host,
+    HostOptions, KeySource, OpenFailure,
 };
 use support::{LocalTest, Recorder, temp_path};
 
@@ -850,4 +852,93 @@ fn an_anchor_file_in_the_old_form_makes_open_verify_the_whole_file() {
     drop(log);
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&anchor_path);
+}
+
+/// The checkpoint of the whole file at `path` now, signed by `key`, as a
+/// reader that hashes every record computes it.
+fn checkpoint_of(path: &Path, key: &SignerKey) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let mut tree = TreeBuilder::default();
+    tlog::record_leaves(&bytes).for_each(|leaf| tree.push(leaf));
+    let (_, records) = read(path, None);
+    assert_eq!(tree.size(), records.len() as u64);
+    Checkpoint {
+        origin: key.name().to_owned(),
+        size: tree.size(),
+        root: tree.root(),
+    }
+    .sign(key)
+    .unwrap()
+}
+
+/// With a checkpoint kept, each final record leaves the checkpoint file
+/// equal to the one computed from the whole file: with two writers taking
+/// turns in one process, after a reopen that reads only what follows the
+/// anchor (the tree file), after the tree file is lost, and after a crash
+/// tore the last record (the recovery record is a leaf too).
+#[test]
+fn a_checkpoint_kept_as_the_log_grows_is_the_whole_files() {
+    let path = fresh("checkpoint.log");
+    let anchor = fresh("checkpoint.anchor");
+    let file = fresh("checkpoint.note");
+    let mut tree_file = file.clone().into_os_string();
+    tree_file.push(".tree");
+    let tree_file = PathBuf::from(tree_file);
+    let _ = std::fs::remove_file(&tree_file);
+    let key = SignerKey::from_seed("audit.example/lib", [3; 32]).unwrap();
+    let options = || ChainedFileOptions {
+        anchor_file: Some(anchor.clone()),
+        checkpoint: Some(CheckpointOptions::new(key.clone(), &file)),
+        ..ChainedFileOptions::default()
+    };
+    let kept = || std::fs::read_to_string(&file).unwrap();
+
+    // Two writers, their calls interleaved event by event.
+    let first = ChainedFileAudit::open(&path, options()).unwrap();
+    let second = ChainedFileAudit::open(&path, options()).unwrap();
+    // Nothing is signed before a final record; the tree file is kept.
+    assert!(!file.exists());
+    assert!(tree_file.exists());
+    let (a, b) = (events(3), events(3));
+    for (x, y) in a.iter().zip(&b) {
+        first.write(x).unwrap();
+        second.write(y).unwrap();
+    }
+    assert_eq!(kept(), checkpoint_of(&path, &key));
+    let records = first.records().max(second.records());
+    assert_eq!(kept().lines().nth(1), Some(records.to_string().as_str()));
+    drop((first, second));
+
+    // Reopened from the anchor and the tree file.
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    assert!(log.opened().verified_from > 0);
+    for event in events(2) {
+        log.write(&event).unwrap();
+    }
+    assert_eq!(kept(), checkpoint_of(&path, &key));
+    drop(log);
+
+    // The tree file lost: the log's start is read again.
+    std::fs::remove_file(&tree_file).unwrap();
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    for event in events(1) {
+        log.write(&event).unwrap();
+    }
+    assert_eq!(kept(), checkpoint_of(&path, &key));
+    drop(log);
+
+    // A torn last record: cut, recorded, and hashed as the log now holds.
+    let len = std::fs::metadata(&path).unwrap().len();
+    let torn = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    torn.set_len(len - 5).unwrap();
+    drop(torn);
+    std::fs::remove_file(&anchor).unwrap();
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    assert!(log.opened().recovered.is_some());
+    for event in events(1) {
+        log.write(&event).unwrap();
+    }
+    assert_eq!(kept(), checkpoint_of(&path, &key));
+    let opened = Checkpoint::open(&kept(), &key.verifier()).unwrap();
+    assert_eq!(opened.size, log.records());
 }

@@ -45,6 +45,8 @@ use spillguard_core::{AuditEvent, AuditKind};
 use zeroize::Zeroizing;
 
 use crate::audit::AuditSink;
+#[cfg(feature = "audit-checkpoint")]
+use crate::audit_checkpoint::{CheckpointOptions, Checkpointer};
 
 /// When the log file is synced to stable storage (`fdatasync`).
 ///
@@ -124,6 +126,10 @@ pub struct ChainedFileOptions {
     /// with an error (the call then fails closed before dispatch).
     /// Default: [`DEFAULT_LOCK_WAIT`] (10 s).
     pub lock_wait: Duration,
+    /// A signed checkpoint of the log kept as it grows, rewritten after
+    /// each final record (see [`CheckpointOptions`]); `None` keeps none.
+    #[cfg(feature = "audit-checkpoint")]
+    pub checkpoint: Option<CheckpointOptions>,
 }
 
 /// How long a writer waits for the log's lock by default: 10 s.
@@ -137,6 +143,8 @@ impl Default for ChainedFileOptions {
             anchor_file: None,
             writer_name: Some(format!("spillguard-std {}", env!("CARGO_PKG_VERSION"))),
             lock_wait: DEFAULT_LOCK_WAIT,
+            #[cfg(feature = "audit-checkpoint")]
+            checkpoint: None,
         }
     }
 }
@@ -202,6 +210,12 @@ pub enum OpenFailure {
         /// The log's length after it was cut back, or why it could not be.
         kept: io::Result<u64>,
     },
+    /// The log was opened and its anchor written, but its signed
+    /// checkpoint (or the tree file beside it) could not be: the file
+    /// still holds an older checkpoint, which verifies against the log's
+    /// first records, or none.
+    #[cfg(feature = "audit-checkpoint")]
+    Checkpoint(io::Error),
 }
 
 impl AuditOpenError {
@@ -209,7 +223,12 @@ impl AuditOpenError {
     /// not because of the log, its path or its key: an audit failure
     /// rather than bad input.
     pub fn is_write_failure(&self) -> bool {
-        matches!(self.failure, OpenFailure::Write { .. })
+        match self.failure {
+            OpenFailure::Write { .. } => true,
+            #[cfg(feature = "audit-checkpoint")]
+            OpenFailure::Checkpoint(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -259,6 +278,11 @@ impl fmt::Display for AuditOpenError {
                     "cannot append to it: {error}; and cutting it back to its last whole record failed too: {cut}"
                 ),
             },
+            #[cfg(feature = "audit-checkpoint")]
+            OpenFailure::Checkpoint(error) => write!(
+                f,
+                "its records and anchor were written, but not its checkpoint: {error}"
+            ),
         }
     }
 }
@@ -267,6 +291,8 @@ impl std::error::Error for AuditOpenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.failure {
             OpenFailure::Io(error) | OpenFailure::Write { error, .. } => Some(error),
+            #[cfg(feature = "audit-checkpoint")]
+            OpenFailure::Checkpoint(error) => Some(error),
             _ => None,
         }
     }
@@ -458,6 +484,9 @@ struct WriterState {
     /// Why the log cannot be written any more, if it cannot.
     broken: Option<String>,
     frame: Vec<u8>,
+    /// The tree whose signed checkpoint is kept, if one is.
+    #[cfg(feature = "audit-checkpoint")]
+    checkpoint: Option<Checkpointer>,
 }
 
 impl ChainedFileAudit {
@@ -536,6 +565,7 @@ impl ChainedFileAudit {
             torn,
             created,
             verified_from,
+            read,
         } = found;
         if valid_len < file_len {
             file.set_len(valid_len).map_err(io_fail)?;
@@ -609,6 +639,8 @@ impl ChainedFileAudit {
                 unsynced: 0,
                 broken: None,
                 frame,
+                #[cfg(feature = "audit-checkpoint")]
+                checkpoint: None,
             }),
         };
         if let Some(anchor_path) = &audit.anchor_file {
@@ -628,6 +660,34 @@ impl ChainedFileAudit {
                 return Err(cut_back(&state.file, error));
             }
         }
+        #[cfg(feature = "audit-checkpoint")]
+        if let Some(checkpoint) = options.checkpoint {
+            let mut state = audit.lock();
+            let kept = Checkpointer::resume(
+                checkpoint,
+                &state.file,
+                anchor.as_ref(),
+                verified_from,
+                &read,
+            )
+            .and_then(|mut checkpointer| {
+                checkpointer.push_frames(&state.frame, 0);
+                // The checkpoint itself waits for the first final
+                // record; the tree file follows the anchor now.
+                if audit.anchor_file.is_some() {
+                    checkpointer.write_tree(state.writer.records(), &state.writer.anchor())?;
+                }
+                Ok(checkpointer)
+            });
+            // The log and its anchor agree: the records stay, and only
+            // the checkpoint is an older one (which still verifies
+            // against the log's first records).
+            match kept {
+                Ok(checkpointer) => state.checkpoint = Some(checkpointer),
+                Err(error) => return Err(fail(OpenFailure::Checkpoint(error))),
+            }
+        }
+        drop(read);
         drop(turn);
         Ok(audit)
     }
@@ -723,6 +783,11 @@ impl ChainedFileAudit {
         }
         state.writer = found.writer;
         state.len = found.valid_len;
+        // What was read starts with this writer's own last record.
+        #[cfg(feature = "audit-checkpoint")]
+        if let Some(checkpoint) = &mut state.checkpoint {
+            checkpoint.push_frames(&found.read, 1);
+        }
         if found.torn.is_some() {
             let nonce = fresh_nonce(state.key.is_some())
                 .map_err(|e| format!("cannot draw a nonce: {e}"))?;
@@ -734,6 +799,10 @@ impl ChainedFileAudit {
                 .file
                 .write_all(&frame)
                 .map_err(|e| format!("cannot record a recovery: {e}"))?;
+            #[cfg(feature = "audit-checkpoint")]
+            if let Some(checkpoint) = &mut state.checkpoint {
+                checkpoint.push_frames(&frame, 0);
+            }
             state.len += frame.len() as u64;
             state.unsynced += 1;
         }
@@ -816,9 +885,17 @@ impl AuditSink for ChainedFileAudit {
         state.len += state.frame.len() as u64;
         state.written += 1;
         state.unsynced += 1;
+        #[cfg(feature = "audit-checkpoint")]
+        if let Some(checkpoint) = &mut state.checkpoint {
+            checkpoint.push_frames(&state.frame, 0);
+        }
         let is_final = matches!(event.kind, AuditKind::Final(_));
         let anchor_now = is_final && self.anchor_file.is_some();
-        if anchor_now || self.fsync.syncs_after(state.written, &event.kind) {
+        #[cfg(feature = "audit-checkpoint")]
+        let checkpoint_now = is_final && state.checkpoint.is_some();
+        #[cfg(not(feature = "audit-checkpoint"))]
+        let checkpoint_now = false;
+        if anchor_now || checkpoint_now || self.fsync.syncs_after(state.written, &event.kind) {
             self.sync_locked(state)?;
         }
         if let (true, Some(anchor_path)) = (anchor_now, &self.anchor_file) {
@@ -831,6 +908,15 @@ impl AuditSink for ChainedFileAudit {
                     ),
                 )
             })?;
+        }
+        #[cfg(feature = "audit-checkpoint")]
+        if checkpoint_now && let Some(checkpoint) = &mut state.checkpoint {
+            let anchor = self.anchor_file.as_ref().map(|_| state.writer.anchor());
+            checkpoint
+                .write(state.writer.records(), anchor.as_ref())
+                .map_err(|error| {
+                    io::Error::new(error.kind(), format!("the record was written, but {error}"))
+                })?;
         }
         Ok(())
     }
@@ -858,6 +944,8 @@ struct Found {
     torn: Option<TornTail>,
     created: bool,
     verified_from: u64,
+    /// The intact bytes read, from `verified_from` to `valid_len`.
+    read: Vec<u8>,
 }
 
 /// The anchor kept in `anchor_path`, if that file exists.
@@ -916,6 +1004,10 @@ fn resume_after_anchor(
             torn: resume.torn,
             created: false,
             verified_from: offset,
+            read: {
+                suffix.truncate(usize::try_from(resume.valid_len - offset).unwrap_or(usize::MAX));
+                suffix
+            },
         })),
         Err(_) => Ok(None),
     }
@@ -949,7 +1041,8 @@ fn resume_whole(
         }
     }
     let file_len = bytes.len() as u64;
-    let found = |writer, valid_len, records_found, torn, created| Found {
+    let resumed = LogWriter::resume(&bytes, key);
+    let mut found = |writer, valid_len: u64, records_found, torn, created| Found {
         writer,
         valid_len,
         file_len,
@@ -957,8 +1050,12 @@ fn resume_whole(
         torn,
         created,
         verified_from: 0,
+        read: {
+            bytes.truncate(usize::try_from(valid_len).unwrap_or(usize::MAX));
+            std::mem::take(&mut bytes)
+        },
     };
-    match LogWriter::resume(&bytes, key) {
+    match resumed {
         Ok((writer, resume)) => Ok(found(
             writer,
             resume.valid_len,

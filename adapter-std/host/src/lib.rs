@@ -40,6 +40,8 @@ compile_error!(
 
 pub mod asynchronous;
 mod audit;
+#[cfg(feature = "audit-checkpoint")]
+mod audit_checkpoint;
 mod audit_log;
 pub mod blocking;
 mod builder;
@@ -69,6 +71,8 @@ pub mod stream;
 mod sys;
 
 pub use audit::{AuditSink, JsonLinesAudit};
+#[cfg(feature = "audit-checkpoint")]
+pub use audit_checkpoint::CheckpointOptions;
 pub use audit_log::{
     AuditOpenError, ChainedFileAudit, ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError,
     KeySource, OpenFailure, OpenedLog,
@@ -94,6 +98,8 @@ pub use spillguard_core::{OutcomeError, StdoutTruncated};
 /// What the smol and tokio adapters re-export for their users, beside
 /// their own `Host`, `CallHandle`, `Canceller` and stream types.
 pub mod adapter_api {
+    #[cfg(feature = "audit-checkpoint")]
+    pub use crate::CheckpointOptions;
     pub use crate::asynchronous::Run;
     pub use crate::os;
     pub use crate::{

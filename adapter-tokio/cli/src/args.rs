@@ -619,6 +619,17 @@ pub struct AuditFlags {
     /// --audit
     #[arg(long, value_name = "N", value_parser = number, allow_hyphen_values = true)]
     pub audit_wait_ms: Option<u64>,
+    /// Sign the log's checkpoint as it grows with the signer key in F
+    /// (`audit keygen`'s PREFIX.key): a C2SP signed note, as `audit
+    /// checkpoint` prints, rewritten after each final record,
+    /// that `audit verify --checkpoint` checks; needs --audit
+    #[arg(long, value_name = "F")]
+    pub checkpoint_key_file: Option<PathBuf>,
+    /// Keep the signed checkpoint in FILE (and the tree it was computed
+    /// from in FILE.tree) [default: the --anchor-out file's path, or else
+    /// the log's, with `.checkpoint` added]; needs --checkpoint-key-file
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint_out: Option<PathBuf>,
 }
 
 impl AuditFlags {
@@ -629,13 +640,41 @@ impl AuditFlags {
                 (self.audit_key_file.is_some(), "--audit-key-file"),
                 (self.anchor_out.is_some(), "--anchor-out"),
                 (self.audit_wait_ms.is_some(), "--audit-wait-ms"),
+                (self.checkpoint_key_file.is_some(), "--checkpoint-key-file"),
             ] {
                 if given {
                     return Err(UsageError(format!("`{flag}` needs `--audit FILE`")));
                 }
             }
         }
+        if self.checkpoint_out.is_some() && self.checkpoint_key_file.is_none() {
+            return Err(UsageError(
+                "`--checkpoint-out` needs `--checkpoint-key-file F`".to_owned(),
+            ));
+        }
+        if let (Some(out), Some(log)) = (self.checkpoint_path(), &self.audit)
+            && (out == *log || self.anchor_out.as_ref() == Some(&out))
+        {
+            return Err(UsageError(format!(
+                "--checkpoint-out: `{}` is the audit log or its anchor file",
+                out.display()
+            )));
+        }
         Ok(())
+    }
+
+    /// Where the signed checkpoint is kept, with `--checkpoint-key-file`:
+    /// `--checkpoint-out`, else the anchor file's path or the log's with
+    /// `.checkpoint` added.
+    pub fn checkpoint_path(&self) -> Option<PathBuf> {
+        self.checkpoint_key_file.as_ref()?;
+        if let Some(out) = &self.checkpoint_out {
+            return Some(out.clone());
+        }
+        let beside = self.anchor_out.as_ref().or(self.audit.as_ref())?;
+        let mut path = beside.as_os_str().to_os_string();
+        path.push(".checkpoint");
+        Some(PathBuf::from(path))
     }
 }
 
@@ -1355,6 +1394,7 @@ mod tests {
                     audit_key_file: None,
                     anchor_out: None,
                     audit_wait_ms: None,
+                    ..AuditFlags::default()
                 },
                 session_id: None,
                 otel_file: None,
@@ -1566,6 +1606,7 @@ mod tests {
                         audit_key_file: None,
                         anchor_out: Some("calls.anchor".into()),
                         audit_wait_ms: None,
+                        ..AuditFlags::default()
                     },
                     otel_file: None,
                 }

@@ -6,13 +6,16 @@
 //! With `--debug-on-signal`, SIGUSR1 is a debug grant that reaches the
 //! running call, and SIGUSR2 its end.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use spillguard_std::proto::audit::note::SignerKey;
 use spillguard_std::proto::{CallRecord, Config, DebugGrant};
 use spillguard_std::{
-    AuditSink, ChainedFileAudit, ChainedFileOptions, HelperCommand, HostOptions, KeySource,
+    AuditSink, ChainedFileAudit, ChainedFileOptions, CheckpointOptions, HelperCommand, HostOptions,
+    KeySource,
 };
 
 use crate::args::{AuditFlags, ResultMode, RunArgs, StdioArgs, UsageError};
@@ -89,6 +92,22 @@ fn prepare_with(
     Ok((host, telemetry))
 }
 
+/// The signer key in `file` (`--checkpoint-key-file`): a regular file
+/// holding a key in the signed-note form `audit keygen` writes.
+fn signer_key(file: &Path) -> Result<SignerKey, UsageError> {
+    let fail = |why: String| UsageError(format!("--checkpoint-key-file: {why}"));
+    match std::fs::metadata(file) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(fail(format!("{} is not a regular file", file.display())));
+        }
+        Ok(_) => {}
+        Err(error) => return Err(fail(format!("cannot read {}: {error}", file.display()))),
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| fail(format!("cannot read {}: {error}", file.display())))?;
+    SignerKey::parse(&text).map_err(|error| fail(error.to_string()))
+}
+
 /// The audit log the flags name, opened (and checked against its anchor
 /// when one is kept), or `None` without `--audit`.
 pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, UsageError> {
@@ -109,6 +128,10 @@ pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, Usag
         lock_wait: flags
             .audit_wait_ms
             .map_or(spillguard_std::DEFAULT_LOCK_WAIT, Duration::from_millis),
+        checkpoint: match (&flags.checkpoint_key_file, flags.checkpoint_path()) {
+            (Some(file), Some(out)) => Some(CheckpointOptions::new(signer_key(file)?, out)),
+            _ => None,
+        },
         ..ChainedFileOptions::default()
     };
     let log = ChainedFileAudit::open(path, options).map_err(|e| {

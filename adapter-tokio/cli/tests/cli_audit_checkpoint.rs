@@ -12,6 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/go.rs"]
+mod go_support;
+use go_support::GoChecker;
+
 fn spillguard(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spillguard"))
         .args(args)
@@ -25,55 +29,19 @@ fn json(output: &Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// Go, the x/mod sources and the repository's checker, or `None`: an
-/// unpacked package has no `tests/go` beside it (the repository's own run
-/// checks with Go), and outside CI Go may be missing.
-fn go() -> Option<PathBuf> {
-    let checker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/go/src/tlogcheck");
-    if !checker.exists() {
-        eprintln!("skipped the Go checks: no tests/go here (an unpacked package)");
-        return None;
-    }
-    let go = PathBuf::from("/usr/bin/go");
-    if go.exists() && Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").exists() {
-        return Some(go);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "Go and golang.org/x/mod are missing: .ci/peers.sh installs them"
-    );
-    eprintln!(
-        "skipped the Go checks: run .ci/peers.sh as root (it installs golang-go and golang-golang-x-mod-dev)"
-    );
-    None
+/// The Go checker, or `None` where it is skipped.
+fn go() -> Option<GoChecker> {
+    GoChecker::find_or_skip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
 /// The Go checker's summary line for the files in `dir`.
-fn go_check(go: &Path, dir: &Path, checkpoint: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(go)
-        .args(["run", "tlogcheck"])
-        .args([
-            dir.join("k.key"),
-            dir.join("k.pub"),
-            dir.join(checkpoint),
-            dir.join("proofs"),
-        ])
-        .env("GO111MODULE", "off")
-        .env(
-            "GOPATH",
-            format!("{}:/usr/share/gocode", root.join("tests/go").display()),
-        )
-        .env("GOCACHE", root.join("target/go-cache"))
-        .env_remove("GOFLAGS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+fn go_check(go: &GoChecker, dir: &Path, checkpoint: &str) -> String {
+    go.check(
+        &dir.join("k.key"),
+        &dir.join("k.pub"),
+        &dir.join(checkpoint),
+        &dir.join("proofs"),
+    )
 }
 
 #[test]
@@ -325,5 +293,223 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     assert_eq!(refused.status.code(), Some(5));
     assert!(refused.stdout.is_empty());
 
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The checkpoint `audit checkpoint` prints for the log in `dir` now,
+/// with `extra` flags (a sealed log's key).
+fn printed_checkpoint(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["audit", "checkpoint", "calls.log", "--key-file", "k.key"];
+    args.extend_from_slice(extra);
+    let printed = spillguard(&args, dir);
+    assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+    String::from_utf8(printed.stdout).unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("spillguard-grow-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_eq!(
+        spillguard(
+            &["audit", "keygen", "audit.example/grow", "--out", "k"],
+            &dir
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    dir
+}
+
+#[test]
+fn writers_keep_the_signed_checkpoint_as_the_log_grows() {
+    let dir = scratch("anchored");
+    let run = |script: &str| {
+        let ran = spillguard(
+            &[
+                "run",
+                "--audit",
+                "calls.log",
+                "--anchor-out",
+                "calls.anchor",
+                "--checkpoint-key-file",
+                "k.key",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            &dir,
+        );
+        assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    };
+    let kept = || std::fs::read_to_string(dir.join("calls.anchor.checkpoint")).unwrap();
+    // After each call the file holds exactly the checkpoint that reading
+    // the whole log gives (Ed25519 signs deterministically).
+    for i in 0..12 {
+        run(&format!("echo call {i} 1>&2"));
+        assert_eq!(kept(), printed_checkpoint(&dir, &[]), "after call {i}");
+    }
+    let size: u64 = kept().lines().nth(1).unwrap().parse().unwrap();
+    let verified = spillguard(
+        &[
+            "audit",
+            "verify",
+            "calls.log",
+            "--anchor-file",
+            "calls.anchor",
+            "--checkpoint",
+            "calls.anchor.checkpoint",
+            "--public-key",
+            "k.pub",
+            "--json",
+        ],
+        &dir,
+    );
+    let found = json(&verified);
+    assert_eq!(found["records"], size);
+    assert_eq!(found["checkpoint"]["size"], size);
+    assert_eq!(found["checkpoint"]["matches"], true);
+
+    // The tree file beside it is what lets opening skip the log's start;
+    // without it, or with a hash changed in it, the log is read again and
+    // the checkpoint is still right.
+    let tree = dir.join("calls.anchor.checkpoint.tree");
+    std::fs::remove_file(&tree).unwrap();
+    run("true");
+    assert_eq!(kept(), printed_checkpoint(&dir, &[]));
+    let text = std::fs::read_to_string(&tree).unwrap();
+    let last = text.lines().last().unwrap().to_owned();
+    let flipped = format!(
+        "{}{}",
+        if last.starts_with('0') { "1" } else { "0" },
+        &last[1..]
+    );
+    std::fs::write(&tree, text.replace(&last, &flipped)).unwrap();
+    run("true");
+    assert_eq!(kept(), printed_checkpoint(&dir, &[]));
+
+    // `stdio` keeps it the same way.
+    let relayed = spillguard(
+        &[
+            "stdio",
+            "--audit",
+            "calls.log",
+            "--anchor-out",
+            "calls.anchor",
+            "--checkpoint-key-file",
+            "k.key",
+            "--",
+            "cat",
+        ],
+        &dir,
+    );
+    assert_eq!(relayed.status.code(), Some(0), "{relayed:?}");
+    let after: u64 = kept().lines().nth(1).unwrap().parse().unwrap();
+    assert!(after > size, "{after} <= {size}");
+    assert_eq!(kept(), printed_checkpoint(&dir, &[]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_checkpoint_is_kept_without_an_anchor_for_a_sealed_log_and_under_concurrent_writers() {
+    let dir = scratch("sealed");
+    std::fs::write(dir.join("seal.key"), format!("{}\n", "ab".repeat(32))).unwrap();
+    let flags = [
+        "--audit",
+        "calls.log",
+        "--audit-key-file",
+        "seal.key",
+        "--checkpoint-key-file",
+        "k.key",
+    ];
+    // Two writers at once, each making 8 calls: every frame the other
+    // appended is a leaf of each one's tree.
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                for i in 0..8 {
+                    let script = format!("echo writer {w} call {i} 1>&2");
+                    let mut args = vec!["run"];
+                    args.extend_from_slice(&flags);
+                    args.extend_from_slice(&["--", "sh", "-c", &script]);
+                    assert_eq!(spillguard(&args, &dir).status.code(), Some(0));
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    // Without --anchor-out the checkpoint is beside the log, and no tree
+    // file is kept (opening reads the whole log).
+    let kept = std::fs::read_to_string(dir.join("calls.log.checkpoint")).unwrap();
+    assert_eq!(
+        kept,
+        printed_checkpoint(&dir, &["--audit-key-file", "seal.key"])
+    );
+    assert!(!dir.join("calls.log.checkpoint.tree").exists());
+    let size: u64 = kept.lines().nth(1).unwrap().parse().unwrap();
+    // 2 writers x 8 calls, each with its `opened` entry and at least an
+    // attempt and a final record.
+    assert!(size >= 16 * 3, "{size}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_checkpoint_flags_are_refused_naming_the_flag_with_nothing_written() {
+    let dir = scratch("refused");
+    let refused = |args: &[&str], flag: &str| {
+        let mut all = vec!["run", "--audit", "calls.log"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let out = spillguard(&all, &dir);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!dir.join("calls.log").exists(), "{args:?} wrote the log");
+    };
+    std::fs::write(dir.join("bad.key"), "PRIVATE+KEY+x+00000000+AAAA!\n").unwrap();
+    std::fs::create_dir(dir.join("a-dir")).unwrap();
+    refused(
+        &["--checkpoint-key-file", "k.pub"],
+        "--checkpoint-key-file:",
+    );
+    refused(
+        &["--checkpoint-key-file", "bad.key"],
+        "--checkpoint-key-file:",
+    );
+    refused(
+        &["--checkpoint-key-file", "a-dir"],
+        "--checkpoint-key-file:",
+    );
+    refused(
+        &["--checkpoint-key-file", "missing.key"],
+        "--checkpoint-key-file:",
+    );
+    refused(&["--checkpoint-out", "c"], "--checkpoint-out");
+    refused(
+        &[
+            "--checkpoint-key-file",
+            "k.key",
+            "--checkpoint-out",
+            "calls.log",
+        ],
+        "--checkpoint-out",
+    );
+    let alone = spillguard(
+        &["run", "--checkpoint-key-file", "k.key", "--", "true"],
+        &dir,
+    );
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("--checkpoint-key-file"));
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a-dir", "bad.key", "k.key", "k.pub"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

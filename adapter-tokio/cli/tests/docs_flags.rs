@@ -13,9 +13,9 @@ use std::process::Command;
 /// The commands, the page that documents each, and how many flags each
 /// has (`--help` aside).
 const COMMANDS: [(&str, &str, usize); 9] = [
-    ("run", "docs/run.md", 29),
-    ("stdio", "docs/stdio.md", 41),
-    ("mcp", "docs/mcp.md", 10),
+    ("run", "docs/run.md", 31),
+    ("stdio", "docs/stdio.md", 43),
+    ("mcp", "docs/mcp.md", 12),
     ("audit verify", "docs/audit-log.md", 7),
     ("audit activity", "docs/audit-log.md", 2),
     ("audit sessions", "docs/audit-log.md", 2),

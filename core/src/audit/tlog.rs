@@ -85,6 +85,47 @@ impl TreeBuilder {
         self.size
     }
 
+    /// The roots of its complete subtrees, largest (leftmost) first: one
+    /// per bit set in [`size`](Self::size). With the size they are all a
+    /// writer keeps to go on growing the tree (see
+    /// [`from_subtree_roots`](Self::from_subtree_roots)).
+    pub fn subtree_roots(&self) -> impl Iterator<Item = &Hash> {
+        self.subtrees.iter().map(|(_, root)| root)
+    }
+
+    /// The tree of `size` leaves whose complete subtrees have the roots
+    /// `roots` (largest first, as [`subtree_roots`](Self::subtree_roots)
+    /// gives them), or `None` when their count is not the number of bits
+    /// set in `size`.
+    ///
+    /// ```
+    /// use spillguard_core::audit::tlog::{TreeBuilder, leaf_hash};
+    ///
+    /// let mut tree = TreeBuilder::default();
+    /// (0u8..5).for_each(|i| tree.push(leaf_hash(&[i])));
+    /// let roots: Vec<_> = tree.subtree_roots().copied().collect();
+    /// let mut again = TreeBuilder::from_subtree_roots(5, &roots).unwrap();
+    /// assert_eq!(again, tree);
+    /// again.push(leaf_hash(&[5]));
+    /// tree.push(leaf_hash(&[5]));
+    /// assert_eq!(again.root(), tree.root());
+    /// // 7 leaves make three complete subtrees, not two.
+    /// assert!(TreeBuilder::from_subtree_roots(7, &roots).is_none());
+    /// ```
+    pub fn from_subtree_roots(size: u64, roots: &[Hash]) -> Option<TreeBuilder> {
+        if roots.len() != size.count_ones() as usize {
+            return None;
+        }
+        let sizes = (0..u64::BITS)
+            .rev()
+            .map(|bit| 1u64 << bit)
+            .filter(|part| size & part != 0);
+        Some(TreeBuilder {
+            subtrees: sizes.zip(roots.iter().copied()).collect(),
+            size,
+        })
+    }
+
     /// The tree's root hash (RFC 6962's `MTH`).
     pub fn root(&self) -> Hash {
         let mut subtrees = self.subtrees.iter().rev();
@@ -93,6 +134,40 @@ impl TreeBuilder {
             Some(&(_, last)) => subtrees.fold(last, |right, (_, left)| node_hash(left, &right)),
         }
     }
+}
+
+/// The leaf hashes of the records in `bytes`, which must start at a
+/// record's first byte (as a log, or what follows an anchor's offset,
+/// does): one per whole frame, in order, each over the frame's bytes as
+/// stored. It stops at the first frame that is cut short or whose header
+/// is damaged; verify the bytes first to know there is none.
+///
+/// ```
+/// use spillguard_core::audit::tlog::{TreeBuilder, record_leaves};
+/// use spillguard_core::audit::{LogEntry, LogId, LogWriter};
+///
+/// let mut writer = LogWriter::create(LogId([7; 16]), None);
+/// let mut log = Vec::new();
+/// for name in ["a", "b", "c"] {
+///     let entry = LogEntry::Opened { writer: name.into() };
+///     writer.append_to(&entry, None, &mut log).unwrap();
+/// }
+/// let mut tree = TreeBuilder::default();
+/// record_leaves(&log).for_each(|leaf| tree.push(leaf));
+/// assert_eq!(tree.size(), 3);
+/// // A frame cut short is no leaf.
+/// assert_eq!(record_leaves(&log[..log.len() - 1]).count(), 2);
+/// ```
+pub fn record_leaves(bytes: &[u8]) -> impl Iterator<Item = Hash> + '_ {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let super::frame::Header::Frame { total } = super::frame::read_header(rest) else {
+            return None;
+        };
+        let frame = rest.get(..total)?;
+        rest = &rest[total..];
+        Some(leaf_hash(frame))
+    })
 }
 
 /// The largest power of two below `n` (`n` at least 2): where a tree of

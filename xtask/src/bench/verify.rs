@@ -3,6 +3,10 @@
 //! and 64 MiB with `--quick`), as `spillguard run --audit` writes them.
 //! Each log is written once (`bench-case audit-log`) into
 //! `target/bench-audit/` and reused while its size and anchor are there.
+//! `checkpoint` signs the log's tree head and `verify-checkpoint` checks
+//! it (goal: a peak within 1.1x of `verify`'s); the append rows time
+//! `ChainedFileAudit` appends with and without a signed checkpoint kept
+//! (goal: at most 1.1x).
 //! Each command runs as the only child of a `bench-case audit-read`,
 //! which reads its `ru_maxrss`. Goals: time linear in the log's size (the
 //! larger log's time over the smaller's is their size ratio, 4.0) and at
@@ -16,8 +20,33 @@ use serde::{Deserialize, Serialize};
 use super::report::{Spread, spread, verdict, with_spread};
 use super::{Binaries, Options, Results, run_case, shown};
 
-/// The commands measured, in the order they run.
-pub const COMMANDS: [&str; 3] = ["verify", "sessions", "activity"];
+/// The commands measured, in the order they run (`checkpoint` keeps the
+/// checkpoint that `verify-checkpoint` then checks).
+pub const COMMANDS: [&str; 5] = [
+    "verify",
+    "sessions",
+    "activity",
+    "checkpoint",
+    "verify-checkpoint",
+];
+
+/// Goal: the peak RSS of `checkpoint` and `verify-checkpoint` at most
+/// this many times `verify`'s, on the larger log.
+const CHECKPOINT_PEAK_GOAL: f64 = 1.1;
+
+/// Goal: appending with a checkpoint kept costs at most this many times
+/// appending without.
+const APPEND_GOAL: f64 = 1.1;
+
+/// Calls appended per `audit-append` run.
+fn append_calls(options: &Options) -> u32 {
+    if options.quick { 200 } else { 2000 }
+}
+
+/// `spillguard run` processes per `audit-append run-*` run.
+fn append_runs(options: &Options) -> u32 {
+    if options.quick { 20 } else { 100 }
+}
 
 /// Goal: the peak RSS of every command on the larger log, at most.
 const PEAK_GOAL_MIB: f64 = 16.0;
@@ -84,6 +113,28 @@ pub fn measure(binaries: &Binaries, options: &Options) -> Measured {
         }
     }
     for round in 1..=options.rounds {
+        for mode in ["plain", "checkpoint", "run-plain", "run-checkpoint"] {
+            let key = format!("audit-append-{mode}");
+            let count = if mode.starts_with("run-") {
+                append_runs(options)
+            } else {
+                append_calls(options)
+            };
+            eprint!("bench round {round}/{}: {key} ... ", options.rounds);
+            let log = directory().join("append.log");
+            let extra = [
+                "--spillguard".to_owned(),
+                spillguard.clone(),
+                "--log".into(),
+                log.display().to_string(),
+                "--command".into(),
+                mode.into(),
+                "--count".into(),
+                count.to_string(),
+            ];
+            let sample = run_case(binaries, "audit-append", &extra, Duration::from_secs(300));
+            measured.results.record(&key, round, sample);
+        }
         for log in &measured.logs {
             for command in COMMANDS {
                 let key = key(command, log.size);
@@ -228,7 +279,7 @@ pub fn print(measured: &Measured, options: &Options) {
     println!("   peak: the highest ru_maxrss of the spillguard process over the rounds");
     println!();
     println!(
-        "{:<10}{:>8}{:>24}{:>9}{:>10}{:>10}",
+        "{:<18}{:>8}{:>24}{:>9}{:>10}{:>10}",
         "command", "log", "wall s", "MB/s", "peak MiB", "lines"
     );
     let results = &measured.results;
@@ -240,7 +291,7 @@ pub fn print(measured: &Measured, options: &Options) {
             let failed = results.failed(&key);
             let Some(wall) = spread(&samples, |f| f.number("wall_us")) else {
                 println!(
-                    "{command:<10}{:>8}  no successful run ({failed} failed)",
+                    "{command:<18}{:>8}  no successful run ({failed} failed)",
                     size(log.size)
                 );
                 continue;
@@ -262,7 +313,7 @@ pub fn print(measured: &Measured, options: &Options) {
                 String::new()
             };
             println!(
-                "{command:<10}{:>8}{:>24}{mbs:>9.1}{:>10.1}{lines:>10}{note}",
+                "{command:<18}{:>8}{:>24}{mbs:>9.1}{:>10.1}{lines:>10}{note}",
                 size(log.size),
                 with_spread(&wall, 1e-6, 3),
                 peak as f64 / 1024.0,
@@ -294,7 +345,7 @@ pub fn print(measured: &Measured, options: &Options) {
             let ratio = large_wall / small_wall;
             let bound = linear * (1.0 + LINEAR_TOLERANCE);
             println!(
-                "{command:<10}time {} / {}           {:>8}   goal <= {bound:.1} (linear {linear:.1})   {}",
+                "{command:<18}time {} / {}           {:>8}   goal <= {bound:.1} (linear {linear:.1})   {}",
                 size(large),
                 size(small),
                 format!("{ratio:.2}"),
@@ -304,17 +355,82 @@ pub fn print(measured: &Measured, options: &Options) {
         if let Some(peak) = peak {
             let mib = peak as f64 / 1024.0;
             println!(
-                "{command:<10}peak RSS for {}              {:>8}   goal <= {PEAK_GOAL_MIB:.0} MiB   {}",
+                "{command:<18}peak RSS for {}              {:>8}   goal <= {PEAK_GOAL_MIB:.0} MiB   {}",
                 size(large),
                 format!("{mib:.1} MiB"),
                 verdict(mib <= PEAK_GOAL_MIB),
             );
         }
     }
+    let verify_peak = results
+        .of(&key("verify", large))
+        .iter()
+        .filter_map(|f| f.number("child_maxrss_kib"))
+        .max();
+    for command in ["checkpoint", "verify-checkpoint"] {
+        let peak = results
+            .of(&key(command, large))
+            .iter()
+            .filter_map(|f| f.number("child_maxrss_kib"))
+            .max();
+        if let (Some(peak), Some(verify_peak)) = (peak, verify_peak) {
+            let ratio = peak as f64 / verify_peak as f64;
+            println!(
+                "{command:<18}peak over verify's for {}   {:>8}   goal <= {CHECKPOINT_PEAK_GOAL:.1}x   {}",
+                size(large),
+                format!("{ratio:.2}x"),
+                verdict(ratio <= CHECKPOINT_PEAK_GOAL),
+            );
+        }
+    }
+    print_append(results, options);
     if !results.failures.is_empty() {
         println!("\n== failed verify runs");
         for failure in &results.failures {
             println!("  {failure}");
+        }
+    }
+}
+
+/// Prints the append rows: µs per call without and with a checkpoint
+/// kept, and their ratio (the median of the per-round ratios).
+fn print_append(results: &Results, options: &Options) {
+    println!(
+        "\n== appending with a signed checkpoint kept (--checkpoint-key-file) and without, \
+         an anchor file in both, default syncs; a new log per run; ratio: median of the \
+         rounds' ratios"
+    );
+    for (what, prefix, count) in [
+        (
+            "ChainedFileAudit, one open, 6 events per call",
+            "audit-append-",
+            append_calls(options),
+        ),
+        (
+            "`spillguard run --audit -- true`, a process per call",
+            "audit-append-run-",
+            append_runs(options),
+        ),
+    ] {
+        let (plain, signed) = (format!("{prefix}plain"), format!("{prefix}checkpoint"));
+        let per_call = |key: &str| {
+            let walls = results
+                .of(key)
+                .iter()
+                .filter_map(|f| f.number("wall_us"))
+                .collect();
+            super::median(walls).map(|wall| wall as f64 / f64::from(count))
+        };
+        let mut ratios = results.paired_ratios(&signed, &plain, "wall_us");
+        ratios.sort_by(f64::total_cmp);
+        let ratio = ratios.get(ratios.len() / 2).copied();
+        match (per_call(&plain), per_call(&signed), ratio) {
+            (Some(plain), Some(signed), Some(ratio)) => println!(
+                "   {what} ({count} calls): {plain:.1} / {signed:.1} us per call   {ratio:.3}x \
+                 (goal <= {APPEND_GOAL:.1}: {})",
+                verdict(ratio <= APPEND_GOAL)
+            ),
+            _ => println!("   {what}: no successful pair of runs"),
         }
     }
 }

@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use nix::sys::resource::{UsageWho, getrusage};
 use spillguard_std::proto::AuditKind;
+use spillguard_std::proto::audit::note::SignerKey;
 use spillguard_std::proto::audit::{LogEntry, LogId, LogWriter, VerifyOptions, verify_and_read};
+use spillguard_std::{AuditSink as _, ChainedFileAudit, ChainedFileOptions, CheckpointOptions};
 
 use crate::{Args, Measured, micros};
 
@@ -38,15 +40,10 @@ pub fn anchor_path(log: &Path) -> PathBuf {
     log.with_extension("anchor")
 }
 
-/// `audit-log`: runs one real call through `spillguard run --audit` and
-/// writes its seven records (the writer's `opened`, the call's six
-/// events) again and again, each time with a call id of its own, until
-/// the log holds `--bytes`; then its anchor. The frames are built by the
-/// core's `LogWriter`, as `ChainedFileAudit` builds them (without its
-/// fsyncs).
-pub fn write_log(args: &Args) -> Result<Measured, String> {
-    let spillguard = spillguard(args)?;
-    let log = log_path(args)?;
+/// The seven entries of one real call through `spillguard run --audit`
+/// (the writer's `opened`, the call's six events), logged next to `log`
+/// and read back.
+fn seed_entries(spillguard: &Path, log: &Path) -> Result<Vec<LogEntry>, String> {
     let seed = log.with_extension("seed");
     let seed_anchor = log.with_extension("seed-anchor");
     let _ = std::fs::remove_file(&seed);
@@ -74,6 +71,156 @@ pub fn write_log(args: &Args) -> Result<Measured, String> {
             entries.len()
         ));
     }
+    Ok(entries)
+}
+
+/// `audit-append --command run-plain|run-checkpoint`: `--count` calls of
+/// `spillguard run --audit LOG --anchor-out ANCHOR -- true`, each a
+/// process that opens the log, makes its call and appends its records,
+/// with `--checkpoint-key-file` in `run-checkpoint`. The wall time of all.
+fn append_by_runs(
+    args: &Args,
+    spillguard: &Path,
+    log: &Path,
+    mode: &str,
+) -> Result<Measured, String> {
+    let key_file = match mode {
+        "plain" => None,
+        "checkpoint" => Some(bench_keys(spillguard, log)?.0),
+        other => return Err(format!("unknown append mode run-{other}")),
+    };
+    let started = Instant::now();
+    for _ in 0..args.count {
+        let mut run = Command::new(spillguard);
+        run.arg("run")
+            .arg("--audit")
+            .arg(log)
+            .arg("--anchor-out")
+            .arg(log.with_extension("anchor"));
+        if let Some(key_file) = &key_file {
+            run.arg("--checkpoint-key-file")
+                .arg(key_file)
+                .arg("--checkpoint-out")
+                .arg(log.with_extension("checkpoint"));
+        }
+        let status = run
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|error| format!("cannot run {}: {error}", spillguard.display()))?;
+        if !status.success() {
+            return Err(format!("spillguard run ended with {status}"));
+        }
+    }
+    let wall = started.elapsed();
+    let mut measured = Measured::new(&format!("audit-append-run-{mode}"));
+    measured
+        .line
+        .number("wall_us", micros(wall))
+        .number("calls", u64::from(args.count));
+    Ok(measured)
+}
+
+/// `entry` with the call id `call_id` (its final record's too).
+fn with_call_id(entry: &LogEntry, call_id: &str) -> LogEntry {
+    let mut entry = entry.clone();
+    if let LogEntry::Call(event) = &mut entry {
+        event.call_id = call_id.to_owned();
+        if let AuditKind::Final(record) = &mut event.kind {
+            record.call_id = call_id.to_owned();
+        }
+    }
+    entry
+}
+
+/// `audit-append`: `--count` calls' six events appended through
+/// `ChainedFileAudit` to a new log at `--log` with its anchor file, as
+/// `spillguard run --audit --anchor-out` appends them (default syncs),
+/// and with `--command checkpoint` a signed checkpoint kept as it grows
+/// (`--checkpoint-key-file`); `--command plain` keeps none. The wall
+/// time of the appends, open excluded.
+pub fn append_log(args: &Args) -> Result<Measured, String> {
+    let spillguard = spillguard(args)?;
+    let log = log_path(args)?;
+    let command = args.command.as_deref().unwrap_or("plain");
+    let anchor = log.with_extension("anchor");
+    let checkpoint = log.with_extension("checkpoint");
+    let mut tree = checkpoint.clone().into_os_string();
+    tree.push(".tree");
+    for path in [log, &anchor, &checkpoint, Path::new(&tree)] {
+        let _ = std::fs::remove_file(path);
+    }
+    if let Some(mode) = command.strip_prefix("run-") {
+        return append_by_runs(args, spillguard, log, mode);
+    }
+    let entries = seed_entries(spillguard, log)?;
+    let signing = match command {
+        "plain" => None,
+        "checkpoint" => {
+            let (signer, _) = bench_keys(spillguard, log)?;
+            let text = std::fs::read_to_string(&signer)
+                .map_err(|error| format!("cannot read {}: {error}", signer.display()))?;
+            let key = SignerKey::parse(&text).map_err(|error| error.to_string())?;
+            Some(CheckpointOptions::new(key, &checkpoint))
+        }
+        other => {
+            return Err(format!(
+                "unknown append mode {other:?} (plain or checkpoint)"
+            ));
+        }
+    };
+    let audit = ChainedFileAudit::open(
+        log,
+        ChainedFileOptions {
+            anchor_file: Some(anchor),
+            checkpoint: signing,
+            ..ChainedFileOptions::default()
+        },
+    )
+    .map_err(|error| error.to_string())?;
+    let started = Instant::now();
+    for call in 0..u64::from(args.count) {
+        let call_id = format!("c_{call:016x}");
+        for entry in &entries {
+            if let LogEntry::Call(event) = with_call_id(entry, &call_id) {
+                audit
+                    .write(&event)
+                    .map_err(|error| format!("cannot append: {error}"))?;
+            }
+        }
+    }
+    let wall = started.elapsed();
+    let records = audit.records();
+    let fsyncs = audit.fsyncs();
+    drop(audit);
+    let mut measured = Measured::new(&format!("audit-append-{command}"));
+    measured
+        .line
+        .number("wall_us", micros(wall))
+        .number("calls", u64::from(args.count))
+        .number("records", records)
+        .number("fsyncs", fsyncs);
+    if command == "checkpoint" {
+        let kept = std::fs::read_to_string(&checkpoint).unwrap_or_default();
+        let size = kept.lines().nth(1).map(str::to_owned);
+        measured.check(size == Some(records.to_string()), || {
+            format!("the checkpoint kept names size {size:?}, the log holds {records}")
+        });
+    }
+    Ok(measured)
+}
+
+/// `audit-log`: runs one real call through `spillguard run --audit` and
+/// writes its seven records (the writer's `opened`, the call's six
+/// events) again and again, each time with a call id of its own, until
+/// the log holds `--bytes`; then its anchor. The frames are built by the
+/// core's `LogWriter`, as `ChainedFileAudit` builds them (without its
+/// fsyncs).
+pub fn write_log(args: &Args) -> Result<Measured, String> {
+    let log = log_path(args)?;
+    let entries = seed_entries(spillguard(args)?, log)?;
 
     let partial = log.with_extension("partial");
     let file = File::create(&partial)
@@ -86,13 +233,7 @@ pub fn write_log(args: &Args) -> Result<Measured, String> {
     while written < args.bytes {
         let call_id = format!("c_{calls:016x}");
         for entry in &entries {
-            let mut entry = entry.clone();
-            if let LogEntry::Call(event) = &mut entry {
-                event.call_id.clone_from(&call_id);
-                if let AuditKind::Final(record) = &mut event.kind {
-                    record.call_id.clone_from(&call_id);
-                }
-            }
+            let entry = with_call_id(entry, &call_id);
             frame.clear();
             writer
                 .append_to(&entry, None, &mut frame)
@@ -134,10 +275,32 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
         .as_deref()
         .ok_or_else(|| "this case needs --command verify|sessions|activity".to_owned())?;
     let mut child = Command::new(spillguard);
-    child.arg("audit").arg(command).arg(log);
+    child.arg("audit");
     match command {
-        "verify" => child.arg("--anchor-file").arg(anchor_path(log)),
-        "sessions" | "activity" => child.arg("--json"),
+        "verify" => child
+            .args(["verify".as_ref(), log.as_os_str(), "--anchor-file".as_ref()])
+            .arg(anchor_path(log)),
+        "sessions" | "activity" => child.arg(command).arg(log).arg("--json"),
+        "checkpoint" => {
+            let (signer, _) = bench_keys(spillguard, log)?;
+            child
+                .args([
+                    "checkpoint".as_ref(),
+                    log.as_os_str(),
+                    "--key-file".as_ref(),
+                ])
+                .arg(signer)
+        }
+        "verify-checkpoint" => {
+            let (_, verifier) = bench_keys(spillguard, log)?;
+            child
+                .args(["verify".as_ref(), log.as_os_str(), "--anchor-file".as_ref()])
+                .arg(anchor_path(log))
+                .arg("--checkpoint")
+                .arg(checkpoint_path(log))
+                .arg("--public-key")
+                .arg(verifier)
+        }
         other => return Err(format!("unknown audit command {other:?}")),
     };
     let started = Instant::now();
@@ -148,6 +311,8 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
         .map_err(|error| format!("cannot run {}: {error}", spillguard.display()))?;
     let (mut output_bytes, mut lines) = (0u64, 0u64);
     let mut first_line = Vec::new();
+    // What `checkpoint` prints is kept: `verify-checkpoint` reads it.
+    let mut printed = Vec::new();
     if let Some(mut stdout) = child.stdout.take() {
         let mut buffer = vec![0; 1 << 16];
         loop {
@@ -158,6 +323,9 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
                     if lines == 0 {
                         let end = chunk.iter().position(|&b| b == b'\n').unwrap_or(n);
                         first_line.extend_from_slice(&chunk[..end]);
+                    }
+                    if command == "checkpoint" && printed.len() < 4096 {
+                        printed.extend_from_slice(chunk);
                     }
                     output_bytes += n as u64;
                     lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
@@ -193,6 +361,29 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
         format!("{command} ended with {status}")
     });
     match command {
+        "checkpoint" => {
+            let size = String::from_utf8_lossy(&printed)
+                .lines()
+                .nth(1)
+                .map(str::to_owned);
+            measured.check(
+                status.success() && size == Some(args.records.to_string()),
+                || {
+                    format!(
+                        "checkpoint printed size {size:?}, {} expected",
+                        args.records
+                    )
+                },
+            );
+            std::fs::write(checkpoint_path(log), &printed)
+                .map_err(|error| format!("cannot keep the checkpoint: {error}"))?;
+        }
+        "verify-checkpoint" => {
+            let ok = format!("ok: {} records, as anchored", args.records);
+            measured.check(lines == 2 && first.starts_with(&ok), || {
+                format!("verify --checkpoint printed {lines} line(s), first {first:?}")
+            });
+        }
         "verify" => {
             let ok = format!("ok: {} records, as anchored", args.records);
             measured.check(lines == 1 && first.starts_with(&ok), || {
@@ -221,6 +412,34 @@ pub fn read_log(args: &Args) -> Result<Measured, String> {
         }
     }
     Ok(measured)
+}
+
+/// The checkpoint `checkpoint` keeps next to a log, for
+/// `verify-checkpoint`.
+fn checkpoint_path(log: &Path) -> PathBuf {
+    log.with_extension("checkpoint")
+}
+
+/// The bench's signer and verifier key files next to `log`, made with
+/// `spillguard audit keygen` when missing.
+fn bench_keys(spillguard: &Path, log: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let prefix = log.with_file_name("bench-signer");
+    let (signer, verifier) = (prefix.with_extension("key"), prefix.with_extension("pub"));
+    if signer.exists() && verifier.exists() {
+        return Ok((signer, verifier));
+    }
+    let _ = std::fs::remove_file(&signer);
+    let _ = std::fs::remove_file(&verifier);
+    let status = Command::new(spillguard)
+        .args(["audit", "keygen", "bench.example/audit", "--out"])
+        .arg(&prefix)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|error| format!("cannot run {}: {error}", spillguard.display()))?;
+    if !status.success() {
+        return Err(format!("audit keygen ended with {status}"));
+    }
+    Ok((signer, verifier))
 }
 
 /// The first line of a `--json` view as JSON (`null` when it is not).

@@ -65,9 +65,14 @@ cases:
                          its anchor): one real call of `--spillguard run
                          --audit`, its records written again per call id
   audit-read             `--spillguard audit --command --log` (verify,
-                         sessions --json or activity --json): wall time and
+                         sessions --json, activity --json, checkpoint or
+                         verify --checkpoint): wall time and
                          the child's peak RSS (getrusage RUSAGE_CHILDREN),
                          checked against --calls and --records
+  audit-append           --count calls' events appended to a new log at --log
+                         with its anchor file, --command plain or checkpoint
+                         (a signed checkpoint kept as it grows): the appends'
+                         wall time
   mcp-message            one JSON-RPC message of --bytes through
                          `--spillguard stdio --mcp` with --max-message N:
                          the guard's peak RSS (getrusage RUSAGE_CHILDREN)
@@ -104,7 +109,9 @@ pub struct Args {
     pub spillguard: Option<PathBuf>,
     /// The audit log (audit cases).
     pub log: Option<PathBuf>,
-    /// `verify`, `sessions` or `activity` (`audit-read`).
+    /// `verify`, `sessions`, `activity`, `checkpoint` or
+    /// `verify-checkpoint` (`audit-read`); `plain` or `checkpoint`
+    /// (`audit-append`).
     pub command: Option<String>,
     /// Calls in the log (`audit-read` checks the rows).
     pub calls: u64,
@@ -208,6 +215,7 @@ fn main() -> ExitCode {
         "spawn-tokio-confined" => spawn::tokio_confined(&args),
         "audit-log" => audit::write_log(&args),
         "audit-read" => audit::read_log(&args),
+        "audit-append" => audit::append_log(&args),
         "mcp-message" => message::run(&args),
         other => {
             eprint!("bench-case: unknown case `{other}`\n{USAGE}");
