@@ -99,16 +99,17 @@ pub use owner::StdThreads;
 /// the audit log format. Named `proto`, not `core`, so that a glob
 /// import of this crate never shadows the language's `core`.
 pub use spillguard_core as proto;
-#[cfg(feature = "audit-checkpoint")]
-pub use spillguard_host::CheckpointOptions;
 pub use spillguard_host::blocking::{HelperStdin, HelperStdout};
 pub use spillguard_host::os;
 pub use spillguard_host::{
-    Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-    DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-    JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
-    ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated, TapFn,
+    AppendFailure, Appended, Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit,
+    ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions,
+    InvalidCommand, JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure,
+    OpenedLog, Output, OwnRecord, ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated,
+    TapFn,
 };
+#[cfg(feature = "audit-checkpoint")]
+pub use spillguard_host::{CheckpointOptions, log_leaves};
 
 /// Runs helper calls for one process: holds the validated
 /// [`Config`](proto::Config), the process-wide

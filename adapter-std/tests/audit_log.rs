@@ -927,6 +927,49 @@ fn a_checkpoint_kept_as_the_log_grows_is_the_whole_files() {
     assert_eq!(kept(), checkpoint_of(&path, &key));
     drop(log);
 
+    // A tree file with the right anchor but roots and a note of its own
+    // (another key's): not used; the log is read again.
+    let text = std::fs::read_to_string(&tree_file).unwrap();
+    let (head, _) = text.split_once("\n--\n").unwrap();
+    let mut lines: Vec<&str> = head.lines().take(2).collect();
+    let forged_root = "00".repeat(32);
+    let roots = text.lines().skip(2).take_while(|l| *l != "--").count();
+    lines.extend(std::iter::repeat_n(forged_root.as_str(), roots));
+    let other = SignerKey::from_seed("audit.example/lib", [4; 32]).unwrap();
+    let forged_note = Checkpoint {
+        origin: other.name().to_owned(),
+        size: 1,
+        root: [0; 32],
+    }
+    .sign(&other)
+    .unwrap();
+    std::fs::write(
+        &tree_file,
+        format!("{}\n--\n{forged_note}", lines.join("\n")),
+    )
+    .unwrap();
+    let log = ChainedFileAudit::open(&path, options()).unwrap();
+    for event in events(1) {
+        log.write(&event).unwrap();
+    }
+    assert_eq!(kept(), checkpoint_of(&path, &key));
+    drop(log);
+
+    // A record before the anchor changed, the tree file gone: the log is
+    // refused as it is rebuilt, and nothing is written.
+    std::fs::remove_file(&tree_file).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let clean = bytes.clone();
+    bytes[60] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let refused = ChainedFileAudit::open(&path, options()).unwrap_err();
+    assert!(
+        matches!(refused.failure, OpenFailure::Rejected(_)),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    std::fs::write(&path, &clean).unwrap();
+
     // A torn last record: cut, recorded, and hashed as the log now holds.
     let len = std::fs::metadata(&path).unwrap().len();
     let torn = std::fs::OpenOptions::new().write(true).open(&path).unwrap();

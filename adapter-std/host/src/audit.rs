@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use spillguard_core::AuditEvent;
+use spillguard_core::trace::CallTrace;
 
 /// Receives lifecycle events from every call of a host (`Host` in each
 /// adapter).
@@ -26,6 +27,15 @@ use spillguard_core::AuditEvent;
 pub trait AuditSink: Send + Sync {
     /// Appends one event.
     fn write(&self, event: &AuditEvent) -> io::Result<()>;
+
+    /// Appends one event of a call whose span is `span`, when the call is
+    /// in a trace (its trace and span ids, for a sink that sends each
+    /// event on, as the CLI's OTLP log export does). The owners call this
+    /// one; by default it is [`write`](Self::write).
+    fn write_in_span(&self, event: &AuditEvent, span: Option<&CallTrace>) -> io::Result<()> {
+        let _ = span;
+        self.write(event)
+    }
 }
 
 /// Appends one JSON object per line to a file, one `write` per event.

@@ -11,28 +11,34 @@
 //!
 //! So that opening does not read the whole log again, the subtrees are
 //! kept beside the checkpoint in `<checkpoint>.tree`, tied to the anchor
-//! they were written with: when the log is resumed from that same anchor
-//! only what follows it is hashed. When the tree file is missing, or was
-//! written with another anchor (a crash between the two, a file from
-//! elsewhere), the log is read once from its start to rebuild it.
+//! they were written with and vouched for by the tree's checkpoint signed
+//! with the same key: when the log is resumed from that same anchor only
+//! what follows it is hashed. When the tree file is missing, was written
+//! with another anchor, or does not open under the key (torn, changed,
+//! from elsewhere), the log is read once from its start, verified against
+//! the anchor as it is read, to rebuild it; records that do not verify are
+//! never signed.
 //!
 //! The checkpoint is written to a temporary file and renamed over, not
 //! synced: the log itself is synced before it is written, so a
-//! checkpoint never vouches for records a power loss could take back,
-//! and after a power loss the checkpoint may be an older one, which still
-//! verifies against the log's first records. The tree file is overwritten
-//! in place and ends with a check line: one torn or changed is rebuilt.
+//! checkpoint never vouches for records a power loss could take back.
+//! After a power loss the file may hold an older checkpoint (which still
+//! verifies against the log's first records) or, on a file system that
+//! does not flush a file renamed over another, nothing, until the next
+//! final record. The tree file is overwritten in place. Neither is
+//! followed through a symbolic link or opened if it is a FIFO or a
+//! device.
 //!
 //! [`ChainedFileAudit`]: crate::ChainedFileAudit
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use spillguard_core::audit::Anchor;
-use spillguard_core::audit::note::{Checkpoint, SignerKey};
+use spillguard_core::audit::note::{Checkpoint, SignerKey, VerifierKey};
 use spillguard_core::audit::tlog::{self, Hash, TreeBuilder};
+use spillguard_core::audit::{Anchor, Key, Verdict, Verifier, VerifyOptions};
 
 /// Signing as the log grows: the
 /// [`checkpoint`](crate::ChainedFileOptions::checkpoint) of a log's
@@ -75,6 +81,24 @@ impl CheckpointOptions {
 /// The first line of a tree file.
 const TREE_HEADER: &str = "spillguard-tree-1";
 
+/// The line between a tree file's subtree roots and its signed note.
+const TREE_NOTE: &str = "--";
+
+/// The most bytes a tree file is read for: its header, an anchor, 64
+/// roots and a note fit in well under this.
+const TREE_FILE_MAX: u64 = 16 << 10;
+
+/// Why the checkpoint's tree could not be had at open.
+#[derive(Debug)]
+pub(crate) enum ResumeFailure {
+    /// Reading the log failed.
+    Io(io::Error),
+    /// The log's records up to its anchored record do not verify against
+    /// the anchor: the tree would be signed over records it does not
+    /// vouch for.
+    Rejected(Verdict),
+}
+
 /// The tree of a log being written, and where its checkpoint goes.
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
@@ -87,18 +111,22 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// The tree of the log's records at open. `read` holds the records
-    /// opening read and verified, from the log's byte `read_from`: all of
-    /// them when that is 0; else from the record of `anchor` (the anchor
-    /// the log was resumed from) on, and what comes before is the tree
-    /// file's when it was written with that anchor, else read from `log`.
+    /// The tree of the log's records at open, before opening appends
+    /// anything. `read` holds the records opening read and verified, from
+    /// the log's byte `read_from`: all of them when that is 0; else from
+    /// the record of `anchor` (the anchor the log was resumed from) on.
+    /// What comes before it is the tree file's when that was written with
+    /// this anchor and its signed note, by this key, names its root; else
+    /// it is read from `log` and verified against the anchor (a log of
+    /// `key`, sealed or not).
     pub(crate) fn resume(
         options: CheckpointOptions,
         log: &File,
+        key: Option<&Key>,
         anchor: Option<&Anchor>,
         read_from: u64,
         read: &[u8],
-    ) -> io::Result<Checkpointer> {
+    ) -> Result<Checkpointer, ResumeFailure> {
         let mut checkpointer = Checkpointer {
             tree: TreeBuilder::default(),
             options,
@@ -112,25 +140,37 @@ impl Checkpointer {
                 return Ok(checkpointer);
             }
         };
-        // The tree file, written with this anchor, holds the anchored
-        // record: what was read starts with it.
-        if let Some(kept) = read_tree(&tree_path(&checkpointer.options.file), anchor) {
+        // What was read starts with the anchored record: the tree file,
+        // written with this anchor, holds it, and so does a reading up to
+        // its end.
+        let verifier = checkpointer.options.key.verifier();
+        if let Some(kept) = read_tree(&tree_path(&checkpointer.options.file), anchor, &verifier) {
             checkpointer.tree = kept;
             checkpointer.push_frames(read, 1);
             return Ok(checkpointer);
         }
-        checkpointer.tree = leaves_before(log, read_from)?;
-        if checkpointer.tree.size() + 1 != anchor.records {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the log holds {} records before its anchored record, and its anchor says {}",
-                    checkpointer.tree.size(),
-                    anchor.records.saturating_sub(1)
-                ),
-            ));
+        let anchored = if read.is_empty() {
+            0
+        } else {
+            first_frame_len(read)
+        };
+        let mut tree = TreeBuilder::default();
+        let verdict = log_leaves(
+            log,
+            Some(read_from + anchored),
+            VerifyOptions {
+                anchor: Some(anchor),
+                key,
+            },
+            |leaf| tree.push(leaf),
+        )
+        .map_err(ResumeFailure::Io)?;
+        match verdict {
+            Verdict::Ok { records, .. } if records == anchor.records && tree.size() == records => {}
+            verdict => return Err(ResumeFailure::Rejected(verdict)),
         }
-        checkpointer.push_frames(read, 0);
+        checkpointer.tree = tree;
+        checkpointer.push_frames(read, 1);
         Ok(checkpointer)
     }
 
@@ -142,30 +182,33 @@ impl Checkpointer {
         }
     }
 
+    /// The tree's checkpoint, signed.
+    fn signed(&self) -> io::Result<String> {
+        Checkpoint {
+            origin: self.options.key.name().to_owned(),
+            size: self.tree.size(),
+            root: self.tree.root(),
+        }
+        .sign(&self.options.key)
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error.to_string()))
+    }
+
     /// Writes the checkpoint of the tree as it is, signed (unless the same
     /// checkpoint was written last), then the tree file tied to `anchor`
     /// (the log's anchor now, when an anchor file is kept). `records` is
     /// the log's count: a tree that does not hold as many leaves is not
-    /// signed.
-    pub(crate) fn write(&mut self, records: u64, anchor: Option<&Anchor>) -> io::Result<()> {
-        if self.tree.size() != records {
-            return Err(io::Error::other(format!(
-                "the checkpoint's tree holds {} records and the log {records}: not signed",
-                self.tree.size()
-            )));
-        }
+    /// signed. The note written, if one was.
+    pub(crate) fn write(
+        &mut self,
+        records: u64,
+        anchor: Option<&Anchor>,
+    ) -> io::Result<Option<String>> {
+        self.check_size(records)?;
         let head = (self.tree.size(), self.tree.root());
         if self.written == Some(head) {
-            return Ok(());
+            return Ok(None);
         }
-        let checkpoint = Checkpoint {
-            origin: self.options.key.name().to_owned(),
-            size: head.0,
-            root: head.1,
-        };
-        let note = checkpoint
-            .sign(&self.options.key)
-            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error.to_string()))?;
+        let note = self.signed()?;
         replace(&self.options.file, note.as_bytes()).map_err(|error| {
             io::Error::new(
                 error.kind(),
@@ -176,25 +219,37 @@ impl Checkpointer {
             )
         })?;
         self.written = Some(head);
-        match anchor {
-            Some(anchor) => self.write_tree(records, anchor),
-            None => Ok(()),
+        if let Some(anchor) = anchor {
+            self.write_tree(records, anchor, Some(&note))?;
         }
+        Ok(Some(note))
+    }
+
+    fn check_size(&self, records: u64) -> io::Result<()> {
+        if self.tree.size() == records {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "the checkpoint's tree holds {} records and the log {records}: not signed",
+            self.tree.size()
+        )))
     }
 
     /// Writes the tree file, tied to `anchor` (the log's anchor now, of
-    /// `records` records), in place on a descriptor kept open: it is read
-    /// only by the next opening, which checks its check line, so a torn
-    /// write costs a rebuild, never a wrong tree; and overwriting in place
-    /// spares a rename per call (which costs a flush on ext4).
-    pub(crate) fn write_tree(&mut self, records: u64, anchor: &Anchor) -> io::Result<()> {
+    /// `records` records) and vouched for by `note`, the tree's signed
+    /// checkpoint (signed here when not given). It is overwritten in
+    /// place, on a descriptor kept open: only the next opening reads it,
+    /// and one torn or changed does not open under the key and is
+    /// rebuilt; and overwriting in place spares a rename per call (which
+    /// costs a journal commit on ext4).
+    pub(crate) fn write_tree(
+        &mut self,
+        records: u64,
+        anchor: &Anchor,
+        note: Option<&str>,
+    ) -> io::Result<()> {
         use std::os::unix::fs::FileExt as _;
-        if self.tree.size() != records {
-            return Err(io::Error::other(format!(
-                "the checkpoint's tree holds {} records and the log {records}",
-                self.tree.size()
-            )));
-        }
+        self.check_size(records)?;
         let path = tree_path(&self.options.file);
         let fail = |error: io::Error| {
             io::Error::new(
@@ -202,21 +257,31 @@ impl Checkpointer {
                 format!("cannot write the tree file {}: {error}", path.display()),
             )
         };
+        let signed;
+        let note = match note {
+            Some(note) => note,
+            None => {
+                signed = self.signed()?;
+                &signed
+            }
+        };
+        let text = tree_text(&self.tree, anchor, note);
         let file = match &mut self.tree_file {
             Some(file) => file,
-            none => none.insert(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
-                    .map_err(fail)?,
-            ),
+            none => none.insert(open_regular(&path, false).map_err(fail)?),
         };
-        let text = tree_text(&self.tree, anchor);
         file.write_all_at(text.as_bytes(), 0).map_err(fail)?;
         file.set_len(text.len() as u64).map_err(fail)
     }
+}
+
+/// The length of the frame at the start of `bytes`, which holds one.
+fn first_frame_len(bytes: &[u8]) -> u64 {
+    let len = bytes
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_le_bytes);
+    8 + u64::from(len)
 }
 
 /// The path of the tree file kept beside the checkpoint `file`.
@@ -226,76 +291,145 @@ pub(crate) fn tree_path(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The tree of the log's records in its first `end` bytes, read from the
-/// start in chunks (memory that does not grow with the log).
-fn leaves_before(log: &File, end: u64) -> io::Result<TreeBuilder> {
-    let mut reader = BufReader::with_capacity(1 << 20, positioned(log)?.take(end));
-    let mut tree = TreeBuilder::default();
-    let mut frame = Vec::new();
-    loop {
-        let mut header = [0u8; 8];
-        match reader.read_exact(&mut header) {
-            Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(tree),
-            Err(error) => return Err(error),
-        }
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let check = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-        if check != !len {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a frame header before the anchor is damaged",
-            ));
-        }
-        frame.clear();
-        frame.extend_from_slice(&header);
-        frame.resize(8 + len as usize, 0);
-        reader.read_exact(&mut frame[8..])?;
-        tree.push(tlog::leaf_hash(&frame));
+/// `path` opened for writing (truncated when `truncate`), created if
+/// missing, refused unless it is a regular file: it does not follow a
+/// symbolic link at its end, nor wait on a FIFO.
+fn open_regular(path: &Path, truncate: bool) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
     }
-}
-
-/// `log` read from its first byte. Reads follow the descriptor's
-/// offset; appends always go to the end.
-fn positioned(log: &File) -> io::Result<&File> {
-    use std::io::Seek as _;
-    let mut file = log;
-    file.seek(io::SeekFrom::Start(0))?;
     Ok(file)
 }
 
+/// The leaves of the log in `log`, read from its start (through
+/// descriptor offsets: appends always go to the end) up to byte `end` or
+/// its end, and verified as they are read: each record's bytes as
+/// stored, hashed, to `each` in order, memory that does not grow with the
+/// log (a [bounded](Verifier::bounded) verifier). Returns the verdict of
+/// that reading, against `options`; a log that fails it gives no leaf
+/// after the fault, and a torn tail's cut frame is no leaf.
+pub fn log_leaves(
+    log: &File,
+    end: Option<u64>,
+    options: VerifyOptions<'_>,
+    mut each: impl FnMut(Hash),
+) -> io::Result<Verdict> {
+    use std::io::Seek as _;
+    let mut file = log;
+    let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
+    // A bounded verifier reads back only to name a fault: the log will be
+    // refused, and no leaf is hashed from there on.
+    let mut faulted = false;
+    let mut buffer = vec![0; 64 << 10];
+    // The bytes from the start of the record being read on.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut pending_start: u64 = 0;
+    let mut current: Option<u64> = None;
+    let mut hash_to = |to: u64, pending: &mut Vec<u8>, pending_start: &mut u64, from: u64| {
+        let start = usize::try_from(from - *pending_start).unwrap_or(usize::MAX);
+        let stop = usize::try_from(to - *pending_start).unwrap_or(usize::MAX);
+        if let Some(bytes) = pending.get(start..stop) {
+            each(tlog::leaf_hash(bytes));
+        }
+        pending.drain(..stop.min(pending.len()));
+        *pending_start = to;
+    };
+    file.seek(io::SeekFrom::Start(0))?;
+    let mut offset = 0u64;
+    loop {
+        let want = match end {
+            Some(end) => usize::try_from(end.saturating_sub(offset))
+                .unwrap_or(usize::MAX)
+                .min(buffer.len()),
+            None => buffer.len(),
+        };
+        if want == 0 {
+            break;
+        }
+        let read = match file.read(&mut buffer[..want]) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        offset += read as u64;
+        verifier.handle_bytes(&buffer[..read]);
+        if !faulted {
+            pending.extend_from_slice(&buffer[..read]);
+        }
+        while let Some(record) = verifier.poll_record() {
+            if faulted {
+                continue;
+            }
+            if let Some(start) = current {
+                hash_to(record.offset, &mut pending, &mut pending_start, start);
+            }
+            current = Some(record.offset);
+        }
+        if let Some(back) = verifier.poll_seek() {
+            faulted = true;
+            pending.clear();
+            file.seek(io::SeekFrom::Start(back))?;
+            offset = back;
+        }
+    }
+    let verdict = verifier.finish();
+    let last_end = match &verdict {
+        Verdict::Ok { .. } | Verdict::Unanchored { .. } => pending_start + pending.len() as u64,
+        Verdict::TornTail { offset, .. } => *offset,
+        _ => return Ok(verdict),
+    };
+    if let Some(start) = current {
+        hash_to(last_end, &mut pending, &mut pending_start, start);
+    }
+    Ok(verdict)
+}
+
 /// The tree file's text: its header, the anchor it was written with,
-/// one subtree root per line in hex, then a check line: `check` and the
-/// hex of an RFC 6962 leaf hash over all that precedes it.
-fn tree_text(tree: &TreeBuilder, anchor: &Anchor) -> String {
+/// one subtree root per line in hex, a `--` line, then the tree's
+/// checkpoint as a signed note.
+fn tree_text(tree: &TreeBuilder, anchor: &Anchor, note: &str) -> String {
     let mut text = format!("{TREE_HEADER}\n{anchor}\n");
     for root in tree.subtree_roots() {
-        push_hex(&mut text, root);
+        for byte in root {
+            let _ = write!(text, "{byte:02x}");
+        }
         text.push('\n');
     }
-    let check = tlog::leaf_hash(text.as_bytes());
-    text.push_str("check ");
-    push_hex(&mut text, &check);
+    text.push_str(TREE_NOTE);
     text.push('\n');
+    text.push_str(note);
     text
 }
 
-fn push_hex(text: &mut String, hash: &Hash) {
-    for byte in hash {
-        let _ = write!(text, "{byte:02x}");
-    }
-}
-
-/// The tree the tree file at `path` keeps, if it is whole (its check line
-/// matches) and was written with `anchor`.
-fn read_tree(path: &Path, anchor: &Anchor) -> Option<TreeBuilder> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let body_end = text.rfind("check ")?;
-    let (body, check) = text.split_at(body_end);
-    let check = parse_hash(check.strip_prefix("check ")?.trim_end())?;
-    if check != tlog::leaf_hash(body.as_bytes()) {
+/// The tree the tree file at `path` keeps, if it was written with
+/// `anchor` and its note opens with `verifier` naming the tree's size and
+/// root. A file that is not a regular one (a FIFO, a link) is not read.
+fn read_tree(path: &Path, anchor: &Anchor, verifier: &VerifierKey) -> Option<TreeBuilder> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
         return None;
     }
+    let mut text = String::new();
+    file.take(TREE_FILE_MAX).read_to_string(&mut text).ok()?;
+    let (body, note) = text.split_once(&format!("\n{TREE_NOTE}\n"))?;
     let mut lines = body.lines();
     if lines.next()? != TREE_HEADER {
         return None;
@@ -305,7 +439,9 @@ fn read_tree(path: &Path, anchor: &Anchor) -> Option<TreeBuilder> {
         return None;
     }
     let roots: Option<Vec<Hash>> = lines.map(parse_hash).collect();
-    TreeBuilder::from_subtree_roots(anchor.records, &roots?)
+    let tree = TreeBuilder::from_subtree_roots(anchor.records, &roots?)?;
+    let signed = Checkpoint::open(note, verifier).ok()?;
+    (signed.size == tree.size() && signed.root == tree.root()).then_some(tree)
 }
 
 fn parse_hash(line: &str) -> Option<Hash> {
@@ -327,7 +463,7 @@ fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let temp = path.with_file_name(name);
-    let mut file = File::create(&temp)?;
+    let mut file = open_regular(&temp, true)?;
     file.write_all(bytes)?;
     drop(file);
     std::fs::rename(&temp, path)

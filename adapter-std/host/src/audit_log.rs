@@ -38,15 +38,15 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use spillguard_core::audit::{
-    Anchor, Key, KeyId, LogEntry, LogId, LogWriter, Nonce, ResumeError, TornTail, Verdict,
-    VerifyOptions, verify,
+    Anchor, ChainHash, Key, KeyId, LogEntry, LogId, LogWriter, Nonce, ResumeError, TornTail,
+    Verdict, VerifyOptions, verify,
 };
 use spillguard_core::{AuditEvent, AuditKind};
 use zeroize::Zeroizing;
 
 use crate::audit::AuditSink;
 #[cfg(feature = "audit-checkpoint")]
-use crate::audit_checkpoint::{CheckpointOptions, Checkpointer};
+use crate::audit_checkpoint::{CheckpointOptions, Checkpointer, ResumeFailure};
 
 /// When the log file is synced to stable storage (`fdatasync`).
 ///
@@ -210,10 +210,9 @@ pub enum OpenFailure {
         /// The log's length after it was cut back, or why it could not be.
         kept: io::Result<u64>,
     },
-    /// The log was opened and its anchor written, but its signed
-    /// checkpoint (or the tree file beside it) could not be: the file
-    /// still holds an older checkpoint, which verifies against the log's
-    /// first records, or none.
+    /// The log was opened and its anchor written, but the tree file kept
+    /// beside its checkpoint could not be: the records stay, and the next
+    /// opening rebuilds the tree from the log.
     #[cfg(feature = "audit-checkpoint")]
     Checkpoint(io::Error),
 }
@@ -466,6 +465,8 @@ pub struct ChainedFileAudit {
     anchor_file: Option<PathBuf>,
     lock_wait: Duration,
     opened: OpenedLog,
+    /// What opening appended.
+    opening: Vec<OwnRecord>,
     fsyncs: AtomicU64,
     state: Mutex<WriterState>,
 }
@@ -567,11 +568,44 @@ impl ChainedFileAudit {
             verified_from,
             read,
         } = found;
+        // The checkpoint's tree of what the log holds, before anything is
+        // appended: a log whose records do not verify is refused with
+        // nothing written.
+        #[cfg(feature = "audit-checkpoint")]
+        let checkpointer = match options.checkpoint {
+            Some(checkpoint) => Some(
+                Checkpointer::resume(
+                    checkpoint,
+                    &file,
+                    key.as_ref(),
+                    anchor.as_ref(),
+                    verified_from,
+                    &read,
+                )
+                .map_err(|failure| {
+                    fail(match failure {
+                        ResumeFailure::Io(error) => OpenFailure::Io(error),
+                        ResumeFailure::Rejected(verdict) => OpenFailure::Rejected(verdict),
+                    })
+                })?,
+            ),
+            None => None,
+        };
+        drop(read);
+
         if valid_len < file_len {
             file.set_len(valid_len).map_err(io_fail)?;
         }
 
         let mut frame = Vec::new();
+        let mut opening = Vec::new();
+        let note = |writer: &LogWriter, entry: LogEntry, opening: &mut Vec<OwnRecord>| {
+            opening.push(OwnRecord {
+                index: writer.records().saturating_sub(1),
+                hash: writer.head(),
+                entry,
+            });
+        };
         let sealed = key.is_some();
         if let Some(torn) = torn {
             let nonce = fresh_nonce(sealed).map_err(io_fail)?;
@@ -589,12 +623,19 @@ impl ChainedFileAudit {
                     .map(|recovery| frame.extend(recovery))
             }
             .map_err(|error| io_fail(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
+            let entry = LogEntry::Recovered {
+                dropped_bytes: torn.dropped_bytes,
+                at_offset: if created { 0 } else { torn.offset },
+            };
+            note(&writer, entry, &mut opening);
         }
         if let Some(name) = options.writer_name {
             let nonce = fresh_nonce(sealed).map_err(io_fail)?;
+            let entry = LogEntry::Opened { writer: name };
             writer
-                .append_to(&LogEntry::Opened { writer: name }, nonce, &mut frame)
+                .append_to(&entry, nonce, &mut frame)
                 .map_err(|error| io_fail(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
+            note(&writer, entry, &mut opening);
         }
         // What opening appends (a recovery, the writer's name) is taken
         // back if it cannot all be kept: the file ends at its last whole
@@ -629,6 +670,7 @@ impl ChainedFileAudit {
             anchor_file: options.anchor_file,
             lock_wait: options.lock_wait,
             opened,
+            opening,
             fsyncs: AtomicU64::new(1),
             state: Mutex::new(WriterState {
                 file,
@@ -661,33 +703,22 @@ impl ChainedFileAudit {
             }
         }
         #[cfg(feature = "audit-checkpoint")]
-        if let Some(checkpoint) = options.checkpoint {
+        if let Some(mut checkpointer) = checkpointer {
             let mut state = audit.lock();
-            let kept = Checkpointer::resume(
-                checkpoint,
-                &state.file,
-                anchor.as_ref(),
-                verified_from,
-                &read,
-            )
-            .and_then(|mut checkpointer| {
-                checkpointer.push_frames(&state.frame, 0);
-                // The checkpoint itself waits for the first final
-                // record; the tree file follows the anchor now.
-                if audit.anchor_file.is_some() {
-                    checkpointer.write_tree(state.writer.records(), &state.writer.anchor())?;
+            checkpointer.push_frames(&state.frame, 0);
+            // The checkpoint itself waits for the first final record; the
+            // tree file follows the anchor now. The log and its anchor
+            // agree: when this fails the records stay, and only the tree
+            // file is an older one (rebuilt at the next open).
+            if audit.anchor_file.is_some() {
+                let records = state.writer.records();
+                let anchor = state.writer.anchor();
+                if let Err(error) = checkpointer.write_tree(records, &anchor, None) {
+                    return Err(fail(OpenFailure::Checkpoint(error)));
                 }
-                Ok(checkpointer)
-            });
-            // The log and its anchor agree: the records stay, and only
-            // the checkpoint is an older one (which still verifies
-            // against the log's first records).
-            match kept {
-                Ok(checkpointer) => state.checkpoint = Some(checkpointer),
-                Err(error) => return Err(fail(OpenFailure::Checkpoint(error))),
             }
+            state.checkpoint = Some(checkpointer);
         }
-        drop(read);
         drop(turn);
         Ok(audit)
     }
@@ -756,14 +787,15 @@ impl ChainedFileAudit {
     /// appended since this one's last turn, from its own last record on
     /// (recovering a torn frame a crashed writer left), so that the next
     /// frame continues the file's chain, not this writer's memory of it.
-    fn catch_up(state: &mut WriterState) -> Result<(), String> {
+    /// The recovery it appended, if it did.
+    fn catch_up(state: &mut WriterState) -> Result<Option<OwnRecord>, String> {
         let len = state
             .file
             .metadata()
             .map_err(|e| format!("cannot read the log's length: {e}"))?
             .len();
         if len == state.len {
-            return Ok(());
+            return Ok(None);
         }
         if len < state.len {
             return Err(format!(
@@ -788,7 +820,10 @@ impl ChainedFileAudit {
         if let Some(checkpoint) = &mut state.checkpoint {
             checkpoint.push_frames(&found.read, 1);
         }
-        if found.torn.is_some() {
+        let Some(torn) = found.torn else {
+            return Ok(None);
+        };
+        {
             let nonce = fresh_nonce(state.key.is_some())
                 .map_err(|e| format!("cannot draw a nonce: {e}"))?;
             let frame = state
@@ -806,7 +841,14 @@ impl ChainedFileAudit {
             state.len += frame.len() as u64;
             state.unsynced += 1;
         }
-        Ok(())
+        Ok(Some(OwnRecord {
+            index: state.writer.records().saturating_sub(1),
+            hash: state.writer.head(),
+            entry: LogEntry::Recovered {
+                dropped_bytes: torn.dropped_bytes,
+                at_offset: torn.offset,
+            },
+        }))
     }
 
     /// After a failed append: cuts the file back to its last whole frame
@@ -842,32 +884,104 @@ impl WriterState {
     }
 }
 
-impl AuditSink for ChainedFileAudit {
-    fn write(&self, event: &AuditEvent) -> io::Result<()> {
+/// A record a [`ChainedFileAudit`] appended: where it is in the log and
+/// what it hashes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Appended {
+    /// Its place in the log, from 0 (its sequence number): records other
+    /// writers appended count too.
+    pub index: u64,
+    /// Its chain hash: the log's head once it was appended.
+    pub hash: ChainHash,
+    /// The signed checkpoint written after it, when one was (a final
+    /// record, with [`ChainedFileOptions::checkpoint`]): the note's text.
+    pub checkpoint: Option<String>,
+    /// The record this writer appended just before it, of its own: the
+    /// recovery of a frame another writer's crash tore.
+    pub recovery: Option<OwnRecord>,
+}
+
+/// A record a writer appends of its own, not a call's event: its
+/// `opened` entry, the recovery of a torn frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OwnRecord {
+    /// Its place in the log, from 0.
+    pub index: u64,
+    /// Its chain hash.
+    pub hash: ChainHash,
+    /// What it holds.
+    pub entry: LogEntry,
+}
+
+/// Why [`ChainedFileAudit::append`] failed, and whether the record was
+/// written before it did (the sync, the anchor file or the checkpoint
+/// that follows failed).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AppendFailure {
+    /// What failed.
+    pub error: io::Error,
+    /// The record, when it was written before the failure.
+    pub written: Option<Box<Appended>>,
+}
+
+impl fmt::Display for AppendFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for AppendFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl ChainedFileAudit {
+    /// The records opening appended, in order: the recovery of a torn
+    /// frame and the writer's `opened` entry.
+    pub fn opening_records(&self) -> &[OwnRecord] {
+        &self.opening
+    }
+
+    /// Appends `event` as [`AuditSink::write`] does, and says where it
+    /// went; a failure says whether the record was written before it.
+    pub fn append(&self, event: &AuditEvent) -> Result<Appended, AppendFailure> {
+        let unwritten = |error: io::Error| AppendFailure {
+            error,
+            written: None,
+        };
         let mut guard = self.lock();
         let state = &mut *guard;
-        state.usable()?;
-        let Some(_turn) = take_turn(&state.file, self.lock_wait)? else {
-            return Err(io::Error::new(
+        state.usable().map_err(unwritten)?;
+        let Some(_turn) = take_turn(&state.file, self.lock_wait).map_err(unwritten)? else {
+            return Err(unwritten(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 format!(
                     "audit log {}: gave up after waiting {} ms for its lock (another writer holds it)",
                     self.path.display(),
                     self.lock_wait.as_millis()
                 ),
-            ));
+            )));
         };
-        if let Err(why) = Self::catch_up(state) {
-            state.broken = Some(why.clone());
-            return Err(io::Error::other(format!("audit log unusable: {why}")));
-        }
-        let nonce = fresh_nonce(state.key.is_some())?;
+        let recovery = match Self::catch_up(state) {
+            Ok(recovery) => recovery,
+            Err(why) => {
+                state.broken = Some(why.clone());
+                return Err(unwritten(io::Error::other(format!(
+                    "audit log unusable: {why}"
+                ))));
+            }
+        };
+        let nonce = fresh_nonce(state.key.is_some()).map_err(unwritten)?;
         let entry = LogEntry::Call(event.clone());
         state.frame.clear();
         state
             .writer
             .append_to(&entry, nonce, &mut state.frame)
-            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+            .map_err(|error| unwritten(io::Error::new(io::ErrorKind::InvalidInput, error)))?;
         if let Err(error) = state.file.write_all(&state.frame) {
             let message = match Self::roll_back(state) {
                 Ok(()) => format!(
@@ -880,11 +994,17 @@ impl AuditSink for ChainedFileAudit {
                     message
                 }
             };
-            return Err(io::Error::new(error.kind(), message));
+            return Err(unwritten(io::Error::new(error.kind(), message)));
         }
         state.len += state.frame.len() as u64;
         state.written += 1;
         state.unsynced += 1;
+        let mut appended = Appended {
+            index: state.writer.records().saturating_sub(1),
+            hash: state.writer.head(),
+            checkpoint: None,
+            recovery,
+        };
         #[cfg(feature = "audit-checkpoint")]
         if let Some(checkpoint) = &mut state.checkpoint {
             checkpoint.push_frames(&state.frame, 0);
@@ -895,30 +1015,56 @@ impl AuditSink for ChainedFileAudit {
         let checkpoint_now = is_final && state.checkpoint.is_some();
         #[cfg(not(feature = "audit-checkpoint"))]
         let checkpoint_now = false;
-        if anchor_now || checkpoint_now || self.fsync.syncs_after(state.written, &event.kind) {
-            self.sync_locked(state)?;
+        // From here on the record is written: a failure says so.
+        if (anchor_now || checkpoint_now || self.fsync.syncs_after(state.written, &event.kind))
+            && let Err(error) = self.sync_locked(state)
+        {
+            return Err(AppendFailure {
+                error,
+                written: Some(Box::new(appended)),
+            });
         }
-        if let (true, Some(anchor_path)) = (anchor_now, &self.anchor_file) {
-            write_anchor_file(anchor_path, &state.writer.anchor()).map_err(|error| {
-                io::Error::new(
-                    error.kind(),
-                    format!(
-                        "the record was written, but not its anchor file {}: {error}",
-                        anchor_path.display()
-                    ),
-                )
-            })?;
+        if let (true, Some(anchor_path)) = (anchor_now, &self.anchor_file)
+            && let Err(error) = write_anchor_file(anchor_path, &state.writer.anchor())
+        {
+            let error = io::Error::new(
+                error.kind(),
+                format!(
+                    "the record was written, but not its anchor file {}: {error}",
+                    anchor_path.display()
+                ),
+            );
+            return Err(AppendFailure {
+                error,
+                written: Some(Box::new(appended)),
+            });
         }
         #[cfg(feature = "audit-checkpoint")]
         if checkpoint_now && let Some(checkpoint) = &mut state.checkpoint {
             let anchor = self.anchor_file.as_ref().map(|_| state.writer.anchor());
-            checkpoint
-                .write(state.writer.records(), anchor.as_ref())
-                .map_err(|error| {
-                    io::Error::new(error.kind(), format!("the record was written, but {error}"))
-                })?;
+            match checkpoint.write(state.writer.records(), anchor.as_ref()) {
+                Ok(note) => appended.checkpoint = note,
+                Err(error) => {
+                    let error = io::Error::new(
+                        error.kind(),
+                        format!("the record was written, but {error}"),
+                    );
+                    return Err(AppendFailure {
+                        error,
+                        written: Some(Box::new(appended)),
+                    });
+                }
+            }
         }
-        Ok(())
+        Ok(appended)
+    }
+}
+
+impl AuditSink for ChainedFileAudit {
+    fn write(&self, event: &AuditEvent) -> io::Result<()> {
+        self.append(event)
+            .map(drop)
+            .map_err(|failure| failure.error)
     }
 }
 

@@ -72,10 +72,10 @@ mod sys;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 #[cfg(feature = "audit-checkpoint")]
-pub use audit_checkpoint::CheckpointOptions;
+pub use audit_checkpoint::{CheckpointOptions, log_leaves};
 pub use audit_log::{
-    AuditOpenError, ChainedFileAudit, ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError,
-    KeySource, OpenFailure, OpenedLog,
+    AppendFailure, Appended, AuditOpenError, ChainedFileAudit, ChainedFileOptions,
+    DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError, KeySource, OpenFailure, OpenedLog, OwnRecord,
 };
 pub use builder::{
     Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,
@@ -98,16 +98,17 @@ pub use spillguard_core::{OutcomeError, StdoutTruncated};
 /// What the smol and tokio adapters re-export for their users, beside
 /// their own `Host`, `CallHandle`, `Canceller` and stream types.
 pub mod adapter_api {
-    #[cfg(feature = "audit-checkpoint")]
-    pub use crate::CheckpointOptions;
     pub use crate::asynchronous::Run;
     pub use crate::os;
     pub use crate::{
-        Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit, ChainedFileOptions,
-        DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions, InvalidCommand,
-        JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure, OpenedLog, Output,
-        ShutdownReport, StdinMode, Stdio, StdoutTruncated,
+        AppendFailure, Appended, Approval, AuditOpenError, AuditSink, CallBuilder,
+        ChainedFileAudit, ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand,
+        HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError, KeySource, Launch,
+        LeftoverStats, OpenFailure, OpenedLog, Output, OwnRecord, ShutdownReport, StdinMode, Stdio,
+        StdoutTruncated,
     };
+    #[cfg(feature = "audit-checkpoint")]
+    pub use crate::{CheckpointOptions, log_leaves};
     /// The sans-IO protocol core (`spillguard-core`); see the crate root.
     pub use spillguard_core as proto;
 }

@@ -651,7 +651,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
         let Some(sink) = state.audit_sink() else {
             return;
         };
-        let written = effects.unblock(move || sink.write(&event)).await;
+        let span = self.call.settings().trace.clone();
+        let written = effects
+            .unblock(move || sink.write_in_span(&event, span.as_ref()))
+            .await;
         let failure = match written {
             Some(Ok(())) => return,
             Some(Err(error)) => state.audit_failed(error),

@@ -652,13 +652,33 @@ impl AuditFlags {
                 "`--checkpoint-out` needs `--checkpoint-key-file F`".to_owned(),
             ));
         }
-        if let (Some(out), Some(log)) = (self.checkpoint_path(), &self.audit)
-            && (out == *log || self.anchor_out.as_ref() == Some(&out))
-        {
-            return Err(UsageError(format!(
-                "--checkpoint-out: `{}` is the audit log or its anchor file",
-                out.display()
-            )));
+        if let Some(out) = self.checkpoint_path() {
+            // What the checkpoint writes (the file, its temporary file,
+            // its tree file) must not be a file the command reads or
+            // keeps: it would be overwritten.
+            let mut tree = out.clone().into_os_string();
+            tree.push(".tree");
+            let mut temp = out.file_name().unwrap_or_default().to_os_string();
+            temp.push(".tmp");
+            let written = [out.clone(), PathBuf::from(tree), out.with_file_name(temp)];
+            let kept = [
+                (&self.audit, "the audit log"),
+                (&self.anchor_out, "the anchor file"),
+                (&self.checkpoint_key_file, "the --checkpoint-key-file"),
+                (&self.audit_key_file, "the --audit-key-file"),
+            ];
+            for path in &written {
+                for (other, what) in &kept {
+                    if let Some(other) = other
+                        && same_path(path, other)
+                    {
+                        return Err(UsageError(format!(
+                            "--checkpoint-out: the checkpoint would write `{}`, which is {what}",
+                            path.display()
+                        )));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -675,6 +695,19 @@ impl AuditFlags {
         let mut path = beside.as_os_str().to_os_string();
         path.push(".checkpoint");
         Some(PathBuf::from(path))
+    }
+}
+
+/// Whether `a` and `b` name the same file: the same device and inode when
+/// both exist, else the same absolute path.
+fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return a.dev() == b.dev() && a.ino() == b.ino();
+    }
+    match (std::path::absolute(a), std::path::absolute(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use spillguard_std::proto::AuditEvent;
 use spillguard_std::proto::audit::note::SignerKey;
+use spillguard_std::proto::trace::CallTrace;
 use spillguard_std::proto::{CallRecord, Config, DebugGrant};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, CheckpointOptions, HelperCommand, HostOptions,
@@ -19,6 +21,7 @@ use spillguard_std::{
 };
 
 use crate::args::{AuditFlags, ResultMode, RunArgs, StdioArgs, UsageError};
+use crate::audit_export::AuditExport;
 
 pub use spillguard_std::{CallHandle, HelperStdin, HelperStdout, Host, TapFn};
 
@@ -63,11 +66,11 @@ fn prepare_with(
         .validate()
         .map_err(|e| UsageError(format!("invalid configuration: {e}")))?;
 
-    let audit = open_audit(&run.audit)?;
     let telemetry = Telemetry::open(
         run.otel_file.as_deref(),
         config.redact_extra_patterns.clone(),
     )?;
+    let audit = open_audit(&run.audit, telemetry.audit_export())?;
     let telemetry_on = telemetry.is_on();
     let options = HostOptions {
         deadline: run.deadline_ms.map(Duration::from_millis),
@@ -109,8 +112,12 @@ fn signer_key(file: &Path) -> Result<SignerKey, UsageError> {
 }
 
 /// The audit log the flags name, opened (and checked against its anchor
-/// when one is kept), or `None` without `--audit`.
-pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, UsageError> {
+/// when one is kept), or `None` without `--audit`. With `export`, each
+/// record appended is sent on as an OTLP log record.
+pub fn open_audit(
+    flags: &AuditFlags,
+    export: Option<AuditExport>,
+) -> Result<Option<Arc<dyn AuditSink>>, UsageError> {
     let Some(path) = &flags.audit else {
         return Ok(None);
     };
@@ -147,29 +154,56 @@ pub fn open_audit(flags: &AuditFlags) -> Result<Option<Arc<dyn AuditSink>>, Usag
         }
         UsageError(message)
     })?;
-    Ok(Some(Arc::new(Reported(log)) as Arc<dyn AuditSink>))
+    let export = export.map(|export| export.sealed(flags.audit_key_file.is_some()));
+    if let Some(export) = &export {
+        for own in log.opening_records() {
+            export.own(own);
+        }
+    }
+    Ok(Some(
+        Arc::new(Reported { log, export }) as Arc<dyn AuditSink>
+    ))
 }
 
 /// The audit log, every write that failed said on stderr at once and kept
 /// for the end of the command ([`audit_errors`]): the record counts them,
-/// and `run` and `stdio` exit non-zero.
-struct Reported(ChainedFileAudit);
+/// and `run` and `stdio` exit non-zero. With `export`, each record
+/// appended is sent on as an OTLP log record.
+struct Reported {
+    log: ChainedFileAudit,
+    export: Option<AuditExport>,
+}
 
 /// The failed audit writes of this process, in order (one log per
 /// process).
 static AUDIT_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 impl AuditSink for Reported {
-    fn write(&self, event: &spillguard_std::proto::AuditEvent) -> std::io::Result<()> {
-        self.0.write(event).inspect_err(|error| {
-            let text = format!("audit log {}: {error}", self.0.path().display());
-            // Said at once (`mcp` serves on), kept for the exit status.
-            eprintln!("spillguard: {text}");
-            AUDIT_ERRORS
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(text);
-        })
+    fn write(&self, event: &AuditEvent) -> std::io::Result<()> {
+        self.write_in_span(event, None)
+    }
+
+    fn write_in_span(&self, event: &AuditEvent, span: Option<&CallTrace>) -> std::io::Result<()> {
+        let (written, failed) = match self.log.append(event) {
+            Ok(appended) => (Some(appended), None),
+            Err(failure) => (failure.written.map(|b| *b), Some(failure.error)),
+        };
+        // A record written before a later step failed is in the log: it
+        // is sent on too.
+        if let (Some(export), Some(appended)) = (&self.export, &written) {
+            export.event(appended, event, span);
+        }
+        let Some(error) = failed else {
+            return Ok(());
+        };
+        let text = format!("audit log {}: {error}", self.log.path().display());
+        // Said at once (`mcp` serves on), kept for the exit status.
+        eprintln!("spillguard: {text}");
+        AUDIT_ERRORS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(text);
+        Err(error)
     }
 }
 
@@ -324,6 +358,13 @@ impl Telemetry {
             http,
             redactor,
         })
+    }
+
+    /// Where the audit log's records go as OTLP log records: the OTLP
+    /// exporter's queue, when OTLP export is on.
+    pub fn audit_export(&self) -> Option<AuditExport> {
+        let http = self.http.as_ref()?;
+        Some(AuditExport::new(http.queue(), self.redactor.clone()))
     }
 
     /// Whether calls are exported at all (then each is a span).

@@ -10,6 +10,7 @@
 
 mod args;
 mod audit;
+mod audit_export;
 mod call;
 mod mcp;
 mod mcp_spans;

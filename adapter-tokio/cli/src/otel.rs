@@ -93,11 +93,11 @@ pub fn percent_decoded(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn text(key: &str, value: impl Into<String>) -> KeyValue {
+pub fn text(key: &str, value: impl Into<String>) -> KeyValue {
     attribute(key, Value::StringValue(value.into()))
 }
 
-fn int(key: &str, value: i64) -> KeyValue {
+pub fn int(key: &str, value: i64) -> KeyValue {
     attribute(key, Value::IntValue(value))
 }
 

@@ -303,7 +303,8 @@ impl Settings {
 }
 
 /// One queued request: which endpoint, and its protobuf body.
-struct Request {
+#[derive(Debug)]
+pub struct Request {
     to_logs: bool,
     body: Vec<u8>,
 }
@@ -336,10 +337,46 @@ struct Counts {
 /// The exporter: a bounded queue and the thread that empties it.
 #[derive(Debug)]
 pub struct Exporter {
-    queue: Option<SyncSender<Request>>,
-    counts: Arc<Counts>,
+    queue: Queue,
     sender: Option<JoinHandle<()>>,
     timeout: Duration,
+}
+
+/// The exporter's queue, shared by whoever exports (the calls' spans, the
+/// audit log's records); closed for all of them at the exit.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    sender: Arc<Mutex<Option<SyncSender<Request>>>>,
+    counts: Arc<Counts>,
+}
+
+impl Queue {
+    /// Queues one export request (`logs` for the logs endpoint) without
+    /// waiting; dropped and counted when the queue is full, and dropped
+    /// once it is closed.
+    pub fn export(&self, request: &impl Message, logs: bool) {
+        let request = Request {
+            to_logs: logs,
+            body: request.encode_to_vec(),
+        };
+        let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(queue) = sender.as_ref() else {
+            // Closed: not sent, and counted as such.
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        self.counts.queued.fetch_add(1, Ordering::Relaxed);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue.try_send(request)
+        {
+            self.counts.queued.fetch_sub(1, Ordering::Relaxed);
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Export requests dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.counts.dropped.load(Ordering::Relaxed)
+    }
 }
 
 impl Exporter {
@@ -357,41 +394,42 @@ impl Exporter {
             .name("spillguard-otlp".into())
             .spawn(move || send_all(&settings, &requests, &thread_counts))?;
         Ok(Self {
-            queue: Some(queue),
-            counts,
+            queue: Queue {
+                sender: Arc::new(Mutex::new(Some(queue))),
+                counts,
+            },
             sender: Some(sender),
             timeout,
         })
     }
 
-    /// Queues one export request (`logs` for the logs endpoint) without
-    /// waiting; dropped and counted when the queue is full.
+    /// The queue, for another exporting part of the program.
+    pub fn queue(&self) -> Queue {
+        self.queue.clone()
+    }
+
+    /// Queues one export request (see [`Queue::export`]).
     pub fn export(&self, request: &impl Message, logs: bool) {
-        let Some(queue) = &self.queue else {
-            return;
-        };
-        let request = Request {
-            to_logs: logs,
-            body: request.encode_to_vec(),
-        };
-        self.counts.queued.fetch_add(1, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue.try_send(request)
-        {
-            self.counts.queued.fetch_sub(1, Ordering::Relaxed);
-            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        self.queue.export(request, logs);
     }
 
     /// Export requests dropped so far because the queue was full.
     pub fn dropped(&self) -> u64 {
-        self.counts.dropped.load(Ordering::Relaxed)
+        self.queue.dropped()
     }
 
-    /// Closes the queue and waits at most the timeout for what is in it to
-    /// be sent; what is left then is abandoned (the thread is let go).
+    /// Closes the queue (for every holder of it) and waits at most the
+    /// timeout for what is in it to be sent; what is left then is
+    /// abandoned (the thread is let go).
     pub fn finish(mut self) -> (Tally, Option<String>) {
-        drop(self.queue.take());
-        self.counts.closed.store(true, Ordering::Relaxed);
+        drop(
+            self.queue
+                .sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.queue.counts.closed.store(true, Ordering::Relaxed);
         let until = Instant::now() + self.timeout;
         if let Some(sender) = self.sender.take() {
             while !sender.is_finished() && Instant::now() < until {
@@ -401,7 +439,7 @@ impl Exporter {
                 let _ = sender.join();
             }
         }
-        let counts = &self.counts;
+        let counts = &self.queue.counts;
         let tally = Tally {
             sent: counts.sent.load(Ordering::Relaxed),
             failed: counts.failed.load(Ordering::Relaxed),
@@ -414,6 +452,21 @@ impl Exporter {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         (tally, first)
+    }
+}
+
+impl Drop for Exporter {
+    /// Closes the queue for every holder of it (an exporter dropped
+    /// without [`finish`](Self::finish) sends nothing more).
+    fn drop(&mut self) {
+        drop(
+            self.queue
+                .sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.queue.counts.closed.store(true, Ordering::Relaxed);
     }
 }
 

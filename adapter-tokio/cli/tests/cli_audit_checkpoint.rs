@@ -380,7 +380,14 @@ fn writers_keep_the_signed_checkpoint_as_the_log_grows() {
     run("true");
     assert_eq!(kept(), printed_checkpoint(&dir, &[]));
     let text = std::fs::read_to_string(&tree).unwrap();
-    let last = text.lines().last().unwrap().to_owned();
+    // The last subtree root, the line before the signed note.
+    let last = text
+        .lines()
+        .take_while(|line| *line != "--")
+        .last()
+        .unwrap()
+        .to_owned();
+    assert_eq!(last.len(), 64, "{text}");
     let flipped = format!(
         "{}{}",
         if last.starts_with('0') { "1" } else { "0" },
@@ -490,15 +497,20 @@ fn bad_checkpoint_flags_are_refused_naming_the_flag_with_nothing_written() {
         "--checkpoint-key-file:",
     );
     refused(&["--checkpoint-out", "c"], "--checkpoint-out");
-    refused(
-        &[
-            "--checkpoint-key-file",
-            "k.key",
+    // What the checkpoint writes (the file, its `.tmp`, its `.tree`)
+    // never lands on the log, its anchor or a key, however it is named.
+    for out in ["calls.log", "./calls.log", "k.key"] {
+        refused(
+            &["--checkpoint-key-file", "k.key", "--checkpoint-out", out],
             "--checkpoint-out",
-            "calls.log",
-        ],
+        );
+    }
+    std::fs::copy(dir.join("k.key"), dir.join("c.tree")).unwrap();
+    refused(
+        &["--checkpoint-key-file", "c.tree", "--checkpoint-out", "c"],
         "--checkpoint-out",
     );
+    std::fs::remove_file(dir.join("c.tree")).unwrap();
     let alone = spillguard(
         &["run", "--checkpoint-key-file", "k.key", "--", "true"],
         &dir,

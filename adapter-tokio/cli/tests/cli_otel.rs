@@ -1004,3 +1004,200 @@ fn trace_script(args: &[&str]) {
     );
     println!("{}", String::from_utf8_lossy(&output.stdout));
 }
+
+/// The audit log's records as the receiver got them, in the order sent:
+/// (the log record, its attributes).
+fn audit_logs(requests: &[Value], event_name: &str) -> Vec<Value> {
+    requests
+        .iter()
+        .filter(|r| r["path"] == "/v1/logs")
+        .flat_map(|r| r["logs"].as_array().cloned().unwrap_or_default())
+        .filter(|log| log["event_name"] == event_name)
+        .collect()
+}
+
+/// With OTLP export on, every record appended to the audit log is also a
+/// log record: seq contiguous over the whole log (the writer's `opened`
+/// entries too), its kind, its chain hash (the last one is the anchor's
+/// head), the call's id and span on a call's events, the record as
+/// redacted JSON for body; and each checkpoint signed as a log record of
+/// its own. A collector that hangs leaves the log whole and the call as
+/// fast as without it (only the exit waits, at most the timeout).
+#[test]
+fn otlp_http_sends_every_audit_record_and_checkpoint_as_a_log_record() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let dir = temp_path("otlp-audit");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let keygen = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["audit", "keygen", "otel.example/audit", "--out"])
+        .arg(dir.join("k"))
+        .output()
+        .unwrap();
+    assert_eq!(keygen.status.code(), Some(0));
+    let receiver = Receiver::start(&python, "otlp-audit");
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let audited = |endpoint: &str, timeout_ms: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spillguard"));
+        command
+            .arg("run")
+            .arg("--audit")
+            .arg(dir.join("calls.log"))
+            .arg("--anchor-out")
+            .arg(dir.join("calls.anchor"))
+            .arg("--checkpoint-key-file")
+            .arg(dir.join("k.key"))
+            .args(["--", "sh", "-c", HELPER])
+            .env_remove("TRACESTATE")
+            .env("TRACEPARENT", PARENT)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", timeout_ms)
+            .stdin(Stdio::null());
+        let started = std::time::Instant::now();
+        let output = command.output().unwrap();
+        (output, started.elapsed())
+    };
+    let mut records = Vec::new();
+    for _ in 0..2 {
+        let (output, _) = audited(&endpoint, "10000");
+        records.push(record(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    }
+    let verified = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["audit", "verify"])
+        .arg(dir.join("calls.log"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let verdict: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    let in_log = verdict["records"].as_u64().unwrap();
+
+    // Each process's exit waited for its queue: everything has come.
+    let requests = receiver.requests(2);
+    let logs = audit_logs(&requests, "spillguard.audit.record");
+    assert_eq!(logs.len() as u64, in_log, "{logs:?}");
+    let seqs: Vec<u64> = logs
+        .iter()
+        .map(|log| log["attributes"]["spillguard.audit.seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (0..in_log).collect::<Vec<_>>());
+    let kinds: Vec<&str> = logs
+        .iter()
+        .map(|log| {
+            log["attributes"]["spillguard.audit.event"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    let one_run = [
+        "opened",
+        "transition",
+        "attempt",
+        "transition",
+        "transition",
+        "transition",
+        "final",
+    ];
+    assert_eq!(kinds, [one_run, one_run].concat(), "{kinds:?}");
+    // The last record's hash is the anchor's head.
+    let anchor = std::fs::read_to_string(dir.join("calls.anchor")).unwrap();
+    let head = anchor.trim().split('.').nth(3).unwrap();
+    assert_eq!(
+        logs.last().unwrap()["attributes"]["spillguard.audit.record_hash"],
+        head
+    );
+    for (run, record) in records.iter().enumerate() {
+        for log in &logs[run * 7 + 1..run * 7 + 7] {
+            assert_eq!(
+                log["attributes"]["spillguard.call.id"], record["call_id"],
+                "{log}"
+            );
+            assert_eq!(log["trace_id"], record["trace_id"]);
+            assert_eq!(log["span_id"], record["span_id"]);
+            let body: Value = serde_json::from_str(log["body"].as_str().unwrap()).unwrap();
+            assert_eq!(body["call_id"], record["call_id"]);
+        }
+        let opened = &logs[run * 7];
+        assert_eq!(opened["trace_id"], "");
+        assert!(opened["body"].as_str().unwrap().contains("\"opened\""));
+        let last = logs[run * 7 + 6]["body"].as_str().unwrap();
+        assert!(!last.contains("hunter2"), "{last}");
+        assert!(last.contains("stderr_bytes_seen"), "{last}");
+    }
+    // One checkpoint per final record; the last is the file's, byte for
+    // byte.
+    let checkpoints = audit_logs(&requests, "spillguard.audit.checkpoint");
+    assert_eq!(checkpoints.len(), 2, "{checkpoints:?}");
+    let kept = std::fs::read_to_string(dir.join("calls.anchor.checkpoint")).unwrap();
+    assert_eq!(checkpoints[1]["body"], kept);
+    assert_eq!(
+        checkpoints[1]["attributes"]["spillguard.audit.checkpoint.size"],
+        in_log
+    );
+
+    // A collector that accepts and never answers: the call's record and
+    // the log are what they are without it; the exit waits at most the
+    // timeout.
+    let hangs = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hangs_at = hangs.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in hangs.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let (_, plain_took) = run_with(&[]);
+    let (output, took) = audited(&format!("http://{hangs_at}"), "400");
+    let hung = record(&output);
+    assert_eq!(hung["state"], records[0]["state"]);
+    assert_eq!(hung["audit_failures"], records[0]["audit_failures"]);
+    assert!(
+        took < plain_took + std::time::Duration::from_millis(400 + 1500),
+        "{took:?} against {plain_took:?}"
+    );
+    let verified = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(["audit", "verify"])
+        .arg(dir.join("calls.log"))
+        .arg("--anchor-file")
+        .arg(dir.join("calls.anchor"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    let verdict: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(verdict["records"].as_u64().unwrap(), in_log + 7);
+
+    // A sealed log's records go without their content: no body, no call
+    // id; where they are, their kind and hash, and the call's span.
+    std::fs::write(dir.join("seal.key"), format!("{}\n", "cd".repeat(32))).unwrap();
+    let sealed_receiver = Receiver::start(&python, "otlp-audit-sealed");
+    let sealed = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .arg("run")
+        .arg("--audit")
+        .arg(dir.join("sealed.log"))
+        .arg("--audit-key-file")
+        .arg(dir.join("seal.key"))
+        .args(["--", "sh", "-c", HELPER])
+        .env_remove("TRACESTATE")
+        .env("TRACEPARENT", PARENT)
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", sealed_receiver.port),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let sealed_record = record(&sealed);
+    let requests = sealed_receiver.requests(2);
+    let logs = audit_logs(&requests, "spillguard.audit.record");
+    assert_eq!(logs.len(), 7, "{logs:?}");
+    for log in &logs {
+        assert_eq!(log["body"], "", "{log}");
+        assert_eq!(log["attributes"].get("spillguard.call.id"), None, "{log}");
+        assert!(log["attributes"]["spillguard.audit.record_hash"].is_string());
+    }
+    assert_eq!(logs[6]["span_id"], sealed_record["span_id"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,88 +13,34 @@
 //! is refused with its verdict; a torn tail's cut frame is no leaf.
 
 use std::fs::File;
-use std::io::{self, Read as _, Seek as _, SeekFrom, Write};
+use std::io::Write;
 use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use spillguard_std::log_leaves;
 use spillguard_std::proto::audit::note::{Checkpoint, SignerKey, VerifierKey};
 use spillguard_std::proto::audit::tlog::{self, Hash, TreeBuilder};
-use spillguard_std::proto::audit::{Key, Verdict, Verifier, VerifyOptions};
+use spillguard_std::proto::audit::{Key, Verdict, VerifyOptions};
 
-use super::input::CHUNK_BYTES;
 use super::{Failure, open, read_text, usage};
 
 /// The log's leaves, read once: each record's bytes as stored, hashed, to
-/// `each` in order. Returns the verdict of the same reading; a log that
-/// cannot be accepted (changed, malformed, the wrong key) is an error.
+/// `each` in order (see [`log_leaves`]). Returns the verdict of the same
+/// reading; a log that cannot be accepted (changed, malformed, the wrong
+/// key) is an error.
 pub(super) fn leaves(
     path: &Path,
     key: Option<&Key>,
-    mut each: impl FnMut(Hash),
-) -> Result<(Verdict, u64), Failure> {
-    let mut file: File = open(path, "", "an audit log")?;
-    // Bounded, as `verify` reads: memory that does not grow with the log.
-    let mut verifier = Verifier::new(VerifyOptions { anchor: None, key }).bounded(Verifier::WINDOW);
-    // A bounded verifier reads back only to name a fault: the log will be
-    // refused, and no leaf is hashed from there on.
-    let mut faulted = false;
-    let mut buffer = vec![0; CHUNK_BYTES];
-    // The bytes from the start of the record being read on.
-    let mut pending: Vec<u8> = Vec::new();
-    let mut pending_start: u64 = 0;
-    let mut current: Option<u64> = None;
-    let mut count = 0u64;
-    let mut hash_to = |end: u64, pending: &mut Vec<u8>, pending_start: &mut u64, start: u64| {
-        let from = usize::try_from(start - *pending_start).unwrap_or(usize::MAX);
-        let to = usize::try_from(end - *pending_start).unwrap_or(usize::MAX);
-        if let Some(bytes) = pending.get(from..to) {
-            each(tlog::leaf_hash(bytes));
-        }
-        pending.drain(..to.min(pending.len()));
-        *pending_start = end;
-    };
-    file.seek(SeekFrom::Start(0))
+    each: impl FnMut(Hash),
+) -> Result<Verdict, Failure> {
+    let file: File = open(path, "", "an audit log")?;
+    let verdict = log_leaves(&file, None, VerifyOptions { anchor: None, key }, each)
         .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
-    loop {
-        let read = match file.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(usage(format!("cannot read {}: {e}", path.display()))),
-        };
-        verifier.handle_bytes(&buffer[..read]);
-        if !faulted {
-            pending.extend_from_slice(&buffer[..read]);
-        }
-        while let Some(record) = verifier.poll_record() {
-            if faulted {
-                continue;
-            }
-            if let Some(start) = current {
-                hash_to(record.offset, &mut pending, &mut pending_start, start);
-                count += 1;
-            }
-            current = Some(record.offset);
-        }
-        if let Some(offset) = verifier.poll_seek() {
-            faulted = true;
-            pending.clear();
-            file.seek(SeekFrom::Start(offset))
-                .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
-        }
+    match verdict {
+        Verdict::Ok { .. } | Verdict::Unanchored { .. } | Verdict::TornTail { .. } => Ok(verdict),
+        _ => Err(Failure::Refused(verdict)),
     }
-    let verdict = verifier.finish();
-    let end = match &verdict {
-        Verdict::Ok { .. } | Verdict::Unanchored { .. } => pending_start + pending.len() as u64,
-        Verdict::TornTail { offset, .. } => *offset,
-        _ => return Err(Failure::Refused(verdict)),
-    };
-    if let Some(start) = current {
-        hash_to(end, &mut pending, &mut pending_start, start);
-        count += 1;
-    }
-    Ok((verdict, count))
 }
 
 /// The sealing key of `--audit-key-file`, if given.

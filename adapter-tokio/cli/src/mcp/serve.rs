@@ -85,11 +85,11 @@ fn start(args: &McpArgs) -> Result<Ready, UsageError> {
     args.check()?;
     let tools = load(&args.tools)?;
     let limits = tools.bridge.limits(args.max_running, args.queue_timeout_ms);
-    let audit = open_audit(&args.audit)?;
     let telemetry = Telemetry::open(
         args.otel_file.as_deref(),
         tools.config.redact_extra_patterns.clone(),
     )?;
+    let audit = open_audit(&args.audit, telemetry.audit_export())?;
     let options = HostOptions {
         audit,
         session_id: Some(spillguard_host::fresh_id("mcp")),

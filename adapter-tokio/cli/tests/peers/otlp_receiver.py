@@ -52,7 +52,8 @@ class Handler(BaseHTTPRequestHandler):
                 request = ExportLogsServiceRequest.FromString(body)
                 line["logs"] = [
                     {"trace_id": r.trace_id.hex(), "span_id": r.span_id.hex(),
-                     "body": value_of(r.body)}
+                     "body": value_of(r.body), "attributes": attrs(r),
+                     "event_name": getattr(r, "event_name", "")}
                     for rl in request.resource_logs for sl in rl.scope_logs
                     for r in sl.log_records]
                 reply = ExportLogsServiceResponse().SerializeToString()
