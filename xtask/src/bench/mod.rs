@@ -310,6 +310,7 @@ impl Results {
                 .and_then(|(_, _, fields)| fields.number(figure))
         };
         let mut rounds: Vec<u32> = self.samples.iter().map(|(_, round, _)| *round).collect();
+        rounds.sort_unstable();
         rounds.dedup();
         rounds
             .into_iter()

@@ -39,6 +39,9 @@ const CHECKPOINT_PEAK_GOAL: f64 = 1.1;
 /// appending without.
 const APPEND_GOAL: f64 = 1.1;
 
+/// Pairs (without, with a checkpoint) of each append row per round.
+const APPEND_PAIRS: u32 = 3;
+
 /// Calls appended per `audit-append` run.
 fn append_calls(options: &Options) -> u32 {
     if options.quick { 200 } else { 2000 }
@@ -114,14 +117,24 @@ pub fn measure(binaries: &Binaries, options: &Options) -> Measured {
         }
     }
     for round in 1..=options.rounds {
-        for mode in ["plain", "checkpoint", "run-plain", "run-checkpoint"] {
+        // Appending is short and its figures noisy (a process per call,
+        // syncs): several pairs per round, each pair back to back.
+        let pairs = (0..APPEND_PAIRS).flat_map(|pair| {
+            ["plain", "checkpoint", "run-plain", "run-checkpoint"].map(|mode| (pair, mode))
+        });
+        for (pair, mode) in pairs {
             let key = format!("audit-append-{mode}");
             let count = if mode.starts_with("run-") {
                 append_runs(options)
             } else {
                 append_calls(options)
             };
-            eprint!("bench round {round}/{}: {key} ... ", options.rounds);
+            let sample_round = (round - 1) * APPEND_PAIRS + pair + 1;
+            eprint!(
+                "bench round {round}/{}: {key} (pair {}/{APPEND_PAIRS}) ... ",
+                options.rounds,
+                pair + 1
+            );
             let log = directory().join("append.log");
             let extra = [
                 "--spillguard".to_owned(),
@@ -134,7 +147,7 @@ pub fn measure(binaries: &Binaries, options: &Options) -> Measured {
                 count.to_string(),
             ];
             let sample = run_case(binaries, "audit-append", &extra, Duration::from_secs(300));
-            measured.results.record(&key, round, sample);
+            measured.results.record(&key, sample_round, sample);
         }
         for log in &measured.logs {
             for command in COMMANDS {
