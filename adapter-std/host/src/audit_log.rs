@@ -999,6 +999,7 @@ impl ChainedFileAudit {
         state.len += state.frame.len() as u64;
         state.written += 1;
         state.unsynced += 1;
+        #[cfg_attr(not(feature = "audit-checkpoint"), allow(unused_mut))]
         let mut appended = Appended {
             index: state.writer.records().saturating_sub(1),
             hash: state.writer.head(),
