@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use spillguard_core::audit::note::{Checkpoint, SignerKey, VerifierKey};
 use spillguard_core::audit::tlog::{self, Hash, TreeBuilder};
-use spillguard_core::audit::{Anchor, Key, Verdict, Verifier, VerifyOptions};
+use spillguard_core::audit::{Anchor, Key, MAX_BODY_BYTES, Verdict, Verifier, VerifyOptions};
 
 /// Signing as the log grows: the
 /// [`checkpoint`](crate::ChainedFileOptions::checkpoint) of a log's
@@ -315,10 +315,12 @@ fn open_regular(path: &Path, truncate: bool) -> io::Result<File> {
 /// The leaves of the log in `log`, read from its start (through
 /// descriptor offsets: appends always go to the end) up to byte `end` or
 /// its end, and verified as they are read: each record's bytes as
-/// stored, hashed, to `each` in order, memory that does not grow with the
-/// log (a [bounded](Verifier::bounded) verifier). Returns the verdict of
-/// that reading, against `options`; a log that fails it gives no leaf
-/// after the fault, and a torn tail's cut frame is no leaf.
+/// stored, hashed as they come (nothing is kept but the read buffer), to
+/// `each` in order, memory that does not grow with the log (a
+/// [bounded](Verifier::bounded) verifier). Returns the verdict of that
+/// reading, against `options`: when it is not `Ok`, `Unanchored` or
+/// `TornTail`, the leaves given are not the log's (stop at the fault);
+/// a torn tail's cut frame is no leaf.
 pub fn log_leaves(
     log: &File,
     end: Option<u64>,
@@ -331,20 +333,8 @@ pub fn log_leaves(
     // A bounded verifier reads back only to name a fault: the log will be
     // refused, and no leaf is hashed from there on.
     let mut faulted = false;
-    let mut buffer = vec![0; 64 << 10];
-    // The bytes from the start of the record being read on.
-    let mut pending: Vec<u8> = Vec::new();
-    let mut pending_start: u64 = 0;
-    let mut current: Option<u64> = None;
-    let mut hash_to = |to: u64, pending: &mut Vec<u8>, pending_start: &mut u64, from: u64| {
-        let start = usize::try_from(from - *pending_start).unwrap_or(usize::MAX);
-        let stop = usize::try_from(to - *pending_start).unwrap_or(usize::MAX);
-        if let Some(bytes) = pending.get(start..stop) {
-            each(tlog::leaf_hash(bytes));
-        }
-        pending.drain(..stop.min(pending.len()));
-        *pending_start = to;
-    };
+    let mut frames = FrameLeaves::default();
+    let mut buffer = vec![0; 16 << 10];
     file.seek(io::SeekFrom::Start(0))?;
     let mut offset = 0u64;
     loop {
@@ -365,35 +355,68 @@ pub fn log_leaves(
         };
         offset += read as u64;
         verifier.handle_bytes(&buffer[..read]);
-        if !faulted {
-            pending.extend_from_slice(&buffer[..read]);
+        if !faulted && frames.feed(&buffer[..read], &mut each).is_err() {
+            // A damaged header: the verifier names the fault.
+            faulted = true;
         }
-        while let Some(record) = verifier.poll_record() {
-            if faulted {
-                continue;
-            }
-            if let Some(start) = current {
-                hash_to(record.offset, &mut pending, &mut pending_start, start);
-            }
-            current = Some(record.offset);
-        }
+        while verifier.poll_record().is_some() {}
         if let Some(back) = verifier.poll_seek() {
             faulted = true;
-            pending.clear();
             file.seek(io::SeekFrom::Start(back))?;
             offset = back;
         }
     }
-    let verdict = verifier.finish();
-    let last_end = match &verdict {
-        Verdict::Ok { .. } | Verdict::Unanchored { .. } => pending_start + pending.len() as u64,
-        Verdict::TornTail { offset, .. } => *offset,
-        _ => return Ok(verdict),
-    };
-    if let Some(start) = current {
-        hash_to(last_end, &mut pending, &mut pending_start, start);
+    Ok(verifier.finish())
+}
+
+/// Splits a log's bytes into frames as they come, hashing each as a leaf.
+#[derive(Debug, Default)]
+struct FrameLeaves {
+    /// The frame header read so far.
+    header: [u8; 8],
+    header_len: usize,
+    /// Bytes of the frame left after its header, once it is read.
+    left: u64,
+    hasher: tlog::LeafHasher,
+}
+
+impl FrameLeaves {
+    /// Hashes `bytes`, the next of the log, giving each frame completed
+    /// to `each`; an error at a header that cannot be a frame's.
+    fn feed(&mut self, mut bytes: &[u8], each: &mut impl FnMut(Hash)) -> Result<(), ()> {
+        while !bytes.is_empty() {
+            if self.header_len < self.header.len() {
+                let take = (self.header.len() - self.header_len).min(bytes.len());
+                let (head, rest) = bytes.split_at(take);
+                self.header[self.header_len..self.header_len + take].copy_from_slice(head);
+                self.hasher.update(head);
+                self.header_len += take;
+                bytes = rest;
+                if self.header_len == self.header.len() {
+                    let [a, b, c, d, e, f, g, h] = self.header;
+                    let len = u32::from_le_bytes([a, b, c, d]);
+                    if u32::from_le_bytes([e, f, g, h]) != !len || len == 0 || len > MAX_BODY_BYTES
+                    {
+                        return Err(());
+                    }
+                    self.left = u64::from(len);
+                }
+                continue;
+            }
+            let take = usize::try_from(self.left)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            let (body, rest) = bytes.split_at(take);
+            self.hasher.update(body);
+            self.left -= take as u64;
+            bytes = rest;
+            if self.left == 0 {
+                each(self.hasher.finish());
+                self.header_len = 0;
+            }
+        }
+        Ok(())
     }
-    Ok(verdict)
 }
 
 /// The tree file's text: its header, the anchor it was written with,
@@ -467,4 +490,40 @@ fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)?;
     drop(file);
     std::fs::rename(&temp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillguard_core::audit::{LogEntry, LogId, LogWriter};
+
+    /// Frames split anywhere (a byte at a time, across headers) give the
+    /// leaves the whole bytes give; a damaged header stops them.
+    #[test]
+    fn frames_hashed_as_they_come_are_the_whole_bytes_leaves() {
+        let mut writer = LogWriter::create(LogId([9; 16]), None);
+        let mut log = Vec::new();
+        for i in 0..20 {
+            let entry = LogEntry::Opened {
+                writer: "w".repeat(i * 37),
+            };
+            writer.append_to(&entry, None, &mut log).unwrap_or_default();
+        }
+        let whole: Vec<Hash> = tlog::record_leaves(&log).collect();
+        assert_eq!(whole.len(), 20);
+        for piece in [1, 3, 7, 8, 64, 1000, log.len()] {
+            let mut frames = FrameLeaves::default();
+            let mut got = Vec::new();
+            for chunk in log.chunks(piece) {
+                assert_eq!(frames.feed(chunk, &mut |leaf| got.push(leaf)), Ok(()));
+            }
+            assert_eq!(got, whole, "pieces of {piece}");
+        }
+        let mut damaged = log.clone();
+        damaged[4] ^= 1;
+        let mut frames = FrameLeaves::default();
+        let mut got = Vec::new();
+        assert_eq!(frames.feed(&damaged, &mut |leaf| got.push(leaf)), Err(()));
+        assert!(got.is_empty());
+    }
 }

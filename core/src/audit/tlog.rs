@@ -32,6 +32,46 @@ pub fn leaf_hash(data: &[u8]) -> Hash {
     hasher.finalize().into()
 }
 
+/// A leaf's hash over data that comes in pieces: the same as
+/// [`leaf_hash`] over them all.
+///
+/// ```
+/// use spillguard_core::audit::tlog::{LeafHasher, leaf_hash};
+///
+/// let mut hasher = LeafHasher::default();
+/// hasher.update(b"rec");
+/// hasher.update(b"ord");
+/// assert_eq!(hasher.finish(), leaf_hash(b"record"));
+/// ```
+#[derive(Clone)]
+pub struct LeafHasher(Sha256);
+
+impl Default for LeafHasher {
+    fn default() -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update([0x00]);
+        Self(hasher)
+    }
+}
+
+impl std::fmt::Debug for LeafHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeafHasher")
+    }
+}
+
+impl LeafHasher {
+    /// Adds the next piece of the leaf's data.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The leaf's hash; the hasher starts a new leaf.
+    pub fn finish(&mut self) -> Hash {
+        std::mem::take(self).0.finalize().into()
+    }
+}
+
 /// The hash of the node over `left` and `right`: SHA-256(0x01 ‖ left ‖
 /// right).
 pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
