@@ -110,6 +110,7 @@ pub use spillguard_host::{
 };
 #[cfg(feature = "audit-checkpoint")]
 pub use spillguard_host::{CheckpointOptions, log_leaves};
+pub use spillguard_host::{READ_CHUNK_BYTES, ReadError, read_log};
 
 /// Runs helper calls for one process: holds the validated
 /// [`Config`](proto::Config), the process-wide

@@ -40,6 +40,8 @@ use spillguard_core::audit::note::{Checkpoint, SignerKey, VerifierKey};
 use spillguard_core::audit::tlog::{self, Hash, TreeBuilder};
 use spillguard_core::audit::{Anchor, Key, MAX_BODY_BYTES, Verdict, Verifier, VerifyOptions};
 
+use crate::audit_read::{ReadError, read_log};
+
 /// Signing as the log grows: the
 /// [`checkpoint`](crate::ChainedFileOptions::checkpoint) of a log's
 /// options.
@@ -327,44 +329,18 @@ pub fn log_leaves(
     options: VerifyOptions<'_>,
     mut each: impl FnMut(Hash),
 ) -> io::Result<Verdict> {
-    use std::io::Seek as _;
-    let mut file = log;
     let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
-    // A bounded verifier reads back only to name a fault: the log will be
-    // refused, and no leaf is hashed from there on.
-    let mut faulted = false;
     let mut frames = FrameLeaves::default();
-    let mut buffer = vec![0; 16 << 10];
-    file.seek(io::SeekFrom::Start(0))?;
-    let mut offset = 0u64;
-    loop {
-        let want = match end {
-            Some(end) => usize::try_from(end.saturating_sub(offset))
-                .unwrap_or(usize::MAX)
-                .min(buffer.len()),
-            None => buffer.len(),
-        };
-        if want == 0 {
-            break;
+    // A damaged header stops the leaves: the verifier names the fault.
+    let mut damaged = false;
+    let hash = |bytes: &[u8]| {
+        if !damaged {
+            damaged = frames.feed(bytes, &mut each).is_err();
         }
-        let read = match file.read(&mut buffer[..want]) {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        };
-        offset += read as u64;
-        verifier.handle_bytes(&buffer[..read]);
-        if !faulted && frames.feed(&buffer[..read], &mut each).is_err() {
-            // A damaged header: the verifier names the fault.
-            faulted = true;
-        }
-        while verifier.poll_record().is_some() {}
-        if let Some(back) = verifier.poll_seek() {
-            faulted = true;
-            file.seek(io::SeekFrom::Start(back))?;
-            offset = back;
-        }
+    };
+    match read_log(log, &mut verifier, end, hash, |_| Ok::<(), ()>(())) {
+        Ok(_) | Err(ReadError::Record(())) => {}
+        Err(ReadError::Input(error)) => return Err(error),
     }
     Ok(verifier.finish())
 }

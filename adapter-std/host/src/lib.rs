@@ -43,6 +43,7 @@ mod audit;
 #[cfg(feature = "audit-checkpoint")]
 mod audit_checkpoint;
 mod audit_log;
+mod audit_read;
 pub mod blocking;
 mod builder;
 #[cfg(feature = "tracing")]
@@ -77,6 +78,7 @@ pub use audit_log::{
     AppendFailure, Appended, AuditOpenError, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError, KeySource, OpenFailure, OpenedLog, OwnRecord,
 };
+pub use audit_read::{READ_CHUNK_BYTES, ReadError, read_log};
 pub use builder::{
     Approval, CallBuilder, CallRequest, Launch, Resolved, StderrTap, TapFn, command_line,
 };

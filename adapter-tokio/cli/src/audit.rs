@@ -2,7 +2,7 @@
 //! offline, with the core's verifier, comparison and views.
 //!
 //! The log is streamed, never held: it is read in chunks of
-//! [`CHUNK_BYTES`](input::CHUNK_BYTES) through a
+//! [`READ_CHUNK_BYTES`](spillguard_std::READ_CHUNK_BYTES) through a
 //! [bounded](Verifier::bounded) verifier, and its records go one by one
 //! into the core's folds ([`Comparison`], [`Sessions`], [`Activity`]), so
 //! memory does not grow with the log and time is linear in its size.
@@ -31,9 +31,10 @@ use spillguard_std::proto::audit::{
     Verifier, VerifyOptions,
 };
 
-use self::input::{OpenError, ReadError, open_regular, read_log};
+use self::input::{OpenError, open_regular};
 use crate::args::{AnchorArg, AuditArgs, AuditView, CheckpointArgs, ProveArgs, UsageError};
 use spillguard_std::proto::audit::note::Checkpoint;
+use spillguard_std::{ReadError, read_log};
 
 /// Exit status: the output could not be written.
 const OUTPUT_FAILED: u8 = 1;
@@ -222,10 +223,16 @@ impl Log<'_> {
         };
         let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
         let mut sealed = false;
-        let end = read_log(&mut self.file, &mut verifier, limit, |record| {
-            sealed |= record.entry.is_none() && !record.is_newer_format();
-            each(&record)
-        })
+        let end = read_log(
+            &self.file,
+            &mut verifier,
+            limit,
+            |_| {},
+            |record| {
+                sealed |= record.entry.is_none() && !record.is_newer_format();
+                each(&record)
+            },
+        )
         .map_err(|error| match error {
             ReadError::Input(e) => usage(format!("cannot read {}: {e}", self.path.display())),
             ReadError::Record(failure) => failure,

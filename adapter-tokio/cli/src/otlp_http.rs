@@ -377,6 +377,18 @@ impl Queue {
     pub fn dropped(&self) -> u64 {
         self.counts.dropped.load(Ordering::Relaxed)
     }
+
+    /// Closes the queue for every holder of it: the sender ends once it
+    /// has sent what is in it, and what is exported later is dropped.
+    fn close(&self) {
+        drop(
+            self.sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.counts.closed.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Exporter {
@@ -422,14 +434,7 @@ impl Exporter {
     /// timeout for what is in it to be sent; what is left then is
     /// abandoned (the thread is let go).
     pub fn finish(mut self) -> (Tally, Option<String>) {
-        drop(
-            self.queue
-                .sender
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        self.queue.counts.closed.store(true, Ordering::Relaxed);
+        self.queue.close();
         let until = Instant::now() + self.timeout;
         if let Some(sender) = self.sender.take() {
             while !sender.is_finished() && Instant::now() < until {
@@ -459,14 +464,7 @@ impl Drop for Exporter {
     /// Closes the queue for every holder of it (an exporter dropped
     /// without [`finish`](Self::finish) sends nothing more).
     fn drop(&mut self) {
-        drop(
-            self.queue
-                .sender
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        self.queue.counts.closed.store(true, Ordering::Relaxed);
+        self.queue.close();
     }
 }
 

@@ -322,26 +322,22 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// The flags of a call that keeps the log's anchor and signed checkpoint.
+const CHECKPOINTED: [&str; 6] = [
+    "--audit",
+    "calls.log",
+    "--anchor-out",
+    "calls.anchor",
+    "--checkpoint-key-file",
+    "k.key",
+];
+
 #[test]
 fn writers_keep_the_signed_checkpoint_as_the_log_grows() {
     let dir = scratch("anchored");
     let run = |script: &str| {
-        let ran = spillguard(
-            &[
-                "run",
-                "--audit",
-                "calls.log",
-                "--anchor-out",
-                "calls.anchor",
-                "--checkpoint-key-file",
-                "k.key",
-                "--",
-                "sh",
-                "-c",
-                script,
-            ],
-            &dir,
-        );
+        let args = [&["run"][..], &CHECKPOINTED, &["--", "sh", "-c", script]].concat();
+        let ran = spillguard(&args, &dir);
         assert_eq!(ran.status.code(), Some(0), "{ran:?}");
     };
     let kept = || std::fs::read_to_string(dir.join("calls.anchor.checkpoint")).unwrap();
@@ -398,20 +394,8 @@ fn writers_keep_the_signed_checkpoint_as_the_log_grows() {
     assert_eq!(kept(), printed_checkpoint(&dir, &[]));
 
     // `stdio` keeps it the same way.
-    let relayed = spillguard(
-        &[
-            "stdio",
-            "--audit",
-            "calls.log",
-            "--anchor-out",
-            "calls.anchor",
-            "--checkpoint-key-file",
-            "k.key",
-            "--",
-            "cat",
-        ],
-        &dir,
-    );
+    let args = [&["stdio"][..], &CHECKPOINTED, &["--", "cat"]].concat();
+    let relayed = spillguard(&args, &dir);
     assert_eq!(relayed.status.code(), Some(0), "{relayed:?}");
     let after: u64 = kept().lines().nth(1).unwrap().parse().unwrap();
     assert!(after > size, "{after} <= {size}");
@@ -459,9 +443,9 @@ fn a_checkpoint_is_kept_without_an_anchor_for_a_sealed_log_and_under_concurrent_
     );
     assert!(!dir.join("calls.log.checkpoint.tree").exists());
     let size: u64 = kept.lines().nth(1).unwrap().parse().unwrap();
-    // 2 writers x 8 calls, each with its `opened` entry and at least an
-    // attempt and a final record.
-    assert!(size >= 16 * 3, "{size}");
+    // 2 writers x 8 calls, each run its `opened` entry and the call's 6
+    // events (validated, attempt, 3 transitions, final).
+    assert_eq!(size, 2 * 8 * 7, "{kept}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
