@@ -72,75 +72,90 @@ mod reader;
 mod runtime;
 mod stream;
 
-pub use runtime::{SmolRuntime, Waiters};
 pub use spillguard_host::adapter_api::*;
+/// The sans-IO protocol core (`spillguard-core`): the call record, its
+/// states and outcome, settings and configuration, bounds, redaction and
+/// the audit log format. Named `proto`, not `core`, so that a glob import
+/// of this crate never shadows the language's `core`.
+#[doc(no_inline)]
+pub use spillguard_host::proto;
+#[doc(no_inline)]
+pub use spillguard_host::proto::Outcome;
 pub use stream::{HelperStdin, HelperStdout};
 
-/// Runs helper calls for one process, each on an owner task detached on
-/// smol's global executor (so `Host::new` never lacks a runtime); every
-/// method is [`AsyncHost`](spillguard_host::asynchronous::AsyncHost)'s.
-/// `host.command(..)` makes a [`CallBuilder`]: `run()` is a [`Run`]
-/// future of the outcome, `start()` a [`CallHandle`].
-pub type Host = spillguard_host::asynchronous::AsyncHost<SmolRuntime>;
+/// For code that builds on this adapter rather than calls it: the
+/// runtime it plugs into the host layer, and the trait and request by
+/// which code written over any host (a test double, a generic driver)
+/// starts a call. A caller needs none of it.
+pub mod adapter {
+    pub use crate::runtime::{SmolRuntime, Waiters};
+    pub use spillguard_host::{CallRequest, Launch};
+}
+use adapter::SmolRuntime;
 
-/// A call that needs no [`Host`] of its own: it runs on a process-wide
-/// host, made at the first such call with the default configuration, on
-/// smol's global executor, and kept. Every builder method of
-/// `host.command(..)` works on it; it ends with `output()`, `status()` or
-/// `spawn()`, as `tokio::process::Command` does. `output()` fails on a
-/// stdout cut at its budget unless asked not to (`stdout_budget(bytes)`
-/// raises the budget, `allow_stdout_truncation()` accepts a cut).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use spillguard_smol::Command;
-///
-/// # fn main() -> std::io::Result<()> {
-/// smol::block_on(async {
-///     let output = Command::new("sh")
-///         .args(["-c", "echo out; echo err 1>&2; exit 3"])
-///         .deadline(Duration::from_secs(5))
-///         .output()
-///         .await?;
-///     assert_eq!(output.status.code(), Some(3));
-///     assert_eq!(output.stdout, b"out\n");
-///     assert_eq!(output.stderr, b"err\n");
-///     assert_eq!(output.record().stdout_bytes_seen, 4);
-///     Ok(())
-/// })
-/// # }
-/// ```
-pub type Command = CallBuilder<'static, spillguard_host::asynchronous::DefaultHost<SmolRuntime>>;
+spillguard_host::async_front! {
+    runtime: SmolRuntime,
+    stdin: HelperStdin,
+    stdout: HelperStdout,
 
-/// The caller's handle on a running call, from the builder's `start()`;
-/// every method is [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle)'s,
-/// whose docs say what dropping it does (the crate docs show
-/// `kill_on_drop` with a timer, and a streamed call).
-pub type CallHandle = spillguard_host::asynchronous::AsyncCallHandle<SmolRuntime>;
+    /// Runs helper calls for one process, each on an owner task detached
+    /// on smol's global executor (so `Host::new` never lacks a runtime):
+    /// holds the validated configuration, the process-wide retention pool,
+    /// the audit sink and the live calls. `host.command(..)` makes a
+    /// [`CallBuilder`]: `run()` is a [`Run`] future of the outcome,
+    /// `start()` a [`CallHandle`].
+    Host;
 
-/// Cancels one call from anywhere; cheap to clone.
-///
-/// # Examples
-///
-/// ```
-/// use spillguard_smol::{Host, HostOptions};
-/// use spillguard_smol::proto::{CancelReason, Config, State};
-///
-/// smol::block_on(async {
-///     let host = Host::new(Config::default(), HostOptions::default())?;
-///     let call = host.command("sleep").arg("30").start();
-///     let canceller = call.canceller();
-///     smol::spawn(async move { canceller.cancel() }).detach();
-///     let outcome = call.wait().await;
-///     assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
-///     assert!(matches!(
-///         outcome.record.state,
-///         State::CancelledAfterDispatch | State::CancelledBeforeDispatch
-///     ));
-///     Ok::<(), spillguard_smol::HostError>(())
-/// })?;
-/// # Ok::<(), spillguard_smol::HostError>(())
-/// ```
-pub type Canceller = spillguard_host::asynchronous::AsyncCanceller<SmolRuntime>;
+    /// The process-wide host runs its calls on smol's global executor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spillguard_smol::Command;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// smol::block_on(async {
+    ///     let output = Command::new("sh")
+    ///         .args(["-c", "echo out; echo err 1>&2; exit 3"])
+    ///         .deadline(Duration::from_secs(5))
+    ///         .output()
+    ///         .await?;
+    ///     assert_eq!(output.status.code(), Some(3));
+    ///     assert_eq!(output.stdout, b"out\n");
+    ///     assert_eq!(output.stderr, b"err\n");
+    ///     assert_eq!(output.record().stdout_bytes_seen, 4);
+    ///     Ok(())
+    /// })
+    /// # }
+    /// ```
+    Command;
+
+    /// The crate docs show `kill_on_drop` with a timer, and a streamed call.
+    CallHandle;
+
+    /// Cancels one call from anywhere; cheap to clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillguard_smol::{Host, HostOptions};
+    /// use spillguard_smol::proto::{CancelReason, Config, State};
+    ///
+    /// smol::block_on(async {
+    ///     let host = Host::new(Config::default(), HostOptions::default())?;
+    ///     let call = host.command("sleep").arg("30").start();
+    ///     let canceller = call.canceller();
+    ///     smol::spawn(async move { canceller.cancel() }).detach();
+    ///     let outcome = call.wait().await;
+    ///     assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
+    ///     assert!(matches!(
+    ///         outcome.record.state,
+    ///         State::CancelledAfterDispatch | State::CancelledBeforeDispatch
+    ///     ));
+    ///     Ok::<(), spillguard_smol::HostError>(())
+    /// })?;
+    /// # Ok::<(), spillguard_smol::HostError>(())
+    /// ```
+    Canceller;
+}

@@ -74,10 +74,11 @@ impl AsyncRuntime for SmolRuntime {
     }
 
     /// On smol's global executor, as every smol host.
-    fn default_host() -> std::io::Result<&'static crate::Host> {
-        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+    fn default_host() -> std::io::Result<&'static spillguard_host::asynchronous::AsyncHost<Self>> {
+        static DEFAULT: OnceLock<spillguard_host::asynchronous::AsyncHost<SmolRuntime>> =
+            OnceLock::new();
         process_default(&DEFAULT, || {
-            crate::Host::new(Config::default(), HostOptions::default())
+            spillguard_host::asynchronous::AsyncHost::new(Config::default(), HostOptions::default())
                 .map_err(std::io::Error::other)
         })
     }

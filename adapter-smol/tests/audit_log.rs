@@ -14,6 +14,7 @@ use spillguard_smol::proto::{Config, State};
 use spillguard_smol::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_smol::{HelperCommand, Host, HostOptions};
 use support::{LocalTest, ThreadNoting, temp_path};
+support::local_test_for!(spillguard_smol::CallBuilder<'_>);
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);

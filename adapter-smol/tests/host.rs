@@ -19,7 +19,6 @@ use spillguard_smol::proto::{
 use spillguard_smol::{Approval, CallHandle, HelperCommand, Host, HostOptions};
 use support::{
     assert_group_gone, become_subreaper, check_finished_after_a_drop, check_stopped_by_a_drop,
-    shell_call,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -265,15 +264,15 @@ fn wait_finished_and_wait_idle_return_at_each_end() {
 #[test]
 fn kill_on_drop_stops_the_group_when_the_handle_or_the_run_future_is_dropped() {
     let host = host(HostOptions::default());
-    let start = |s| shell_call(&host, s, "c_drop", true).start();
+    let start = |s| support::shell_call!(host, s, "c_drop", true).start();
     check_stopped_by_a_drop("c_drop", start, drop, || record_of(&host, "c_drop"));
-    let run = |s| shell_call(&host, s, "c_run", true).run();
+    let run = |s| support::shell_call!(host, s, "c_run", true).run();
     check_stopped_by_a_drop("c_run", run, time_out, || record_of(&host, "c_run"));
 }
 
 #[test]
 fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
     let host = host(HostOptions::default());
-    let run = |s| shell_call(&host, s, "c_smol_finish", false).run();
+    let run = |s| support::shell_call!(host, s, "c_smol_finish", false).run();
     check_finished_after_a_drop("c_smol_finish", run, || record_of(&host, "c_smol_finish"));
 }

@@ -10,5 +10,5 @@ use spillguard_smol::{Host, HostOptions};
 #[test]
 fn lines_come_whole_then_end_and_a_flood_drops_and_counts() {
     let host = Host::new(Config::default(), HostOptions::default()).unwrap();
-    smol::block_on(support::stderr_lines_come_whole_and_a_flood_drops(&host));
+    smol::block_on(support::stderr_lines_come_whole_and_a_flood_drops!(host));
 }

@@ -88,137 +88,38 @@ compile_error!(
     "spillguard-std runs helpers in process groups and needs a Unix platform (Linux for pidfd)"
 );
 
+mod front;
 mod owner;
 mod process;
 mod reader;
 mod workers;
 
-pub use owner::StdThreads;
+pub use front::{CallBuilder, CallHandle, Canceller, Command, Host};
+
+/// For code that builds on this adapter rather than calls it: the
+/// thread driver it plugs into the host layer, and the trait and request by
+/// which code written over any host (a test double, a generic driver)
+/// starts a call. A caller needs none of it.
+pub mod adapter {
+    pub use crate::owner::StdThreads;
+    pub use spillguard_host::{CallRequest, Launch};
+}
 /// The sans-IO protocol core (`spillguard-core`): the call record, its
 /// states and outcome, settings and configuration, bounds, redaction and
 /// the audit log format. Named `proto`, not `core`, so that a glob
 /// import of this crate never shadows the language's `core`.
+#[doc(no_inline)]
 pub use spillguard_core as proto;
+#[doc(no_inline)]
+pub use spillguard_core::Outcome;
 pub use spillguard_host::blocking::{HelperStdin, HelperStdout};
 pub use spillguard_host::os;
 pub use spillguard_host::{
-    AppendFailure, Appended, Approval, AuditOpenError, AuditSink, CallBuilder, ChainedFileAudit,
+    AppendFailure, Appended, Approval, AuditOpenError, AuditSink, ChainedFileAudit,
     ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions,
-    InvalidCommand, JsonLinesAudit, KeyError, KeySource, Launch, LeftoverStats, OpenFailure,
-    OpenedLog, Output, OwnRecord, ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated,
-    TapFn,
+    InvalidCommand, JsonLinesAudit, KeyError, KeySource, LeftoverStats, OpenFailure, OpenedLog,
+    Output, OwnRecord, ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated, TapFn,
 };
 #[cfg(feature = "audit-checkpoint")]
 pub use spillguard_host::{CheckpointOptions, log_leaves};
 pub use spillguard_host::{READ_CHUNK_BYTES, ReadError, read_log};
-
-/// Runs helper calls for one process: holds the validated
-/// [`Config`](proto::Config), the process-wide
-/// [`RetentionPool`](proto::RetentionPool), the audit sink and the live
-/// calls. Each call's owner is a thread of its own, taken from a pool of
-/// kept threads.
-///
-/// Cheap to clone: clones share everything. Each call keeps what it needs
-/// of the host, so dropping the last clone ends no call: every live call
-/// runs to its end and writes its record.
-/// [`shutdown`](spillguard_host::blocking::BlockingHost::shutdown) cancels
-/// the live calls (TERM to each group, the grace, KILL),
-/// [`shutdown_and_wait`](spillguard_host::blocking::BlockingHost::shutdown_and_wait)
-/// waits for their records too.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::proto::{Config, State};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let outcome = host.shell("echo result; echo warning 1>&2").run();
-/// assert_eq!(outcome.record.state, State::Completed);
-/// assert_eq!(outcome.record.stdout_bytes_seen, 7);
-/// assert_eq!(outcome.agent_excerpt(), "warning\n");
-/// assert_eq!(host.shutdown_and_wait(Duration::from_secs(1)).unfinished, 0);
-/// # Ok::<(), spillguard_std::HostError>(())
-/// ```
-pub type Host = spillguard_host::blocking::BlockingHost<StdThreads>;
-
-/// A call that needs no [`Host`] of its own: it runs on a process-wide
-/// host, made at the first such call with the default configuration and
-/// kept. Every builder method of `host.command(..)` works on it; it ends
-/// with `output()`, `status()` or `spawn()`, as `std::process::Command`
-/// does.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use spillguard_std::Command;
-///
-/// # fn main() -> std::io::Result<()> {
-/// let output = Command::new("sh")
-///     .args(["-c", "echo out; echo err 1>&2; exit 3"])
-///     .deadline(Duration::from_secs(5))
-///     .output()?;
-/// assert_eq!(output.status.code(), Some(3));
-/// assert_eq!(output.stdout, b"out\n");
-/// assert_eq!(output.stderr, b"err\n");
-/// assert_eq!(output.record().stdout_bytes_seen, 4);
-/// # Ok(())
-/// # }
-/// ```
-pub type Command = CallBuilder<'static, spillguard_host::blocking::DefaultHost<StdThreads>>;
-
-/// The caller's handle on a running call, from the builder's
-/// [`start`](CallBuilder::start): approve or deny it once its card is
-/// shown, cancel it, take a streamed call's streams, wait for its outcome.
-/// Dropping it is a client disconnect (see
-/// [`kill_on_drop`](CallBuilder::kill_on_drop)).
-///
-/// # Examples
-///
-/// A streamed call ([`CallBuilder::streamed`]): its stdin and stdout are
-/// the caller's.
-///
-/// ```
-/// use std::io::{Read, Write};
-/// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::proto::{Config, State, StdoutMode};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let call = host.command("cat").streamed().start();
-/// let (mut stdin, mut stdout) = call.streams()?;
-/// stdin.write_all(b"ping\n")?;
-/// let mut reply = [0; 5];
-/// stdout.read_exact(&mut reply)?;
-/// assert_eq!(&reply, b"ping\n");
-/// stdin.close(); // cat reads end-of-file and exits
-/// let record = call.wait().record;
-/// assert_eq!(record.state, State::Completed);
-/// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
-/// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub type CallHandle = spillguard_host::blocking::BlockingCallHandle;
-
-/// Cancels one call from anywhere; cheap to clone.
-///
-/// # Examples
-///
-/// ```
-/// use spillguard_std::{Host, HostOptions};
-/// use spillguard_std::proto::{CancelReason, Config, State};
-///
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let call = host.command("sleep").arg("30").start();
-/// let canceller = call.canceller();
-/// std::thread::spawn(move || canceller.cancel());
-/// let outcome = call.wait();
-/// assert_eq!(outcome.record.cancel_reason, Some(CancelReason::Requested));
-/// assert!(matches!(
-///     outcome.record.state,
-///     State::CancelledAfterDispatch | State::CancelledBeforeDispatch
-/// ));
-/// # Ok::<(), spillguard_std::HostError>(())
-/// ```
-pub type Canceller = spillguard_host::blocking::BlockingCanceller;

@@ -403,10 +403,12 @@ impl ThreadDriver for StdThreads {
         spillguard_host::call_span!("spillguard_std", fields)
     }
 
-    fn default_host() -> io::Result<&'static crate::Host> {
-        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+    fn default_host() -> io::Result<&'static spillguard_host::blocking::BlockingHost<StdThreads>> {
+        static DEFAULT: OnceLock<spillguard_host::blocking::BlockingHost<StdThreads>> =
+            OnceLock::new();
         process_default(&DEFAULT, || {
-            crate::Host::new(Config::default(), HostOptions::default()).map_err(io::Error::other)
+            spillguard_host::blocking::BlockingHost::new(Config::default(), HostOptions::default())
+                .map_err(io::Error::other)
         })
     }
 }

@@ -21,6 +21,7 @@ use spillguard_std::{
     HostOptions, KeySource, OpenFailure,
 };
 use support::{LocalTest, Recorder, temp_path};
+support::local_test_for!(spillguard_std::CallBuilder<'_>);
 
 /// The six events of one real call (`true`, no approval): the transition
 /// to `validated`, the attempt, three transitions and the final record.

@@ -17,6 +17,7 @@ use spillguard_std::proto::audit::{
 use spillguard_std::proto::{Config, State};
 use spillguard_std::{ChainedFileAudit, ChainedFileOptions, Host, HostOptions};
 use support::{LocalTest, temp_path};
+support::local_test_for!(spillguard_std::CallBuilder<'_>);
 
 #[test]
 fn a_write_cut_by_the_file_size_limit_is_undone_and_the_log_continues() {

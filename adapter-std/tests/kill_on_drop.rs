@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use spillguard_std::proto::{CallRecord, Config};
 use spillguard_std::{Host, HostOptions};
-use support::{check_finished_after_a_drop, check_stopped_by_a_drop, poll_until, shell_call};
+use support::{check_finished_after_a_drop, check_stopped_by_a_drop, poll_until};
 
 /// Waits until the host has no live call, then the record of `call_id`.
 fn record_of(host: &Host, call_id: &str) -> CallRecord {
@@ -25,13 +25,13 @@ fn record_of(host: &Host, call_id: &str) -> CallRecord {
 #[test]
 fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
     let host = Host::new(Config::default(), HostOptions::default()).unwrap();
-    let start = |s| shell_call(&host, s, "c_std_drop", true).start();
+    let start = |s| support::shell_call!(host, s, "c_std_drop", true).start();
     check_stopped_by_a_drop("c_std_drop", start, drop, || record_of(&host, "c_std_drop"));
 }
 
 #[test]
 fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
     let host = Host::new(Config::default(), HostOptions::default()).unwrap();
-    let start = |s| shell_call(&host, s, "c_std_finish", false).start();
+    let start = |s| support::shell_call!(host, s, "c_std_finish", false).start();
     check_finished_after_a_drop("c_std_finish", start, || record_of(&host, "c_std_finish"));
 }

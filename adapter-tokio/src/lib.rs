@@ -82,89 +82,107 @@ pub mod rmcp;
 mod runtime;
 mod stream;
 
-pub use runtime::{TokioRuntime, Waiters};
 pub use spillguard_host::adapter_api::*;
+/// The sans-IO protocol core (`spillguard-core`): the call record, its
+/// states and outcome, settings and configuration, bounds, redaction and
+/// the audit log format. Named `proto`, not `core`, so that a glob import
+/// of this crate never shadows the language's `core`.
+#[doc(no_inline)]
+pub use spillguard_host::proto;
+#[doc(no_inline)]
+pub use spillguard_host::proto::Outcome;
 pub use stream::{HelperStdin, HelperStdout};
 
-/// Runs helper calls for one process on one tokio runtime; every method
-/// is [`AsyncHost`](spillguard_host::asynchronous::AsyncHost)'s, and
-/// `host.command(..)` makes a [`CallBuilder`] whose `run()` is a [`Run`]
-/// future of the outcome and whose `start()` is a [`CallHandle`].
-///
-/// `Host::new` captures the current runtime (outside one it is
-/// [`HostError::NoRuntime`]); `Host::with_runtime(config, options, handle)`
-/// takes a `tokio::runtime::Handle` and may be called anywhere. The owner
-/// tasks are spawned on that runtime and read its clock, so a paused test
-/// clock drives the calls.
-pub type Host = spillguard_host::asynchronous::AsyncHost<TokioRuntime>;
+/// For code that builds on this adapter rather than calls it: the
+/// runtime it plugs into the host layer, and the trait and request by
+/// which code written over any host (a test double, a generic driver)
+/// starts a call. A caller needs none of it.
+pub mod adapter {
+    pub use crate::runtime::{TokioRuntime, Waiters};
+    pub use spillguard_host::{CallRequest, Launch};
+}
+use adapter::TokioRuntime;
 
-/// A call that needs no [`Host`] of its own: it runs on a process-wide
-/// host, made at the first such call with the default configuration, on a
-/// runtime of its own that lives as long as the process (so any runtime,
-/// or several in turn, may await it), and kept. Every builder method of
-/// `host.command(..)` works on it; it ends with `output()`, `status()` or
-/// `spawn()`, as `tokio::process::Command` does. `output()` fails on a
-/// stdout cut at its budget unless asked not to (`stdout_budget(bytes)`
-/// raises the budget, `allow_stdout_truncation()` accepts a cut).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use spillguard_tokio::Command;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
-/// let output = Command::new("sh")
-///     .args(["-c", "echo out; echo err 1>&2; exit 3"])
-///     .deadline(Duration::from_secs(5))
-///     .output()
-///     .await?;
-/// assert_eq!(output.status.code(), Some(3));
-/// assert_eq!(output.stdout, b"out\n");
-/// assert_eq!(output.stderr, b"err\n");
-/// assert_eq!(output.record().stdout_bytes_seen, 4);
-/// # Ok(())
-/// # }
-/// ```
-pub type Command = CallBuilder<'static, spillguard_host::asynchronous::DefaultHost<TokioRuntime>>;
+spillguard_host::async_front! {
+    runtime: TokioRuntime,
+    stdin: HelperStdin,
+    stdout: HelperStdout,
 
-/// The caller's handle on a running call, from the builder's `start()`;
-/// see [`AsyncCallHandle`](spillguard_host::asynchronous::AsyncCallHandle) for
-/// every method and for what dropping it does.
-///
-/// # Examples
-///
-/// A streamed call (`CallBuilder::streamed`): the caller writes the
-/// helper's stdin and reads its stdout, and `id()` is the helper's pid
-/// while it runs.
-///
-/// ```
-/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
-/// use spillguard_tokio::{Host, HostOptions};
-/// use spillguard_tokio::proto::{Config, State, StdoutMode};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let host = Host::new(Config::default(), HostOptions::default())?;
-/// let call = host.command("cat").streamed().start();
-/// let (mut stdin, mut stdout) = call.streams().await?;
-/// let pid = call.id().expect("cat runs until its stdin ends");
-/// assert!(pid > 1);
-/// stdin.write_all(b"ping\n").await?;
-/// let mut reply = [0; 5];
-/// stdout.read_exact(&mut reply).await?;
-/// assert_eq!(&reply, b"ping\n");
-/// stdin.shutdown().await?; // cat reads end-of-file and exits
-/// let record = call.wait().await.record;
-/// assert_eq!((record.state, record.pid), (State::Completed, Some(pid)));
-/// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
-/// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
-/// # Ok(())
-/// # }
-/// ```
-pub type CallHandle = spillguard_host::asynchronous::AsyncCallHandle<TokioRuntime>;
+    /// Runs helper calls for one process on one tokio runtime: holds the
+    /// validated configuration, the process-wide retention pool, the audit
+    /// sink and the live calls. `host.command(..)` makes a [`CallBuilder`]
+    /// whose `run()` is a [`Run`] future of the outcome and whose `start()`
+    /// is a [`CallHandle`].
+    ///
+    /// `Host::new` captures the current runtime (outside one it is
+    /// [`HostError::NoRuntime`]); [`Host::with_runtime`] takes a
+    /// `tokio::runtime::Handle` and may be called anywhere. Each call is
+    /// driven by an owner task of its own, spawned on that runtime and
+    /// reading its clock (so a paused test clock drives the calls), and
+    /// detached from whoever started it: dropping a caller's future never
+    /// skips a call's shutdown or its record.
+    Host;
 
-/// Cancels one call from anywhere (another task, a signal handler);
-/// cheap to clone. See [`AsyncCanceller`](spillguard_host::asynchronous::AsyncCanceller).
-pub type Canceller = spillguard_host::asynchronous::AsyncCanceller<TokioRuntime>;
+    /// The process-wide host runs its calls on a runtime of its own that
+    /// lives as long as the process, so any runtime, or several in turn, may
+    /// await them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spillguard_tokio::Command;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let output = Command::new("sh")
+    ///     .args(["-c", "echo out; echo err 1>&2; exit 3"])
+    ///     .deadline(Duration::from_secs(5))
+    ///     .output()
+    ///     .await?;
+    /// assert_eq!(output.status.code(), Some(3));
+    /// assert_eq!(output.stdout, b"out\n");
+    /// assert_eq!(output.stderr, b"err\n");
+    /// assert_eq!(output.record().stdout_bytes_seen, 4);
+    /// # Ok(())
+    /// # }
+    /// ```
+    Command;
+
+    ///
+    /// # Examples
+    ///
+    /// A streamed call (`CallBuilder::streamed`): the caller writes the
+    /// helper's stdin and reads its stdout, and `id()` is the helper's pid
+    /// while it runs.
+    ///
+    /// ```
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// use spillguard_tokio::{Host, HostOptions};
+    /// use spillguard_tokio::proto::{Config, State, StdoutMode};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let host = Host::new(Config::default(), HostOptions::default())?;
+    /// let call = host.command("cat").streamed().start();
+    /// let (mut stdin, mut stdout) = call.streams().await?;
+    /// let pid = call.id().expect("cat runs until its stdin ends");
+    /// assert!(pid > 1);
+    /// stdin.write_all(b"ping\n").await?;
+    /// let mut reply = [0; 5];
+    /// stdout.read_exact(&mut reply).await?;
+    /// assert_eq!(&reply, b"ping\n");
+    /// stdin.shutdown().await?; // cat reads end-of-file and exits
+    /// let record = call.wait().await.record;
+    /// assert_eq!((record.state, record.pid), (State::Completed, Some(pid)));
+    /// assert_eq!(record.stdout_mode, StdoutMode::Streamed);
+    /// assert_eq!((record.stdin_bytes_forwarded, record.stdout_bytes_forwarded), (5, 5));
+    /// # Ok(())
+    /// # }
+    /// ```
+    CallHandle;
+
+    /// Cancels one call from anywhere (another task, a signal handler);
+    /// cheap to clone; from [`CallHandle::canceller`].
+    Canceller;
+}

@@ -41,10 +41,9 @@ use ::rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use ::rmcp::transport::Transport;
 use ::rmcp::transport::async_rw::AsyncRwTransport;
 use spillguard_core::Outcome;
-use spillguard_host::CallBuilder;
 use tokio::sync::oneshot;
 
-use crate::{CallHandle, HelperStdin, HelperStdout, Host};
+use crate::{CallBuilder, CallHandle, HelperStdin, HelperStdout};
 
 /// An MCP server run as a streamed spillguard call, as an rmcp client's
 /// transport. See the [module docs](self).
@@ -71,7 +70,7 @@ impl GuardedProcess {
     /// An error if the call ended before its server ran (the program could
     /// not be spawned, the call was denied, …); its record is then in the
     /// host's finished records.
-    pub async fn new(builder: CallBuilder<'_, Host>) -> io::Result<Self> {
+    pub async fn new(builder: CallBuilder<'_>) -> io::Result<Self> {
         let call = builder.streamed().start();
         let (stdin, stdout) = call.streams().await?;
         let (sender, receiver) = oneshot::channel();

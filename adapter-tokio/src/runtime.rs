@@ -124,8 +124,9 @@ impl AsyncRuntime for TokioRuntime {
     /// (`spillguard-default`) for the life of the process, so that the
     /// calls of a `Command` do not depend on the runtime that awaits them
     /// (a test's runtime may end before another starts).
-    fn default_host() -> std::io::Result<&'static crate::Host> {
-        static DEFAULT: OnceLock<crate::Host> = OnceLock::new();
+    fn default_host() -> std::io::Result<&'static spillguard_host::asynchronous::AsyncHost<Self>> {
+        static DEFAULT: OnceLock<spillguard_host::asynchronous::AsyncHost<TokioRuntime>> =
+            OnceLock::new();
         process_default(&DEFAULT, || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -134,8 +135,12 @@ impl AsyncRuntime for TokioRuntime {
             std::thread::Builder::new()
                 .name("spillguard-default".into())
                 .spawn(move || runtime.block_on(std::future::pending::<()>()))?;
-            crate::Host::with_runtime(Config::default(), HostOptions::default(), handle)
-                .map_err(std::io::Error::other)
+            spillguard_host::asynchronous::AsyncHost::with_runtime(
+                Config::default(),
+                HostOptions::default(),
+                handle,
+            )
+            .map_err(std::io::Error::other)
         })
     }
 

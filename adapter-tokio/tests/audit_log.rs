@@ -15,6 +15,7 @@ use spillguard_tokio::proto::{Config, State};
 use spillguard_tokio::{ChainedFileAudit, ChainedFileOptions};
 use spillguard_tokio::{HelperCommand, Host, HostOptions};
 use support::{LocalTest, ThreadNoting, temp_path};
+support::local_test_for!(spillguard_tokio::CallBuilder<'_>);
 
 fn fresh(name: &str) -> std::path::PathBuf {
     let path = temp_path(name);

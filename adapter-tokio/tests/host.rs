@@ -16,7 +16,7 @@ use std::time::Duration;
 use spillguard_tokio::proto::{CallRecord, Config, DisconnectPolicy, State, StreamEnd};
 use spillguard_tokio::{CallHandle, HelperCommand, Host, HostError, HostOptions};
 use support::{assert_group_gone, become_subreaper, temp_path};
-use support::{check_finished_after_a_drop, check_stopped_by_a_drop, shell_call};
+use support::{check_finished_after_a_drop, check_stopped_by_a_drop};
 use tokio_support::{poll_until, wait_for_state};
 
 const MS: Duration = Duration::from_millis(1);
@@ -224,7 +224,7 @@ fn handles_and_their_futures_can_move_across_tasks() {
 #[test]
 fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
     let (runtime, host) = host_on_workers(HostOptions::default());
-    let start = |s| shell_call(&host, s, "c_tokio_drop", true).start();
+    let start = |s| support::shell_call!(host, s, "c_tokio_drop", true).start();
     let record = || kept_record(&runtime, &host, "c_tokio_drop");
     check_stopped_by_a_drop("c_tokio_drop", start, drop, record);
 }
@@ -234,7 +234,7 @@ fn dropping_the_handle_with_kill_on_drop_stops_the_helper_and_its_grandchild() {
 #[test]
 fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
     let (runtime, host) = host_on_workers(HostOptions::default());
-    let run = |s| shell_call(&host, s, "c_tokio_run", true).run();
+    let run = |s| support::shell_call!(host, s, "c_tokio_run", true).run();
     let time_out = |run| {
         let timed_out = runtime.block_on(async { tokio::time::timeout(50 * MS, run).await });
         assert!(timed_out.is_err());
@@ -247,7 +247,7 @@ fn a_run_future_dropped_by_a_timeout_with_kill_on_drop_stops_the_group() {
 #[test]
 fn without_kill_on_drop_the_finish_policy_lets_the_helper_end() {
     let (runtime, host) = host_on_workers(HostOptions::default());
-    let start = |s| shell_call(&host, s, "c_tokio_finish", false).start();
+    let start = |s| support::shell_call!(host, s, "c_tokio_finish", false).start();
     let record = || kept_record(&runtime, &host, "c_tokio_finish");
     check_finished_after_a_drop("c_tokio_finish", start, record);
 }

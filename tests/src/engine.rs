@@ -119,12 +119,7 @@ impl DefaultCall {
     }
 
     /// The adapter's `Command` made by `on_default`, described as asked.
-    pub fn describe<X>(
-        &self,
-        on_default: impl FnOnce(
-            spillguard_host::HelperCommand,
-        ) -> spillguard_host::CallBuilder<'static, X>,
-    ) -> spillguard_host::CallBuilder<'static, X> {
+    pub fn describe<C: DescribedCall>(&self, on_default: impl FnOnce(HelperCommand) -> C) -> C {
         let mut builder = on_default(self.command.clone());
         if let Some(deadline) = self.deadline {
             builder = builder.deadline(deadline);
@@ -138,6 +133,39 @@ impl DefaultCall {
         builder
     }
 }
+
+/// The builder methods [`DefaultCall::describe`] uses, on each adapter's
+/// `Command`.
+pub trait DescribedCall: Sized {
+    /// `.deadline(d)`.
+    fn deadline(self, deadline: Duration) -> Self;
+    /// `.stdout_budget(bytes)`.
+    fn stdout_budget(self, bytes: usize) -> Self;
+    /// `.allow_stdout_truncation()`.
+    fn allow_stdout_truncation(self) -> Self;
+}
+
+macro_rules! described_call {
+    ($($command:ty),*) => {$(
+        impl DescribedCall for $command {
+            fn deadline(self, deadline: Duration) -> Self {
+                <$command>::deadline(self, deadline)
+            }
+            fn stdout_budget(self, bytes: usize) -> Self {
+                <$command>::stdout_budget(self, bytes)
+            }
+            fn allow_stdout_truncation(self) -> Self {
+                <$command>::allow_stdout_truncation(self)
+            }
+        }
+    )*};
+}
+
+described_call!(
+    spillguard_std::Command,
+    spillguard_smol::Command,
+    spillguard_tokio::Command
+);
 
 /// One adapter's call handle, as the scenario driver uses it. Dropping it
 /// is a client disconnect.

@@ -1,79 +1,204 @@
-//! The rendered docs of each adapter's `CallBuilder` show what `run()` and
-//! `start()` return as types a reader can click, not as a projection
-//! through a trait (`<H as Launch>::Run`).
+//! The rendered docs of each adapter show its own types: every method a
+//! user calls on `Host`, `CallBuilder`, `Command`, `CallHandle`,
+//! `Canceller` (and `Run` on smol and tokio) names that adapter's types,
+//! with no projection through a trait (`<R as AsyncRuntime>::Stdin`), no
+//! generic type of the host layer (`AsyncCallHandle<R>`), no other
+//! runtime's impls and no boxed future; each is a page of its own, not a
+//! type alias whose methods only show with JavaScript.
 //!
 //! Reads the HTML `cargo doc --workspace --no-deps` wrote (CI runs it
 //! before the tests); outside CI, missing docs skip with the command that
 //! makes them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// The text of the rendered page, tags dropped and entities decoded.
-fn rendered(crate_dir: &str) -> Option<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/doc")
-        .join(crate_dir)
-        .join("struct.CallBuilder.html");
-    let html = std::fs::read_to_string(&path).ok()?;
-    let mut text = String::with_capacity(html.len());
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            _ if !in_tag => text.push(c),
-            _ => {}
-        }
-    }
-    Some(
-        text.replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&#39;", "'")
-            .replace("&amp;", "&"),
-    )
+/// What no inherent signature of an adapter's page may show.
+const FOREIGN: [&str; 10] = [
+    " as AsyncRuntime>",
+    " as Launch>",
+    "Pin<Box<dyn",
+    "AsyncHost<",
+    "AsyncCallHandle<",
+    "AsyncCanceller<",
+    "BlockingHost<",
+    "BlockingCallHandle",
+    "BlockingCanceller",
+    "DefaultHost<",
+];
+
+fn doc_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/doc")
 }
 
-/// The signature `pub fn NAME(self) -> ...` as rendered, up to the start
-/// of its description.
-fn signatures<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
-    let needle = format!("pub fn {name}(self) -> ");
-    text.match_indices(&needle)
-        .map(|(at, _)| {
-            let rest = &text[at + needle.len()..];
-            let end = rest.find("Starts the call").unwrap_or(rest.len().min(80));
-            &rest[..end]
+/// The signatures of a page's inherent methods (before its trait
+/// implementations), each as rendered: tags dropped, entities decoded,
+/// whitespace made single spaces.
+fn inherent(path: &Path) -> Vec<String> {
+    let html =
+        std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let start = html.find("id=\"implementations\"").unwrap_or(0);
+    let end = html[start..]
+        .find("id=\"trait-implementations\"")
+        .map_or(html.len(), |at| start + at);
+    let open = "<h4 class=\"code-header\">";
+    html[start..end]
+        .split(open)
+        .skip(1)
+        .filter_map(|header| header.split_once("</h4>").map(|(code, _)| code))
+        .map(|code| {
+            let mut text = String::with_capacity(code.len());
+            let mut in_tag = false;
+            for c in code.chars() {
+                match c {
+                    '<' => in_tag = true,
+                    '>' if in_tag => in_tag = false,
+                    _ if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            let text = text
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&");
+            // `ⓘ` marks a type with a notable trait (`Run` is a future).
+            text.split_whitespace()
+                .filter(|word| *word != "ⓘ")
+                .collect::<Vec<_>>()
+                .join(" ")
         })
         .collect()
 }
 
+/// What method `name` returns, for each signature of that name.
+fn returns<'t>(signatures: &'t [String], name: &str) -> Vec<&'t str> {
+    signatures
+        .iter()
+        .filter(|signature| {
+            ["pub fn ", "pub async fn "]
+                .iter()
+                .any(|prefix| signature.starts_with(&format!("{prefix}{name}(")))
+        })
+        .map(|signature| signature.rsplit_once(" -> ").map_or("()", |(_, ret)| ret))
+        .map(|ret| ret.split(" where ").next().unwrap_or(ret))
+        .collect()
+}
+
 #[test]
-fn run_and_start_show_each_front_s_own_types() {
-    for crate_dir in ["spillguard_std", "spillguard_smol", "spillguard_tokio"] {
-        let Some(text) = rendered(crate_dir) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI runs `cargo doc --workspace --no-deps` before the tests"
-            );
-            eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
-            return;
-        };
+fn each_adapter_s_pages_show_its_own_types() {
+    let root = doc_root();
+    if !root.join("spillguard_tokio/struct.Host.html").exists() {
         assert!(
-            !text.contains("as Launch>::"),
-            "{crate_dir}: a signature is still a projection through Launch"
+            std::env::var_os("CI").is_none(),
+            "CI runs `cargo doc --workspace --no-deps` before the tests"
         );
-        let mut run = signatures(&text, "run");
-        let mut start = signatures(&text, "start");
-        run.sort_unstable();
-        start.sort_unstable();
+        eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
+        return;
+    }
+    for (krate, is_async) in [
+        ("spillguard_tokio", true),
+        ("spillguard_smol", true),
+        ("spillguard_std", false),
+    ] {
+        let mut pages = vec!["Host", "CallBuilder", "Command", "CallHandle", "Canceller"];
+        if is_async {
+            pages.push("Run");
+        }
+        for page in &pages {
+            let dir = root.join(krate);
+            assert!(
+                !dir.join(format!("type.{page}.html")).exists(),
+                "{krate}::{page} is a type alias"
+            );
+            let signatures = inherent(&dir.join(format!("struct.{page}.html")));
+            // `Run` is a future: its methods are the trait's.
+            assert!(
+                *page == "Run" || !signatures.is_empty(),
+                "{krate}::{page}: no methods rendered"
+            );
+            for signature in &signatures {
+                for foreign in FOREIGN {
+                    assert!(
+                        !signature.contains(foreign),
+                        "{krate}::{page}: `{signature}` shows `{foreign}`"
+                    );
+                }
+            }
+        }
+        let page = |name: &str| inherent(&root.join(krate).join(format!("struct.{name}.html")));
+        let (builder, command, handle, host) = (
+            page("CallBuilder"),
+            page("Command"),
+            page("CallHandle"),
+            page("Host"),
+        );
+        assert_eq!(returns(&builder, "start"), ["CallHandle"], "{krate}");
+        let run = if is_async { "Run" } else { "Outcome" };
+        assert_eq!(returns(&builder, "run"), [run], "{krate}");
+        assert_eq!(returns(&builder, "output"), ["Result<Output>"], "{krate}");
         assert_eq!(
-            run,
-            ["Outcome", "Pin<Box<dyn Future<Output = Outcome> + Send>>"],
-            "{crate_dir}: run() on the blocking and the async front"
+            returns(&command, "spawn"),
+            ["Result<CallHandle>"],
+            "{krate}"
         );
+        assert_eq!(returns(&command, "output"), ["Result<Output>"], "{krate}");
+        assert_eq!(returns(&command, "deadline"), ["Self"], "{krate}");
         assert_eq!(
-            start,
-            ["AsyncCallHandle<R>", "BlockingCallHandle"],
-            "{crate_dir}: start() on the async and the blocking front"
+            returns(&handle, "streams"),
+            ["Result<(HelperStdin, HelperStdout)>"],
+            "{krate}"
         );
+        assert_eq!(returns(&handle, "canceller"), ["Canceller"], "{krate}");
+        assert_eq!(returns(&handle, "wait"), ["Outcome"], "{krate}");
+        assert_eq!(
+            returns(&handle, "wait_timeout"),
+            ["Result<Outcome, CallHandle>"],
+            "{krate}"
+        );
+        assert_eq!(returns(&host, "command"), ["CallBuilder<'_>"], "{krate}");
+        assert_eq!(returns(&host, "shell"), ["CallBuilder<'_>"], "{krate}");
+    }
+}
+
+/// Every example rendered in an adapter's docs imports from that adapter
+/// only: none names the host layer or the core, which its user does not
+/// depend on (their own pages, not inlined, keep their own examples).
+#[test]
+fn each_adapter_s_examples_name_only_its_own_crate() {
+    let root = doc_root();
+    if !root.join("spillguard_tokio/index.html").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs `cargo doc --workspace --no-deps` before the tests"
+        );
+        eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
+        return;
+    }
+    for krate in ["spillguard_tokio", "spillguard_smol", "spillguard_std"] {
+        let mut pages = vec![root.join(krate)];
+        let (mut examples, mut foreign) = (0, Vec::new());
+        while let Some(path) = pages.pop() {
+            if path.is_dir() {
+                let entries = std::fs::read_dir(&path).expect("a rendered docs folder");
+                pages.extend(entries.map(|entry| entry.expect("an entry").path()));
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "html") {
+                continue;
+            }
+            let html = std::fs::read_to_string(&path).expect("a rendered page");
+            let open = "<pre class=\"rust rust-example-rendered\">";
+            for block in html.split(open).skip(1) {
+                let code = block.split("</pre>").next().unwrap_or(block);
+                examples += 1;
+                for other in ["spillguard_host", "spillguard_core"] {
+                    if code.contains(other) {
+                        foreign.push(format!("{}: {other}", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(examples >= 5, "{krate}: only {examples} examples rendered");
+        assert_eq!(foreign, Vec::<String>::new(), "{krate}");
     }
 }

@@ -43,8 +43,8 @@ pub trait AuditSink: Send + Sync {
 /// # Examples
 ///
 /// ```
-/// use spillguard_host::{AuditSink, JsonLinesAudit};
-/// use spillguard_host::proto::{AuditEvent, AuditKind, CallKind};
+/// # use spillguard_host::{AuditSink, JsonLinesAudit};
+/// # use spillguard_host::proto::{AuditEvent, AuditKind, CallKind};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.jsonl", std::process::id()));
 /// let audit = JsonLinesAudit::open(&path)?;

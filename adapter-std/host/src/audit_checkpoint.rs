@@ -47,8 +47,8 @@ use crate::audit_read::{ReadError, read_log};
 /// options.
 ///
 /// ```no_run
-/// use spillguard_host::{ChainedFileAudit, ChainedFileOptions, CheckpointOptions};
-/// use spillguard_host::proto::audit::note::SignerKey;
+/// # use spillguard_host::{ChainedFileAudit, ChainedFileOptions, CheckpointOptions};
+/// # use spillguard_host::proto::audit::note::SignerKey;
 ///
 /// let key = SignerKey::parse(&std::fs::read_to_string("audit.key")?)?;
 /// let log = ChainedFileAudit::open(

@@ -358,12 +358,13 @@ impl KeySource {
     /// # Examples
     ///
     /// ```
-    /// use spillguard_host::KeySource;
+    /// # use spillguard_host::KeySource;
+    /// # use spillguard_host::proto::audit::Key;
     ///
     /// let path = std::env::temp_dir().join(format!("spillguard-doc-key-{}", std::process::id()));
     /// std::fs::write(&path, format!("{}\n", "2a".repeat(32)))?;
     /// let key = KeySource::File(path.clone()).load()?;
-    /// assert_eq!(key.id(), spillguard_host::proto::audit::Key::from_bytes([0x2a; 32]).id());
+    /// assert_eq!(key.id(), Key::from_bytes([0x2a; 32]).id());
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -428,9 +429,9 @@ impl KeySource {
 /// # Examples
 ///
 /// ```
-/// use spillguard_host::{AuditSink, ChainedFileAudit, ChainedFileOptions};
-/// use spillguard_host::proto::audit::{Verdict, VerifyOptions, verify};
-/// use spillguard_host::proto::{AuditEvent, AuditKind, CallKind, State};
+/// # use spillguard_host::{AuditSink, ChainedFileAudit, ChainedFileOptions};
+/// # use spillguard_host::proto::audit::{Verdict, VerifyOptions, verify};
+/// # use spillguard_host::proto::{AuditEvent, AuditKind, CallKind, State};
 ///
 /// let path = std::env::temp_dir().join(format!("spillguard-doc-{}.log", std::process::id()));
 /// # let _ = std::fs::remove_file(&path);

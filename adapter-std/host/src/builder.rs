@@ -16,13 +16,13 @@
 //! result channel.
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use spillguard_core::{
-    CallKind, CallSettings, CallSpec, Confinement, DisconnectPolicy, Limits, ResultChannel,
-    ResultClassifier, ResultKind, Sandbox, StdoutMode,
+    CallKind, CallSettings, CallSpec, Confinement, DisconnectPolicy, ResultChannel,
+    ResultClassifier, StdoutMode,
 };
 
 use crate::command::{HelperCommand, StdinMode, Stdio};
@@ -186,6 +186,30 @@ impl CallRequest {
     /// The command it runs.
     pub fn command(&self) -> &HelperCommand {
         &self.command
+    }
+
+    /// Every field of `spec` at once (`CallBuilder::spec`).
+    fn set_spec(&mut self, spec: CallSpec) {
+        let CallSpec {
+            call_id,
+            session_id,
+            kind,
+            action,
+            target,
+            summary,
+            card_lines,
+        } = spec;
+        self.call_id = Some(call_id);
+        self.session_id = Some(session_id);
+        self.kind = kind;
+        self.action = Some(action);
+        self.target = Some(target);
+        self.summary = Some(summary);
+        self.card_lines = card_lines;
+    }
+
+    fn confinement_mut(&mut self) -> &mut Confinement {
+        self.confinement.get_or_insert_with(Confinement::default)
     }
 
     /// A request that starts a trace of its own when it names no parent
@@ -360,454 +384,21 @@ impl<'h, H> CallBuilder<'h, H> {
         self
     }
 
-    fn command(mut self, edit: impl FnOnce(HelperCommand) -> HelperCommand) -> Self {
-        let command = std::mem::take(&mut self.request.command);
-        self.request.command = edit(command);
+    /// Edits the request in place: what each builder method does.
+    fn with(mut self, edit: impl FnOnce(&mut CallRequest)) -> Self {
+        edit(&mut self.request);
         self
     }
 
-    /// Adds one argument.
-    pub fn arg(self, arg: impl Into<OsString>) -> Self {
-        self.command(|c| c.arg(arg))
-    }
+    crate::call_builder_methods!(real);
+}
 
-    /// Adds arguments.
-    pub fn args<I, S>(self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        self.command(|c| c.args(args))
-    }
-
-    /// Adds an environment variable.
-    pub fn env(self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.command(|c| c.env(key, value))
-    }
-
-    /// Adds environment variables, each as [`env`](Self::env) does (see
-    /// [`HelperCommand::envs`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use spillguard_host::{CallBuilder, HelperCommand, command_line};
-    /// # struct Host;
-    /// # impl Host {
-    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
-    /// #         CallBuilder::on(self, HelperCommand::new(program))
-    /// #     }
-    /// # }
-    /// # let host = Host;
-    /// let call = host
-    ///     .command("make")
-    ///     .envs([("CC", "clang"), ("CFLAGS", "-O2")]);
-    /// // The approval card's summary (the command line) shows them.
-    /// assert_eq!(command_line(call.request().command()), "env CC=clang CFLAGS=-O2 make");
-    /// ```
-    pub fn envs<I, K, V>(self, vars: I) -> Self
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: Into<OsString>,
-        V: Into<OsString>,
-    {
-        self.command(|c| c.envs(vars))
-    }
-
-    /// Removes an environment variable: the helper does not inherit it
-    /// from the host, and an earlier [`env`](Self::env) of the same name is
-    /// dropped. Per name the last call wins, as with
-    /// `tokio::process::Command`: `env_remove` after `env` leaves it unset,
-    /// `env` after `env_remove` sets it; after
-    /// [`env_clear`](Self::env_clear) it only drops an earlier `env` (see
-    /// [`HelperCommand::env_remove`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use spillguard_host::{CallBuilder, HelperCommand, command_line};
-    /// # struct Host;
-    /// # impl Host {
-    /// #     fn command(&self, program: &str) -> CallBuilder<'_, Host> {
-    /// #         CallBuilder::on(self, HelperCommand::new(program))
-    /// #     }
-    /// # }
-    /// # let host = Host;
-    /// let call = host
-    ///     .command("ssh")
-    ///     .arg("web-3")
-    ///     .env_remove("SSH_AUTH_SOCK");
-    /// assert_eq!(command_line(call.request().command()), "env -u SSH_AUTH_SOCK ssh web-3");
-    /// ```
-    pub fn env_remove(self, key: impl Into<OsString>) -> Self {
-        self.command(|c| c.env_remove(key))
-    }
-
-    /// Starts the helper from an empty environment.
-    pub fn env_clear(self) -> Self {
-        self.command(HelperCommand::env_clear)
-    }
-
-    /// Sets the helper's working directory.
-    pub fn current_dir(self, dir: impl Into<PathBuf>) -> Self {
-        self.command(|c| c.current_dir(dir))
-    }
-
-    /// Feeds `bytes` to the helper's stdin, then closes it (see
-    /// [`HelperCommand::stdin_bytes`]).
-    pub fn stdin_bytes(self, bytes: impl Into<Vec<u8>>) -> Self {
-        self.command(|c| c.stdin_bytes(bytes))
-    }
-
-    /// The call's id (default: a fresh `c_…`).
-    pub fn call_id(mut self, id: impl Into<String>) -> Self {
-        self.request.call_id = Some(id.into());
-        self
-    }
-
-    /// The agent session the call belongs to (default: the host's).
-    pub fn session_id(mut self, id: impl Into<String>) -> Self {
-        self.request.session_id = Some(id.into());
-        self
-    }
-
-    /// Makes the call a discovery: no action, no approval, its own smaller
-    /// stderr budget.
-    pub fn discovery(mut self) -> Self {
-        self.request.kind = CallKind::Discovery;
-        self
-    }
-
-    /// The kind of call (default [`CallKind::Action`]).
-    pub fn kind(mut self, kind: CallKind) -> Self {
-        self.request.kind = kind;
-        self
-    }
-
-    /// The action's name, e.g. `ssh.exec` (default: the program's file
-    /// name).
-    pub fn action(mut self, action: impl Into<String>) -> Self {
-        self.request.action = Some(action.into());
-        self
-    }
-
-    /// The target as shown to the user, e.g. `deploy@web-3` (default: the
-    /// program as given).
-    pub fn target(mut self, target: impl Into<String>) -> Self {
-        self.request.target = Some(target.into());
-        self
-    }
-
-    /// The one-line summary on the approval card (default: the shell-quoted
-    /// command line).
-    pub fn summary(mut self, summary: impl Into<String>) -> Self {
-        self.request.summary = Some(summary.into());
-        self
-    }
-
-    /// Every field of the spec at once, for a host that builds its own.
-    pub fn spec(mut self, spec: CallSpec) -> Self {
-        let CallSpec {
-            call_id,
-            session_id,
-            kind,
-            action,
-            target,
-            summary,
-            card_lines,
-        } = spec;
-        self.request.call_id = Some(call_id);
-        self.request.session_id = Some(session_id);
-        self.request.kind = kind;
-        self.request.action = Some(action);
-        self.request.target = Some(target);
-        self.request.summary = Some(summary);
-        self.request.card_lines = card_lines;
-        self
-    }
-
-    /// A line of the approval card, `label: value` (in the order given;
-    /// without any, the card shows `action`, `target` and `summary`). The
-    /// value is redacted and made visible like the rest of the card
-    /// (`ApprovalCard::text`).
-    pub fn card_line(mut self, label: impl Into<String>, value: impl Into<String>) -> Self {
-        self.request.card_lines.push((label.into(), value.into()));
-        self
-    }
-
-    /// Whether the call waits for approval (default
-    /// [`Approval::NotRequired`]).
-    pub fn approval(mut self, approval: Approval) -> Self {
-        self.request.approval = approval;
-        self
-    }
-
-    /// Longest the helper may run after dispatch (default: the host's).
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.request.deadline = Some(Some(deadline));
-        self
-    }
-
-    /// No deadline for this call, whatever the host's.
-    pub fn no_deadline(mut self) -> Self {
-        self.request.deadline = Some(None);
-        self
-    }
-
-    /// The helper returns its result as JSON on stdout: the call parses it
-    /// at the end (within the stdout budget) and the outcome holds it
-    /// (`Outcome::result`). By the one convention of
-    /// [`ResultKind::of_json`](spillguard_core::ResultKind::of_json), an
-    /// object with `"ok": false` or a non-null `"error"` reports a remote
-    /// failure, and the call ends `failed_remote` whatever the exit code;
-    /// invalid JSON is recorded in `result_error`, never an error.
-    pub fn result_json(mut self) -> Self {
-        self.request.result = Some(ResultChannel::StdoutJson);
-        self
-    }
-
-    /// Decides what a JSON result says instead of the convention of
-    /// [`result_json`](Self::result_json) (which it implies).
-    pub fn classify_result(
-        mut self,
-        classify: impl Fn(&serde_json::Value) -> ResultKind + Send + Sync + 'static,
-    ) -> Self {
-        self.request.result = Some(ResultChannel::StdoutJson);
-        self.request.classifier = Some(ResultClassifier::new(classify));
-        self
-    }
-
-    /// The caller streams the helper's stdin and stdout itself (an MCP
-    /// stdio server: requests in, responses out), through the handle's
-    /// `streams()`; stderr is still captured, bounded and marked, and the
-    /// record says `stdout_mode: streamed` with the bytes forwarded each
-    /// way. Closing (or dropping) the stdin writer ends the caller's input:
-    /// the helper's stdin is closed and it has `stdin_close_grace` to exit
-    /// before TERM, grace, KILL to its group. Dropping the handle and both
-    /// streams is a client disconnect. Replaces any
-    /// [`stdin_bytes`](Self::stdin_bytes).
-    pub fn streamed(mut self) -> Self {
-        self.request.streamed = true;
-        self
-    }
-
-    /// Where the helper's stdin comes from: [`Stdio::null()`] (the
-    /// default), [`Stdio::bytes`] (then end-of-file), or
-    /// [`Stdio::piped()`], written by the caller through the handle's
-    /// stream (with a piped stdout: the two come as a pair). Set on its
-    /// own, as `tokio::process::Command::stdin`.
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.request.stdin = Some(stdin);
-        self
-    }
-
-    /// Where the helper's stdout goes: [`Stdio::captured()`] (the default:
-    /// kept within its budget for the outcome) or [`Stdio::piped()`],
-    /// read by the caller through the handle's stream while stdin stays
-    /// what [`stdin`](Self::stdin) says (`/dev/null` by default). A piped
-    /// stdout alone ends as any helper does: when it exits, or at a stop
-    /// with SIGTERM at once; the end of the caller's input only closes
-    /// stdin, unless [`stdin_close_grace`](Self::stdin_close_grace) asks
-    /// for the MCP stdio shutdown.
-    pub fn stdout(mut self, stdout: Stdio) -> Self {
-        self.request.stdout = Some(stdout);
-        self
-    }
-
-    /// Asks for the MCP stdio shutdown on a call whose stdout is piped:
-    /// the end of the caller's input, and every stop, close the helper's
-    /// stdin and give it `grace` to exit before SIGTERM. `.streamed()`
-    /// has it already, with the configuration's
-    /// `stdin_close_grace_seconds` (2 s) unless this says otherwise.
-    pub fn stdin_close_grace(mut self, grace: Duration) -> Self {
-        self.request.stdin_close_grace = Some(grace);
-        self
-    }
-
-    /// Hands each chunk of the helper's stderr to `tap` as it is read,
-    /// before the capture counts and bounds it (e.g. to copy it where a
-    /// person can see it). The tap runs in the call's owner and must never
-    /// block: what it cannot pass on at once, it drops.
-    pub fn stderr_tap(mut self, tap: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
-        self.request.stderr_tap = Some(StderrTap(Arc::new(tap)));
-        self
-    }
-
-    /// How long the approval card stays valid once shown (the host's
-    /// settings: two minutes by default); once it has passed without an
-    /// answer, the call ends `approval_expired`.
-    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
-        self.request.approval_timeout = Some(timeout);
-        self
-    }
-
-    /// Refuses the call before anything runs: it ends
-    /// `failed_before_dispatch` with `reason` as its `failure`, and is
-    /// registered, audited and recorded like every call. For a caller whose
-    /// own checks of the call failed (a tool call's arguments that break
-    /// the tool's schema), so that the refusal leaves a record too. No
-    /// approval is asked and nothing is spawned.
-    pub fn refuse(mut self, reason: impl Into<String>) -> Self {
-        self.request.refused = Some(reason.into());
-        self
-    }
-
-    /// Every budget and timing of the call, instead of the host's settings
-    /// for its kind ([`deadline`](Self::deadline) and
-    /// [`result_json`](Self::result_json) still apply on top). These are
-    /// used as given, whatever the kind: for a discovery, start from the
-    /// host's discovery settings (`Host::settings_for(CallKind::Discovery)`).
-    pub fn settings(mut self, settings: CallSettings) -> Self {
-        self.request.settings = Some(settings);
-        self
-    }
-
-    /// Edits the settings the call gets with `edit`, e.g. to lengthen the
-    /// approval card's life. The edit is made when the call starts, on the
-    /// settings the builder's host gives a call of its kind then (or those
-    /// given to [`settings`](Self::settings)), before the builder's own
-    /// [`deadline`](Self::deadline), [`approval_timeout`](Self::approval_timeout)
-    /// and result channel; several edits apply in the order given.
-    pub fn edit_settings(
-        mut self,
-        edit: impl Fn(&mut CallSettings) + Send + Sync + 'static,
-    ) -> Self {
-        self.request.edits.push(SettingsEdit(Arc::new(edit)));
-        self
-    }
-
-    /// Makes the call's span a child of `parent` (a request's
-    /// `traceparent`, parsed with [`TraceParent::parse`]), in its trace,
-    /// passing `trace_state` (checked with
-    /// [`trace_state`](spillguard_core::trace::trace_state)) on. The
-    /// record says `trace_id`, `span_id` and `parent_span_id`; the helper
-    /// gets `TRACEPARENT` (the call's span as its parent) and `TRACESTATE`
-    /// in its environment, so its own spans join the trace.
-    pub fn trace_parent(mut self, parent: TraceParent, trace_state: Option<String>) -> Self {
-        self.request.trace_parent = Some((parent, trace_state));
-        self
-    }
-
-    /// Whether dropping the call's handle (or the `run()` future, which
-    /// owns it) before the call finished stops the helper. Default
-    /// `false`, as for `tokio::process::Command::kill_on_drop`.
-    ///
-    /// With `true`, that drop (the last of the handle and a streamed
-    /// call's two streams) stops the call as the
-    /// [`Cancel`](DisconnectPolicy::Cancel) disconnect policy does: the
-    /// helper's process group gets SIGTERM, then SIGKILL after
-    /// `shutdown_grace`, and the owner writes the final record (state
-    /// `cancelled_after_dispatch` or `killed`, `cancelled_before_dispatch`
-    /// if nothing ran yet; `client_disconnected: true`).
-    ///
-    /// With `false`, the drop is a client disconnect under the host's
-    /// policy (`HostOptions::on_client_disconnect`, default
-    /// [`Finish`](DisconnectPolicy::Finish): the helper runs to its end or
-    /// its deadline, and the record is written then).
-    pub fn kill_on_drop(mut self, kill_on_drop: bool) -> Self {
-        self.request.kill_on_drop = kill_on_drop;
-        self
-    }
-
-    /// Most bytes of stdout the call keeps (default 1 MiB): what
-    /// `output()` returns whole
-    /// when the helper prints less. Past it the bytes after the first
-    /// `bytes` are dropped and counted (`stdout_truncated`), and
-    /// `output()` fails unless [`allow_stdout_truncation`](Self::allow_stdout_truncation)
-    /// was set. The budget draws on the process-wide retention pool like
-    /// every capture.
-    ///
-    /// ```
-    /// # use spillguard_host::{CallBuilder, HelperCommand};
-    /// # fn on<H>(host: &H) -> CallBuilder<'_, H> {
-    /// # CallBuilder::on(host, HelperCommand::new("cat"))
-    /// .stdout_budget(8 << 20) // 8 MiB
-    /// # }
-    /// ```
-    pub fn stdout_budget(self, bytes: usize) -> Self {
-        self.edit_settings(move |settings| settings.stdout.budget = bytes)
-    }
-
-    /// Makes `output()` accept a stdout cut at its budget (the bytes kept,
-    /// the record saying `stdout_truncated`) instead of failing. Off by
-    /// default: a cut result is an error unless asked for.
-    pub fn allow_stdout_truncation(mut self) -> Self {
-        self.request.stdout_truncation_allowed = true;
-        self
-    }
-
-    fn confinement_mut(&mut self) -> &mut Confinement {
-        self.request
-            .confinement
-            .get_or_insert_with(Confinement::default)
-    }
-
-    /// Resource limits on the helper's whole tree: memory and process
-    /// count in a control group of its own, CPU time, open files and file
-    /// size per process. A limit this machine cannot enforce refuses the
-    /// call before anything runs (`failed_before_dispatch`, with a line
-    /// naming it), unless [`allow_degraded`](Self::allow_degraded).
-    ///
-    /// ```
-    /// use spillguard_host::proto::{Limits, parse_size};
-    ///
-    /// let limits = Limits {
-    ///     memory_max: Some(parse_size("256M")?),
-    ///     pids_max: Some(64),
-    ///     cpu_seconds: Some(10),
-    ///     ..Limits::default()
-    /// };
-    /// assert_eq!(limits.memory_max, Some(268_435_456));
-    /// # Ok::<(), String>(())
-    /// ```
-    ///
-    /// The record says what was asked (`limits`), by which mechanism it
-    /// held (`enforced`), which limit stopped the tree (`limit_hit`:
-    /// `memory`, `pids`, `cpu`, `file_size`) and the tree's peaks. Every
-    /// process of the tree is killed when the call ends.
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.confinement_mut().limits = limits;
-        self
-    }
-
-    /// The files and network the helper may reach (Landlock, and a
-    /// network namespace for [`Network::None`](spillguard_core::Network)).
-    /// Fails closed as [`limits`](Self::limits) does.
-    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
-        self.confinement_mut().sandbox = sandbox;
-        self
-    }
-
-    /// Runs the call even when a limit or restriction cannot be enforced
-    /// on this machine; the record lists each one in `not_enforced`.
-    /// Default `false`: such a call is refused before anything runs.
-    pub fn allow_degraded(mut self, allow: bool) -> Self {
-        self.confinement_mut().allow_degraded = allow;
-        self
-    }
-
-    /// Every helper starts in a control group of its own wherever the
-    /// host can make one, so that every process of its tree (one that left
-    /// its process group with `setsid` included) is killed when the call
-    /// ends; where none can be made it runs all the same and its record
-    /// says `tree_kill: "process-group"`.
-    ///
-    /// `contain_tree(true)` makes the group required: a call for which
-    /// none can be made is refused before anything runs, with one line
-    /// naming why (unless [`allow_degraded`](Self::allow_degraded), which
-    /// runs it and lists the line in `not_enforced`).
-    /// `contain_tree(false)` opts out: no group, the process group is
-    /// what a stop signals (refused with a memory or process limit,
-    /// which need the group).
-    pub fn contain_tree(mut self, contain: bool) -> Self {
-        self.confinement_mut().contain_tree = Some(contain);
-        self
-    }
-
-    /// The whole [`Confinement`] at once.
-    pub fn confinement(mut self, confinement: Confinement) -> Self {
-        self.request.confinement = Some(confinement);
-        self
+impl<'h, H: Launch> CallBuilder<'h, H> {
+    /// Starts the call on its host, whatever kind of host it is, and
+    /// returns the host's handle (for code written over [`Launch`]; the
+    /// adapters' builders have `start()` with their own types).
+    pub fn launch(self) -> H::Handle {
+        self.host.launch(self.request)
     }
 }
 

@@ -39,7 +39,7 @@ pub enum StdinMode {
 /// # Examples
 ///
 /// ```
-/// use spillguard_host::HelperCommand;
+/// # use spillguard_host::HelperCommand;
 ///
 /// let ssh = HelperCommand::new("ssh")
 ///     .args(["-o", "BatchMode=yes", "deploy@web-3", "systemctl restart web"])
@@ -167,7 +167,7 @@ impl HelperCommand {
     ///
     /// ```
     /// use std::collections::HashMap;
-    /// use spillguard_host::{HelperCommand, command_line};
+    /// # use spillguard_host::{HelperCommand, command_line};
     ///
     /// let build = HelperCommand::new("make").envs([("CC", "clang"), ("CFLAGS", "-O2 -g")]);
     /// assert_eq!(command_line(&build), "env CC=clang 'CFLAGS=-O2 -g' make");
@@ -202,7 +202,7 @@ impl HelperCommand {
     /// # Examples
     ///
     /// ```
-    /// use spillguard_host::{HelperCommand, command_line};
+    /// # use spillguard_host::{HelperCommand, command_line};
     ///
     /// let git = HelperCommand::new("git").arg("fetch").env_remove("GIT_DIR");
     /// assert_eq!(command_line(&git), "env -u GIT_DIR git fetch");

@@ -46,6 +46,7 @@ mod audit_log;
 mod audit_read;
 pub mod blocking;
 mod builder;
+mod builder_methods;
 #[cfg(feature = "tracing")]
 pub mod call_span;
 mod command;
@@ -97,20 +98,25 @@ pub use output::{Output, status_of};
 pub use spillguard_core as proto;
 pub use spillguard_core::{OutcomeError, StdoutTruncated};
 
+/// What the adapters' macro-made types name by path; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde_json;
+}
+
 /// What the smol and tokio adapters re-export for their users, beside
-/// their own `Host`, `CallHandle`, `Canceller` and stream types.
+/// their own `Host`, `CallBuilder`, `Command`, `CallHandle`, `Canceller`,
+/// `Run` and stream types ([`async_front!`]), and the core (`proto`,
+/// `Outcome`), which they re-export without inlining its pages: those
+/// show examples in the core's terms.
 pub mod adapter_api {
-    pub use crate::asynchronous::Run;
     pub use crate::os;
     pub use crate::{
-        AppendFailure, Appended, Approval, AuditOpenError, AuditSink, CallBuilder,
-        ChainedFileAudit, ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand,
-        HostError, HostOptions, InvalidCommand, JsonLinesAudit, KeyError, KeySource, Launch,
-        LeftoverStats, OpenFailure, OpenedLog, Output, OwnRecord, ShutdownReport, StdinMode, Stdio,
-        StdoutTruncated,
+        AppendFailure, Appended, Approval, AuditOpenError, AuditSink, ChainedFileAudit,
+        ChainedFileOptions, DEFAULT_LOCK_WAIT, FsyncPolicy, HelperCommand, HostError, HostOptions,
+        InvalidCommand, JsonLinesAudit, KeyError, KeySource, LeftoverStats, OpenFailure, OpenedLog,
+        Output, OwnRecord, ShutdownReport, StderrLines, StdinMode, Stdio, StdoutTruncated,
     };
     #[cfg(feature = "audit-checkpoint")]
     pub use crate::{CheckpointOptions, log_leaves};
-    /// The sans-IO protocol core (`spillguard-core`); see the crate root.
-    pub use spillguard_core as proto;
 }

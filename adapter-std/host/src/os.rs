@@ -15,9 +15,10 @@ use spillguard_core::{ExitStatus, Signal};
 /// # Examples
 ///
 /// ```
-/// use spillguard_host::proto::Signal;
+/// # use spillguard_host::proto::Signal;
+/// # use spillguard_host::os::signal_group;
 /// // No such group: nothing happens, nothing fails.
-/// spillguard_host::os::signal_group(0x3fff_fff0, Signal::Term);
+/// signal_group(0x3fff_fff0, Signal::Term);
 /// ```
 pub fn signal_group(pgid: u32, signal: Signal) {
     let Some(pid) = i32::try_from(pgid)
@@ -207,8 +208,9 @@ pub fn write_all_waiting(fd: impl AsFd, mut bytes: &[u8]) -> std::io::Result<()>
 /// socket`, or `of an unknown kind`.
 ///
 /// ```
+/// # use spillguard_host::os::file_kind;
 /// let meta = std::fs::metadata("/dev/null")?;
-/// assert_eq!(spillguard_host::os::file_kind(meta.file_type()), "a character device");
+/// assert_eq!(file_kind(meta.file_type()), "a character device");
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn file_kind(file_type: std::fs::FileType) -> &'static str {

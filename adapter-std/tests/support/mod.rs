@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
 use spillguard_host::proto::AuditEvent;
-use spillguard_host::{AuditSink, CallBuilder, ChainedFileAudit, Launch};
+use spillguard_host::{AuditSink, ChainedFileAudit};
 
 /// The description these tests give a call whose audit events they look
 /// into (their sizes, their clear text): an action named `local.test` on
@@ -19,15 +19,23 @@ pub trait LocalTest {
     fn local_test(self, call_id: &str) -> Self;
 }
 
-impl<H: Launch> LocalTest for CallBuilder<'_, H> {
-    fn local_test(self, call_id: &str) -> Self {
-        self.call_id(call_id)
-            .session_id("s_test")
-            .action("local.test")
-            .target("localhost")
-            .summary("test helper")
-    }
+/// Implements [`LocalTest`] for the adapter's builder type.
+#[allow(unused_macros)]
+macro_rules! local_test_for {
+    ($builder:ty) => {
+        impl support::LocalTest for $builder {
+            fn local_test(self, call_id: &str) -> Self {
+                self.call_id(call_id)
+                    .session_id("s_test")
+                    .action("local.test")
+                    .target("localhost")
+                    .summary("test helper")
+            }
+        }
+    };
 }
+#[allow(unused_imports)]
+pub(crate) use local_test_for;
 
 /// A path in the temp dir unique to this test package, its process and
 /// `name`.
@@ -146,17 +154,14 @@ pub fn gone_after(pgid: u32, dropped: Instant) -> Duration {
 
 /// A call of `script` run by `/bin/sh -c` on `host`, with the id `id`,
 /// dropped (handle or `run()` future) under `kill_on_drop(kill)`.
-pub fn shell_call<'h, H: Launch>(
-    host: &'h H,
-    script: String,
-    id: &str,
-    kill: bool,
-) -> CallBuilder<'h, H> {
-    let command = spillguard_host::HelperCommand::shell_script(script);
-    CallBuilder::on(host, command)
-        .call_id(id)
-        .kill_on_drop(kill)
+#[allow(unused_macros)]
+macro_rules! shell_call {
+    ($host:expr, $script:expr, $id:expr, $kill:expr) => {
+        $host.shell($script).call_id($id).kill_on_drop($kill)
+    };
 }
+#[allow(unused_imports)]
+pub(crate) use shell_call;
 
 /// The check of a drop that stops a helper and its grandchild: `start`
 /// starts the call of the script it is given (marked `marker`, see
@@ -260,7 +265,7 @@ impl AuditSink for ThreadNoting {
     }
 }
 
-/// Lines a flood writes in [`stderr_lines_come_whole_and_a_flood_drops`],
+/// Lines a flood writes in `stderr_lines_come_whole_and_a_flood_drops!`,
 /// 100 bytes each.
 pub const FLOOD_LINES: u64 = 500_000;
 
@@ -269,38 +274,42 @@ pub const FLOOD_LINES: u64 = 500_000;
 /// then the end; asked for once. A flood of [`FLOOD_LINES`] lines read
 /// only after the call ended keeps the queue's 100 and counts the rest as
 /// dropped, every byte still in the record.
-pub async fn stderr_lines_come_whole_and_a_flood_drops<R>(
-    host: &spillguard_host::asynchronous::AsyncHost<R>,
-) where
-    R: spillguard_host::asynchronous::AsyncRuntime,
-{
-    use spillguard_host::proto::State;
-    let script = "sleep 0.2; echo one >&2; printf 'tw' >&2; echo o >&2; printf three >&2";
-    let call = host.command("sh").args(["-c", script]).start();
-    let mut lines = call.stderr_lines(16).unwrap();
-    assert!(call.stderr_lines(16).is_err(), "asked for once");
-    let mut got = Vec::new();
-    while let Some(line) = lines.next_line().await {
-        got.push(line);
-    }
-    assert_eq!(got, ["one", "two", "three"]);
-    assert_eq!(lines.dropped(), 0);
-    let outcome = call.wait().await;
-    assert_eq!(outcome.record.state, State::Completed);
-    assert_eq!(outcome.record.stderr_bytes_seen, 13);
+#[allow(unused_macros)]
+macro_rules! stderr_lines_come_whole_and_a_flood_drops {
+    ($host:expr) => {
+        async {
+            use spillguard_host::proto::State;
+            let script = "sleep 0.2; echo one >&2; printf 'tw' >&2; echo o >&2; printf three >&2";
+            let call = $host.command("sh").args(["-c", script]).start();
+            let mut lines = call.stderr_lines(16).unwrap();
+            assert!(call.stderr_lines(16).is_err(), "asked for once");
+            let mut got = Vec::new();
+            while let Some(line) = lines.next_line().await {
+                got.push(line);
+            }
+            assert_eq!(got, ["one", "two", "three"]);
+            assert_eq!(lines.dropped(), 0);
+            let outcome = call.wait().await;
+            assert_eq!(outcome.record.state, State::Completed);
+            assert_eq!(outcome.record.stderr_bytes_seen, 13);
 
-    let flood = format!(
-        "sleep 0.2; python3 -c \"import sys; sys.stderr.write(('x'*99+'\\n')*{FLOOD_LINES})\""
-    );
-    let call = host.command("sh").args(["-c", &flood]).start();
-    let mut lines = call.stderr_lines(100).unwrap();
-    let outcome = call.wait().await;
-    assert_eq!(outcome.record.state, State::Completed);
-    assert_eq!(outcome.record.stderr_bytes_seen, FLOOD_LINES * 100);
-    let mut kept = 0;
-    while let Some(line) = lines.next_line().await {
-        assert_eq!(line.len(), 99);
-        kept += 1;
-    }
-    assert_eq!((kept, lines.dropped()), (100, FLOOD_LINES - 100));
+            let flood = format!(
+                "sleep 0.2; python3 -c \"import sys; sys.stderr.write(('x'*99+'\\n')*{})\"",
+                support::FLOOD_LINES
+            );
+            let call = $host.command("sh").args(["-c", &flood]).start();
+            let mut lines = call.stderr_lines(100).unwrap();
+            let outcome = call.wait().await;
+            assert_eq!(outcome.record.state, State::Completed);
+            assert_eq!(outcome.record.stderr_bytes_seen, support::FLOOD_LINES * 100);
+            let mut kept = 0;
+            while let Some(line) = lines.next_line().await {
+                assert_eq!(line.len(), 99);
+                kept += 1;
+            }
+            assert_eq!((kept, lines.dropped()), (100, support::FLOOD_LINES - 100));
+        }
+    };
 }
+#[allow(unused_imports)]
+pub(crate) use stderr_lines_come_whole_and_a_flood_drops;

@@ -298,9 +298,9 @@ pub fn run_helper(host: &Host, run: RunArgs, started: impl FnOnce(Cancel)) -> Li
 /// With export on, the call's span is a child of the span this program
 /// was given in `TRACEPARENT`, if any (without one the host starts a trace).
 fn traced<'h>(
-    builder: spillguard_std::CallBuilder<'h, Host>,
+    builder: spillguard_std::CallBuilder<'h>,
     telemetry_on: bool,
-) -> spillguard_std::CallBuilder<'h, Host> {
+) -> spillguard_std::CallBuilder<'h> {
     match telemetry_on
         .then(crate::otel::parent_from_environment)
         .flatten()

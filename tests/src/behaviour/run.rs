@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spillguard_core::{ApprovalDecision, CancelReason, Signal, State, StreamEnd};
-use spillguard_std::{Approval, CallBuilder, HelperCommand, HostOptions};
+use spillguard_host::CallBuilder;
+use spillguard_std::{Approval, HelperCommand, HostOptions};
 
 use super::{
     MS, Recorder, assert_group_gone, scenario_turn, signals, states, timed_check_turn, us, wait,

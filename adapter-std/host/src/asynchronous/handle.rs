@@ -36,32 +36,9 @@ async fn wait_until<R: AsyncRuntime>(
     }
 }
 
-/// The caller's handle on a running call, from the builder's `start()`.
-///
-/// The call runs on its own owner task whatever the handle does. Approve or
-/// deny it once its card is shown, cancel it at any time, and collect its
-/// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
-/// or [`try_outcome`](Self::try_outcome).
-///
-/// # Dropping the handle
-///
-/// Dropping the handle before its outcome was taken (and, for a streamed
-/// call, both its streams), including dropping a `run()` or `wait()`
-/// future that owns it, is a client disconnect; the record says
-/// `client_disconnected: true`.
-///
-/// * With the builder's `kill_on_drop(true)`, the call stops as for the
-///   [`Cancel`](spillguard_core::DisconnectPolicy::Cancel) policy: the
-///   helper's process group gets SIGTERM, then SIGKILL after
-///   `shutdown_grace` (before dispatch the call ends
-///   `cancelled_before_dispatch`).
-/// * Without it (the default), the host's
-///   [`DisconnectPolicy`](spillguard_core::DisconnectPolicy) decides:
-///   `Finish` (the default) lets the helper run to its end or its
-///   deadline; `Cancel` stops it as above.
-///
-/// Either way the owner writes the final record: it reaches the audit sink
-/// and the host's `finished_records`.
+/// The caller's handle on a running call on an async runtime: what each
+/// async adapter's `CallHandle` wraps (`async_front!`), whose docs say what
+/// each method and dropping the handle do.
 pub struct AsyncCallHandle<R: AsyncRuntime> {
     core: HandleCore<R::Reply, R::Wake>,
     owner: Option<R::OwnerTask>,

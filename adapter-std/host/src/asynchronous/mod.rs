@@ -27,6 +27,7 @@ use crate::published::Wake;
 use crate::run_loop::{Command, Event, Start};
 use crate::stream::{StdinWriter, StdoutReader};
 
+mod front;
 mod handle;
 mod host;
 mod owner;

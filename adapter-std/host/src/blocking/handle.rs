@@ -23,32 +23,9 @@ pub(crate) type Published = published::Published<Condvar>;
 /// Where an owner that panicked leaves its panic, for the handle to resume.
 pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 
-/// The caller's handle on a running call, from the builder's
-/// [`start`](crate::CallBuilder::start) on a [`BlockingHost`](super::BlockingHost).
-///
-/// The call runs on its own owner thread whatever the handle does. Approve
-/// or deny it once its card is shown, cancel it at any time, and collect its
-/// [`Outcome`] with [`wait`](Self::wait), [`wait_timeout`](Self::wait_timeout)
-/// or [`try_outcome`](Self::try_outcome).
-///
-/// # Dropping the handle
-///
-/// Dropping the handle before the call finished (and, for a streamed call,
-/// both its streams) is a client disconnect; the record says
-/// `client_disconnected: true`. `run()` blocks until the outcome, so on
-/// std it is the handle from `start()` that a caller drops.
-///
-/// * With the builder's `kill_on_drop(true)`, the call stops as for the
-///   [`Cancel`](crate::proto::DisconnectPolicy::Cancel) policy: the
-///   helper's process group gets SIGTERM, then SIGKILL after
-///   `shutdown_grace` (before dispatch it ends `cancelled_before_dispatch`).
-/// * Without it (the default), the host's
-///   [`DisconnectPolicy`](crate::proto::DisconnectPolicy) decides: `Finish`
-///   (the default) lets the helper run to its end or its deadline; `Cancel`
-///   stops it as above.
-///
-/// Either way the owner writes the final record: it reaches the audit sink
-/// and [`BlockingHost::finished_records`](super::BlockingHost::finished_records).
+/// The caller's handle on a running call whose owner is a thread: what
+/// std's `CallHandle` wraps, whose docs say what each method and dropping
+/// the handle do.
 #[derive(Debug)]
 pub struct BlockingCallHandle {
     core: HandleCore<Reply, Condvar>,

@@ -255,7 +255,7 @@ impl Bridge {
             Err(invalid) => {
                 let refused = joined(self.builder_for(tool), parent.as_ref())
                     .refuse(invalid.to_string())
-                    .start();
+                    .launch();
                 return self
                     .finish(refused, tool, arguments, context)
                     .await
@@ -286,13 +286,13 @@ impl Bridge {
                     "approval required, but the client did not declare the elicitation \
                      capability: no approval card can be shown, so the call is refused",
                 )
-                .start();
+                .launch();
             return self
                 .finish(refused, tool, arguments, context)
                 .await
                 .map(Into::into);
         }
-        let handle = builder.start();
+        let handle = builder.launch();
         if asks && modern {
             return self.input_required(handle, tool, arguments, context).await;
         }
