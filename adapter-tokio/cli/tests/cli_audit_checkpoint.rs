@@ -509,3 +509,89 @@ fn bad_checkpoint_flags_are_refused_naming_the_flag_with_nothing_written() {
     assert_eq!(names, ["a-dir", "bad.key", "k.key", "k.pub"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `mcp` keeps the checkpoint as `run` and `stdio` do: after each tool
+/// call's answer reaches the client, the file is exactly the checkpoint
+/// of the log as it is then, and `verify --checkpoint` accepts it.
+#[test]
+fn an_mcp_server_keeps_the_checkpoint_after_each_tool_call() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    use serde_json::{Value, json};
+
+    let dir = scratch("mcp");
+    std::fs::write(
+        dir.join("tools.toml"),
+        "[tools.say]\ndescription = \"says a word on stderr and stdout\"\n\
+         command = [\"sh\", \"-c\", \"echo said 1>&2; echo done\"]\napproval = \"none\"\n",
+    )
+    .unwrap();
+    let mut args = vec!["mcp", "--tools", "tools.toml"];
+    args.extend_from_slice(&CHECKPOINTED);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+        .args(&args)
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    };
+    let mut next = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "checkpoint", "version": "1"}}}),
+    );
+    assert_eq!(next()["id"], 1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let kept = || std::fs::read_to_string(dir.join("calls.anchor.checkpoint")).unwrap();
+    let size = |note: &str| -> u64 { note.lines().nth(1).unwrap().parse().unwrap() };
+    let mut sizes = Vec::new();
+    for id in 2..5 {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "say", "arguments": {}}}));
+        let answer = next();
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        // The final record, and the checkpoint after it, are written
+        // before the answer is sent.
+        assert_eq!(kept(), printed_checkpoint(&dir, &[]), "after call {id}");
+        sizes.push(size(&kept()));
+    }
+    drop(send);
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+    // The server's `opened`, then each call's 7 records (`audit activity`
+    // shows records 1 to 7 for the first).
+    assert_eq!(sizes, [8, 15, 22], "{sizes:?}");
+    assert_eq!(kept(), printed_checkpoint(&dir, &[]));
+    let verified = spillguard(
+        &[
+            "audit",
+            "verify",
+            "calls.log",
+            "--anchor-file",
+            "calls.anchor",
+            "--checkpoint",
+            "calls.anchor.checkpoint",
+            "--public-key",
+            "k.pub",
+            "--json",
+        ],
+        &dir,
+    );
+    let found = json(&verified);
+    assert_eq!(found["checkpoint"]["matches"], true, "{found}");
+    assert_eq!(found["checkpoint"]["size"], size(&kept()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
