@@ -796,18 +796,20 @@ impl Verifier {
     /// Keeps the accepted record's hash prefix (and, when bounded, drops
     /// the oldest beyond the window, and notes a checkpoint every window).
     fn remember(&mut self, index: u64, hash: ChainHash) {
+        if let Some(window) = self.window {
+            let window = window.get();
+            if (index - self.first_index).is_multiple_of(window as u64) {
+                self.checkpoints.push((index, self.offset));
+            }
+            // The oldest goes before the newest comes: a full deque that
+            // took one more would double its buffer (1 MiB for 512 KiB of
+            // prefixes).
+            if self.seen.len() >= window {
+                self.seen.pop_front();
+                self.seen_from += 1;
+            }
+        }
         self.seen.push_back(hash.prefix());
-        let Some(window) = self.window else {
-            return;
-        };
-        let window = window.get();
-        if (index - self.first_index).is_multiple_of(window as u64) {
-            self.checkpoints.push((index, self.offset));
-        }
-        if self.seen.len() > window {
-            self.seen.pop_front();
-            self.seen_from += 1;
-        }
     }
 
     /// Reads a record's entry by its format version; a newer version than
