@@ -121,5 +121,5 @@ pub use spillguard_host::{
     Output, OwnRecord, ShutdownReport, StderrTap, StdinMode, Stdio, StdoutTruncated, TapFn,
 };
 #[cfg(feature = "audit-checkpoint")]
-pub use spillguard_host::{CheckpointOptions, log_leaves};
+pub use spillguard_host::{CheckpointOptions, LogLeaves, log_leaves};
 pub use spillguard_host::{READ_CHUNK_BYTES, ReadError, read_log};

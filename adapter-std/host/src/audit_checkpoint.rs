@@ -329,20 +329,41 @@ pub fn log_leaves(
     options: VerifyOptions<'_>,
     mut each: impl FnMut(Hash),
 ) -> io::Result<Verdict> {
-    let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
-    let mut frames = FrameLeaves::default();
-    // A damaged header stops the leaves: the verifier names the fault.
-    let mut damaged = false;
-    let hash = |bytes: &[u8]| {
-        if !damaged {
-            damaged = frames.feed(bytes, &mut each).is_err();
-        }
-    };
+    // The leaves are the bytes: the records, decoded to be checked, are
+    // not queued (their entries would be held a chunk at a time for
+    // nothing).
+    let mut verifier = Verifier::new(options)
+        .bounded(Verifier::WINDOW)
+        .without_records();
+    let mut leaves = LogLeaves::default();
+    let hash = |bytes: &[u8]| leaves.feed(bytes, &mut each);
     match read_log(log, &mut verifier, end, hash, |_| Ok::<(), ()>(())) {
         Ok(_) | Err(ReadError::Record(())) => {}
         Err(ReadError::Input(error)) => return Err(error),
     }
     Ok(verifier.finish())
+}
+
+/// A log's leaves, from its bytes as they are read from its start: each
+/// record's bytes as stored, hashed as they come, nothing kept. For a
+/// reading that verifies the log and also wants its leaves (as
+/// [`read_log`]'s hook for the bytes read): what [`log_leaves`] does with
+/// a reading of its own. A header that cannot be a frame's stops the
+/// leaves (the verifier reading the same bytes names the fault).
+#[derive(Debug, Default)]
+pub struct LogLeaves {
+    frames: FrameLeaves,
+    damaged: bool,
+}
+
+impl LogLeaves {
+    /// Takes `bytes`, the next of the log, giving each leaf they complete
+    /// to `each`.
+    pub fn feed(&mut self, bytes: &[u8], each: &mut impl FnMut(Hash)) {
+        if !self.damaged {
+            self.damaged = self.frames.feed(bytes, each).is_err();
+        }
+    }
 }
 
 /// Splits a log's bytes into frames as they come, hashing each as a leaf.

@@ -74,7 +74,7 @@ mod sys;
 
 pub use audit::{AuditSink, JsonLinesAudit};
 #[cfg(feature = "audit-checkpoint")]
-pub use audit_checkpoint::{CheckpointOptions, log_leaves};
+pub use audit_checkpoint::{CheckpointOptions, LogLeaves, log_leaves};
 pub use audit_log::{
     AppendFailure, Appended, AuditOpenError, ChainedFileAudit, ChainedFileOptions,
     DEFAULT_LOCK_WAIT, FsyncPolicy, KeyError, KeySource, OpenFailure, OpenedLog, OwnRecord,
@@ -118,5 +118,5 @@ pub mod adapter_api {
         Output, OwnRecord, ShutdownReport, StderrLines, StdinMode, Stdio, StdoutTruncated,
     };
     #[cfg(feature = "audit-checkpoint")]
-    pub use crate::{CheckpointOptions, log_leaves};
+    pub use crate::{CheckpointOptions, LogLeaves, log_leaves};
 }
