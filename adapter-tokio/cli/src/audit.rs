@@ -34,7 +34,7 @@ use spillguard_std::proto::audit::{
 use self::input::{OpenError, open_regular};
 use crate::args::{AnchorArg, AuditArgs, AuditView, CheckpointArgs, ProveArgs, UsageError};
 use spillguard_std::proto::audit::note::Checkpoint;
-use spillguard_std::{ReadError, read_log};
+use spillguard_std::{LogLeaves, ReadError, read_log};
 
 /// Exit status: the output could not be written.
 const OUTPUT_FAILED: u8 = 1;
@@ -211,10 +211,12 @@ struct Log<'a> {
 
 impl Log<'_> {
     /// Reads the log (up to byte `limit`) through a bounded verifier,
-    /// handing each record to `each`.
+    /// handing its bytes to `bytes` as they are read (see [`read_log`])
+    /// and each record to `each`.
     fn read(
         &mut self,
         limit: Option<u64>,
+        bytes: impl FnMut(&[u8]),
         mut each: impl FnMut(&Record) -> Result<(), Failure>,
     ) -> Result<Reading, Failure> {
         let options = VerifyOptions {
@@ -223,16 +225,10 @@ impl Log<'_> {
         };
         let mut verifier = Verifier::new(options).bounded(Verifier::WINDOW);
         let mut sealed = false;
-        let end = read_log(
-            &self.file,
-            &mut verifier,
-            limit,
-            |_| {},
-            |record| {
-                sealed |= record.entry.is_none() && !record.is_newer_format();
-                each(&record)
-            },
-        )
+        let end = read_log(&self.file, &mut verifier, limit, bytes, |record| {
+            sealed |= record.entry.is_none() && !record.is_newer_format();
+            each(&record)
+        })
         .map_err(|error| match error {
             ReadError::Input(e) => usage(format!("cannot read {}: {e}", self.path.display())),
             ReadError::Record(failure) => failure,
@@ -339,7 +335,17 @@ fn verify(
     signed: Option<&Checkpoint>,
 ) -> Result<u8, Failure> {
     let mut comparison = expected.map(Comparison::new);
-    let reading = log.read(None, |record| {
+    // The checkpoint's tree is built from the bytes of the same reading:
+    // the log is read once, and nothing is kept of it but the tree's
+    // subtree roots.
+    let mut tree = signed.map(checkpoint::Tree::new);
+    let mut leaves = LogLeaves::default();
+    let bytes = |bytes: &[u8]| {
+        if let Some(tree) = &mut tree {
+            leaves.feed(bytes, &mut |leaf| tree.push(leaf));
+        }
+    };
+    let reading = log.read(None, bytes, |record| {
         if let Some(comparison) = &mut comparison {
             comparison.handle_record(record);
         }
@@ -349,13 +355,11 @@ fn verify(
         log.entries_readable(&reading)?;
     }
     let differences = comparison.map(Comparison::finish);
-    // The checkpoint, once the log itself verified: a second reading.
-    let checkpoint = match signed {
-        Some(signed) if !reading.verdict.is_rejected() => {
-            Some(checkpoint::check(&args.file, signed, log.key)?)
-        }
-        _ => None,
-    };
+    // The checkpoint, once the log itself verified (a log refused has no
+    // leaves to compare).
+    let checkpoint = tree
+        .filter(|_| !reading.verdict.is_rejected())
+        .map(checkpoint::Tree::check);
     let checked = Checked {
         seals: !log.seals_unchecked(&reading),
         newer: reading.newer,
@@ -368,10 +372,14 @@ fn verify(
 /// `sessions`: one reading; the rows (one per session) once it is over.
 fn show_sessions(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<u8, Failure> {
     let mut view = Sessions::new();
-    let reading = log.read(None, |record| {
-        view.handle_record(record);
-        Ok(())
-    })?;
+    let reading = log.read(
+        None,
+        |_| {},
+        |record| {
+            view.handle_record(record);
+            Ok(())
+        },
+    )?;
     log.entries_readable(&reading)?;
     if reading.verdict.is_rejected() {
         return Err(Failure::Refused(reading.verdict));
@@ -389,13 +397,17 @@ fn show_sessions(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<
 fn show_activity(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<u8, Failure> {
     let mut widths = (!json).then(|| ACTIVITY_HEADER.map(|h| h.chars().count()));
     let mut view = Activity::new();
-    let first = log.read(None, |record| {
-        if let Some(widths) = &mut widths {
-            view.handle_record(record);
-            measure(&mut view, widths);
-        }
-        Ok(())
-    })?;
+    let first = log.read(
+        None,
+        |_| {},
+        |record| {
+            if let Some(widths) = &mut widths {
+                view.handle_record(record);
+                measure(&mut view, widths);
+            }
+            Ok(())
+        },
+    )?;
     if let Some(widths) = &mut widths {
         view.handle_end();
         measure(&mut view, widths);
@@ -410,10 +422,14 @@ fn show_activity(log: &mut Log<'_>, out: &mut impl Write, json: bool) -> Result<
     }
     let mut view = Activity::new();
     let widths = widths.as_ref();
-    let second = log.read(Some(first.end), |record| {
-        view.handle_record(record);
-        print_activity(out, &mut view, widths)
-    })?;
+    let second = log.read(
+        Some(first.end),
+        |_| {},
+        |record| {
+            view.handle_record(record);
+            print_activity(out, &mut view, widths)
+        },
+    )?;
     view.handle_end();
     print_activity(out, &mut view, widths)?;
     if second.verdict != first.verdict {

@@ -7,7 +7,8 @@
 //!   consistency proof for the log's current tree, hashes in base64, as
 //!   Go's `sumdb/tlog` `CheckRecord` and `CheckTree` take them;
 //! * `audit verify LOG --checkpoint FILE --public-key PREFIX.pub` checks a
-//!   checkpoint against the log (see [`check`]).
+//!   checkpoint against the log (see [`Tree`]), in the reading that
+//!   verifies it.
 //!
 //! Every reading verifies the log as `verify` does first: a log that fails
 //! is refused with its verdict; a torn tail's cut frame is no leaf.
@@ -184,24 +185,42 @@ pub(super) fn load(file: &Path, public_key: &Path) -> Result<Checkpoint, Failure
         .map_err(|e| Failure::BadCheckpoint(format!("--checkpoint {}: {e}", file.display())))
 }
 
-/// Whether the log's first records give `checkpoint`'s tree head.
-pub(super) fn check(
-    log: &Path,
-    checkpoint: &Checkpoint,
-    key: Option<&Key>,
-) -> Result<CheckpointCheck, Failure> {
-    let mut tree = TreeBuilder::default();
-    let mut at_size = (checkpoint.size == 0).then(|| tree.root());
-    leaves(log, key, |leaf| {
-        tree.push(leaf);
-        if tree.size() == checkpoint.size {
-            at_size = Some(tree.root());
+/// The log's tree as its leaves come, against a signed checkpoint: whether
+/// the log's first records give the checkpoint's tree head.
+pub(super) struct Tree<'a> {
+    checkpoint: &'a Checkpoint,
+    tree: TreeBuilder,
+    /// The root once the tree holds the checkpoint's records.
+    at_size: Option<Hash>,
+}
+
+impl<'a> Tree<'a> {
+    pub(super) fn new(checkpoint: &'a Checkpoint) -> Self {
+        let tree = TreeBuilder::default();
+        let at_size = (checkpoint.size == 0).then(|| tree.root());
+        Tree {
+            checkpoint,
+            tree,
+            at_size,
         }
-    })?;
-    Ok(CheckpointCheck {
-        origin: checkpoint.origin.clone(),
-        size: checkpoint.size,
-        records: tree.size(),
-        matches: at_size == Some(checkpoint.root),
-    })
+    }
+
+    /// Adds the log's next leaf.
+    pub(super) fn push(&mut self, leaf: Hash) {
+        self.tree.push(leaf);
+        if self.tree.size() == self.checkpoint.size {
+            self.at_size = Some(self.tree.root());
+        }
+    }
+
+    /// What the leaves pushed say of the checkpoint (all of the log's:
+    /// read to its end, and verified).
+    pub(super) fn check(self) -> CheckpointCheck {
+        CheckpointCheck {
+            origin: self.checkpoint.origin.clone(),
+            size: self.checkpoint.size,
+            records: self.tree.size(),
+            matches: self.at_size == Some(self.checkpoint.root),
+        }
+    }
 }
