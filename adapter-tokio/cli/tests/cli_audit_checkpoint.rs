@@ -568,7 +568,6 @@ fn an_mcp_server_keeps_the_checkpoint_after_each_tool_call() {
         assert_eq!(kept(), printed_checkpoint(&dir, &[]), "after call {id}");
         sizes.push(size(&kept()));
     }
-    drop(send);
     drop(stdin);
     assert_eq!(server.wait().unwrap().code(), Some(0));
     // The server's `opened`, then each call's 7 records (`audit activity`

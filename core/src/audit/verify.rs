@@ -283,9 +283,10 @@ impl Verifier {
     }
 
     /// The window of [`bounded`](Self::bounded) that keeps a verifier's
-    /// memory under 1 MiB: 65,536 records (512 KiB of hash prefixes). A
-    /// recall then reads at most 65,536 records again, once per log.
-    pub const WINDOW: NonZeroUsize = NonZeroUsize::new(65_536).expect("not zero");
+    /// memory well under 1 MiB: 32,768 records (256 KiB of hash prefixes).
+    /// Only a tampered log is ever read again: a recall reads at most
+    /// 32,768 records, once per log.
+    pub const WINDOW: NonZeroUsize = NonZeroUsize::new(32_768).expect("not zero");
 
     /// Keeps the hash prefixes of the last `window` records only, so that
     /// memory does not grow with the log (see [`WINDOW`](Self::WINDOW)).
