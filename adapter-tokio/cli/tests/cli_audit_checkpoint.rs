@@ -12,8 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod binary;
 #[path = "support/go.rs"]
 mod go_support;
+use binary::McpClient;
 use go_support::GoChecker;
 
 fn spillguard(args: &[&str], dir: &Path) -> Output {
@@ -322,6 +324,27 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `audit verify --json` of the log in `dir` against its anchor file and
+/// the checkpoint kept beside it, checked with `k.pub`.
+fn verified_against_the_kept_checkpoint(dir: &Path) -> serde_json::Value {
+    let verified = spillguard(
+        &[
+            "audit",
+            "verify",
+            "calls.log",
+            "--anchor-file",
+            "calls.anchor",
+            "--checkpoint",
+            "calls.anchor.checkpoint",
+            "--public-key",
+            "k.pub",
+            "--json",
+        ],
+        dir,
+    );
+    json(&verified)
+}
+
 /// The flags of a call that keeps the log's anchor and signed checkpoint.
 const CHECKPOINTED: [&str; 6] = [
     "--audit",
@@ -348,22 +371,7 @@ fn writers_keep_the_signed_checkpoint_as_the_log_grows() {
         assert_eq!(kept(), printed_checkpoint(&dir, &[]), "after call {i}");
     }
     let size: u64 = kept().lines().nth(1).unwrap().parse().unwrap();
-    let verified = spillguard(
-        &[
-            "audit",
-            "verify",
-            "calls.log",
-            "--anchor-file",
-            "calls.anchor",
-            "--checkpoint",
-            "calls.anchor.checkpoint",
-            "--public-key",
-            "k.pub",
-            "--json",
-        ],
-        &dir,
-    );
-    let found = json(&verified);
+    let found = verified_against_the_kept_checkpoint(&dir);
     assert_eq!(found["records"], size);
     assert_eq!(found["checkpoint"]["size"], size);
     assert_eq!(found["checkpoint"]["matches"], true);
@@ -515,10 +523,7 @@ fn bad_checkpoint_flags_are_refused_naming_the_flag_with_nothing_written() {
 /// of the log as it is then, and `verify --checkpoint` accepts it.
 #[test]
 fn an_mcp_server_keeps_the_checkpoint_after_each_tool_call() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
-
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     let dir = scratch("mcp");
     std::fs::write(
@@ -529,38 +534,15 @@ fn an_mcp_server_keeps_the_checkpoint_after_each_tool_call() {
     .unwrap();
     let mut args = vec!["mcp", "--tools", "tools.toml"];
     args.extend_from_slice(&CHECKPOINTED);
-    let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args(&args)
-        .current_dir(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut send = |message: Value| {
-        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
-    };
-    let mut next = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "checkpoint", "version": "1"}}}),
-    );
-    assert_eq!(next()["id"], 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut client = McpClient::start(&args, &dir);
+    client.initialize("checkpoint", json!({}));
     let kept = || std::fs::read_to_string(dir.join("calls.anchor.checkpoint")).unwrap();
     let size = |note: &str| -> u64 { note.lines().nth(1).unwrap().parse().unwrap() };
     let mut sizes = Vec::new();
     for id in 2..5 {
-        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "say", "arguments": {}}}));
-        let answer = next();
+        let answer = client.next();
         assert_eq!(answer["id"], id, "{answer}");
         assert_eq!(answer["result"]["isError"], false, "{answer}");
         // The final record, and the checkpoint after it, are written
@@ -568,28 +550,12 @@ fn an_mcp_server_keeps_the_checkpoint_after_each_tool_call() {
         assert_eq!(kept(), printed_checkpoint(&dir, &[]), "after call {id}");
         sizes.push(size(&kept()));
     }
-    drop(stdin);
-    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(client.close(), Some(0));
     // The server's `opened`, then each call's 7 records (`audit activity`
     // shows records 1 to 7 for the first).
     assert_eq!(sizes, [8, 15, 22], "{sizes:?}");
     assert_eq!(kept(), printed_checkpoint(&dir, &[]));
-    let verified = spillguard(
-        &[
-            "audit",
-            "verify",
-            "calls.log",
-            "--anchor-file",
-            "calls.anchor",
-            "--checkpoint",
-            "calls.anchor.checkpoint",
-            "--public-key",
-            "k.pub",
-            "--json",
-        ],
-        &dir,
-    );
-    let found = json(&verified);
+    let found = verified_against_the_kept_checkpoint(&dir);
     assert_eq!(found["checkpoint"]["matches"], true, "{found}");
     assert_eq!(found["checkpoint"]["size"], size(&kept()));
     std::fs::remove_dir_all(&dir).unwrap();

@@ -8,7 +8,9 @@ mod support;
 
 mod binary;
 
-use binary::{spillguard, usage_failure};
+use std::path::Path;
+
+use binary::{McpClient, spillguard, usage_failure};
 
 use serde_json::{Value, json};
 use support::temp_path;
@@ -287,55 +289,32 @@ struct ApprovedCall {
 }
 
 fn approve_one_call(name: &str, tools_toml: &str, arguments: Value) -> ApprovedCall {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
-
     let tools = temp_path(&format!("card-tools-{name}.toml"));
     std::fs::write(&tools, tools_toml).unwrap();
     let log = temp_path(&format!("card-audit-{name}.log"));
     let _ = std::fs::remove_file(&log);
-    let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
-        .args([
-            "mcp",
-            "--tools",
-            tools.to_str().unwrap(),
-            "--audit",
-            log.to_str().unwrap(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut send = |message: Value| {
-        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
-    };
-    let mut next = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "card", "version": "1"}}}),
-    );
-    assert_eq!(next()["id"], 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(
+    let args = [
+        "mcp",
+        "--tools",
+        tools.to_str().unwrap(),
+        "--audit",
+        log.to_str().unwrap(),
+    ];
+    let mut client = McpClient::start(&args, Path::new("."));
+    client.initialize("card", json!({"elicitation": {}}));
+    client.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": name, "arguments": arguments}}),
     );
-    let ask = next();
+    let ask = client.next();
     assert_eq!(ask["method"], "elicitation/create", "{ask}");
     let shown = ask["params"]["message"].as_str().unwrap().to_owned();
-    send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {}}}));
-    let answer = next();
+    client.send(
+        json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {}}}),
+    );
+    let answer = client.next();
     assert_eq!(answer["id"], 2);
-    drop(stdin);
-    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(client.close(), Some(0));
 
     let activity = spillguard(&["audit", "activity", log.to_str().unwrap(), "--json"]);
     let text = String::from_utf8(activity.stdout).unwrap();

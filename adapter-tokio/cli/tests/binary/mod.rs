@@ -22,3 +22,66 @@ pub fn usage_failure(args: &[&str]) -> String {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     stderr.trim_end().to_owned()
 }
+
+/// A client of `spillguard mcp ...` over the server's own stdin and
+/// stdout: one JSON-RPC message per line each way.
+pub struct McpClient {
+    server: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl McpClient {
+    /// Starts `spillguard ARGS` in `dir`, its stderr dropped.
+    pub fn start(args: &[&str], dir: &std::path::Path) -> Self {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = server.stdin.take();
+        let stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+        Self {
+            server,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, message: serde_json::Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    }
+
+    /// The next message the server writes.
+    pub fn next(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    /// `initialize` (protocol 2025-06-18, as client `name`, with
+    /// `capabilities`) and its answer, then `notifications/initialized`.
+    pub fn initialize(&mut self, name: &str, capabilities: serde_json::Value) {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": name, "version": "1"}}}),
+        );
+        let answer = self.next();
+        assert_eq!(answer["id"], 1, "{answer}");
+        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Closes the server's stdin and returns its exit status.
+    pub fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        self.server.wait().unwrap().code()
+    }
+}
