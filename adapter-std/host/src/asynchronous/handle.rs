@@ -38,7 +38,8 @@ async fn wait_until<R: AsyncRuntime>(
 
 /// The caller's handle on a running call on an async runtime: what each
 /// async adapter's `CallHandle` wraps (`async_front!`), whose docs say what
-/// each method and dropping the handle do.
+/// each method and dropping the handle do, each method's cancel safety and
+/// when it panics.
 pub struct AsyncCallHandle<R: AsyncRuntime> {
     core: HandleCore<R::Reply, R::Wake>,
     owner: Option<R::OwnerTask>,
@@ -77,17 +78,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// record are the same with or without it. The lines are the
     /// helper's bytes, not redacted. An error if the lines were already
     /// asked for.
-    ///
-    /// ```
-    /// # async fn lines(call: &spillguard_host::asynchronous::AsyncCallHandle<impl spillguard_host::asynchronous::AsyncRuntime>) -> std::io::Result<()> {
-    /// let mut lines = call.stderr_lines(1024)?;
-    /// while let Some(line) = lines.next_line().await {
-    ///     println!("helper: {line}");
-    /// }
-    /// println!("{} lines dropped", lines.dropped());
-    /// # Ok(())
-    /// # }
-    /// ```
     pub fn stderr_lines(&self, capacity: usize) -> io::Result<StderrLines> {
         self.core
             .published()
@@ -105,10 +95,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// until the helper is spawned (after its approval, if it needs one),
     /// then hands out both, once. An error if the call ended before its
     /// helper ran, is not streamed, or its streams were taken.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the streams are taken only when it completes.
     pub async fn streams(&self) -> io::Result<(R::Stdin, R::Stdout)> {
         let taken = wait_until::<R>(self.core.published(), Snapshot::streams_settled)
             .await
@@ -145,21 +131,12 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
 
     /// Waits until the call has ended, leaving its outcome in the handle
     /// for [`wait`](Self::wait) or [`try_outcome`](Self::try_outcome).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only watches.
     pub async fn wait_finished(&self) {
         drop(wait_until::<R>(self.core.published(), |s| s.finished).await);
     }
 
     /// Waits at most `timeout` for the approval card. `None` if the call
     /// ended without asking for approval, or the time ran out.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only watches. Dropping it changes nothing; the card,
-    /// once shown, stays in [`card`](Self::card).
     pub async fn wait_card(&self, timeout: Duration) -> Option<ApprovalCard> {
         let published = self.core.published();
         let shown = async {
@@ -173,24 +150,12 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
 
     /// Grants approval. An error if the call is not awaiting approval
     /// (for instance it already expired or was cancelled).
-    ///
-    /// # Cancel safety
-    ///
-    /// The approval is sent when the future is first polled and is then
-    /// carried out whatever happens to the future; dropping it afterwards
-    /// loses only the answer. Dropped before its first poll, it sends
-    /// nothing.
     pub async fn approve(&self) -> Result<(), CallError> {
         self.ask(Ask::Approve).await
     }
 
     /// Denies approval: the call ends `denied` and nothing is spawned. An
     /// error if the call is not awaiting approval.
-    ///
-    /// # Cancel safety
-    ///
-    /// As for [`approve`](Self::approve): once first polled, the denial is
-    /// carried out even if the future is dropped.
     pub async fn deny(&self) -> Result<(), CallError> {
         self.ask(Ask::Deny).await
     }
@@ -199,10 +164,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// MCP elicitation accepted without the content its card asked for):
     /// the call ends `denied` and its record's `failure` says why.
     /// An error if the call is not awaiting approval.
-    ///
-    /// # Cancel safety
-    ///
-    /// As for [`deny`](Self::deny).
     pub async fn decline(&self, reason: impl Into<String>) -> Result<(), CallError> {
         let answer = self.core.decline(reason.into(), R::reply())?;
         self.core.answered(Ask::Deny, answer.await)
@@ -251,23 +212,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     }
 
     /// Waits for the call to finish and returns its outcome.
-    ///
-    /// A caller that cannot wait forever uses
-    /// [`wait_timeout`](Self::wait_timeout), which gives the handle back.
-    ///
-    /// # Cancel safety
-    ///
-    /// The future owns the handle: dropping it before it completes drops
-    /// the handle, which is a client disconnect (see the type's docs: with
-    /// `kill_on_drop(true)` the helper's group is stopped, otherwise the
-    /// host's disconnect policy applies). The owner still writes the
-    /// record.
-    ///
-    /// # Panics
-    ///
-    /// Only if the call's owner task panicked (a bug; its panic is resumed
-    /// here where the runtime gives it back), or its runtime was shut down
-    /// before the call finished.
     pub async fn wait(mut self) -> Outcome {
         let taken = wait_until::<R>(self.core.published(), Snapshot::outcome_ready)
             .await
@@ -281,15 +225,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     /// Waits at most `timeout`. Gives the handle back if the call has not
     /// finished by then: drop it to give up (a client disconnect), or wait
     /// again.
-    ///
-    /// # Cancel safety
-    ///
-    /// As for [`wait`](Self::wait): dropping the future drops the handle
-    /// (a client disconnect). Let it time out to get the handle back.
-    ///
-    /// # Panics
-    ///
-    /// As for [`wait`](Self::wait).
     pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Outcome, Self> {
         let published = self.core.published();
         let settled = async {
@@ -305,11 +240,6 @@ impl<R: AsyncRuntime> AsyncCallHandle<R> {
     }
 
     /// The outcome if the call has finished, else the handle back.
-    ///
-    /// # Panics
-    ///
-    /// If the call's owner ended without an outcome (it panicked or its
-    /// runtime shut down).
     pub fn try_outcome(self) -> Result<Outcome, Self> {
         let taken = self.core.try_take_outcome();
         taken.or_handle(self, |handle| handle.core.owner_gone(R::OWNER_GONE))

@@ -45,6 +45,9 @@ use crate::published::Published;
 /// Audit events are written to [`HostOptions::audit`] by the owner, in
 /// order, as they happen: each write runs on the runtime's blocking pool
 /// and the owner awaits it before its next action.
+///
+/// Each async adapter's `Host` wraps it ([`async_front!`](crate::async_front));
+/// the wrapper's docs say each method's cancel safety.
 #[derive(Debug)]
 pub struct AsyncHost<R: AsyncRuntime> {
     shared: Arc<AsyncShared<R>>,
@@ -182,13 +185,6 @@ impl<R: AsyncRuntime> AsyncHost<R> {
     /// Cancels every live call and waits at most `timeout` until each has
     /// finished and its record is written. Calls started afterwards are
     /// cancelled before dispatch.
-    ///
-    /// # Cancel safety
-    ///
-    /// Every live call is cancelled on the first poll. Dropping the future
-    /// after that only stops the waiting: each owner is a detached task and
-    /// carries on with the stop (SIGTERM, then SIGKILL after the grace) and
-    /// the record. A future never polled cancels nothing.
     pub async fn shutdown_and_wait(&self, timeout: Duration) -> ShutdownReport {
         let targets = self.shared.cancel_all();
         let ids: HashSet<u64> = targets.iter().map(|&(id, _)| id).collect();
@@ -204,10 +200,6 @@ impl<R: AsyncRuntime> AsyncHost<R> {
     /// Waits until no call is live: every call started has finished and
     /// its record is written. Calls started while it waits are waited for
     /// too.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only watches.
     pub async fn wait_idle(&self) {
         self.until_none(|| self.live_calls()).await;
     }

@@ -25,7 +25,7 @@ pub(crate) type OwnerPanic = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
 
 /// The caller's handle on a running call whose owner is a thread: what
 /// std's `CallHandle` wraps, whose docs say what each method and dropping
-/// the handle do.
+/// the handle do, and when a wait panics.
 #[derive(Debug)]
 pub struct BlockingCallHandle {
     core: HandleCore<Reply, Condvar>,
@@ -147,15 +147,6 @@ impl BlockingCallHandle {
     }
 
     /// Waits for the call to finish and returns its outcome.
-    ///
-    /// A caller that cannot wait forever uses [`wait_timeout`](Self::wait_timeout);
-    /// giving up (dropping the handle it returns) does not stop the owner,
-    /// which finishes the call under the disconnect policy.
-    ///
-    /// # Panics
-    ///
-    /// Only if the call's owner thread panicked (a bug): its panic is
-    /// resumed here.
     pub fn wait(self) -> Outcome {
         match self.take_outcome(None) {
             Taken::Outcome(outcome) => *outcome,
@@ -166,10 +157,6 @@ impl BlockingCallHandle {
     /// Waits at most `timeout`. Gives the handle back if the call has not
     /// finished by then: drop it to give up (a client disconnect; the owner
     /// carries on), or wait again.
-    ///
-    /// # Panics
-    ///
-    /// Only if the call's owner thread panicked (a bug).
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, BlockingCallHandle> {
         let deadline = Instant::now().checked_add(timeout);
         let taken = self.take_outcome(deadline);
@@ -177,10 +164,6 @@ impl BlockingCallHandle {
     }
 
     /// The outcome if the call has finished, else the handle back.
-    ///
-    /// # Panics
-    ///
-    /// Only if the call's owner thread panicked (a bug).
     pub fn try_outcome(self) -> Result<Outcome, BlockingCallHandle> {
         self.wait_timeout(Duration::ZERO)
     }
