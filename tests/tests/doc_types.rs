@@ -26,8 +26,37 @@ const FOREIGN: [&str; 10] = [
     "DefaultHost<",
 ];
 
-fn doc_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/doc")
+/// Where `cargo doc` wrote the workspace's docs, or `None` (outside CI
+/// only: the test then skips) when they were not rendered.
+fn rendered_docs() -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/doc");
+    if root.join("spillguard_tokio/index.html").exists() {
+        return Some(root);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs `cargo doc --workspace --no-deps` before the tests"
+    );
+    eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
+    None
+}
+
+/// Every HTML page under `dir`, but those in a folder named `leave_out`.
+fn html_pages(dir: &Path, leave_out: Option<&str>) -> Vec<PathBuf> {
+    let (mut pages, mut folders) = (Vec::new(), vec![dir.to_path_buf()]);
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("a rendered docs folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                if leave_out.is_none_or(|name| !path.ends_with(name)) {
+                    folders.push(path);
+                }
+            } else if path.extension().is_some_and(|ext| ext == "html") {
+                pages.push(path);
+            }
+        }
+    }
+    pages
 }
 
 /// The signatures of a page's inherent methods (before its trait
@@ -86,15 +115,9 @@ fn returns<'t>(signatures: &'t [String], name: &str) -> Vec<&'t str> {
 
 #[test]
 fn each_adapter_s_pages_show_its_own_types() {
-    let root = doc_root();
-    if !root.join("spillguard_tokio/struct.Host.html").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs `cargo doc --workspace --no-deps` before the tests"
-        );
-        eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
+    let Some(root) = rendered_docs() else {
         return;
-    }
+    };
     for (krate, is_async) in [
         ("spillguard_tokio", true),
         ("spillguard_smol", true),
@@ -116,35 +139,18 @@ fn each_adapter_s_pages_show_its_own_types() {
                 *page == "Run" || !signatures.is_empty(),
                 "{krate}::{page}: no methods rendered"
             );
-            for signature in &signatures {
+        }
+        // No page's methods (these, the streams', the records') show a
+        // type of the host layer; the `adapter` module, for code that
+        // builds on the adapter, names them by design.
+        for path in html_pages(&root.join(krate), Some("adapter")) {
+            for signature in inherent(&path) {
                 for foreign in FOREIGN {
                     assert!(
                         !signature.contains(foreign),
-                        "{krate}::{page}: `{signature}` shows `{foreign}`"
+                        "{}: `{signature}` shows `{foreign}`",
+                        path.display()
                     );
-                }
-            }
-        }
-        // And no other page's methods either (streams, lines, records);
-        // the `adapter` module, for code that builds on the adapter, names
-        // the host layer's types by design.
-        let mut others = vec![root.join(krate)];
-        while let Some(path) = others.pop() {
-            if path.ends_with("adapter") {
-                continue;
-            }
-            if path.is_dir() {
-                let entries = std::fs::read_dir(&path).expect("a rendered docs folder");
-                others.extend(entries.map(|entry| entry.expect("an entry").path()));
-            } else if path.extension().is_some_and(|ext| ext == "html") {
-                for signature in inherent(&path) {
-                    for foreign in FOREIGN {
-                        assert!(
-                            !signature.contains(foreign),
-                            "{}: `{signature}` shows `{foreign}`",
-                            path.display()
-                        );
-                    }
                 }
             }
         }
@@ -188,27 +194,12 @@ fn each_adapter_s_pages_show_its_own_types() {
 /// depend on (their own pages, not inlined, keep their own examples).
 #[test]
 fn each_adapter_s_examples_name_only_its_own_crate() {
-    let root = doc_root();
-    if !root.join("spillguard_tokio/index.html").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs `cargo doc --workspace --no-deps` before the tests"
-        );
-        eprintln!("skipped: no rendered docs; run `cargo doc --workspace --no-deps` first");
+    let Some(root) = rendered_docs() else {
         return;
-    }
+    };
     for krate in ["spillguard_tokio", "spillguard_smol", "spillguard_std"] {
-        let mut pages = vec![root.join(krate)];
         let (mut examples, mut foreign) = (0, Vec::new());
-        while let Some(path) = pages.pop() {
-            if path.is_dir() {
-                let entries = std::fs::read_dir(&path).expect("a rendered docs folder");
-                pages.extend(entries.map(|entry| entry.expect("an entry").path()));
-                continue;
-            }
-            if path.extension().is_none_or(|ext| ext != "html") {
-                continue;
-            }
+        for path in html_pages(&root.join(krate), None) {
             let html = std::fs::read_to_string(&path).expect("a rendered page");
             let open = "<pre class=\"rust rust-example-rendered\">";
             for block in html.split(open).skip(1) {

@@ -4,88 +4,45 @@
 //! without running. Over raw JSON-RPC, asserted by the records.
 #![allow(clippy::unwrap_used)]
 
+mod binary;
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
+use binary::McpClient;
 use serde_json::{Value, json};
 use support::temp_path;
 
 /// A server of `tools_toml` with `extra` flags, initialized with the
 /// elicitation capability; its lines read on a thread.
-struct Session {
-    server: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<Value>,
-}
+struct Session(McpClient);
 
 impl Session {
     fn start(name: &str, tools_toml: &str, extra: &[&str]) -> Session {
         let tools = temp_path(&format!("admission-{name}.toml"));
         std::fs::write(&tools, tools_toml).unwrap();
-        let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
-            .args(["mcp", "--tools", tools.to_str().unwrap()])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = server.stdin.take().unwrap();
-        let stdout = server.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut session = Session {
-            server,
-            stdin,
-            lines,
-        };
-        session.send(
-            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "admission", "version": "1"}}}),
-        );
-        assert_eq!(session.next()["id"], "init");
-        session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        session
-    }
-
-    fn send(&mut self, message: Value) {
-        self.stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn next(&self) -> Value {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a line from the server within 30 s")
+        let mut args = vec!["mcp", "--tools", tools.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut client = McpClient::start(&args, Path::new("."));
+        client.initialize("admission", json!({"elicitation": {}}));
+        Session(client)
     }
 
     /// Sends `calls` tool calls of `tool` at once, accepts every card as
     /// it comes, and returns each call's record by its request id.
     fn call_all(&mut self, tool: &str, calls: u64) -> HashMap<u64, Value> {
         for id in 0..calls {
-            self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            self.0
+                .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                 "params": {"name": tool, "arguments": {}}}));
         }
         let mut records = HashMap::new();
         while records.len() < calls as usize {
-            let message = self.next();
+            let message = self.0.next();
             if message["method"] == "elicitation/create" {
-                self.send(json!({"jsonrpc": "2.0", "id": message["id"],
+                self.0.send(json!({"jsonrpc": "2.0", "id": message["id"],
                     "result": {"action": "accept", "content": {}}}));
                 continue;
             }
@@ -100,9 +57,8 @@ impl Session {
         records
     }
 
-    fn end(mut self) -> Option<i32> {
-        drop(self.stdin);
-        self.server.wait().unwrap().code()
+    fn end(self) -> Option<i32> {
+        self.0.close()
     }
 }
 

@@ -24,16 +24,19 @@ pub fn usage_failure(args: &[&str]) -> String {
 }
 
 /// A client of `spillguard mcp ...` over the server's own stdin and
-/// stdout: one JSON-RPC message per line each way.
+/// stdout: one JSON-RPC message per line each way, the server's lines
+/// read on a thread so that a server that goes quiet fails the test
+/// instead of hanging it.
 pub struct McpClient {
     server: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
 }
 
 impl McpClient {
     /// Starts `spillguard ARGS` in `dir`, its stderr dropped.
     pub fn start(args: &[&str], dir: &std::path::Path) -> Self {
+        use std::io::BufRead;
         let mut server = Command::new(env!("CARGO_BIN_EXE_spillguard"))
             .args(args)
             .current_dir(dir)
@@ -43,11 +46,22 @@ impl McpClient {
             .spawn()
             .unwrap();
         let stdin = server.stdin.take();
-        let stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+        let stdout = server.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let message =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+                if tx.send(message).is_err() {
+                    return;
+                }
+            }
+        });
         Self {
             server,
             stdin,
-            stdout,
+            lines,
         }
     }
 
@@ -56,26 +70,26 @@ impl McpClient {
         use std::io::Write;
         let stdin = self.stdin.as_mut().expect("stdin still open");
         stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
     }
 
-    /// The next message the server writes.
-    pub fn next(&mut self) -> serde_json::Value {
-        use std::io::BufRead;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    /// The next message the server writes, within 30 s.
+    pub fn next(&self) -> serde_json::Value {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a line from the server within 30 s")
     }
 
     /// `initialize` (protocol 2025-06-18, as client `name`, with
     /// `capabilities`) and its answer, then `notifications/initialized`.
     pub fn initialize(&mut self, name: &str, capabilities: serde_json::Value) {
         self.send(
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": name, "version": "1"}}}),
         );
         let answer = self.next();
-        assert_eq!(answer["id"], 1, "{answer}");
+        assert_eq!(answer["id"], "init", "{answer}");
         self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
