@@ -283,10 +283,10 @@ impl Verifier {
     }
 
     /// The window of [`bounded`](Self::bounded) that keeps a verifier's
-    /// memory well under 1 MiB: 32,768 records (256 KiB of hash prefixes).
+    /// memory well under 1 MiB: 16,384 records (128 KiB of hash prefixes).
     /// Only a tampered log is ever read again: a recall reads at most
-    /// 32,768 records, once per log.
-    pub const WINDOW: NonZeroUsize = NonZeroUsize::new(32_768).expect("not zero");
+    /// 16,384 records, once per log.
+    pub const WINDOW: NonZeroUsize = NonZeroUsize::new(16_384).expect("not zero");
 
     /// Keeps the hash prefixes of the last `window` records only, so that
     /// memory does not grow with the log (see [`WINDOW`](Self::WINDOW)).
