@@ -355,11 +355,7 @@ pub fn print(measured: &Measured, options: &Options) {
                 .find(|(c, s, _)| *c == command && *s == size)
                 .map(|(_, _, wall)| wall.median as f64)
         };
-        let peak = results
-            .of(&key(command, large))
-            .iter()
-            .filter_map(|f| f.number("child_maxrss_kib"))
-            .max();
+        let peak = highest_peak(results, command, large);
         if let (Some(small_wall), Some(large_wall)) = (wall(small), wall(large)) {
             let ratio = large_wall / small_wall;
             let bound = linear * (1.0 + LINEAR_TOLERANCE);
@@ -372,34 +368,15 @@ pub fn print(measured: &Measured, options: &Options) {
             );
         }
         if let Some(peak) = peak {
-            let mib = peak as f64 / 1024.0;
-            println!(
-                "{command:<18}peak RSS for {}              {:>8}   goal <= {PEAK_GOAL_MIB:.0} MiB   {}",
-                size(large),
-                format!("{mib:.1} MiB"),
-                verdict(mib <= PEAK_GOAL_MIB),
-            );
+            print_peak(command, large, peak, PEAK_GOAL_MIB, "");
         }
     }
-    let verify_peak = results
-        .of(&key("verify", large))
-        .iter()
-        .filter_map(|f| f.number("child_maxrss_kib"))
-        .max();
+    let verify_peak = highest_peak(results, "verify", large);
     for command in ["checkpoint", "verify-checkpoint"] {
-        let peak = results
-            .of(&key(command, large))
-            .iter()
-            .filter_map(|f| f.number("child_maxrss_kib"))
-            .max();
+        let peak = highest_peak(results, command, large);
         if let Some(peak) = peak {
-            let mib = peak as f64 / 1024.0;
-            println!(
-                "{command:<18}peak RSS for {}              {:>8}   goal <= {CHECKPOINT_PEAK_GOAL_MIB:.1} MiB (verify's before checkpoints)   {}",
-                size(large),
-                format!("{mib:.1} MiB"),
-                verdict(mib <= CHECKPOINT_PEAK_GOAL_MIB),
-            );
+            let goal = CHECKPOINT_PEAK_GOAL_MIB;
+            print_peak(command, large, peak, goal, " (verify's before checkpoints)");
         }
         if let (Some(peak), Some(verify_peak)) = (peak, verify_peak) {
             let ratio = peak as f64 / verify_peak as f64;
@@ -418,6 +395,27 @@ pub fn print(measured: &Measured, options: &Options) {
             println!("  {failure}");
         }
     }
+}
+
+/// The highest peak RSS (KiB) of `command`'s rounds on the log of `size`.
+fn highest_peak(results: &Results, command: &str, size: u64) -> Option<u64> {
+    results
+        .of(&key(command, size))
+        .iter()
+        .filter_map(|f| f.number("child_maxrss_kib"))
+        .max()
+}
+
+/// Prints `command`'s goal line for its peak RSS of `peak_kib` on the log
+/// of `size`: at most `goal_mib`, said with `why`.
+fn print_peak(command: &str, size: u64, peak_kib: u64, goal_mib: f64, why: &str) {
+    let mib = peak_kib as f64 / 1024.0;
+    println!(
+        "{command:<18}peak RSS for {}              {:>8}   goal <= {goal_mib:.1} MiB{why}   {}",
+        self::size(size),
+        format!("{mib:.1} MiB"),
+        verdict(mib <= goal_mib),
+    );
 }
 
 /// Prints the append rows: µs per call without and with a checkpoint
