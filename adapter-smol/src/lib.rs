@@ -84,17 +84,40 @@ pub use spillguard_host::proto::Outcome;
 pub use stream::{HelperStdin, HelperStdout};
 
 /// For code that builds on this adapter rather than calls it: the
-/// runtime it plugs into the host layer, and the trait and request by
-/// which code written over any host (a test double, a generic driver)
-/// starts a call. A caller needs none of it.
+/// runtime it plugs into the host layer, and what code written over any
+/// host (a test double, a generic driver) describes and starts a call
+/// with. A caller needs none of it.
+///
+/// A call described once and started on any host, the std, smol or tokio
+/// adapter's (each host's handle is its own: wait on it where its type
+/// is known):
+///
+/// ```
+/// use std::time::Duration;
+/// use spillguard_smol::HelperCommand;
+/// use spillguard_smol::adapter::{Launch, LaunchBuilder};
+///
+/// fn start_check<H: Launch>(host: &H) -> H::Handle {
+///     LaunchBuilder::on(host, HelperCommand::new("make").arg("check"))
+///         .deadline(Duration::from_secs(600))
+///         .launch()
+/// }
+/// # let _ = start_check::<spillguard_smol::Host>;
+/// ```
 pub mod adapter {
     pub use crate::runtime::{SmolRuntime, Waiters};
+    /// A call's builder on any host that implements [`Launch`]: every
+    /// builder method of the adapters' own `CallBuilder`, ended with
+    /// [`launch`](LaunchBuilder::launch), which returns the host's handle.
+    #[doc(inline)]
+    pub use spillguard_host::CallBuilder as LaunchBuilder;
     pub use spillguard_host::{CallRequest, Launch};
 }
 use adapter::SmolRuntime;
 
 spillguard_host::async_front! {
     runtime: SmolRuntime,
+    process: "async_process",
     stdin: HelperStdin,
     stdout: HelperStdout,
 

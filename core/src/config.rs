@@ -114,15 +114,18 @@ impl fmt::Display for Retain {
 /// The `helper_output` settings. Field names are the file's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Most stderr bytes one call retains. Default 16384.
+    /// Most stderr bytes one call retains. Default 16384; at least
+    /// [`stderr_agent_excerpt_bytes`](Self::stderr_agent_excerpt_bytes)
+    /// (4096 by default): below that, lower the excerpt with it.
     pub stderr_retained_per_call_bytes: u64,
     /// Most stderr bytes all concurrent calls retain together.
     /// Default 262144.
     pub stderr_retained_process_bytes: u64,
     /// Most bytes of stderr excerpt handed to a model, marker included.
-    /// Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], and at
-    /// least the longest marker of the retention mode (124 bytes for
-    /// `tail`, 125 for `head`, 199 for `head_and_tail`).
+    /// Default 4096; at least [`Config::MIN_EXCERPT_BYTES`], at least the
+    /// longest marker of the retention mode (124 bytes for `tail`, 125 for
+    /// `head`, 199 for `head_and_tail`), and at most
+    /// [`stderr_retained_per_call_bytes`](Self::stderr_retained_per_call_bytes).
     pub stderr_agent_excerpt_bytes: u64,
     /// How long a helper may take to exit after SIGTERM before SIGKILL.
     /// Written in seconds (integer or decimal). Default 5 s.

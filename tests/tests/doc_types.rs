@@ -216,3 +216,49 @@ fn each_adapter_s_examples_name_only_its_own_crate() {
         assert_eq!(foreign, Vec::<String>::new(), "{krate}");
     }
 }
+
+/// Each async adapter likens its calls to its own runtime's process
+/// crate: smol's builder says `async_process::Command::spawn` (and
+/// `output`, `status`), tokio's `tokio::process::Command::spawn`, and no
+/// page names the other's but the crate's front (its "coming from" table)
+/// and the generic pages of its `adapter` module.
+#[test]
+fn each_async_adapter_likens_its_calls_to_its_own_process_crate() {
+    let Some(root) = rendered_docs() else {
+        return;
+    };
+    for (krate, own, other) in [
+        (
+            "spillguard_smol",
+            "async_process::Command",
+            "tokio::process::Command",
+        ),
+        (
+            "spillguard_tokio",
+            "tokio::process::Command",
+            "async_process::Command",
+        ),
+    ] {
+        let likened = [
+            (
+                "struct.CallBuilder.html",
+                &["output", "status", "spawn"][..],
+            ),
+            ("struct.Command.html", &["spawn"][..]),
+        ];
+        for (page, methods) in likened {
+            let html = std::fs::read_to_string(root.join(krate).join(page)).expect("a page");
+            for method in methods {
+                let likeness = format!("{own}::{method}");
+                assert!(html.contains(&likeness), "{krate}/{page}: no {likeness}");
+            }
+        }
+        let front = root.join(krate).join("index.html");
+        for path in html_pages(&root.join(krate), Some("adapter")) {
+            let html = std::fs::read_to_string(&path).expect("a rendered page");
+            if path != front {
+                assert!(!html.contains(other), "{}: names {other}", path.display());
+            }
+        }
+    }
+}

@@ -76,7 +76,7 @@ macro_rules! call_builder_methods {
         /// Removes an environment variable: the helper does not inherit it
         /// from the host, and an earlier [`env`](Self::env) of the same name is
         /// dropped. Per name the last call wins, as with
-        /// `tokio::process::Command`: `env_remove` after `env` leaves it unset,
+        /// `std::process::Command`: `env_remove` after `env` leaves it unset,
         /// `env` after `env_remove` sets it; after
         /// [`env_clear`](Self::env_clear) it only drops an earlier `env` (see
         /// [`HelperCommand::env_remove`]). The card's summary shows it:
@@ -248,7 +248,7 @@ macro_rules! call_builder_methods {
         /// default), [`Stdio::bytes`] (then end-of-file), or
         /// [`Stdio::piped()`], written by the caller through the handle's
         /// stream (with a piped stdout: the two come as a pair). Set on its
-        /// own, as `tokio::process::Command::stdin`.
+        /// own, as `std::process::Command::stdin`.
         pub fn stdin(self, stdin: $crate::Stdio) -> Self {
             $crate::__builder_body!($mode, self.stdin(stdin), {
                 self.with(|r| r.stdin = Some(stdin))
@@ -330,7 +330,13 @@ macro_rules! call_builder_methods {
         /// settings the builder's host gives a call of its kind then (or those
         /// given to [`settings`](Self::settings)), before the builder's own
         /// [`deadline`](Self::deadline), [`approval_timeout`](Self::approval_timeout)
-        /// and result channel; several edits apply in the order given.
+        /// and result channel; several edits apply in the order given. The
+        /// settings are then checked
+        /// ([`CallSettings::validate`](crate::proto::CallSettings::validate)):
+        /// a call whose edited settings break a rule fails to start, with
+        /// the rule in its error. A stderr budget below the excerpt's 4096
+        /// bytes, for one, needs the excerpt lowered with it:
+        /// `.edit_settings(|s| { s.stderr.budget = 1024; s.excerpt_bytes = 512; })`.
         pub fn edit_settings(
             self,
             edit: impl Fn(&mut $crate::proto::CallSettings)
@@ -363,7 +369,8 @@ macro_rules! call_builder_methods {
 
         /// Whether dropping the call's handle (or the `run()` future, which
         /// owns it) before the call finished stops the helper. Default
-        /// `false`, as for `tokio::process::Command::kill_on_drop`.
+        /// `false`, as for the `kill_on_drop` of tokio's and async-process's
+        /// `Command`.
         ///
         /// With `true`, that drop (the last of the handle and a streamed
         /// call's two streams) stops the call as the

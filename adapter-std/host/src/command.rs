@@ -191,7 +191,7 @@ impl HelperCommand {
     /// from the host, and an earlier [`env`](Self::env) of the same name
     /// is dropped.
     ///
-    /// As with `tokio::process::Command` (and `std::process::Command`),
+    /// As with `std::process::Command` (and the async runtimes' own),
     /// the last call for a name wins: `env_remove` after `env` leaves the
     /// variable unset, `env` after `env_remove` sets it. After
     /// [`env_clear`](Self::env_clear) nothing is inherited, so it only

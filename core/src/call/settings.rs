@@ -78,7 +78,9 @@ pub struct CallSettings {
     /// input closes its stdin and nothing more, and a stop is SIGTERM at
     /// once.
     pub mcp_shutdown: bool,
-    /// Cap of the agent excerpt, marker included.
+    /// Cap of the agent excerpt, marker included; at most
+    /// `stderr.budget` (a smaller stderr budget needs a smaller excerpt
+    /// too, see [`validate`](Self::validate)).
     pub excerpt_bytes: usize,
     /// Longest the helper may run after dispatch; `None` for no limit.
     pub deadline: Option<Duration>,

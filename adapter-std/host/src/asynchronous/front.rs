@@ -19,6 +19,7 @@
 macro_rules! async_front {
     (
         runtime: $rt:ty,
+        process: $process:literal,
         stdin: $stdin:ty,
         stdout: $stdout:ty,
         $(#[$host_meta:meta])* Host;
@@ -254,7 +255,7 @@ macro_rules! async_front {
 
             /// Runs the call to its end and returns its [`Output`](crate::Output):
             /// the exit status, stdout whole, the bounded stderr and the
-            /// record; the `tokio::process::Command::output` of spillguard. A
+            #[doc = concat!("record; the `", $process, "::Command::output` of spillguard. A")]
             /// helper that could not be spawned, a call that ended before its
             /// helper exited, and a stdout cut at its budget (unless
             /// [`allow_stdout_truncation`](Self::allow_stdout_truncation)) are
@@ -264,14 +265,14 @@ macro_rules! async_front {
             }
 
             /// Runs the call to its end and returns how its helper ended; the
-            /// `tokio::process::Command::status` of spillguard. Errors as
+            #[doc = concat!("`", $process, "::Command::status` of spillguard. Errors as")]
             /// [`output`](Self::output), but a cut stdout is none.
             pub async fn status(self) -> ::std::io::Result<::std::process::ExitStatus> {
                 self.0.status().await
             }
 
             /// Starts the call and returns its handle at once, to approve,
-            /// deny, cancel or wait on: the `tokio::process::Command::spawn` of
+            #[doc = concat!("deny, cancel or wait on: the `", $process, "::Command::spawn` of")]
             /// spillguard.
             #[doc(alias = "spawn")]
             pub fn start(self) -> CallHandle {
@@ -283,7 +284,7 @@ macro_rules! async_front {
         /// host, made at the first such call with the default configuration
         /// and kept. Every builder method of `host.command(..)` works on it;
         /// it ends with [`output`](Self::output), [`status`](Self::status) or
-        /// [`spawn`](Self::spawn), as `tokio::process::Command` does.
+        #[doc = concat!("[`spawn`](Self::spawn), as `", $process, "::Command` does.")]
         /// `output()` fails on a stdout cut at its budget unless asked not to
         /// ([`stdout_budget`](Self::stdout_budget) raises the budget,
         /// [`allow_stdout_truncation`](Self::allow_stdout_truncation) accepts
@@ -320,7 +321,7 @@ macro_rules! async_front {
             }
 
             /// Starts the call on the process-wide host and returns its handle;
-            /// the `tokio::process::Command::spawn` of spillguard. An error
+            #[doc = concat!("the `", $process, "::Command::spawn` of spillguard. An error")]
             /// only when that host cannot be made (its runtime could not
             /// start).
             pub fn spawn(self) -> ::std::io::Result<CallHandle> {
