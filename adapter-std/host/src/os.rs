@@ -52,6 +52,14 @@ pub(crate) fn signal_pid(pid: i32, signal: Signal) {
     let _ = rustix::process::kill_process(pid, signal);
 }
 
+/// Whether process `pid` is in process group `pgid` (a process gone, or
+/// one whose group cannot be read, is not).
+pub(crate) fn in_group(pid: i32, pgid: u32) -> bool {
+    Pid::from_raw(pid)
+        .and_then(|pid| rustix::process::getpgid(Some(pid)).ok())
+        .is_some_and(|group| u32::try_from(group.as_raw_nonzero().get()) == Ok(pgid))
+}
+
 /// Asks the kernel for a larger pipe (`F_SETPIPE_SZ`): fewer, larger reads
 /// on a flood. Returns the capacity granted; failure (an old kernel, a size
 /// above `pipe-max-size`, another OS) is `None`, to be recorded and

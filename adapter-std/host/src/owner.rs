@@ -581,8 +581,10 @@ impl<H: HostLink, W: Wake> OwnerCore<H, W> {
                 Action::CloseStdin => effects.close_stdin(),
                 Action::SignalGroup { pgid, signal } => {
                     crate::os::signal_group(pgid, signal);
+                    // The rest of the tree: the group has had it, and a
+                    // second SIGTERM is "quit now" to many programs.
                     if let Some(tree) = &self.tree {
-                        tree.signal(signal);
+                        tree.signal(signal, Some(pgid));
                     }
                 }
                 Action::AbandonStreams => self.listening = false,

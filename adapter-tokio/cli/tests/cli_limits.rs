@@ -608,3 +608,72 @@ fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
     let opted_out = spillguard(&["run", "--no-contain-tree", "--", "true"]);
     assert_eq!(record(&opted_out)["tree_kill"], "process-group");
 }
+
+/// A stop's SIGTERM reaches each process of a contained tree once: the
+/// helper through its process group, an escapee that left the group
+/// (`setsid`) through the tree. A second SIGTERM is "quit now, skip the
+/// cleanup" to many programs. Twenty runs, as a second signal reached
+/// the helper only when it handled the first before the second came.
+#[test]
+fn a_stop_signals_each_process_of_the_tree_once() {
+    if !ready() {
+        return;
+    }
+    const SCRIPT: &str = "import os, signal, sys, time
+out = sys.argv[1]
+role = 'helper'
+if os.fork() == 0:
+    os.setsid()
+    role = 'escapee'
+stop = []
+def on_term(number, frame):
+    with open(out, 'a') as lines:
+        lines.write(role + '\\n')
+    if not stop:
+        stop.append(time.monotonic() + 0.1)
+signal.signal(signal.SIGTERM, on_term)
+while not stop or time.monotonic() < stop[0]:
+    time.sleep(0.001)
+";
+    let dir = std::env::temp_dir().join(format!("sg-term-once-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs: Vec<(Value, String)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|worker| {
+                let dir = &dir;
+                scope.spawn(move || {
+                    (0..5)
+                        .map(|run| {
+                            let file = dir.join(format!("{worker}-{run}"));
+                            let output = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+                                .args(["run", "--contain-tree", "--deadline-ms", "300"])
+                                .args(["--grace-ms", "3000", "--", "python3", "-c", SCRIPT])
+                                .arg(&file)
+                                .stdin(Stdio::null())
+                                .output()
+                                .unwrap();
+                            let lines = std::fs::read_to_string(&file).unwrap_or_default();
+                            (record(&output), lines)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(runs.len(), 20);
+    for (line, terms) in runs {
+        assert_eq!(
+            (&line["state"], &line["cancel_reason"]),
+            (&"cancelled_after_dispatch".into(), &"deadline".into()),
+            "{line}"
+        );
+        let mut roles: Vec<&str> = terms.lines().collect();
+        roles.sort_unstable();
+        assert_eq!(roles, ["escapee", "helper"], "{line}");
+    }
+}

@@ -436,16 +436,22 @@ impl TreeGroup {
         }
     }
 
-    /// Sends `signal` to every process of the tree: `cgroup.kill` for
-    /// `SIGKILL` on v2, else each process listed.
-    pub(crate) fn signal(&self, signal: Signal) {
+    /// Sends `signal` to every process of the tree but those of process
+    /// group `signalled`, which a signal to that group reached already
+    /// (see [`outside_group`]): `cgroup.kill` for `SIGKILL` on v2, else
+    /// each process listed.
+    pub(crate) fn signal(&self, signal: Signal, signalled: Option<u32>) {
         if signal == Signal::Kill
             && let Some(v2) = &self.v2
             && write(&v2.join("cgroup.kill"), "1").is_ok()
         {
             return;
         }
-        for pid in self.pids() {
+        let mut pids = self.pids();
+        if let Some(pgid) = signalled {
+            pids = outside_group(pids, pgid);
+        }
+        for pid in pids {
             crate::os::signal_pid(pid, signal);
         }
     }
@@ -488,7 +494,7 @@ impl TreeGroup {
             if let Ok(false) = self.populated() {
                 break true;
             }
-            self.signal(Signal::Kill);
+            self.signal(Signal::Kill, None);
             if let Ok(false) = self.populated() {
                 break true;
             }
@@ -513,6 +519,15 @@ impl Drop for TreeGroup {
 /// the file sandbox, can write itself anywhere) is not handed to a call,
 /// whose tree and record it would join: it goes back to be killed and
 /// removed, and the next is taken (a new one once the spares are gone).
+/// The processes of `pids` that are not in process group `pgid`: a stop
+/// signals the helper's group and then the rest of its tree, and a
+/// process reached twice would see a second SIGTERM, which many programs
+/// take as "quit now, skip the cleanup".
+fn outside_group(mut pids: Vec<i32>, pgid: u32) -> Vec<i32> {
+    pids.retain(|&pid| !crate::os::in_group(pid, pgid));
+    pids
+}
+
 fn take_empty(parent: &Path) -> io::Result<PathBuf> {
     for _ in 0..pool::SPARE {
         let dir = pool::take(parent)?;
@@ -690,6 +705,28 @@ fn read_text(path: &Path) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Of two processes, one leading a group of its own and one in this
+    /// test's group, a signal after the first's group goes to the second
+    /// only; a pid that is gone is kept (signalling it does nothing).
+    #[test]
+    fn a_signal_after_the_group_s_skips_the_group() {
+        use std::os::unix::process::CommandExt as _;
+        let mut leader = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("sleep starts");
+        let mut member = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let (leader_pid, member_pid) = (leader.id() as i32, member.id() as i32);
+        let gone = i32::MAX;
+        let left = outside_group(vec![leader_pid, member_pid, gone], leader.id());
+        let _ = (leader.kill(), member.kill(), leader.wait(), member.wait());
+        assert_eq!(left, vec![member_pid, gone]);
+    }
 
     #[test]
     fn a_group_path_is_read_inside_its_mount() {

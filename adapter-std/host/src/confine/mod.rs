@@ -513,9 +513,11 @@ impl Tree {
     }
 
     /// `signal` to every process of the tree (a descendant that left the
-    /// helper's process group included).
-    pub(crate) fn signal(&self, signal: Signal) {
-        self.group.signal(signal);
+    /// helper's process group included) but those of process group
+    /// `signalled`, which a signal to the group reached already: each
+    /// process gets a stop's signal once.
+    pub(crate) fn signal(&self, signal: Signal, signalled: Option<u32>) {
+        self.group.signal(signal, signalled);
     }
 
     /// What the tree did against its limits.
