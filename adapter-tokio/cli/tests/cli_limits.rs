@@ -612,8 +612,10 @@ fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
 /// A stop's SIGTERM reaches each process of a contained tree once: the
 /// helper through its process group, an escapee that left the group
 /// (`setsid`) through the tree. A second SIGTERM is "quit now, skip the
-/// cleanup" to many programs. Twenty runs, as a second signal reached
-/// the helper only when it handled the first before the second came.
+/// cleanup" to many programs. Twenty runs, four at a time, each stopped
+/// (SIGINT to `spillguard run`) once both processes handle SIGTERM: a
+/// second signal reached the helper only when it handled the first
+/// before the second came.
 #[test]
 fn a_stop_signals_each_process_of_the_tree_once() {
     if !ready() {
@@ -626,35 +628,51 @@ if os.fork() == 0:
     os.setsid()
     role = 'escapee'
 stop = []
-def on_term(number, frame):
+def note(line):
     with open(out, 'a') as lines:
-        lines.write(role + '\\n')
+        lines.write(line + '\\n')
+def on_term(number, frame):
+    note('term ' + role)
     if not stop:
         stop.append(time.monotonic() + 0.1)
 signal.signal(signal.SIGTERM, on_term)
+note('ready ' + role)
 while not stop or time.monotonic() < stop[0]:
     time.sleep(0.001)
 ";
     let dir = std::env::temp_dir().join(format!("sg-term-once-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let runs: Vec<(Value, String)> = std::thread::scope(|scope| {
+    let stopped_once_ready = |file: PathBuf| {
+        let child = Command::new(env!("CARGO_BIN_EXE_spillguard"))
+            .args(["run", "--contain-tree", "--grace-ms", "5000", "--"])
+            .args(["python3", "-c", SCRIPT])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let lines = || std::fs::read_to_string(&file).unwrap_or_default();
+        while lines().lines().filter(|l| l.starts_with("ready ")).count() < 2 {
+            assert!(started.elapsed().as_secs() < 30, "not ready: {:?}", lines());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let terms: Vec<String> = lines()
+            .lines()
+            .filter_map(|l| l.strip_prefix("term ").map(str::to_owned))
+            .collect();
+        (record(&output), terms)
+    };
+    let runs: Vec<(Value, Vec<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..4)
             .map(|worker| {
-                let dir = &dir;
+                let (dir, stopped_once_ready) = (&dir, &stopped_once_ready);
                 scope.spawn(move || {
                     (0..5)
-                        .map(|run| {
-                            let file = dir.join(format!("{worker}-{run}"));
-                            let output = Command::new(env!("CARGO_BIN_EXE_spillguard"))
-                                .args(["run", "--contain-tree", "--deadline-ms", "300"])
-                                .args(["--grace-ms", "3000", "--", "python3", "-c", SCRIPT])
-                                .arg(&file)
-                                .stdin(Stdio::null())
-                                .output()
-                                .unwrap();
-                            let lines = std::fs::read_to_string(&file).unwrap_or_default();
-                            (record(&output), lines)
-                        })
+                        .map(|run| stopped_once_ready(dir.join(format!("{worker}-{run}"))))
                         .collect::<Vec<_>>()
                 })
             })
@@ -666,14 +684,13 @@ while not stop or time.monotonic() < stop[0]:
     });
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(runs.len(), 20);
-    for (line, terms) in runs {
+    for (line, mut terms) in runs {
         assert_eq!(
             (&line["state"], &line["cancel_reason"]),
-            (&"cancelled_after_dispatch".into(), &"deadline".into()),
+            (&"cancelled_after_dispatch".into(), &"requested".into()),
             "{line}"
         );
-        let mut roles: Vec<&str> = terms.lines().collect();
-        roles.sort_unstable();
-        assert_eq!(roles, ["escapee", "helper"], "{line}");
+        terms.sort_unstable();
+        assert_eq!(terms, ["escapee", "helper"], "{line}");
     }
 }
