@@ -198,10 +198,14 @@ impl Pump {
                         // Nothing to replay: the queue goes at once.
                         Ok(first) if first.is_empty() => return true,
                         // The queue waits for the new server's answer, if
-                        // it is a replay.
+                        // it is a replay: asked before `first` is written,
+                        // as a server that answers at once may have ended
+                        // the replay by a later look, and what follows its
+                        // answer (`initialized`) is then still to send.
                         Ok(first) => {
+                            let replay = self.requests.as_ref().is_some_and(|r| r.replaying());
                             let _ = self.write_now(&first);
-                            if !self.requests.as_ref().is_some_and(|r| r.replaying()) {
+                            if !replay {
                                 return true;
                             }
                         }
