@@ -611,9 +611,10 @@ fn contain_tree_is_required_when_asked_and_best_effort_otherwise() {
 
 /// A stop's SIGTERM reaches each process of a contained tree once: the
 /// helper through its process group, an escapee that left the group
-/// (`setsid`) through the tree. A second SIGTERM is "quit now, skip the
-/// cleanup" to many programs. Twenty runs, four at a time, each stopped
-/// (SIGINT to `spillguard run`) once both processes handle SIGTERM: a
+/// (`setsid`) and a child in a group of its own (`setpgid`) through the
+/// tree. A second SIGTERM is "quit now, skip the cleanup" to many
+/// programs. Twenty runs, four at a time, each stopped (SIGINT to
+/// `spillguard run`) once the three processes handle SIGTERM: a
 /// second signal reached the helper only when it handled the first
 /// before the second came.
 #[test]
@@ -627,6 +628,9 @@ role = 'helper'
 if os.fork() == 0:
     os.setsid()
     role = 'escapee'
+elif os.fork() == 0:
+    os.setpgid(0, 0)
+    role = 'own-group'
 stop = []
 def note(line):
     with open(out, 'a') as lines:
@@ -653,7 +657,7 @@ while not stop or time.monotonic() < stop[0]:
             .unwrap();
         let started = std::time::Instant::now();
         let lines = || std::fs::read_to_string(&file).unwrap_or_default();
-        while lines().lines().filter(|l| l.starts_with("ready ")).count() < 2 {
+        while lines().lines().filter(|l| l.starts_with("ready ")).count() < 3 {
             assert!(started.elapsed().as_secs() < 30, "not ready: {:?}", lines());
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -691,6 +695,6 @@ while not stop or time.monotonic() < stop[0]:
             "{line}"
         );
         terms.sort_unstable();
-        assert_eq!(terms, ["escapee", "helper"], "{line}");
+        assert_eq!(terms, ["escapee", "helper", "own-group"], "{line}");
     }
 }

@@ -436,10 +436,12 @@ impl TreeGroup {
         }
     }
 
-    /// Sends `signal` to every process of the tree but those of process
-    /// group `signalled`, which a signal to that group reached already
-    /// (see [`outside_group`]): `cgroup.kill` for `SIGKILL` on v2, else
-    /// each process listed.
+    /// Sends `signal` to every process of the tree: `cgroup.kill` for
+    /// `SIGKILL` on v2, else each process listed. A signal a process can
+    /// catch skips those of process group `signalled`, which a signal to
+    /// that group reached already (see [`outside_group`]); `SIGKILL` skips
+    /// none, so a process that joined the group after the group's signal
+    /// is not missed by it.
     pub(crate) fn signal(&self, signal: Signal, signalled: Option<u32>) {
         if signal == Signal::Kill
             && let Some(v2) = &self.v2
@@ -448,7 +450,7 @@ impl TreeGroup {
             return;
         }
         let mut pids = self.pids();
-        if let Some(pgid) = signalled {
+        if let Some(pgid) = signalled.filter(|_| signal != Signal::Kill) {
             pids = outside_group(pids, pgid);
         }
         for pid in pids {
@@ -514,11 +516,6 @@ impl Drop for TreeGroup {
     }
 }
 
-/// An empty group under `parent` from the pool. A spare group a process
-/// has moved into since it was made (a helper running as root, without
-/// the file sandbox, can write itself anywhere) is not handed to a call,
-/// whose tree and record it would join: it goes back to be killed and
-/// removed, and the next is taken (a new one once the spares are gone).
 /// The processes of `pids` that are not in process group `pgid`: a stop
 /// signals the helper's group and then the rest of its tree, and a
 /// process reached twice would see a second SIGTERM, which many programs
@@ -528,6 +525,11 @@ fn outside_group(mut pids: Vec<i32>, pgid: u32) -> Vec<i32> {
     pids
 }
 
+/// An empty group under `parent` from the pool. A spare group a process
+/// has moved into since it was made (a helper running as root, without
+/// the file sandbox, can write itself anywhere) is not handed to a call,
+/// whose tree and record it would join: it goes back to be killed and
+/// removed, and the next is taken (a new one once the spares are gone).
 fn take_empty(parent: &Path) -> io::Result<PathBuf> {
     for _ in 0..pool::SPARE {
         let dir = pool::take(parent)?;
