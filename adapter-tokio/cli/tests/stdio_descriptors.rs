@@ -231,6 +231,52 @@ fn request_response_round_trips_work_with_every_interactive_descriptor_kind() {
     }
 }
 
+/// Without `--mcp`, the pipes the guard splices into hold 1 MiB: the
+/// server's stdin (it reads the size after its first line, which came
+/// through the enlarged pipe) and the client's stdout pipe (read here);
+/// with `--mcp`, which writes whole messages, the client's pipe is left
+/// as it was.
+#[test]
+fn the_pipes_a_splice_fills_are_enlarged_to_one_mebibyte() {
+    const F_GETPIPE_SZ: &str = "1032";
+    let server = format!(
+        "import fcntl, sys; sys.stdin.readline(); \
+         print('{{\"jsonrpc\":\"2.0\",\"method\":\"size\",\"params\":%d}}' \
+         % fcntl.fcntl(0, {F_GETPIPE_SZ}), flush=True)"
+    );
+    for mcp in [false, true] {
+        let record = temp_path(&format!("pipe-size-{mcp}.jsonl"));
+        let (guard_in, host_in) = rustix::pipe::pipe().unwrap();
+        let (host_out, guard_out) = rustix::pipe::pipe().unwrap();
+        let mut args = vec![];
+        if mcp {
+            args.push("--mcp");
+        }
+        args.extend(["--", "python3", "-c", &server]);
+        let mut child = guard(&args, guard_in.into(), guard_out.into(), &record);
+        let mut host_in = File::from(host_in);
+        host_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"go\"}\n")
+            .unwrap();
+        let mut out = String::new();
+        File::from(host_out.try_clone().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        drop(host_in);
+        assert_eq!(exit_within(&mut child, REPLY_WAIT, "pipe size"), Some(0));
+        let sent: Value = serde_json::from_str(out.trim_end()).unwrap();
+        let server_stdin = if mcp { 65_536 } else { 1 << 20 };
+        assert_eq!(sent["params"], server_stdin, "mcp {mcp}: {out}");
+        let client_stdout = rustix::pipe::fcntl_getpipe_size(&host_out).unwrap();
+        assert_eq!(
+            client_stdout,
+            if mcp { 65_536 } else { 1 << 20 },
+            "mcp {mcp}"
+        );
+        assert_eq!(record_in(&record)["state"], "completed", "mcp {mcp}");
+    }
+}
+
 /// A regular file and `/dev/null` on either side: everything in the file
 /// reaches the server, everything the server writes reaches the file.
 #[test]

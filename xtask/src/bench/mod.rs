@@ -58,7 +58,8 @@ usage: cargo xtask bench [--gib N] [--quick] [--rounds K] [--only SECTIONS]
                    on clear logs of 256 MiB and 1 GiB as `run --audit`
                    writes them, kept in target/bench-audit/: wall time,
                    MB/s, peak RSS, the time ratio; stdio: 256 MiB through `spillguard stdio
-                   -- cat` vs `cat`, 256 JSON-RPC messages of 1 MiB
+                   -- cat` vs `cat`, quiet and while one thread per core
+                   spins, 256 JSON-RPC messages of 1 MiB
                    through `stdio --mcp -- cat` vs `cat`, and, when the
                    MCP peers of .ci/peers.sh are installed, rmcp round
                    trips, `ping` round trips over socketpairs through

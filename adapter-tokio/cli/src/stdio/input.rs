@@ -36,7 +36,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
-use spillguard_host::os::{poll, read_waiting};
+use spillguard_host::os::{enlarge_pipe, poll, read_waiting};
 use spillguard_std::proto::{InputQueue, QueueEvent, QueueSettings};
 
 use super::Requests;
@@ -60,7 +60,7 @@ const SPLICE_BYTES: usize = 1 << 20;
 pub fn start(
     input: File,
     kind: Kind,
-    stdin: HelperStdin,
+    mut stdin: HelperStdin,
     requests: Option<std::sync::Arc<Requests>>,
     relay: Option<std::sync::Arc<Relay>>,
 ) {
@@ -69,11 +69,16 @@ pub fn start(
         whole_lines: requests.as_ref().is_some_and(|r| r.propagates()),
         ..QueueSettings::default()
     };
+    let splice = cfg!(target_os = "linux")
+        && matches!(kind, Kind::Pipe | Kind::File)
+        && requests.is_none()
+        && relay.is_none();
+    if splice {
+        // Each hand-off to the server then moves up to `SPLICE_BYTES`.
+        let _ = stdin.with_fd(|fd| enlarge_pipe(fd, SPLICE_BYTES));
+    }
     let pump = Pump {
-        splice: cfg!(target_os = "linux")
-            && matches!(kind, Kind::Pipe | Kind::File)
-            && requests.is_none()
-            && relay.is_none(),
+        splice,
         file_input: kind == Kind::File,
         input,
         stdin,

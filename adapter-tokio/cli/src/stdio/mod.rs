@@ -5,7 +5,13 @@
 //! (`input.rs`) and the server's stdout to this program's stdout
 //! (`output.rs`), each chunk as soon as it arrives, whatever the
 //! descriptors are (`fds.rs`): `splice(2)` from a pipe or a file into a pipe,
-//! a copy otherwise, and never a wait that could hide the client's end. The
+//! a copy otherwise, and never a wait that could hide the client's end.
+//! The pipes a splice fills (without `--mcp`: this program's stdout when it
+//! is a pipe, and the server's stdin unless `--restart` is given) are
+//! enlarged to 1 MiB (`F_SETPIPE_SZ`; a refusal leaves them as they are):
+//! each hand-off then moves up to 1 MiB, and on a loaded machine, where
+//! every hand-off between processes waits for a time slice, a stream
+//! through the guard takes about as long as one straight through. The
 //! library's owner drains the server's stderr meanwhile; with
 //! `--forward-stderr` a tap copies each chunk to this program's stderr,
 //! redacted as it streams, as far as it goes without blocking

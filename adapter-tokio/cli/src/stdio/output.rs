@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rustix::event::PollFlags;
-use spillguard_host::os::{poll, write_all_waiting};
+use spillguard_host::os::{enlarge_pipe, poll, write_all_waiting};
 use spillguard_std::proto::StdoutLineGuard;
 
 use super::Requests;
@@ -158,6 +158,8 @@ fn plain(mut stdout: HelperStdout, output: &Output) -> bool {
         let Some(pipe) = output.lock().as_ref().and_then(|f| f.try_clone().ok()) else {
             return true;
         };
+        // Each hand-off to the client then moves up to `SPLICE_BYTES`.
+        let _ = enlarge_pipe(pipe.as_fd(), SPLICE_BYTES);
         loop {
             match stdout.splice_to(pipe.as_fd(), SPLICE_BYTES) {
                 Ok(0) => return false,
