@@ -227,6 +227,49 @@ fn a_line_that_alone_fills_the_queue_of_a_stalled_server_is_dropped_to_its_end()
     assert_eq!(d.undelivered, huge.len() as u64);
 }
 
+/// A full queue (4 MiB) behind a server that takes 64 KiB for each
+/// 64 KiB the client sends: every byte arrives in order, the queued bytes
+/// are moved (down to the buffer's start, or to a larger buffer) at most
+/// about once per byte read (moving the whole queue whenever the room ran
+/// out moved 47 per byte here), and the buffer stays within twice the
+/// bound plus two reads.
+#[test]
+fn a_full_queue_behind_a_slow_server_is_moved_about_once_per_byte() {
+    const READ: usize = 64 << 10;
+    let now = epoch();
+    let mut queue = InputQueue::new(QueueSettings::default(), now);
+    let bound = QueueSettings::default().max_bytes;
+    let (mut sent, mut got, mut moved) = (0_u64, Vec::new(), 0_u64);
+    let byte = |at: u64| (at % 251) as u8;
+    while sent < 16 << 20 {
+        while queue.wants_input() {
+            let (before, len) = (queue.to_write().as_ptr(), queue.len());
+            let room = queue.room();
+            for (at, slot) in (sent..).zip(room.iter_mut().take(READ)) {
+                *slot = byte(at);
+            }
+            if len > 0 && queue.to_write().as_ptr() != before {
+                moved += len as u64;
+            }
+            queue.handle_read(READ, |_| None);
+            sent += READ as u64;
+        }
+        assert!(
+            queue.len() >= bound,
+            "the queue fills before the server reads"
+        );
+        let n = queue.to_write().len().min(READ);
+        got.extend_from_slice(&queue.to_write()[..n]);
+        queue.handle_written(now, n);
+        let reserved = queue.bytes_reserved();
+        assert!(reserved <= 2 * bound + 2 * (256 << 10), "{reserved}");
+    }
+    got.extend_from_slice(queue.to_write());
+    assert_eq!(got.len() as u64, sent);
+    assert!(got.iter().zip(0..).all(|(&b, at)| b == byte(at)));
+    assert!(moved <= 2 * sent, "{moved} bytes moved for {sent} read");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 

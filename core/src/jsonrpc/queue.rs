@@ -211,6 +211,13 @@ impl InputQueue {
         }
     }
 
+    /// Bytes the queue's buffer takes: what is queued, the room for the
+    /// next read, and what was taken before them and not yet reused (at
+    /// most about twice the bound plus a read, see [`room`](Self::room)).
+    pub fn bytes_reserved(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Bytes queued for the server.
     pub fn len(&self) -> usize {
         self.tail - self.head
@@ -245,10 +252,18 @@ impl InputQueue {
     }
 
     /// Room for the next read of the client (256 KiB).
+    ///
+    /// The queued bytes move down to the buffer's start only when at
+    /// least as many bytes before them were taken (otherwise the buffer
+    /// grows), so each byte read is moved at most once on average: a full
+    /// queue behind a slow server is not moved whole on every read. The
+    /// buffer so stays within twice the queue's bound, plus a read.
     pub fn room(&mut self) -> &mut [u8] {
         if self.tail + READ_ROOM > self.buf.len() {
-            self.buf.copy_within(self.head..self.tail, 0);
-            (self.head, self.tail) = (0, self.tail - self.head);
+            if self.head >= self.len() {
+                self.buf.copy_within(self.head..self.tail, 0);
+                (self.head, self.tail) = (0, self.tail - self.head);
+            }
             if self.tail + READ_ROOM > self.buf.len() {
                 self.buf.resize(self.tail + READ_ROOM, 0);
             }

@@ -970,25 +970,29 @@ fn inner_if(byte: u8, inner: Inner) -> Inner {
 
 /// Bytes from the start of `bytes` that a string holds as they are (no
 /// quote, backslash or control byte), and whether any was 0x80 or more.
-/// Eight bytes at a time: a string's long runs are most of a big message.
+/// Thirty-two bytes at a time while none stops the run, then eight: a
+/// string's long runs are most of a big message.
 fn plain_run(bytes: &[u8]) -> (usize, bool) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut high = 0_u64;
-    let mut words = bytes.chunks_exact(8);
     let mut at = 0;
-    for word in words.by_ref() {
-        let mut eight = [0_u8; 8];
-        eight.copy_from_slice(word);
-        let w = u64::from_le_bytes(eight);
-        // The lowest set bit of each term is exact: a false positive only
-        // shows above a true match in the same word.
-        let quote = w ^ (ONES * u64::from(b'"'));
-        let backslash = w ^ (ONES * u64::from(b'\\'));
-        let found = ((quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (w.wrapping_sub(ONES * 0x20) & !w))
-            & HIGH;
+    for block in bytes.chunks_exact(32) {
+        let mut words = block.chunks_exact(8).map(word);
+        let (Some(a), Some(b), Some(c), Some(d)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            break;
+        };
+        if stops(a) | stops(b) | stops(c) | stops(d) != 0 {
+            break;
+        }
+        high |= a | b | c | d;
+        at += 32;
+    }
+    let rest = bytes.get(at..).unwrap_or_default();
+    let mut words = rest.chunks_exact(8);
+    for eight in words.by_ref() {
+        let w = word(eight);
+        let found = stops(w);
         if found != 0 {
             let stop = at + (found.trailing_zeros() / 8) as usize;
             let last = bytes.get(at..stop).unwrap_or_default();
@@ -1006,6 +1010,31 @@ fn plain_run(bytes: &[u8]) -> (usize, bool) {
         at += 1;
     }
     (at, any_high)
+}
+
+/// Each byte's high bit.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Eight bytes as one word, the first lowest.
+fn word(eight: &[u8]) -> u64 {
+    let mut bytes = [0_u8; 8];
+    if let Some(from) = eight.get(..8) {
+        bytes.copy_from_slice(from);
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// The high bit of each byte of `w` that ends a plain run (a quote, a
+/// backslash or a control byte), exact up to the lowest one: a false
+/// positive only shows above a true match in the same word.
+fn stops(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let quote = w ^ (ONES * u64::from(b'"'));
+    let backslash = w ^ (ONES * u64::from(b'\\'));
+    ((quote.wrapping_sub(ONES) & !quote)
+        | (backslash.wrapping_sub(ONES) & !backslash)
+        | (w.wrapping_sub(ONES * 0x20) & !w))
+        & HIGH
 }
 
 #[cfg(test)]
@@ -1313,7 +1342,7 @@ mod tests {
 
     #[test]
     fn plain_runs_stop_at_the_first_special_byte() {
-        for len in 0..40 {
+        for len in 0..100 {
             for special in [b'"', b'\\', 0x00, 0x1f] {
                 let mut bytes = vec![b'a'; len];
                 bytes.push(special);
@@ -1325,6 +1354,10 @@ mod tests {
             high.push(0xa9);
             high.push(b'"');
             assert_eq!(plain_run(&high), (len + 2, true));
+            // A high byte in a block the run passes whole, then the end.
+            let mut early = vec![b'a'; len + 40];
+            early[len % 32] = 0xff;
+            assert_eq!(plain_run(&early), (len + 40, true), "{len}");
         }
         // 0x7f and 0x20 are plain.
         assert_eq!(plain_run(b" \x7f \x7f \x7f \x7f\""), (8, false));
