@@ -45,6 +45,19 @@ const BULK_GOAL: f64 = 0.9;
 /// what `cat` alone moves (takes at most twice its time).
 const LOADED_GOAL: f64 = 0.5;
 
+/// The bulk pair's conditions, each run every round: what the rows say,
+/// the bytes per run, whether one thread per core spins meanwhile, and
+/// the goal.
+const CONDITIONS: [(&str, u64, bool, f64); 2] = [
+    ("256 MiB", BULK_BYTES, false, BULK_GOAL),
+    (
+        "1 GiB, loaded (one spinning thread per core)",
+        LOADED_BYTES,
+        true,
+        LOADED_GOAL,
+    ),
+];
+
 /// Goal: a round trip through the spillguard transport costs at most this
 /// many times one through `TokioChildProcess`.
 const ROUND_TRIP_GOAL: f64 = 1.05;
@@ -97,12 +110,9 @@ fn bulk(program: &Path, args: &[&str], bytes: u64) -> Result<u64, String> {
 /// What the section measured.
 #[derive(Debug, Default)]
 pub struct Measured {
-    /// Wall µs of `cat` alone, per round.
-    cat: Vec<u64>,
-    /// Wall µs of `spillguard stdio -- cat`, per round.
-    guarded: Vec<u64>,
-    /// The same pair, each while one thread per core spins.
-    loaded: (Vec<u64>, Vec<u64>),
+    /// Per [`CONDITIONS`] entry: wall µs of `cat` alone and of
+    /// `spillguard stdio -- cat`, per round.
+    bulk: [(Vec<u64>, Vec<u64>); 2],
     /// (rmcp `TokioChildProcess`, spillguard transport) µs per round trip,
     /// per round.
     round_trips: Vec<(f64, f64)>,
@@ -124,13 +134,8 @@ pub fn measure(spillguard: &Path, bench_rmcp: Option<&Path>, rounds: u32, count:
     };
     let cat = Path::new("cat");
     for round in 1..=rounds {
-        for loaded in [false, true] {
+        for ((label, bytes, loaded, _), walls) in CONDITIONS.iter().zip(&mut measured.bulk) {
             let _spinning = loaded.then(Spinners::start);
-            let (when, bytes) = if loaded {
-                (", 1 GiB, loaded", LOADED_BYTES)
-            } else {
-                (", 256 MiB", BULK_BYTES)
-            };
             for (name, program, args, guarded) in [
                 ("cat", cat, &[][..], false),
                 (
@@ -140,21 +145,15 @@ pub fn measure(spillguard: &Path, bench_rmcp: Option<&Path>, rounds: u32, count:
                     true,
                 ),
             ] {
-                eprint!("bench round {round}/{rounds}: {name} ({}) ... ", &when[2..]);
-                match bulk(program, args, bytes) {
+                eprint!("bench round {round}/{rounds}: {name} ({label}) ... ");
+                match bulk(program, args, *bytes) {
                     Ok(wall) => {
                         eprintln!("{:.3} s", wall as f64 / 1e6);
-                        let into = match (loaded, guarded) {
-                            (false, false) => &mut measured.cat,
-                            (false, true) => &mut measured.guarded,
-                            (true, false) => &mut measured.loaded.0,
-                            (true, true) => &mut measured.loaded.1,
-                        };
-                        into.push(wall);
+                        if guarded { &mut walls.1 } else { &mut walls.0 }.push(wall);
                     }
                     Err(error) => {
                         eprintln!("FAILED");
-                        measured.failures.push(format!("{name}{when}: {error}"));
+                        measured.failures.push(format!("{name} ({label}): {error}"));
                     }
                 }
             }
@@ -314,23 +313,8 @@ fn quantile(values: &[f64], share: f64) -> f64 {
 /// Prints the section.
 pub fn print(measured: &Measured) {
     println!("\n== stdio: MCP stdio forwarding");
-    for (cats, guardeds, title, bytes, goal) in [
-        (
-            &measured.cat,
-            &measured.guarded,
-            "256 MiB",
-            BULK_BYTES,
-            BULK_GOAL,
-        ),
-        (
-            &measured.loaded.0,
-            &measured.loaded.1,
-            "1 GiB, loaded (one spinning thread per core)",
-            LOADED_BYTES,
-            LOADED_GOAL,
-        ),
-    ] {
-        let mib_s = |wall: u64| (bytes as f64 / (1 << 20) as f64) / (wall as f64 / 1e6);
+    for ((title, bytes, _, goal), (cats, guardeds)) in CONDITIONS.iter().zip(&measured.bulk) {
+        let mib_s = |wall: u64| (*bytes as f64 / (1 << 20) as f64) / (wall as f64 / 1e6);
         let ratios: Vec<u64> = cats
             .iter()
             .zip(guardeds)
@@ -352,7 +336,7 @@ pub fn print(measured: &Measured) {
         println!(
             "    spillguard stdio -- cat    {:8.1} MiB/s   {ratio:.3}x of cat (goal >= {goal:.2}: {})",
             mib_s(guarded),
-            if ratio >= goal { "met" } else { "missed" }
+            if ratio >= *goal { "met" } else { "missed" }
         );
     }
     if !measured.round_trips.is_empty() {
