@@ -659,7 +659,7 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
 }
 
 // Reopening from the anchor file: only the anchored record and what
-// follows it are read (issue: O(1) reopen). `OpenedLog::verified_from`
+// follows it are read, whatever the log's length. `OpenedLog::verified_from`
 // says where reading started; full verification still sees everything.
 
 /// A log of 20 calls kept with an anchor file (121 records: the `Opened`

@@ -135,7 +135,7 @@ fn the_documented_rules() {
     let s = split(batch);
     assert_eq!(s.forwarded, [batch.to_vec()]);
     assert_eq!(s.lines, 0);
-    // What the issue names is diverted, one line each: broken JSON, a
+    // What is not one message is diverted, one line each: broken JSON, a
     // brace that starts a log line, two objects on one line, structured
     // logs without `jsonrpc`, a wrong version, a blank line.
     let not: &[&[u8]] = &[

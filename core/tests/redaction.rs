@@ -1,6 +1,6 @@
 //! Every view a call produces is redacted: the approval card, the record and
 //! its JSON, the audit events and the log's bytes, the excerpt and the
-//! rendered streams (issue 12). The raw bytes stay raw.
+//! rendered streams. The raw bytes stay raw.
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant, SystemTime};

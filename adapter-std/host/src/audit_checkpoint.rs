@@ -277,6 +277,72 @@ impl Checkpointer {
     }
 }
 
+impl CheckpointOptions {
+    /// Refuses the files the checkpoint would overwrite that are not its
+    /// own ([`ChainedFileAudit::open`](crate::audit_log::ChainedFileAudit::open)
+    /// checks them before it creates or reads anything): the checkpoint
+    /// file, its temporary file and its tree file must each be missing or
+    /// a regular file (not a symbolic link, a FIFO, a device or a
+    /// directory), and the checkpoint and tree files, when they hold
+    /// anything, must begin as such a file does (a note whose origin is
+    /// the key's name, a tree file's header): a key, a log or any other
+    /// file at that path is left as it is.
+    pub fn check_files(&self) -> io::Result<()> {
+        check_files(self)
+    }
+}
+
+fn check_files(options: &CheckpointOptions) -> io::Result<()> {
+    let mut temp = options.file.file_name().unwrap_or_default().to_os_string();
+    temp.push(".tmp");
+    let origin = format!("{}\n", options.key.name());
+    let tree_head = format!("{TREE_HEADER}\n");
+    let files = [
+        (options.file.clone(), Some(origin.as_str())),
+        (options.file.with_file_name(temp), None),
+        (tree_path(&options.file), Some(tree_head.as_str())),
+    ];
+    for (path, starts) in files {
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        let refuse = |what: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the checkpoint would overwrite {}: {what}", path.display()),
+            )
+        };
+        if meta.file_type().is_symlink() {
+            return Err(refuse("a symbolic link, not a regular file".into()));
+        }
+        if !meta.is_file() {
+            return Err(refuse(format!(
+                "{}, not a regular file",
+                crate::os::file_kind(meta.file_type())
+            )));
+        }
+        let Some(starts) = starts else { continue };
+        let mut head = Vec::with_capacity(starts.len());
+        open_to_read(&path)?
+            .take(starts.len() as u64)
+            .read_to_end(&mut head)?;
+        // A file torn short of its first line is the file's own.
+        if !starts.as_bytes().starts_with(&head) {
+            return Err(refuse(format!(
+                "it holds something other than {}",
+                if starts == tree_head {
+                    "a checkpoint's tree file".to_owned()
+                } else {
+                    format!("a checkpoint signed by {}", options.key.name())
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The length of the frame at the start of `bytes`, which holds one.
 fn first_frame_len(bytes: &[u8]) -> u64 {
     let len = bytes
@@ -437,13 +503,7 @@ fn tree_text(tree: &TreeBuilder, anchor: &Anchor, note: &str) -> String {
 /// `anchor` and its note opens with `verifier` naming the tree's size and
 /// root. A file that is not a regular one (a FIFO, a link) is not read.
 fn read_tree(path: &Path, anchor: &Anchor, verifier: &VerifierKey) -> Option<TreeBuilder> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-        .ok()?;
+    let file = open_to_read(path).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }
@@ -462,6 +522,17 @@ fn read_tree(path: &Path, anchor: &Anchor, verifier: &VerifierKey) -> Option<Tre
     let tree = TreeBuilder::from_subtree_roots(anchor.records, &roots?)?;
     let signed = Checkpoint::open(note, verifier).ok()?;
     (signed.size == tree.size() && signed.root == tree.root()).then_some(tree)
+}
+
+/// `path` opened for reading, without following a symbolic link at its
+/// end or waiting on a FIFO.
+fn open_to_read(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
 }
 
 fn parse_hash(line: &str) -> Option<Hash> {

@@ -215,6 +215,12 @@ pub enum OpenFailure {
     /// opening rebuilds the tree from the log.
     #[cfg(feature = "audit-checkpoint")]
     Checkpoint(io::Error),
+    /// A file the checkpoint would write (the checkpoint file, its `.tmp`
+    /// or its `.tree`) is not its own: not a regular file, or holding
+    /// something else (a key, a log). Nothing was created, read or
+    /// written.
+    #[cfg(feature = "audit-checkpoint")]
+    CheckpointFiles(io::Error),
 }
 
 impl AuditOpenError {
@@ -282,6 +288,8 @@ impl fmt::Display for AuditOpenError {
                 f,
                 "its records and anchor were written, but not its checkpoint: {error}"
             ),
+            #[cfg(feature = "audit-checkpoint")]
+            OpenFailure::CheckpointFiles(error) => write!(f, "{error}"),
         }
     }
 }
@@ -291,7 +299,7 @@ impl std::error::Error for AuditOpenError {
         match &self.failure {
             OpenFailure::Io(error) | OpenFailure::Write { error, .. } => Some(error),
             #[cfg(feature = "audit-checkpoint")]
-            OpenFailure::Checkpoint(error) => Some(error),
+            OpenFailure::Checkpoint(error) | OpenFailure::CheckpointFiles(error) => Some(error),
             _ => None,
         }
     }
@@ -510,6 +518,14 @@ impl ChainedFileAudit {
             failure,
         };
         let io_fail = |error| fail(OpenFailure::Io(error));
+        // Files the checkpoint would overwrite that are not its own are
+        // refused before anything is created or read.
+        #[cfg(feature = "audit-checkpoint")]
+        if let Some(checkpoint) = &options.checkpoint {
+            checkpoint
+                .check_files()
+                .map_err(|error| fail(OpenFailure::CheckpointFiles(error)))?;
+        }
         // A FIFO would block the open and a device never ends: neither is
         // opened for reading, and what was opened is checked again.
         match std::fs::metadata(&path) {

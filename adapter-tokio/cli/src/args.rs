@@ -23,9 +23,12 @@ const USAGE: &str = "\
 spillguard run [OPTIONS] -- PROGRAM [ARGS...]
        spillguard stdio [OPTIONS] -- PROGRAM [ARGS...]
        spillguard audit verify FILE [--anchor ANCHOR | --anchor-file F] [--key-file F]
-                                    [--expect FILE] [--json]
+                                    [--expect FILE] [--checkpoint F --public-key K] [--json]
        spillguard audit sessions FILE [--key-file F] [--json]
        spillguard audit activity FILE [--key-file F] [--json]
+       spillguard audit keygen NAME --out PREFIX
+       spillguard audit checkpoint FILE --key-file PREFIX.key [--audit-key-file F]
+       spillguard audit prove FILE (--index N | --from M) [--audit-key-file F] [--json]
        spillguard mcp --tools FILE [--audit FILE] [--on-disconnect finish|cancel]
        spillguard mcp --tools FILE --check
        spillguard --help | --version";
@@ -186,10 +189,14 @@ clamped to the excerpt budget) and `stdout` (the helper's stdout, bounded).
 The helper's own output never reaches this program's stdout or stderr.
 
 `audit verify` checks a log offline and prints the verdict as one line
-(`--json`: one JSON object). Only an anchor (as `run --anchor-out` keeps
-it) can vouch for the end of the log: without one the best verdict is
-`unanchored`. `audit sessions` (one line per session) and `audit activity`
-(one line per call) print views computed from the log alone.
+(`--json`: one JSON object), then a line per finding of `--expect` and
+`--checkpoint`. Only an anchor (as `run --anchor-out` keeps it) or a
+signed checkpoint of every record can vouch for the end of the log:
+without one the best verdict is `unanchored`. `audit sessions` (one line
+per session) and `audit activity` (one line per call) print views
+computed from the log alone. `audit keygen`, `audit checkpoint` and
+`audit prove` make keys, signed checkpoints and proofs that Go's
+sumdb/note and sumdb/tlog check.
 
 `mcp` serves a tools file (each tool a command with typed parameters) as an
 MCP stdio server, with approvals through elicitation; `mcp --check` loads
@@ -1000,7 +1007,7 @@ pub struct ProveArgs {
 #[derive(Debug, Clone, Args)]
 pub struct KeygenArgs {
     /// The key's name, and the origin of the checkpoints it signs (no `+`,
-    /// no spaces), e.g. `audit.example.com/host-7`
+    /// spaces or control characters), e.g. `audit.example.com/host-7`
     #[arg(value_name = "NAME")]
     pub name: String,
     /// Where to write: PREFIX.key and PREFIX.pub (neither may exist)
@@ -1318,7 +1325,29 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
             format!("`{}`: {reason}", flag())
         }
         ErrorKind::MissingRequiredArgument if in_audit => {
-            "missing the audit log file (see `spillguard --help`)".into()
+            // The missing arguments as clap names them: `<FILE>` is the
+            // log, a flag is named with its value (`--key-file <F>`).
+            let missing = text(ContextKind::InvalidArg);
+            let flags: Vec<&str> = (missing.split(", "))
+                .filter(|arg| arg.starts_with('-'))
+                .map(|arg| arg.split([' ', '=']).next().unwrap_or(arg))
+                .collect();
+            match flags.as_slice() {
+                [] if word(1) == "keygen" => {
+                    "`audit keygen` needs the key's NAME (see `spillguard audit --help`)".into()
+                }
+                [] => "missing the audit log file (see `spillguard --help`)".into(),
+                // One of the two, which clap names by the first.
+                _ if word(1) == "prove" => {
+                    "`audit prove` needs `--index` or `--from` (see `spillguard audit --help`)"
+                        .into()
+                }
+                flags => format!(
+                    "`audit {}` needs `{}` (see `spillguard audit --help`)",
+                    word(1),
+                    flags.join("` and `")
+                ),
+            }
         }
         ErrorKind::MissingRequiredArgument if in_mcp => "`mcp` needs `--tools FILE`".into(),
         ErrorKind::MissingRequiredArgument if word(0) == "stdio" => {
@@ -1326,7 +1355,16 @@ pub fn usage_message(error: &clap::Error, args: &[OsString]) -> String {
         }
         ErrorKind::MissingRequiredArgument => missing_program().0,
         ErrorKind::ArgumentConflict if in_audit => {
-            "give one of `--anchor` and `--anchor-file`, once".into()
+            let name = |kind| {
+                let arg = text(kind);
+                arg.split([' ', '=']).next().unwrap_or_default().to_owned()
+            };
+            let (this, prior) = (name(ContextKind::InvalidArg), name(ContextKind::PriorArg));
+            if this == prior || prior.is_empty() {
+                format!("`{this}` is given more than once")
+            } else {
+                format!("give one of `{this}` and `{prior}`, once")
+            }
         }
         _ => {
             // Anything else: clap's own first line, without its prefix.
@@ -1578,8 +1616,58 @@ mod tests {
         );
         assert_eq!(
             err(&["audit", "verify", "a", "--anchor", "x", "--anchor", "y"]),
-            "give one of `--anchor` and `--anchor-file`, once"
+            "`--anchor` is given more than once"
         );
+        // Each flag of the checkpoint commands is named when it is given
+        // twice, or with the one it excludes, or when it is missing.
+        for (args, message) in [
+            (
+                &["audit", "prove", "a", "--index", "1", "--from", "2"][..],
+                "give one of `--index` and `--from`, once",
+            ),
+            (
+                &["audit", "prove", "a", "--index", "1", "--index", "2"],
+                "`--index` is given more than once",
+            ),
+            (
+                &[
+                    "audit",
+                    "checkpoint",
+                    "a",
+                    "--key-file",
+                    "k",
+                    "--key-file",
+                    "k",
+                ],
+                "`--key-file` is given more than once",
+            ),
+            (
+                &["audit", "keygen", "n", "--out", "a", "--out", "b"],
+                "`--out` is given more than once",
+            ),
+            (
+                &["audit", "prove", "a"],
+                "`audit prove` needs `--index` or `--from` (see `spillguard audit --help`)",
+            ),
+            (
+                &["audit", "checkpoint", "a"],
+                "`audit checkpoint` needs `--key-file` (see `spillguard audit --help`)",
+            ),
+            (
+                &["audit", "verify", "a", "--checkpoint", "c"],
+                "`audit verify` needs `--public-key` (see `spillguard audit --help`)",
+            ),
+            (
+                &["audit", "keygen", "n"],
+                "`audit keygen` needs `--out` (see `spillguard audit --help`)",
+            ),
+            (
+                &["audit", "keygen", "--out", "p"],
+                "`audit keygen` needs the key's NAME (see `spillguard audit --help`)",
+            ),
+        ] {
+            assert_eq!(err(args), message, "{args:?}");
+        }
         assert_eq!(
             err(&["audit", "activity", "a", "--expect", "e"]),
             "`--expect` is a flag of `audit verify` only"

@@ -173,7 +173,7 @@ fn open(path: &Path, name: &str, role: &str) -> Result<File, Failure> {
     open_regular(path).map_err(|error| match error {
         OpenError::Io(error) => usage(format!("cannot read {name}{}: {error}", path.display())),
         OpenError::NotRegular(kind) => usage(format!(
-            "{} is not a regular file ({kind}): {role} is a regular file",
+            "{name}{} is not a regular file ({kind}): {role} is a regular file",
             path.display()
         )),
     })

@@ -141,6 +141,16 @@ pub fn open_audit(
         },
         ..ChainedFileOptions::default()
     };
+    if let Some(checkpoint) = &options.checkpoint {
+        // Named by the flag that chose the path (opening checks it too).
+        let flag = match flags.checkpoint_out {
+            Some(_) => "--checkpoint-out",
+            None => "--checkpoint-key-file",
+        };
+        checkpoint
+            .check_files()
+            .map_err(|e| UsageError(format!("{flag}: {e}")))?;
+    }
     let log = ChainedFileAudit::open(path, options).map_err(|e| {
         let message = format!("cannot open the {e}");
         if e.is_write_failure() {

@@ -902,9 +902,10 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
     ];
     let mut cases = 0;
     for (path, kind) in kinds {
-        let refused = |role: &str| {
+        // What is refused, named as the flag's files are.
+        let refused = |name: &str, role: &str| {
             format!(
-                "spillguard: {} is not a regular file ({kind}): {role} is a regular file\n",
+                "spillguard: {name}{} is not a regular file ({kind}): {role} is a regular file\n",
                 path.display()
             )
         };
@@ -912,13 +913,13 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
             let args = ["audit", command, s(path)];
             assert_eq!(
                 within_time(&args),
-                (2, String::new(), refused("an audit log")),
+                (2, String::new(), refused("", "an audit log")),
                 "{args:?}"
             );
             let args = ["audit", command, s(path), "--json"];
             assert_eq!(
                 within_time(&args),
-                (2, String::new(), refused("an audit log")),
+                (2, String::new(), refused("", "an audit log")),
                 "{args:?}"
             );
             cases += 2;
@@ -926,13 +927,17 @@ fn a_path_that_is_not_a_regular_file_is_refused_at_open() {
         let args = ["audit", "verify", s(&log), "--anchor-file", s(path)];
         assert_eq!(
             within_time(&args),
-            (2, String::new(), refused("an anchor file")),
+            (2, String::new(), refused("anchor file ", "an anchor file")),
             "{args:?}"
         );
         let args = ["audit", "verify", s(&log), "--expect", s(path)];
         assert_eq!(
             within_time(&args),
-            (2, String::new(), refused("an --expect file")),
+            (
+                2,
+                String::new(),
+                refused("--expect file ", "an --expect file")
+            ),
             "{args:?}"
         );
         cases += 2;

@@ -180,11 +180,13 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
             ],
             &dir,
         );
+        assert_eq!(theirs.status.code(), Some(0), "{theirs:?}");
         std::fs::write(dir.join("theirs"), theirs.stdout).unwrap();
         assert!(go_check(&go, &dir, "theirs").contains("open: "));
     }
 
     // Appended to since: still matches its first records, exit 3.
+    std::fs::copy(dir.join("calls.log"), dir.join("before.log")).unwrap();
     spillguard(&["run", "--audit", "calls.log", "--", "true"], &dir);
     let later = spillguard(
         &[
@@ -199,10 +201,83 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
         &dir,
     );
     assert_eq!(later.status.code(), Some(3), "{later:?}");
+    let now = verify_checkpoint(&dir, "calls.log", "checkpoint");
+    assert_eq!(now.status.code(), Some(3), "{now:?}");
+    let now: serde_json::Value = serde_json::from_slice(&now.stdout).unwrap();
+    let grown = now["checkpoint"]["records"].as_u64().unwrap();
+    assert!(grown > records, "{now}");
+    assert_eq!(now["checkpoint"]["matches"], true);
     assert!(
-        String::from_utf8_lossy(&later.stdout)
-            .contains(&format!("the first {records} records match"))
+        String::from_utf8_lossy(&later.stdout).contains(&format!(
+            "the first {records} records match the tree head audit.example/ci signed; {} appended since",
+            grown - records
+        )),
+        "{later:?}"
     );
+
+    // A checkpoint of more records than the log holds (the log as it was
+    // before the last call, against the grown log's checkpoint), and one
+    // of another log whose records differ from this one's first: the
+    // signature holds, the root does not, exit 5.
+    let grown_note = printed_checkpoint(&dir, &[]);
+    std::fs::write(dir.join("grown"), &grown_note).unwrap();
+    for _ in 0..3 {
+        spillguard(&["run", "--audit", "other.log", "--", "true"], &dir);
+    }
+    let other_note = String::from_utf8(
+        spillguard(
+            &["audit", "checkpoint", "other.log", "--key-file", "k.key"],
+            &dir,
+        )
+        .stdout,
+    )
+    .unwrap();
+    std::fs::write(dir.join("other-log"), &other_note).unwrap();
+    let other_size: u64 = other_note.lines().nth(1).unwrap().parse().unwrap();
+    assert!(other_size > 0 && other_size < records);
+    for (log, checkpoint, line, size) in [
+        (
+            "before.log",
+            "grown",
+            format!(
+                "checkpoint: audit.example/ci signed a tree of {grown} records; the log holds {records}: records were removed"
+            ),
+            grown,
+        ),
+        (
+            "calls.log",
+            "other-log",
+            format!(
+                "checkpoint: the log's first {other_size} records do not give the tree head audit.example/ci signed: records were changed"
+            ),
+            other_size,
+        ),
+    ] {
+        let refused = verify_checkpoint(&dir, log, checkpoint);
+        assert_eq!(refused.status.code(), Some(5), "{log}: {refused:?}");
+        let found: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+        assert_eq!(found["checkpoint"]["matches"], false, "{found}");
+        assert_eq!(found["checkpoint"]["size"], size, "{found}");
+        let text = spillguard(
+            &[
+                "audit",
+                "verify",
+                log,
+                "--checkpoint",
+                checkpoint,
+                "--public-key",
+                "k.pub",
+            ],
+            &dir,
+        );
+        assert_eq!(text.status.code(), Some(5));
+        assert!(
+            String::from_utf8_lossy(&text.stdout)
+                .lines()
+                .any(|l| l == line),
+            "{log}: {text:?}"
+        );
+    }
 
     // The checkpoint changed, or signed by another key: exit 11.
     std::fs::write(
@@ -219,7 +294,23 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
         &dir,
     );
     assert_eq!(other.status.code(), Some(0));
-    for (file, key) in [("changed", "k.pub"), ("checkpoint", "stranger.pub")] {
+    // A byte changed in the origin, the root or the signature line.
+    let lines: Vec<&str> = note.lines().collect();
+    assert_eq!(lines.len(), 5, "{note}");
+    let mut changed_files = vec![("changed", "k.pub"), ("checkpoint", "stranger.pub")];
+    for (at, name) in [
+        (0, "changed-origin"),
+        (2, "changed-root"),
+        (4, "changed-signature"),
+    ] {
+        let mut changed: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+        // The line's last character, changed to another of its kind.
+        let last = changed[at].pop().unwrap();
+        changed[at].push(if last == 'A' { 'B' } else { 'A' });
+        std::fs::write(dir.join(name), changed.join("\n") + "\n").unwrap();
+        changed_files.push((name, "k.pub"));
+    }
+    for (file, key) in changed_files {
         let refused = spillguard(
             &[
                 "audit",
@@ -235,7 +326,14 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
         assert_eq!(refused.status.code(), Some(11), "{file} {key}: {refused:?}");
     }
 
-    // Bad input names its flag.
+    // Bad input names its flag, and prints nothing.
+    let corrupt = |file: &str| {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let (head, _) = text.trim_end().rsplit_once('+').unwrap();
+        format!("{head}+AAAA!AAAA\n")
+    };
+    std::fs::write(dir.join("bad.key"), corrupt("k.key")).unwrap();
+    std::fs::write(dir.join("bad.pub"), corrupt("k.pub")).unwrap();
     for (args, flag) in [
         (
             &["audit", "checkpoint", "calls.log", "--key-file", "k.pub"][..],
@@ -261,9 +359,30 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
             &["audit", "prove", "calls.log", "--from", "99999"][..],
             "--from 99999 is larger than the tree",
         ),
+        (
+            &["audit", "prove", "calls.log", "--from", "0"][..],
+            "--from 0: a consistency proof starts from a tree of at least 1 record",
+        ),
+        (
+            &["audit", "checkpoint", "calls.log", "--key-file", "bad.key"][..],
+            "--key-file: a signer key's base64 does not decode",
+        ),
+        (
+            &[
+                "audit",
+                "verify",
+                "calls.log",
+                "--checkpoint",
+                "checkpoint",
+                "--public-key",
+                "bad.pub",
+            ][..],
+            "--public-key: a verifier key's base64 does not decode",
+        ),
     ] {
         let out = spillguard(args, &dir);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains(flag),
             "{args:?}: {out:?}"
@@ -296,6 +415,24 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     assert!(refused.stdout.is_empty());
 
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `audit verify LOG --checkpoint CHECKPOINT --public-key k.pub --json`
+/// in `dir`.
+fn verify_checkpoint(dir: &Path, log: &str, checkpoint: &str) -> Output {
+    spillguard(
+        &[
+            "audit",
+            "verify",
+            log,
+            "--checkpoint",
+            checkpoint,
+            "--public-key",
+            "k.pub",
+            "--json",
+        ],
+        dir,
+    )
 }
 
 /// The checkpoint `audit checkpoint` prints for the log in `dir` now,
@@ -503,6 +640,59 @@ fn bad_checkpoint_flags_are_refused_naming_the_flag_with_nothing_written() {
         "--checkpoint-out",
     );
     std::fs::remove_file(dir.join("c.tree")).unwrap();
+    // A file the checkpoint would overwrite that is not its own: a key
+    // (not one this command reads), a log, a FIFO where the tree file or
+    // the temporary file goes, a symbolic link. Each is left as it is.
+    std::fs::copy(dir.join("k.pub"), dir.join("kept.pub")).unwrap();
+    std::fs::write(dir.join("c2.tree"), "not a tree\n").unwrap();
+    for fifo in ["c3.tree", "c4.tmp"] {
+        let made = Command::new("mkfifo").arg(dir.join(fifo)).status().unwrap();
+        assert!(made.success());
+    }
+    std::os::unix::fs::symlink("kept.pub", dir.join("c5")).unwrap();
+    for (out, why) in [
+        (
+            "kept.pub",
+            "it holds something other than a checkpoint signed by audit.example/grow",
+        ),
+        (
+            "c2",
+            "it holds something other than a checkpoint's tree file",
+        ),
+        ("c3", "a FIFO, not a regular file"),
+        ("c4", "a FIFO, not a regular file"),
+        ("c5", "a symbolic link, not a regular file"),
+    ] {
+        refused(
+            &["--checkpoint-key-file", "k.key", "--checkpoint-out", out],
+            "--checkpoint-out: the checkpoint would overwrite ",
+        );
+        let again = spillguard(
+            &[
+                "run",
+                "--audit",
+                "calls.log",
+                "--checkpoint-key-file",
+                "k.key",
+                "--checkpoint-out",
+                out,
+                "--",
+                "true",
+            ],
+            &dir,
+        );
+        assert!(
+            String::from_utf8_lossy(&again.stderr).contains(why),
+            "{out}: {again:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(dir.join("kept.pub")).unwrap(),
+        std::fs::read(dir.join("k.pub")).unwrap()
+    );
+    for name in ["kept.pub", "c2.tree", "c3.tree", "c4.tmp", "c5"] {
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
     let alone = spillguard(
         &["run", "--checkpoint-key-file", "k.key", "--", "true"],
         &dir,

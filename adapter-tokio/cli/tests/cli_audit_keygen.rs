@@ -89,7 +89,14 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("--out:"));
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), secret_text);
-    for name in ["bad name", "a+b", ""] {
+    for name in [
+        "bad name",
+        "a+b",
+        "",
+        "ctl\u{1}name",
+        "del\u{7f}",
+        "nbsp\u{a0}x",
+    ] {
         let refused = keygen(&[name, "--out", dir.join("z").to_str().unwrap()]);
         assert_eq!(refused.status.code(), Some(2), "{name:?}");
         assert!(
@@ -99,6 +106,23 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
     }
     let nowhere = keygen(&["n", "--out", dir.join("no/such/dir/k").to_str().unwrap()]);
     assert_eq!(nowhere.status.code(), Some(1));
+    // A directory as PREFIX (which would write `.key` and `.pub` in it),
+    // and a dangling symbolic link where a key would go.
+    let as_dir = format!("{}/", dir.display());
+    for out in [as_dir.as_str(), dir.to_str().unwrap()] {
+        let refused = keygen(&["n", "--out", out]);
+        assert_eq!(refused.status.code(), Some(2), "{out}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("--out: "),
+            "{out}: {refused:?}"
+        );
+    }
+    assert_eq!(files(&dir), before);
+    std::os::unix::fs::symlink(dir.join("gone"), dir.join("dangling.pub")).unwrap();
+    let before = files(&dir);
+    let refused = keygen(&["n", "--out", dir.join("dangling").to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("exists; nothing was written"));
     assert_eq!(files(&dir), before);
 
     // Go's sumdb/note loads both keys and opens a checkpoint they sign

@@ -43,10 +43,17 @@ fn error(why: impl Into<String>) -> NoteError {
     NoteError(why.into())
 }
 
-/// Whether `name` may name a key: not empty, no `+`, no white space.
+/// Whether `name` may name a key: not empty, no `+`, no white space and
+/// no control character (a note's lines hold none, and the name is the
+/// origin line of the checkpoints the key signs).
 fn valid_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains('+') && !name.chars().any(char::is_whitespace)
+    !name.is_empty()
+        && !name.contains('+')
+        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
 }
+
+/// Why a name is refused.
+const NAME_RULE: &str = "must be non-empty, without `+`, spaces or control characters";
 
 /// The key hash of the public key `public` under `name`.
 fn key_hash(name: &str, public: &[u8; 32]) -> u32 {
@@ -67,9 +74,7 @@ fn parse_key_text(text: &str, what: &str) -> Result<(String, u32, [u8; 32]), Not
         return Err(error(format!("a {what} key is NAME+HASH+BASE64")));
     };
     if !valid_name(name) {
-        return Err(error(format!(
-            "a {what} key's name must be non-empty, without `+` or spaces: {name:?}"
-        )));
+        return Err(error(format!("a {what} key's name {NAME_RULE}: {name:?}")));
     }
     if hash.len() != 8 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(error(format!(
@@ -112,9 +117,7 @@ impl SignerKey {
     /// draws), as Go's `note.GenerateKey` makes one.
     pub fn from_seed(name: &str, seed: [u8; 32]) -> Result<Self, NoteError> {
         if !valid_name(name) {
-            return Err(error(format!(
-                "a key's name must be non-empty, without `+` or spaces: {name:?}"
-            )));
+            return Err(error(format!("a key's name {NAME_RULE}: {name:?}")));
         }
         Ok(Self {
             name: name.to_owned(),
@@ -127,9 +130,12 @@ impl SignerKey {
     /// is refused with why.
     pub fn parse(text: &str) -> Result<Self, NoteError> {
         let Some(rest) = text.trim().strip_prefix("PRIVATE+KEY+") else {
-            return Err(error(
-                "not a signer key: it starts with PRIVATE+KEY+ (a verifier key cannot sign)",
-            ));
+            return Err(error(match VerifierKey::parse(text) {
+                Ok(_) => {
+                    "a verifier key where a signer key (PRIVATE+KEY+NAME+HASH+BASE64) is needed: a verifier key cannot sign; give the .key file"
+                }
+                Err(_) => "not a signer key: a signer key is PRIVATE+KEY+NAME+HASH+BASE64",
+            }));
         };
         let (name, hash, seed) = parse_key_text(rest, "signer")?;
         let seed = Zeroizing::new(seed);
@@ -255,19 +261,25 @@ pub fn open<'a>(note: &'a str, verifier: &VerifierKey) -> Result<&'a str, NoteEr
         return Err(error("not a signed note: no signature line"));
     }
     check_text(text)?;
-    let hash = key_hash(&verifier.name, verifier.key.as_bytes());
-    let mut named = false;
+    // Every signature line is read before any is checked, as Go's
+    // `note.Open` does: one malformed line refuses the note.
+    let mut lines = Vec::new();
     for line in signatures.lines() {
-        let Some(rest) = line.strip_prefix("\u{2014} ") else {
-            return Err(error(format!("not a signature line: {line:?}")));
-        };
-        let Some((name, encoded)) = rest.split_once(' ') else {
-            return Err(error(format!("not a signature line: {line:?}")));
-        };
+        let malformed = || error(format!("not a signature line: {line:?}"));
+        let rest = line.strip_prefix("\u{2014} ").ok_or_else(malformed)?;
+        let (name, encoded) = rest.split_once(' ').ok_or_else(malformed)?;
         let bytes = BASE64
             .decode(encoded)
             .map_err(|_| error(format!("a signature does not decode: {line:?}")))?;
-        if name != verifier.name || bytes.len() < 4 || bytes[..4] != hash.to_be_bytes() {
+        if !valid_name(name) || bytes.len() < 5 {
+            return Err(malformed());
+        }
+        lines.push((name, bytes));
+    }
+    let hash = key_hash(&verifier.name, verifier.key.as_bytes());
+    let mut named = false;
+    for (name, bytes) in lines {
+        if name != verifier.name || bytes[..4] != hash.to_be_bytes() {
             continue;
         }
         named = true;
@@ -320,9 +332,17 @@ impl Checkpoint {
         if origin.is_empty() {
             return Err(error("a checkpoint's origin is empty"));
         }
-        let size = size
-            .parse::<u64>()
-            .map_err(|_| error(format!("a checkpoint's size is a number: {size:?}")))?;
+        // Written as Go's `tlog.ParseTree` reads it: digits only, no
+        // leading zero.
+        let canonical =
+            size.bytes().all(|b| b.is_ascii_digit()) && (size == "0" || !size.starts_with('0'));
+        let size = (size.parse::<u64>().ok())
+            .filter(|_| canonical)
+            .ok_or_else(|| {
+                error(format!(
+                    "a checkpoint's size is a number in decimal digits: {size:?}"
+                ))
+            })?;
         let bytes = BASE64.decode(root).map_err(|_| {
             error(format!(
                 "a checkpoint's root hash does not decode: {root:?}"
@@ -404,6 +424,60 @@ mod tests {
         assert!(SignerKey::from_seed("a b", [1; 32]).is_err());
         assert!(SignerKey::from_seed("a+b", [1; 32]).is_err());
         assert!(SignerKey::from_seed("", [1; 32]).is_err());
+        // Control characters would make an origin line no note may hold.
+        for name in ["ctl\u{1}name", "del\u{7f}", "c1\u{80}", "nbsp\u{a0}"] {
+            assert!(SignerKey::from_seed(name, [1; 32]).is_err(), "{name:?}");
+        }
+        // A file that is neither kind of key.
+        assert!(
+            SignerKey::parse("")
+                .unwrap_err()
+                .0
+                .starts_with("not a signer key")
+        );
+    }
+
+    #[test]
+    fn a_note_with_any_malformed_signature_line_or_size_is_refused() {
+        let signer = key("audit.example", 9);
+        let checkpoint = Checkpoint {
+            origin: "audit.example".into(),
+            size: 42,
+            root: [0xab; 32],
+        };
+        let note = checkpoint.sign(&signer).unwrap();
+        let verifier = signer.verifier();
+        // Another key's well-formed signature after ours is passed over.
+        let cosigned = format!(
+            "{note}{}",
+            checkpoint
+                .sign(&key("audit.example", 10))
+                .unwrap()
+                .rsplit_once("\n\n")
+                .unwrap()
+                .1
+        );
+        assert_eq!(Checkpoint::open(&cosigned, &verifier).unwrap(), checkpoint);
+        for bad in [
+            "\u{2014} junk notbase64!!\n",
+            "\u{2014} junk AAAA\n",
+            "- audit.example AAAAAAAA\n",
+            "\u{2014} bad+name AAAAAAAA\n",
+        ] {
+            let refused = Checkpoint::open(&format!("{note}{bad}"), &verifier).unwrap_err();
+            assert!(refused.0.contains("signature"), "{bad:?}: {refused}");
+        }
+        for size in ["042", "+42", " 42", "42 ", ""] {
+            let text = format!("audit.example\n{size}\n{}\n", BASE64.encode([0xab; 32]));
+            let note = signer.sign(&text).unwrap();
+            assert!(
+                Checkpoint::open(&note, &verifier)
+                    .unwrap_err()
+                    .0
+                    .contains("decimal digits"),
+                "{size:?}"
+            );
+        }
     }
 
     #[test]

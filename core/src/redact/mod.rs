@@ -463,6 +463,7 @@ impl Redactor {
             }
         }
         scanners::scan(hay, &mut spans);
+        self.keep_placeholders(hay, &mut spans);
         if edges.start {
             // A key block whose BEGIN line was cut away: its body runs from
             // the cut to the first END line (or is a run of base64 lines).
@@ -499,6 +500,39 @@ impl Redactor {
             }
         }
         merge(spans)
+    }
+
+    /// Leaves this redactor's own placeholders as they are: a span that
+    /// lies within `[redacted: RULE]`, where RULE is one of this
+    /// redactor's rule names, is dropped, so that text redacted before
+    /// (a stored record sent on, a line seen twice) comes out the same
+    /// when redacted again, not as `password=[[redacted: …]]`. Only the
+    /// names of its rules count: `[redacted: hunter2]` is not one, and a
+    /// secret written in that form is still found.
+    fn keep_placeholders(&self, hay: &[u8], spans: &mut Vec<Span>) {
+        const OPEN: &[u8] = b"[redacted: ";
+        if spans.is_empty() {
+            return;
+        }
+        let mut placeholders = Vec::new();
+        for at in memchr::memmem::find_iter(hay, OPEN) {
+            let name_at = at + OPEN.len();
+            let Some(len) = memchr::memchr(b']', &hay[name_at..]) else {
+                break;
+            };
+            let name = &hay[name_at..name_at + len];
+            if self.rule_names().any(|rule| rule.as_bytes() == name) {
+                placeholders.push((at, name_at + len + 1));
+            }
+        }
+        if placeholders.is_empty() {
+            return;
+        }
+        spans.retain(|span| {
+            let inside =
+                (placeholders.iter()).any(|&(start, end)| start <= span.start && span.end <= end);
+            !inside && !scheme_before_placeholder(hay, span, &placeholders)
+        });
     }
 
     /// Bytes of the replacement for `label`.
@@ -784,6 +818,44 @@ pub(crate) enum Label {
     /// A secret found by one of the scanners that work outside the rules'
     /// regex set (see `scanners`), with its rule name.
     Named(&'static str),
+}
+
+/// Whether `span` ends in an authorization scheme (`Bearer`, `Basic`, …:
+/// `"Bearer`, `authorization=Bearer`) right before one of `placeholders`
+/// (after blanks or `%20`): the header's value was redacted before, and
+/// its scheme is the placeholder's context, not a secret.
+fn scheme_before_placeholder(hay: &[u8], span: &Span, placeholders: &[(usize, usize)]) -> bool {
+    const SCHEMES: [&[u8]; 6] = [
+        b"bearer",
+        b"basic",
+        b"token",
+        b"digest",
+        b"negotiate",
+        b"ntlm",
+    ];
+    // The span's last word (the value of `authorization=Bearer` too),
+    // after nothing but a key: no other word is passed over.
+    let text = hay[span.start..span.end].trim_ascii();
+    let word = (text.rsplit(|&b| matches!(b, b'=' | b':' | b'"' | b' ' | b'\t')))
+        .next()
+        .unwrap_or_default();
+    let before = text[..text.len() - word.len()].trim_ascii_end();
+    if before.iter().any(u8::is_ascii_whitespace)
+        || !SCHEMES
+            .iter()
+            .any(|scheme| word.eq_ignore_ascii_case(scheme))
+    {
+        return false;
+    }
+    let mut next = span.end;
+    loop {
+        match hay.get(next..) {
+            Some([b' ' | b'\t', ..]) => next += 1,
+            Some([b'%', b'2', b'0', ..]) => next += 3,
+            _ => break,
+        }
+    }
+    placeholders.iter().any(|&(start, _)| start == next)
 }
 
 /// Bytes `start..end` of a text are replaced by the placeholder of `label`.

@@ -17,6 +17,11 @@ pub(super) fn check(rule: &str, input: &str, expected: &str) {
     let by_groups = Redactor::compile_with(Vec::new(), true).unwrap();
     assert_eq!(by_groups.redact(input), out, "rule {rule}, input {input:?}");
     assert_eq!(out.text, expected, "rule {rule}, input {input:?}");
+    // Redacting the output again finds nothing more: the placeholder is
+    // left as it is.
+    let again = Redactor::builtin().redact(&out.text);
+    assert_eq!(again.text, out.text, "rule {rule}, redacted twice");
+    assert_eq!(again.counts.total(), 0, "rule {rule}, redacted twice");
     let counts: Vec<(&str, u64)> = out.counts.iter().collect();
     assert_eq!(counts, [(rule, 1)], "rule {rule}, input {input:?}");
     assert_eq!(out.counts.cut_words(), 0);
@@ -998,4 +1003,41 @@ fn the_compiled_builtin_set_stays_small() {
     let bytes = Redactor::builtin().inner.regex().memory_usage();
     println!("the built-in set holds {bytes} bytes");
     assert!(bytes < 512 * 1024, "the built-in set holds {bytes} bytes");
+}
+
+#[test]
+fn a_placeholder_is_left_as_it_is_but_only_one_of_the_redactors_rules() {
+    let redactor = Redactor::builtin();
+    let once = redactor
+        .redact("target: password=hunter2 and token=ghp_0123456789abcdefABCDEF0123456789abcd");
+    let twice = redactor.redact(&once.text);
+    assert_eq!(twice.text, once.text);
+    assert_eq!(twice.counts.total(), 0);
+    // Written by the helper to look redacted: a name that is no rule of
+    // the redactor is a value like any other.
+    for made_up in [
+        "password=[redacted: hunter2]",
+        "password=[redacted: c0rrect-H0rse]",
+        "password=[redacted: password-assignment-x]",
+    ] {
+        let out = redactor.redact(made_up);
+        assert_eq!(out.counts.total(), 1, "{made_up}: {out:?}");
+        assert!(
+            !out.text.contains("hunter2") && !out.text.contains("H0rse"),
+            "{out:?}"
+        );
+    }
+    // A scheme before a placeholder is passed over, and only a scheme.
+    for text in [
+        "Authorization: Bearer [redacted: bearer-token]",
+        "{\"Authorization\": \"Basic [redacted: authorization-header]\"}",
+    ] {
+        let out = redactor.redact(text);
+        assert_eq!(out.text, text, "{out:?}");
+    }
+    // A custom rule's placeholder is one of its redactor's.
+    let custom = Redactor::compile(vec!["secret-[0-9]+".into()]).unwrap();
+    let once = custom.redact("id secret-42 end");
+    assert_eq!(once.text, "id [redacted: extra-0] end");
+    assert_eq!(custom.redact(&once.text).text, once.text);
 }

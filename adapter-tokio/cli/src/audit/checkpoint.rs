@@ -96,6 +96,13 @@ pub(super) fn prove(
     audit_key_file: Option<&Path>,
     out: &mut impl Write,
 ) -> Result<u8, Failure> {
+    if let Proof::Consistency(0) = proof {
+        // A tree of no records has nothing to be consistent with: Go's
+        // `tlog.CheckTree` refuses such a proof.
+        return Err(usage(
+            "--from 0: a consistency proof starts from a tree of at least 1 record".into(),
+        ));
+    }
     let key = audit_key(audit_key_file)?;
     let mut all = Vec::new();
     leaves(log, key.as_ref(), |leaf| all.push(leaf))?;
@@ -106,10 +113,13 @@ pub(super) fn prove(
         Proof::Inclusion(index) => {
             let at = usize::try_from(index).unwrap_or(usize::MAX);
             let path = tlog::inclusion_proof(&all, at).ok_or_else(|| {
-                usage(format!(
-                    "--index {index} is past the tree: the log holds {size} records (0 to {})",
-                    size.saturating_sub(1)
-                ))
+                usage(match size {
+                    0 => format!("--index {index} is past the tree: the log holds no records"),
+                    _ => format!(
+                        "--index {index} is past the tree: the log holds {size} records (0 to {})",
+                        size - 1
+                    ),
+                })
             })?;
             serde_json::json!({
                 "tree_size": size,

@@ -56,8 +56,19 @@ fn make(args: &KeygenArgs) -> Result<(PathBuf, PathBuf), (u8, String)> {
         with_extension(&args.out, "key"),
         with_extension(&args.out, "pub"),
     );
+    let prefix = args.out.as_os_str().as_encoded_bytes();
+    if prefix.ends_with(b"/") || args.out.is_dir() {
+        return Err((
+            USAGE,
+            format!(
+                "--out: {} is a directory: PREFIX is the files' path without .key and .pub",
+                args.out.display()
+            ),
+        ));
+    }
     for path in [&secret, &public] {
-        if path.exists() {
+        // A symbolic link counts, even one that leads nowhere.
+        if path.symlink_metadata().is_ok() {
             return Err((
                 USAGE,
                 format!("--out: {} exists; nothing was written", path.display()),

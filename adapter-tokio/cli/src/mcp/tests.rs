@@ -10,7 +10,7 @@ use spillguard_std::{Approval, HelperCommand};
 
 use super::*;
 
-/// The example of the issue, as written there.
+/// A tools file with every section, as a user writes one.
 const EXAMPLE: &str = r#"
 [helper_output]                 # the budgets, as everywhere
 stderr_agent_excerpt_bytes = 4096
