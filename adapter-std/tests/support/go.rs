@@ -48,6 +48,34 @@ impl GoChecker {
         })
     }
 
+    /// Runs the Go program `source` (package main, importing only the
+    /// standard library and golang.org/x/mod) with `args`; its output,
+    /// whatever its exit status. A program that does not build fails the
+    /// test.
+    pub fn run_program(&self, name: &str, source: &str, args: &[&Path]) -> std::process::Output {
+        let gopath = self.cache.with_file_name("go-programs");
+        let dir = gopath.join("src").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.go"), source).unwrap();
+        let built = gopath.join(name);
+        let build = Command::new(&self.go)
+            .args(["build", "-o"])
+            .arg(&built)
+            .arg(name)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+            .env("GOCACHE", &self.cache)
+            .env_remove("GOFLAGS")
+            .output()
+            .unwrap();
+        assert!(
+            build.status.success(),
+            "go build {name}: {}",
+            String::from_utf8_lossy(&build.stderr)
+        );
+        Command::new(&built).args(args).output().unwrap()
+    }
+
     /// Runs the checker on a signer key, a verifier key, a signed
     /// checkpoint and a file of proofs (one per line, empty for none);
     /// its summary line. A checker that cannot run fails the test.

@@ -417,6 +417,110 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The audit page's Go program, as written there, checks a checkpoint
+/// kept as a log grows and the proofs `prove` prints for it; another
+/// key's checkpoint, a changed proof and proofs of another tree fail it.
+#[test]
+fn the_audit_pages_go_program_checks_a_real_log() {
+    let Some(go) = go() else {
+        return;
+    };
+    // Read where the Go checker is (the repository, not a package).
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/audit-log.md"),
+    )
+    .unwrap();
+    let start = page.find("```go\n").unwrap() + "```go\n".len();
+    let source = &page[start..start + page[start..].find("```").unwrap()];
+    assert!(source.contains("package main"), "{source}");
+    let dir = scratch("go-page");
+    let mut keeping = vec!["run"];
+    keeping.extend(CHECKPOINTED);
+    keeping.extend(["--", "true"]);
+    for _ in 0..5 {
+        let run = spillguard(&keeping, &dir);
+        assert_eq!(run.status.code(), Some(0), "{run:?}");
+    }
+    std::fs::copy(dir.join("calls.anchor.checkpoint"), dir.join("signed")).unwrap();
+    let signed_size: u64 = std::fs::read_to_string(dir.join("signed"))
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The log grows past the checkpoint.
+    for _ in 0..3 {
+        spillguard(&["run", "--audit", "calls.log", "--", "true"], &dir);
+    }
+    let prove = |args: &[&str], file: &str| {
+        let mut all = vec!["audit", "prove", "calls.log", "--json"];
+        all.extend_from_slice(args);
+        let out = spillguard(&all, &dir);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        std::fs::write(dir.join(file), &out.stdout).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let size = signed_size.to_string();
+    let consistency = prove(&["--from", &size], "consistency.json");
+    let tree_size = consistency["tree_size"].as_u64().unwrap();
+    assert!(tree_size > signed_size);
+    let check = |signed: &str, inclusion: &str, key: &str| {
+        go.run_program(
+            "verifydoc",
+            source,
+            &[
+                &dir.join(key),
+                &dir.join(signed),
+                &dir.join(inclusion),
+                &dir.join("consistency.json"),
+            ],
+        )
+    };
+    for index in [0, signed_size - 1, tree_size - 1] {
+        prove(&["--index", &index.to_string()], "inclusion.json");
+        let out = check("signed", "inclusion.json", "k.pub");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!(
+                "record {index} is in audit.example/grow's log: {tree_size} records, the first {signed_size} signed\n"
+            )
+        );
+    }
+    // Another key's checkpoint of the same name; a proof hash changed; an
+    // inclusion proof of another tree (the log grown again).
+    let other = spillguard(
+        &["audit", "keygen", "audit.example/grow", "--out", "other"],
+        &dir,
+    );
+    assert_eq!(other.status.code(), Some(0));
+    let mut proof = prove(&["--index", "1"], "inclusion.json");
+    let hash = proof["proof"][0].as_str().unwrap().to_owned();
+    let changed = format!(
+        "{}{}",
+        if hash.starts_with('A') { "B" } else { "A" },
+        &hash[1..]
+    );
+    proof["proof"][0] = changed.into();
+    std::fs::write(dir.join("changed.json"), proof.to_string()).unwrap();
+    spillguard(&["run", "--audit", "calls.log", "--", "true"], &dir);
+    prove(&["--index", "1"], "later.json");
+    for (signed, inclusion, key) in [
+        ("signed", "inclusion.json", "other.pub"),
+        ("signed", "changed.json", "k.pub"),
+        ("signed", "later.json", "k.pub"),
+    ] {
+        let out = check(signed, inclusion, key);
+        assert_eq!(out.status.code(), Some(1), "{inclusion} {key}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("FAILED: "),
+            "{out:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `audit verify LOG --checkpoint CHECKPOINT --public-key k.pub --json`
 /// in `dir`.
 fn verify_checkpoint(dir: &Path, log: &str, checkpoint: &str) -> Output {
