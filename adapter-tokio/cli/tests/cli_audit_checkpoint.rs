@@ -258,18 +258,7 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
         let found: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
         assert_eq!(found["checkpoint"]["matches"], false, "{found}");
         assert_eq!(found["checkpoint"]["size"], size, "{found}");
-        let text = spillguard(
-            &[
-                "audit",
-                "verify",
-                log,
-                "--checkpoint",
-                checkpoint,
-                "--public-key",
-                "k.pub",
-            ],
-            &dir,
-        );
+        let text = verify_checkpoint_as(&dir, log, checkpoint, &[]);
         assert_eq!(text.status.code(), Some(5));
         assert!(
             String::from_utf8_lossy(&text.stdout)
@@ -524,19 +513,23 @@ fn the_audit_pages_go_program_checks_a_real_log() {
 /// `audit verify LOG --checkpoint CHECKPOINT --public-key k.pub --json`
 /// in `dir`.
 fn verify_checkpoint(dir: &Path, log: &str, checkpoint: &str) -> Output {
-    spillguard(
-        &[
-            "audit",
-            "verify",
-            log,
-            "--checkpoint",
-            checkpoint,
-            "--public-key",
-            "k.pub",
-            "--json",
-        ],
-        dir,
-    )
+    verify_checkpoint_as(dir, log, checkpoint, &["--json"])
+}
+
+/// `audit verify LOG --checkpoint CHECKPOINT --public-key k.pub` in `dir`,
+/// with `extra` flags.
+fn verify_checkpoint_as(dir: &Path, log: &str, checkpoint: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "audit",
+        "verify",
+        log,
+        "--checkpoint",
+        checkpoint,
+        "--public-key",
+        "k.pub",
+    ];
+    args.extend_from_slice(extra);
+    spillguard(&args, dir)
 }
 
 /// The checkpoint `audit checkpoint` prints for the log in `dir` now,

@@ -825,14 +825,6 @@ pub(crate) enum Label {
 /// (after blanks or `%20`): the header's value was redacted before, and
 /// its scheme is the placeholder's context, not a secret.
 fn scheme_before_placeholder(hay: &[u8], span: &Span, placeholders: &[(usize, usize)]) -> bool {
-    const SCHEMES: [&[u8]; 6] = [
-        b"bearer",
-        b"basic",
-        b"token",
-        b"digest",
-        b"negotiate",
-        b"ntlm",
-    ];
     // The span's last word (the value of `authorization=Bearer` too),
     // after nothing but a key: no other word is passed over.
     let text = hay[span.start..span.end].trim_ascii();
@@ -840,11 +832,7 @@ fn scheme_before_placeholder(hay: &[u8], span: &Span, placeholders: &[(usize, us
         .next()
         .unwrap_or_default();
     let before = text[..text.len() - word.len()].trim_ascii_end();
-    if before.iter().any(u8::is_ascii_whitespace)
-        || !SCHEMES
-            .iter()
-            .any(|scheme| word.eq_ignore_ascii_case(scheme))
-    {
+    if before.iter().any(u8::is_ascii_whitespace) || !rules::is_known_scheme(word) {
         return false;
     }
     let mut next = span.end;

@@ -444,7 +444,7 @@ fn is_scheme_byte(b: u8) -> bool {
 }
 
 /// The authorization schemes whose next word is the credential.
-fn is_known_scheme(scheme: &[u8]) -> bool {
+pub(crate) fn is_known_scheme(scheme: &[u8]) -> bool {
     const SCHEMES: &[&[u8]] = &[
         b"bearer",
         b"basic",
