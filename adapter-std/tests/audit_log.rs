@@ -986,3 +986,100 @@ fn a_checkpoint_kept_as_the_log_grows_is_the_whole_files() {
     let opened = Checkpoint::open(&kept(), &key.verifier()).unwrap();
     assert_eq!(opened.size, log.records());
 }
+
+/// The files a kept checkpoint writes are checked before the log is
+/// created: one that is not a regular file, or holds something else (a
+/// key, another key's checkpoint), refuses the opening, and nothing is
+/// created, written or replaced; the same key's checkpoint and an empty
+/// or torn file are its own.
+#[test]
+fn a_checkpoint_refuses_to_overwrite_what_is_not_its_own() {
+    let key = SignerKey::from_seed("audit.example/lib", [4; 32]).unwrap();
+    let other = SignerKey::from_seed("audit.example/other", [5; 32]).unwrap();
+    let path = fresh("not-its-own.log");
+    let open = |file: &Path| {
+        ChainedFileAudit::open(
+            &path,
+            ChainedFileOptions {
+                checkpoint: Some(CheckpointOptions::new(key.clone(), file)),
+                ..ChainedFileOptions::default()
+            },
+        )
+    };
+    let with = |file: &Path, suffix: &str| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let sign = |key: &SignerKey| {
+        let checkpoint = Checkpoint {
+            origin: key.name().to_owned(),
+            size: 0,
+            root: TreeBuilder::default().root(),
+        };
+        checkpoint.sign(key).unwrap()
+    };
+    let mkfifo = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    };
+    /// Puts what is not the checkpoint's own at or beside `file`.
+    type Make<'a> = Box<dyn Fn(&Path) + 'a>;
+    let cases: [(&str, Make<'_>, &str); 5] = [
+        (
+            "a verifier key",
+            Box::new(|file| std::fs::write(file, key.verifier().to_text() + "\n").unwrap()),
+            "a checkpoint signed by audit.example/lib",
+        ),
+        (
+            "another key's checkpoint",
+            Box::new(|file| std::fs::write(file, sign(&other)).unwrap()),
+            "a checkpoint signed by audit.example/lib",
+        ),
+        (
+            "a FIFO as the tree file",
+            Box::new(|file| mkfifo(&with(file, ".tree"))),
+            "a FIFO, not a regular file",
+        ),
+        (
+            "a FIFO as the temporary file",
+            Box::new(|file| mkfifo(&with(file, ".tmp"))),
+            "a FIFO, not a regular file",
+        ),
+        (
+            "a link as the checkpoint",
+            Box::new(|file| std::os::unix::fs::symlink("/etc/hostname", file).unwrap()),
+            "a symbolic link, not a regular file",
+        ),
+    ];
+    for (what, make, why) in cases {
+        let _ = std::fs::remove_file(&path);
+        let file = fresh("refused.note");
+        for stale in [with(&file, ".tree"), with(&file, ".tmp")] {
+            let _ = std::fs::remove_file(stale);
+        }
+        make(&file);
+        let refused = open(&file).expect_err(what);
+        let OpenFailure::CheckpointFiles(error) = &refused.failure else {
+            panic!("{what}: {refused}");
+        };
+        assert!(error.to_string().contains(why), "{what}: {error}");
+        assert!(!path.exists(), "{what}: the log was created");
+        for leftover in [file.clone(), with(&file, ".tree"), with(&file, ".tmp")] {
+            let _ = std::fs::remove_file(leftover);
+        }
+    }
+    // Its own: the same key's checkpoint, an empty file, a torn tree file.
+    let file = fresh("own.note");
+    std::fs::write(&file, sign(&key)).unwrap();
+    std::fs::write(with(&file, ".tree"), "spillguard-tr").unwrap();
+    let log = open(&file).unwrap();
+    log.write(&events(1)[0]).unwrap();
+    drop(log);
+    std::fs::write(&file, "").unwrap();
+    assert!(open(&file).is_ok());
+}

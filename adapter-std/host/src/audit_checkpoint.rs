@@ -29,6 +29,14 @@
 //! followed through a symbolic link or opened if it is a FIFO or a
 //! device.
 //!
+//! Nothing that is not the checkpoint's own is overwritten: before the
+//! log is opened, the checkpoint file, its temporary file and its tree
+//! file must each be missing or a regular file, and the checkpoint and
+//! tree files, when they hold anything, must begin as such a file does (a
+//! note whose origin is the key's name, a tree file's header line). A
+//! file that does not (a key, a log, another key's checkpoint) is refused,
+//! not replaced.
+//!
 //! [`ChainedFileAudit`]: crate::ChainedFileAudit
 
 use std::fmt::Write as _;
@@ -303,20 +311,23 @@ fn check_files(options: &CheckpointOptions) -> io::Result<()> {
         (tree_path(&options.file), Some(tree_head.as_str())),
     ];
     for (path, starts) in files {
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-            Err(error) => return Err(error),
-        };
         let refuse = |what: String| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("the checkpoint would overwrite {}: {what}", path.display()),
             )
         };
-        if meta.file_type().is_symlink() {
-            return Err(refuse("a symbolic link, not a regular file".into()));
-        }
+        // Opened without following a link or waiting on a FIFO, and
+        // checked on the descriptor: what is read is what was checked.
+        let file = match open_to_read(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+            Err(error) if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(refuse("a symbolic link, not a regular file".into()));
+            }
+            Err(error) => return Err(error),
+        };
+        let meta = file.metadata()?;
         if !meta.is_file() {
             return Err(refuse(format!(
                 "{}, not a regular file",
@@ -325,9 +336,7 @@ fn check_files(options: &CheckpointOptions) -> io::Result<()> {
         }
         let Some(starts) = starts else { continue };
         let mut head = Vec::with_capacity(starts.len());
-        open_to_read(&path)?
-            .take(starts.len() as u64)
-            .read_to_end(&mut head)?;
+        file.take(starts.len() as u64).read_to_end(&mut head)?;
         // A file torn short of its first line is the file's own.
         if !starts.as_bytes().starts_with(&head) {
             return Err(refuse(format!(
@@ -335,7 +344,10 @@ fn check_files(options: &CheckpointOptions) -> io::Result<()> {
                 if starts == tree_head {
                     "a checkpoint's tree file".to_owned()
                 } else {
-                    format!("a checkpoint signed by {}", options.key.name())
+                    format!(
+                        "a checkpoint signed by {} (a checkpoint of another key is not replaced: remove it to sign with this one)",
+                        options.key.name()
+                    )
                 }
             )));
         }

@@ -142,14 +142,16 @@ pub fn open_audit(
         ..ChainedFileOptions::default()
     };
     if let Some(checkpoint) = &options.checkpoint {
-        // Named by the flag that chose the path (opening checks it too).
-        let flag = match flags.checkpoint_out {
-            Some(_) => "--checkpoint-out",
-            None => "--checkpoint-key-file",
-        };
+        // Said in the terms of the flag that chose the path (opening
+        // checks it too).
         checkpoint
             .check_files()
-            .map_err(|e| UsageError(format!("{flag}: {e}")))?;
+            .map_err(|e| match flags.checkpoint_out {
+                Some(_) => UsageError(format!("--checkpoint-out: {e}")),
+                None => UsageError(format!(
+                    "--checkpoint-key-file: {e} (another path: --checkpoint-out FILE)"
+                )),
+            })?;
     }
     let log = ChainedFileAudit::open(path, options).map_err(|e| {
         let message = format!("cannot open the {e}");

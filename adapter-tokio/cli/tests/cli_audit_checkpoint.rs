@@ -293,9 +293,13 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
         (4, "changed-signature"),
     ] {
         let mut changed: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
-        // The line's last character, changed to another of its kind.
-        let last = changed[at].pop().unwrap();
-        changed[at].push(if last == 'A' { 'B' } else { 'A' });
+        // A character in the line's middle (not base64's padding),
+        // changed to another of its kind.
+        let line = &mut changed[at];
+        let middle = line.len() / 2;
+        let was = line.as_bytes()[middle];
+        let now = if was == b'A' { "B" } else { "A" };
+        line.replace_range(middle..=middle, now);
         std::fs::write(dir.join(name), changed.join("\n") + "\n").unwrap();
         changed_files.push((name, "k.pub"));
     }

@@ -94,7 +94,7 @@ fn keygen_writes_a_signer_and_a_verifier_key_and_refuses_without_writing() {
         "a+b",
         "",
         "ctl\u{1}name",
-        "del\u{7f}",
+        "tab\tname",
         "nbsp\u{a0}x",
     ] {
         let refused = keygen(&[name, "--out", dir.join("z").to_str().unwrap()]);

@@ -1191,13 +1191,15 @@ fn otlp_http_sends_every_audit_record_and_checkpoint_as_a_log_record() {
             .unwrap()
     };
     let answered_us = records.iter().map(call_us).max().unwrap();
+    // (If each of the call's six records waited for the collector's
+    // 400 ms, the call would take 2.4 s longer.)
     assert!(
-        call_us(&hung) < answered_us + 300_000,
+        call_us(&hung) < answered_us + 1_000_000,
         "the call took {} us against {answered_us} us",
         call_us(&hung)
     );
     assert!(
-        took < answered_took + std::time::Duration::from_millis(400 + 800),
+        took < answered_took + std::time::Duration::from_millis(400 + 1500),
         "{took:?} against {answered_took:?}"
     );
     let verified = Command::new(env!("CARGO_BIN_EXE_spillguard"))

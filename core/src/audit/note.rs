@@ -43,17 +43,28 @@ fn error(why: impl Into<String>) -> NoteError {
     NoteError(why.into())
 }
 
-/// Whether `name` may name a key: not empty, no `+`, no white space and
-/// no control character (a note's lines hold none, and the name is the
-/// origin line of the checkpoints the key signs).
+/// Whether `name` may name a key: not empty, no `+`, no white space (Go's
+/// rule), and none of the control characters a note may not hold (below
+/// U+0020): the name is the origin line of the checkpoints the key signs.
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && !name.contains('+')
-        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !name
+            .chars()
+            .any(|c| c.is_whitespace() || forbidden_in_note(c))
+}
+
+/// A character no note may hold: a control character below U+0020 other
+/// than the newline.
+fn forbidden_in_note(c: char) -> bool {
+    c < '\u{20}' && c != '\n'
 }
 
 /// Why a name is refused.
 const NAME_RULE: &str = "must be non-empty, without `+`, spaces or control characters";
+
+/// The most signature lines a note may have.
+const MAX_SIGNATURES: usize = 100;
 
 /// The key hash of the public key `public` under `name`.
 fn key_hash(name: &str, public: &[u8; 32]) -> u32 {
@@ -240,7 +251,7 @@ fn check_text(text: &str) -> Result<(), NoteError> {
     if !text.ends_with('\n') {
         return Err(error("a note's text ends in a newline"));
     }
-    if text.chars().any(|c| c != '\n' && c.is_control()) {
+    if text.chars().any(forbidden_in_note) {
         return Err(error(
             "a note's text holds no control character but newlines",
         ));
@@ -253,18 +264,23 @@ fn check_text(text: &str) -> Result<(), NoteError> {
 /// key's (its name and key hash) and verifies. Signatures by other keys
 /// are passed over, as Go's `note.Open` does with unknown keys.
 pub fn open<'a>(note: &'a str, verifier: &VerifierKey) -> Result<&'a str, NoteError> {
+    if note.chars().any(forbidden_in_note) {
+        return Err(error(
+            "not a signed note: it holds a control character other than newlines",
+        ));
+    }
     let split = note
         .rfind("\n\n")
         .ok_or_else(|| error("not a signed note: no blank line before its signatures"))?;
     let (text, signatures) = (&note[..=split], &note[split + 2..]);
-    if signatures.is_empty() || !signatures.ends_with('\n') {
+    let Some(signatures) = signatures.strip_suffix('\n') else {
         return Err(error("not a signed note: no signature line"));
-    }
-    check_text(text)?;
+    };
     // Every signature line is read before any is checked, as Go's
-    // `note.Open` does: one malformed line refuses the note.
+    // `note.Open` does: one malformed line, or more than 100, refuses the
+    // note.
     let mut lines = Vec::new();
-    for line in signatures.lines() {
+    for line in signatures.split('\n') {
         let malformed = || error(format!("not a signature line: {line:?}"));
         let rest = line.strip_prefix("\u{2014} ").ok_or_else(malformed)?;
         let (name, encoded) = rest.split_once(' ').ok_or_else(malformed)?;
@@ -275,27 +291,33 @@ pub fn open<'a>(note: &'a str, verifier: &VerifierKey) -> Result<&'a str, NoteEr
             return Err(malformed());
         }
         lines.push((name, bytes));
+        if lines.len() > MAX_SIGNATURES {
+            return Err(error(format!(
+                "not a signed note: more than {MAX_SIGNATURES} signatures"
+            )));
+        }
     }
+    // The key's first signature decides (later ones by it are passed
+    // over, as are other keys').
     let hash = key_hash(&verifier.name, verifier.key.as_bytes());
-    let mut named = false;
-    for (name, bytes) in lines {
-        if name != verifier.name || bytes[..4] != hash.to_be_bytes() {
-            continue;
-        }
-        named = true;
-        let signature = ed25519_dalek::Signature::from_slice(&bytes[4..])
-            .map_err(|_| error("the key's signature is not 64 bytes"))?;
-        if verifier.key.verify(text.as_bytes(), &signature).is_ok() {
-            return Ok(text);
-        }
-    }
-    Err(error(match named {
-        true => format!(
+    let Some((_, bytes)) = (lines.into_iter())
+        .find(|(name, bytes)| *name == verifier.name && bytes[..4] == hash.to_be_bytes())
+    else {
+        return Err(error(format!(
+            "the note is not signed by {}",
+            verifier.name
+        )));
+    };
+    let verified = ed25519_dalek::Signature::from_slice(&bytes[4..])
+        .is_ok_and(|signature| verifier.key.verify(text.as_bytes(), &signature).is_ok());
+    if !verified {
+        return Err(error(format!(
             "the signature by {} does not verify: the note was changed",
             verifier.name
-        ),
-        false => format!("the note is not signed by {}", verifier.name),
-    }))
+        )));
+    }
+    check_text(text)?;
+    Ok(text)
 }
 
 /// A transparency-log checkpoint: the log's origin, its size in records
@@ -337,7 +359,7 @@ impl Checkpoint {
         let canonical =
             size.bytes().all(|b| b.is_ascii_digit()) && (size == "0" || !size.starts_with('0'));
         let size = (size.parse::<u64>().ok())
-            .filter(|_| canonical)
+            .filter(|&n| canonical && i64::try_from(n).is_ok())
             .ok_or_else(|| {
                 error(format!(
                     "a checkpoint's size is a number in decimal digits: {size:?}"
@@ -425,9 +447,13 @@ mod tests {
         assert!(SignerKey::from_seed("a+b", [1; 32]).is_err());
         assert!(SignerKey::from_seed("", [1; 32]).is_err());
         // Control characters would make an origin line no note may hold.
-        for name in ["ctl\u{1}name", "del\u{7f}", "c1\u{80}", "nbsp\u{a0}"] {
+        for name in ["ctl\u{1}name", "tab\tname", "nbsp\u{a0}"] {
             assert!(SignerKey::from_seed(name, [1; 32]).is_err(), "{name:?}");
         }
+        // Go's names may hold DEL and C1 characters, and notes may too.
+        let del = key("del\u{7f}c1\u{80}", 3);
+        let note = del.sign("del\u{7f}\n").unwrap();
+        assert_eq!(open(&note, &del.verifier()).unwrap(), "del\u{7f}\n");
         // A file that is neither kind of key.
         assert!(
             SignerKey::parse("")
@@ -467,7 +493,42 @@ mod tests {
             let refused = Checkpoint::open(&format!("{note}{bad}"), &verifier).unwrap_err();
             assert!(refused.0.contains("signature"), "{bad:?}: {refused}");
         }
-        for size in ["042", "+42", " 42", "42 ", ""] {
+        // A CR before a signature line's end, more than 100 signatures, and
+        // the key's first signature changed before a good one.
+        let crlf = format!("{}\r\n", note.trim_end());
+        assert!(Checkpoint::open(&crlf, &verifier).is_err());
+        let (text, ours) = note.split_once("\n\n").unwrap();
+        let others: String = (0..100)
+            .map(|i| {
+                let other = key("audit.example", i);
+                checkpoint
+                    .sign(&other)
+                    .unwrap()
+                    .rsplit_once("\n\n")
+                    .unwrap()
+                    .1
+                    .to_owned()
+            })
+            .collect();
+        let crowded = format!("{text}\n\n{others}{ours}");
+        assert!(
+            Checkpoint::open(&crowded, &verifier)
+                .unwrap_err()
+                .0
+                .contains("more than 100 signatures")
+        );
+        let encoded = ours.trim_end().rsplit_once(' ').unwrap().1;
+        let mut bytes = BASE64.decode(encoded).unwrap();
+        bytes[10] ^= 1;
+        let bad = format!("\u{2014} audit.example {}\n", BASE64.encode(bytes));
+        let first_bad = format!("{text}\n\n{bad}{ours}");
+        assert!(
+            Checkpoint::open(&first_bad, &verifier)
+                .unwrap_err()
+                .0
+                .contains("does not verify")
+        );
+        for size in ["042", "+42", " 42", "42 ", "", "9223372036854775808"] {
             let text = format!("audit.example\n{size}\n{}\n", BASE64.encode([0xab; 32]));
             let note = signer.sign(&text).unwrap();
             assert!(

@@ -142,6 +142,12 @@ struct Compiled {
     key_end: usize,
     /// The `mysql-password` and `user-password-flag` rules.
     flag_rules: (usize, usize),
+    /// The `authorization-header` and `bearer-token` rules.
+    header_rules: (usize, usize),
+    /// Every rule name this redactor writes in a placeholder, sorted.
+    placeholder_names: Vec<String>,
+    /// The longest of them, in bytes.
+    longest_name: usize,
 }
 
 /// How a pattern's secret is found in its match.
@@ -336,6 +342,14 @@ impl Redactor {
                 .unwrap_or(0)
         };
         let flag_rules = (rule("mysql-password"), rule("user-password-flag"));
+        let header_rules = (rule("authorization-header"), rule("bearer-token"));
+        let mut placeholder_names: Vec<String> = Self::builtin_rule_names()
+            .map(str::to_owned)
+            .chain((0..extra.len()).map(|i| format!("extra-{i}")))
+            .collect();
+        placeholder_names.sort_unstable();
+        placeholder_names.dedup();
+        let longest_name = placeholder_names.iter().map(String::len).max().unwrap_or(0);
         Ok(Self {
             inner: Arc::new(Compiled {
                 regex,
@@ -345,6 +359,9 @@ impl Redactor {
                 private_key,
                 key_end,
                 flag_rules,
+                header_rules,
+                placeholder_names,
+                longest_name,
             }),
         })
     }
@@ -504,24 +521,33 @@ impl Redactor {
 
     /// Leaves this redactor's own placeholders as they are: a span that
     /// lies within `[redacted: RULE]`, where RULE is one of this
-    /// redactor's rule names, is dropped, so that text redacted before
-    /// (a stored record sent on, a line seen twice) comes out the same
-    /// when redacted again, not as `password=[[redacted: …]]`. Only the
-    /// names of its rules count: `[redacted: hunter2]` is not one, and a
-    /// secret written in that form is still found.
+    /// redactor's rule names, is dropped, and so is an `Authorization`
+    /// value that is only its scheme before one (see
+    /// [`scheme_before_placeholder`]), so that text redacted before (a
+    /// stored record sent on, a line seen twice) comes out the same when
+    /// redacted again, not as `password=[[redacted: …]]`. Only the names of
+    /// its rules count: `[redacted: hunter2]` is not one, and a secret
+    /// written in that form is still found. Linear in the text: one search
+    /// for the placeholders' opening, a bounded look for each name.
     fn keep_placeholders(&self, hay: &[u8], spans: &mut Vec<Span>) {
         const OPEN: &[u8] = b"[redacted: ";
         if spans.is_empty() {
             return;
         }
+        let c = &*self.inner;
         let mut placeholders = Vec::new();
         for at in memchr::memmem::find_iter(hay, OPEN) {
             let name_at = at + OPEN.len();
-            let Some(len) = memchr::memchr(b']', &hay[name_at..]) else {
-                break;
+            let window = &hay[name_at..hay.len().min(name_at + c.longest_name + 1)];
+            let Some(len) = memchr::memchr(b']', window) else {
+                continue;
             };
-            let name = &hay[name_at..name_at + len];
-            if self.rule_names().any(|rule| rule.as_bytes() == name) {
+            let name = &window[..len];
+            let known = c
+                .placeholder_names
+                .binary_search_by(|n| n.as_bytes().cmp(name))
+                .is_ok();
+            if known {
                 placeholders.push((at, name_at + len + 1));
             }
         }
@@ -529,10 +555,50 @@ impl Redactor {
             return;
         }
         spans.retain(|span| {
-            let inside =
-                (placeholders.iter()).any(|&(start, end)| start <= span.start && span.end <= end);
-            !inside && !scheme_before_placeholder(hay, span, &placeholders)
+            // The last placeholder that starts at or before the span.
+            let before = placeholders.partition_point(|&(start, _)| start <= span.start);
+            let inside = before > 0 && span.end <= placeholders[before - 1].1;
+            !inside && !self.scheme_before_placeholder(hay, span, &placeholders)
         });
+    }
+
+    /// Whether `span`, found by the `authorization-header` or
+    /// `bearer-token` rule, is only an authorization scheme (`"Bearer`,
+    /// `authorization=Bearer`: nothing before the scheme but the header's
+    /// key) right before one of `placeholders` (after blanks or `%20`):
+    /// the header's credential was redacted before, and its scheme is the
+    /// placeholder's context, not a secret. A value of any other rule
+    /// that ends in a scheme word (`password=Xk9v:Bearer [redacted: jwt]`)
+    /// is a value like any other.
+    fn scheme_before_placeholder(
+        &self,
+        hay: &[u8],
+        span: &Span,
+        placeholders: &[(usize, usize)],
+    ) -> bool {
+        let (header, bearer) = self.inner.header_rules;
+        if !matches!(span.label, Label::Rule(pid) if pid == header || pid == bearer) {
+            return false;
+        }
+        let text = hay[span.start..span.end].trim_ascii();
+        let word = (text.rsplit(|&b| matches!(b, b'=' | b':' | b'"' | b'\'' | b' ' | b'\t')))
+            .next()
+            .unwrap_or_default();
+        let before = &text[..text.len() - word.len()];
+        if !rules::is_known_scheme(word) || !is_authorization_key(before) {
+            return false;
+        }
+        let mut next = span.end;
+        loop {
+            match hay.get(next..) {
+                Some([b' ' | b'\t', ..]) => next += 1,
+                Some([b'%', b'2', b'0', ..]) => next += 3,
+                _ => break,
+            }
+        }
+        placeholders
+            .binary_search_by_key(&next, |&(start, _)| start)
+            .is_ok()
     }
 
     /// Bytes of the replacement for `label`.
@@ -820,30 +886,27 @@ pub(crate) enum Label {
     Named(&'static str),
 }
 
-/// Whether `span` ends in an authorization scheme (`Bearer`, `Basic`, …:
-/// `"Bearer`, `authorization=Bearer`) right before one of `placeholders`
-/// (after blanks or `%20`): the header's value was redacted before, and
-/// its scheme is the placeholder's context, not a secret.
-fn scheme_before_placeholder(hay: &[u8], span: &Span, placeholders: &[(usize, usize)]) -> bool {
-    // The span's last word (the value of `authorization=Bearer` too),
-    // after nothing but a key: no other word is passed over.
-    let text = hay[span.start..span.end].trim_ascii();
-    let word = (text.rsplit(|&b| matches!(b, b'=' | b':' | b'"' | b' ' | b'\t')))
-        .next()
-        .unwrap_or_default();
-    let before = text[..text.len() - word.len()].trim_ascii_end();
-    if before.iter().any(u8::is_ascii_whitespace) || !rules::is_known_scheme(word) {
-        return false;
+/// Whether `before` is nothing, a quote, or an authorization header's key
+/// with its separator (`authorization=`, `"Proxy-Authorization": "`).
+fn is_authorization_key(before: &[u8]) -> bool {
+    let separators = |b: &u8| matches!(b, b'"' | b'\'' | b':' | b'=' | b' ' | b'\t');
+    let key = before.trim_ascii();
+    let key = key
+        .strip_prefix(b"\"")
+        .or_else(|| key.strip_prefix(b"'"))
+        .unwrap_or(key);
+    if key.iter().all(separators) {
+        return true;
     }
-    let mut next = span.end;
-    loop {
-        match hay.get(next..) {
-            Some([b' ' | b'\t', ..]) => next += 1,
-            Some([b'%', b'2', b'0', ..]) => next += 3,
-            _ => break,
-        }
-    }
-    placeholders.iter().any(|&(start, _)| start == next)
+    let key = strip_prefix_ignoring_case(key, b"proxy-").unwrap_or(key);
+    strip_prefix_ignoring_case(key, b"authorization")
+        .is_some_and(|rest| rest.iter().all(separators))
+}
+
+/// `bytes` without `prefix`, compared without case, if it starts so.
+fn strip_prefix_ignoring_case<'a>(bytes: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    let (head, rest) = bytes.split_at_checked(prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then_some(rest)
 }
 
 /// Bytes `start..end` of a text are replaced by the placeholder of `label`.

@@ -1027,14 +1027,31 @@ fn a_placeholder_is_left_as_it_is_but_only_one_of_the_redactors_rules() {
             "{out:?}"
         );
     }
-    // A scheme before a placeholder is passed over, and only a scheme.
+    // A header's scheme before a placeholder is passed over, and only a
+    // header's scheme: a value of another rule that ends in a scheme word
+    // is redacted.
     for text in [
-        "Authorization: Bearer [redacted: bearer-token]",
         "{\"Authorization\": \"Basic [redacted: authorization-header]\"}",
+        "{\"Authorization\": \"Bearer [redacted: bearer-token]\"}",
+        "GET /x?authorization=Bearer%20[redacted: bearer-token] HTTP/1.1",
     ] {
         let out = redactor.redact(text);
         assert_eq!(out.text, text, "{out:?}");
     }
+    for text in [
+        "password=Xk9vQ2mLp7:Bearer [redacted: jwt]",
+        "token=Xk9vQ2mLp7=Key [redacted: jwt]",
+        "curl -u admin:Xk9vQ2mLp7Basic [redacted: jwt]",
+    ] {
+        let out = redactor.redact(text);
+        assert!(!out.text.contains("Xk9vQ2mLp7"), "{text}: {out:?}");
+    }
+    // Linear: many placeholders, or openings without a name's end.
+    let many = format!("password=Xk9vQ2mLp7 {}", "[redacted: jwt] ".repeat(10_000));
+    let out = redactor.redact(&many);
+    assert_eq!(out.counts.total(), 1);
+    let open = format!("password=Xk9vQ2mLp7 {}]", "[redacted: ".repeat(10_000));
+    assert_eq!(redactor.redact(&open).counts.total(), 1);
     // A custom rule's placeholder is one of its redactor's.
     let custom = Redactor::compile(vec!["secret-[0-9]+".into()]).unwrap();
     let once = custom.redact("id secret-42 end");
