@@ -31,10 +31,19 @@ fn secret_line(i: usize) -> String {
         0 => format!(
             "> Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ{i:04}In0.c2lnbmF0dXJl\n"
         ),
-        1 => format!("using GITHUB_TOKEN=ghp_{:0>36}\n", i),
+        1 => format!("using GITHUB_TOKEN=ghp_{}\n", token(i, 36)),
         2 => format!("connect postgres://app:pw{i}@db:5432/main\n"),
         _ => format!("{{\"user\": \"deploy\", \"password\": \"hunter{i}\"}}\n"),
     }
+}
+
+/// `len` characters of a token that looks random, different for each `i`
+/// (a run of zeros is no secret to the rules).
+fn token(i: usize, len: usize) -> String {
+    const ALPHABET: &[u8] = b"a1B2c3D4e5F6g7H8i9J0kLmNpQrStUvWxYz";
+    (0..len)
+        .map(|k| char::from(ALPHABET[(i * 7 + k * 13 + k * k) % ALPHABET.len()]))
+        .collect()
 }
 
 /// A capture holding a full 16 KiB tail of a longer stream.
@@ -45,8 +54,9 @@ fn window(with_secrets: bool) -> StreamCapture {
     );
     let mut i = 0;
     while capture.bytes_seen() < 3 * BUDGET as u64 {
+        // Every fourth line a secret, of each kind in turn.
         let line = if with_secrets && i % 4 == 1 {
-            secret_line(i)
+            secret_line(i / 4)
         } else {
             ordinary_line(i)
         };
