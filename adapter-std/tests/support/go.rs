@@ -48,6 +48,17 @@ impl GoChecker {
         })
     }
 
+    /// `go` with `gopath` before Debian's packages on its GOPATH, without
+    /// modules, its build cache under the repository's `target`.
+    fn go_in(&self, gopath: &Path) -> Command {
+        let mut go = Command::new(&self.go);
+        go.env("GO111MODULE", "off")
+            .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+            .env("GOCACHE", &self.cache)
+            .env_remove("GOFLAGS");
+        go
+    }
+
     /// Runs the Go program `source` (package main, importing only the
     /// standard library and golang.org/x/mod) with `args`; its output,
     /// whatever its exit status. A program that does not build fails the
@@ -58,14 +69,11 @@ impl GoChecker {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("main.go"), source).unwrap();
         let built = gopath.join(name);
-        let build = Command::new(&self.go)
+        let build = self
+            .go_in(&gopath)
             .args(["build", "-o"])
             .arg(&built)
             .arg(name)
-            .env("GO111MODULE", "off")
-            .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
-            .env("GOCACHE", &self.cache)
-            .env_remove("GOFLAGS")
             .output()
             .unwrap();
         assert!(
@@ -86,16 +94,10 @@ impl GoChecker {
         checkpoint: &Path,
         proofs: &Path,
     ) -> String {
-        let out = Command::new(&self.go)
+        let out = self
+            .go_in(&self.gopath)
             .args(["run", "tlogcheck"])
             .args([signer, verifier, checkpoint, proofs])
-            .env("GO111MODULE", "off")
-            .env(
-                "GOPATH",
-                format!("{}:/usr/share/gocode", self.gopath.display()),
-            )
-            .env("GOCACHE", &self.cache)
-            .env_remove("GOFLAGS")
             .output()
             .unwrap();
         assert!(

@@ -83,19 +83,7 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     );
     std::fs::write(dir.join("checkpoint"), &note).unwrap();
 
-    let verified = spillguard(
-        &[
-            "audit",
-            "verify",
-            "calls.log",
-            "--checkpoint",
-            "checkpoint",
-            "--public-key",
-            "k.pub",
-            "--json",
-        ],
-        &dir,
-    );
+    let verified = verify_checkpoint(&dir, "calls.log", "checkpoint");
     assert_eq!(verified.status.code(), Some(0), "{verified:?}");
     let found = json(&verified);
     assert_eq!(found["checkpoint"]["size"], records);
@@ -188,18 +176,7 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     // Appended to since: still matches its first records, exit 3.
     std::fs::copy(dir.join("calls.log"), dir.join("before.log")).unwrap();
     spillguard(&["run", "--audit", "calls.log", "--", "true"], &dir);
-    let later = spillguard(
-        &[
-            "audit",
-            "verify",
-            "calls.log",
-            "--checkpoint",
-            "checkpoint",
-            "--public-key",
-            "k.pub",
-        ],
-        &dir,
-    );
+    let later = verify_checkpoint_as(&dir, "calls.log", "checkpoint", &[]);
     assert_eq!(later.status.code(), Some(3), "{later:?}");
     let now = verify_checkpoint(&dir, "calls.log", "checkpoint");
     assert_eq!(now.status.code(), Some(3), "{now:?}");
@@ -387,18 +364,7 @@ fn checkpoints_and_proofs_of_a_real_log_are_what_gos_sumdb_checks() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
     std::fs::write(dir.join("calls.log"), &bytes).unwrap();
-    let tampered = spillguard(
-        &[
-            "audit",
-            "verify",
-            "calls.log",
-            "--checkpoint",
-            "checkpoint",
-            "--public-key",
-            "k.pub",
-        ],
-        &dir,
-    );
+    let tampered = verify_checkpoint_as(&dir, "calls.log", "checkpoint", &[]);
     assert_eq!(tampered.status.code(), Some(5), "{tampered:?}");
     let refused = spillguard(
         &["audit", "checkpoint", "calls.log", "--key-file", "k.key"],
