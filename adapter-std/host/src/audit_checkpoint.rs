@@ -285,22 +285,16 @@ impl Checkpointer {
     }
 }
 
-impl CheckpointOptions {
-    /// Refuses the files the checkpoint would overwrite that are not its
-    /// own ([`ChainedFileAudit::open`](crate::audit_log::ChainedFileAudit::open)
-    /// checks them before it creates or reads anything): the checkpoint
-    /// file, its temporary file and its tree file must each be missing or
-    /// a regular file (not a symbolic link, a FIFO, a device or a
-    /// directory), and the checkpoint and tree files, when they hold
-    /// anything, must begin as such a file does (a note whose origin is
-    /// the key's name, a tree file's header): a key, a log or any other
-    /// file at that path is left as it is.
-    pub fn check_files(&self) -> io::Result<()> {
-        check_files(self)
-    }
-}
-
-fn check_files(options: &CheckpointOptions) -> io::Result<()> {
+/// Refuses the files the checkpoint would overwrite that are not its
+/// own ([`ChainedFileAudit::open`](crate::audit_log::ChainedFileAudit::open)
+/// checks them before it creates or reads anything): the checkpoint
+/// file, its temporary file and its tree file must each be missing or
+/// a regular file (not a symbolic link, a FIFO, a device or a
+/// directory), and the checkpoint and tree files, when they hold
+/// anything, must begin as such a file does (a note whose origin is
+/// the key's name, a tree file's header): a key, a log or any other
+/// file at that path is left as it is.
+pub(crate) fn check_files(options: &CheckpointOptions) -> io::Result<()> {
     let mut temp = options.file.file_name().unwrap_or_default().to_os_string();
     temp.push(".tmp");
     let origin = format!("{}\n", options.key.name());

@@ -522,8 +522,7 @@ impl ChainedFileAudit {
         // refused before anything is created or read.
         #[cfg(feature = "audit-checkpoint")]
         if let Some(checkpoint) = &options.checkpoint {
-            checkpoint
-                .check_files()
+            crate::audit_checkpoint::check_files(checkpoint)
                 .map_err(|error| fail(OpenFailure::CheckpointFiles(error)))?;
         }
         // A FIFO would block the open and a device never ends: neither is

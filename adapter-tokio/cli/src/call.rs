@@ -17,7 +17,7 @@ use spillguard_std::proto::trace::CallTrace;
 use spillguard_std::proto::{CallRecord, Config, DebugGrant};
 use spillguard_std::{
     AuditSink, ChainedFileAudit, ChainedFileOptions, CheckpointOptions, HelperCommand, HostOptions,
-    KeySource,
+    KeySource, OpenFailure,
 };
 
 use crate::args::{AuditFlags, ResultMode, RunArgs, StdioArgs, UsageError};
@@ -141,19 +141,17 @@ pub fn open_audit(
         },
         ..ChainedFileOptions::default()
     };
-    if let Some(checkpoint) = &options.checkpoint {
-        // Said in the terms of the flag that chose the path (opening
-        // checks it too).
-        checkpoint
-            .check_files()
-            .map_err(|e| match flags.checkpoint_out {
-                Some(_) => UsageError(format!("--checkpoint-out: {e}")),
-                None => UsageError(format!(
-                    "--checkpoint-key-file: {e} (another path: --checkpoint-out FILE)"
-                )),
-            })?;
-    }
     let log = ChainedFileAudit::open(path, options).map_err(|e| {
+        if let OpenFailure::CheckpointFiles(why) = &e.failure {
+            // Nothing was created: said in the terms of the flag that
+            // chose the checkpoint's path.
+            return UsageError(match flags.checkpoint_out {
+                Some(_) => format!("--checkpoint-out: {why}"),
+                None => {
+                    format!("--checkpoint-key-file: {why} (another path: --checkpoint-out FILE)")
+                }
+            });
+        }
         let message = format!("cannot open the {e}");
         if e.is_write_failure() {
             // Not bad input: the log could not be written (a full disk).
